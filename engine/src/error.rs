@@ -1,0 +1,46 @@
+//! The engine's error type. Every variant reads as a sentence after `gsh: `, names the thing at
+//! fault, and, where there is one, the fix.
+
+use std::path::PathBuf;
+
+/// Errors from reading and analysing binaries.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not an ELF file at all.
+    #[error("{path}: not an ELF file")]
+    NotElf { path: PathBuf },
+    /// An ELF file for a machine or class gsh does not handle.
+    #[error("{path}: {what} ELF file; gsh handles only 64-bit x86-64 ELF")]
+    Unsupported { path: PathBuf, what: String },
+    /// An ELF file whose structures are truncated or inconsistent.
+    #[error("{path}: malformed ELF: {detail}")]
+    Malformed { path: PathBuf, detail: String },
+    /// No function matched what the user named.
+    #[error("no function matches `{name}`{hint}")]
+    UnknownFunction { name: String, hint: String },
+    /// No module matched what the user named.
+    #[error("no module named `{name}`; `show modules` lists them")]
+    UnknownModule { name: String },
+    /// No variable or type matched what the user named.
+    #[error("nothing named `{name}`{hint}")]
+    UnknownName { name: String, hint: String },
+    /// A glob or regular expression the user typed does not parse.
+    #[error("bad pattern `{pattern}`: {detail}")]
+    BadPattern { pattern: String, detail: String },
+    /// An address outside every mapped section of the module.
+    #[error("address {addr} is not in any section of {module}")]
+    BadAddress { addr: String, module: String },
+    /// No binary is open yet.
+    #[error("no file is open; use `open FILE` first")]
+    NothingOpen,
+}
+
+/// Result with the engine's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,404 @@
+//! A session: the modules gsh has open, and the resolution of what users type (`main`,
+//! `libc.so.6!malloc`, `0x401136`, `'parse_*'`) into functions.
+//!
+//! Modules are analysed lazily: a module's function table is built the first time something
+//! asks for it, and its DWARF the first time a source-level question is asked.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use globset::GlobMatcher;
+use regex::Regex;
+
+use crate::addr::LinkAddr;
+use crate::dwarf::{locate, DebugInfo};
+use crate::elf::Binary;
+use crate::error::{Error, Result};
+use crate::symbols::{
+    strip_params, FuncId, Function, FunctionTable, NoProgress, Progress, Variable,
+};
+
+/// Index of a module in its [`Session`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct ModuleId(pub u32);
+
+/// A function of a module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct FuncRef {
+    pub module: ModuleId,
+    pub func: FuncId,
+}
+
+/// One loaded ELF object and what has been learned about it so far.
+pub struct Module {
+    pub id: ModuleId,
+    /// The file name users type (`libc.so.6`, `ls`).
+    pub name: String,
+    pub binary: Binary,
+    /// True for the executable (or library) the session was opened on.
+    pub is_main: bool,
+    table: OnceLock<FunctionTable>,
+    debug: OnceLock<Option<DebugInfo>>,
+    debug_dirs: Vec<PathBuf>,
+}
+
+impl Module {
+    fn new(id: ModuleId, binary: Binary, is_main: bool, debug_dirs: Vec<PathBuf>) -> Module {
+        let name = binary
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| binary.path().display().to_string());
+        Module {
+            id,
+            name,
+            binary,
+            is_main,
+            table: OnceLock::new(),
+            debug: OnceLock::new(),
+            debug_dirs,
+        }
+    }
+
+    /// The module's functions and variables, discovered on first call.
+    pub fn functions(&self) -> &FunctionTable {
+        self.functions_with(&NoProgress)
+    }
+
+    /// Like [`Module::functions`], reporting progress if the table must be built now.
+    pub fn functions_with(&self, progress: &dyn Progress) -> &FunctionTable {
+        self.table
+            .get_or_init(|| FunctionTable::build(&self.binary, progress))
+    }
+
+    /// True when the function table has been built already.
+    pub fn functions_ready(&self) -> bool {
+        self.table.get().is_some()
+    }
+
+    /// The module's DWARF, loaded on first call; `None` when it has none.
+    pub fn debug_info(&self) -> Option<&DebugInfo> {
+        self.debug
+            .get_or_init(|| DebugInfo::load(&self.binary, &self.debug_dirs))
+            .as_ref()
+    }
+
+    /// `name+0x12` for an address inside a function of this module.
+    pub fn describe(&self, addr: LinkAddr) -> Option<String> {
+        let f = self.functions().containing(addr)?;
+        let off = addr.0 - f.addr.0;
+        Some(if off == 0 {
+            f.display_name().to_owned()
+        } else {
+            format!("{}+{off:#x}", f.display_name())
+        })
+    }
+}
+
+/// A `DT_NEEDED` entry and where the dynamic linker would find it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Library {
+    pub name: String,
+    pub path: Option<PathBuf>,
+}
+
+/// How a pattern matches names.
+pub enum Matcher {
+    /// Every name.
+    All,
+    Glob(GlobMatcher),
+    Regex(Regex),
+}
+
+impl Matcher {
+    /// A shell-style glob (`parse_*`, `*::push*`), matched against the whole name.
+    pub fn glob(pattern: &str) -> Result<Matcher> {
+        let glob = globset::GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| Error::BadPattern {
+                pattern: pattern.to_owned(),
+                detail: e.kind().to_string(),
+            })?;
+        Ok(Matcher::Glob(glob.compile_matcher()))
+    }
+
+    /// A regular expression, matched anywhere in the name.
+    pub fn regex(pattern: &str) -> Result<Matcher> {
+        Regex::new(pattern)
+            .map(Matcher::Regex)
+            .map_err(|e| Error::BadPattern {
+                pattern: pattern.to_owned(),
+                detail: e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or("invalid")
+                    .trim()
+                    .to_owned(),
+            })
+    }
+
+    fn is_match(&self, s: &str) -> bool {
+        match self {
+            Matcher::All => true,
+            Matcher::Glob(g) => g.is_match(s),
+            Matcher::Regex(r) => r.is_match(s),
+        }
+    }
+
+    /// True when any of the function's names matches: raw, demangled, demangled without its
+    /// parameter list, or an alias.
+    pub fn matches_function(&self, f: &Function) -> bool {
+        self.is_match(&f.name)
+            || f.demangled
+                .as_deref()
+                .is_some_and(|d| self.is_match(d) || self.is_match(strip_params(d)))
+            || f.aliases.iter().any(|a| self.is_match(a))
+    }
+
+    pub fn matches_variable(&self, v: &Variable) -> bool {
+        self.is_match(&v.name) || v.demangled.as_deref().is_some_and(|d| self.is_match(d))
+    }
+}
+
+/// True when `s` contains glob metacharacters.
+pub fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// The modules gsh has open.
+pub struct Session {
+    modules: Vec<Module>,
+    debug_dirs: Vec<PathBuf>,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session::new()
+    }
+}
+
+impl Session {
+    /// An empty session, with the default debug directories (or those in `GSH_DEBUG_DIRS`, a
+    /// colon-separated list, when set).
+    pub fn new() -> Session {
+        let debug_dirs = match std::env::var_os("GSH_DEBUG_DIRS") {
+            Some(v) => std::env::split_paths(&v).collect(),
+            None => locate::default_debug_dirs(),
+        };
+        Session {
+            modules: Vec::new(),
+            debug_dirs,
+        }
+    }
+
+    /// Sets where separate debug files are looked for; applies to modules opened afterwards.
+    pub fn set_debug_dirs(&mut self, dirs: Vec<PathBuf>) {
+        self.debug_dirs = dirs;
+    }
+
+    /// Opens `path` as the main module, closing whatever was open.
+    pub fn open(&mut self, path: &Path) -> Result<ModuleId> {
+        let binary = Binary::open(path)?;
+        self.modules.clear();
+        self.modules.push(Module::new(
+            ModuleId(0),
+            binary,
+            true,
+            self.debug_dirs.clone(),
+        ));
+        Ok(ModuleId(0))
+    }
+
+    /// The main module.
+    pub fn main(&self) -> Result<&Module> {
+        self.modules.first().ok_or(Error::NothingOpen)
+    }
+
+    pub fn modules(&self) -> &[Module] {
+        &self.modules
+    }
+
+    pub fn module(&self, id: ModuleId) -> &Module {
+        &self.modules[id.0 as usize]
+    }
+
+    pub fn func(&self, r: FuncRef) -> &Function {
+        self.module(r.module).functions().get(r.func)
+    }
+
+    /// The main module's `DT_NEEDED` libraries and where each resolves.
+    pub fn libraries(&self) -> Result<Vec<Library>> {
+        let main = self.main()?;
+        Ok(main
+            .binary
+            .needed()
+            .iter()
+            .map(|name| Library {
+                name: name.clone(),
+                path: resolve_library(name, &main.binary),
+            })
+            .collect())
+    }
+
+    /// The module named `name` (file name, soname, or path); a library the main module needs is
+    /// loaded on first mention.
+    pub fn find_module(&mut self, name: &str) -> Result<ModuleId> {
+        if let Some(m) = self.modules.iter().find(|m| {
+            m.name == name || m.binary.soname() == Some(name) || m.binary.path() == Path::new(name)
+        }) {
+            return Ok(m.id);
+        }
+        let main = self.main()?;
+        let wanted = main
+            .binary
+            .needed()
+            .iter()
+            .find(|n| *n == name || n.split(".so").next() == Some(name))
+            .cloned();
+        let path = match wanted {
+            Some(n) => resolve_library(&n, &main.binary),
+            None if name.contains('/') => Some(PathBuf::from(name)),
+            None => None,
+        };
+        let path = path.ok_or_else(|| Error::UnknownModule {
+            name: name.to_owned(),
+        })?;
+        self.load_module(&path)
+    }
+
+    /// Opens another ELF file as a module of this session.
+    pub fn load_module(&mut self, path: &Path) -> Result<ModuleId> {
+        self.main()?;
+        let binary = Binary::open(path)?;
+        let id = ModuleId(self.modules.len() as u32);
+        self.modules
+            .push(Module::new(id, binary, false, self.debug_dirs.clone()));
+        Ok(id)
+    }
+
+    /// Resolves a function as users name it: `NAME`, `MODULE!NAME`, `0xADDR` (the function
+    /// containing it), or a glob (`'parse_*'`) that may select many. Names are looked up in
+    /// the main module first, then in the other open modules.
+    pub fn resolve_functions(&mut self, spec: &str) -> Result<Vec<FuncRef>> {
+        self.main()?;
+        let (modules, name) = match spec.split_once('!') {
+            Some((m, n)) => (vec![self.find_module(m)?], n),
+            None => ((0..self.modules.len() as u32).map(ModuleId).collect(), spec),
+        };
+        if let Some(hex) = name.strip_prefix("0x").or_else(|| name.strip_prefix("0X")) {
+            let addr = u64::from_str_radix(hex, 16).map_err(|_| Error::UnknownFunction {
+                name: spec.to_owned(),
+                hint: "; addresses are written 0x401136".into(),
+            })?;
+            for &m in &modules {
+                let module = self.module(m);
+                if let Some(f) = module.functions().containing(LinkAddr(addr)) {
+                    return Ok(vec![FuncRef {
+                        module: m,
+                        func: f.id,
+                    }]);
+                }
+            }
+            return Err(Error::UnknownFunction {
+                name: spec.to_owned(),
+                hint: "; no function contains that address".into(),
+            });
+        }
+        let matcher = if is_glob(name) {
+            Some(Matcher::glob(name)?)
+        } else {
+            None
+        };
+        for &m in &modules {
+            let table = self.module(m).functions();
+            let found: Vec<FuncRef> = match &matcher {
+                Some(g) => table
+                    .functions()
+                    .iter()
+                    .filter(|f| g.matches_function(f))
+                    .map(|f| FuncRef {
+                        module: m,
+                        func: f.id,
+                    })
+                    .collect(),
+                None => table
+                    .by_name(name)
+                    .map(|f| FuncRef {
+                        module: m,
+                        func: f.id,
+                    })
+                    .collect(),
+            };
+            if !found.is_empty() {
+                return Ok(found);
+            }
+        }
+        let hint = self
+            .nearest_function_name(name, &modules)
+            .map(|n| format!("; did you mean `{n}`?"))
+            .unwrap_or_else(|| "; `find function REGEX` searches".into());
+        Err(Error::UnknownFunction {
+            name: spec.to_owned(),
+            hint,
+        })
+    }
+
+    /// The function name closest to `name`, for "did you mean" hints.
+    pub fn nearest_function_name(&self, name: &str, modules: &[ModuleId]) -> Option<String> {
+        let mut best: Option<(f64, String)> = None;
+        for &m in modules {
+            for f in self.module(m).functions().functions() {
+                let candidate = f.demangled.as_deref().map(strip_params).unwrap_or(&f.name);
+                let score = strsim_ratio(name, candidate);
+                if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                    best = Some((score, candidate.to_owned()));
+                }
+            }
+        }
+        best.filter(|(s, _)| *s >= 0.7).map(|(_, n)| n)
+    }
+}
+
+/// Similarity in 0..=1 (Jaro-Winkler), good at typos and dropped letters in short names.
+fn strsim_ratio(a: &str, b: &str) -> f64 {
+    strsim::jaro_winkler(a, b)
+}
+
+/// Where the dynamic linker would find `name` for `binary`: its `DT_RUNPATH`/`DT_RPATH` (with
+/// `$ORIGIN`), `LD_LIBRARY_PATH`, then the system directories.
+pub fn resolve_library(name: &str, binary: &Binary) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.is_file().then_some(p);
+    }
+    let origin = binary
+        .path()
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_owned))
+        .unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = binary
+        .runpath()
+        .iter()
+        .map(|d| PathBuf::from(d.replace("$ORIGIN", &origin.to_string_lossy())))
+        .collect();
+    if let Some(v) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&v));
+    }
+    for d in [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib64",
+        "/usr/lib64",
+        "/lib",
+        "/usr/lib",
+        "/usr/local/lib",
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}

@@ -1,0 +1,45 @@
+//! Function bounds from `.eh_frame`: every FDE covers one contiguous range of code, which for
+//! compiled code is a whole function (or its `.cold` part). This is what makes stripped
+//! binaries explorable.
+
+use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
+
+use crate::addr::LinkAddr;
+use crate::elf::Binary;
+
+/// The `(start, length)` of every FDE in `.eh_frame`. A malformed entry ends the walk: what
+/// was read before it is kept.
+pub fn fde_ranges(binary: &Binary) -> Vec<(LinkAddr, u64)> {
+    let Some(section) = binary.section(".eh_frame") else {
+        return Vec::new();
+    };
+    let data = binary.section_data(section);
+    let mut eh_frame = EhFrame::new(data, LittleEndian);
+    eh_frame.set_address_size(8);
+    let mut bases = BaseAddresses::default().set_eh_frame(section.addr.0);
+    if let Some(hdr) = binary.section(".eh_frame_hdr") {
+        bases = bases.set_eh_frame_hdr(hdr.addr.0);
+    }
+    if let Some(text) = binary.section(".text") {
+        bases = bases.set_text(text.addr.0);
+    }
+    if let Some(got) = binary.section(".got") {
+        bases = bases.set_got(got.addr.0);
+    }
+    let mut out = Vec::new();
+    let mut entries = eh_frame.entries(&bases);
+    loop {
+        match entries.next() {
+            Ok(Some(CieOrFde::Fde(partial))) => {
+                if let Ok(fde) = partial.parse(UnwindSection::cie_from_offset) {
+                    if fde.len() > 0 {
+                        out.push((LinkAddr(fde.initial_address()), fde.len()));
+                    }
+                }
+            }
+            Ok(Some(CieOrFde::Cie(_))) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    out
+}

@@ -1,0 +1,406 @@
+//! Functions and variables of a binary, stripped or not.
+//!
+//! Function starts come from five sources, merged by address: `.symtab`, `.dynsym`, PLT stubs
+//! (named `name@plt` from their relocations), `.eh_frame` FDEs (exact start and end of nearly
+//! every compiled function), and the targets of direct calls. Each function remembers where its
+//! name came from ([`NameSource`]) and which sources saw it ([`Found`]), so users can tell a real
+//! name from a made-up `sub_401136`.
+
+mod ehframe;
+mod plt;
+mod scan;
+
+use std::collections::BTreeMap;
+
+use object::elf;
+use object::read::elf::ElfFile64;
+use object::{Endianness, Object, ObjectSymbol, SymbolKind};
+
+use crate::addr::LinkAddr;
+use crate::demangle::demangle;
+use crate::elf::Binary;
+
+/// Index of a function in its module's [`FunctionTable`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct FuncId(pub u32);
+
+/// Where a function's name came from, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NameSource {
+    /// The full symbol table, `.symtab`.
+    Symtab,
+    /// The dynamic symbol table, `.dynsym`.
+    Dynsym,
+    /// A PLT stub, named from its jump-slot relocation.
+    Plt,
+    /// No name anywhere: made up from the address.
+    Synthetic,
+}
+
+impl NameSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NameSource::Symtab => "symtab",
+            NameSource::Dynsym => "dynsym",
+            NameSource::Plt => "plt",
+            NameSource::Synthetic => "synthetic",
+        }
+    }
+}
+
+/// Which discovery sources saw a function start (a bit set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct Found(u8);
+
+impl Found {
+    pub const SYMTAB: Found = Found(1);
+    pub const DYNSYM: Found = Found(2);
+    pub const PLT: Found = Found(4);
+    pub const EH_FRAME: Found = Found(8);
+    pub const CALL: Found = Found(16);
+    pub const ENTRY: Found = Found(32);
+
+    pub fn contains(self, other: Found) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    fn insert(&mut self, other: Found) {
+        self.0 |= other.0;
+    }
+
+    /// The sources as words, e.g. `["symtab", "eh_frame"]`.
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (Found::SYMTAB, "symtab"),
+            (Found::DYNSYM, "dynsym"),
+            (Found::PLT, "plt"),
+            (Found::EH_FRAME, "eh_frame"),
+            (Found::CALL, "call"),
+            (Found::ENTRY, "entry"),
+        ]
+        .into_iter()
+        .filter(|(f, _)| self.contains(*f))
+        .map(|(_, n)| n)
+        .collect()
+    }
+}
+
+/// A function: an entry address, a size, and its names.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Function {
+    pub id: FuncId,
+    /// The raw (mangled) name, or `sub_ADDR` when it has none.
+    pub name: String,
+    /// The demangled name, when `name` is a C++ or Rust mangled name.
+    pub demangled: Option<String>,
+    /// Other symbols at the same address (`__libc_malloc` beside `malloc`).
+    pub aliases: Vec<String>,
+    pub addr: LinkAddr,
+    /// Size in bytes; from the symbol, the FDE, or the distance to the next function.
+    pub size: u64,
+    pub name_source: NameSource,
+    pub found: Found,
+    /// True for symbols visible outside the module (`STB_GLOBAL`/`STB_WEAK`).
+    pub global: bool,
+}
+
+impl Function {
+    /// The name to show users: demangled when there is one.
+    pub fn display_name(&self) -> &str {
+        self.demangled.as_deref().unwrap_or(&self.name)
+    }
+
+    /// One past the last byte.
+    pub fn end(&self) -> LinkAddr {
+        self.addr.offset(self.size)
+    }
+
+    pub fn contains(&self, addr: LinkAddr) -> bool {
+        addr >= self.addr && addr < self.end()
+    }
+}
+
+/// A data symbol.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Variable {
+    pub name: String,
+    pub demangled: Option<String>,
+    pub addr: LinkAddr,
+    pub size: u64,
+    /// Section the variable lives in (`.data`, `.bss`, `.rodata`, `.tbss`, ...).
+    pub section: String,
+    pub global: bool,
+    /// True for thread-local variables; `addr` is then an offset in the TLS block.
+    pub tls: bool,
+}
+
+impl Variable {
+    pub fn display_name(&self) -> &str {
+        self.demangled.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// All functions and variables of one binary, sorted by address.
+#[derive(Debug, Default)]
+pub struct FunctionTable {
+    functions: Vec<Function>,
+    variables: Vec<Variable>,
+}
+
+/// A sink for progress reports during long discovery work.
+pub trait Progress: Sync {
+    /// `done` of `total` units of work are finished.
+    fn update(&self, done: u64, total: u64);
+}
+
+/// A [`Progress`] that ignores everything.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn update(&self, _: u64, _: u64) {}
+}
+
+/// A candidate start with everything the sources said about it.
+#[derive(Default)]
+struct Candidate {
+    names: Vec<(String, NameSource, u8)>,
+    size: Option<u64>,
+    found: Found,
+}
+
+impl FunctionTable {
+    /// Discovers the functions and variables of `binary`.
+    pub fn build(binary: &Binary, progress: &dyn Progress) -> FunctionTable {
+        let file = binary.elf();
+        let mut cands: BTreeMap<u64, Candidate> = BTreeMap::new();
+        let in_code = |addr: u64| {
+            binary
+                .section_at(LinkAddr(addr))
+                .is_some_and(|s| s.is_exec())
+        };
+
+        let mut variables = Vec::new();
+        read_symbols(&file, binary, &mut cands, &mut variables, &in_code);
+        for (addr, name) in plt::stubs(binary, &file) {
+            let c = cands.entry(addr.0).or_default();
+            c.names.push((name, NameSource::Plt, 0));
+            c.found.insert(Found::PLT);
+            c.size.get_or_insert(plt::STUB_SIZE);
+        }
+        for (start, len) in ehframe::fde_ranges(binary) {
+            if !in_code(start.0) {
+                continue;
+            }
+            let c = cands.entry(start.0).or_default();
+            c.found.insert(Found::EH_FRAME);
+            if len > 0 {
+                c.size.get_or_insert(len);
+            }
+        }
+        if in_code(binary.entry().0) {
+            cands
+                .entry(binary.entry().0)
+                .or_default()
+                .found
+                .insert(Found::ENTRY);
+        }
+        for target in scan::call_targets(binary, progress) {
+            if in_code(target.0) {
+                cands.entry(target.0).or_default().found.insert(Found::CALL);
+            }
+        }
+
+        let functions = finish(binary, cands);
+        variables.sort_by_key(|v: &Variable| (v.tls, v.addr));
+        FunctionTable {
+            functions,
+            variables,
+        }
+    }
+
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    pub fn variables(&self) -> &[Variable] {
+        &self.variables
+    }
+
+    pub fn get(&self, id: FuncId) -> &Function {
+        &self.functions[id.0 as usize]
+    }
+
+    /// The function starting exactly at `addr`.
+    pub fn at(&self, addr: LinkAddr) -> Option<&Function> {
+        self.functions
+            .binary_search_by_key(&addr, |f| f.addr)
+            .ok()
+            .map(|i| &self.functions[i])
+    }
+
+    /// The function whose range contains `addr`.
+    pub fn containing(&self, addr: LinkAddr) -> Option<&Function> {
+        let i = self.functions.partition_point(|f| f.addr <= addr);
+        // Nested or overlapping ranges are rare but real: look back a few entries.
+        self.functions[..i]
+            .iter()
+            .rev()
+            .take(8)
+            .find(|f| f.contains(addr))
+    }
+
+    /// Functions whose raw, demangled or alias name is exactly `name`.
+    pub fn by_name<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Function> + 'a {
+        self.functions.iter().filter(move |f| {
+            f.name == name
+                || f.demangled.as_deref() == Some(name)
+                || f.demangled
+                    .as_deref()
+                    .is_some_and(|d| strip_params(d) == name)
+                || f.aliases.iter().any(|a| a == name)
+        })
+    }
+}
+
+/// `ns::f(int, char)` → `ns::f`, so users can name C++ functions without their parameters.
+pub fn strip_params(demangled: &str) -> &str {
+    if !demangled.ends_with(')') {
+        return demangled;
+    }
+    // Find the '(' that opens the final parameter list, skipping nested parentheses.
+    let mut depth = 0usize;
+    for (i, c) in demangled.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &demangled[..i];
+                }
+            }
+            _ => {}
+        }
+    }
+    demangled
+}
+
+fn read_symbols(
+    file: &ElfFile64<'_, Endianness>,
+    binary: &Binary,
+    cands: &mut BTreeMap<u64, Candidate>,
+    variables: &mut Vec<Variable>,
+    in_code: &dyn Fn(u64) -> bool,
+) {
+    let tables: [(_, NameSource, Found); 2] = [
+        (
+            file.symbols().collect::<Vec<_>>(),
+            NameSource::Symtab,
+            Found::SYMTAB,
+        ),
+        (
+            file.dynamic_symbols().collect::<Vec<_>>(),
+            NameSource::Dynsym,
+            Found::DYNSYM,
+        ),
+    ];
+    let mut seen_vars = std::collections::HashSet::new();
+    for (symbols, source, found) in tables {
+        for sym in symbols {
+            if sym.is_undefined() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if name.is_empty() {
+                continue;
+            }
+            let st_type = sym.elf_symbol().st_type();
+            let bind = sym.elf_symbol().st_bind();
+            // Binding rank: a global name is a better primary name than a weak or local one.
+            let rank = match bind {
+                elf::STB_GLOBAL => 0,
+                elf::STB_WEAK => 1,
+                _ => 2,
+            };
+            let global = rank < 2;
+            match sym.kind() {
+                SymbolKind::Text if in_code(sym.address()) || st_type == elf::STT_GNU_IFUNC => {
+                    let c = cands.entry(sym.address()).or_default();
+                    c.found.insert(found);
+                    if sym.size() > 0 {
+                        c.size.get_or_insert(sym.size());
+                    }
+                    c.names.push((name.to_owned(), source, rank));
+                }
+                SymbolKind::Data | SymbolKind::Tls => {
+                    if !seen_vars.insert((name.to_owned(), sym.address())) {
+                        continue;
+                    }
+                    let section = sym
+                        .section_index()
+                        .and_then(|i| binary.sections().get(i.0))
+                        .map(|s| s.name.clone())
+                        .unwrap_or_default();
+                    variables.push(Variable {
+                        name: name.to_owned(),
+                        demangled: demangle(name),
+                        addr: LinkAddr(sym.address()),
+                        size: sym.size(),
+                        section,
+                        global,
+                        tls: sym.kind() == SymbolKind::Tls,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Turns candidates into functions: picks names, fills in missing sizes.
+fn finish(binary: &Binary, cands: BTreeMap<u64, Candidate>) -> Vec<Function> {
+    let starts: Vec<u64> = cands.keys().copied().collect();
+    let mut functions = Vec::with_capacity(cands.len());
+    for (i, (addr, mut c)) in cands.into_iter().enumerate() {
+        let section_end = binary
+            .section_at(LinkAddr(addr))
+            .map(|s| s.addr.0 + s.size)
+            .unwrap_or(addr);
+        let size = c.size.unwrap_or_else(|| {
+            // No symbol or FDE gave a size: run to the next known start or the section's end.
+            let next = starts.get(i + 1).copied().unwrap_or(u64::MAX);
+            next.min(section_end).saturating_sub(addr)
+        });
+        c.names.sort_by(|a, b| {
+            (a.1, a.2, a.0.starts_with('_'), a.0.len()).cmp(&(
+                b.1,
+                b.2,
+                b.0.starts_with('_'),
+                b.0.len(),
+            ))
+        });
+        c.names.dedup_by(|a, b| a.0 == b.0);
+        let (name, name_source, global) = match c.names.first() {
+            Some((n, s, rank)) => (n.clone(), *s, *rank < 2),
+            None => (format!("sub_{addr:x}"), NameSource::Synthetic, false),
+        };
+        let aliases = c.names.iter().skip(1).map(|n| n.0.clone()).collect();
+        functions.push(Function {
+            id: FuncId(functions.len() as u32),
+            demangled: demangle(&name),
+            name,
+            aliases,
+            addr: LinkAddr(addr),
+            size,
+            name_source,
+            found: c.found,
+            global,
+        });
+    }
+    functions
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,56 @@
+//! Targets of direct calls, found by decoding every code section. In stripped binaries this
+//! names the static functions that `.eh_frame` missed (hand-written assembly, code built with
+//! `-fno-asynchronous-unwind-tables`).
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, OpKind};
+use rayon::prelude::*;
+
+use super::Progress;
+use crate::addr::LinkAddr;
+use crate::elf::Binary;
+
+/// Bytes decoded per parallel work unit.
+const CHUNK: usize = 256 * 1024;
+
+/// Every direct call target in the binary's code sections (unsorted, may repeat).
+pub fn call_targets(binary: &Binary, progress: &dyn Progress) -> Vec<LinkAddr> {
+    // Split each section into chunks; a chunk decodes from its start, so an instruction that
+    // straddles a chunk boundary is decoded by the chunk it starts in (the decoder runs past the
+    // chunk's end until the instruction that crosses it is done).
+    let mut work = Vec::new();
+    for section in binary.code_sections() {
+        let bytes = binary.section_data(section);
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = (start + CHUNK).min(bytes.len());
+            work.push((section.addr.0, bytes, start, end));
+            start = end;
+        }
+    }
+    let total: u64 = work.iter().map(|w| (w.3 - w.2) as u64).sum();
+    let done = std::sync::atomic::AtomicU64::new(0);
+    work.par_iter()
+        .flat_map_iter(|&(base, bytes, start, end)| {
+            let mut targets = Vec::new();
+            let mut decoder = Decoder::with_ip(
+                64,
+                &bytes[start..],
+                base + start as u64,
+                DecoderOptions::NONE,
+            );
+            let stop = base + end as u64;
+            while decoder.can_decode() && decoder.ip() < stop {
+                let insn = decoder.decode();
+                if insn.flow_control() == FlowControl::Call
+                    && insn.op0_kind() == OpKind::NearBranch64
+                {
+                    targets.push(LinkAddr(insn.near_branch64()));
+                }
+            }
+            let n = (end - start) as u64;
+            let so_far = done.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+            progress.update(so_far, total);
+            targets
+        })
+        .collect()
+}

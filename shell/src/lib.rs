@@ -1,0 +1,1 @@
+//! The gsh shell: command language, REPL and output, over the engine.
