@@ -310,3 +310,27 @@ fn separate_debug_file_is_found_by_debuglink() {
         m.debug_file().canonicalize().expect("exists")
     );
 }
+
+#[test]
+fn symtab_sizes_are_kept_and_ranges_contain_their_last_byte() {
+    for m in Mutatee::all() {
+        for v in Variant::WITH_SYMTAB {
+            let exe = m.path(v);
+            let table = table(&exe);
+            for sym in truth::symtab_functions(&exe) {
+                let f = table.at(engine::LinkAddr(sym.addr)).unwrap_or_else(|| {
+                    panic!("{}: no function at {:#x}", m.file_name(v), sym.addr)
+                });
+                assert_eq!(f.size, sym.size, "{}: size of {}", m.file_name(v), sym.name);
+                let last = engine::LinkAddr(sym.addr + sym.size - 1);
+                assert_eq!(
+                    table.containing(last).map(|c| c.addr),
+                    Some(f.addr),
+                    "{}: last byte of {}",
+                    m.file_name(v),
+                    sym.name
+                );
+            }
+        }
+    }
+}

@@ -5,6 +5,8 @@
 mod bad_input;
 mod cli;
 mod discovery;
+mod dwarf;
 mod mutatees;
 mod scripts;
+mod session;
 mod stripped;

@@ -10,22 +10,27 @@ volatile int sink;
 
 NOINLINE int square(int x) { return x * x; }
 
+/* Twelve cases doing different work, so gcc emits an indirect jump through a jump table
+ * rather than turning the switch into a lookup array. */
 NOINLINE int classify(int v) {
+    int r;
     switch (v % 12) {
-    case 0: return 11;
-    case 1: return 23;
-    case 2: return 37;
-    case 3: return 41;
-    case 4: return 53;
-    case 5: return 67;
-    case 6: return 71;
-    case 7: return 83;
-    case 8: return 97;
-    case 9: return 101;
-    case 10: return 113;
-    case 11: return 127;
-    default: return -1;
+    case 0: r = square(v); break;
+    case 1: r = v + 23; break;
+    case 2: r = v * 37; break;
+    case 3: r = v ^ 41; break;
+    case 4: r = v - 53; break;
+    case 5: r = square(v) + 67; break;
+    case 6: r = v << 3; break;
+    case 7: r = v / 3 + 83; break;
+    case 8: r = v % 5 + 97; break;
+    case 9: r = -v; break;
+    case 10: r = v | 113; break;
+    case 11: r = v & 127; break;
+    default: r = -1; break;
     }
+    sink = r;
+    return r;
 }
 
 /* loop_1 with loop_1.1 inside, and loop_1.1.1 inside that. */

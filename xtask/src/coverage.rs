@@ -35,13 +35,13 @@ pub fn run(args: &[String]) -> Result<()> {
 
 fn measure_all(binaries: &[PathBuf], work: &Path) -> Result<()> {
     println!(
-        "{:<40} {:>7} {:>7} {:>7}  truth from",
+        "{:<24} {:>7} {:>7} {:>7}  truth from",
         "binary", "symtab", "found", "%"
     );
     let mut failed = false;
     for binary in binaries {
         if let Err(e) = measure(binary, work) {
-            println!("{:<40} error: {e:#}", short(binary));
+            println!("{:<24} error: {e:#}", short(binary));
             failed = true;
         }
     }
@@ -92,7 +92,7 @@ fn measure(binary: &Path, work: &Path) -> Result<()> {
         .collect();
     let found = functions.len() - missing.len();
     println!(
-        "{:<40} {:>7} {:>7} {:>6.2}%  {}",
+        "{:<24} {:>7} {:>7} {:>6.2}%  {}",
         short(binary),
         functions.len(),
         found,
