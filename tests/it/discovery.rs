@@ -6,7 +6,7 @@ use std::path::Path;
 
 use engine::symbols::NoProgress;
 use engine::{Binary, BinaryKind, FunctionTable, NameSource, Session};
-use gsh_tests::{truth, Mutatee, Variant};
+use gsh_tests::{truth, Mutatee, Variant, LIBRARIES};
 
 /// Functions each mutatee defines that must exist, by those names, in every build.
 const EXPECTED: &[(&str, &[&str])] = &[
@@ -68,6 +68,20 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Every build that keeps a `.symtab`: each program in its five such variants, each library
+/// in its three.
+fn builds_with_symtab() -> Vec<(Mutatee, Variant)> {
+    let mut builds = Vec::new();
+    for m in Mutatee::all() {
+        builds.extend(Variant::WITH_SYMTAB.map(|v| (m.clone(), v)));
+    }
+    for name in LIBRARIES {
+        let m = Mutatee::new(name);
+        builds.extend([Variant::O0, Variant::O2, Variant::SeparateDebug].map(|v| (m.clone(), v)));
+    }
+    builds
+}
+
 fn table(path: &Path) -> FunctionTable {
     let binary =
         Binary::open(path).unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
@@ -78,8 +92,8 @@ fn table(path: &Path) -> FunctionTable {
 fn every_nm_function_is_in_the_table_at_its_address() {
     let mut failures = Vec::new();
     let mut checked = 0;
-    for m in Mutatee::all() {
-        for v in Variant::WITH_SYMTAB {
+    for (m, v) in builds_with_symtab() {
+        {
             let exe = m.path(v);
             let table = table(&exe);
             for sym in truth::nm_functions(&exe) {
@@ -313,8 +327,8 @@ fn separate_debug_file_is_found_by_debuglink() {
 
 #[test]
 fn symtab_sizes_are_kept_and_ranges_contain_their_last_byte() {
-    for m in Mutatee::all() {
-        for v in Variant::WITH_SYMTAB {
+    for (m, v) in builds_with_symtab() {
+        {
             let exe = m.path(v);
             let table = table(&exe);
             for sym in truth::symtab_functions(&exe) {
@@ -332,5 +346,43 @@ fn symtab_sizes_are_kept_and_ranges_contain_their_last_byte() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn shared_library_exports_keep_their_names_when_stripped() {
+    let lib = Mutatee::new("libshared");
+    for v in [
+        Variant::O0,
+        Variant::O2,
+        Variant::Stripped,
+        Variant::SeparateDebug,
+    ] {
+        let binary = Binary::open(&lib.path(v)).expect("opens");
+        assert_eq!(binary.kind(), BinaryKind::SharedLibrary, "{v:?}");
+        assert!(binary.is_position_independent());
+    }
+    let nm = truth::nm_functions(&lib.path(Variant::O2));
+    let addr = |name: &str| {
+        nm.iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("nm has no {name}"))
+            .addr
+    };
+    let stripped = table(&lib.path(Variant::Stripped));
+    for export in ["shared_add", "shared_hash", "shared_hello"] {
+        let f = stripped
+            .at(engine::LinkAddr(addr(export)))
+            .unwrap_or_else(|| panic!("stripped: no function at {export}'s address"));
+        assert_eq!(f.name, export);
+        assert_eq!(f.name_source, NameSource::Dynsym);
+        assert!(f.global);
+    }
+    // Hidden and static functions lose their names but not their starts.
+    for local in ["shared_internal", "mix"] {
+        let f = stripped
+            .at(engine::LinkAddr(addr(local)))
+            .unwrap_or_else(|| panic!("stripped: no function where {local} starts"));
+        assert_eq!(f.name_source, NameSource::Synthetic, "{local}: {f:?}");
     }
 }

@@ -149,3 +149,27 @@ fn global_variables_match_nm() {
     assert!(tls.tls, "tls_calls is thread-local");
     assert_eq!(tls.size, 4);
 }
+
+#[test]
+fn another_module_can_be_loaded_and_named() {
+    let mut s = open("basic", Variant::O0);
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let id = s.load_module(&lib).expect("the library opens as a module");
+    let spec = format!(
+        "{}!shared_add",
+        Mutatee::new("libshared").file_name(Variant::O2)
+    );
+    let found = s
+        .resolve_functions(&spec)
+        .expect("library function by module name");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].module, id);
+    // Unqualified names look in the main module first, then in the others.
+    let found = s
+        .resolve_functions("shared_hash")
+        .expect("found in the loaded library");
+    assert_eq!(found[0].module, id);
+    let found = s.resolve_functions("add").expect("main's own add");
+    assert_eq!(s.func(found[0]).name, "add");
+    assert!(s.module(found[0].module).is_main);
+}

@@ -3,7 +3,7 @@
 
 use engine::symbols::NoProgress;
 use engine::{Binary, FunctionTable, LinkAddr};
-use gsh_tests::{truth, Mutatee, Variant};
+use gsh_tests::{truth, Mutatee, Variant, LIBRARIES};
 
 /// The least fraction of `.symtab` function starts a stripped mutatee must keep.
 const FLOOR: f64 = 0.95;
@@ -12,7 +12,8 @@ const FLOOR: f64 = 0.95;
 fn stripped_mutatees_keep_nearly_every_function_start() {
     let mut report = Vec::new();
     let mut below = Vec::new();
-    for m in Mutatee::all() {
+    let libraries = LIBRARIES.iter().map(|n| Mutatee::new(n));
+    for m in Mutatee::all().into_iter().chain(libraries) {
         let truth = truth::symtab_functions(&m.path(Variant::O2));
         let stripped_path = m.path(Variant::Stripped);
         let binary = Binary::open(&stripped_path).expect("stripped build opens");
@@ -25,7 +26,7 @@ fn stripped_mutatees_keep_nearly_every_function_start() {
         let found = truth.len() - missing.len();
         let fraction = found as f64 / truth.len() as f64;
         let line = format!(
-            "{:<10} {found:>3}/{:<3} {:5.1}%  missing: {}",
+            "{:<12} {found:>3}/{:<3} {:5.1}%  missing: {}",
             m.name(),
             truth.len(),
             fraction * 100.0,

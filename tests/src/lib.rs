@@ -15,5 +15,5 @@ pub mod truth;
 
 pub use command::run_tool;
 pub use gsh::{gsh_c, gsh_json, gsh_json_all, Gsh, GshOutput};
-pub use mutatee::{Mutatee, Variant, MUTATEES};
+pub use mutatee::{Mutatee, Variant, LIBRARIES, MUTATEES};
 pub use paths::{mutatee_source_dir, scripts_dir, target_dir, workspace_root};

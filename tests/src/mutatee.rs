@@ -15,8 +15,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::command::run_tool;
 use crate::paths::{mutatee_source_dir, target_dir};
 
-/// Every mutatee, by name (the source file's stem).
+/// Every mutatee program, by name (the source file's stem).
 pub const MUTATEES: &[&str] = &["basic", "loops", "noreturn", "tailcall", "threads", "cxx"];
+
+/// Every mutatee shared library, by name. Names starting with `lib` build with
+/// `-shared -fPIC` into `NAME-VARIANT.so`; they have no PIE or non-PIE variants.
+pub const LIBRARIES: &[&str] = &["libshared"];
 
 /// How a mutatee is compiled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -129,9 +133,14 @@ impl Mutatee {
         );
     }
 
-    /// Every mutatee in [`MUTATEES`].
+    /// Every mutatee program in [`MUTATEES`] (not the libraries).
     pub fn all() -> Vec<Mutatee> {
         MUTATEES.iter().map(|n| Mutatee::new(n)).collect()
+    }
+
+    /// True for shared libraries ([`LIBRARIES`]).
+    pub fn is_library(&self) -> bool {
+        self.name.starts_with("lib")
     }
 
     pub fn name(&self) -> &str {
@@ -154,14 +163,20 @@ impl Mutatee {
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
     }
 
-    /// The file name of a variant, `basic-O2`.
+    /// The file name of a variant: `basic-O2`, `libshared-O2.so`.
     pub fn file_name(&self, variant: Variant) -> String {
-        format!("{}-{}", self.name, variant.suffix())
+        let ext = if self.is_library() { ".so" } else { "" };
+        format!("{}-{}{ext}", self.name, variant.suffix())
     }
 
     /// The built executable for `variant`, compiling it first if this process has not yet.
     /// Panics, naming the command and its stderr, when a tool fails.
     pub fn path(&self, variant: Variant) -> PathBuf {
+        assert!(
+            !(self.is_library() && matches!(variant, Variant::Pie | Variant::NoPie)),
+            "{} is a shared library: it has no {variant:?} variant",
+            self.name
+        );
         cell(&self.name, variant)
             .get_or_init(|| self.build(variant))
             .clone()
@@ -260,6 +275,9 @@ impl Mutatee {
         };
         let mut args: Vec<std::ffi::OsString> = vec![std.into(), "-Wall".into(), "-pthread".into()];
         args.extend(flags.iter().map(Into::into));
+        if self.is_library() {
+            args.extend(["-shared".into(), "-fPIC".into()]);
+        }
         args.extend([path_arg(&self.source), "-o".into(), path_arg(out)]);
         run_tool(self.compiler(), &args);
     }
@@ -272,8 +290,13 @@ impl Mutatee {
                     .unwrap_or_else(|e| panic!("cannot read {}: {e}", self.source.display()));
                 let mut hasher = std::collections::hash_map::DefaultHasher::new();
                 source.hash(&mut hasher);
+                let library = if self.is_library() {
+                    " -shared -fPIC"
+                } else {
+                    ""
+                };
                 format!(
-                    "{} {} source={:016x}\n",
+                    "{} {}{library} source={:016x}\n",
                     self.compiler(),
                     flags.join(" "),
                     hasher.finish()

@@ -8,7 +8,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use engine::symbols::NoProgress;
 use engine::{Binary, FunctionTable, LinkAddr};
-use gsh_tests::{target_dir, truth, Mutatee, Variant};
+use gsh_tests::{target_dir, truth, Mutatee, Variant, LIBRARIES};
 
 const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
@@ -17,7 +17,12 @@ const SHOW_MISSES: usize = 8;
 
 pub fn run(args: &[String]) -> Result<()> {
     let binaries: Vec<PathBuf> = if args.is_empty() {
-        let mut v: Vec<PathBuf> = Mutatee::all().iter().map(|m| m.path(Variant::O2)).collect();
+        let libraries = LIBRARIES.iter().map(|n| Mutatee::new(n));
+        let mut v: Vec<PathBuf> = Mutatee::all()
+            .into_iter()
+            .chain(libraries)
+            .map(|m| m.path(Variant::O2))
+            .collect();
         v.push(PathBuf::from(LIBC));
         v
     } else {

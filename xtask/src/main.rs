@@ -3,7 +3,8 @@
 //! - `stripped-coverage [BINARY...]`: how many of a binary's `.symtab` function starts the
 //!   engine still finds, exactly, in a stripped copy. The truth is the binary's own `.symtab`,
 //!   or for an already-stripped system library its separate debug file's under
-//!   `/usr/lib/debug/.build-id/`. Defaults to the mutatees' O2 builds and libc.
+//!   `/usr/lib/debug/.build-id/`. Defaults to the mutatees' O2 builds (programs and
+//!   libraries) and libc.
 //! - `open-time FILE [--runs N]`: how long `Binary::open` and `FunctionTable::build` take.
 
 mod coverage;
