@@ -1,8 +1,9 @@
 //! Ground truth about a binary, read without the engine: `nm`, `objdump`, and a direct walk of
 //! `.symtab` with the `object` crate. Tests and xtask grade the engine against these.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
@@ -18,8 +19,26 @@ pub struct NmSymbol {
     pub name: String,
 }
 
-/// `nm --defined-only FILE`: every defined symbol with an address.
+/// `nm --defined-only FILE`: every defined symbol with an address. Each file is read by `nm`
+/// once per process: many tests ask about the same few builds.
 pub fn nm_defined(path: &Path) -> Vec<NmSymbol> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Vec<NmSymbol>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    // The map is only ever inserted into, so a panic elsewhere cannot leave it half-written.
+    let lock = || {
+        cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if let Some(symbols) = lock().get(path) {
+        return symbols.clone();
+    }
+    let symbols = run_nm(path);
+    lock().insert(path.to_owned(), symbols.clone());
+    symbols
+}
+
+fn run_nm(path: &Path) -> Vec<NmSymbol> {
     let out = run_tool(
         "nm",
         &[std::ffi::OsStr::new("--defined-only"), path.as_os_str()],
