@@ -119,6 +119,18 @@ pub fn symtab_functions(path: &Path) -> Vec<SymtabFunc> {
     by_addr.into_values().collect()
 }
 
+/// The address of every function symbol in `.symtab` and `.dynsym` of `path`, sized or not:
+/// the starts a function table may report without making anything up.
+pub fn all_function_symbols(path: &Path) -> std::collections::HashSet<u64> {
+    let data = read(path);
+    let file = parse(path, &data);
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined())
+        .map(|s| s.address())
+        .collect()
+}
+
 /// True when the file at `path` has a `.symtab`.
 pub fn has_symtab(path: &Path) -> bool {
     let data = read(path);

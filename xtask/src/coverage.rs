@@ -40,8 +40,8 @@ pub fn run(args: &[String]) -> Result<()> {
 
 fn measure_all(binaries: &[PathBuf], work: &Path) -> Result<()> {
     println!(
-        "{:<24} {:>7} {:>7} {:>7}  truth from",
-        "binary", "symtab", "found", "%"
+        "{:<24} {:>7} {:>7} {:>7} {:>7}  truth from",
+        "binary", "symtab", "found", "%", "extra"
     );
     let mut failed = false;
     for binary in binaries {
@@ -96,12 +96,23 @@ fn measure(binary: &Path, work: &Path) -> Result<()> {
         .filter(|f| table.at(LinkAddr(f.addr)).is_none())
         .collect();
     let found = functions.len() - missing.len();
+    // Starts the engine reports that no symbol has: PLT stubs aside, each is either code the
+    // symbol table does not describe (zero-size assembly labels) or a false start.
+    let starts: std::collections::HashSet<u64> = truth::all_function_symbols(&truth_file);
+    let extras: Vec<String> = table
+        .functions()
+        .iter()
+        .filter(|f| !f.name.ends_with("@plt") && !starts.contains(&f.addr.0))
+        .map(|f| format!("{}/{}[{}]", f.name, f.size, f.found.names().join(",")))
+        .collect();
+    let extra = extras.len();
     println!(
-        "{:<24} {:>7} {:>7} {:>6.2}%  {}",
+        "{:<24} {:>7} {:>7} {:>6.2}% {:>7}  {}",
         short(binary),
         functions.len(),
         found,
         100.0 * found as f64 / functions.len() as f64,
+        extra,
         if truth_file == binary {
             "own .symtab".to_owned()
         } else {
@@ -122,17 +133,22 @@ fn measure(binary: &Path, work: &Path) -> Result<()> {
         };
         println!("    missed: {}{tail}", names.join(" "));
     }
+    if !extras.is_empty() {
+        let shown = extras.iter().take(SHOW_MISSES).cloned().collect::<Vec<_>>();
+        let more = extras.len().saturating_sub(SHOW_MISSES);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        println!("    extra: {}{tail}", shown.join(" "));
+    }
     Ok(())
 }
 
-/// The path as it fits a table column: its file name when long.
+/// The path as it fits a table column: its file name, which is what users call a binary.
 fn short(path: &Path) -> String {
-    let full = path.display().to_string();
-    if full.len() <= 40 {
-        full
-    } else {
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or(full)
-    }
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }
