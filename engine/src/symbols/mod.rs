@@ -340,7 +340,7 @@ fn read_symbols(
                     }
                     let section = sym
                         .section_index()
-                        .and_then(|i| binary.sections().get(i.0))
+                        .and_then(|i| binary.sections().iter().find(|s| s.index == i.0))
                         .map(|s| s.name.clone())
                         .unwrap_or_default();
                     variables.push(Variable {
