@@ -107,7 +107,7 @@ impl Analysis {
             .map(|i| {
                 let c = build_one(i, &noret);
                 let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if d % 256 == 0 || d == total {
+                if d.is_multiple_of(256) || d == total {
                     progress.update(d, total);
                 }
                 c

@@ -190,8 +190,14 @@ impl FunctionTable {
             c.found.insert(Found::PLT);
             c.size.get_or_insert(plt::STUB_SIZE);
         }
+        let in_plt = |addr: u64| {
+            binary
+                .section_at(LinkAddr(addr))
+                .is_some_and(|s| s.name.starts_with(".plt") || s.name == ".iplt")
+        };
         for (start, len) in ehframe::fde_ranges(binary) {
-            if !in_code(start.0) {
+            // One FDE covers a whole PLT section; its stubs are named from relocations instead.
+            if !in_code(start.0) || in_plt(start.0) {
                 continue;
             }
             let c = cands.entry(start.0).or_default();
@@ -373,13 +379,11 @@ fn finish(binary: &Binary, cands: BTreeMap<u64, Candidate>) -> Vec<Function> {
             let next = starts.get(i + 1).copied().unwrap_or(u64::MAX);
             next.min(section_end).saturating_sub(addr)
         });
-        c.names.sort_by(|a, b| {
-            (a.1, a.2, a.0.starts_with('_'), a.0.len()).cmp(&(
-                b.1,
-                b.2,
-                b.0.starts_with('_'),
-                b.0.len(),
-            ))
+        // The name users expect: `puts` (weak) over `_IO_puts` (global), `malloc` over
+        // `__libc_malloc`: fewer leading underscores first, then binding, then length.
+        c.names.sort_by_key(|(name, source, rank)| {
+            let underscores = name.len() - name.trim_start_matches('_').len();
+            (*source, underscores, *rank, name.len(), name.clone())
         });
         c.names.dedup_by(|a, b| a.0 == b.0);
         let (name, name_source, global) = match c.names.first() {
