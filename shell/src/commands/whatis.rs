@@ -1,0 +1,243 @@
+//! `whatis NAME`: everything gsh knows about a function, variable or type, with DWARF facts
+//! (signature, file:line, type layout) when the module has debug info.
+
+use anyhow::{bail, Result};
+use engine::dwarf::TypeLayout;
+use engine::session::is_glob;
+use engine::{Error, FuncRef, Variable};
+
+use super::{Args, Complete, Spec};
+use crate::context::Context;
+use crate::output::{Cell, Output, Record, Table};
+
+pub const WHATIS: Spec = Spec {
+    name: "whatis",
+    aliases: &[],
+    usage: "NAME",
+    complete: Complete::Function,
+    summary: "describe a function, variable or type",
+    help: "Describes NAME. For a function: its demangled and raw names, aliases, address range, \
+size, module, where its name came from and which discovery sources saw it, and, with DWARF, \
+its signature and source position. For a variable: address, size, section, and its type with \
+DWARF. For a type (DWARF only): the layout of a struct, union or enum with member offsets. \
+When NAME is several things, the function is shown and the others are listed under `Also`. \
+NAME may be MODULE!NAME or an address 0xADDR (the function containing it).",
+    examples: &[
+        ("whatis main", ""),
+        ("whatis libc.so.6!malloc", ""),
+        ("whatis 'struct point'", "a type's layout"),
+    ],
+    run: whatis,
+};
+
+fn whatis(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let name = args.positionals(1, 1)?.remove(0);
+    if is_glob(&name) {
+        bail!(
+            "`whatis` describes one name, not a pattern; `show functions '{name}'` lists matches"
+        );
+    }
+    ctx.session.main()?;
+    // Build the tables first so a big binary shows progress.
+    for m in ctx.modules_for(None)? {
+        ctx.functions(m);
+    }
+    let funcs = match ctx.session.resolve_functions(&name) {
+        Ok(f) => f,
+        Err(Error::UnknownFunction { .. }) if !name.contains('!') => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let bare = name.rsplit('!').next().unwrap_or(&name);
+    let vars = find_variables(ctx, bare);
+    let types = find_types(ctx, bare);
+
+    let mut also: Vec<String> = Vec::new();
+    also.extend(funcs.iter().skip(1).map(|f| {
+        let func = ctx.session.func(*f);
+        format!(
+            "function at {} in {}",
+            func.addr,
+            ctx.session.module(f.module).name
+        )
+    }));
+    let skip_vars = usize::from(funcs.is_empty());
+    also.extend(
+        vars.iter()
+            .skip(skip_vars)
+            .map(|(v, m)| format!("variable at {} in {m}", v.addr)),
+    );
+    let skip_types = usize::from(funcs.is_empty() && vars.is_empty());
+    also.extend(
+        types
+            .iter()
+            .skip(skip_types)
+            .map(|t| format!("type {}", t.name)),
+    );
+
+    let mut record = if let Some(f) = funcs.first() {
+        function_record(ctx, *f)
+    } else if let Some((v, m)) = vars.first() {
+        variable_record(ctx, v, m)
+    } else if let Some(t) = types.first() {
+        type_record(t)
+    } else {
+        let modules = ctx.modules_for(None)?;
+        let hint = ctx
+            .session
+            .nearest_function_name(&name, &modules)
+            .map(|n| format!("; did you mean `{n}`?"))
+            .unwrap_or_else(|| "; `find function REGEX` and `find variable REGEX` search".into());
+        return Err(Error::UnknownName { name, hint }.into());
+    };
+    if !also.is_empty() {
+        record.fields.push(("Also", Cell::List(also)));
+    }
+    Ok(Output::Record(record))
+}
+
+fn function_record(ctx: &Context, r: FuncRef) -> Record {
+    let module = ctx.session.module(r.module);
+    let f = ctx.functions(r.module).get(r.func);
+    let mut fields = vec![("Function", Cell::text(f.display_name()))];
+    if f.demangled.is_some() {
+        fields.push(("Raw name", Cell::text(&f.name)));
+    }
+    fields.extend([
+        ("Aliases", Cell::List(f.aliases.clone())),
+        ("Address", Cell::Addr(f.addr.0)),
+        ("End", Cell::Addr(f.end().0)),
+        ("Size", Cell::Num(f.size)),
+        ("Module", Cell::text(&module.name)),
+        (
+            "Binding",
+            Cell::text(if f.global { "global" } else { "local" }),
+        ),
+        ("Name source", Cell::text(f.name_source.as_str())),
+        (
+            "Found by",
+            Cell::List(f.found.names().into_iter().map(str::to_owned).collect()),
+        ),
+    ]);
+    match module.debug_info() {
+        Some(debug) => {
+            let info = debug.function(f.addr);
+            fields.push(("Signature", Cell::opt(info.as_ref().map(|i| i.signature()))));
+            fields.push((
+                "Declared",
+                Cell::opt(info.and_then(|i| i.decl).map(|d| d.to_string())),
+            ));
+            fields.push((
+                "Source",
+                Cell::opt(debug.location(f.addr).map(|l| l.to_string())),
+            ));
+            fields.push((
+                "Debug info",
+                Cell::text(debug.source().display().to_string()),
+            ));
+        }
+        None => fields.push(("Debug info", Cell::text("none"))),
+    }
+    Record {
+        title: None,
+        fields,
+        table: None,
+    }
+}
+
+/// Variables named `name` in any open module, with their module's name.
+fn find_variables(ctx: &Context, name: &str) -> Vec<(Variable, String)> {
+    let mut out = Vec::new();
+    for m in ctx.session.modules() {
+        for v in ctx.functions(m.id).variables() {
+            if v.name == name || v.demangled.as_deref() == Some(name) {
+                out.push((v.clone(), m.name.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn find_types(ctx: &Context, name: &str) -> Vec<TypeLayout> {
+    ctx.session
+        .modules()
+        .iter()
+        .filter_map(|m| m.debug_info()?.type_layout(name))
+        .collect()
+}
+
+fn variable_record(ctx: &Context, v: &Variable, module: &str) -> Record {
+    let info = ctx
+        .session
+        .modules()
+        .iter()
+        .find(|m| m.name == module)
+        .and_then(|m| m.debug_info())
+        .and_then(|d| d.variable(&v.name));
+    Record {
+        title: None,
+        fields: vec![
+            ("Variable", Cell::text(v.display_name())),
+            (
+                "Type",
+                Cell::opt(info.as_ref().map(|i| i.type_name.clone())),
+            ),
+            ("Address", Cell::Addr(v.addr.0)),
+            ("Size", Cell::Num(v.size)),
+            ("Section", Cell::text(&v.section)),
+            ("Module", Cell::text(module)),
+            ("Thread-local", Cell::text(if v.tls { "yes" } else { "no" })),
+            (
+                "Declared",
+                Cell::opt(info.and_then(|i| i.decl).map(|d| d.to_string())),
+            ),
+        ],
+        table: None,
+    }
+}
+
+fn type_record(t: &TypeLayout) -> Record {
+    let kind = serde_json::to_value(t.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let mut fields = vec![
+        ("Type", Cell::text(&t.name)),
+        ("Kind", Cell::text(kind)),
+        ("Size", t.size.map_or(Cell::Empty, Cell::Num)),
+        (
+            "Declared",
+            Cell::opt(t.decl.as_ref().map(|d| d.to_string())),
+        ),
+    ];
+    if let Some(target) = &t.target {
+        fields.push(("Names", Cell::text(target)));
+    }
+    let table = if !t.members.is_empty() {
+        let mut table = Table::new(vec!["Offset", "Name", "Type", "Size", "Bits"]);
+        for m in &t.members {
+            table.rows.push(vec![
+                Cell::Num(m.offset),
+                Cell::opt(m.name.clone()),
+                Cell::text(&m.type_name),
+                m.size.map_or(Cell::Empty, Cell::Num),
+                Cell::opt(m.bits.map(|(off, n)| format!("{off}:{n}"))),
+            ]);
+        }
+        Some(("members", table))
+    } else if !t.enumerators.is_empty() {
+        let mut table = Table::new(vec!["Name", "Value"]);
+        for (n, v) in &t.enumerators {
+            table
+                .rows
+                .push(vec![Cell::text(n), Cell::text(v.to_string())]);
+        }
+        Some(("enumerators", table))
+    } else {
+        None
+    };
+    Record {
+        title: None,
+        fields,
+        table,
+    }
+}
