@@ -207,7 +207,17 @@ fn new_table(style: Style) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     if style.terminal {
         t.load_style(presets::UTF8_FULL_CONDENSED);
-        t.set_content_arrangement(ContentArrangement::Dynamic);
+        // Wrap to the terminal's width only when it reports a sensible one: a pty with no
+        // size (0 columns) would otherwise squeeze every column to a single character.
+        match crossterm::terminal::size() {
+            Ok((width, _)) if width >= 40 => {
+                t.set_width(width);
+                t.set_content_arrangement(ContentArrangement::Dynamic);
+            }
+            _ => {
+                t.set_content_arrangement(ContentArrangement::Disabled);
+            }
+        }
     } else {
         t.load_style(presets::NOTHING);
         t.set_content_arrangement(ContentArrangement::Disabled);

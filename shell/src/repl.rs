@@ -22,6 +22,9 @@ pub const PROMPT: &str = "(gsh) ";
 /// Most function names offered at once; more would scroll the terminal away.
 const MAX_CANDIDATES: usize = 200;
 
+/// Code size up to which the prompt discovers functions eagerly, for completion.
+const CHEAP_CODE_BYTES: u64 = 4 << 20;
+
 /// rustyline's view of gsh.
 #[derive(Helper, Highlighter, Hinter)]
 struct GshHelper {
@@ -144,7 +147,12 @@ fn refresh_functions(helper: &mut GshHelper, ctx: &Context) {
         return;
     };
     if !main.functions_ready() {
-        return;
+        // Discovering a small module's functions takes milliseconds: worth it for completion.
+        // A big one (cc1's 20 MB of code) waits until a command needs its table.
+        let code: u64 = main.binary.code_sections().map(|s| s.size).sum();
+        if code > CHEAP_CODE_BYTES {
+            return;
+        }
     }
     let table = main.functions();
     let key = (main.binary.path().to_owned(), table.functions().len());
@@ -179,11 +187,13 @@ pub fn run(ctx: &mut Context) -> Result<()> {
         .completion_type(CompletionType::List)
         .build();
     let mut rl: Editor<GshHelper, DefaultHistory> = Editor::with_config(config)?;
-    rl.set_helper(Some(GshHelper {
+    let mut helper = GshHelper {
         files: FilenameCompleter::new(),
         functions: Vec::new(),
         functions_of: None,
-    }));
+    };
+    refresh_functions(&mut helper, ctx);
+    rl.set_helper(Some(helper));
     let history = history_path();
     if let Some(p) = &history {
         // A missing history file is normal on first use.
@@ -218,3 +228,7 @@ pub fn run(ctx: &mut Context) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "repl_tests.rs"]
+mod tests;

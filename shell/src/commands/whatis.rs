@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use engine::dwarf::TypeLayout;
 use engine::session::is_glob;
-use engine::{Error, FuncRef, Variable};
+use engine::{Error, FuncRef, NameSource, Variable};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -110,7 +110,12 @@ fn function_record(ctx: &Context, r: FuncRef) -> Record {
         ("Module", Cell::text(&module.name)),
         (
             "Binding",
-            Cell::text(if f.global { "global" } else { "local" }),
+            // Only a symbol has a binding; PLT stubs and made-up names do not.
+            match f.name_source {
+                NameSource::Symtab | NameSource::Dynsym if f.global => Cell::text("global"),
+                NameSource::Symtab | NameSource::Dynsym => Cell::text("local"),
+                _ => Cell::Empty,
+            },
         ),
         ("Name source", Cell::text(f.name_source.as_str())),
         (
