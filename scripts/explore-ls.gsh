@@ -5,16 +5,16 @@ echo '== the file, and what it needs at run time'
 show modules
 show libraries
 
-echo '== the C library functions ls calls through its PLT'
-show functions '*@plt' --sort name --limit 15
+echo '== library functions ls calls through its PLT (none if built with -fno-plt)'
+show functions '*@plt' --sort name --limit 12
 
 echo '== functions whose name mentions "str"'
-find function 'str' --limit 10
+find function 'str' --limit 8
 
-echo '== a PLT stub: one indirect jump through the GOT'
-whatis getenv@plt
-disas getenv@plt
+echo '== the entry point: crt1 _start, named even when ls is stripped'
+whatis _start
+disas _start
 
-echo '== and the real getenv, in libc'
+echo '== where ls gets its environment: getenv, in the C library'
 whatis libc.so.6!getenv
 disas libc.so.6!getenv 8
