@@ -28,17 +28,26 @@ pub fn help_overview() -> String {
     s
 }
 
-/// One line per command: synopsis, then summary.
+/// A synopsis without its `[--option]` parts, short enough for a list.
+fn short_synopsis(spec: &Spec) -> String {
+    let syn = spec.synopsis();
+    match syn.find(" [--") {
+        Some(i) => format!("{} ...", &syn[..i]),
+        None => syn,
+    }
+}
+
+/// One line per command: short synopsis, then summary.
 pub fn help_list(specs: &[&Spec]) -> String {
     let width = specs
         .iter()
-        .map(|s| s.synopsis().len())
+        .map(|s| short_synopsis(s).len())
         .filter(|&n| n <= 40)
         .max()
         .unwrap_or(0);
     let mut s = String::new();
     for spec in specs {
-        let syn = spec.synopsis();
+        let syn = short_synopsis(spec);
         if syn.len() > width {
             s.push_str(&format!("  {syn}\n  {:width$}  {}\n", "", spec.summary));
         } else {

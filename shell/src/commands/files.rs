@@ -39,7 +39,7 @@ pub const SHOW_LIBRARIES: Spec = Spec {
     aliases: &["show libs"],
     usage: "",
     complete: Complete::Nothing,
-    summary: "list the libraries the main module needs (DT_NEEDED) and where they resolve",
+    summary: "list the libraries the main module needs and where they resolve",
     help: "Lists the DT_NEEDED entries of the main module in order, each with the path the \
 dynamic linker would load it from (DT_RUNPATH with $ORIGIN, LD_LIBRARY_PATH, then the system \
 directories), or `-` when none is found.",

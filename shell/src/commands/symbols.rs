@@ -40,7 +40,7 @@ pub const FIND_FUNCTION: Spec = Spec {
     aliases: &["find func"],
     usage: "REGEX [in MODULE] [--sort name|addr|size] [--limit N]",
     complete: Complete::Nothing,
-    summary: "list functions whose name matches a regular expression anywhere",
+    summary: "list functions whose name matches a regular expression",
     help: "Like `show functions`, but REGEX is a regular expression that may match anywhere in \
 the raw, demangled or alias name.",
     examples: &[
@@ -71,7 +71,7 @@ pub const FIND_VARIABLE: Spec = Spec {
     aliases: &["find var"],
     usage: "REGEX [in MODULE]",
     complete: Complete::Nothing,
-    summary: "list variables whose name matches a regular expression anywhere",
+    summary: "list variables whose name matches a regular expression",
     help: "Like `show variables`, but REGEX is a regular expression that may match anywhere in \
 the name.",
     examples: &[("find variable 'environ'", "")],
