@@ -104,7 +104,11 @@ impl Args {
 
 /// Parses a count such as `--limit 20` or `disas f 10`.
 pub fn parse_count(what: &str, s: &str) -> Result<usize> {
-    match s.parse::<usize>() {
+    let parsed = match s.strip_prefix("0x") {
+        Some(hex) => usize::from_str_radix(hex, 16),
+        None => s.parse::<usize>(),
+    };
+    match parsed {
         Ok(n) => Ok(n),
         Err(_) => bail!("{what} must be a whole number, not `{s}`"),
     }
