@@ -170,3 +170,33 @@ fn source_nesting_is_bounded() {
     assert!(e.contains("nested more than 16 deep"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn looks_around_in_a_real_binary() {
+    // The test binary itself: unstripped, so `main` and this crate's functions are there.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let exe = exe.display();
+    let (out, r) = run_text(
+        &format!(
+            "open {exe}; show functions main; find function 'looks_around_in_a_real_binary' \
+             --limit 1; whatis main; disas main 3; show modules"
+        ),
+        false,
+    );
+    r.expect("every command succeeds");
+    assert!(out.contains("1 function matching `main`"), "{out}");
+    assert!(out.contains("looks_around_in_a_real_binary"), "{out}");
+    assert!(out.contains("Name source  symtab"), "{out}");
+    assert!(out.contains("main in "), "{out}");
+
+    let (out, r) = run_text(&format!("open {exe}; whatis main; disas main 2"), true);
+    r.expect("every command succeeds");
+    let docs: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("valid JSON"))
+        .collect();
+    assert_eq!(docs.len(), 3);
+    assert_eq!(docs[1]["function"], "main");
+    assert!(docs[1]["address"].as_str().unwrap().starts_with("0x"));
+    assert_eq!(docs[2]["rows"].as_array().unwrap().len(), 2);
+}
