@@ -1,10 +1,10 @@
 //! `whatis NAME`: everything gsh knows about a function, variable or type, with DWARF facts
 //! (signature, file:line, type layout) when the module has debug info.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use engine::dwarf::TypeLayout;
 use engine::session::is_glob;
-use engine::{Error, FuncRef, NameSource, Variable};
+use engine::{Error, FuncRef, ModuleId, NameSource, Variable};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -32,24 +32,27 @@ NAME may be MODULE!NAME or an address 0xADDR (the function containing it).",
 
 fn whatis(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let name = args.positionals(1, 1)?.remove(0);
-    if is_glob(&name) {
-        bail!(
-            "`whatis` describes one name, not a pattern; `show functions '{name}'` lists matches"
-        );
-    }
     ctx.session.main()?;
-    // Build the tables first so a big binary shows progress.
-    for m in ctx.modules_for(None)? {
-        ctx.functions(m);
-    }
-    let funcs = match ctx.session.resolve_functions(&name) {
-        Ok(f) => f,
-        Err(Error::UnknownFunction { .. }) if !name.contains('!') => Vec::new(),
-        Err(e) => return Err(e.into()),
+    let (module, bare) = match name.split_once('!') {
+        Some((m, n)) => (Some(m), n.to_owned()),
+        None => (None, name.clone()),
     };
-    let bare = name.rsplit('!').next().unwrap_or(&name);
-    let vars = find_variables(ctx, bare);
-    let types = find_types(ctx, bare);
+    let modules = ctx.modules_for(module)?;
+    let funcs = if bare.starts_with("0x") || bare.starts_with("0X") {
+        ctx.session.resolve_functions(&name)?
+    } else {
+        // An exact name, never a glob: `operator[]` and `operator*` are names too.
+        let mut found = Vec::new();
+        for &m in &modules {
+            found.extend(ctx.functions(m).by_name(&bare).map(|f| FuncRef {
+                module: m,
+                func: f.id,
+            }));
+        }
+        found
+    };
+    let vars = find_variables(ctx, &modules, &bare);
+    let types = find_types(ctx, &modules, &bare);
 
     let mut also: Vec<String> = Vec::new();
     also.extend(funcs.iter().skip(1).map(|f| {
@@ -81,12 +84,16 @@ fn whatis(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     } else if let Some(t) = types.first() {
         type_record(t)
     } else {
-        let modules = ctx.modules_for(None)?;
-        let hint = ctx
-            .session
-            .nearest_function_name(&name, &modules)
-            .map(|n| format!("; did you mean `{n}`?"))
-            .unwrap_or_else(|| "; `find function REGEX` and `find variable REGEX` search".into());
+        let hint = if is_glob(&bare) {
+            format!("; `whatis` takes one name, `show functions '{bare}'` lists matches")
+        } else {
+            ctx.session
+                .nearest_function_name(&bare, &modules)
+                .map(|n| format!("; did you mean `{n}`?"))
+                .unwrap_or_else(|| {
+                    "; `find function REGEX` and `find variable REGEX` search".into()
+                })
+        };
         return Err(Error::UnknownName { name, hint }.into());
     };
     if !also.is_empty() {
@@ -149,24 +156,24 @@ fn function_record(ctx: &Context, r: FuncRef) -> Record {
     }
 }
 
-/// Variables named `name` in any open module, with their module's name.
-fn find_variables(ctx: &Context, name: &str) -> Vec<(Variable, String)> {
+/// Variables named `name` in `modules`, with their module's name.
+fn find_variables(ctx: &Context, modules: &[ModuleId], name: &str) -> Vec<(Variable, String)> {
     let mut out = Vec::new();
-    for m in ctx.session.modules() {
-        for v in ctx.functions(m.id).variables() {
+    for &m in modules {
+        for v in ctx.functions(m).variables() {
             if v.name == name || v.demangled.as_deref() == Some(name) {
-                out.push((v.clone(), m.name.clone()));
+                out.push((v.clone(), ctx.session.module(m).name.clone()));
             }
         }
     }
     out
 }
 
-fn find_types(ctx: &Context, name: &str) -> Vec<TypeLayout> {
-    ctx.session
-        .modules()
+/// Types named `name` in the DWARF of `modules`.
+fn find_types(ctx: &Context, modules: &[ModuleId], name: &str) -> Vec<TypeLayout> {
+    modules
         .iter()
-        .filter_map(|m| m.debug_info()?.type_layout(name))
+        .filter_map(|&m| ctx.session.module(m).debug_info()?.type_layout(name))
         .collect()
 }
 
