@@ -131,7 +131,7 @@ pub enum Output {
 pub struct Style {
     /// Box borders and width-aware wrapping, for a terminal.
     pub terminal: bool,
-    /// Bold headers; only on a terminal and never with `NO_COLOR`.
+    /// Bold headers and box-drawing borders; only on a terminal and never with `NO_COLOR`.
     pub colour: bool,
 }
 
@@ -206,7 +206,12 @@ pub fn render_json(out: &Output) -> String {
 fn new_table(style: Style) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     if style.terminal {
-        t.load_style(presets::UTF8_FULL_CONDENSED);
+        // NO_COLOR users often want plain bytes too: ASCII borders for them.
+        t.load_style(if style.colour {
+            presets::UTF8_FULL_CONDENSED
+        } else {
+            presets::ASCII_FULL_CONDENSED
+        });
         // Wrap to the terminal's width only when it reports a sensible one: a pty with no
         // size (0 columns) would otherwise squeeze every column to a single character.
         match crossterm::terminal::size() {
