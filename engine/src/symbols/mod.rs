@@ -273,6 +273,14 @@ impl FunctionTable {
 
 /// `ns::f(int, char)` → `ns::f`, so users can name C++ functions without their parameters.
 pub fn strip_params(demangled: &str) -> &str {
+    // A method's qualifiers follow its parameter list: `Klass::get() const`.
+    let mut demangled = demangled;
+    while let Some(rest) = [" const", " volatile", " &&", " &", " noexcept"]
+        .iter()
+        .find_map(|q| demangled.strip_suffix(q))
+    {
+        demangled = rest;
+    }
     if !demangled.ends_with(')') {
         return demangled;
     }
@@ -388,6 +396,11 @@ fn finish(binary: &Binary, cands: BTreeMap<u64, Candidate>) -> Vec<Function> {
         c.names.dedup_by(|a, b| a.0 == b.0);
         let (name, name_source, global) = match c.names.first() {
             Some((n, s, rank)) => (n.clone(), *s, *rank < 2),
+            // The ELF entry point of a stripped executable is crt1's `_start`; name it so,
+            // as disassemblers do, so users can find it without knowing its address.
+            None if c.found.contains(Found::ENTRY) => {
+                ("_start".to_owned(), NameSource::Synthetic, false)
+            }
             None => (format!("sub_{addr:x}"), NameSource::Synthetic, false),
         };
         let aliases = c.names.iter().skip(1).map(|n| n.0.clone()).collect();
