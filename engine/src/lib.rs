@@ -25,6 +25,8 @@
 //!   inserted; a *snippet* is the code inserted there.
 
 pub mod addr;
+pub mod analysis;
+pub mod cfg;
 pub mod demangle;
 pub mod disasm;
 pub mod dwarf;
@@ -32,6 +34,8 @@ pub mod elf;
 pub mod error;
 pub mod session;
 pub mod symbols;
+#[cfg(test)]
+mod testutil;
 
 pub use addr::{FileOffset, LinkAddr, RuntimeAddr};
 pub use elf::{Binary, BinaryKind};

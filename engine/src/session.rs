@@ -11,6 +11,7 @@ use globset::GlobMatcher;
 use regex::Regex;
 
 use crate::addr::LinkAddr;
+use crate::analysis::Analysis;
 use crate::dwarf::{locate, DebugInfo};
 use crate::elf::Binary;
 use crate::error::{Error, Result};
@@ -39,6 +40,7 @@ pub struct Module {
     /// True for the executable (or library) the session was opened on.
     pub is_main: bool,
     table: OnceLock<FunctionTable>,
+    analysis: OnceLock<Analysis>,
     debug: OnceLock<Option<DebugInfo>>,
     debug_dirs: Vec<PathBuf>,
 }
@@ -56,6 +58,7 @@ impl Module {
             binary,
             is_main,
             table: OnceLock::new(),
+            analysis: OnceLock::new(),
             debug: OnceLock::new(),
             debug_dirs,
         }
@@ -70,6 +73,24 @@ impl Module {
     pub fn functions_with(&self, progress: &dyn Progress) -> &FunctionTable {
         self.table
             .get_or_init(|| FunctionTable::build(&self.binary, progress))
+    }
+
+    /// CFGs, loops, call graph and metrics of every function, computed on first call.
+    pub fn analysis(&self) -> &Analysis {
+        self.analysis_with(&NoProgress)
+    }
+
+    /// Like [`Module::analysis`], reporting progress if the analysis must run now.
+    pub fn analysis_with(&self, progress: &dyn Progress) -> &Analysis {
+        self.analysis.get_or_init(|| {
+            let table = self.functions_with(progress);
+            Analysis::run(&self.binary, table, progress)
+        })
+    }
+
+    /// True when the whole-module analysis has run already.
+    pub fn analysis_ready(&self) -> bool {
+        self.analysis.get().is_some()
     }
 
     /// True when the function table has been built already.

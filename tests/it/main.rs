@@ -1,1 +1,12 @@
-//! Integration tests.
+//! gsh's integration tests, one binary with a module per area: the mutatees themselves, the
+//! engine's function discovery graded against `nm`/`objdump`/`.symtab`, bad input, and gsh
+//! end to end (script tests and command-line behaviour).
+
+mod bad_input;
+mod cli;
+mod discovery;
+mod dwarf;
+mod mutatees;
+mod scripts;
+mod session;
+mod stripped;

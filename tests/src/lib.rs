@@ -1,1 +1,19 @@
-//! Test harness: builds mutatees and runs gsh.
+//! gsh's test harness: builds the C and C++ mutatees under `tests/mutatees/` with the machine's
+//! gcc once per test run ([`Mutatee`], [`Variant`]), runs the `gsh` binary with a time limit
+//! ([`Gsh`], [`gsh_c`], [`gsh_json`]), and reads ground truth about a binary from outside the
+//! engine (`nm`, `objdump`, a direct `.symtab` read) so tests never grade the engine with its
+//! own answers ([`truth`]).
+//!
+//! Everything panics with a message naming the command and its stderr when the machine's tools
+//! fail: a test that cannot build its mutatee must fail loudly, never skip.
+
+mod command;
+mod gsh;
+mod mutatee;
+mod paths;
+pub mod truth;
+
+pub use command::run_tool;
+pub use gsh::{gsh_c, gsh_json, gsh_json_all, Gsh, GshOutput};
+pub use mutatee::{Mutatee, Variant, LIBRARIES, MUTATEES};
+pub use paths::{mutatee_source_dir, scripts_dir, target_dir, workspace_root};

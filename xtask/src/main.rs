@@ -1,1 +1,43 @@
-fn main() {}
+//! Developer automation, run as `cargo run -p xtask -- TASK`:
+//!
+//! - `stripped-coverage [BINARY...]`: how many of a binary's `.symtab` function starts the
+//!   engine still finds, exactly, in a stripped copy. The truth is the binary's own `.symtab`,
+//!   or for an already-stripped system library its separate debug file's under
+//!   `/usr/lib/debug/.build-id/`. Defaults to the mutatees' O2 builds (programs and
+//!   libraries) and libc.
+//! - `open-time FILE [--runs N]`: how long `Binary::open` and `FunctionTable::build` take.
+
+mod coverage;
+mod timing;
+
+use anyhow::{bail, Result};
+
+const USAGE: &str = "usage: cargo run -p xtask -- TASK
+tasks:
+  stripped-coverage [BINARY...]   function starts found in stripped copies (default: the
+                                  mutatees' O2 builds and libc.so.6)
+  open-time FILE [--runs N]       time Binary::open and FunctionTable::build (default 5 runs)";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("xtask: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((task, rest)) = args.split_first() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    match task.as_str() {
+        "stripped-coverage" => coverage::run(rest),
+        "open-time" => timing::run(rest),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`\n{USAGE}"),
+    }
+}

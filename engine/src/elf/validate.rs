@@ -14,7 +14,7 @@ const EI_DATA: usize = 5;
 
 /// Checks the ELF identification and machine of `data`.
 pub fn check_header(path: &Path, data: &[u8]) -> Result<()> {
-    if data.len() < 4 || &data[..4] != elf::ELFMAG {
+    if data.len() < 4 || data[..4] != elf::ELFMAG {
         return Err(Error::NotElf {
             path: path.to_owned(),
         });

@@ -190,8 +190,14 @@ impl FunctionTable {
             c.found.insert(Found::PLT);
             c.size.get_or_insert(plt::STUB_SIZE);
         }
+        let in_plt = |addr: u64| {
+            binary
+                .section_at(LinkAddr(addr))
+                .is_some_and(|s| s.name.starts_with(".plt") || s.name == ".iplt")
+        };
         for (start, len) in ehframe::fde_ranges(binary) {
-            if !in_code(start.0) {
+            // One FDE covers a whole PLT section; its stubs are named from relocations instead.
+            if !in_code(start.0) || in_plt(start.0) {
                 continue;
             }
             let c = cands.entry(start.0).or_default();
@@ -267,6 +273,14 @@ impl FunctionTable {
 
 /// `ns::f(int, char)` → `ns::f`, so users can name C++ functions without their parameters.
 pub fn strip_params(demangled: &str) -> &str {
+    // A method's qualifiers follow its parameter list: `Klass::get() const`.
+    let mut demangled = demangled;
+    while let Some(rest) = [" const", " volatile", " &&", " &", " noexcept"]
+        .iter()
+        .find_map(|q| demangled.strip_suffix(q))
+    {
+        demangled = rest;
+    }
     if !demangled.ends_with(')') {
         return demangled;
     }
@@ -340,7 +354,7 @@ fn read_symbols(
                     }
                     let section = sym
                         .section_index()
-                        .and_then(|i| binary.sections().get(i.0))
+                        .and_then(|i| binary.sections().iter().find(|s| s.index == i.0))
                         .map(|s| s.name.clone())
                         .unwrap_or_default();
                     variables.push(Variable {
@@ -373,17 +387,20 @@ fn finish(binary: &Binary, cands: BTreeMap<u64, Candidate>) -> Vec<Function> {
             let next = starts.get(i + 1).copied().unwrap_or(u64::MAX);
             next.min(section_end).saturating_sub(addr)
         });
-        c.names.sort_by(|a, b| {
-            (a.1, a.2, a.0.starts_with('_'), a.0.len()).cmp(&(
-                b.1,
-                b.2,
-                b.0.starts_with('_'),
-                b.0.len(),
-            ))
+        // The name users expect: `puts` (weak) over `_IO_puts` (global), `malloc` over
+        // `__libc_malloc`: fewer leading underscores first, then binding, then length.
+        c.names.sort_by_key(|(name, source, rank)| {
+            let underscores = name.len() - name.trim_start_matches('_').len();
+            (*source, underscores, *rank, name.len(), name.clone())
         });
         c.names.dedup_by(|a, b| a.0 == b.0);
         let (name, name_source, global) = match c.names.first() {
             Some((n, s, rank)) => (n.clone(), *s, *rank < 2),
+            // The ELF entry point of a stripped executable is crt1's `_start`; name it so,
+            // as disassemblers do, so users can find it without knowing its address.
+            None if c.found.contains(Found::ENTRY) => {
+                ("_start".to_owned(), NameSource::Synthetic, false)
+            }
             None => (format!("sub_{addr:x}"), NameSource::Synthetic, false),
         };
         let aliases = c.names.iter().skip(1).map(|n| n.0.clone()).collect();

@@ -67,6 +67,11 @@ fn got_slot_names(file: &ElfFile64<'_, Endianness>) -> HashMap<u64, String> {
         return slots;
     };
     for (offset, reloc) in relocs {
+        // IRELATIVE slots (libc's own ifunc stubs) have no symbol: name them as objdump does.
+        if reloc.target() == RelocationTarget::Absolute && reloc.addend() != 0 {
+            slots.insert(offset, format!("*ABS*+{:#x}", reloc.addend()));
+            continue;
+        }
         if let RelocationTarget::Symbol(index) = reloc.target() {
             if let Ok(sym) = dynsyms.symbol_by_index(index) {
                 if let Ok(name) = sym.name() {

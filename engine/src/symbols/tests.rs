@@ -7,6 +7,9 @@ fn strips_parameter_lists() {
     assert_eq!(strip_params("ns::f(int, char)"), "ns::f");
     assert_eq!(strip_params("f(void (*)(int))"), "f");
     assert_eq!(strip_params("main"), "main");
+    assert_eq!(strip_params("ns::Klass::get() const"), "ns::Klass::get");
+    assert_eq!(strip_params("K::f(int) const &&"), "K::f");
+    assert_eq!(strip_params("operator&"), "operator&");
 }
 
 #[test]

@@ -1,0 +1,258 @@
+//! Whole-module analysis: every function's CFG and loops, non-returning functions found to a
+//! fixpoint, the call graph, and per-function metrics. Runs in parallel with rayon, once per
+//! module, the first time anything asks for a CFG.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use crate::addr::LinkAddr;
+use crate::cfg::build::Context;
+use crate::cfg::loops::{self, LoopForest};
+use crate::cfg::{self, noreturn, Cfg, Exit};
+use crate::elf::Binary;
+use crate::symbols::{FuncId, FunctionTable, Progress};
+
+/// Rounds of the non-returning fixpoint at the most; real code settles in two or three.
+const MAX_ROUNDS: usize = 8;
+
+/// Everything learned about one function.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FunctionAnalysis {
+    pub cfg: Cfg,
+    pub loops: LoopForest,
+    pub noreturn: bool,
+    /// Functions called directly (deduplicated, in address order).
+    pub callees: Vec<FuncId>,
+    /// Indirect call sites.
+    pub indirect_calls: u32,
+    /// True when some block lies inside another function's range.
+    pub overlaps: bool,
+}
+
+/// Size and shape figures of a function.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Metrics {
+    pub instructions: u64,
+    pub blocks: usize,
+    pub edges: usize,
+    pub cyclomatic: i64,
+    pub loops: usize,
+    pub max_loop_depth: u32,
+    pub call_sites: usize,
+    pub callers: usize,
+}
+
+/// Counts over a whole module.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Stats {
+    pub functions: usize,
+    pub blocks: usize,
+    pub edges: usize,
+    pub instructions: u64,
+    pub loops: usize,
+    pub irreducible: usize,
+    pub jump_tables: usize,
+    pub jump_tables_unbounded: usize,
+    pub unresolved_indirect_jumps: usize,
+    pub noreturn_functions: usize,
+    pub overlapping_functions: usize,
+    pub call_edges: usize,
+    pub indirect_calls: usize,
+    #[serde(serialize_with = "secs")]
+    pub elapsed: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// The analysis of every function of a module.
+#[derive(Debug)]
+pub struct Analysis {
+    functions: Vec<FunctionAnalysis>,
+    callers: Vec<Vec<FuncId>>,
+    stats: Stats,
+}
+
+impl Analysis {
+    /// Analyses every function of `binary`.
+    pub fn run(binary: &Binary, table: &FunctionTable, progress: &dyn Progress) -> Analysis {
+        let started = Instant::now();
+        let funcs = table.functions();
+        let known: HashSet<u64> = funcs
+            .iter()
+            .filter(|f| {
+                noreturn::is_known(&f.name) || f.aliases.iter().any(|a| noreturn::is_known(a))
+            })
+            .map(|f| f.addr.0)
+            .collect();
+        let mut noret = known;
+        let total = funcs.len() as u64;
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let code = crate::cfg::build::code_ranges(binary);
+        let build_one = |i: usize, noret: &HashSet<u64>| {
+            let is_noreturn = |a: LinkAddr| noret.contains(&a.0);
+            let ctx = Context {
+                binary,
+                functions: table,
+                is_noreturn: &is_noreturn,
+                code: &code,
+            };
+            cfg::build(&ctx, &funcs[i])
+        };
+        let mut cfgs: Vec<Cfg> = (0..funcs.len())
+            .into_par_iter()
+            .map(|i| {
+                let c = build_one(i, &noret);
+                let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if d.is_multiple_of(256) || d == total {
+                    progress.update(d, total);
+                }
+                c
+            })
+            .collect();
+
+        for _ in 0..MAX_ROUNDS {
+            let fresh: Vec<u64> = cfgs
+                .par_iter()
+                .zip(funcs.par_iter())
+                .filter(|(c, f)| !noret.contains(&f.addr.0) && never_returns(c, &noret))
+                .map(|(_, f)| f.addr.0)
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            noret.extend(fresh.iter().copied());
+            let fresh: HashSet<u64> = fresh.into_iter().collect();
+            let redo: Vec<usize> = cfgs
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    c.calls().any(|s| s.target.is_some_and(|t| fresh.contains(&t.0)))
+                        || c.blocks.iter().any(|b| {
+                            matches!(b.exit, Some(Exit::TailCall { target }) if fresh.contains(&target.0))
+                        })
+                })
+                .map(|(i, _)| i)
+                .collect();
+            let rebuilt: Vec<(usize, Cfg)> = redo
+                .par_iter()
+                .map(|&i| (i, build_one(i, &noret)))
+                .collect();
+            for (i, c) in rebuilt {
+                cfgs[i] = c;
+            }
+        }
+
+        let functions: Vec<FunctionAnalysis> = cfgs
+            .into_par_iter()
+            .zip(funcs.par_iter())
+            .map(|(cfg, f)| {
+                let loops = loops::find(&cfg);
+                let mut callees: Vec<FuncId> = cfg
+                    .calls()
+                    .filter_map(|s| s.target)
+                    .filter_map(|t| table.at(t).map(|g| g.id))
+                    .collect();
+                callees.extend(cfg.blocks.iter().filter_map(|b| match b.exit {
+                    Some(Exit::TailCall { target }) => table.at(target).map(|g| g.id),
+                    _ => None,
+                }));
+                callees.sort_unstable();
+                callees.dedup();
+                let indirect_calls = cfg.calls().filter(|s| s.target.is_none()).count() as u32;
+                let overlaps = cfg.blocks.iter().any(|b| {
+                    !f.contains(b.start) && table.containing(b.start).is_some_and(|g| g.id != f.id)
+                });
+                FunctionAnalysis {
+                    noreturn: noret.contains(&f.addr.0),
+                    cfg,
+                    loops,
+                    callees,
+                    indirect_calls,
+                    overlaps,
+                }
+            })
+            .collect();
+
+        let mut callers = vec![Vec::new(); functions.len()];
+        for (i, a) in functions.iter().enumerate() {
+            for c in &a.callees {
+                callers[c.0 as usize].push(FuncId(i as u32));
+            }
+        }
+        let mut stats = Stats {
+            functions: functions.len(),
+            ..Stats::default()
+        };
+        for a in &functions {
+            stats.blocks += a.cfg.blocks.len();
+            stats.edges += a.cfg.edges.len();
+            stats.instructions += a.cfg.instructions();
+            stats.loops += a.loops.loops.len();
+            stats.irreducible += usize::from(!a.loops.irreducible.is_empty());
+            stats.jump_tables += a.cfg.jump_tables.len();
+            stats.jump_tables_unbounded += a.cfg.jump_tables.iter().filter(|t| !t.bounded).count();
+            stats.unresolved_indirect_jumps += a.cfg.unresolved.len();
+            stats.noreturn_functions += usize::from(a.noreturn);
+            stats.overlapping_functions += usize::from(a.overlaps);
+            stats.call_edges += a.callees.len();
+            stats.indirect_calls += a.indirect_calls as usize;
+        }
+        stats.elapsed = started.elapsed();
+        Analysis {
+            functions,
+            callers,
+            stats,
+        }
+    }
+
+    pub fn function(&self, id: FuncId) -> &FunctionAnalysis {
+        &self.functions[id.0 as usize]
+    }
+
+    /// Functions that call `id` directly (or tail-call it).
+    pub fn callers(&self, id: FuncId) -> &[FuncId] {
+        &self.callers[id.0 as usize]
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Metrics of one function.
+    pub fn metrics(&self, id: FuncId) -> Metrics {
+        let a = self.function(id);
+        Metrics {
+            instructions: a.cfg.instructions(),
+            blocks: a.cfg.blocks.len(),
+            edges: a.cfg.edges.len(),
+            cyclomatic: a.cfg.cyclomatic_complexity(),
+            loops: a.loops.loops.len(),
+            max_loop_depth: a.loops.max_depth(),
+            call_sites: a.cfg.calls().count(),
+            callers: self.callers(id).len(),
+        }
+    }
+}
+
+/// True when every way out of the function is a trap or a call that never returns.
+fn never_returns(cfg: &Cfg, noret: &HashSet<u64>) -> bool {
+    let mut saw_exit = false;
+    for b in &cfg.blocks {
+        match &b.exit {
+            Some(Exit::Return) | Some(Exit::Indirect) | Some(Exit::Invalid) => return false,
+            Some(Exit::TailCall { target }) => {
+                if !noret.contains(&target.0) {
+                    return false;
+                }
+                saw_exit = true;
+            }
+            Some(Exit::NoReturnCall { .. }) | Some(Exit::Trap) => saw_exit = true,
+            None => {}
+        }
+    }
+    saw_exit
+}

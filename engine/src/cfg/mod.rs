@@ -1,0 +1,190 @@
+//! Control-flow graphs: basic blocks and typed edges of one function, built by recursive
+//! traversal from its entry, with jump tables resolved and calls to non-returning functions
+//! ending their blocks.
+//!
+//! Architecture invariant: a CFG is built from bytes read through [`crate::Binary::bytes_at`]
+//! and names from the function table; it knows nothing of processes.
+
+pub mod build;
+mod jumptable;
+pub mod loops;
+pub mod noreturn;
+
+use crate::addr::LinkAddr;
+
+pub use build::build;
+
+/// Index of a block in its [`Cfg`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct BlockId(pub u32);
+
+/// How control leaves a block along an edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EdgeKind {
+    /// Straight-line flow into the next block (including a not-taken conditional branch).
+    FallThrough,
+    /// A taken direct branch, conditional or not.
+    Taken,
+    /// The return from a call, to the instruction after it.
+    CallFallThrough,
+    /// One target of a resolved jump table.
+    JumpTable,
+}
+
+impl EdgeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::FallThrough => "fallthrough",
+            EdgeKind::Taken => "taken",
+            EdgeKind::CallFallThrough => "call-ft",
+            EdgeKind::JumpTable => "jump-table",
+        }
+    }
+}
+
+/// How a block ends, when it leaves the function or cannot be followed.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Exit {
+    /// A `ret`.
+    Return,
+    /// A direct jump to another function's entry.
+    TailCall { target: LinkAddr },
+    /// An indirect jump that is not a resolved jump table (may be a tail call).
+    Indirect,
+    /// A call to a function that never returns (`exit`, `abort`, `__cxa_throw`, ...).
+    NoReturnCall { target: LinkAddr },
+    /// `hlt`, `ud2`, or `int3`: execution cannot continue here.
+    Trap,
+    /// Decoding failed or ran out of the code's bytes.
+    Invalid,
+}
+
+/// A call made by a block (its last instruction).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CallSite {
+    /// Address of the call instruction.
+    pub addr: LinkAddr,
+    /// The callee for direct calls; `None` for indirect ones.
+    pub target: Option<LinkAddr>,
+    /// True when the callee is known never to return.
+    pub noreturn: bool,
+}
+
+/// A basic block: straight-line code with one entry at its start.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Block {
+    pub id: BlockId,
+    pub start: LinkAddr,
+    /// One past its last byte.
+    pub end: LinkAddr,
+    /// Address of its last instruction.
+    pub last: LinkAddr,
+    pub instructions: u32,
+    /// Set when control leaves the function here.
+    pub exit: Option<Exit>,
+    /// Set when the block ends in a call.
+    pub call: Option<CallSite>,
+}
+
+/// An intra-procedural edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Edge {
+    pub from: BlockId,
+    pub to: BlockId,
+    pub kind: EdgeKind,
+}
+
+/// A jump table found in the function.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct JumpTable {
+    /// The indirect `jmp`.
+    pub jump: LinkAddr,
+    /// Where the table lives.
+    pub table: LinkAddr,
+    /// Distinct targets, in table order.
+    pub targets: Vec<LinkAddr>,
+    /// True when a guarding compare bounded the table; false when entries were read until one
+    /// left the function.
+    pub bounded: bool,
+}
+
+/// The control-flow graph of one function.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Cfg {
+    pub entry: LinkAddr,
+    /// Blocks sorted by start address; `blocks[0]` is not necessarily the entry (see
+    /// [`Cfg::entry_block`]).
+    pub blocks: Vec<Block>,
+    pub edges: Vec<Edge>,
+    pub jump_tables: Vec<JumpTable>,
+    /// Indirect jumps that could not be resolved as jump tables.
+    pub unresolved: Vec<LinkAddr>,
+}
+
+impl Cfg {
+    pub fn block(&self, id: BlockId) -> &Block {
+        &self.blocks[id.0 as usize]
+    }
+
+    /// The block holding the function's first instruction.
+    pub fn entry_block(&self) -> Option<BlockId> {
+        self.block_at(self.entry)
+    }
+
+    /// The block starting exactly at `addr`.
+    pub fn block_at(&self, addr: LinkAddr) -> Option<BlockId> {
+        self.blocks
+            .binary_search_by_key(&addr, |b| b.start)
+            .ok()
+            .map(|i| BlockId(i as u32))
+    }
+
+    /// The block whose bytes contain `addr`.
+    pub fn block_containing(&self, addr: LinkAddr) -> Option<BlockId> {
+        let i = self.blocks.partition_point(|b| b.start <= addr);
+        let b = self.blocks.get(i.checked_sub(1)?)?;
+        (addr < b.end).then_some(b.id)
+    }
+
+    pub fn successors(&self, id: BlockId) -> impl Iterator<Item = &Edge> + '_ {
+        self.edges.iter().filter(move |e| e.from == id)
+    }
+
+    pub fn predecessors(&self, id: BlockId) -> impl Iterator<Item = &Edge> + '_ {
+        self.edges.iter().filter(move |e| e.to == id)
+    }
+
+    /// Total instructions in all blocks.
+    pub fn instructions(&self) -> u64 {
+        self.blocks.iter().map(|b| u64::from(b.instructions)).sum()
+    }
+
+    /// True when some path leaves the function normally (a return, a tail call, or an
+    /// indirect jump that might be one).
+    pub fn may_return(&self, noreturn_target: &dyn Fn(LinkAddr) -> bool) -> bool {
+        self.blocks.iter().any(|b| match &b.exit {
+            Some(Exit::Return) | Some(Exit::Indirect) => true,
+            Some(Exit::TailCall { target }) => !noreturn_target(*target),
+            _ => false,
+        })
+    }
+
+    /// McCabe's cyclomatic complexity, E − N + 2 (1 for an empty graph).
+    pub fn cyclomatic_complexity(&self) -> i64 {
+        if self.blocks.is_empty() {
+            return 1;
+        }
+        self.edges.len() as i64 - self.blocks.len() as i64 + 2
+    }
+
+    /// Every call site, in address order.
+    pub fn calls(&self) -> impl Iterator<Item = &CallSite> + '_ {
+        self.blocks.iter().filter_map(|b| b.call.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,249 @@
+//! CFG, jump-table, non-returning and loop tests on code compiled by gcc at test time.
+
+use crate::addr::LinkAddr;
+use crate::analysis::FunctionAnalysis;
+use crate::cfg::{EdgeKind, Exit};
+use crate::session::Session;
+use crate::testutil::{compile, open};
+
+const SOURCE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+
+volatile int sink;
+
+__attribute__((noinline)) int leaf(int x) { sink = x; return x + 1; }
+
+__attribute__((noinline)) int nested(int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            for (int k = 0; k < j; k++)
+                s += i ^ j ^ k;
+    return s;
+}
+
+__attribute__((noinline)) int siblings(int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += leaf(i);
+    while (s > 100) s /= 3;
+    for (int i = 0; i < n; i++) sink = i;
+    return s;
+}
+
+__attribute__((noinline)) int sw(int c) {
+    switch (c) {
+    case 0: return leaf(10);
+    case 1: return leaf(21);
+    case 2: return leaf(32) * 3;
+    case 3: return leaf(43) - 7;
+    case 4: return leaf(54) ^ 5;
+    case 5: return leaf(65) + 9;
+    case 6: return leaf(76) * 11;
+    case 7: return leaf(87) - 13;
+    case 8: return leaf(98) + 17;
+    case 9: return leaf(109) ^ 19;
+    case 10: return leaf(120) * 23;
+    case 11: return leaf(131) - 29;
+    default: return -1;
+    }
+}
+
+__attribute__((noinline, noreturn)) void die(const char *why) {
+    fprintf(stderr, "%s\n", why);
+    exit(3);
+}
+
+__attribute__((noinline)) int checked(int x) {
+    if (x < 0) die("negative");
+    return x * 2;
+}
+
+__attribute__((noinline)) int tail(int x) { return leaf(x * 3); }
+
+int main(int argc, char **argv) {
+    (void)argv;
+    return nested(argc) + siblings(argc) + sw(argc) + checked(argc) + tail(argc);
+}
+"#;
+
+fn analysed(flags: &[&str]) -> Session {
+    let path = compile("cfg", SOURCE, false, flags);
+    open(&path)
+}
+
+fn func<'a>(s: &'a Session, name: &str) -> (&'a FunctionAnalysis, LinkAddr) {
+    let m = s.main().unwrap();
+    let f = m
+        .functions()
+        .by_name(name)
+        .next()
+        .unwrap_or_else(|| panic!("{name} not found"));
+    (m.analysis().function(f.id), f.addr)
+}
+
+fn loop_shape(a: &FunctionAnalysis) -> Vec<(String, u32)> {
+    a.loops
+        .loops
+        .iter()
+        .map(|l| (l.name.clone(), l.depth))
+        .collect()
+}
+
+const VARIANTS: &[&[&str]] = &[
+    &["-O0", "-g", "-fno-pie", "-no-pie"],
+    &["-O0", "-g", "-fPIE", "-pie"],
+    &["-O2", "-g", "-fno-pie", "-no-pie"],
+    &["-O2", "-g", "-fPIE", "-pie"],
+];
+
+#[test]
+fn nested_loops_form_a_tree() {
+    for flags in VARIANTS {
+        let s = analysed(flags);
+        let (a, _) = func(&s, "nested");
+        let names: Vec<String> = loop_shape(a).into_iter().map(|(n, _)| n).collect();
+        // gcc at -O2 may peel or merge the innermost level, but never flattens the nest.
+        assert!(
+            names.starts_with(&["loop_1".to_string(), "loop_1.1".to_string()]),
+            "{flags:?}: {names:?}"
+        );
+        assert!(a.loops.max_depth() >= 2, "{flags:?}");
+        if flags.contains(&"-O0") {
+            assert_eq!(names, ["loop_1", "loop_1.1", "loop_1.1.1"], "{flags:?}");
+        }
+        assert!(a.loops.irreducible.is_empty());
+        for l in &a.loops.loops {
+            assert!(l.blocks.contains(&l.header));
+            if let Some(p) = l.parent {
+                let parent = &a.loops.loops[p];
+                assert!(
+                    l.blocks.iter().all(|b| parent.blocks.contains(b)),
+                    "nesting"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn sibling_loops_are_numbered_in_address_order() {
+    for flags in VARIANTS {
+        let s = analysed(flags);
+        let (a, _) = func(&s, "siblings");
+        let shape = loop_shape(a);
+        assert_eq!(shape.len(), 3, "{flags:?}: {shape:?}");
+        assert!(shape.iter().all(|(_, d)| *d == 1), "{flags:?}: {shape:?}");
+        let headers: Vec<LinkAddr> = a
+            .loops
+            .loops
+            .iter()
+            .map(|l| a.cfg.block(l.header).start)
+            .collect();
+        assert!(headers.windows(2).all(|w| w[0] < w[1]));
+        // The first loop calls leaf; its body holds the call.
+        let first = &a.loops.loops[0];
+        assert!(first.blocks.iter().any(|b| a
+            .cfg
+            .block(*b)
+            .call
+            .as_ref()
+            .is_some_and(|c| c.target.is_some())));
+    }
+}
+
+#[test]
+fn switch_jump_table_resolves_every_case() {
+    for flags in VARIANTS {
+        let s = analysed(flags);
+        let (a, addr) = func(&s, "sw");
+        assert_eq!(
+            a.cfg.jump_tables.len(),
+            1,
+            "{flags:?}: {:?}",
+            a.cfg.unresolved
+        );
+        let table = &a.cfg.jump_tables[0];
+        assert!(table.bounded, "{flags:?}");
+        // Twelve cases plus, when the table has holes, the default: every target is in the
+        // function and has an edge.
+        assert!(
+            table.targets.len() >= 12,
+            "{flags:?}: {}",
+            table.targets.len()
+        );
+        let f = s.main().unwrap().functions().at(addr).unwrap().clone();
+        for t in &table.targets {
+            assert!(f.contains(*t), "{flags:?}: {t} outside sw");
+            let to = a.cfg.block_at(*t).expect("target starts a block");
+            assert!(a
+                .cfg
+                .edges
+                .iter()
+                .any(|e| e.to == to && e.kind == EdgeKind::JumpTable));
+        }
+        assert!(a.cfg.unresolved.is_empty());
+    }
+}
+
+#[test]
+fn noreturn_callees_end_blocks() {
+    for flags in VARIANTS {
+        let s = analysed(flags);
+        let (die, _) = func(&s, "die");
+        assert!(die.noreturn, "{flags:?}: die never returns");
+        let (checked, _) = func(&s, "checked");
+        assert!(!checked.noreturn);
+        assert!(
+            checked
+                .cfg
+                .blocks
+                .iter()
+                .any(|b| matches!(b.exit, Some(Exit::NoReturnCall { .. }))),
+            "{flags:?}: the call to die ends its block"
+        );
+        assert!(checked
+            .cfg
+            .blocks
+            .iter()
+            .any(|b| b.exit == Some(Exit::Return)));
+        assert!(!checked.overlaps);
+    }
+}
+
+#[test]
+fn tail_calls_are_exits_and_call_edges() {
+    let s = analysed(&["-O2", "-g"]);
+    let m = s.main().unwrap();
+    let (tail, _) = func(&s, "tail");
+    let leaf = m.functions().by_name("leaf").next().unwrap();
+    assert!(
+        tail.cfg
+            .blocks
+            .iter()
+            .any(|b| b.exit == Some(Exit::TailCall { target: leaf.addr })),
+        "{:?}",
+        tail.cfg.blocks
+    );
+    assert!(tail.callees.contains(&leaf.id));
+    assert!(m.analysis().callers(leaf.id).len() >= 3);
+}
+
+#[test]
+fn metrics_follow_the_graph() {
+    let s = analysed(&["-O0", "-g"]);
+    let m = s.main().unwrap();
+    let f = m.functions().by_name("leaf").next().unwrap();
+    let metrics = m.analysis().metrics(f.id);
+    assert_eq!(metrics.blocks, 1);
+    assert_eq!(metrics.cyclomatic, 1);
+    assert_eq!(metrics.loops, 0);
+    let f = m.functions().by_name("nested").next().unwrap();
+    let metrics = m.analysis().metrics(f.id);
+    assert_eq!(
+        metrics.cyclomatic,
+        metrics.edges as i64 - metrics.blocks as i64 + 2
+    );
+    assert!(metrics.cyclomatic >= 4);
+    assert_eq!(metrics.max_loop_depth, 3);
+}

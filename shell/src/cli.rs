@@ -1,0 +1,98 @@
+//! The command line: `gsh [FILE]`, `gsh -b SCRIPT [FILE [ARGS...]]`, `gsh -c 'CMDS' [FILE
+//! [ARGS...]]`, `--json`, `-p PID`. Parses with clap, opens FILE, then runs the batch or the
+//! prompt, and turns the first error into `gsh: ...` and exit status 1.
+
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context as _, Result};
+use clap::{Parser, ValueHint};
+
+use crate::context::{error_line, Context};
+use crate::repl;
+
+/// gsh: an interactive binary-instrumentation shell for x86-64 Linux.
+#[derive(Debug, Parser)]
+#[command(
+    name = "gsh",
+    version,
+    about = "An interactive binary-instrumentation shell for x86-64 Linux",
+    long_about = "gsh opens a 64-bit x86-64 ELF file and answers questions about it: its \
+functions, variables, libraries and code. Without -b or -c it reads commands at a prompt; \
+`help` there lists them."
+)]
+pub struct Cli {
+    /// Run the commands in SCRIPT, then exit
+    #[arg(
+        short = 'b',
+        value_name = "SCRIPT",
+        value_hint = ValueHint::FilePath,
+        conflicts_with = "commands"
+    )]
+    pub batch: Option<PathBuf>,
+
+    /// Run COMMANDS (separated by `;` or newlines), then exit
+    #[arg(short = 'c', value_name = "COMMANDS")]
+    pub commands: Option<String>,
+
+    /// Attach to the running process PID (not supported yet)
+    #[arg(short = 'p', value_name = "PID")]
+    pub pid: Option<u32>,
+
+    /// Print each command's output as one JSON document instead of a table
+    #[arg(long)]
+    pub json: bool,
+
+    /// The ELF file to open
+    #[arg(value_name = "FILE", value_hint = ValueHint::FilePath)]
+    pub file: Option<PathBuf>,
+
+    /// Default arguments for the program when it is started
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        requires = "file"
+    )]
+    pub args: Vec<String>,
+}
+
+/// Runs gsh with the process's arguments; returns the exit status.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("gsh: {}", error_line(&e));
+            1
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    if let Some(pid) = cli.pid {
+        return Err(anyhow!(
+            "attaching to processes is not supported yet (-p {pid}); open the program's file instead"
+        ));
+    }
+    let mut ctx = Context::new(cli.json);
+    ctx.program_args = cli.args;
+    if let Some(file) = &cli.file {
+        ctx.session.open(file)?;
+    }
+    if let Some(script) = &cli.batch {
+        return ctx.run_file(script);
+    }
+    if let Some(text) = &cli.commands {
+        return ctx.run_text(text, None);
+    }
+    if std::io::stdin().is_terminal() {
+        return repl::run(&mut ctx);
+    }
+    // Commands piped in: a script on stdin.
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read commands from stdin")?;
+    ctx.run_text(&text, Some(Path::new("<stdin>")))
+}

@@ -1,0 +1,124 @@
+//! Commands about the shell itself: `source`, `echo`, `sleep`, `help`, `quit`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+
+use super::{Args, Complete, Spec};
+use crate::context::Context;
+use crate::docgen;
+use crate::output::Output;
+
+/// The longest `sleep` accepted: a day. Longer is surely a typo.
+const MAX_SLEEP_SECONDS: f64 = 86_400.0;
+
+pub const SOURCE: Spec = Spec {
+    name: "source",
+    aliases: &[],
+    usage: "FILE",
+    complete: Complete::File,
+    summary: "run the commands in a script file",
+    help: "Runs FILE's commands in order, stopping at the first that fails. A script has one \
+command per line (or several separated by `;`), `#` comments, and `{ ... }` blocks that may \
+span lines. With --json each command in it prints its own document, then `source` prints `{}`.",
+    examples: &[("source scripts/explore-ls.gsh", "")],
+    run: source,
+};
+
+pub const ECHO: Spec = Spec {
+    name: "echo",
+    aliases: &[],
+    usage: "[TEXT...]",
+    complete: Complete::Nothing,
+    summary: "print text",
+    help: "Prints its words separated by single spaces; quote to keep several spaces.",
+    examples: &[("echo '== functions =='", "")],
+    run: echo,
+};
+
+pub const SLEEP: Spec = Spec {
+    name: "sleep",
+    aliases: &[],
+    usage: "SECONDS",
+    complete: Complete::Nothing,
+    summary: "wait, e.g. while a live mutatee runs",
+    help: "Waits SECONDS (a decimal number such as 0.5, at most a day) before the next command.",
+    examples: &[("sleep 0.5", "")],
+    run: sleep,
+};
+
+pub const HELP: Spec = Spec {
+    name: "help",
+    aliases: &["?"],
+    usage: "[COMMAND]",
+    complete: Complete::Command,
+    summary: "list the commands, or describe one",
+    help: "Without an argument, lists every command with a one-line summary. With COMMAND \
+(`help whatis`, `help show functions`, `help show`), shows its usage, description and examples.",
+    examples: &[("help", ""), ("help show functions", "")],
+    run: help,
+};
+
+pub const QUIT: Spec = Spec {
+    name: "quit",
+    aliases: &["exit", "q"],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "leave gsh",
+    help: "Stops reading commands. At the prompt, Ctrl-D does the same.",
+    examples: &[("quit", "")],
+    run: quit,
+};
+
+fn source(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let path = args.positionals(1, 1)?.remove(0);
+    ctx.run_file(Path::new(&path))?;
+    Ok(Output::Nothing)
+}
+
+fn echo(_: &mut Context, args: &mut Args) -> Result<Output> {
+    if args.block.is_some() {
+        return Err(args.usage_error("`echo` takes no `{ ... }` block"));
+    }
+    Ok(Output::Text(args.rest_joined()))
+}
+
+fn sleep(_: &mut Context, args: &mut Args) -> Result<Output> {
+    let s = args.positionals(1, 1)?.remove(0);
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| anyhow!("sleep takes a number of seconds, not `{s}`"))?;
+    if !(0.0..=MAX_SLEEP_SECONDS).contains(&secs) {
+        bail!("sleep takes 0 to {MAX_SLEEP_SECONDS} seconds, not `{s}`");
+    }
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    Ok(Output::Nothing)
+}
+
+fn help(_: &mut Context, args: &mut Args) -> Result<Output> {
+    let words = args.positionals(0, 3)?;
+    if words.is_empty() {
+        return Ok(Output::Text(docgen::help_overview()));
+    }
+    let name = words.join(" ");
+    if let Some(spec) = super::find(&name) {
+        return Ok(Output::Text(docgen::help_command(spec)));
+    }
+    // `help show`: every command starting with that word.
+    let group: Vec<&Spec> = super::COMMANDS
+        .iter()
+        .filter(|s| s.name.split(' ').next() == Some(name.as_str()))
+        .collect();
+    if !group.is_empty() {
+        return Ok(Output::Text(docgen::help_list(&group)));
+    }
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    Err(super::unknown(&refs))
+}
+
+fn quit(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    ctx.quit = true;
+    Ok(Output::Nothing)
+}

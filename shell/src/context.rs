@@ -1,0 +1,149 @@
+//! The shell's state between commands: the engine session, how output is printed, the default
+//! program arguments, and the running of command text (a script, a `-c` string, a prompt line).
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{anyhow, Context as _, Result};
+use engine::{FunctionTable, ModuleId, Session};
+
+use crate::commands;
+use crate::output::{render_json, render_text, Output, Style};
+use crate::progress::Bar;
+use crate::script;
+
+/// How deeply `source` may nest before gsh assumes a script sources itself.
+const MAX_SOURCE_DEPTH: usize = 16;
+
+/// Everything a command can read or change.
+pub struct Context {
+    pub session: Session,
+    /// Print one JSON document per command instead of tables.
+    pub json: bool,
+    pub style: Style,
+    /// The program arguments given after FILE on the command line (used by `start`/`run`).
+    pub program_args: Vec<String>,
+    /// Set by `quit`: stop reading commands.
+    pub quit: bool,
+    depth: usize,
+    out: Box<dyn Write>,
+}
+
+impl Context {
+    /// A context printing to stdout in the style detected for it.
+    pub fn new(json: bool) -> Context {
+        Context::with_writer(json, Style::detect(), Box::new(std::io::stdout()))
+    }
+
+    /// A context printing to `out` (tests capture output this way).
+    pub fn with_writer(json: bool, style: Style, out: Box<dyn Write>) -> Context {
+        Context {
+            session: Session::new(),
+            json,
+            style,
+            program_args: Vec::new(),
+            quit: false,
+            depth: 0,
+            out,
+        }
+    }
+
+    /// The function table of module `m`, built now (with a progress bar) if it is not yet.
+    pub fn functions(&self, m: ModuleId) -> &FunctionTable {
+        let module = self.session.module(m);
+        if module.functions_ready() {
+            return module.functions();
+        }
+        let bar = Bar::new(format!("analysing {}", module.name));
+        module.functions_with(&bar)
+    }
+
+    /// The modules a command looks in: the one named by `in MODULE`, else every open module.
+    pub fn modules_for(&mut self, module: Option<&str>) -> Result<Vec<ModuleId>> {
+        self.session.main()?;
+        Ok(match module {
+            Some(name) => vec![self.session.find_module(name)?],
+            None => self.session.modules().iter().map(|m| m.id).collect(),
+        })
+    }
+
+    /// Prints one command's output.
+    pub fn emit(&mut self, out: &Output) -> Result<()> {
+        let text = if self.json {
+            let mut s = render_json(out);
+            s.push('\n');
+            s
+        } else {
+            render_text(out, self.style)
+        };
+        let written = self
+            .out
+            .write_all(text.as_bytes())
+            .and_then(|()| self.out.flush());
+        match written {
+            // The reader went away (`gsh ... | head`): stop quietly, as other tools do.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.quit = true;
+                Ok(())
+            }
+            other => other.context("cannot write output"),
+        }
+    }
+
+    /// Splits `text` into commands and runs them in order, stopping at the first error or at
+    /// `quit`. `origin` names the script file, for error messages (`explore.gsh:3: ...`).
+    pub fn run_text(&mut self, text: &str, origin: Option<&Path>) -> Result<()> {
+        let at = |line: usize| match origin {
+            Some(p) => format!("{}:{line}", p.display()),
+            None => format!("line {line}"),
+        };
+        let cmds = script::split(text).map_err(|e| match origin {
+            Some(p) => anyhow!("{}: {e}", p.display()),
+            None => anyhow!("{e}"),
+        })?;
+        let many = cmds.len() > 1 || origin.is_some();
+        for cmd in &cmds {
+            if self.quit {
+                break;
+            }
+            let result = commands::run(self, cmd).and_then(|out| self.emit(&out));
+            if let Err(e) = result {
+                return Err(if many { e.context(at(cmd.line)) } else { e });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the script at `path` (`source FILE`, `gsh -b FILE`).
+    pub fn run_file(&mut self, path: &Path) -> Result<()> {
+        if self.depth >= MAX_SOURCE_DEPTH {
+            return Err(anyhow!(
+                "{}: scripts nested more than {MAX_SOURCE_DEPTH} deep; does it source itself?",
+                path.display()
+            ));
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read script {}", path.display()))?;
+        self.depth += 1;
+        let result = self.run_text(&text, Some(path));
+        self.depth -= 1;
+        result
+    }
+}
+
+/// An error as the one line users see after `gsh: `: the context chain, outermost first.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for part in e.chain().map(|c| c.to_string()) {
+        // Engine errors already print their source (`cannot read x: No such file`); don't
+        // repeat it.
+        if line.ends_with(&part) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&part);
+    }
+    line.replace('\n', " ")
+}

@@ -1,0 +1,234 @@
+//! The interactive prompt: thin glue over rustyline. History lives in the XDG state directory;
+//! completion comes from the command table (command and subcommand words), the open module's
+//! function names (once its table is built), and file paths; an unclosed `{` or quote
+//! continues the input on the next line.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use rustyline::completion::{Completer, FilenameCompleter, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::history::DefaultHistory;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{CompletionType, Config, Editor, Helper, Highlighter, Hinter};
+
+use crate::commands::{self, Complete};
+use crate::context::{error_line, Context};
+use crate::script;
+
+/// What the prompt looks like, as Dyner's `(dyner) ` and gdb's `(gdb) `.
+pub const PROMPT: &str = "(gsh) ";
+
+/// Most function names offered at once; more would scroll the terminal away.
+const MAX_CANDIDATES: usize = 200;
+
+/// Code size up to which the prompt discovers functions eagerly, for completion.
+const CHEAP_CODE_BYTES: u64 = 4 << 20;
+
+/// rustyline's view of gsh.
+#[derive(Helper, Highlighter, Hinter)]
+struct GshHelper {
+    files: FilenameCompleter,
+    /// Function names of the main module, sorted; empty until its table is built.
+    functions: Vec<String>,
+    /// Which table `functions` came from: (module path, function count).
+    functions_of: Option<(PathBuf, usize)>,
+}
+
+impl Completer for GshHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = line.get(..pos).unwrap_or(line);
+        match complete_words(before, &self.functions) {
+            Completion::Words(start, words) => Ok((
+                start,
+                words
+                    .into_iter()
+                    .map(|w| Pair {
+                        display: w.clone(),
+                        replacement: w,
+                    })
+                    .collect(),
+            )),
+            Completion::Files => self.files.complete_path(line, pos),
+        }
+    }
+}
+
+impl Validator for GshHelper {
+    fn validate(&self, ctx: &mut ValidationContext) -> rustyline::Result<ValidationResult> {
+        Ok(if script::needs_more(ctx.input()) {
+            ValidationResult::Incomplete
+        } else {
+            ValidationResult::Valid(None)
+        })
+    }
+}
+
+/// What to offer at the cursor.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// Replace from byte `start` with one of these words.
+    Words(usize, Vec<String>),
+    /// Complete a file path.
+    Files,
+}
+
+/// Completion for the text before the cursor: command words first, then what the command's
+/// arguments take. `functions` must be sorted.
+pub fn complete_words(before: &str, functions: &[String]) -> Completion {
+    // Only the command being typed matters: the text after the last separator.
+    let seg_start = before.rfind([';', '\n']).map_or(0, |i| i + 1);
+    let segment = &before[seg_start..];
+    let words: Vec<&str> = segment.split_whitespace().collect();
+    let typing = !segment.is_empty() && !segment.ends_with(char::is_whitespace);
+    let (done, prefix) = match (typing, words.split_last()) {
+        (true, Some((last, rest))) => (rest, *last),
+        _ => (&words[..], ""),
+    };
+    let start = before.len() - prefix.len();
+    let pick = |cands: Vec<&str>| {
+        Completion::Words(
+            start,
+            cands
+                .into_iter()
+                .filter(|c| c.starts_with(prefix))
+                .map(|c| format!("{c} "))
+                .collect(),
+        )
+    };
+    match done {
+        [] => return pick(commands::first_words()),
+        [first] if !commands::second_words(first).is_empty() => {
+            return pick(commands::second_words(first))
+        }
+        _ => {}
+    }
+    let Some((spec, used)) = commands::lookup(done) else {
+        return Completion::Words(start, Vec::new());
+    };
+    match spec.complete {
+        Complete::Nothing => Completion::Words(start, Vec::new()),
+        Complete::File => Completion::Files,
+        Complete::Command => match &done[used..] {
+            [] => pick(commands::first_words()),
+            [first] => pick(commands::second_words(first)),
+            _ => Completion::Words(start, Vec::new()),
+        },
+        Complete::Function => {
+            if done.last() == Some(&"in") {
+                return Completion::Words(start, Vec::new());
+            }
+            // A quote typed before the name stays; complete what follows it.
+            let bare = prefix.trim_start_matches(['\'', '"']);
+            let from = functions.partition_point(|f| f.as_str() < bare);
+            let names = functions[from..]
+                .iter()
+                .take_while(|f| f.starts_with(bare))
+                .take(MAX_CANDIDATES)
+                .cloned()
+                .collect();
+            Completion::Words(start + (prefix.len() - bare.len()), names)
+        }
+    }
+}
+
+/// Refreshes the helper's function names when the main module's table is built or changed.
+fn refresh_functions(helper: &mut GshHelper, ctx: &Context) {
+    let Ok(main) = ctx.session.main() else {
+        helper.functions.clear();
+        helper.functions_of = None;
+        return;
+    };
+    if !main.functions_ready() {
+        // Discovering a small module's functions takes milliseconds: worth it for completion.
+        // A big one (cc1's 20 MB of code) waits until a command needs its table.
+        let code: u64 = main.binary.code_sections().map(|s| s.size).sum();
+        if code > CHEAP_CODE_BYTES {
+            return;
+        }
+    }
+    let table = main.functions();
+    let key = (main.binary.path().to_owned(), table.functions().len());
+    if helper.functions_of.as_ref() == Some(&key) {
+        return;
+    }
+    let mut names: Vec<String> = table
+        .functions()
+        .iter()
+        .map(|f| {
+            let name = f.demangled.as_deref().unwrap_or(&f.name);
+            engine::symbols::strip_params(name).to_owned()
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    helper.functions = names;
+    helper.functions_of = Some(key);
+}
+
+/// `$XDG_STATE_HOME/gsh/history`, its directory created; `None` when there is no home.
+fn history_path() -> Option<PathBuf> {
+    let dir = dirs::state_dir()?.join("gsh");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir.join("history"))
+}
+
+/// Reads and runs commands until `quit` or Ctrl-D. Errors are printed and the prompt goes on.
+pub fn run(ctx: &mut Context) -> Result<()> {
+    let config = Config::builder()
+        .auto_add_history(false)
+        .completion_type(CompletionType::List)
+        .build();
+    let mut rl: Editor<GshHelper, DefaultHistory> = Editor::with_config(config)?;
+    let mut helper = GshHelper {
+        files: FilenameCompleter::new(),
+        functions: Vec::new(),
+        functions_of: None,
+    };
+    refresh_functions(&mut helper, ctx);
+    rl.set_helper(Some(helper));
+    let history = history_path();
+    if let Some(p) = &history {
+        // A missing history file is normal on first use.
+        let _ = rl.load_history(p);
+    }
+    loop {
+        match rl.readline(PROMPT) {
+            Ok(line) => {
+                if !line.trim().is_empty() {
+                    rl.add_history_entry(line.as_str())?;
+                }
+                if let Err(e) = ctx.run_text(&line, None) {
+                    eprintln!("gsh: {}", error_line(&e));
+                }
+                if let Some(h) = rl.helper_mut() {
+                    refresh_functions(h, ctx);
+                }
+                if ctx.quit {
+                    break;
+                }
+            }
+            // Ctrl-C abandons the line being typed.
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if let Some(p) = &history {
+        if let Err(e) = rl.append_history(p) {
+            eprintln!("gsh: cannot save history to {}: {e}", p.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "repl_tests.rs"]
+mod tests;

@@ -1,0 +1,150 @@
+//! gsh end to end from the command line: exit statuses, one-line `gsh: ` errors, and `--json`
+//! output that parses. The runner itself (building gsh, running it with a time limit) is
+//! checked always; the shell's behaviour needs the shell branch.
+
+use std::path::Path;
+
+use gsh_tests::{gsh_c, gsh_json, target_dir, Gsh, GshOutput, Mutatee, Variant};
+
+/// Asserts gsh failed with status 1 and exactly one stderr line starting `gsh: ` that
+/// mentions `needle`.
+fn assert_one_line_error(out: &GshOutput, needle: &str) {
+    out.assert_code(1);
+    let lines: Vec<&str> = out.stderr.trim_end().lines().collect();
+    assert_eq!(lines.len(), 1, "expected one stderr line:\n{out}");
+    assert!(
+        lines[0].starts_with("gsh: "),
+        "stderr must start with `gsh: `:\n{out}"
+    );
+    assert!(
+        lines[0].contains(needle),
+        "stderr should mention `{needle}`:\n{out}"
+    );
+}
+
+#[test]
+fn gsh_binary_builds_and_runs_under_the_harness() {
+    let bin = Gsh::binary();
+    assert!(bin.is_file(), "{} is not a file", bin.display());
+    // Whatever gsh does with `--help`, it must finish within the limit and not be killed.
+    let out = Gsh::new()
+        .arg("--help")
+        .timeout(std::time::Duration::from_secs(30))
+        .run();
+    assert!(out.code.is_some(), "gsh --help died from a signal:\n{out}");
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn missing_file_fails_with_one_line() {
+    let out = Gsh::new()
+        .args(["-c", "show functions", "/nonexistent/gsh-test/no-such-file"])
+        .run();
+    assert_one_line_error(&out, "/nonexistent/gsh-test/no-such-file");
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn non_elf_file_fails_with_one_line() {
+    let dir = target_dir().join("test-scratch");
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let text = dir.join("cli-not-elf.txt");
+    std::fs::write(&text, "hello\n").expect("write");
+    let out = gsh_c("show functions", &text);
+    assert_one_line_error(&out, "not an ELF file");
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn unknown_command_fails_with_one_line() {
+    let exe = Mutatee::new("basic").path(Variant::O0);
+    let out = gsh_c("frobnicate the widgets", &exe);
+    assert_one_line_error(&out, "frobnicate");
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn unknown_function_fails_with_one_line() {
+    let exe = Mutatee::new("basic").path(Variant::O0);
+    for cmd in [
+        "whatis no_such_function",
+        "disas no_such_function",
+        "callers no_such_function",
+    ] {
+        let out = gsh_c(cmd, &exe);
+        assert_one_line_error(&out, "no_such_function");
+    }
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn failing_command_stops_the_batch() {
+    let exe = Mutatee::new("basic").path(Variant::O0);
+    let out = gsh_c("whatis no_such_function; echo after", &exe);
+    out.assert_code(1);
+    assert!(
+        !out.stdout.contains("after"),
+        "commands after the failure ran:\n{out}"
+    );
+}
+
+/// True when `needle` appears as a string anywhere in `value`.
+fn mentions(value: &serde_json::Value, needle: &str) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains(needle),
+        serde_json::Value::Array(items) => items.iter().any(|v| mentions(v, needle)),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| k.contains(needle) || mentions(v, needle)),
+        _ => false,
+    }
+}
+
+fn basic() -> std::path::PathBuf {
+    Mutatee::new("basic").path(Variant::O0)
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn json_show_functions_parses() {
+    let doc = gsh_json("show functions", &basic());
+    for name in ["main", "add", "inc", "puts@plt"] {
+        assert!(
+            mentions(&doc, name),
+            "`show functions` JSON lacks {name}: {doc}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn json_whatis_main_parses() {
+    let doc = gsh_json("whatis main", &basic());
+    assert!(mentions(&doc, "main"), "{doc}");
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn json_disas_main_parses() {
+    let doc = gsh_json("disas main 5", &basic());
+    assert!(!doc.is_null(), "disas printed null");
+}
+
+#[test]
+#[ignore = "needs the shell branch"]
+fn json_prints_one_document_per_command() {
+    let docs = gsh_tests::gsh_json_all("whatis add; whatis inc", &basic());
+    assert_eq!(docs.len(), 2, "{docs:?}");
+}
+
+#[test]
+fn harness_paths_are_inside_the_target_directory() {
+    let exe = basic();
+    assert!(
+        exe.starts_with(target_dir()),
+        "{} outside {}",
+        exe.display(),
+        target_dir().display()
+    );
+    assert!(Path::new(&exe).is_file());
+}

@@ -1,0 +1,73 @@
+//! `open-time`: wall-clock time of opening a binary and building its function table, over
+//! several runs, reported as min, median and max.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use engine::symbols::NoProgress;
+use engine::{Binary, FunctionTable};
+
+const DEFAULT_RUNS: usize = 5;
+
+pub fn run(args: &[String]) -> Result<()> {
+    let mut file = None;
+    let mut runs = DEFAULT_RUNS;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--runs" => {
+                let n = it.next().context("--runs needs a number")?;
+                runs = n
+                    .parse()
+                    .with_context(|| format!("--runs: `{n}` is not a number"))?;
+                if runs == 0 {
+                    bail!("--runs must be at least 1");
+                }
+            }
+            other if file.is_none() => file = Some(other.to_owned()),
+            other => bail!("unexpected argument `{other}`; usage: open-time FILE [--runs N]"),
+        }
+    }
+    let file = file.context("usage: open-time FILE [--runs N]")?;
+    let path = Path::new(&file);
+
+    let mut open_times = Vec::with_capacity(runs);
+    let mut build_times = Vec::with_capacity(runs);
+    let mut counts = (0, 0);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let binary = Binary::open(path)?;
+        let opened = Instant::now();
+        let table = FunctionTable::build(&binary, &NoProgress);
+        let built = Instant::now();
+        open_times.push(opened - start);
+        build_times.push(built - opened);
+        counts = (table.functions().len(), table.variables().len());
+    }
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "{file}: {:.1} MB, {} functions, {} variables, {runs} runs",
+        size as f64 / 1e6,
+        counts.0,
+        counts.1
+    );
+    println!("  {:<22} {:>10} {:>10} {:>10}", "", "min", "median", "max");
+    for (label, times) in [
+        ("Binary::open", &mut open_times),
+        ("FunctionTable::build", &mut build_times),
+    ] {
+        times.sort();
+        println!(
+            "  {label:<22} {:>10} {:>10} {:>10}",
+            ms(times[0]),
+            ms(times[times.len() / 2]),
+            ms(times[times.len() - 1])
+        );
+    }
+    Ok(())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
