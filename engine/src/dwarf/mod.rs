@@ -4,12 +4,20 @@
 //!
 //! Everything here is loaded on first use: opening a binary never touches `.debug_info`.
 
+mod functions;
+mod load;
 pub mod locate;
+mod names;
+mod types;
+
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use crate::addr::LinkAddr;
-use crate::elf::Binary;
+use crate::elf::{Binary, Data};
 
 /// A source position.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -75,6 +83,20 @@ impl FunctionInfo {
     }
 }
 
+/// Where a variable lives, as far as its DWARF says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VariableKind {
+    /// A variable at file or namespace scope (or a class's static member).
+    Global,
+    /// A `static` variable declared inside a function.
+    StaticLocal,
+    /// A formal parameter of a function.
+    Param,
+    /// An automatic variable of a function.
+    Local,
+}
+
 /// What DWARF says about one variable.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct VariableInfo {
@@ -84,6 +106,7 @@ pub struct VariableInfo {
     pub addr: Option<LinkAddr>,
     pub size: Option<u64>,
     pub decl: Option<SourceLoc>,
+    pub kind: VariableKind,
 }
 
 /// The kind of a named type.
@@ -124,20 +147,36 @@ pub struct TypeLayout {
 }
 
 /// DWARF of one module, loaded from `source`.
+///
+/// Loading only maps the file. The sections are read (and decompressed) on the first query,
+/// the name index on the first query by name, and each unit's functions on the first query
+/// by an address inside it. Queries take a lock: gimli's and addr2line's lazily filled
+/// caches are not thread-safe, and queries come from one user at a time anyway.
 pub struct DebugInfo {
     source: PathBuf,
+    data: Data,
+    state: OnceLock<Option<Mutex<load::State>>>,
 }
 
 impl DebugInfo {
     /// Loads DWARF for `binary`: from the file itself when it has `.debug_info`, else from a
     /// separate debug file found under `debug_dirs`. `None` when there is none.
     pub fn load(binary: &Binary, debug_dirs: &[PathBuf]) -> Option<DebugInfo> {
-        let source = if binary.has_dwarf() {
-            binary.path().to_owned()
+        let (source, data) = if binary.has_dwarf() {
+            let path = binary.path().to_owned();
+            // A binary parsed from memory may have no file behind its path; copy its bytes.
+            let data = Data::map(&path).unwrap_or_else(|_| Data::Owned(binary.data().to_vec()));
+            (path, data)
         } else {
-            locate::separate_debug_file(binary, debug_dirs)?
+            let path = locate::separate_debug_file(binary, debug_dirs)?;
+            let data = Data::map(&path).ok()?;
+            (path, data)
         };
-        Some(DebugInfo { source })
+        Some(DebugInfo {
+            source,
+            data,
+            state: OnceLock::new(),
+        })
     }
 
     /// The file the DWARF was read from.
@@ -145,24 +184,66 @@ impl DebugInfo {
         &self.source
     }
 
+    /// Runs `query` on the loaded sections, reading them first if this is the first query.
+    /// `None` when the file's DWARF cannot be read at all.
+    fn with<T>(&self, query: impl FnOnce(&load::State) -> Option<T>) -> Option<T> {
+        let state = self
+            .state
+            .get_or_init(|| load::State::new(&self.data).map(Mutex::new))
+            .as_ref()?;
+        // A panic in an earlier query leaves the caches consistent (they are filled
+        // atomically), so a poisoned lock is still usable.
+        let guard = state.lock().unwrap_or_else(|e| e.into_inner());
+        query(&guard)
+    }
+
     /// The source line of `addr`.
-    pub fn location(&self, _addr: LinkAddr) -> Option<SourceLoc> {
-        None
+    pub fn location(&self, addr: LinkAddr) -> Option<SourceLoc> {
+        self.with(|s| s.location(addr.0))
     }
 
-    /// The function whose code starts at or contains `addr`.
-    pub fn function(&self, _addr: LinkAddr) -> Option<FunctionInfo> {
-        None
+    /// The function whose code starts at or contains `addr`: the outermost function, not
+    /// one inlined into it.
+    pub fn function(&self, addr: LinkAddr) -> Option<FunctionInfo> {
+        self.with(|s| {
+            let die = s.function_die(addr.0)?;
+            functions::function_info(&s.units, die)
+        })
     }
 
-    /// The global or static variable named `name`.
-    pub fn variable(&self, _name: &str) -> Option<VariableInfo> {
-        None
+    /// The parameters (first, in order) and local variables of the function containing
+    /// `addr`, including those in nested blocks but not those of functions inlined into it.
+    pub fn function_variables(&self, addr: LinkAddr) -> Vec<VariableInfo> {
+        self.with(|s| {
+            let die = s.function_die(addr.0)?;
+            Some(functions::function_variables(&s.units, die))
+        })
+        .unwrap_or_default()
+    }
+
+    /// The global or static variable named `name` (`counter`, `ns::Klass::instances`, or
+    /// `func::counter` for a static local).
+    pub fn variable(&self, name: &str) -> Option<VariableInfo> {
+        self.with(|s| {
+            let (die, static_local) = s.names().variable(name)?;
+            functions::variable_info(&s.units, die, name, static_local)
+        })
     }
 
     /// The struct, union, class, enum, typedef or base type named `name` (`struct point`,
-    /// `point` and `enum color` all work).
-    pub fn type_layout(&self, _name: &str) -> Option<TypeLayout> {
-        None
+    /// `point` and `enum color` all work). A typedef's layout carries the size, members and
+    /// enumerators of the type it names, with `target` spelling that type.
+    pub fn type_layout(&self, name: &str) -> Option<TypeLayout> {
+        self.with(|s| {
+            let (kind, die) = s.names().type_named(name)?;
+            types::layout(&s.units, die, kind)
+        })
+    }
+
+    /// The names of all named types, sorted and without duplicates, as [`Self::type_layout`]
+    /// accepts them (`point`, `ns::Klass`, `unsigned long`): for tab completion.
+    pub fn type_names(&self) -> Vec<String> {
+        self.with(|s| Some(s.names().type_names()))
+            .unwrap_or_default()
     }
 }
