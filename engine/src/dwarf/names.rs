@@ -37,11 +37,39 @@ pub(super) struct NameIndex {
 /// One open scope during the walk.
 struct Scope {
     depth: isize,
-    /// The qualified-name prefix this scope contributes (empty for none).
+    /// The qualified-name prefix this scope contributes (empty for none). For a function,
+    /// the enclosing prefix until [`Scope::resolve`] names the function itself.
     prefix: String,
-    /// A function body: types inside are local and not indexed, variables are static
-    /// locals named `func::var`.
-    function: bool,
+    /// A function body, and whether `prefix` has been resolved to its name yet. Types
+    /// inside are local and not indexed; variables are static locals named `func::var`.
+    function: Option<(DieRef, bool)>,
+}
+
+impl Scope {
+    /// The function's qualified name, worked out the first time a static local needs it:
+    /// most functions have none, and naming every function would double the walk's cost.
+    fn resolve(&mut self, units: &Units) -> &str {
+        if let Some((r, resolved @ false)) = &mut self.function {
+            *resolved = true;
+            let name = units.entry(*r).and_then(|die| {
+                units
+                    .attr_str(r.unit, &die, gimli::DW_AT_name)
+                    .map(|n| join(&self.prefix, &n))
+                    .or_else(|| origin_name(units, r.unit, &die))
+            });
+            self.prefix = name.unwrap_or_default();
+        }
+        &self.prefix
+    }
+}
+
+/// `prefix::name`, or `name` at the top level.
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}::{name}")
+    }
 }
 
 impl NameIndex {
@@ -79,128 +107,145 @@ impl NameIndex {
         let Some(data) = units.get(unit) else { return };
         let cpp = data.cpp;
         let mut scopes: Vec<Scope> = Vec::new();
-        let mut cursor = data.unit.entries();
-        while let Ok(Some(die)) = cursor.next_dfs() {
-            let depth = die.depth();
+        // Raw entries: the attributes of most DIEs (parameters, call sites, members of C
+        // structs, blocks) are skipped without being decoded, which is most of libc.
+        let Ok(mut raw) = data.unit.entries_raw(None) else {
+            return;
+        };
+        let mut die = Die::null();
+        while !raw.is_empty() {
+            let depth = raw.next_depth();
+            let offset = raw.next_offset();
+            let abbrev = match raw.read_abbreviation() {
+                Ok(Some(abbrev)) => abbrev,
+                Ok(None) => continue,
+                Err(_) => break,
+            };
             while scopes.last().is_some_and(|s| s.depth >= depth) {
                 scopes.pop();
             }
-            let r = DieRef {
-                unit,
-                offset: die.offset(),
-            };
-            let tag = die.tag();
-            let in_function = scopes.iter().any(|s| s.function);
-            let prefix = scopes.last().map(|s| s.prefix.as_str()).unwrap_or("");
-            let name = units.attr_str(unit, die, gimli::DW_AT_name);
-            let qualified = |n: &str| {
-                if prefix.is_empty() {
-                    n.to_owned()
-                } else {
-                    format!("{prefix}::{n}")
+            let tag = abbrev.tag();
+            // Nothing is pushed inside a function, so the innermost scope tells.
+            let in_function = scopes.last().is_some_and(|s| s.function.is_some());
+            let wanted = if in_function {
+                tag == gimli::DW_TAG_variable
+            } else {
+                match tag {
+                    gimli::DW_TAG_variable => true,
+                    gimli::DW_TAG_member => cpp,
+                    gimli::DW_TAG_namespace => cpp,
+                    t => kind_of(t).is_some(),
                 }
             };
+            let read = if wanted {
+                raw.read_attributes(abbrev.attributes(), &mut die.attrs)
+            } else {
+                die.attrs.clear();
+                raw.skip_attributes(abbrev.attributes())
+            };
+            if read.is_err() {
+                break;
+            }
+            die.tag = tag;
+            die.has_children = abbrev.has_children();
+            die.offset = offset;
+            die.depth = depth;
+            let die = &die;
+            let r = DieRef { unit, offset };
+            let name = || units.attr_str(unit, die, gimli::DW_AT_name);
+            let prefix = scopes.last().map(|s| s.prefix.as_str()).unwrap_or("");
 
-            if tag == gimli::DW_TAG_variable || tag == gimli::DW_TAG_member {
-                self.note_variable(
-                    units,
-                    r,
-                    die,
-                    name.as_deref().map(qualified),
-                    in_function,
-                    declared,
-                    unnamed_defs,
-                );
-            } else if let (Some(kind), Some(n), false) = (kind_of(tag), &name, in_function) {
-                let key = if kind == TypeKind::Base {
-                    canonical_base_name(n)
-                } else {
-                    qualified(n)
-                };
-                let complete = die.attr(gimli::DW_AT_declaration).is_none();
-                self.types.entry(key).or_default().push(TypeEntry {
-                    kind,
-                    die: r,
-                    complete,
-                });
+            match tag {
+                gimli::DW_TAG_variable if in_function => {
+                    // Only statics: automatic locals belong to `function_variables`.
+                    if static_address(units, unit, die).is_none() {
+                        continue;
+                    }
+                    let Some(n) = name() else { continue };
+                    let Some(scope) = scopes.last_mut() else {
+                        continue;
+                    };
+                    let q = join(scope.resolve(units), &n);
+                    self.vars.entry(q).or_default().push(VarEntry {
+                        die: r,
+                        defined: true,
+                        local: true,
+                    });
+                }
+                gimli::DW_TAG_variable => match name() {
+                    Some(n) => {
+                        let q = join(prefix, &n);
+                        if die.attr(gimli::DW_AT_declaration).is_some() {
+                            declared.insert(r, q.clone());
+                        }
+                        let defined = die.attr(gimli::DW_AT_location).is_some();
+                        self.vars.entry(q).or_default().push(VarEntry {
+                            die: r,
+                            defined,
+                            local: false,
+                        });
+                    }
+                    None => {
+                        if let Some(spec) = units.attr_ref(unit, die, gimli::DW_AT_specification) {
+                            unnamed_defs.push((r, spec));
+                        }
+                    }
+                },
+                // DWARF 4 declares C++ static data members as members of their class.
+                gimli::DW_TAG_member
+                    if !in_function && cpp && die.attr(gimli::DW_AT_declaration).is_some() =>
+                {
+                    if let Some(n) = name() {
+                        declared.insert(r, join(prefix, &n));
+                    }
+                }
+                _ if !in_function => {
+                    if let (Some(kind), Some(n)) = (kind_of(tag), name()) {
+                        let key = if kind == TypeKind::Base {
+                            canonical_base_name(&n)
+                        } else {
+                            join(prefix, &n)
+                        };
+                        let complete = die.attr(gimli::DW_AT_declaration).is_none();
+                        self.types.entry(key).or_default().push(TypeEntry {
+                            kind,
+                            die: r,
+                            complete,
+                        });
+                    }
+                }
+                _ => {}
             }
 
-            if !die.has_children() {
+            if !die.has_children() || in_function {
                 continue;
             }
             // Open a scope for the children. C names are never qualified, but a function
             // still names its static locals.
+            let prefix = scopes.last().map(|s| s.prefix.as_str()).unwrap_or("");
             let scope = match tag {
-                gimli::DW_TAG_subprogram => {
-                    let fname = name
-                        .as_deref()
-                        .map(qualified)
-                        .or_else(|| origin_name(units, unit, die))
-                        .unwrap_or_default();
-                    Some(Scope {
+                gimli::DW_TAG_subprogram => Some(Scope {
+                    depth,
+                    prefix: prefix.to_owned(),
+                    function: Some((r, false)),
+                }),
+                gimli::DW_TAG_namespace
+                | gimli::DW_TAG_structure_type
+                | gimli::DW_TAG_class_type
+                | gimli::DW_TAG_union_type
+                | gimli::DW_TAG_enumeration_type
+                    if cpp =>
+                {
+                    super::load::scope_name(tag, name()).map(|n| Scope {
                         depth,
-                        prefix: fname,
-                        function: true,
+                        prefix: join(prefix, &n),
+                        function: None,
                     })
                 }
-                _ if in_function => None,
-                _ if cpp => super::load::scope_name(tag, name).map(|n| Scope {
-                    depth,
-                    prefix: qualified(&n),
-                    function: false,
-                }),
                 _ => None,
             };
             if let Some(scope) = scope {
                 scopes.push(scope);
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn note_variable(
-        &mut self,
-        units: &Units,
-        r: DieRef,
-        die: &Die,
-        qualified: Option<String>,
-        in_function: bool,
-        declared: &mut HashMap<DieRef, String>,
-        unnamed_defs: &mut Vec<(DieRef, DieRef)>,
-    ) {
-        let defined = die.attr(gimli::DW_AT_location).is_some();
-        if die.tag() == gimli::DW_TAG_member {
-            // Only DWARF 4's static data members, declared inside their class.
-            if die.attr(gimli::DW_AT_declaration).is_some() {
-                if let Some(q) = qualified {
-                    declared.insert(r, q);
-                }
-            }
-            return;
-        }
-        if in_function && !defined {
-            // An automatic local (or an `extern` inside a function): not a global.
-            return;
-        }
-        match qualified {
-            Some(q) => {
-                if die.attr(gimli::DW_AT_declaration).is_some() {
-                    declared.insert(r, q.clone());
-                }
-                // Locals without a static address are frame variables, not statics.
-                if in_function && static_address(units, r.unit, die).is_none() {
-                    return;
-                }
-                self.vars.entry(q).or_default().push(VarEntry {
-                    die: r,
-                    defined,
-                    local: in_function,
-                });
-            }
-            None => {
-                if let Some(spec) = units.attr_ref(r.unit, die, gimli::DW_AT_specification) {
-                    unnamed_defs.push((r, spec));
-                }
             }
         }
     }

@@ -21,7 +21,7 @@ struct flags {
     struct point *next;
 };
 union u { int i; double d; char c[3]; };
-typedef int (*binop)(int, int);
+typedef int (*binop)(int, int); extern int late;
 int counter = 7;
 static long hidden = 3;
 const char *greeting = "hi";
@@ -70,8 +70,9 @@ int main(int argc, char **argv)
     move(&p, 1);
     (void)argv;
     return add(argc, sum(2, 1, 2)) + (int)big() + apply(add, 1) + f.a + v.i + (int)hidden
-        + name_of(RED)[0] + counter + greeting[0];
+        + name_of(RED)[0] + counter + greeting[0] + late;
 }
+int late = 4;
 "#;
 
 const OPT_SOURCE: &str = r#"
@@ -256,6 +257,11 @@ fn c_variables() {
     assert_eq!(v.kind, VariableKind::StaticLocal);
     assert_eq!(v.type_name, "int");
     assert!(v.addr.is_some());
+
+    // A definition after an `extern` declaration is named only through the declaration.
+    let v = di.variable("late").expect("late");
+    assert_eq!(v.addr, Some(LinkAddr(nm(&bin, "late"))));
+    assert_eq!(v.type_name, "int");
 
     assert!(di.variable("nonexistent").is_none());
     assert!(di.variable("").is_none());
