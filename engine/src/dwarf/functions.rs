@@ -44,11 +44,18 @@ pub(super) fn function_info(units: &Units, r: DieRef) -> Option<FunctionInfo> {
             _ => {}
         }
     }
+    // C++ has no unprototyped functions; C says so with `DW_AT_prototyped`; assembly
+    // units say nothing.
+    let prototyped = units.is_cpp(r.unit)
+        || Units::chain_attr(&chain, gimli::DW_AT_prototyped).is_some()
+        || !params.is_empty()
+        || variadic;
     Some(FunctionInfo {
         name,
         return_type,
         params,
         variadic,
+        prototyped,
         decl,
     })
 }

@@ -294,17 +294,20 @@ impl Units {
             .as_ref()
             .and_then(|d| d.to_string_lossy().ok().map(|d| d.into_owned()))
             .unwrap_or_default();
-        if name.starts_with('/') {
-            return Some(shorten(&name, &comp_dir));
-        }
-        let dir = header.directory(entry.directory_index()).and_then(text);
-        let full = match dir {
-            Some(d) if d.starts_with('/') => format!("{d}/{name}"),
-            Some(d) if !d.is_empty() && !comp_dir.is_empty() => format!("{comp_dir}/{d}/{name}"),
-            Some(d) if !d.is_empty() => format!("{d}/{name}"),
-            _ if !comp_dir.is_empty() => format!("{comp_dir}/{name}"),
-            _ => name,
+        // As addr2line renders paths: the unit's directory, then the file's directory
+        // (index 0 is the unit's directory itself), then the name; an absolute part restarts.
+        let mut full = comp_dir.clone();
+        let dir = match entry.directory_index() {
+            0 => None,
+            i => header.directory(i).and_then(text),
         };
+        for part in dir.into_iter().chain([name]) {
+            if part.starts_with('/') || full.is_empty() {
+                full = part;
+            } else if !part.is_empty() {
+                full = format!("{}/{part}", full.trim_end_matches('/'));
+            }
+        }
         Some(shorten(&full, &comp_dir))
     }
 

@@ -47,40 +47,69 @@ pub struct FunctionInfo {
     pub return_type: String,
     pub params: Vec<Param>,
     pub variadic: bool,
+    /// False for functions declared without a prototype (K&R C, assembly): an empty
+    /// parameter list then means "unknown", not `(void)`.
+    pub prototyped: bool,
     /// Where it is declared (`DW_AT_decl_file`/`decl_line`).
     pub decl: Option<SourceLoc>,
 }
 
 impl FunctionInfo {
-    /// The C-style signature, e.g. `int work(int n, const char *name)`.
+    /// The C-style signature, e.g. `int work(int n, const char *name)`, with function
+    /// pointers spelled as C declares them: `void (*signal(int sig, void (*handler)(int)))(int)`.
     pub fn signature(&self) -> String {
         let mut params: Vec<String> = self
             .params
             .iter()
-            .map(|p| match &p.name {
-                Some(n) if p.type_name.ends_with('*') => format!("{}{n}", p.type_name),
-                Some(n) => format!("{} {n}", p.type_name),
-                None => p.type_name.clone(),
-            })
+            .map(|p| declaration(&p.type_name, p.name.as_deref().unwrap_or("")))
             .collect();
         if self.variadic {
             params.push("...".into());
         }
-        if params.is_empty() {
+        if params.is_empty() && self.prototyped {
             params.push("void".into());
         }
-        let sep = if self.return_type.ends_with('*') {
-            ""
-        } else {
-            " "
-        };
-        format!(
-            "{}{sep}{}({})",
-            self.return_type,
-            self.name,
-            params.join(", ")
+        declaration(
+            &self.return_type,
+            &format!("{}({})", self.name, params.join(", ")),
         )
     }
+}
+
+/// A C declaration of `name` with the type spelled `type_name` (as this module spells types):
+/// `int x`, `char *s`, `char buf[16]`, `char *argv[4]`, `int (*cmp)(const void *, const void *)`.
+/// The name goes where C's declarator syntax puts it: inside the first `(*` group before its
+/// `)` or `[`, else before the first array or function suffix, else at the end.
+pub fn declaration(type_name: &str, name: &str) -> String {
+    if name.is_empty() {
+        return type_name.to_owned();
+    }
+    let hole = match [type_name.find("(*"), type_name.find("(&")]
+        .into_iter()
+        .flatten()
+        .min()
+    {
+        Some(open) => type_name[open..]
+            .find([')', '['])
+            .map(|i| open + i)
+            .unwrap_or(type_name.len()),
+        None => type_name
+            .find('[')
+            .or_else(|| {
+                type_name
+                    .ends_with(')')
+                    .then(|| type_name.find('('))
+                    .flatten()
+            })
+            .unwrap_or(type_name.len()),
+    };
+    let (before, after) = type_name.split_at(hole);
+    let sep = if before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '>') {
+        " "
+    } else {
+        ""
+    };
+    format!("{before}{sep}{name}{after}")
 }
 
 /// Where a variable lives, as far as its DWARF says.

@@ -602,3 +602,136 @@ fn libc_debug_info_is_fast() {
     assert!(again.is_some());
     assert!(function_time.as_secs() < 3 && layout_time.as_secs() < 5);
 }
+
+const CPP_O2_SOURCE: &str = r#"
+#include <vector>
+#include <string>
+namespace {
+int hidden_counter = 0;
+}
+namespace shapes {
+enum class Kind : unsigned char { Circle = 1, Square = 2 };
+struct Base { virtual ~Base() {} int id = 0; };
+struct Shape : Base {
+    Kind kind;
+    double size;
+    Shape(Kind k, double s) : kind(k), size(s) {}
+    double area() const;
+    template <typename T> T scaled(T by) const { return (T)(size * by); }
+};
+__attribute__((noinline)) double Shape::area() const { return size * size; }
+}
+__attribute__((noinline)) int total(const std::vector<int> &v, std::string &&name) {
+    int t = 0;
+    for (int x : v) t += x;
+    return t + (int)name.size() + hidden_counter++;
+}
+int main(int argc, char **) {
+    shapes::Shape s(shapes::Kind::Square, argc);
+    std::vector<int> v{1, 2, 3};
+    return total(v, std::string("ab")) + (int)s.area() + s.scaled<int>(2);
+}
+"#;
+
+#[test]
+fn cpp_optimized() {
+    let Some(bin) = build("g++", "shapes.cc", CPP_O2_SOURCE, &["-g", "-O2"]) else {
+        return;
+    };
+    let di = load(&bin, &[]);
+    assert_eq!(
+        signature(&di, &bin, "_ZNK6shapes5Shape4areaEv"),
+        "double shapes::Shape::area(void)"
+    );
+    let total = signature(
+        &di,
+        &bin,
+        "_Z5totalRKSt6vectorIiSaIiEEONSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+    );
+    assert!(
+        total.starts_with("int total(const std::vector<int, std::allocator<int> > &v, std::"),
+        "{total}"
+    );
+    assert!(total.ends_with("&&name)"), "{total}");
+    let kind = di.type_layout("shapes::Kind").expect("enum class");
+    assert_eq!(kind.kind, TypeKind::Enum);
+    assert_eq!(kind.size, Some(1));
+    assert_eq!(
+        kind.enumerators,
+        [("Circle".into(), 1), ("Square".into(), 2)]
+    );
+    let shape = di.type_layout("shapes::Shape").expect("derived struct");
+    let members: Vec<(Option<&str>, &str, u64)> = shape
+        .members
+        .iter()
+        .map(|m| (m.name.as_deref(), m.type_name.as_str(), m.offset))
+        .collect();
+    assert_eq!(
+        members,
+        [
+            (None, "shapes::Base", 0),
+            // The Itanium ABI puts members in a non-POD base's tail padding.
+            (Some("kind"), "shapes::Kind", 12),
+            (Some("size"), "double", 16)
+        ]
+    );
+    let v = di
+        .variable("(anonymous namespace)::hidden_counter")
+        .expect("anonymous namespace");
+    assert_eq!(v.type_name, "int");
+    assert!(v.addr.is_some());
+    assert!(di.type_names().iter().any(|n| n == "shapes::Shape"));
+}
+
+#[test]
+fn declarations_put_the_name_where_c_does() {
+    let cases = [
+        ("int", "x", "int x"),
+        ("const char *", "s", "const char *s"),
+        ("char *const", "p", "char *const p"),
+        ("char [16]", "buf", "char buf[16]"),
+        ("int [2][3]", "m", "int m[2][3]"),
+        ("char *[4]", "argv", "char *argv[4]"),
+        ("int (*)(int, char **)", "main", "int (*main)(int, char **)"),
+        ("int (*[4])(int)", "table", "int (*table[4])(int)"),
+        ("int (*)[3]", "rows", "int (*rows)[3]"),
+        ("void (*(*)(int))(int)", "f", "void (*(*f)(int))(int)"),
+        ("int (int)", "fn", "int fn(int)"),
+        ("geo::Klass *const", "this", "geo::Klass *const this"),
+        ("std::vector<int>", "v", "std::vector<int> v"),
+        ("int", "", "int"),
+    ];
+    for (ty, name, want) in cases {
+        assert_eq!(declaration(ty, name), want, "{ty} + {name}");
+    }
+    let f = FunctionInfo {
+        name: "signal".into(),
+        return_type: "void (*)(int)".into(),
+        params: vec![
+            Param {
+                name: Some("sig".into()),
+                type_name: "int".into(),
+            },
+            Param {
+                name: Some("handler".into()),
+                type_name: "void (*)(int)".into(),
+            },
+        ],
+        variadic: false,
+        prototyped: true,
+        decl: None,
+    };
+    assert_eq!(
+        f.signature(),
+        "void (*signal(int sig, void (*handler)(int)))(int)"
+    );
+    let knr = FunctionInfo {
+        name: "old".into(),
+        return_type: "int".into(),
+        params: vec![],
+        variadic: false,
+        prototyped: false,
+        decl: None,
+    };
+    assert_eq!(knr.signature(), "int old()");
+}

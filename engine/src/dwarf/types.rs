@@ -152,6 +152,8 @@ fn named(units: &Units, r: DieRef, die: &Die) -> String {
         (Some(n), "") => n,
         (Some(n), _) if cpp => n,
         (Some(n), k) => format!("{k} {n}"),
+        // gas gives assembly functions a nameless `DW_TAG_unspecified_type` result.
+        (None, "") if die.tag() == gimli::DW_TAG_unspecified_type => "<unknown type>".into(),
         (None, "") => "?".into(),
         (None, k) => format!("{k} {{...}}"),
     }
