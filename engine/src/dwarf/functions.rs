@@ -6,7 +6,7 @@
 //! cloned code), and an out-of-line member definition at its declaration in the class
 //! (`DW_AT_specification`). Each attribute is taken from the first DIE of that chain that has it.
 
-use super::load::{Die, DieRef, Units};
+use super::load::{Die, DieRef, Units, MAX_DEPTH};
 use super::names::static_address;
 use super::types::{children, size_of, spell, spell_attr};
 use super::{FunctionInfo, LinkAddr, Param, VariableInfo, VariableKind};
@@ -107,6 +107,10 @@ fn chain_type(units: &Units, chain: &[(DieRef, Die)]) -> String {
 /// variables of the body and its nested blocks in source order. Functions inlined into it
 /// keep their own variables.
 pub(super) fn function_variables(units: &Units, r: DieRef) -> Vec<VariableInfo> {
+    variables_at(units, r, 0)
+}
+
+fn variables_at(units: &Units, r: DieRef, depth: u32) -> Vec<VariableInfo> {
     let mut params = Vec::new();
     let mut locals = Vec::new();
     let mut stack = vec![r];
@@ -141,8 +145,8 @@ pub(super) fn function_variables(units: &Units, r: DieRef) -> Vec<VariableInfo> 
     if params.is_empty() && locals.is_empty() {
         if let Some(entry) = units.entry(r) {
             if let Some(origin) = units.attr_ref(r.unit, &entry, gimli::DW_AT_abstract_origin) {
-                if origin != r {
-                    return function_variables(units, origin);
+                if origin != r && depth < MAX_DEPTH {
+                    return variables_at(units, origin, depth + 1);
                 }
             }
         }

@@ -253,7 +253,7 @@ impl NameIndex {
     /// The best DIE for the variable `name` (a definition if there is one), and whether it
     /// is a static local.
     pub fn variable(&self, name: &str) -> Option<(DieRef, bool)> {
-        let entries = self.vars.get(name.trim())?;
+        let entries = self.vars.get(name.trim().trim_start_matches("::"))?;
         entries
             .iter()
             .find(|e| e.defined)
@@ -265,7 +265,7 @@ impl NameIndex {
     /// its kind. A bare name prefers a typedef or base type (what C means by it), then a
     /// struct, class, union or enum (what C++ means by it).
     pub fn type_named(&self, name: &str) -> Option<(TypeKind, DieRef)> {
-        let name = name.trim();
+        let name = name.trim().trim_start_matches("::");
         let (wanted, bare): (&[TypeKind], &str) = match name.split_once(char::is_whitespace) {
             Some(("struct", rest)) | Some(("class", rest)) => {
                 (&[TypeKind::Struct, TypeKind::Class], rest.trim())

@@ -600,7 +600,33 @@ fn libc_debug_info_is_fast() {
         .iter()
         .any(|m| m.name.as_deref() == Some("mutex")));
     assert!(again.is_some());
+    // Generous bounds: this runs unoptimized on a loaded machine; release builds answer in
+    // about a tenth of a second.
     assert!(function_time.as_secs() < 3 && layout_time.as_secs() < 5);
+
+    // The separate file's own symbol table agrees with the DWARF location of a static.
+    let arena = di.variable("main_arena").expect("main_arena");
+    assert_eq!(arena.type_name, "struct malloc_state");
+    assert_eq!(arena.size, state.size);
+    let debug_file = Binary::open(di.source()).expect("open libc's debug file");
+    let symtab = debug_file
+        .elf()
+        .symbols()
+        .find(|s| s.name() == Ok("main_arena"))
+        .map(|s| s.address());
+    assert_eq!(arena.addr.map(|a| a.0), symtab);
+
+    let create = bin
+        .elf()
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok("pthread_create"))
+        .map(|s| s.address())
+        .expect("libc exports pthread_create");
+    let sig = di
+        .function(LinkAddr(create))
+        .expect("pthread_create")
+        .signature();
+    assert!(sig.contains("void *(*start_routine)(void *)"), "{sig}");
 }
 
 const CPP_O2_SOURCE: &str = r#"

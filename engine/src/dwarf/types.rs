@@ -87,13 +87,13 @@ fn declare(units: &Units, ty: Option<DieRef>, decl: String, depth: u32) -> Strin
             next(format!("{}{dims}", parenthesize(decl)))
         }
         gimli::DW_TAG_subroutine_type => {
-            let params = subroutine_params(units, r, &die);
+            let params = subroutine_params(units, r, &die, depth);
             next(format!("{}({params})", parenthesize(decl)))
         }
         gimli::DW_TAG_ptr_to_member_type => {
             let class = units
                 .attr_ref(r.unit, &die, gimli::DW_AT_containing_type)
-                .map(|c| spell(units, Some(c)))
+                .map(|c| declare(units, Some(c), String::new(), depth + 1))
                 .unwrap_or_else(|| "?".into());
             next(format!("{class}::*{decl}"))
         }
@@ -111,11 +111,14 @@ fn parenthesize(decl: String) -> String {
 }
 
 /// The parameter list of a function type: `int, char *`, `void`, or `int, ...`.
-fn subroutine_params(units: &Units, r: DieRef, die: &Die) -> String {
+fn subroutine_params(units: &Units, r: DieRef, die: &Die, depth: u32) -> String {
     let mut params = Vec::new();
     for (_, child) in children(units, r) {
         match child.tag() {
-            gimli::DW_TAG_formal_parameter => params.push(spell_attr(units, r.unit, &child)),
+            gimli::DW_TAG_formal_parameter => {
+                let ty = units.attr_ref(r.unit, &child, gimli::DW_AT_type);
+                params.push(declare(units, ty, String::new(), depth + 1));
+            }
             gimli::DW_TAG_unspecified_parameters => params.push("...".into()),
             _ => {}
         }
@@ -239,8 +242,12 @@ pub(super) fn children(units: &Units, r: DieRef) -> Vec<(DieRef, Die)> {
 
 /// The size in bytes of the type `ty` refers to, when DWARF says or implies it.
 pub(super) fn size_of(units: &Units, ty: Option<DieRef>) -> Option<u64> {
+    size_at(units, ty, 0)
+}
+
+fn size_at(units: &Units, ty: Option<DieRef>, depth: u32) -> Option<u64> {
     let mut r = ty?;
-    for _ in 0..MAX_DEPTH {
+    for _ in depth..MAX_DEPTH {
         let die = units.entry(r)?;
         if let Some(size) = attr_u64(&die, gimli::DW_AT_byte_size) {
             return Some(size);
@@ -252,7 +259,8 @@ pub(super) fn size_of(units: &Units, ty: Option<DieRef>) -> Option<u64> {
                 return Some(u64::from(units.get(r.unit)?.unit.header.address_size()))
             }
             gimli::DW_TAG_array_type => {
-                let elem = size_of(units, units.attr_ref(r.unit, &die, gimli::DW_AT_type))?;
+                let elem = units.attr_ref(r.unit, &die, gimli::DW_AT_type);
+                let elem = size_at(units, elem, depth + 1)?;
                 return array_dims(units, r)
                     .into_iter()
                     .try_fold(elem, |acc, n| acc.checked_mul(n?));
