@@ -3,6 +3,14 @@
 //! build id or `.gnu_debuglink` (see [`locate`]).
 //!
 //! Everything here is loaded on first use: opening a binary never touches `.debug_info`.
+//!
+//! The parts: `load` reads sections into gimli and names DIEs ([`DebugInfo`] holds it behind a
+//! lock), `names` indexes types and globals by name, `types` spells and lays out types, and
+//! `functions` reads signatures and frame variables. Address questions go through addr2line,
+//! which finds the unit by `.debug_aranges` and parses only that unit's functions.
+//!
+//! Not supported: split DWARF (`.dwo`), `.debug_types` type units, and dwz supplementary
+//! files (`.gnu_debugaltlink`); their DIEs are simply not found.
 
 mod functions;
 mod load;
