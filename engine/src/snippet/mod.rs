@@ -61,6 +61,8 @@ pub mod parser;
 pub mod types;
 
 #[cfg(test)]
+mod call_tests;
+#[cfg(test)]
 mod check_tests;
 #[cfg(test)]
 mod codegen_tests;

@@ -53,7 +53,7 @@ impl Mapping {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
-    fn protect(&mut self, prot: libc::c_int) {
+    pub fn protect(&mut self, prot: libc::c_int) {
         // SAFETY: changes protection of exactly our own mapping.
         let r = unsafe { libc::mprotect(self.ptr.cast(), self.len, prot) };
         assert_eq!(r, 0, "mprotect failed: {}", std::io::Error::last_os_error());
