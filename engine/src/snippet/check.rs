@@ -140,10 +140,18 @@ impl Checker<'_> {
 
     fn stmt(&mut self, s: &ast::Stmt) -> Vec<ir::Stmt> {
         match &s.kind {
-            StmtKind::Expr(e) => self
-                .expr(e)
-                .map(|e| vec![ir::Stmt::Expr(e)])
-                .unwrap_or_default(),
+            StmtKind::Expr(e) => {
+                let Some(v) = self.expr(e) else {
+                    return Vec::new();
+                };
+                if !v.has_effects() && v.ty != Type::Void {
+                    self.diags.push(
+                        Diagnostic::warning(e.span, "this statement has no effect")
+                            .with_hint("assign the value, e.g. `n = ...;`"),
+                    );
+                }
+                vec![ir::Stmt::Expr(v)]
+            }
             StmtKind::If {
                 cond,
                 then,

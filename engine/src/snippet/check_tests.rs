@@ -123,3 +123,12 @@ fn usual_arithmetic_conversions() {
     assert_eq!(t(UShort, Short), Type::INT);
     assert_eq!(common_type(&Type::Double, &Type::ULONG), Type::Double);
 }
+
+#[test]
+fn statements_without_effect_warn_but_compile() {
+    let (p, d) = check_source("count + 1;", &env());
+    assert!(p.is_some());
+    assert_eq!(d.len(), 1);
+    assert!(!d[0].is_error());
+    assert!(render_all(&d, "count + 1;").starts_with("warning: this statement has no effect"));
+}

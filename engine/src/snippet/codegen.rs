@@ -726,11 +726,12 @@ impl Gen {
                 op2!(self, Op::Mov_r64_rm64, R::RCX, R::RAX)?;
                 MemoryOperand::with_base_displ(R::RCX, disp32(*off)?)
             }
-            _ => {
-                // Reads and writes the same slot.
+            PlaceKind::Saved(_) => {
+                // Reads and writes the same slot: record both.
                 self.static_mem(place, false)?;
                 self.static_mem(place, true)?
             }
+            _ => self.static_mem(place, true)?,
         };
         if place.ty == Type::Double {
             op2!(self, Op::Movsd_xmm_xmmm64, R::XMM0, m)?;

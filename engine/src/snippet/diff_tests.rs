@@ -55,6 +55,17 @@ const INT_LITERALS: [&str; 20] = [
     "'a'",
     "-9223372036854775807L",
 ];
+/// Integer-valued expressions over the pointers `p` (to `l2`) and `q` (to `i2`).
+const POINTER_EXPRS: [&str; 8] = [
+    "(&l2 - p)",
+    "*(p + 0)",
+    "(p + 1)[-1]",
+    "*(q - 1 + 1)",
+    "(p != 0)",
+    "(q == &i2)",
+    "((long *)&l - p)",
+    "(!p)",
+];
 const DOUBLE_LITERALS: [&str; 8] = [
     "0.0", "1.5", "-2.25", "1e300", "3.0", "0.1", "1e19", "-1e19",
 ];
@@ -73,6 +84,7 @@ fn leaf() -> impl Strategy<Value = Ex> {
     prop_oneof![
         4 => prop::sample::select(&INT_LVALUES[..]).prop_map(|s| (s.to_string(), false)),
         3 => prop::sample::select(&INT_LITERALS[..]).prop_map(|s| (s.to_string(), false)),
+        1 => prop::sample::select(&POINTER_EXPRS[..]).prop_map(|s| (s.to_string(), false)),
         2 => prop::sample::select(&DOUBLE_LVALUES[..]).prop_map(|s| (s.to_string(), true)),
         1 => prop::sample::select(&DOUBLE_LITERALS[..]).prop_map(|s| (s.to_string(), true)),
     ]
@@ -133,14 +145,20 @@ fn expr() -> impl Strategy<Value = Ex> {
             )
                 .prop_map(|(op, dbl, k, (b, db))| assign(op, dbl, k, &b, db)),
             (0..4usize, 0..16usize).prop_map(|(k, v)| {
-                let v = INT_LVALUES[v % INT_LVALUES.len()];
+                let v = INT_LVALUES
+                    .iter()
+                    .chain(&DOUBLE_LVALUES)
+                    .nth(v)
+                    .copied()
+                    .unwrap_or("d");
                 let s = match k {
                     0 => format!("({v}++)"),
                     1 => format!("({v}--)"),
                     2 => format!("(++{v})"),
                     _ => format!("(--{v})"),
                 };
-                (s, false)
+                let is_double = v.starts_with('d');
+                (s, is_double)
             }),
         ]
     })
