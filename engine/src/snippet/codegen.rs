@@ -30,8 +30,41 @@ pub struct Code {
     /// Execution enters at the first byte and leaves by falling off the last one.
     pub bytes: Vec<u8>,
     pub addr: u64,
+    /// Where the string data starts, when there is any: `bytes[data..]` holds the strings
+    /// (and the final landing instruction), and is never executed except for that last byte.
+    pub data: Option<std::ops::Range<usize>>,
     pub clobbers: Clobbers,
     pub requirements: Requirements,
+}
+
+impl Code {
+    /// The instructions, one per line as `address: text` in Intel syntax, with the string
+    /// data shown as `db` lines (for `show` commands and tests).
+    pub fn disassemble(&self) -> Vec<String> {
+        use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+        let mut out = Vec::new();
+        let mut f = IntelFormatter::new();
+        let mut decode = |bytes: &[u8], start: usize, out: &mut Vec<String>| {
+            let mut d = Decoder::with_ip(64, bytes, self.addr + start as u64, DecoderOptions::NONE);
+            for insn in &mut d {
+                let mut text = String::new();
+                f.format(&insn, &mut text);
+                out.push(format!("{:#x}: {text}", insn.ip()));
+            }
+        };
+        match &self.data {
+            Some(r) => {
+                decode(&self.bytes[..r.start], 0, &mut out);
+                for chunk in self.bytes[r.clone()].chunks(16) {
+                    let hex: Vec<String> = chunk.iter().map(|b| format!("{b:#04x}")).collect();
+                    out.push(format!("db {}", hex.join(",")));
+                }
+                decode(&self.bytes[r.end..], r.end, &mut out);
+            }
+            None => decode(&self.bytes, 0, &mut out),
+        }
+        out
+    }
 }
 
 /// What running the snippet may change, beyond the memory it writes.
@@ -347,6 +380,7 @@ impl Gen {
 
     fn finish(mut self, strings: &[Vec<u8>]) -> Res<Code> {
         let mut string_at = Vec::new();
+        let mut string_at_end = None;
         if !strings.is_empty() {
             let end = self.new_label();
             self.jump(Op::Jmp_rel32_64, end)?;
@@ -359,6 +393,7 @@ impl Gen {
                 }
             }
             self.bind(end);
+            string_at_end = Some(self.insns.len());
         }
         // A label at the very end needs an instruction to land on.
         if self.labels.contains(&Some(self.insns.len())) {
@@ -378,10 +413,25 @@ impl Gen {
         }
         let clobbers = self.clobbers();
         let block = InstructionBlock::new(&self.insns, self.addr);
-        let encoded = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)?;
+        let encoded = BlockEncoder::encode(
+            64,
+            block,
+            BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+        )?;
+        let offset = |i: usize| {
+            encoded
+                .new_instruction_offsets
+                .get(i)
+                .map_or(encoded.code_buffer.len(), |&o| o as usize)
+        };
+        let data = match (string_at.first(), string_at_end) {
+            (Some(&first), Some(end)) => Some(offset(first)..offset(end)),
+            _ => None,
+        };
         Ok(Code {
             bytes: encoded.code_buffer,
             addr: self.addr,
+            data,
             clobbers,
             requirements: self.req,
         })

@@ -203,3 +203,40 @@ fn strings_live_after_the_code() {
     );
     assert_eq!((d[0], d[1]), (b'h', b'o'));
 }
+
+#[test]
+fn disassembly_shows_strings_as_data() {
+    let env = counter_env().func(
+        "puts",
+        0x1234,
+        super::types::FnSig {
+            ret: Type::INT,
+            params: Some(vec![Type::char_ptr()]),
+            variadic: false,
+        },
+    );
+    let c = compile("puts(\"hi\");", &env, AT).expect("compiles");
+    let lines = c.code.disassemble();
+    assert!(lines.iter().any(|l| l == "db 0x68,0x69,0x00"), "{lines:#?}");
+    assert!(
+        lines.last().is_some_and(|l| l.ends_with("nop")),
+        "{lines:#?}"
+    );
+    assert!(lines.iter().any(|l| l.ends_with("call r11")), "{lines:#?}");
+}
+
+#[test]
+fn conditions_branch_on_the_comparison_itself() {
+    let env = counter_env();
+    let c = compile("if (n < 0 || k == 3) n++;", &env, AT).expect("compiles");
+    let lines = c.code.disassemble();
+    assert!(
+        !lines.iter().any(|l| l.contains("set")),
+        "no 0/1 materialised: {lines:#?}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("cmp")).count(),
+        2,
+        "{lines:#?}"
+    );
+}

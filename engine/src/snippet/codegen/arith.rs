@@ -3,8 +3,8 @@
 
 use iced_x86::{Code as Op, MemoryOperand, Register as R};
 
-use super::{fits_i32, int_kind, Gen, Res, ARG_GPRS, ARG_XMMS};
-use crate::snippet::ir::{ArithOp, CmpOp, Expr, ExprKind as E};
+use super::{fits_i32, int_kind, Gen, Label, Res, ARG_GPRS, ARG_XMMS};
+use crate::snippet::ir::{ArithOp, CmpOp, Expr, ExprKind as E, UnaryOp};
 use crate::snippet::types::{IntKind, Type};
 
 impl Gen {
@@ -148,17 +148,7 @@ impl Gen {
             }
             return op2!(self, Op::Movzx_r32_rm8, R::EAX, R::AL);
         }
-        let signed = int_kind(&a.ty).is_some_and(IntKind::signed);
-        match b.kind {
-            E::Int(c) if fits_i32(c) => {
-                self.expr(a)?;
-                op2!(self, Op::Cmp_rm64_imm32, R::RAX, c as i64 as i32)?;
-            }
-            _ => {
-                self.int_pair(a, b)?;
-                op2!(self, Op::Cmp_r64_rm64, R::RAX, R::RCX)?;
-            }
-        }
+        let signed = self.cmp_ints(a, b)?;
         let set = match (op, signed) {
             (CmpOp::Eq, _) => Op::Sete_rm8,
             (CmpOp::Ne, _) => Op::Setne_rm8,
@@ -173,6 +163,73 @@ impl Gen {
         };
         op1!(self, set, R::AL)?;
         op2!(self, Op::Movzx_r32_rm8, R::EAX, R::AL)
+    }
+
+    /// Compares two integers or pointers (`cmp rax, rcx` or `cmp rax, imm`), leaving the
+    /// flags; returns whether the comparison is signed.
+    pub(super) fn cmp_ints(&mut self, a: &Expr, b: &Expr) -> Res<bool> {
+        match b.kind {
+            E::Int(c) if fits_i32(c) => {
+                self.expr(a)?;
+                op2!(self, Op::Cmp_rm64_imm32, R::RAX, c as i64 as i32)?;
+            }
+            _ => {
+                self.int_pair(a, b)?;
+                op2!(self, Op::Cmp_r64_rm64, R::RAX, R::RCX)?;
+            }
+        }
+        Ok(int_kind(&a.ty).is_some_and(IntKind::signed))
+    }
+
+    /// Jumps to `target` when the scalar `c` is true (`when`) or false (`!when`), fusing
+    /// integer comparisons, `!`, `&&` and `||` into the branches instead of materialising
+    /// 0 or 1 first.
+    pub(super) fn branch(&mut self, c: &Expr, when: bool, target: Label) -> Res {
+        match &c.kind {
+            E::Compare(op, a, b) if a.ty != Type::Double => {
+                let signed = self.cmp_ints(a, b)?;
+                // The condition under which to jump.
+                let op = if when { *op } else { negate(*op) };
+                let code = match (op, signed) {
+                    (CmpOp::Eq, _) => Op::Je_rel32_64,
+                    (CmpOp::Ne, _) => Op::Jne_rel32_64,
+                    (CmpOp::Lt, true) => Op::Jl_rel32_64,
+                    (CmpOp::Le, true) => Op::Jle_rel32_64,
+                    (CmpOp::Gt, true) => Op::Jg_rel32_64,
+                    (CmpOp::Ge, true) => Op::Jge_rel32_64,
+                    (CmpOp::Lt, false) => Op::Jb_rel32_64,
+                    (CmpOp::Le, false) => Op::Jbe_rel32_64,
+                    (CmpOp::Gt, false) => Op::Ja_rel32_64,
+                    (CmpOp::Ge, false) => Op::Jae_rel32_64,
+                };
+                self.jump(code, target)
+            }
+            E::Unary(UnaryOp::Not, x) => self.branch(x, !when, target),
+            E::LogAnd(x, y) | E::LogOr(x, y) => {
+                let and = matches!(c.kind, E::LogAnd(..));
+                if and != when {
+                    // `x && y` false or `x || y` true: either operand decides alone.
+                    self.branch(x, when, target)?;
+                    self.branch(y, when, target)
+                } else {
+                    // `x && y` true or `x || y` false: both must agree.
+                    let skip = self.new_label();
+                    self.branch(x, !when, skip)?;
+                    self.branch(y, when, target)?;
+                    self.bind(skip);
+                    Ok(())
+                }
+            }
+            _ => {
+                self.truth(c)?;
+                let code = if when {
+                    Op::Jne_rel32_64
+                } else {
+                    Op::Je_rel32_64
+                };
+                self.jump(code, target)
+            }
+        }
     }
 
     /// Converts the value in `rax`/`xmm0` from `from` to `to`.
@@ -297,5 +354,17 @@ impl Gen {
             Type::Int(_) => self.normalize(R::RAX, ret),
             _ => Ok(()),
         }
+    }
+}
+
+/// The comparison that is true exactly when `op` is false (for integers; NaN plays no part).
+fn negate(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Eq => CmpOp::Ne,
+        CmpOp::Ne => CmpOp::Eq,
+        CmpOp::Lt => CmpOp::Ge,
+        CmpOp::Le => CmpOp::Gt,
+        CmpOp::Gt => CmpOp::Le,
+        CmpOp::Ge => CmpOp::Lt,
     }
 }

@@ -19,8 +19,7 @@ impl Gen {
                 }
                 Stmt::If(c, then, otherwise) => {
                     let else_l = self.new_label();
-                    self.truth(c)?;
-                    self.jump(Op::Je_rel32_64, else_l)?;
+                    self.branch(c, false, else_l)?;
                     self.stmts(then)?;
                     if otherwise.is_empty() {
                         self.bind(else_l);
@@ -302,15 +301,7 @@ impl Gen {
                 let and = matches!(e.kind, E::LogAnd(..));
                 let short = self.new_label();
                 let end = self.new_label();
-                self.truth(a)?;
-                self.jump(
-                    if and {
-                        Op::Je_rel32_64
-                    } else {
-                        Op::Jne_rel32_64
-                    },
-                    short,
-                )?;
+                self.branch(a, !and, short)?;
                 self.truth(b)?;
                 op1!(self, Op::Setne_rm8, R::AL)?;
                 op2!(self, Op::Movzx_r32_rm8, R::EAX, R::AL)?;
@@ -323,8 +314,7 @@ impl Gen {
             E::Cond(c, a, b) => {
                 let else_l = self.new_label();
                 let end = self.new_label();
-                self.truth(c)?;
-                self.jump(Op::Je_rel32_64, else_l)?;
+                self.branch(c, false, else_l)?;
                 self.expr(a)?;
                 self.jump(Op::Jmp_rel32_64, end)?;
                 self.bind(else_l);
