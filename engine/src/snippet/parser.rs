@@ -19,6 +19,7 @@ pub fn parse(source: &str) -> (Program, Vec<Diagnostic>) {
         pos: 0,
         diags: Vec::new(),
         end: source.len(),
+        nesting: 0,
     };
     let mut stmts = Vec::new();
     while !p.at_end() {
@@ -41,6 +42,7 @@ pub fn parse_expr(source: &str) -> (Expr, Vec<Diagnostic>) {
         pos: 0,
         diags: Vec::new(),
         end: source.len(),
+        nesting: 0,
     };
     let e = p.expr();
     if !p.at_end() {
@@ -71,6 +73,7 @@ pub fn parse_declaration(source: &str) -> Result<Declaration, Vec<Diagnostic>> {
         pos: 0,
         diags: Vec::new(),
         end: source.len(),
+        nesting: 0,
     };
     let decl = (|| {
         let ty = match p.type_expr() {
@@ -149,7 +152,13 @@ struct Parser {
     pos: usize,
     diags: Vec<Diagnostic>,
     end: usize,
+    /// How deep the tree under construction is; bounded so that no later recursive pass
+    /// (checker, code generator, interpreter) can overflow the stack on hostile input.
+    nesting: usize,
 }
+
+/// The deepest tree the parser builds.
+const MAX_NESTING: usize = 128;
 
 /// Binary operators with their precedence (higher binds tighter), all left-associative.
 fn binary_op(p: &str) -> Option<(BinOp, u8)> {
@@ -226,6 +235,18 @@ impl Parser {
             .checked_sub(1)
             .and_then(|i| self.tokens.get(i))
             .map_or(Span::new(0, 0), |t| t.span)
+    }
+
+    /// Reports a tree nested beyond [`MAX_NESTING`] and abandons the rest of the input.
+    fn too_deep(&mut self) -> Span {
+        let span = self.peek_span();
+        self.push(
+            Diagnostic::error(span, "the snippet is nested too deeply").with_hint(format!(
+                "snippets may nest at most {MAX_NESTING} levels; split it up"
+            )),
+        );
+        self.pos = self.tokens.len();
+        span
     }
 
     fn describe(&self) -> String {
@@ -318,6 +339,20 @@ impl Parser {
     }
 
     fn stmt(&mut self) -> Stmt {
+        if self.nesting >= MAX_NESTING {
+            let span = self.too_deep();
+            return Stmt {
+                kind: StmtKind::Error,
+                span,
+            };
+        }
+        self.nesting += 1;
+        let r = self.stmt_inner();
+        self.nesting -= 1;
+        r
+    }
+
+    fn stmt_inner(&mut self) -> Stmt {
         let start = self.peek_span();
         let errors_before = self.diags.len();
         if self.eat(";") {
@@ -405,6 +440,20 @@ impl Parser {
     }
 
     fn assignment(&mut self) -> Expr {
+        if self.nesting >= MAX_NESTING {
+            let span = self.too_deep();
+            return Expr {
+                kind: ExprKind::Error,
+                span,
+            };
+        }
+        self.nesting += 1;
+        let r = self.assignment_inner();
+        self.nesting -= 1;
+        r
+    }
+
+    fn assignment_inner(&mut self) -> Expr {
         let lhs = self.conditional();
         if let Some(op) = self.peek_punct().and_then(assign_op) {
             self.pos += 1;
@@ -419,6 +468,20 @@ impl Parser {
     }
 
     fn conditional(&mut self) -> Expr {
+        if self.nesting >= MAX_NESTING {
+            let span = self.too_deep();
+            return Expr {
+                kind: ExprKind::Error,
+                span,
+            };
+        }
+        self.nesting += 1;
+        let r = self.conditional_inner();
+        self.nesting -= 1;
+        r
+    }
+
+    fn conditional_inner(&mut self) -> Expr {
         let cond = self.binary(1);
         if !self.eat("?") {
             return cond;
@@ -435,10 +498,17 @@ impl Parser {
 
     fn binary(&mut self, min_prec: u8) -> Expr {
         let mut lhs = self.unary();
+        let outer = self.nesting;
         while let Some((op, prec)) = self.peek_punct().and_then(binary_op) {
             if prec < min_prec {
                 break;
             }
+            // A chain `a + b + c ...` builds a left-deep tree: each operator is a level.
+            if self.nesting >= MAX_NESTING {
+                self.too_deep();
+                break;
+            }
+            self.nesting += 1;
             self.pos += 1;
             let rhs = self.binary(prec + 1);
             let span = lhs.span.to(rhs.span);
@@ -447,6 +517,7 @@ impl Parser {
                 span,
             };
         }
+        self.nesting = outer;
         lhs
     }
 
@@ -458,6 +529,20 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Expr {
+        if self.nesting >= MAX_NESTING {
+            let span = self.too_deep();
+            return Expr {
+                kind: ExprKind::Error,
+                span,
+            };
+        }
+        self.nesting += 1;
+        let r = self.unary_inner();
+        self.nesting -= 1;
+        r
+    }
+
+    fn unary_inner(&mut self) -> Expr {
         let start = self.peek_span();
         if self.at_cast() {
             self.pos += 1;
@@ -514,7 +599,15 @@ impl Parser {
 
     fn postfix(&mut self) -> Expr {
         let mut e = self.primary();
+        let outer = self.nesting;
         loop {
+            // Postfix chains (`a[1][2]`, `x++ ++`) build left-deep trees too.
+            if self.nesting >= MAX_NESTING {
+                self.too_deep();
+                self.nesting = outer;
+                return e;
+            }
+            self.nesting += 1;
             let span_start = e.span;
             if self.eat("++") {
                 e = Expr {
@@ -575,6 +668,7 @@ impl Parser {
                     span: span_start.to(self.prev_span()),
                 };
             } else {
+                self.nesting = outer;
                 return e;
             }
         }

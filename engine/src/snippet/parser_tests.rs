@@ -158,3 +158,52 @@ fn declarations() {
     assert!(parse_declaration("long").is_err());
     assert!(parse_declaration("char *name").is_ok());
 }
+
+#[test]
+fn hostile_nesting_is_an_error_not_a_stack_overflow() {
+    for src in [
+        "(".repeat(5_000),
+        format!("x = {};", "-".repeat(5_000)),
+        format!("x = {}1;", "1 + ".repeat(5_000)),
+        format!("x = {}1;", "a = ".repeat(5_000)),
+        format!("x = {}1;", "a ? b : ".repeat(5_000)),
+        format!("{}x++;", "if (1) ".repeat(5_000)),
+        format!("{}x++;", "{".repeat(5_000)),
+        format!("x{};", "[0]".repeat(5_000)),
+    ] {
+        let (_, d) = parse(&src);
+        assert!(
+            d.iter().any(|d| d.message.contains("nested too deeply")),
+            "{}",
+            &src[..20]
+        );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })]
+
+    /// Bad input never panics: arbitrary text, and C-like token soup.
+    #[test]
+    fn parsing_and_checking_never_panic(
+        text in "\\PC{0,60}",
+        soup in proptest::collection::vec(proptest::sample::select(&[
+            "x", "n", "$0", "$return", "$function", "1", "0x", "1.5e", "'a'", "\"s\"", "(", ")", "{", "}",
+            "[", "]", ";", "+", "-", "*", "/", "%", "<<", "=", "+=", "++", "?", ":", "&&", "!", "&",
+            "->", ".", ",", "if", "else", "(long)", "(char *)", "sizeof", "struct", "printf", "while",
+        ][..]), 0..30),
+    ) {
+        let soup = soup.join(" ");
+        for src in [text.as_str(), soup.as_str()] {
+            let (_, d) = parse(src);
+            let _ = super::diag::render_all(&d, src);
+            let env = super::testenv::var_env(0x1000);
+            let (_, d) = super::check_source(src, &env);
+            let _ = super::diag::render_all(&d, src);
+            let _ = super::compile(src, &env, 0x10_0000);
+        }
+    }
+}
