@@ -132,3 +132,21 @@ fn statements_without_effect_warn_but_compile() {
     assert!(!d[0].is_error());
     assert!(render_all(&d, "count + 1;").starts_with("warning: this statement has no effect"));
 }
+
+#[test]
+fn declarations_evaluate_constant_initializers() {
+    let d = super::declare("long n = 6 * 7", &env()).expect("declares");
+    assert_eq!((d.name.as_str(), &d.ty), ("n", &Type::LONG));
+    assert_eq!(d.init, 42i64.to_le_bytes());
+    let d = super::declare("double r = 1 / 4.0", &env()).expect("declares");
+    assert_eq!(d.init, 0.25f64.to_le_bytes());
+    let d = super::declare("unsigned char b = -1", &env()).expect("declares");
+    assert_eq!(d.init, [255]);
+    let d = super::declare("char *p", &env()).expect("declares");
+    assert_eq!(d.init, [0; 8]);
+    let e = super::declare("long n = count", &env()).expect_err("not constant");
+    assert!(render_all(&e, "long n = count").contains("cannot read variables"));
+    assert!(super::declare("long n = \"x\"", &env()).is_err());
+    assert!(super::declare("struct node n", &env()).is_err());
+    assert!(super::declare("long", &env()).is_err());
+}

@@ -117,3 +117,90 @@ pub fn compile(source: &str, env: &dyn Env, addr: u64) -> Result<Compiled, Vec<D
         )]),
     }
 }
+
+/// A variable from `declare TYPE NAME [= INIT]`, ready for the shell to allocate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Declared {
+    pub name: String,
+    pub ty: Type,
+    /// The initial bytes (little-endian, `ty.size()` long); zeros without an initializer.
+    pub init: Vec<u8>,
+}
+
+/// Checks the text after the shell's `declare`: a scalar type, a name, and an optional
+/// constant initializer (`declare double ratio = 1.0 / 3`), evaluated now.
+pub fn declare(source: &str, env: &dyn Env) -> Result<Declared, Vec<Diagnostic>> {
+    let d = parser::parse_declaration(source)?;
+    let ty = check::resolve_type(&d.ty, env).map_err(|e| vec![e])?;
+    if !ty.is_scalar() {
+        return Err(vec![Diagnostic::error(
+            d.ty.span,
+            format!("cannot declare a variable of type `{ty}`"),
+        )
+        .with_hint("declare an integer, a double or a pointer")]);
+    }
+    let mut init = vec![0u8; ty.size() as usize];
+    if let Some(e) = &d.init {
+        let (checked, diags) = check::check_expr(e, env);
+        let Some((value, _strings)) = checked else {
+            return Err(diags);
+        };
+        let convertible = (value.ty.is_arith() && ty.is_arith())
+            || (ty.is_ptr() && matches!(value.kind, ir::ExprKind::Int(0)));
+        let constant =
+            !matches!(value.ty, Type::Ptr(_)) || matches!(value.kind, ir::ExprKind::Int(_));
+        if !convertible {
+            return Err(vec![Diagnostic::error(
+                e.span,
+                format!("cannot initialize a `{ty}` with `{}`", value.ty),
+            )
+            .with_hint(
+                "initializers are numbers; assign anything else in a snippet",
+            )]);
+        }
+        let v = interp::eval(&value, &mut ConstMachine).map_err(|m| {
+            vec![Diagnostic::error(e.span, m).with_hint("initializers must be constants")]
+        })?;
+        let bits = match interp::convert(v, &value.ty, &ty) {
+            interp::Value::Int(b) => b,
+            interp::Value::Double(f) => f.to_bits(),
+        };
+        let n = init.len();
+        init.copy_from_slice(&bits.to_le_bytes()[..n]);
+    }
+    Ok(Declared {
+        name: d.name,
+        ty,
+        init,
+    })
+}
+
+/// Evaluates constant initializers: anything that touches memory or calls is not constant.
+struct ConstMachine;
+
+impl interp::Machine for ConstMachine {
+    fn read(&mut self, _: interp::Addr, _: u32) -> Result<u64, String> {
+        Err("an initializer cannot read variables".into())
+    }
+
+    fn write(&mut self, _: interp::Addr, _: u32, _: u64) -> Result<(), String> {
+        Err("an initializer cannot assign".into())
+    }
+
+    fn string_addr(&mut self, _: usize) -> u64 {
+        0
+    }
+
+    fn call(
+        &mut self,
+        _: u64,
+        _: &[(interp::Value, Type)],
+        _: &Type,
+    ) -> Result<interp::Value, String> {
+        Err("an initializer cannot call functions".into())
+    }
+
+    fn tid(&mut self) -> u64 {
+        0
+    }
+}
