@@ -147,8 +147,6 @@ pub fn declare(source: &str, env: &dyn Env) -> Result<Declared, Vec<Diagnostic>>
         };
         let convertible = (value.ty.is_arith() && ty.is_arith())
             || (ty.is_ptr() && matches!(value.kind, ir::ExprKind::Int(0)));
-        let constant =
-            !matches!(value.ty, Type::Ptr(_)) || matches!(value.kind, ir::ExprKind::Int(_));
         if !convertible {
             return Err(vec![Diagnostic::error(
                 e.span,
