@@ -87,7 +87,16 @@ impl Checker<'_> {
                 let Type::Struct { name, .. } = &struct_ty else {
                     return None;
                 };
-                let layout = self.env.struct_layout(name)?;
+                let Some(layout) = self.env.struct_layout(name) else {
+                    self.diags.push(
+                        Diagnostic::error(
+                            base.span,
+                            format!("the layout of `struct {name}` is unknown"),
+                        )
+                        .with_hint("struct layouts come from the mutatee's debug info"),
+                    );
+                    return None;
+                };
                 let Some(f) = layout.fields.iter().find(|f| f.name == *field) else {
                     let mut d = Diagnostic::error(
                         *field_span,
