@@ -23,7 +23,8 @@ pub fn help_overview() -> String {
     s.push_str(
         "\nCommands are separated by newlines or `;`; `#` starts a comment. Quote patterns so\n\
          they reach the command whole: show functions 'parse_*'. A function may be named\n\
-         NAME, MODULE!NAME (libc.so.6!malloc) or by address (0x401136).\n",
+         NAME, MODULE!NAME (libc.so.6!malloc) or by address (0x401136). `help snippets`\n\
+         describes the C subset that `at` and `execute` take.\n",
     );
     s
 }
@@ -236,6 +237,12 @@ belongs whole to the command before it. A function may be named NAME, MODULE!NAM
             m.push_str(".fi\n");
         }
     }
+    m.push_str(".SH SNIPPETS\n.nf\n");
+    for line in engine::snippet::GRAMMAR.lines() {
+        m.push_str(&roff(line));
+        m.push('\n');
+    }
+    m.push_str(".fi\n");
     m.push_str(".SH EXIT STATUS\n");
     m.push_str(&roff(
         "With -b or -c: 0 when every command succeeded; otherwise the first failing command's \

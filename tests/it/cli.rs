@@ -139,3 +139,14 @@ fn harness_paths_are_inside_the_target_directory() {
     );
     assert!(Path::new(&exe).is_file());
 }
+
+#[test]
+fn help_snippets_prints_the_grammar() {
+    let out = Gsh::new().args(["-c", "help snippets"]).run();
+    out.assert_code(0);
+    assert!(out.stdout.contains("## Grammar"), "{out}");
+    assert!(out.stdout.contains("$return"), "{out}");
+    let man = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../man/gsh.1"))
+        .expect("man page");
+    assert!(man.contains(".SH SNIPPETS"));
+}

@@ -48,6 +48,9 @@
 //! masked to the operand width (31 or 63); out-of-range `double` to integer conversions give
 //! `LONG_MIN` wrapped to the target width; evaluation is left to right. See [`interp`].
 
+/// The user's guide to the snippet language (`help snippets`, the man page's SNIPPETS section).
+pub const GRAMMAR: &str = include_str!("GRAMMAR.md");
+
 pub mod abi;
 pub mod ast;
 pub mod check;

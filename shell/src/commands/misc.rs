@@ -102,6 +102,9 @@ fn help(_: &mut Context, args: &mut Args) -> Result<Output> {
         return Ok(Output::Text(docgen::help_overview()));
     }
     let name = words.join(" ");
+    if name == "snippets" || name == "snippet" {
+        return Ok(Output::Text(engine::snippet::GRAMMAR.to_owned()));
+    }
     if let Some(spec) = super::find(&name) {
         return Ok(Output::Text(docgen::help_command(spec)));
     }
