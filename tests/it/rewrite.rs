@@ -417,3 +417,28 @@ fn empty_rewrite_of_cc1_still_compiles() {
     let version = run(&dir.join("cc1"), &["--version"], &[]);
     assert!(version.status.success());
 }
+
+/// The rewriter sits on the ELF layer only: it must not reach into analysis or sessions (the
+/// trampoline builders above it do that and hand it bytes).
+#[test]
+fn rewrite_imports_only_addr_and_elf() {
+    let dir = gsh_tests::workspace_root().join("engine/src/rewrite");
+    for entry in std::fs::read_dir(&dir).expect("engine/src/rewrite") {
+        let path = entry.expect("entry").path();
+        if path.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        for (i, _) in text.match_indices("crate::") {
+            let name: String = text[i + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            assert!(
+                ["addr", "elf", "Binary"].contains(&name.as_str()),
+                "{} imports crate::{name}",
+                path.display()
+            );
+        }
+    }
+}

@@ -12,6 +12,9 @@ use crate::elf::Binary;
 /// for it (see [`Room::Relocate`]); beyond it the file would balloon for a bss-heavy binary.
 const MAX_CONGRUENCE_PADDING: u64 = 64 << 20;
 
+/// The end of the x86-64 user address space (4-level paging); no segment may reach it.
+const USER_TOP: u64 = 1 << 47;
+
 /// How far a rel32 jump or RIP-relative operand reaches.
 const REACH: u64 = 1 << 31;
 
@@ -52,7 +55,7 @@ impl Original {
             phnum * raw::PHDR_SIZE,
             "the program header table",
         )?;
-        let phdrs = table
+        let phdrs: Vec<Phdr> = table
             .chunks_exact(raw::PHDR_SIZE as usize)
             .map(Phdr::decode)
             .collect();
@@ -61,7 +64,7 @@ impl Original {
         let shentsize = u64::from(raw::u16_at(ehdr, raw::E_SHENTSIZE));
         let mut shnum = u64::from(raw::u16_at(ehdr, raw::E_SHNUM));
         let mut shstrndx = u64::from(raw::u16_at(ehdr, raw::E_SHSTRNDX));
-        let mut shdrs = Vec::new();
+        let mut shdrs: Vec<Shdr> = Vec::new();
         if shoff != 0 {
             if shentsize != raw::SHDR_SIZE {
                 return Err(Error::Malformed {
@@ -88,6 +91,28 @@ impl Original {
                 .collect();
         }
         let len = data.len() as u64;
+        // Checked once here, so the arithmetic of planning and emitting cannot overflow.
+        for (i, p) in phdrs.iter().enumerate() {
+            let load = p.p_type == elf::PT_LOAD;
+            let file_end = p.offset.checked_add(p.filesz).filter(|&e| e <= len);
+            let mem_end = p.vaddr.checked_add(p.memsz).filter(|&e| e < USER_TOP);
+            if load && (file_end.is_none() || mem_end.is_none() || p.filesz > p.memsz) {
+                return Err(Error::Malformed {
+                    detail: format!(
+                        "loadable segment {i} ({:#x} bytes at offset {:#x}, {:#x} bytes at {:#x}) lies outside the file or the address space",
+                        p.filesz, p.offset, p.memsz, p.vaddr
+                    ),
+                });
+            }
+        }
+        for (i, s) in shdrs.iter().enumerate() {
+            let end = s.offset.checked_add(s.size).filter(|&e| e <= len);
+            if s.has_file_bytes() && s.size > 0 && end.is_none() {
+                return Err(Error::Malformed {
+                    detail: format!("section {i} runs past the end of the file"),
+                });
+            }
+        }
         let table_end = shoff + shdrs.len() as u64 * raw::SHDR_SIZE;
         let kept_len = if !shdrs.is_empty() && table_end == len {
             shoff

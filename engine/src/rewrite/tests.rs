@@ -173,3 +173,42 @@ fn object_files_are_refused() {
         Err(Error::NotLoadable { .. })
     ));
 }
+
+/// Header corruption never panics: every mutated file either fails to open, fails to plan with
+/// an error, or rewrites.
+#[test]
+fn corrupted_headers_never_panic() {
+    let exe = compile("rw_corrupt", HELLO, false, &["-O1"]);
+    let original = std::fs::read(&exe).expect("read");
+    let shoff = raw::u64_at(&original, raw::E_SHOFF) as usize;
+    // A small xorshift generator: deterministic, no dependency.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..3000 {
+        let mut bytes = original.clone();
+        for _ in 0..1 + next() % 4 {
+            // Mostly the ELF header and program headers, sometimes the section headers.
+            let at = if next() % 4 == 0 {
+                shoff + (next() as usize % (original.len() - shoff))
+            } else {
+                (next() % 0x400) as usize
+            };
+            bytes[at] = next() as u8;
+        }
+        let Ok(binary) = Binary::from_bytes(Path::new("corrupt"), bytes) else {
+            continue;
+        };
+        let Ok(mut rw) = Rewrite::new(&binary) else {
+            continue;
+        };
+        if rw.alloc_code(8, 8).is_ok() && rw.alloc_data(8, 8).is_ok() {
+            let _ = rw.write(binary.entry(), &[0x90]);
+            let _ = rw.to_bytes();
+        }
+    }
+}
