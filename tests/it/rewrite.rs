@@ -43,8 +43,21 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()))
+    // Another test thread forking while this one still held the output open for writing
+    // leaves a copy of that descriptor in its child until the child execs: executing the file
+    // in that window fails with ETXTBSY. It passes; retry briefly.
+    let mut tries = 0;
+    loop {
+        match cmd.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => {
+                return result.unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()))
+            }
+        }
+    }
 }
 
 fn assert_same_run(original: &Output, rewritten: &Output, what: &str) {

@@ -22,10 +22,20 @@ int main(int argc, char **argv) {
 "#;
 
 fn run(path: &Path) -> (i32, String) {
-    let out = Command::new(path)
-        .env_clear()
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
+    // A parallel test forking while this file was open for writing makes exec fail with
+    // ETXTBSY until that child execs; retry briefly.
+    let mut tries = 0;
+    let out = loop {
+        match Command::new(path).env_clear().output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            result => {
+                break result.unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()))
+            }
+        }
+    };
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
