@@ -33,8 +33,12 @@ fn rewrite_empty(input: &Path, out: &Path) -> Summary {
     let code = rw.alloc_code(1, 16).expect("alloc code");
     rw.write(code, &[0xcc]).expect("write code");
     rw.alloc_data(8, 8).expect("alloc data");
-    rw.save(out)
-        .unwrap_or_else(|e| panic!("{}: {e}", input.display()))
+    let summary = rw
+        .save(out)
+        .unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+    // Shown with --nocapture: the figures of each rewrite.
+    eprintln!("{}: {summary:?}", input.display());
+    summary
 }
 
 fn run(exe: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
