@@ -10,6 +10,7 @@
 //! - [`dwarf`] answers source-level questions (signatures, types, lines) from DWARF, found in the
 //!   file itself or in a separate debug file.
 //! - [`disasm`] decodes instructions for display and analysis.
+//! - [`rewrite`] writes a new ELF file: new code and data segments, patches over code.
 //! - [`session`] ties modules together and resolves the names users type.
 //!
 //! # Naming conventions
@@ -32,6 +33,7 @@ pub mod disasm;
 pub mod dwarf;
 pub mod elf;
 pub mod error;
+pub mod rewrite;
 pub mod session;
 pub mod snippet;
 pub mod symbols;

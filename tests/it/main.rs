@@ -8,6 +8,7 @@ mod cli;
 mod discovery;
 mod dwarf;
 mod mutatees;
+mod rewrite;
 mod scripts;
 mod session;
 mod stripped;

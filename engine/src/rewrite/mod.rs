@@ -1,0 +1,360 @@
+//! Writing a new ELF file: the original binary plus new code and data segments and patches over
+//! existing code bytes. Trampolines and snippets are built elsewhere; this layer only places
+//! bytes and keeps the file loadable.
+//!
+//! # Layout
+//!
+//! A [`Rewrite`] fixes its layout when it is created, so [`Rewrite::alloc_code`] and
+//! [`Rewrite::alloc_data`] hand out final link addresses that callers can assemble rel32 jumps
+//! and RIP-relative operands against. After the last existing segment come, each page-aligned:
+//!
+//! 1. a read-only `PT_LOAD` (only when needed, see below);
+//! 2. the `R E` code segment (`.gsh.text`), with a *code reserve* of address space (256 MiB by
+//!    default; address space only, never file bytes) so code can keep growing after data has
+//!    been allocated;
+//! 3. the `RW` data segment (`.gsh.data`), right after the reserve.
+//!
+//! No segment is ever writable and executable. Everything must end within 2 GiB of the lowest
+//! code address, or allocation fails. Original bytes never move except as described next, so
+//! PIE stays PIE (`ET_DYN`, addresses relative), `ET_EXEC` stays `ET_EXEC`, and `PT_GNU_RELRO`,
+//! `PT_GNU_STACK`, `PT_TLS`, `PT_DYNAMIC`, `PT_GNU_EH_FRAME` keep their values.
+//!
+//! # Room for program headers
+//!
+//! The kernel and `ld.so` find the program headers through `e_phoff`/`AT_PHDR` and `PT_PHDR`,
+//! and conventionally the table sits right after the ELF header inside the first segment. New
+//! segments need new entries, so the table must grow. Three tactics, tried in order:
+//!
+//! - [`Room::Free`]: the bytes after the table are unused (a file gsh rewrote before).
+//! - [`Room::Move`] (preferred, and what linkers' own layouts allow): the sections right after
+//!   the table — `.interp`, `.note.*`, and if needed `.gnu.hash`, `.dynsym`, `.dynstr`,
+//!   version and dynamic relocation tables — move unchanged into the new read-only segment, and
+//!   every reference to them follows: `PT_INTERP`, `PT_NOTE`, `PT_GNU_PROPERTY`, the dynamic
+//!   tags (`DT_GNU_HASH`, `DT_SYMTAB`, ...), section headers and symbols. Only sections that
+//!   nothing but headers and dynamic tags refer to move; code never points at them. This keeps
+//!   the table at offset 64 in the first segment, which every kernel and loader accepts.
+//! - [`Room::Relocate`] (fallback: no section headers, or something unmovable such as a static
+//!   executable's IRELATIVE table sits after the table): the table itself moves into the new
+//!   read-only segment and `e_phoff`/`PT_PHDR` point there. Linux 5.18 and later derive
+//!   `AT_PHDR` from the segment that holds the table, and glibc's `ld.so` finds a library's
+//!   table the same way; older kernels compute `AT_PHDR` as the first segment's load address
+//!   plus `e_phoff`, so the segment is placed where that sum is right (its `vaddr - offset`
+//!   equals the first segment's) whenever this costs under 64 MiB of padding.
+//!
+//! The `PT_NOTE`-to-`PT_LOAD` trick was not used: it loses the notes that tools and `ld.so`
+//! read (build id, `.note.gnu.property` for CET).
+//!
+//! # Sections
+//!
+//! When the input has section headers, the output has them too: moved sections get their new
+//! addresses, and `.gsh.text`/`.gsh.data` describe the new segments, so `readelf`, `objdump`
+//! and `gdb` read the result. The section header table and its name table are written anew at
+//! the end of the file.
+
+mod emit;
+mod plan;
+mod raw;
+
+use std::path::{Path, PathBuf};
+
+use crate::addr::LinkAddr;
+use crate::elf::{Binary, BinaryKind};
+
+pub use plan::{Block, Room, DEFAULT_CODE_RESERVE};
+
+/// The page size new segments are aligned to (x86-64's base page).
+pub const PAGE: u64 = 0x1000;
+
+/// Errors from rewriting a binary.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input is an object file, core file or other non-loadable ELF.
+    #[error("{path}: only executables and shared libraries can be rewritten, not {kind} files")]
+    NotLoadable { path: PathBuf, kind: &'static str },
+    /// The input has no `PT_LOAD` segment.
+    #[error("the file has no loadable segment")]
+    NoLoadSegments,
+    /// The file's headers are inconsistent in a way the rewriter cannot work around.
+    #[error("malformed ELF: {detail}")]
+    Malformed { detail: String },
+    /// New code or data would lie beyond rel32 reach of the original code.
+    #[error("out of reach: {detail}")]
+    OutOfReach { detail: String },
+    /// The code reserve is exhausted.
+    #[error("the code reserve of {reserve:#x} bytes is full ({wanted:#x} more bytes asked for); create the rewrite with a larger reserve")]
+    CodeReserveFull { reserve: u64, wanted: u64 },
+    /// An alignment that is not a power of two.
+    #[error("alignment {0} is not a power of two")]
+    BadAlign(u64),
+    /// A write to bytes the rewriter cannot change.
+    #[error("cannot write {len} bytes at {addr}: {why}")]
+    BadWrite {
+        addr: LinkAddr,
+        len: usize,
+        why: String,
+    },
+    /// The output file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result with the rewriter's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A rewrite in progress: new code, new data and patches over one binary's existing bytes.
+pub struct Rewrite<'a> {
+    binary: &'a Binary,
+    orig: plan::Original,
+    plan: plan::Plan,
+    code: Vec<u8>,
+    data: Vec<u8>,
+    /// Patches over original bytes, applied in order: `(file offset, bytes)`.
+    patches: Vec<(u64, Vec<u8>)>,
+}
+
+/// What [`Rewrite::save`] did, for reports and tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// How the program header table got room: `copy` (nothing new), `free`, `move`, `relocate`.
+    pub tactic: &'static str,
+    pub phdrs_before: usize,
+    pub phdrs_after: usize,
+    /// Sections that moved to the new read-only segment.
+    pub moved_sections: Vec<String>,
+    pub size_before: u64,
+    pub size_after: u64,
+}
+
+impl<'a> Rewrite<'a> {
+    /// Starts a rewrite of `binary` with the default code reserve.
+    pub fn new(binary: &'a Binary) -> Result<Rewrite<'a>> {
+        Rewrite::with_code_reserve(binary, DEFAULT_CODE_RESERVE)
+    }
+
+    /// Starts a rewrite whose code segment may grow to `reserve` bytes (rounded up to a page,
+    /// and shrunk if the binary is so large that the reserve would break rel32 reach).
+    pub fn with_code_reserve(binary: &'a Binary, reserve: u64) -> Result<Rewrite<'a>> {
+        let kind = match binary.kind() {
+            BinaryKind::Executable | BinaryKind::PieExecutable | BinaryKind::SharedLibrary => None,
+            BinaryKind::Relocatable => Some("relocatable object"),
+            BinaryKind::Other => Some("core or unknown-type"),
+        };
+        if let Some(kind) = kind {
+            return Err(Error::NotLoadable {
+                path: binary.path().to_owned(),
+                kind,
+            });
+        }
+        let orig = plan::Original::read(binary)?;
+        let plan = plan::make_plan(binary, &orig, reserve)?;
+        Ok(Rewrite {
+            binary,
+            orig,
+            plan,
+            code: Vec::new(),
+            data: Vec::new(),
+            patches: Vec::new(),
+        })
+    }
+
+    pub fn binary(&self) -> &'a Binary {
+        self.binary
+    }
+
+    /// How the program header table will get room for the new segments.
+    pub fn room(&self) -> &Room {
+        &self.plan.room
+    }
+
+    /// The address of the code segment and the size of its reserve.
+    pub fn code_region(&self) -> (LinkAddr, u64) {
+        (LinkAddr(self.plan.code_vaddr), self.plan.code_reserve)
+    }
+
+    /// The address of the data segment.
+    pub fn data_base(&self) -> LinkAddr {
+        LinkAddr(self.plan.data_vaddr)
+    }
+
+    /// Reserves `size` bytes of code (filled with `int3` until written) aligned to `align`, in
+    /// the new `R E` segment, and returns their final link address.
+    pub fn alloc_code(&mut self, size: u64, align: u64) -> Result<LinkAddr> {
+        let start = align_up(self.plan.code_vaddr + self.code.len() as u64, align)?;
+        let end = start.checked_add(size).ok_or(Error::CodeReserveFull {
+            reserve: self.plan.code_reserve,
+            wanted: size,
+        })?;
+        if end > self.plan.code_vaddr + self.plan.code_reserve {
+            return Err(Error::CodeReserveFull {
+                reserve: self.plan.code_reserve,
+                wanted: size,
+            });
+        }
+        // int3 in the padding and unwritten space: a stray jump traps instead of sliding.
+        self.code
+            .resize((end - self.plan.code_vaddr) as usize, 0xcc);
+        Ok(LinkAddr(start))
+    }
+
+    /// Reserves `size` zeroed bytes aligned to `align` in the new `RW` segment and returns
+    /// their final link address.
+    pub fn alloc_data(&mut self, size: u64, align: u64) -> Result<LinkAddr> {
+        let start = align_up(self.plan.data_vaddr + self.data.len() as u64, align)?;
+        let end = start
+            .checked_add(size)
+            .filter(|&e| e <= self.plan.reach_end);
+        let Some(end) = end else {
+            return Err(Error::OutOfReach {
+                detail: format!(
+                    "{size:#x} more bytes of data would end past {:#x}",
+                    self.plan.reach_end
+                ),
+            });
+        };
+        self.data.resize((end - self.plan.data_vaddr) as usize, 0);
+        Ok(LinkAddr(start))
+    }
+
+    /// Allocates data holding `bytes` (see [`Rewrite::alloc_data`]).
+    pub fn alloc_data_with(&mut self, bytes: &[u8], align: u64) -> Result<LinkAddr> {
+        let addr = self.alloc_data(bytes.len() as u64, align)?;
+        self.write(addr, bytes)?;
+        Ok(addr)
+    }
+
+    /// Writes `bytes` at `addr`: inside allocated code or data, or over original bytes backed
+    /// by the file (code patches). A later write over the same bytes wins.
+    pub fn write(&mut self, addr: LinkAddr, bytes: &[u8]) -> Result<()> {
+        let len = bytes.len() as u64;
+        let bad = |why: &str| Error::BadWrite {
+            addr,
+            len: bytes.len(),
+            why: why.to_owned(),
+        };
+        let end = addr
+            .0
+            .checked_add(len)
+            .ok_or_else(|| bad("the range wraps around"))?;
+        for (base, buf) in [
+            (self.plan.code_vaddr, &mut self.code),
+            (self.plan.data_vaddr, &mut self.data),
+        ] {
+            let reserved_end = base + buf.len() as u64;
+            if addr.0 >= base && addr.0 < base.max(reserved_end) {
+                if end > reserved_end {
+                    return Err(bad("it runs past the end of what was allocated"));
+                }
+                let at = (addr.0 - base) as usize;
+                buf[at..at + bytes.len()].copy_from_slice(bytes);
+                return Ok(());
+            }
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let segment = self
+            .orig
+            .loads()
+            .find(|p| addr.0 >= p.vaddr && addr.0 - p.vaddr < p.filesz);
+        let Some(segment) = segment else {
+            return Err(bad(
+                "it is neither allocated by this rewrite nor backed by the file's bytes",
+            ));
+        };
+        if end - segment.vaddr > segment.filesz {
+            return Err(bad("it runs past the end of the segment's file bytes"));
+        }
+        let offset = segment.offset + (addr.0 - segment.vaddr);
+        if offset + len > self.binary.data().len() as u64 {
+            return Err(bad("the segment claims bytes past the end of the file"));
+        }
+        if offset < self.protected_end() {
+            return Err(bad(
+                "it overlaps the ELF or program headers or the sections moved to make room for them",
+            ));
+        }
+        self.patches.push((offset, bytes.to_vec()));
+        Ok(())
+    }
+
+    /// File offsets below this hold headers or bytes that move; patches may not touch them.
+    fn protected_end(&self) -> u64 {
+        let table_end = self.orig.phoff + self.plan.max_phnum as u64 * raw::PHDR_SIZE;
+        match &self.plan.room {
+            Room::Move(block) => table_end.max(block.old_offset + block.len),
+            _ => table_end.max(raw::EHDR_SIZE),
+        }
+    }
+
+    /// True when nothing was allocated: the output is the input plus patches.
+    fn only_patches(&self) -> bool {
+        self.code.is_empty() && self.data.is_empty()
+    }
+
+    /// Writes the new ELF to `out` (mode 0755), replacing any file there. The file is written
+    /// beside `out` and renamed into place, so a running copy of `out` is never modified.
+    pub fn save(&self, out: &Path) -> Result<Summary> {
+        let (bytes, summary) = emit::emit(self)?;
+        write_executable(out, &bytes)?;
+        Ok(summary)
+    }
+
+    /// The bytes [`Rewrite::save`] would write.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        emit::emit(self).map(|(bytes, _)| bytes)
+    }
+}
+
+fn align_up(x: u64, align: u64) -> Result<u64> {
+    if !align.is_power_of_two() {
+        return Err(Error::BadAlign(align));
+    }
+    x.checked_add(align - 1)
+        .map(|v| v & !(align - 1))
+        .ok_or(Error::BadAlign(align))
+}
+
+fn write_executable(out: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| Error::Io { path, source }
+    };
+    let name = out.file_name().ok_or_else(|| Error::Io {
+        path: out.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".gsh-{}.tmp", std::process::id()));
+    let tmp = out.with_file_name(tmp_name);
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o755)
+            .open(&tmp)
+            .map_err(io(out))?;
+        file.write_all(bytes).map_err(io(out))?;
+        // The mode given to open is masked by the umask; the output must be executable.
+        use std::os::unix::fs::PermissionsExt as _;
+        file.set_permissions(std::fs::Permissions::from_mode(0o755))
+            .map_err(io(out))?;
+        drop(file);
+        std::fs::rename(&tmp, out).map_err(io(out))
+    })();
+    if result.is_err() {
+        // Best effort: the temporary file is ours, and may not even exist.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests;
