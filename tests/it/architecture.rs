@@ -112,3 +112,11 @@ fn shell_reaches_binaries_only_through_the_engine() {
         }
     }
 }
+
+#[test]
+fn snippet_compiler_sees_the_world_only_through_its_env() {
+    check_layer(
+        "snippet",
+        &["session", "cfg", "analysis", "dwarf", "symbols"],
+    );
+}
