@@ -33,6 +33,7 @@ pub mod disasm;
 pub mod dwarf;
 pub mod elf;
 pub mod error;
+pub mod instrument;
 pub mod rewrite;
 pub mod session;
 pub mod snippet;

@@ -1,0 +1,7 @@
+//! Instrumentation: where the session's knowledge (functions, DWARF, points) meets the snippet
+//! compiler and the patcher. This is gsh's equivalent of Dyninst's BPatch layer: it alone may
+//! import `session`, `snippet` and `dwarf` together.
+
+pub mod env;
+
+pub use env::{Declaration, SessionEnv};
