@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use crate::addr::LinkAddr;
 use crate::cfg::build::Context;
+use crate::cfg::landing::LandingPads;
 use crate::cfg::loops::{self, LoopForest};
 use crate::cfg::{self, noreturn, Cfg, Exit};
 use crate::elf::Binary;
@@ -92,6 +93,7 @@ impl Analysis {
         let total = funcs.len() as u64;
         let done = std::sync::atomic::AtomicU64::new(0);
         let code = crate::cfg::build::code_ranges(binary);
+        let landing_pads = LandingPads::read(binary);
         let build_one = |i: usize, noret: &HashSet<u64>| {
             let is_noreturn = |a: LinkAddr| noret.contains(&a.0);
             let ctx = Context {
@@ -99,6 +101,7 @@ impl Analysis {
                 functions: table,
                 is_noreturn: &is_noreturn,
                 code: &code,
+                landing_pads: &landing_pads,
             };
             cfg::build(&ctx, &funcs[i])
         };

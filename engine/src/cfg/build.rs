@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 
+use super::landing::LandingPads;
 use super::{jumptable, Block, BlockId, CallSite, Cfg, Edge, EdgeKind, Exit, JumpTable};
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
@@ -21,6 +22,8 @@ pub struct Context<'a> {
     pub is_noreturn: &'a (dyn Fn(LinkAddr) -> bool + Sync),
     /// The executable sections' `(start, end)` ranges, sorted: see [`code_ranges`].
     pub code: &'a [(u64, u64)],
+    /// Where calls that throw land.
+    pub landing_pads: &'a LandingPads,
 }
 
 /// The `(start, end)` of every executable section of `binary`, sorted by address.
@@ -127,6 +130,12 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// The landing pad, in this function, of the call at `addr`.
+    fn landing_pad(&self, addr: u64) -> Option<u64> {
+        let pad = self.ctx.landing_pads.for_call(LinkAddr(addr))?.0;
+        self.is_local(pad).then_some(pad)
+    }
+
     fn push_start(&mut self, addr: u64) {
         if self.starts.insert(addr) {
             self.work.push(addr);
@@ -178,6 +187,9 @@ impl Builder<'_, '_> {
                         let noreturn = target.is_some_and(|t| (self.ctx.is_noreturn)(LinkAddr(t)));
                         if !noreturn {
                             self.push_start(next);
+                        }
+                        if let Some(pad) = self.landing_pad(addr) {
+                            self.push_start(pad);
                         }
                     }
                     Flow::Ret | Flow::Trap => {}
@@ -305,6 +317,9 @@ impl Builder<'_, '_> {
                         });
                     } else {
                         edge(next, EdgeKind::CallFallThrough, block);
+                    }
+                    if let Some(pad) = self.landing_pad(last) {
+                        edge(pad, EdgeKind::Catch, block);
                     }
                 }
                 Flow::Ret => block.exit = Some(Exit::Return),

@@ -74,6 +74,14 @@ impl Lin {
         }
     }
 
+    /// The constant of `konst + stride·(index)`, when every symbol's coefficient is a multiple
+    /// of `stride`: the table's address. The index may be a sum of several symbols: for
+    /// `switch (v % 12)` gcc computes `v - 12·(v / 12)`.
+    fn table_base(&self, stride: i64) -> Option<i64> {
+        (!self.terms.is_empty() && self.terms.iter().all(|&(_, c)| c % stride == 0))
+            .then_some(self.konst)
+    }
+
     /// `konst + scale·s` with a single symbol, if that is the form.
     fn single(&self) -> Option<(i64, u32, i64)> {
         match self.terms.as_slice() {
@@ -319,10 +327,9 @@ fn match_shape(eval: &Eval, target: &Lin) -> Option<(u64, u64, Option<u64>)> {
     let Sym::Load { addr, size, signed } = &eval.syms[s as usize] else {
         return None;
     };
-    let (table, _index, scale) = addr.single()?;
-    match (k, *size, *signed, scale) {
-        (0, 8, _, 8) => Some((table as u64, 8, None)),
-        (base, 4, true, 4) if base != 0 => Some((table as u64, 4, Some(base as u64))),
+    match (k, *size, *signed) {
+        (0, 8, _) => Some((addr.table_base(8)? as u64, 8, None)),
+        (base, 4, true) if base != 0 => Some((addr.table_base(4)? as u64, 4, Some(base as u64))),
         _ => None,
     }
 }
