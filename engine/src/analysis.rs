@@ -2,7 +2,6 @@
 //! fixpoint, the call graph, and per-function metrics. Runs in parallel with rayon, once per
 //! module, the first time anything asks for a CFG.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -14,6 +13,9 @@ use crate::cfg::loops::{self, LoopForest};
 use crate::cfg::{self, noreturn, Cfg, Exit};
 use crate::elf::Binary;
 use crate::symbols::{FuncId, FunctionTable, Progress};
+
+/// Function entry addresses, hashed fast: every call site looks its target up.
+type HashSet = foldhash::HashSet<u64>;
 
 /// Rounds of the non-returning fixpoint at the most; real code settles in two or three.
 const MAX_ROUNDS: usize = 8;
@@ -82,7 +84,7 @@ impl Analysis {
     pub fn run(binary: &Binary, table: &FunctionTable, progress: &dyn Progress) -> Analysis {
         let started = Instant::now();
         let funcs = table.functions();
-        let known: HashSet<u64> = funcs
+        let known: HashSet = funcs
             .iter()
             .filter(|f| {
                 noreturn::is_known(&f.name) || f.aliases.iter().any(|a| noreturn::is_known(a))
@@ -94,7 +96,7 @@ impl Analysis {
         let done = std::sync::atomic::AtomicU64::new(0);
         let code = crate::cfg::build::code_ranges(binary);
         let landing_pads = LandingPads::read(binary);
-        let build_one = |i: usize, noret: &HashSet<u64>| {
+        let build_one = |i: usize, noret: &HashSet| {
             let is_noreturn = |a: LinkAddr| noret.contains(&a.0);
             let ctx = Context {
                 binary,
@@ -128,7 +130,7 @@ impl Analysis {
                 break;
             }
             noret.extend(fresh.iter().copied());
-            let fresh: HashSet<u64> = fresh.into_iter().collect();
+            let fresh: HashSet = fresh.into_iter().collect();
             let redo: Vec<usize> = cfgs
                 .iter()
                 .enumerate()
@@ -242,7 +244,7 @@ impl Analysis {
 }
 
 /// True when every way out of the function is a trap or a call that never returns.
-fn never_returns(cfg: &Cfg, noret: &HashSet<u64>) -> bool {
+fn never_returns(cfg: &Cfg, noret: &HashSet) -> bool {
     let mut saw_exit = false;
     for b in &cfg.blocks {
         match &b.exit {

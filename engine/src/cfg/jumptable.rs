@@ -12,10 +12,11 @@
 //! The table's length comes from the guarding `cmp i, N` + `ja`/`jae` before it; without one,
 //! entries are read while they point into the function.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use iced_x86::{FlowControl, Instruction, Mnemonic, OpKind, Register};
 
+use super::build::Insns;
 use super::JumpTable;
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
@@ -249,14 +250,17 @@ impl Eval {
 pub fn resolve(
     binary: &Binary,
     func: &Function,
-    insns: &BTreeMap<u64, Instruction>,
+    insns: &Insns,
     jump: &Instruction,
 ) -> Option<JumpTable> {
     // The straight-line run of instructions that falls into the jump, oldest first.
     let mut run = vec![*jump];
     let mut at = jump.ip();
     while run.len() < LOOKBACK {
-        let Some((_, prev)) = insns.range(..at).next_back() else {
+        // The instruction ending at `at`: x86 instructions are 1 to 15 bytes long.
+        let Some(prev) =
+            (1..=15u64).find_map(|k| insns.get(&at.wrapping_sub(k)).filter(|i| i.next_ip() == at))
+        else {
             break;
         };
         let falls_in = prev.next_ip() == at
