@@ -30,9 +30,14 @@ pub fn disassemble(
     formatter.options_mut().set_first_operand_char_index(8);
     formatter.options_mut().set_rip_relative_addresses(false);
     formatter.options_mut().set_show_branch_size(false);
-    formatter
-        .options_mut()
-        .set_space_after_operand_separator(true);
+    let options = formatter.options_mut();
+    options.set_space_after_operand_separator(true);
+    // gdb's and objdump's number style: 0x1dfc8, not 1DFC8h.
+    options.set_hex_prefix("0x");
+    options.set_hex_suffix("");
+    options.set_uppercase_hex(false);
+    options.set_branch_leading_zeros(false);
+    options.set_leading_zeros(false);
     let mut out = Vec::new();
     let mut text = String::new();
     for insn in decoder.iter().take(max) {

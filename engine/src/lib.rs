@@ -33,6 +33,7 @@ pub mod dwarf;
 pub mod elf;
 pub mod error;
 pub mod session;
+pub mod snippet;
 pub mod symbols;
 #[cfg(test)]
 mod testutil;

@@ -128,6 +128,37 @@ fn loop_trees_of_known_shapes_are_exact() {
             assert_eq!(shape(&loops), names(want), "{v:?} {func}");
             check_plausible(&path, func, &loops);
         }
+        // At -O0 each loop's blocks start on exactly the lines of its statement.
+        if v == Variant::O0 {
+            let lines: Vec<(String, String)> =
+                ["nested", "collatz_steps", "siblings", "calls_in_loop"]
+                    .iter()
+                    .flat_map(|f| loops_of(&path, f))
+                    .map(|l| {
+                        (
+                            l["loop"].as_str().unwrap_or("").to_owned(),
+                            l["lines"].as_str().unwrap_or("-").to_owned(),
+                        )
+                    })
+                    .collect();
+            let want = [
+                ("loop_1", "loops.c:39-42"),
+                ("loop_1.1", "loops.c:40-42"),
+                ("loop_1.1.1", "loops.c:41-42"),
+                ("loop_1", "loops.c:48-49"),
+                ("loop_1", "loops.c:58-59"),
+                ("loop_2", "loops.c:60-61"),
+                ("loop_1", "loops.c:67-69"),
+            ];
+            assert_eq!(lines.len(), want.len());
+            for ((name, got), (want_name, want_lines)) in lines.iter().zip(want) {
+                assert_eq!(name, want_name);
+                assert!(
+                    got.ends_with(want_lines),
+                    "{name}: {got}, want {want_lines}"
+                );
+            }
+        }
         // Sibling loops are numbered in address order of their headers.
         let sib = loops_of(&path, "siblings");
         assert!(hex(&sib[0]["header"]) < hex(&sib[1]["header"]), "{v:?}");

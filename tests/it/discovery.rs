@@ -186,6 +186,32 @@ fn expected_functions_keep_their_starts_when_stripped() {
 }
 
 #[test]
+fn stripped_executables_still_name_main_and_start() {
+    for name in ["basic", "loops", "cxx"] {
+        let m = Mutatee::new(name);
+        let nm = truth::nm_functions(&m.path(Variant::O2));
+        let main = nm.iter().find(|s| s.name == "main").expect("main in nm");
+        let stripped = table(&m.path(Variant::Stripped));
+        let f = stripped
+            .at(engine::LinkAddr(main.addr))
+            .expect("a function where main starts");
+        assert_eq!(f.name, "main", "{name}: {f:?}");
+        assert_eq!(f.name_source, NameSource::Inferred);
+        let start = stripped.by_name("_start").next().expect("_start named");
+        assert_eq!(start.name_source, NameSource::Inferred);
+    }
+    // Non-PIE: `_start` passes main as an immediate, not RIP-relative.
+    let m = Mutatee::new("basic");
+    let nm = truth::nm_functions(&m.path(Variant::NoPie));
+    let main = nm.iter().find(|s| s.name == "main").expect("main in nm");
+    let bin = Binary::open(&m.path(Variant::NoPie)).unwrap();
+    assert_eq!(
+        engine::symbols::main_from_entry(&bin),
+        Some(engine::LinkAddr(main.addr))
+    );
+}
+
+#[test]
 fn plt_stubs_are_named_where_objdump_puts_them() {
     let mut checked = 0;
     for m in Mutatee::all() {

@@ -3,6 +3,7 @@
 //! end to end (script tests and command-line behaviour).
 
 mod analysis;
+mod architecture;
 mod bad_input;
 mod cli;
 mod discovery;

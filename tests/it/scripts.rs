@@ -1,8 +1,8 @@
 //! Script tests: each `tests/scripts/NAME.gsh` runs under `gsh -b` against the mutatee its
 //! first line names (`# mutatee: basic O0`), and its stdout must equal `NAME.out` up to
-//! trailing whitespace. `GSH_BLESS=1 cargo test -p gsh-tests scripts -- --include-ignored`
+//! trailing whitespace. `GSH_BLESS=1 cargo test -p gsh-tests scripts`
 //! rewrites the `.out` files from what gsh prints now; review the diff before committing it.
-//! (`--include-ignored` only while the test is ignored, until the shell branch lands.)
+
 //!
 //! A script may say `# exit: N` on a later comment line when it is meant to fail with status
 //! N; otherwise it must succeed. gsh runs in the mutatees' directory with the mutatee named by
@@ -106,7 +106,6 @@ fn script_headers_name_real_mutatees_and_variants() {
 }
 
 #[test]
-#[ignore = "needs the shell branch: expected outputs are blessed once gsh's commands exist"]
 fn scripts_print_their_expected_output() {
     let bless = std::env::var_os("GSH_BLESS").is_some_and(|v| v != "0");
     let mut failures = Vec::new();

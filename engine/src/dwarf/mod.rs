@@ -3,13 +3,29 @@
 //! build id or `.gnu_debuglink` (see [`locate`]).
 //!
 //! Everything here is loaded on first use: opening a binary never touches `.debug_info`.
+//!
+//! The parts: `load` reads sections into gimli and names DIEs ([`DebugInfo`] holds it behind a
+//! lock), `names` indexes types and globals by name, `types` spells and lays out types, and
+//! `functions` reads signatures and frame variables. Address questions go through addr2line,
+//! which finds the unit by `.debug_aranges` and parses only that unit's functions.
+//!
+//! Not supported: split DWARF (`.dwo`), `.debug_types` type units, and dwz supplementary
+//! files (`.gnu_debugaltlink`); their DIEs are simply not found.
 
+mod functions;
+mod load;
 pub mod locate;
+mod names;
+mod types;
+
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use crate::addr::LinkAddr;
-use crate::elf::Binary;
+use crate::elf::{Binary, Data};
 
 /// A source position.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -39,40 +55,83 @@ pub struct FunctionInfo {
     pub return_type: String,
     pub params: Vec<Param>,
     pub variadic: bool,
+    /// False for functions declared without a prototype (K&R C, assembly): an empty
+    /// parameter list then means "unknown", not `(void)`.
+    pub prototyped: bool,
     /// Where it is declared (`DW_AT_decl_file`/`decl_line`).
     pub decl: Option<SourceLoc>,
 }
 
 impl FunctionInfo {
-    /// The C-style signature, e.g. `int work(int n, const char *name)`.
+    /// The C-style signature, e.g. `int work(int n, const char *name)`, with function
+    /// pointers spelled as C declares them: `void (*signal(int sig, void (*handler)(int)))(int)`.
     pub fn signature(&self) -> String {
         let mut params: Vec<String> = self
             .params
             .iter()
-            .map(|p| match &p.name {
-                Some(n) if p.type_name.ends_with('*') => format!("{}{n}", p.type_name),
-                Some(n) => format!("{} {n}", p.type_name),
-                None => p.type_name.clone(),
-            })
+            .map(|p| declaration(&p.type_name, p.name.as_deref().unwrap_or("")))
             .collect();
         if self.variadic {
             params.push("...".into());
         }
-        if params.is_empty() {
+        if params.is_empty() && self.prototyped {
             params.push("void".into());
         }
-        let sep = if self.return_type.ends_with('*') {
-            ""
-        } else {
-            " "
-        };
-        format!(
-            "{}{sep}{}({})",
-            self.return_type,
-            self.name,
-            params.join(", ")
+        declaration(
+            &self.return_type,
+            &format!("{}({})", self.name, params.join(", ")),
         )
     }
+}
+
+/// A C declaration of `name` with the type spelled `type_name` (as this module spells types):
+/// `int x`, `char *s`, `char buf[16]`, `char *argv[4]`, `int (*cmp)(const void *, const void *)`.
+/// The name goes where C's declarator syntax puts it: inside the first `(*` group before its
+/// `)` or `[`, else before the first array or function suffix, else at the end.
+pub fn declaration(type_name: &str, name: &str) -> String {
+    if name.is_empty() {
+        return type_name.to_owned();
+    }
+    let hole = match [type_name.find("(*"), type_name.find("(&")]
+        .into_iter()
+        .flatten()
+        .min()
+    {
+        Some(open) => type_name[open..]
+            .find([')', '['])
+            .map(|i| open + i)
+            .unwrap_or(type_name.len()),
+        None => type_name
+            .find('[')
+            .or_else(|| {
+                type_name
+                    .ends_with(')')
+                    .then(|| type_name.find('('))
+                    .flatten()
+            })
+            .unwrap_or(type_name.len()),
+    };
+    let (before, after) = type_name.split_at(hole);
+    let sep = if before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '>') {
+        " "
+    } else {
+        ""
+    };
+    format!("{before}{sep}{name}{after}")
+}
+
+/// Where a variable lives, as far as its DWARF says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VariableKind {
+    /// A variable at file or namespace scope (or a class's static member).
+    Global,
+    /// A `static` variable declared inside a function.
+    StaticLocal,
+    /// A formal parameter of a function.
+    Param,
+    /// An automatic variable of a function.
+    Local,
 }
 
 /// What DWARF says about one variable.
@@ -84,6 +143,7 @@ pub struct VariableInfo {
     pub addr: Option<LinkAddr>,
     pub size: Option<u64>,
     pub decl: Option<SourceLoc>,
+    pub kind: VariableKind,
 }
 
 /// The kind of a named type.
@@ -124,20 +184,36 @@ pub struct TypeLayout {
 }
 
 /// DWARF of one module, loaded from `source`.
+///
+/// Loading only maps the file. The sections are read (and decompressed) on the first query,
+/// the name index on the first query by name, and each unit's functions on the first query
+/// by an address inside it. Queries take a lock: gimli's and addr2line's lazily filled
+/// caches are not thread-safe, and queries come from one user at a time anyway.
 pub struct DebugInfo {
     source: PathBuf,
+    data: Data,
+    state: OnceLock<Option<Mutex<load::State>>>,
 }
 
 impl DebugInfo {
     /// Loads DWARF for `binary`: from the file itself when it has `.debug_info`, else from a
     /// separate debug file found under `debug_dirs`. `None` when there is none.
     pub fn load(binary: &Binary, debug_dirs: &[PathBuf]) -> Option<DebugInfo> {
-        let source = if binary.has_dwarf() {
-            binary.path().to_owned()
+        let (source, data) = if binary.has_dwarf() {
+            let path = binary.path().to_owned();
+            // A binary parsed from memory may have no file behind its path; copy its bytes.
+            let data = Data::map(&path).unwrap_or_else(|_| Data::Owned(binary.data().to_vec()));
+            (path, data)
         } else {
-            locate::separate_debug_file(binary, debug_dirs)?
+            let path = locate::separate_debug_file(binary, debug_dirs)?;
+            let data = Data::map(&path).ok()?;
+            (path, data)
         };
-        Some(DebugInfo { source })
+        Some(DebugInfo {
+            source,
+            data,
+            state: OnceLock::new(),
+        })
     }
 
     /// The file the DWARF was read from.
@@ -145,24 +221,66 @@ impl DebugInfo {
         &self.source
     }
 
+    /// Runs `query` on the loaded sections, reading them first if this is the first query.
+    /// `None` when the file's DWARF cannot be read at all.
+    fn with<T>(&self, query: impl FnOnce(&load::State) -> Option<T>) -> Option<T> {
+        let state = self
+            .state
+            .get_or_init(|| load::State::new(&self.data).map(Mutex::new))
+            .as_ref()?;
+        // A panic in an earlier query leaves the caches consistent (they are filled
+        // atomically), so a poisoned lock is still usable.
+        let guard = state.lock().unwrap_or_else(|e| e.into_inner());
+        query(&guard)
+    }
+
     /// The source line of `addr`.
-    pub fn location(&self, _addr: LinkAddr) -> Option<SourceLoc> {
-        None
+    pub fn location(&self, addr: LinkAddr) -> Option<SourceLoc> {
+        self.with(|s| s.location(addr.0))
     }
 
-    /// The function whose code starts at or contains `addr`.
-    pub fn function(&self, _addr: LinkAddr) -> Option<FunctionInfo> {
-        None
+    /// The function whose code starts at or contains `addr`: the outermost function, not
+    /// one inlined into it.
+    pub fn function(&self, addr: LinkAddr) -> Option<FunctionInfo> {
+        self.with(|s| {
+            let die = s.function_die(addr.0)?;
+            functions::function_info(&s.units, die)
+        })
     }
 
-    /// The global or static variable named `name`.
-    pub fn variable(&self, _name: &str) -> Option<VariableInfo> {
-        None
+    /// The parameters (first, in order) and local variables of the function containing
+    /// `addr`, including those in nested blocks but not those of functions inlined into it.
+    pub fn function_variables(&self, addr: LinkAddr) -> Vec<VariableInfo> {
+        self.with(|s| {
+            let die = s.function_die(addr.0)?;
+            Some(functions::function_variables(&s.units, die))
+        })
+        .unwrap_or_default()
+    }
+
+    /// The global or static variable named `name` (`counter`, `ns::Klass::instances`, or
+    /// `func::counter` for a static local).
+    pub fn variable(&self, name: &str) -> Option<VariableInfo> {
+        self.with(|s| {
+            let (die, static_local) = s.names().variable(name)?;
+            functions::variable_info(&s.units, die, name, static_local)
+        })
     }
 
     /// The struct, union, class, enum, typedef or base type named `name` (`struct point`,
-    /// `point` and `enum color` all work).
-    pub fn type_layout(&self, _name: &str) -> Option<TypeLayout> {
-        None
+    /// `point` and `enum color` all work). A typedef's layout carries the size, members and
+    /// enumerators of the type it names, with `target` spelling that type.
+    pub fn type_layout(&self, name: &str) -> Option<TypeLayout> {
+        self.with(|s| {
+            let (kind, die) = s.names().type_named(name)?;
+            types::layout(&s.units, die, kind)
+        })
+    }
+
+    /// The names of all named types, sorted and without duplicates, as [`Self::type_layout`]
+    /// accepts them (`point`, `ns::Klass`, `unsigned long`): for tab completion.
+    pub fn type_names(&self) -> Vec<String> {
+        self.with(|s| Some(s.names().type_names()))
+            .unwrap_or_default()
     }
 }

@@ -10,6 +10,8 @@ mod ehframe;
 mod plt;
 mod scan;
 
+pub use scan::main_from_entry;
+
 use std::collections::BTreeMap;
 
 use object::elf;
@@ -35,6 +37,9 @@ pub enum NameSource {
     Dynsym,
     /// A PLT stub, named from its jump-slot relocation.
     Plt,
+    /// Inferred from code: `_start` at the ELF entry, `main` from the argument `_start` passes
+    /// to `__libc_start_main`.
+    Inferred,
     /// No name anywhere: made up from the address.
     Synthetic,
 }
@@ -45,6 +50,7 @@ impl NameSource {
             NameSource::Symtab => "symtab",
             NameSource::Dynsym => "dynsym",
             NameSource::Plt => "plt",
+            NameSource::Inferred => "inferred",
             NameSource::Synthetic => "synthetic",
         }
     }
@@ -148,6 +154,8 @@ impl Variable {
 pub struct FunctionTable {
     functions: Vec<Function>,
     variables: Vec<Variable>,
+    /// GOT slot address → the imported symbol the dynamic linker writes there.
+    got: std::collections::HashMap<u64, String>,
 }
 
 /// A sink for progress reports during long discovery work.
@@ -184,7 +192,8 @@ impl FunctionTable {
 
         let mut variables = Vec::new();
         read_symbols(&file, binary, &mut cands, &mut variables, &in_code);
-        for (addr, name) in plt::stubs(binary, &file) {
+        let got = plt::got_slot_names(&file);
+        for (addr, name) in plt::stubs(binary, &got) {
             let c = cands.entry(addr.0).or_default();
             c.names.push((name, NameSource::Plt, 0));
             c.found.insert(Found::PLT);
@@ -206,6 +215,12 @@ impl FunctionTable {
                 c.size.get_or_insert(len);
             }
         }
+        if let Some(main) = scan::main_from_entry(binary) {
+            if in_code(main.0) {
+                let c = cands.entry(main.0).or_default();
+                c.names.push(("main".to_owned(), NameSource::Inferred, 0));
+            }
+        }
         if in_code(binary.entry().0) {
             cands
                 .entry(binary.entry().0)
@@ -224,6 +239,7 @@ impl FunctionTable {
         FunctionTable {
             functions,
             variables,
+            got,
         }
     }
 
@@ -233,6 +249,12 @@ impl FunctionTable {
 
     pub fn variables(&self) -> &[Variable] {
         &self.variables
+    }
+
+    /// The imported symbol whose address the GOT slot at `addr` holds (`puts` for the slot a
+    /// `call [rip+...]` to puts reads).
+    pub fn got_slot(&self, addr: LinkAddr) -> Option<&str> {
+        self.got.get(&addr.0).map(String::as_str)
     }
 
     pub fn get(&self, id: FuncId) -> &Function {
@@ -399,7 +421,7 @@ fn finish(binary: &Binary, cands: BTreeMap<u64, Candidate>) -> Vec<Function> {
             // The ELF entry point of a stripped executable is crt1's `_start`; name it so,
             // as disassemblers do, so users can find it without knowing its address.
             None if c.found.contains(Found::ENTRY) => {
-                ("_start".to_owned(), NameSource::Synthetic, false)
+                ("_start".to_owned(), NameSource::Inferred, false)
             }
             None => (format!("sub_{addr:x}"), NameSource::Synthetic, false),
         };

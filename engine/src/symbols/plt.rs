@@ -18,8 +18,7 @@ use crate::elf::Binary;
 pub const STUB_SIZE: u64 = 16;
 
 /// Every PLT stub's start address and `name@plt` name.
-pub fn stubs(binary: &Binary, file: &ElfFile64<'_, Endianness>) -> Vec<(LinkAddr, String)> {
-    let slots = got_slot_names(file);
+pub fn stubs(binary: &Binary, slots: &HashMap<u64, String>) -> Vec<(LinkAddr, String)> {
     if slots.is_empty() {
         return Vec::new();
     }
@@ -58,7 +57,7 @@ pub fn stubs(binary: &Binary, file: &ElfFile64<'_, Endianness>) -> Vec<(LinkAddr
 }
 
 /// GOT slot address → imported symbol name, from the dynamic relocations.
-fn got_slot_names(file: &ElfFile64<'_, Endianness>) -> HashMap<u64, String> {
+pub fn got_slot_names(file: &ElfFile64<'_, Endianness>) -> HashMap<u64, String> {
     let mut slots = HashMap::new();
     let Some(relocs) = file.dynamic_relocations() else {
         return slots;

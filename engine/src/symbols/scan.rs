@@ -2,7 +2,7 @@
 //! names the static functions that `.eh_frame` missed (hand-written assembly, code built with
 //! `-fno-asynchronous-unwind-tables`).
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, OpKind};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 use rayon::prelude::*;
 
 use super::Progress;
@@ -53,4 +53,46 @@ pub fn call_targets(binary: &Binary, progress: &dyn Progress) -> Vec<LinkAddr> {
             targets
         })
         .collect()
+}
+
+/// The address of `main` in an executable, from crt1's `_start`: the first argument it passes
+/// to `__libc_start_main` (`lea rdi, [rip+main]` in PIEs, `mov rdi, main` otherwise).
+pub fn main_from_entry(binary: &Binary) -> Option<LinkAddr> {
+    if !matches!(
+        binary.kind(),
+        crate::elf::BinaryKind::Executable | crate::elf::BinaryKind::PieExecutable
+    ) {
+        return None;
+    }
+    let entry = binary.entry();
+    let bytes = binary.bytes_at(entry, 64)?;
+    let mut decoder = Decoder::with_ip(64, bytes, entry.0, DecoderOptions::NONE);
+    let mut rdi = None;
+    for insn in decoder.iter().take(24) {
+        if insn.is_invalid() {
+            return None;
+        }
+        let writes_rdi = insn.op_count() == 2
+            && insn.op0_kind() == OpKind::Register
+            && matches!(insn.op0_register(), Register::RDI | Register::EDI);
+        if writes_rdi {
+            rdi = match insn.mnemonic() {
+                Mnemonic::Lea if insn.is_ip_rel_memory_operand() => {
+                    Some(insn.ip_rel_memory_address())
+                }
+                Mnemonic::Mov
+                    if insn.op1_kind() != OpKind::Register && insn.op1_kind() != OpKind::Memory =>
+                {
+                    Some(insn.immediate(1))
+                }
+                _ => None,
+            };
+        }
+        match insn.flow_control() {
+            FlowControl::Call | FlowControl::IndirectCall => return rdi.map(LinkAddr),
+            FlowControl::Next => {}
+            _ => return None,
+        }
+    }
+    None
 }

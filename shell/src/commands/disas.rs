@@ -83,6 +83,7 @@ fn disas(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                     0 => v.display_name().to_owned(),
                     off => format!("{}+{off:#x}", v.display_name()),
                 })
+                .or_else(|| table.got_slot(a).map(|name| format!("{name}@got")))
         })
     };
     let lines = disassemble(bytes, range.start, max, &name_of);

@@ -28,13 +28,14 @@ NAME may be MODULE!NAME or an address 0xADDR (the function containing it).",
     examples: &[
         ("whatis main", ""),
         ("whatis libc.so.6!malloc", ""),
-        ("whatis 'struct point'", "a type's layout"),
+        ("whatis struct point", "a type's layout"),
     ],
     run: whatis,
 };
 
 fn whatis(ctx: &mut Context, args: &mut Args) -> Result<Output> {
-    let name = args.positionals(1, 1)?.remove(0);
+    // `whatis struct point` and `whatis unsigned long` name one thing in several words.
+    let name = args.positionals(1, 4)?.join(" ");
     ctx.session.main()?;
     let (module, bare) = match name.split_once('!') {
         Some((m, n)) => (Some(m), n.to_owned()),
@@ -133,7 +134,6 @@ fn function_record(ctx: &Context, r: FuncRef) -> Record {
             Cell::List(f.found.names().into_iter().map(str::to_owned).collect()),
         ),
     ]);
-    fields.extend(metric_fields(ctx, r));
     match module.debug_info() {
         Some(debug) => {
             let info = debug.function(f.addr);
@@ -146,13 +146,11 @@ fn function_record(ctx: &Context, r: FuncRef) -> Record {
                 "Source",
                 Cell::opt(debug.location(f.addr).map(|l| l.to_string())),
             ));
-            fields.push((
-                "Debug info",
-                Cell::text(debug.source().display().to_string()),
-            ));
+            fields.push(("Debug info", Cell::text(display_path(debug.source()))));
         }
         None => fields.push(("Debug info", Cell::text("none"))),
     }
+    fields.extend(metric_fields(ctx, r));
     Record {
         title: None,
         fields,
@@ -283,4 +281,14 @@ fn type_record(t: &TypeLayout) -> Record {
         fields,
         table,
     }
+}
+
+/// `path` relative to the current directory when it lies below it, as users typed it.
+fn display_path(path: &std::path::Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok())
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }

@@ -1,0 +1,152 @@
+//! Checker tests: the diagnostics users see, rendered, and the types C's rules give.
+
+use super::check_source;
+use super::diag::render_all;
+use super::env::{MapEnv, PointInfo, PointKind, VarPlace};
+use super::types::{common_type, Field, FnSig, IntKind, StructLayout, Type};
+
+fn env() -> MapEnv {
+    let mut e = MapEnv::default()
+        .var("count", Type::LONG, VarPlace::Absolute(0x1000))
+        .var("ratio", Type::Double, VarPlace::Absolute(0x1008))
+        .var("name", Type::char_ptr(), VarPlace::Absolute(0x1010))
+        .var(
+            "node",
+            Type::ptr(Type::Struct {
+                name: "node".into(),
+                size: 16,
+            }),
+            VarPlace::Absolute(0x1018),
+        )
+        .func(
+            "printf",
+            0x2000,
+            FnSig {
+                ret: Type::INT,
+                params: Some(vec![Type::char_ptr()]),
+                variadic: true,
+            },
+        );
+    e.structs.push(StructLayout {
+        name: "node".into(),
+        size: 16,
+        fields: vec![
+            Field {
+                name: "value".into(),
+                offset: 0,
+                ty: Type::LONG,
+            },
+            Field {
+                name: "next".into(),
+                offset: 8,
+                ty: Type::ptr(Type::Struct {
+                    name: "node".into(),
+                    size: 16,
+                }),
+            },
+        ],
+    });
+    e.point = PointInfo {
+        kind: PointKind::Entry,
+        function: "main".into(),
+        ..PointInfo::default()
+    };
+    e
+}
+
+fn errors(src: &str) -> String {
+    let (p, d) = check_source(src, &env());
+    assert!(p.is_none(), "{src} should not check");
+    render_all(&d, src)
+}
+
+#[test]
+fn unknown_names_suggest_the_closest() {
+    assert_eq!(
+        errors("cuont++;"),
+        "error: unknown name `cuont`\n  |\n1 | cuont++;\n  | ^^^^^ did you mean `count`?\n"
+    );
+}
+
+#[test]
+fn return_outside_exits() {
+    let e = errors("count = $return;");
+    assert!(
+        e.contains("`$return` is only available at exit points"),
+        "{e}"
+    );
+    assert!(e.contains("        ^^^^^^^"), "{e}");
+}
+
+#[test]
+fn type_errors() {
+    assert!(errors("name + ratio;").contains("cannot add a pointer and a double"));
+    assert!(errors("count = ratio % 2;").contains("`%` needs integers, not `double`"));
+    assert!(errors("count();").contains("`count` is a variable of type `long`, not a function"));
+    assert!(errors("printf();").contains("takes at least 1 argument"));
+    assert!(errors("count = name;").contains("cannot use `char *` as `long`"));
+    assert!(errors("node->vaule = 1;").contains("did you mean `value`?"));
+    assert!(errors("node.value = 1;").contains("use `->` on a pointer"));
+    assert!(errors("$7 = 1;").contains("`$7` does not exist"));
+    assert!(errors("$fucntion;").contains("did you mean `$function`?"));
+}
+
+#[test]
+fn all_errors_are_reported_at_once() {
+    let (_, d) = check_source("a = 1; b = 2; count++;", &env());
+    assert_eq!(d.len(), 2);
+}
+
+#[test]
+fn well_typed_snippets_check() {
+    for src in [
+        "count++;",
+        "printf(\"%s %ld %f\\n\", $function, count, ratio);",
+        "node->next->value += 1; count = node->value;",
+        "if (name && *name == 'a') count = sizeof(struct node);",
+        "ratio = count / 3.0; count = ratio > 1 ? 1 : 2;",
+        "(void)printf(\"x\");",
+    ] {
+        let (p, d) = check_source(src, &env());
+        assert!(p.is_some(), "{}", render_all(&d, src));
+    }
+}
+
+#[test]
+fn usual_arithmetic_conversions() {
+    use IntKind::*;
+    let t = |a, b| common_type(&Type::Int(a), &Type::Int(b));
+    assert_eq!(t(Char, Char), Type::INT);
+    assert_eq!(t(Int, UInt), Type::Int(UInt));
+    assert_eq!(t(Long, UInt), Type::LONG);
+    assert_eq!(t(Long, ULong), Type::ULONG);
+    assert_eq!(t(UShort, Short), Type::INT);
+    assert_eq!(common_type(&Type::Double, &Type::ULONG), Type::Double);
+}
+
+#[test]
+fn statements_without_effect_warn_but_compile() {
+    let (p, d) = check_source("count + 1;", &env());
+    assert!(p.is_some());
+    assert_eq!(d.len(), 1);
+    assert!(!d[0].is_error());
+    assert!(render_all(&d, "count + 1;").starts_with("warning: this statement has no effect"));
+}
+
+#[test]
+fn declarations_evaluate_constant_initializers() {
+    let d = super::declare("long n = 6 * 7", &env()).expect("declares");
+    assert_eq!((d.name.as_str(), &d.ty), ("n", &Type::LONG));
+    assert_eq!(d.init, 42i64.to_le_bytes());
+    let d = super::declare("double r = 1 / 4.0", &env()).expect("declares");
+    assert_eq!(d.init, 0.25f64.to_le_bytes());
+    let d = super::declare("unsigned char b = -1", &env()).expect("declares");
+    assert_eq!(d.init, [255]);
+    let d = super::declare("char *p", &env()).expect("declares");
+    assert_eq!(d.init, [0; 8]);
+    let e = super::declare("long n = count", &env()).expect_err("not constant");
+    assert!(render_all(&e, "long n = count").contains("cannot read variables"));
+    assert!(super::declare("long n = \"x\"", &env()).is_err());
+    assert!(super::declare("struct node n", &env()).is_err());
+    assert!(super::declare("long", &env()).is_err());
+}

@@ -1,0 +1,189 @@
+//! The checked program: a typed tree in which every name is resolved to storage, every
+//! implicit C conversion is an explicit [`ExprKind::Convert`], and both operands of an
+//! arithmetic operator have the operator's type. The code generator lowers it directly (it is
+//! straight-line code with branches, so a tree is the simplest IR), and the reference
+//! interpreter runs it; neither needs to know C's conversion rules.
+
+use super::types::Type;
+
+/// A checked snippet.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Program {
+    pub stmts: Vec<Stmt>,
+    /// String literals, in the order [`ExprKind::Str`] indexes them; NUL-terminated by codegen.
+    pub strings: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// Evaluated for its side effects; the value is dropped.
+    Expr(Expr),
+    /// `cond` is a scalar: true when not zero (for doubles: not `0.0`, so NaN is true).
+    If(Expr, Vec<Stmt>, Vec<Stmt>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub ty: Type,
+}
+
+/// Where a value lives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlaceKind {
+    /// A fixed runtime address.
+    Absolute(u64),
+    /// A byte offset into the saved-register block.
+    Saved(u32),
+    /// `*(ptr + offset)`, `ptr` a pointer-typed expression.
+    Deref(Box<Expr>, i64),
+}
+
+/// An lvalue: storage of type `ty`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Place {
+    pub kind: PlaceKind,
+    pub ty: Type,
+}
+
+/// Arithmetic on two operands of the expression's type (an integer type of rank `int` or
+/// more, or `double`). For shifts, the count was converted to the left operand's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+/// A comparison of two operands of the same type (integer, double or pointer); yields `int`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryOp {
+    /// Two's-complement (or IEEE) negation of an operand of the expression's type.
+    Neg,
+    /// `~`, on an operand of the expression's (integer) type.
+    BitNot,
+    /// `!`: 1 when the scalar operand is zero, else 0; yields `int`.
+    Not,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// An integer or pointer constant, already wrapped to the expression's type.
+    Int(u64),
+    Float(f64),
+    /// The address of string literal number N.
+    Str(usize),
+    /// The value stored in a place.
+    Load(Box<Place>),
+    /// The address of a place.
+    AddrOf(Box<Place>),
+    /// Stores `value` (of the place's type) into the place and yields it. The place's address
+    /// is computed first, once; [`ExprKind::Current`] inside `value` reads the place.
+    Assign {
+        place: Box<Place>,
+        value: Box<Expr>,
+    },
+    /// Inside an `Assign`'s value: the place's value, read when evaluation reaches it.
+    Current,
+    /// `++`/`--`: adds `delta` (already scaled for pointers, `±1.0` for doubles) to the place;
+    /// yields the old value when `post`, the new one otherwise.
+    IncDec {
+        place: Box<Place>,
+        delta: i64,
+        post: bool,
+    },
+    Unary(UnaryOp, Box<Expr>),
+    Arith(ArithOp, Box<Expr>, Box<Expr>),
+    Compare(CmpOp, Box<Expr>, Box<Expr>),
+    /// `ptr + index * scale` with `index` a `long`.
+    PtrAdd(Box<Expr>, Box<Expr>, u64),
+    /// `(a - b) / scale` of two pointers; yields `long`.
+    PtrDiff(Box<Expr>, Box<Expr>, u64),
+    /// Short-circuit `&&` and `||` of scalars; yield `int` 0 or 1.
+    LogAnd(Box<Expr>, Box<Expr>),
+    LogOr(Box<Expr>, Box<Expr>),
+    /// `c ? a : b`; `a` and `b` already have the expression's type.
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// Converts the operand to the expression's type.
+    Convert(Box<Expr>),
+    /// Calls the function at `addr`; arguments already converted (and promoted for `...`).
+    Call {
+        addr: u64,
+        args: Vec<Expr>,
+    },
+    /// The calling thread's id (`gettid`).
+    Tid,
+}
+
+impl Expr {
+    pub fn new(kind: ExprKind, ty: Type) -> Expr {
+        Expr { kind, ty }
+    }
+
+    pub fn int(value: u64, ty: Type) -> Expr {
+        Expr::new(ExprKind::Int(value), ty)
+    }
+
+    /// Does evaluating this have effects beyond computing a value?
+    pub fn has_effects(&self) -> bool {
+        use ExprKind::*;
+        match &self.kind {
+            Int(_) | Float(_) | Str(_) | Current | Tid => false,
+            Assign { .. } | IncDec { .. } | Call { .. } => true,
+            Load(p) | AddrOf(p) => p.has_effects(),
+            Unary(_, a) | Convert(a) => a.has_effects(),
+            Arith(_, a, b)
+            | Compare(_, a, b)
+            | PtrAdd(a, b, _)
+            | PtrDiff(a, b, _)
+            | LogAnd(a, b)
+            | LogOr(a, b) => a.has_effects() || b.has_effects(),
+            Cond(c, a, b) => c.has_effects() || a.has_effects() || b.has_effects(),
+        }
+    }
+}
+
+impl Place {
+    pub fn has_effects(&self) -> bool {
+        match &self.kind {
+            PlaceKind::Deref(p, _) => p.has_effects(),
+            _ => false,
+        }
+    }
+}
+
+/// Wraps an integer to the width and signedness of `ty`, as the 64-bit value a register holds
+/// (sign- or zero-extended). Pointers and doubles are left alone.
+pub fn wrap(value: u64, ty: &Type) -> u64 {
+    match ty {
+        Type::Int(k) => {
+            let bits = k.size() * 8;
+            if bits == 64 {
+                value
+            } else if k.signed() {
+                let shift = 64 - bits;
+                (((value << shift) as i64) >> shift) as u64
+            } else {
+                value & ((1u64 << bits) - 1)
+            }
+        }
+        _ => value,
+    }
+}
