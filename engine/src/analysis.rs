@@ -119,26 +119,34 @@ impl Analysis {
             })
             .collect();
 
+        // Only a function whose CFG was rebuilt can newly turn out never to return: the rest
+        // are unchanged since they were last checked.
+        let mut candidates: Vec<usize> = (0..funcs.len()).collect();
         for _ in 0..MAX_ROUNDS {
-            let fresh: Vec<u64> = cfgs
+            let fresh: Vec<u64> = candidates
                 .par_iter()
-                .zip(funcs.par_iter())
-                .filter(|(c, f)| !noret.contains(&f.addr.0) && never_returns(c, &noret))
-                .map(|(_, f)| f.addr.0)
+                .filter(|&&i| !noret.contains(&funcs[i].addr.0) && never_returns(&cfgs[i], &noret))
+                .map(|&i| funcs[i].addr.0)
                 .collect();
             if fresh.is_empty() {
                 break;
             }
             noret.extend(fresh.iter().copied());
             let fresh: HashSet = fresh.into_iter().collect();
+            // One pass over each block: a call or a tail call to a function now known never
+            // to return means the CFG must be rebuilt without the path past it.
             let redo: Vec<usize> = cfgs
-                .iter()
+                .par_iter()
                 .enumerate()
                 .filter(|(_, c)| {
-                    c.calls().any(|s| s.target.is_some_and(|t| fresh.contains(&t.0)))
-                        || c.blocks.iter().any(|b| {
-                            matches!(b.exit, Some(Exit::TailCall { target }) if fresh.contains(&target.0))
-                        })
+                    c.blocks.iter().any(|b| {
+                        let call = b.call.as_ref().and_then(|s| s.target);
+                        let tail = match b.exit {
+                            Some(Exit::TailCall { target }) => Some(target),
+                            _ => None,
+                        };
+                        call.or(tail).is_some_and(|t| fresh.contains(&t.0))
+                    })
                 })
                 .map(|(i, _)| i)
                 .collect();
@@ -146,6 +154,7 @@ impl Analysis {
                 .par_iter()
                 .map(|&i| (i, build_one(i, &noret)))
                 .collect();
+            candidates = redo;
             for (i, c) in rebuilt {
                 cfgs[i] = c;
             }
