@@ -282,3 +282,85 @@ fn metrics_follow_the_graph() {
     assert!(metrics.cyclomatic >= 4);
     assert_eq!(metrics.max_loop_depth, 3);
 }
+
+const CXX_SOURCE: &str = r#"
+#include <cstdio>
+#include <stdexcept>
+
+__attribute__((noinline)) int thrower(int x) {
+    if (x > 2) throw std::runtime_error("big");
+    return x;
+}
+
+__attribute__((noinline)) int catcher(int x) {
+    try {
+        return thrower(x);
+    } catch (const std::exception &e) {
+        std::puts(e.what());
+        return -1;
+    }
+}
+
+int main(int argc, char **) { return catcher(argc); }
+"#;
+
+#[test]
+fn landing_pads_are_reached_by_catch_edges() {
+    for flags in [&["-O0", "-g"][..], &["-O2", "-g"][..]] {
+        let path = compile("landing", CXX_SOURCE, true, flags);
+        let s = open(&path);
+        let m = s.main().unwrap();
+        let find = |name: &str| {
+            m.functions()
+                .functions()
+                .iter()
+                .find(|f| f.demangled.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("{name} not found"))
+        };
+        let throw_at = m
+            .functions()
+            .by_name("__cxa_throw@plt")
+            .next()
+            .unwrap()
+            .addr;
+        let thrower = m.analysis().function(find("thrower(int)").id);
+        assert!(
+            thrower
+                .cfg
+                .blocks
+                .iter()
+                .any(|b| b.exit == Some(Exit::NoReturnCall { target: throw_at })),
+            "{flags:?}: the throw ends its block"
+        );
+        let catcher = m.analysis().function(find("catcher(int)").id);
+        let begin = m
+            .functions()
+            .by_name("__cxa_begin_catch@plt")
+            .next()
+            .unwrap()
+            .addr;
+        let catch_edges: Vec<_> = catcher
+            .cfg
+            .edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::Catch)
+            .collect();
+        assert!(!catch_edges.is_empty(), "{flags:?}: no catch edge");
+        // The handler's call to __cxa_begin_catch is in the CFG, reached only through a pad.
+        assert!(
+            catcher.cfg.calls().any(|c| c.target == Some(begin)),
+            "{flags:?}: the handler is missing"
+        );
+        // The call to thrower is one that lands.
+        let thrower_at = find("thrower(int)").addr;
+        assert!(
+            catch_edges.iter().any(|e| catcher
+                .cfg
+                .block(e.from)
+                .call
+                .as_ref()
+                .is_some_and(|c| c.target == Some(thrower_at))),
+            "{flags:?}"
+        );
+    }
+}
