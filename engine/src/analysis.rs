@@ -2,17 +2,20 @@
 //! fixpoint, the call graph, and per-function metrics. Runs in parallel with rayon, once per
 //! module, the first time anything asks for a CFG.
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
 use crate::addr::LinkAddr;
 use crate::cfg::build::Context;
+use crate::cfg::landing::LandingPads;
 use crate::cfg::loops::{self, LoopForest};
 use crate::cfg::{self, noreturn, Cfg, Exit};
 use crate::elf::Binary;
 use crate::symbols::{FuncId, FunctionTable, Progress};
+
+/// Function entry addresses, hashed fast: every call site looks its target up.
+type HashSet = foldhash::HashSet<u64>;
 
 /// Rounds of the non-returning fixpoint at the most; real code settles in two or three.
 const MAX_ROUNDS: usize = 8;
@@ -81,7 +84,7 @@ impl Analysis {
     pub fn run(binary: &Binary, table: &FunctionTable, progress: &dyn Progress) -> Analysis {
         let started = Instant::now();
         let funcs = table.functions();
-        let known: HashSet<u64> = funcs
+        let known: HashSet = funcs
             .iter()
             .filter(|f| {
                 noreturn::is_known(&f.name) || f.aliases.iter().any(|a| noreturn::is_known(a))
@@ -92,13 +95,15 @@ impl Analysis {
         let total = funcs.len() as u64;
         let done = std::sync::atomic::AtomicU64::new(0);
         let code = crate::cfg::build::code_ranges(binary);
-        let build_one = |i: usize, noret: &HashSet<u64>| {
+        let landing_pads = LandingPads::read(binary);
+        let build_one = |i: usize, noret: &HashSet| {
             let is_noreturn = |a: LinkAddr| noret.contains(&a.0);
             let ctx = Context {
                 binary,
                 functions: table,
                 is_noreturn: &is_noreturn,
                 code: &code,
+                landing_pads: &landing_pads,
             };
             cfg::build(&ctx, &funcs[i])
         };
@@ -114,26 +119,34 @@ impl Analysis {
             })
             .collect();
 
+        // Only a function whose CFG was rebuilt can newly turn out never to return: the rest
+        // are unchanged since they were last checked.
+        let mut candidates: Vec<usize> = (0..funcs.len()).collect();
         for _ in 0..MAX_ROUNDS {
-            let fresh: Vec<u64> = cfgs
+            let fresh: Vec<u64> = candidates
                 .par_iter()
-                .zip(funcs.par_iter())
-                .filter(|(c, f)| !noret.contains(&f.addr.0) && never_returns(c, &noret))
-                .map(|(_, f)| f.addr.0)
+                .filter(|&&i| !noret.contains(&funcs[i].addr.0) && never_returns(&cfgs[i], &noret))
+                .map(|&i| funcs[i].addr.0)
                 .collect();
             if fresh.is_empty() {
                 break;
             }
             noret.extend(fresh.iter().copied());
-            let fresh: HashSet<u64> = fresh.into_iter().collect();
+            let fresh: HashSet = fresh.into_iter().collect();
+            // One pass over each block: a call or a tail call to a function now known never
+            // to return means the CFG must be rebuilt without the path past it.
             let redo: Vec<usize> = cfgs
-                .iter()
+                .par_iter()
                 .enumerate()
                 .filter(|(_, c)| {
-                    c.calls().any(|s| s.target.is_some_and(|t| fresh.contains(&t.0)))
-                        || c.blocks.iter().any(|b| {
-                            matches!(b.exit, Some(Exit::TailCall { target }) if fresh.contains(&target.0))
-                        })
+                    c.blocks.iter().any(|b| {
+                        let call = b.call.as_ref().and_then(|s| s.target);
+                        let tail = match b.exit {
+                            Some(Exit::TailCall { target }) => Some(target),
+                            _ => None,
+                        };
+                        call.or(tail).is_some_and(|t| fresh.contains(&t.0))
+                    })
                 })
                 .map(|(i, _)| i)
                 .collect();
@@ -141,6 +154,7 @@ impl Analysis {
                 .par_iter()
                 .map(|&i| (i, build_one(i, &noret)))
                 .collect();
+            candidates = redo;
             for (i, c) in rebuilt {
                 cfgs[i] = c;
             }
@@ -239,7 +253,7 @@ impl Analysis {
 }
 
 /// True when every way out of the function is a trap or a call that never returns.
-fn never_returns(cfg: &Cfg, noret: &HashSet<u64>) -> bool {
+fn never_returns(cfg: &Cfg, noret: &HashSet) -> bool {
     let mut saw_exit = false;
     for b in &cfg.blocks {
         match &b.exit {

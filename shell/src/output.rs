@@ -122,6 +122,9 @@ pub enum Output {
     Record(Record),
     /// Free text (`echo`, `help`).
     Text(String),
+    /// Several parts shown one after another (`cfg`: a summary, its blocks, its edges); in
+    /// JSON one object with a key per part.
+    Sections(Vec<(&'static str, Output)>),
     /// Nothing to show; `{}` in JSON so every command still prints one document.
     Nothing,
 }
@@ -165,6 +168,12 @@ pub fn render_text(out: &Output, style: Style) -> String {
         Output::Table(t) => render_table(t, style),
         Output::Record(r) => render_record(r, style),
         Output::Text(t) => t.clone(),
+        Output::Sections(parts) => parts
+            .iter()
+            .map(|(_, part)| render_text(part, style))
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n"),
         Output::Nothing => String::new(),
     };
     if !s.is_empty() && !s.ends_with('\n') {
@@ -175,7 +184,11 @@ pub fn render_text(out: &Output, style: Style) -> String {
 
 /// Renders `out` as one JSON document on one line.
 pub fn render_json(out: &Output) -> String {
-    let v = match out {
+    json_value(out).to_string()
+}
+
+fn json_value(out: &Output) -> Value {
+    match out {
         Output::Table(t) => {
             let mut m = Map::new();
             if let Some(title) = &t.title {
@@ -198,9 +211,14 @@ pub fn render_json(out: &Output) -> String {
             Value::Object(m)
         }
         Output::Text(t) => json!({ "text": t }),
+        Output::Sections(parts) => Value::Object(
+            parts
+                .iter()
+                .map(|(key, part)| ((*key).to_owned(), json_value(part)))
+                .collect(),
+        ),
         Output::Nothing => json!({}),
-    };
-    v.to_string()
+    }
 }
 
 fn new_table(style: Style) -> comfy_table::Table {

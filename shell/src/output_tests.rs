@@ -101,3 +101,24 @@ fn empty_table_prints_only_title_and_note() {
         "0 functions\n(none)\n"
     );
 }
+
+#[test]
+fn sections_print_in_order_and_nest_in_json() {
+    let head = Output::Record(Record {
+        title: None,
+        fields: vec![("Function", Cell::text("main"))],
+        table: None,
+    });
+    let mut edges = Table::new(vec!["From", "To", "Kind"]).with_title("1 edges");
+    edges.rows.push(vec![
+        Cell::Addr(0x10),
+        Cell::Addr(0x20),
+        Cell::text("taken"),
+    ]);
+    let out = Output::Sections(vec![("function", head), ("edges", Output::Table(edges))]);
+    let text = render_text(&out, Style::PLAIN);
+    assert!(text.starts_with("  Function  main\n\n1 edges\n"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&render_json(&out)).unwrap();
+    assert_eq!(v["function"]["function"], "main");
+    assert_eq!(v["edges"]["rows"][0]["to"], "0x20");
+}

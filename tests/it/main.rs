@@ -2,6 +2,7 @@
 //! engine's function discovery graded against `nm`/`objdump`/`.symtab`, bad input, and gsh
 //! end to end (script tests and command-line behaviour).
 
+mod analysis;
 mod architecture;
 mod bad_input;
 mod cli;

@@ -16,7 +16,15 @@ use crate::command::run_tool;
 use crate::paths::{mutatee_source_dir, target_dir};
 
 /// Every mutatee program, by name (the source file's stem).
-pub const MUTATEES: &[&str] = &["basic", "loops", "noreturn", "tailcall", "threads", "cxx"];
+pub const MUTATEES: &[&str] = &[
+    "basic",
+    "loops",
+    "noreturn",
+    "tailcall",
+    "threads",
+    "cxx",
+    "irreducible",
+];
 
 /// Every mutatee shared library, by name. Names starting with `lib` build with
 /// `-shared -fPIC` into `NAME-VARIANT.so`; they have no PIE or non-PIE variants.

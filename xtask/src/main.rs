@@ -6,7 +6,10 @@
 //!   `/usr/lib/debug/.build-id/`. Defaults to the mutatees' O2 builds (programs and
 //!   libraries) and libc.
 //! - `open-time FILE [--runs N]`: how long `Binary::open` and `FunctionTable::build` take.
+//! - `bench-analysis [FILE] [--runs N]`: the whole-module analysis's median time and peak
+//!   memory, against `objdump -d` (default FILE: gcc 12's `cc1`). Run it with `--release`.
 
+mod bench;
 mod coverage;
 mod timing;
 
@@ -16,7 +19,9 @@ const USAGE: &str = "usage: cargo run -p xtask -- TASK
 tasks:
   stripped-coverage [BINARY...]   function starts found in stripped copies (default: the
                                   mutatees' O2 builds and libc.so.6)
-  open-time FILE [--runs N]       time Binary::open and FunctionTable::build (default 5 runs)";
+  open-time FILE [--runs N]       time Binary::open and FunctionTable::build (default 5 runs)
+  bench-analysis [FILE] [--runs N]   whole-module analysis time and peak RSS against
+                                  objdump -d (default: gcc 12's cc1, 3 runs; use --release)";
 
 fn main() {
     if let Err(e) = run() {
@@ -34,6 +39,9 @@ fn run() -> Result<()> {
     match task.as_str() {
         "stripped-coverage" => coverage::run(rest),
         "open-time" => timing::run(rest),
+        "bench-analysis" => bench::run(rest),
+        // Run by bench-analysis, once per measured run, so each has its own peak RSS.
+        "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -1,9 +1,10 @@
 //! Building one function's CFG: recursive traversal from the entry, then block formation.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 
+use super::landing::LandingPads;
 use super::{jumptable, Block, BlockId, CallSite, Cfg, Edge, EdgeKind, Exit, JumpTable};
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
@@ -13,6 +14,11 @@ use crate::symbols::{Function, FunctionTable};
 /// misidentified function cannot make analysis run away.
 const MAX_INSNS: usize = 200_000;
 
+/// The decoded instructions of a function, by address. A hash map with a fast hasher: for a
+/// module the size of cc1 these lookups, one or more per instruction, were most of the
+/// analysis's time in a `BTreeMap`.
+pub(super) type Insns = foldhash::HashMap<u64, Instruction>;
+
 /// What a CFG build needs besides the function itself.
 pub struct Context<'a> {
     pub binary: &'a Binary,
@@ -21,6 +27,8 @@ pub struct Context<'a> {
     pub is_noreturn: &'a (dyn Fn(LinkAddr) -> bool + Sync),
     /// The executable sections' `(start, end)` ranges, sorted: see [`code_ranges`].
     pub code: &'a [(u64, u64)],
+    /// Where calls that throw land.
+    pub landing_pads: &'a LandingPads,
 }
 
 /// The `(start, end)` of every executable section of `binary`, sorted by address.
@@ -86,8 +94,13 @@ pub fn build(ctx: &Context<'_>, func: &Function) -> Cfg {
     let mut b = Builder {
         ctx,
         func,
-        insns: BTreeMap::new(),
-        starts: BTreeSet::new(),
+        // Sized for the function's own bytes (about 4 per instruction, a block every 16 or
+        // so), so the maps rarely grow: rehashing showed in profiles.
+        insns: Insns::with_capacity_and_hasher(capacity(func.size / 4), Default::default()),
+        starts: foldhash::HashSet::with_capacity_and_hasher(
+            capacity(func.size / 16),
+            Default::default(),
+        ),
         work: vec![func.addr.0],
         tables: BTreeMap::new(),
         unresolved: Vec::new(),
@@ -97,11 +110,17 @@ pub fn build(ctx: &Context<'_>, func: &Function) -> Cfg {
     b.finish()
 }
 
+/// A map capacity for `n` expected entries, bounded so a bogus size cannot allocate much.
+fn capacity(n: u64) -> usize {
+    n.clamp(4, MAX_INSNS as u64) as usize
+}
+
 struct Builder<'a, 'c> {
     ctx: &'a Context<'c>,
     func: &'a Function,
-    insns: BTreeMap<u64, Instruction>,
-    starts: BTreeSet<u64>,
+    insns: Insns,
+    /// Addresses where a block must start (branch targets, fall-throughs, the entry).
+    starts: foldhash::HashSet<u64>,
     work: Vec<u64>,
     tables: BTreeMap<u64, JumpTable>,
     unresolved: Vec<LinkAddr>,
@@ -125,6 +144,12 @@ impl Builder<'_, '_> {
                     || other.addr.0 == target && other.name.ends_with(".cold")
             }
         }
+    }
+
+    /// The landing pad, in this function, of the call at `addr`.
+    fn landing_pad(&self, addr: u64) -> Option<u64> {
+        let pad = self.ctx.landing_pads.for_call(LinkAddr(addr))?.0;
+        self.is_local(pad).then_some(pad)
     }
 
     fn push_start(&mut self, addr: u64) {
@@ -179,6 +204,9 @@ impl Builder<'_, '_> {
                         if !noreturn {
                             self.push_start(next);
                         }
+                        if let Some(pad) = self.landing_pad(addr) {
+                            self.push_start(pad);
+                        }
                     }
                     Flow::Ret | Flow::Trap => {}
                 }
@@ -208,7 +236,8 @@ impl Builder<'_, '_> {
     fn finish(self) -> Cfg {
         let mut blocks = Vec::new();
         let mut last_flow = Vec::new();
-        let starts: Vec<u64> = self.starts.iter().copied().collect();
+        let mut starts: Vec<u64> = self.starts.iter().copied().collect();
+        starts.sort_unstable();
         for &start in &starts {
             let mut addr = start;
             let mut count = 0u32;
@@ -305,6 +334,9 @@ impl Builder<'_, '_> {
                         });
                     } else {
                         edge(next, EdgeKind::CallFallThrough, block);
+                    }
+                    if let Some(pad) = self.landing_pad(last) {
+                        edge(pad, EdgeKind::Catch, block);
                     }
                 }
                 Flow::Ret => block.exit = Some(Exit::Return),

@@ -12,10 +12,11 @@
 //! The table's length comes from the guarding `cmp i, N` + `ja`/`jae` before it; without one,
 //! entries are read while they point into the function.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use iced_x86::{FlowControl, Instruction, Mnemonic, OpKind, Register};
 
+use super::build::Insns;
 use super::JumpTable;
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
@@ -72,6 +73,14 @@ impl Lin {
                 .map(|&(s, c)| (s, c.wrapping_mul(by)))
                 .collect(),
         }
+    }
+
+    /// The constant of `konst + stride·(index)`, when every symbol's coefficient is a multiple
+    /// of `stride`: the table's address. The index may be a sum of several symbols: for
+    /// `switch (v % 12)` gcc computes `v - 12·(v / 12)`.
+    fn table_base(&self, stride: i64) -> Option<i64> {
+        (!self.terms.is_empty() && self.terms.iter().all(|&(_, c)| c % stride == 0))
+            .then_some(self.konst)
     }
 
     /// `konst + scale·s` with a single symbol, if that is the form.
@@ -241,14 +250,17 @@ impl Eval {
 pub fn resolve(
     binary: &Binary,
     func: &Function,
-    insns: &BTreeMap<u64, Instruction>,
+    insns: &Insns,
     jump: &Instruction,
 ) -> Option<JumpTable> {
     // The straight-line run of instructions that falls into the jump, oldest first.
     let mut run = vec![*jump];
     let mut at = jump.ip();
     while run.len() < LOOKBACK {
-        let Some((_, prev)) = insns.range(..at).next_back() else {
+        // The instruction ending at `at`: x86 instructions are 1 to 15 bytes long.
+        let Some(prev) =
+            (1..=15u64).find_map(|k| insns.get(&at.wrapping_sub(k)).filter(|i| i.next_ip() == at))
+        else {
             break;
         };
         let falls_in = prev.next_ip() == at
@@ -319,10 +331,9 @@ fn match_shape(eval: &Eval, target: &Lin) -> Option<(u64, u64, Option<u64>)> {
     let Sym::Load { addr, size, signed } = &eval.syms[s as usize] else {
         return None;
     };
-    let (table, _index, scale) = addr.single()?;
-    match (k, *size, *signed, scale) {
-        (0, 8, _, 8) => Some((table as u64, 8, None)),
-        (base, 4, true, 4) if base != 0 => Some((table as u64, 4, Some(base as u64))),
+    match (k, *size, *signed) {
+        (0, 8, _) => Some((addr.table_base(8)? as u64, 8, None)),
+        (base, 4, true) if base != 0 => Some((addr.table_base(4)? as u64, 4, Some(base as u64))),
         _ => None,
     }
 }

@@ -1,4 +1,4 @@
-//! Loops: the dominator tree (petgraph's Cooper–Harvey–Kennedy `simple_fast`), natural loops
+//! Loops: the dominator tree (Cooper–Harvey–Kennedy), natural loops
 //! of back edges, loops sharing a header merged into one, and the nesting tree, named as
 //! Dyninst names them (`loop_1`, `loop_1.1`, ...) in address order of their headers.
 //!
@@ -6,9 +6,6 @@
 //! are reported and no loop is made of it.
 
 use std::collections::{BTreeMap, BTreeSet};
-
-use petgraph::algo::dominators::{simple_fast, Dominators};
-use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::{BlockId, Cfg};
 
@@ -59,55 +56,99 @@ impl LoopForest {
     }
 }
 
+/// Successor and predecessor lists of every block in two flat arrays (compressed sparse rows):
+/// two allocations per function instead of two per block.
+struct Adjacency {
+    succ_start: Vec<u32>,
+    succs: Vec<u32>,
+    pred_start: Vec<u32>,
+    preds: Vec<u32>,
+}
+
+impl Adjacency {
+    fn new(cfg: &Cfg) -> Adjacency {
+        let n = cfg.blocks.len();
+        let pairs = |key: fn(&super::Edge) -> (u32, u32)| {
+            let mut start = vec![0u32; n + 1];
+            for e in &cfg.edges {
+                start[key(e).0 as usize + 1] += 1;
+            }
+            for i in 0..n {
+                start[i + 1] += start[i];
+            }
+            let mut fill = start.clone();
+            let mut out = vec![0u32; cfg.edges.len()];
+            for e in &cfg.edges {
+                let (from, to) = key(e);
+                out[fill[from as usize] as usize] = to;
+                fill[from as usize] += 1;
+            }
+            (start, out)
+        };
+        let (succ_start, succs) = pairs(|e| (e.from.0, e.to.0));
+        let (pred_start, preds) = pairs(|e| (e.to.0, e.from.0));
+        Adjacency {
+            succ_start,
+            succs,
+            pred_start,
+            preds,
+        }
+    }
+
+    fn succs(&self, b: usize) -> &[u32] {
+        &self.succs[self.succ_start[b] as usize..self.succ_start[b + 1] as usize]
+    }
+
+    fn preds(&self, b: usize) -> &[u32] {
+        &self.preds[self.pred_start[b] as usize..self.pred_start[b + 1] as usize]
+    }
+}
+
 /// Finds the loops of `cfg`.
 pub fn find(cfg: &Cfg) -> LoopForest {
     let Some(entry) = cfg.entry_block() else {
         return LoopForest::default();
     };
     let n = cfg.blocks.len();
-    let mut graph = DiGraph::<(), ()>::with_capacity(n, cfg.edges.len());
-    for _ in 0..n {
-        graph.add_node(());
-    }
-    for e in &cfg.edges {
-        graph.add_edge(
-            NodeIndex::new(e.from.0 as usize),
-            NodeIndex::new(e.to.0 as usize),
-            (),
-        );
-    }
-    let root = NodeIndex::new(entry.0 as usize);
-    let doms = simple_fast(&graph, root);
-    let idom = (0..n)
-        .map(|i| {
-            doms.immediate_dominator(NodeIndex::new(i))
-                .map(|d| BlockId(d.index() as u32))
+    let adj = Adjacency::new(cfg);
+    let entry = entry.0 as usize;
+    let (postorder, retreating) = depth_first(&adj, n, entry);
+    let idom_index = dominators(&adj, n, entry, &postorder);
+    let idom = idom_index
+        .iter()
+        .enumerate()
+        .map(|(b, d)| match *d {
+            NONE => None,
+            d if d as usize == b => None,
+            d => Some(BlockId(d)),
         })
         .collect();
-
-    let dominates = |a: usize, b: usize, doms: &Dominators<NodeIndex>| {
-        doms.dominators(NodeIndex::new(b))
-            .is_some_and(|mut it| it.any(|d| d.index() == a))
+    // True when `a` dominates `b`: `a` is on `b`'s chain of immediate dominators.
+    let dominates = |a: usize, b: usize| {
+        let mut x = b;
+        loop {
+            if x == a {
+                return true;
+            }
+            let d = idom_index[x];
+            if d == NONE || d as usize == x {
+                return false;
+            }
+            x = d as usize;
+        }
     };
 
     // Back edges grouped by header; loops sharing a header become one.
     let mut by_header: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut irreducible = Vec::new();
-    for (from, to) in retreating_edges(cfg, entry.0 as usize) {
-        if dominates(to, from, &doms) {
+    for (from, to) in retreating {
+        if dominates(to, from) {
             by_header.entry(to).or_default().push(from);
         } else {
             irreducible.push((BlockId(from as u32), BlockId(to as u32)));
         }
     }
 
-    let preds: Vec<Vec<usize>> = {
-        let mut p = vec![Vec::new(); n];
-        for e in &cfg.edges {
-            p[e.to.0 as usize].push(e.from.0 as usize);
-        }
-        p
-    };
     struct Raw {
         header: usize,
         body: BTreeSet<usize>,
@@ -120,7 +161,7 @@ pub fn find(cfg: &Cfg) -> LoopForest {
             let mut stack: Vec<usize> = latches.clone();
             while let Some(b) = stack.pop() {
                 if body.insert(b) {
-                    stack.extend(preds[b].iter().copied());
+                    stack.extend(adj.preds(b).iter().map(|&p| p as usize));
                 }
             }
             Raw {
@@ -206,14 +247,12 @@ pub fn find(cfg: &Cfg) -> LoopForest {
     }
 }
 
-/// Edges to a block on the current DFS path from the entry (iterative, so deep CFGs cannot
-/// overflow the stack).
-fn retreating_edges(cfg: &Cfg, entry: usize) -> Vec<(usize, usize)> {
-    let n = cfg.blocks.len();
-    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for e in &cfg.edges {
-        succs[e.from.0 as usize].push(e.to.0 as usize);
-    }
+/// Marks an unreachable block in [`dominators`]' result.
+const NONE: u32 = u32::MAX;
+
+/// A depth-first walk from the entry (iterative, so deep CFGs cannot overflow the stack): the
+/// blocks in postorder, and the retreating edges, those to a block on the current path.
+fn depth_first(adj: &Adjacency, n: usize, entry: usize) -> (Vec<u32>, Vec<(usize, usize)>) {
     #[derive(Clone, Copy, PartialEq)]
     enum State {
         New,
@@ -221,26 +260,76 @@ fn retreating_edges(cfg: &Cfg, entry: usize) -> Vec<(usize, usize)> {
         Done,
     }
     let mut state = vec![State::New; n];
-    let mut out = Vec::new();
+    let mut postorder = Vec::with_capacity(n);
+    let mut retreating = Vec::new();
     let mut stack: Vec<(usize, usize)> = vec![(entry, 0)];
     state[entry] = State::OnPath;
     while let Some((node, i)) = stack.pop() {
-        if i < succs[node].len() {
+        let succs = adj.succs(node);
+        if i < succs.len() {
             stack.push((node, i + 1));
-            let s = succs[node][i];
+            let s = succs[i] as usize;
             match state[s] {
                 State::New => {
                     state[s] = State::OnPath;
                     stack.push((s, 0));
                 }
-                State::OnPath => out.push((node, s)),
+                State::OnPath => retreating.push((node, s)),
                 State::Done => {}
             }
         } else {
             state[node] = State::Done;
+            postorder.push(node as u32);
         }
     }
-    out.sort_unstable();
-    out.dedup();
-    out
+    retreating.sort_unstable();
+    retreating.dedup();
+    (postorder, retreating)
+}
+
+/// Immediate dominators by Cooper, Harvey and Kennedy's "A Simple, Fast Dominance Algorithm",
+/// over dense block indices: the entry is its own, unreachable blocks get [`NONE`].
+/// (petgraph's `simple_fast` computes the same but keys its tables by hashing, which made it
+/// most of the loop analysis's time on large binaries.)
+fn dominators(adj: &Adjacency, n: usize, entry: usize, postorder: &[u32]) -> Vec<u32> {
+    let mut po_index = vec![NONE; n];
+    for (i, &b) in postorder.iter().enumerate() {
+        po_index[b as usize] = i as u32;
+    }
+    let mut idom = vec![NONE; n];
+    idom[entry] = entry as u32;
+    let intersect = |idom: &[u32], mut a: u32, mut b: u32| {
+        while a != b {
+            while po_index[a as usize] < po_index[b as usize] {
+                a = idom[a as usize];
+            }
+            while po_index[b as usize] < po_index[a as usize] {
+                b = idom[b as usize];
+            }
+        }
+        a
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        // Reverse postorder, skipping the entry (last in postorder).
+        for &b in postorder.iter().rev().skip(1) {
+            let mut new = NONE;
+            for &p in adj.preds(b as usize) {
+                if idom[p as usize] == NONE {
+                    continue;
+                }
+                new = if new == NONE {
+                    p
+                } else {
+                    intersect(&idom, p, new)
+                };
+            }
+            if new != NONE && idom[b as usize] != new {
+                idom[b as usize] = new;
+                changed = true;
+            }
+        }
+    }
+    idom
 }

@@ -7,6 +7,7 @@
 
 pub mod build;
 mod jumptable;
+pub mod landing;
 pub mod loops;
 pub mod noreturn;
 
@@ -31,6 +32,8 @@ pub enum EdgeKind {
     CallFallThrough,
     /// One target of a resolved jump table.
     JumpTable,
+    /// From a call that may throw to its exception landing pad (a `catch` or a cleanup).
+    Catch,
 }
 
 impl EdgeKind {
@@ -40,6 +43,7 @@ impl EdgeKind {
             EdgeKind::Taken => "taken",
             EdgeKind::CallFallThrough => "call-ft",
             EdgeKind::JumpTable => "jump-table",
+            EdgeKind::Catch => "catch",
         }
     }
 }

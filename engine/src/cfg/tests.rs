@@ -1,5 +1,9 @@
 //! CFG, jump-table, non-returning and loop tests on code compiled by gcc at test time.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
 use crate::addr::LinkAddr;
 use crate::analysis::FunctionAnalysis;
 use crate::cfg::{EdgeKind, Exit};
@@ -49,6 +53,28 @@ __attribute__((noinline)) int sw(int c) {
     }
 }
 
+/* The index is computed, `v - 12*(v/12)`, so its symbolic form has several terms. */
+__attribute__((noinline)) int swmod(int v) {
+    int r;
+    switch (v % 12) {
+    case 0: r = leaf(v); break;
+    case 1: r = v + 23; break;
+    case 2: r = v * 37; break;
+    case 3: r = v ^ 41; break;
+    case 4: r = v - 53; break;
+    case 5: r = leaf(v) + 67; break;
+    case 6: r = v << 3; break;
+    case 7: r = v / 3 + 83; break;
+    case 8: r = v % 5 + 97; break;
+    case 9: r = -v; break;
+    case 10: r = v | 113; break;
+    case 11: r = v & 127; break;
+    default: r = -1; break;
+    }
+    sink = r;
+    return r;
+}
+
 __attribute__((noinline, noreturn)) void die(const char *why) {
     fprintf(stderr, "%s\n", why);
     exit(3);
@@ -63,12 +89,21 @@ __attribute__((noinline)) int tail(int x) { return leaf(x * 3); }
 
 int main(int argc, char **argv) {
     (void)argv;
-    return nested(argc) + siblings(argc) + sw(argc) + checked(argc) + tail(argc);
+    return nested(argc) + siblings(argc) + sw(argc) + swmod(argc) + checked(argc) + tail(argc);
 }
 "#;
 
+/// Opens the test program built with `flags`, compiling it once per process: tests run in
+/// parallel, and two compiles writing the same output file at once would race.
 fn analysed(flags: &[&str]) -> Session {
-    let path = compile("cfg", SOURCE, false, flags);
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let path = {
+        let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+        built
+            .entry(flags.join(" "))
+            .or_insert_with(|| compile("cfg", SOURCE, false, flags))
+            .clone()
+    };
     open(&path)
 }
 
@@ -154,13 +189,13 @@ fn sibling_loops_are_numbered_in_address_order() {
 
 #[test]
 fn switch_jump_table_resolves_every_case() {
-    for flags in VARIANTS {
+    for (flags, name) in VARIANTS.iter().flat_map(|f| [(f, "sw"), (f, "swmod")]) {
         let s = analysed(flags);
-        let (a, addr) = func(&s, "sw");
+        let (a, addr) = func(&s, name);
         assert_eq!(
             a.cfg.jump_tables.len(),
             1,
-            "{flags:?}: {:?}",
+            "{flags:?} {name}: {:?}",
             a.cfg.unresolved
         );
         let table = &a.cfg.jump_tables[0];
@@ -246,4 +281,86 @@ fn metrics_follow_the_graph() {
     );
     assert!(metrics.cyclomatic >= 4);
     assert_eq!(metrics.max_loop_depth, 3);
+}
+
+const CXX_SOURCE: &str = r#"
+#include <cstdio>
+#include <stdexcept>
+
+__attribute__((noinline)) int thrower(int x) {
+    if (x > 2) throw std::runtime_error("big");
+    return x;
+}
+
+__attribute__((noinline)) int catcher(int x) {
+    try {
+        return thrower(x);
+    } catch (const std::exception &e) {
+        std::puts(e.what());
+        return -1;
+    }
+}
+
+int main(int argc, char **) { return catcher(argc); }
+"#;
+
+#[test]
+fn landing_pads_are_reached_by_catch_edges() {
+    for flags in [&["-O0", "-g"][..], &["-O2", "-g"][..]] {
+        let path = compile("landing", CXX_SOURCE, true, flags);
+        let s = open(&path);
+        let m = s.main().unwrap();
+        let find = |name: &str| {
+            m.functions()
+                .functions()
+                .iter()
+                .find(|f| f.demangled.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("{name} not found"))
+        };
+        let throw_at = m
+            .functions()
+            .by_name("__cxa_throw@plt")
+            .next()
+            .unwrap()
+            .addr;
+        let thrower = m.analysis().function(find("thrower(int)").id);
+        assert!(
+            thrower
+                .cfg
+                .blocks
+                .iter()
+                .any(|b| b.exit == Some(Exit::NoReturnCall { target: throw_at })),
+            "{flags:?}: the throw ends its block"
+        );
+        let catcher = m.analysis().function(find("catcher(int)").id);
+        let begin = m
+            .functions()
+            .by_name("__cxa_begin_catch@plt")
+            .next()
+            .unwrap()
+            .addr;
+        let catch_edges: Vec<_> = catcher
+            .cfg
+            .edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::Catch)
+            .collect();
+        assert!(!catch_edges.is_empty(), "{flags:?}: no catch edge");
+        // The handler's call to __cxa_begin_catch is in the CFG, reached only through a pad.
+        assert!(
+            catcher.cfg.calls().any(|c| c.target == Some(begin)),
+            "{flags:?}: the handler is missing"
+        );
+        // The call to thrower is one that lands.
+        let thrower_at = find("thrower(int)").addr;
+        assert!(
+            catch_edges.iter().any(|e| catcher
+                .cfg
+                .block(e.from)
+                .call
+                .as_ref()
+                .is_some_and(|c| c.target == Some(thrower_at))),
+            "{flags:?}"
+        );
+    }
 }

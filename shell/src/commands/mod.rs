@@ -2,10 +2,15 @@
 //! shapes, help and run function. Dispatch, `help`, tab completion, the man page and the
 //! generated docs all read [`COMMANDS`], so they cannot disagree.
 
+mod analysed;
 mod args;
+mod calls;
+mod cfg;
 mod disas;
 mod files;
+mod loops;
 mod misc;
+mod stats;
 mod symbols;
 mod whatis;
 
@@ -76,6 +81,11 @@ pub static COMMANDS: &[Spec] = &[
     symbols::FIND_VARIABLE,
     whatis::WHATIS,
     disas::DISAS,
+    loops::LOOPS,
+    cfg::CFG,
+    calls::CALLERS,
+    calls::CALLEES,
+    stats::STATS,
     misc::SOURCE,
     misc::ECHO,
     misc::SLEEP,

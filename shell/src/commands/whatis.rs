@@ -6,6 +6,7 @@ use engine::dwarf::TypeLayout;
 use engine::session::is_glob;
 use engine::{Error, FuncRef, ModuleId, NameSource, Variable};
 
+use super::analysed::analysis;
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
@@ -18,7 +19,9 @@ pub const WHATIS: Spec = Spec {
     summary: "describe a function, variable or type",
     help: "Describes NAME. For a function: its demangled and raw names, aliases, address range, \
 size, module, where its name came from and which discovery sources saw it, and, with DWARF, \
-its signature and source position. For a variable: address, size, section, and its type with \
+its signature and source position, and its metrics from the control-flow analysis: \
+instructions, basic blocks, edges, cyclomatic complexity, loops and their deepest nesting, call \
+sites, callers, whether it never returns, and jump tables. For a variable: address, size, section, and its type with \
 DWARF. For a type (DWARF only): the layout of a struct, union or enum with member offsets. \
 When NAME is several things, the function is shown and the others are listed under `Also`. \
 NAME may be MODULE!NAME or an address 0xADDR (the function containing it).",
@@ -147,11 +150,39 @@ fn function_record(ctx: &Context, r: FuncRef) -> Record {
         }
         None => fields.push(("Debug info", Cell::text("none"))),
     }
+    fields.extend(metric_fields(ctx, r));
     Record {
         title: None,
         fields,
         table: None,
     }
+}
+
+/// The function's size and shape, from the whole-module analysis (run now if needed).
+fn metric_fields(ctx: &Context, r: FuncRef) -> Vec<(&'static str, Cell)> {
+    let analysis = analysis(ctx, r.module);
+    let m = analysis.metrics(r.func);
+    let a = analysis.function(r.func);
+    let num = |n: usize| Cell::Num(n as u64);
+    vec![
+        ("Instructions", Cell::Num(m.instructions)),
+        ("Blocks", num(m.blocks)),
+        ("Edges", num(m.edges)),
+        // Every block is reached from the entry, so E ≥ N − 1 and E − N + 2 ≥ 1.
+        (
+            "Cyclomatic complexity",
+            Cell::Num(m.cyclomatic.max(0) as u64),
+        ),
+        ("Loops", num(m.loops)),
+        ("Loop depth", Cell::Num(u64::from(m.max_loop_depth))),
+        ("Call sites", num(m.call_sites)),
+        ("Callers", num(m.callers)),
+        (
+            "Noreturn",
+            Cell::text(if a.noreturn { "yes" } else { "no" }),
+        ),
+        ("Jump tables", num(a.cfg.jump_tables.len())),
+    ]
 }
 
 /// Variables named `name` in `modules`, with their module's name.
