@@ -18,6 +18,8 @@ const MAX_SOURCE_DEPTH: usize = 16;
 /// Everything a command can read or change.
 pub struct Context {
     pub session: Session,
+    /// Declared variables and `at` requests, until `save` writes them out.
+    pub plan: engine::instrument::Plan,
     /// Print one JSON document per command instead of tables.
     pub json: bool,
     pub style: Style,
@@ -39,6 +41,7 @@ impl Context {
     pub fn with_writer(json: bool, style: Style, out: Box<dyn Write>) -> Context {
         Context {
             session: Session::new(),
+            plan: engine::instrument::Plan::default(),
             json,
             style,
             program_args: Vec::new(),
@@ -132,7 +135,14 @@ impl Context {
 }
 
 /// An error as the one line users see after `gsh: `: the context chain, outermost first.
+/// Snippet diagnostics keep their lines, since their caret points under the source line.
 pub fn error_line(e: &anyhow::Error) -> String {
+    let diagnostic = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<engine::instrument::RequestError>(),
+            Some(engine::instrument::RequestError::Snippet(_))
+        )
+    });
     let mut line = String::new();
     for part in e.chain().map(|c| c.to_string()) {
         // Engine errors already print their source (`cannot read x: No such file`); don't
@@ -145,5 +155,9 @@ pub fn error_line(e: &anyhow::Error) -> String {
         }
         line.push_str(&part);
     }
-    line.replace('\n', " ")
+    if diagnostic {
+        line.trim_end().to_owned()
+    } else {
+        line.replace('\n', " ")
+    }
 }

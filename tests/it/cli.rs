@@ -150,3 +150,23 @@ fn help_snippets_prints_the_grammar() {
         .expect("man page");
     assert!(man.contains(".SH SNIPPETS"));
 }
+
+#[test]
+fn snippet_errors_show_the_line_and_a_caret() {
+    let out = gsh_c("declare long calls; at add entry { cals++; }", &basic());
+    out.assert_code(1);
+    let want = "gsh: line 1: in the snippet at add entry (add):\n\
+                error: unknown name `cals`\n  |\n1 | cals++;\n  | ^^^^ did you mean `calls`?\n";
+    assert_eq!(out.stderr, want, "{out}");
+    let out = gsh_c("at add exit { long_gone = $0; }", &basic());
+    out.assert_code(1);
+    assert!(
+        out.stderr.contains("only available at entry points"),
+        "{out}"
+    );
+    let out = gsh_c("at add middle { }", &basic());
+    out.assert_code(1);
+    assert!(out.stderr.contains("is not a point"), "{out}");
+    let out = gsh_c("delete 7", &basic());
+    assert_one_line_error(&out, "no instrumentation with id 7");
+}

@@ -5,3 +5,6 @@
 pub mod env;
 
 pub use env::{Declaration, SessionEnv};
+pub mod request;
+
+pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};

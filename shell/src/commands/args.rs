@@ -92,6 +92,14 @@ impl Args {
             .collect())
     }
 
+    /// All remaining words, unchecked (`at`, `declare`: their own grammar reads them).
+    pub fn rest(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.words)
+            .into_iter()
+            .map(|w| w.text)
+            .collect()
+    }
+
     /// All remaining words, joined by single spaces (`echo`).
     pub fn rest_joined(&mut self) -> String {
         std::mem::take(&mut self.words)

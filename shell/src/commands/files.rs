@@ -54,6 +54,8 @@ fn yes_no(b: bool) -> Cell {
 fn open(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let path = args.positionals(1, 1)?.remove(0);
     let id = ctx.session.open(Path::new(&path))?;
+    // Requests name functions of the file that was open; they do not carry over.
+    ctx.plan = engine::instrument::Plan::default();
     let m = ctx.session.module(id);
     let b = &m.binary;
     Ok(Output::Record(Record {

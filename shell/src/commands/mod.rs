@@ -8,6 +8,7 @@ mod calls;
 mod cfg;
 mod disas;
 mod files;
+mod instrument;
 mod loops;
 mod misc;
 mod stats;
@@ -86,6 +87,10 @@ pub static COMMANDS: &[Spec] = &[
     calls::CALLERS,
     calls::CALLEES,
     stats::STATS,
+    instrument::DECLARE,
+    instrument::AT,
+    instrument::SHOW_INSTRUMENTATION,
+    instrument::DELETE,
     misc::SOURCE,
     misc::ECHO,
     misc::SLEEP,

@@ -1,0 +1,138 @@
+//! Point specs and the plan's checks on a binary compiled at test time.
+
+use super::*;
+use crate::testutil::{compile, open};
+
+const SOURCE: &str = r#"
+#include <stdio.h>
+long total;
+__attribute__((noinline)) int work(int n) { total += n; return n * 2; }
+__attribute__((noinline)) int work_more(int n) { return work(n) + 1; }
+int main(void) {
+    int s = 0;
+    for (int i = 0; i < 3; i++) s += work_more(i);
+    printf("%d\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn point_specs_parse_and_print_back() {
+    for text in [
+        "work entry",
+        "work exit",
+        "main call before",
+        "main call work after",
+        "main loop loop_1 iter-begin",
+        "'parse_*' entry",
+    ] {
+        let words: Vec<&str> = text.split(' ').collect();
+        let spec = PointSpec::parse(&words).unwrap();
+        assert_eq!(spec.to_string(), text);
+    }
+    for bad in [
+        "work",
+        "work middle",
+        "main call work during",
+        "main loop loop_1 sideways",
+    ] {
+        let words: Vec<&str> = bad.split(' ').collect();
+        assert!(PointSpec::parse(&words).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn requests_are_checked_when_made() {
+    let path = compile("instrument-plan", SOURCE, false, &["-O0", "-g"]);
+    let mut session = open(&path);
+    let mut plan = Plan::default();
+    plan.declare(&session, "long count = 0").unwrap();
+    assert!(matches!(
+        plan.declare(&session, "long count"),
+        Err(RequestError::Redeclared(_))
+    ));
+    assert!(plan.declare(&session, "long").is_err());
+
+    let spec = |s: &str| PointSpec::parse(&s.split(' ').collect::<Vec<_>>()).unwrap();
+    let r = plan
+        .add(&mut session, spec("work entry"), None, "count++;".into())
+        .unwrap();
+    assert_eq!((r.id, r.funcs.len()), (1, 1));
+    let r = plan
+        .add(
+            &mut session,
+            spec("work* exit"),
+            Some("$return > 2".into()),
+            "printf(\"%d\\n\", $return);".into(),
+        )
+        .unwrap();
+    assert_eq!((r.id, r.funcs.len()), (2, 2));
+    plan.add(
+        &mut session,
+        spec("main call work_more before"),
+        None,
+        "count += $0;".into(),
+    )
+    .unwrap();
+    plan.add(
+        &mut session,
+        spec("main loop loop_1 iter-begin"),
+        None,
+        "count++;".into(),
+    )
+    .unwrap();
+
+    // Errors name what is wrong.
+    let err = plan
+        .add(
+            &mut session,
+            spec("work call puts before"),
+            None,
+            "count++;".into(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("no call to `puts`"), "{err}");
+    let err = plan
+        .add(&mut session, spec("work entry"), None, "cuont++;".into())
+        .unwrap_err();
+    assert!(err.to_string().contains("did you mean `count`"), "{err}");
+    let err = plan
+        .add(
+            &mut session,
+            spec("work entry"),
+            None,
+            "count = $return;".into(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("$return"), "{err}");
+    let err = plan
+        .add(&mut session, spec("wrok entry"), None, "count++;".into())
+        .unwrap_err();
+    assert!(err.to_string().contains("did you mean `work`"), "{err}");
+    let err = plan
+        .add(
+            &mut session,
+            spec("main loop loop_9 entry"),
+            None,
+            "count++;".into(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("loop_9"), "{err}");
+
+    assert_eq!(plan.delete(2).unwrap().id, 2);
+    assert!(matches!(plan.delete(2), Err(RequestError::UnknownId(2))));
+    assert_eq!(
+        plan.requests.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [1, 3, 4]
+    );
+
+    // Layout: each variable aligned to its size.
+    plan.declare(&session, "char flag").unwrap();
+    plan.declare(&session, "double ratio = 0.5").unwrap();
+    let (vars, size) = plan.layout(0x1000);
+    assert_eq!(
+        vars.iter().map(|v| v.addr).collect::<Vec<_>>(),
+        [0x1000, 0x1008, 0x1010]
+    );
+    assert_eq!(size, 0x18);
+}

@@ -1,0 +1,187 @@
+//! Inserting code: `declare`, `at`, `show instrumentation`, `delete`. Requests are checked
+//! when made (functions resolve, points exist, snippets type-check) and kept in the context's
+//! plan until `save` writes them out.
+
+use anyhow::{anyhow, Result};
+use engine::instrument::PointSpec;
+
+use super::{Args, Complete, Spec};
+use crate::context::Context;
+use crate::output::{Cell, Output, Record, Table};
+
+pub const DECLARE: Spec = Spec {
+    name: "declare",
+    aliases: &[],
+    usage: "TYPE NAME [= INIT]",
+    complete: Complete::Nothing,
+    summary: "make a variable that lives in the instrumented program",
+    help: "Declares a variable for snippets to use: an integer type, `double` or a pointer, \
+with an optional constant initial value (zero otherwise). It lives in the data gsh adds to the \
+program (the rewritten file's new segment, or memory mapped into a live process) and keeps its \
+value across points and calls.",
+    examples: &[
+        ("declare long calls", "a counter, starting at 0"),
+        (
+            "declare double ratio = 1.0 / 3",
+            "an initial value, computed now",
+        ),
+    ],
+    run: declare,
+};
+
+pub const AT: Spec = Spec {
+    name: "at",
+    aliases: &[],
+    usage: "POINT [if (COND)] { SNIPPET }",
+    complete: Complete::Function,
+    summary: "insert a snippet at a point",
+    help: "Inserts SNIPPET (a subset of C: `help snippets`) at POINT, which is `FUNC entry`, \
+`FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
+[CALLEE] before|after` (every call site, or those calling CALLEE), or `FUNC loop LOOP \
+entry|exit|iter-begin|iter-end`. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
+matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
+Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
+at every one of them now.",
+    examples: &[
+        ("at work entry { calls++; }", ""),
+        (
+            "at main exit { printf(\"work ran %ld times\\n\", calls); }",
+            "calls the program's own printf",
+        ),
+        (
+            "at 'parse_*' entry { printf(\"-> %s\\n\", $function); }",
+            "",
+        ),
+        ("at compute exit if ($return < 0) { failures++; }", ""),
+    ],
+    run: at,
+};
+
+pub const SHOW_INSTRUMENTATION: Spec = Spec {
+    name: "show instrumentation",
+    aliases: &[],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "list inserted snippets: id, point, functions, snippet",
+    help: "Lists every `at` request still in place, in the order they were made, and the \
+variables made with `declare`.",
+    examples: &[("show instrumentation", "")],
+    run: show_instrumentation,
+};
+
+pub const DELETE: Spec = Spec {
+    name: "delete",
+    aliases: &["deleteinst", "remove"],
+    usage: "ID...",
+    complete: Complete::Nothing,
+    summary: "remove inserted snippets by id",
+    help: "Removes the instrumentation with each ID (from `at` or `show instrumentation`).",
+    examples: &[("delete 3", ""), ("delete 1 2", "")],
+    run: delete,
+};
+
+fn declare(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let words = args.rest();
+    if words.is_empty() {
+        return Err(args.usage_error("missing declaration"));
+    }
+    ctx.session.main()?;
+    let d = ctx.plan.declare(&ctx.session, &words.join(" "))?;
+    Ok(Output::Record(Record {
+        title: None,
+        fields: vec![
+            ("Declared", Cell::text(d.name.clone())),
+            ("Type", Cell::text(d.ty.to_string())),
+            ("Size", Cell::Num(d.ty.size())),
+        ],
+        table: None,
+    }))
+}
+
+fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let block = args
+        .block
+        .take()
+        .ok_or_else(|| args.usage_error("missing `{ SNIPPET }`"))?;
+    let mut words = args.rest();
+    let mut cond = None;
+    if let Some(i) = words.iter().position(|w| w == "if") {
+        let c = words
+            .get(i + 1)
+            .filter(|c| c.starts_with('(') && c.ends_with(')'))
+            .ok_or_else(|| anyhow!("`if` takes a condition in parentheses: if ($return < 0)"))?;
+        cond = Some(c[1..c.len() - 1].trim().to_owned());
+        if i + 2 != words.len() {
+            return Err(args.usage_error("`if (COND)` goes right before the `{ SNIPPET }`"));
+        }
+        words.truncate(i);
+    }
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    let spec = PointSpec::parse(&refs).map_err(|e| anyhow!(e))?;
+    ctx.session.main()?;
+    let r = ctx
+        .plan
+        .add(&mut ctx.session, spec, cond, block.text.trim().to_owned())?;
+    let n = r.funcs.len();
+    Ok(Output::Record(Record {
+        title: None,
+        fields: vec![
+            ("Instrumentation", Cell::Num(u64::from(r.id))),
+            ("Point", Cell::text(r.spec.to_string())),
+            ("Functions", Cell::Num(n as u64)),
+        ],
+        table: None,
+    }))
+}
+
+fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let mut t = Table::new(vec!["Id", "Point", "Functions", "Condition", "Snippet"]);
+    for r in &ctx.plan.requests {
+        t.rows.push(vec![
+            Cell::Num(u64::from(r.id)),
+            Cell::text(r.spec.to_string()),
+            Cell::Num(r.funcs.len() as u64),
+            Cell::opt(r.cond.clone()),
+            Cell::text(r.body.split_whitespace().collect::<Vec<_>>().join(" ")),
+        ]);
+    }
+    t.title = Some(format!(
+        "{} instrumentation request{}",
+        t.rows.len(),
+        if t.rows.len() == 1 { "" } else { "s" }
+    ));
+    if !ctx.plan.declared.is_empty() {
+        t.note = Some(format!(
+            "declared: {}",
+            ctx.plan
+                .declared
+                .iter()
+                .map(|d| format!("{} {}", d.ty, d.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(Output::Table(t))
+}
+
+fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let ids = args.positionals(1, usize::MAX)?;
+    let ids: Vec<u32> = ids
+        .iter()
+        .map(|s| {
+            s.parse()
+                .map_err(|_| anyhow!("`{s}` is not an instrumentation id"))
+        })
+        .collect::<Result<_>>()?;
+    // All or nothing: check every id before removing any.
+    for id in &ids {
+        if !ctx.plan.requests.iter().any(|r| r.id == *id) {
+            return Err(engine::instrument::RequestError::UnknownId(*id).into());
+        }
+    }
+    for id in ids {
+        ctx.plan.delete(id)?;
+    }
+    Ok(Output::Nothing)
+}
