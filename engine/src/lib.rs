@@ -10,6 +10,8 @@
 //! - [`dwarf`] answers source-level questions (signatures, types, lines) from DWARF, found in the
 //!   file itself or in a separate debug file.
 //! - [`disasm`] decodes instructions for display and analysis.
+//! - [`point`] finds instrumentation points in a function's CFG; [`patch`] inserts snippets
+//!   there through trampolines, via a narrow address-space trait.
 //! - [`session`] ties modules together and resolves the names users type.
 //!
 //! # Naming conventions
@@ -32,6 +34,8 @@ pub mod disasm;
 pub mod dwarf;
 pub mod elf;
 pub mod error;
+pub mod patch;
+pub mod point;
 pub mod session;
 pub mod snippet;
 pub mod symbols;
