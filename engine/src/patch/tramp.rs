@@ -211,6 +211,11 @@ pub fn prologue(plan: &SavePlan, needs: &Needs) -> Result<CodeAssembler, IcedErr
         match v {
             VectorSave::Xsave => {
                 a.lea(rsp, ptr(rsp - XSAVE_AREA))?;
+                // xsave writes only XSTATE_BV of the header; xrstor faults unless the rest
+                // (XCOMP_BV, reserved) is zero, and the stack holds garbage.
+                for k in 0..8 {
+                    a.mov(qword_ptr(rsp + 512 + 8 * k), 0)?;
+                }
                 a.mov(eax, XSAVE_MASK)?;
                 a.mov(edx, 0u32)?;
                 a.xsave64(ptr(rsp))?;

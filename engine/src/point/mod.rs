@@ -153,13 +153,11 @@ pub fn find(module: &Module, func: FuncId, query: &Query) -> Vec<Point> {
     let name_of = |a: LinkAddr| table.at(a).map(|f| f.display_name().to_owned());
     let callee_ok = |target: Option<LinkAddr>| match &query.callee {
         None => true,
-        Some(want) => target
-            .and_then(|t| table.at(t))
-            .is_some_and(|f| {
-                [f.name.as_str(), f.display_name()]
-                    .iter()
-                    .any(|n| n == want || n.strip_suffix("@plt") == Some(want))
-            }),
+        Some(want) => target.and_then(|t| table.at(t)).is_some_and(|f| {
+            [f.name.as_str(), f.display_name()]
+                .iter()
+                .any(|n| n == want || n.strip_suffix("@plt") == Some(want))
+        }),
     };
     let point = |kind, addr: LinkAddr, block, callee: Option<LinkAddr>| Point {
         kind,
