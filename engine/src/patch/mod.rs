@@ -39,6 +39,7 @@ mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::addr::{LinkAddr, RuntimeAddr};
 use crate::point::Point;
@@ -98,11 +99,13 @@ pub struct PatchOptions {
     pub vector: VectorSave,
 }
 
-/// One snippet to insert at one point.
-pub struct Request<'e> {
+/// One snippet to insert at one point. The patcher keeps it, to lay the trampoline out again
+/// when more snippets come to the same site later.
+#[derive(Clone)]
+pub struct Request {
     pub point: Point,
-    pub source: &'e str,
-    pub env: &'e dyn Env,
+    pub source: String,
+    pub env: Arc<dyn Env + Send + Sync>,
 }
 
 /// What happened to one point.
@@ -118,9 +121,13 @@ pub struct PointReport {
 }
 
 /// A site as written.
-#[derive(Clone, Debug)]
 struct Applied {
+    func: FuncId,
     site: Site,
+    /// Every snippet of the site, in insertion order.
+    requests: Vec<Request>,
+    /// The current trampoline (earlier ones are retired, never freed).
+    tramp: RuntimeAddr,
     /// Original bytes, to restore.
     originals: Vec<(RuntimeAddr, Vec<u8>)>,
 }
@@ -132,6 +139,8 @@ pub struct Patcher {
     claimed: Claimed,
     applied: Vec<Applied>,
     map: BTreeMap<u64, (u64, Origin)>,
+    /// What each point's save area holds, by runtime address.
+    saves: HashMap<u64, String>,
 }
 
 impl Patcher {
@@ -143,6 +152,7 @@ impl Patcher {
             claimed: Claimed::default(),
             applied: Vec::new(),
             map: BTreeMap::new(),
+            saves: HashMap::new(),
         }
     }
 
@@ -150,24 +160,49 @@ impl Patcher {
         a.to_runtime(self.bias)
     }
 
-    /// The sites the points would get, without writing anything (for `show points`).
+    /// The applied site whose copied code holds the instruction at `addr`.
+    fn applied_at(&self, addr: LinkAddr) -> Option<usize> {
+        self.applied
+            .iter()
+            .position(|a| a.site.segments.iter().any(|s| s.contains(&addr)))
+    }
+
+    /// The sites the points would get, without writing anything (for `show points`). Points
+    /// inside a site written already are reported with that site.
     pub fn plan(&self, module: &Module, points: &[Point]) -> Vec<Site> {
         let mut by_func: BTreeMap<FuncId, Vec<LinkAddr>> = BTreeMap::new();
+        let mut out: Vec<Site> = Vec::new();
         for p in points {
-            by_func.entry(p.func).or_default().push(p.addr);
+            match self.applied_at(p.addr) {
+                Some(i) => {
+                    let mut s = self.applied[i].site.clone();
+                    s.points = vec![p.addr];
+                    out.push(s);
+                }
+                None => by_func.entry(p.func).or_default().push(p.addr),
+            }
         }
         let mut claimed = self.claimed.clone();
-        let mut out = Vec::new();
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();
+            let func = module.functions().get(f);
             let planner = Planner {
                 binary: &module.binary,
                 table: module.functions(),
-                func: module.functions().get(f),
+                func,
                 cfg: &module.analysis().function(f).cfg,
             };
-            for s in planner.plan(&addrs, &claimed) {
+            let mut outside = Claimed::default();
+            let mut inside = Vec::new();
+            for a in &self.applied {
+                if a.func == f {
+                    inside.extend(a.site.points.iter().copied());
+                } else {
+                    outside.add(&a.site);
+                }
+            }
+            for s in planner.plan(&addrs, &claimed, &outside, &inside) {
                 claimed.add(&s);
                 out.push(s);
             }
@@ -175,15 +210,18 @@ impl Patcher {
         out
     }
 
-    /// Inserts every request (several at one point run in the order given). Nothing is
-    /// written unless every point can be placed.
+    /// Inserts every request (several at one point run in the order given, after any inserted
+    /// there before). Nothing is written unless every point can be placed.
     pub fn insert(
         &mut self,
         module: &Module,
         space: &mut dyn AddressSpace,
         requests: &[Request],
     ) -> Result<Vec<PointReport>, PatchError> {
-        let points: Vec<Point> = requests.iter().map(|r| r.point.clone()).collect();
+        let (old, new): (Vec<&Request>, Vec<&Request>) = requests
+            .iter()
+            .partition(|r| self.applied_at(r.point.addr).is_some());
+        let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
         let sites = self.plan(module, &points);
         for p in &points {
             let Some(site) = sites.iter().find(|s| s.points.contains(&p.addr)) else {
@@ -197,112 +235,229 @@ impl Patcher {
                 });
             }
         }
-        let mut reports = Vec::new();
+        let mut touched = Vec::new();
+        for r in old {
+            let i = self.applied_at(r.point.addr).expect("partitioned on this");
+            self.applied[i].requests.push(r.clone());
+            if !touched.contains(&i) {
+                touched.push(i);
+            }
+        }
+        for i in touched {
+            self.relay(module, space, i)?;
+        }
         for site in sites {
-            let mut codes: HashMap<u64, PointCode> = HashMap::new();
-            for a in &site.points {
-                let here: Vec<&Request> = requests.iter().filter(|r| r.point.addr == *a).collect();
-                let flags_live = self.options.always_save_flags
-                    || (here.iter().any(|r| !r.point.kind.at_call_boundary())
-                        && plan::flags_live(
-                            &module.binary,
-                            &module.analysis().function(here[0].point.func).cfg,
-                            *a,
-                        ));
-                codes.insert(
-                    self.rt(*a).0,
-                    PointCode {
-                        snippets: here
-                            .iter()
-                            .map(|r| SnippetSrc {
-                                source: r.source,
-                                env: r.env,
-                            })
-                            .collect(),
-                        flags_live,
-                        vector: self.options.vector,
-                    },
-                );
-            }
-            let (tramp, laid) = self.apply(module, space, &site, &codes)?;
-            for r in requests
-                .iter()
-                .filter(|r| site.points.contains(&r.point.addr))
-            {
-                let saves = laid
-                    .saves
+            let mut reqs: Vec<Request> = Vec::new();
+            if site.tactic == Tactic::RelocateFunction {
+                // Sites already in this function are absorbed: their snippets move into the
+                // copy and their original bytes come back.
+                let func = new
                     .iter()
-                    .find(|(a, _)| *a == self.rt(r.point.addr).0)
-                    .map(|(_, s)| s.describe())
-                    .unwrap_or_default();
-                reports.push(PointReport {
-                    point: r.point.clone(),
-                    tactic: site.tactic,
-                    patch_at: site.patch_at,
-                    trampoline: tramp,
-                    saves,
-                    why: site.why.clone(),
-                });
+                    .find(|r| site.points.contains(&r.point.addr))
+                    .map(|r| r.point.func);
+                let mut k = 0;
+                while k < self.applied.len() {
+                    if Some(self.applied[k].func) == func {
+                        let a = self.applied.remove(k);
+                        for (at, bytes) in a.originals.iter().rev() {
+                            space.write(*at, bytes)?;
+                        }
+                        reqs.extend(a.requests);
+                    } else {
+                        k += 1;
+                    }
+                }
+                self.claimed = Claimed::default();
+                for a in &self.applied {
+                    self.claimed.add(&a.site);
+                }
             }
+            reqs.extend(
+                new.iter()
+                    .filter(|r| site.points.contains(&r.point.addr))
+                    .map(|r| (*r).clone()),
+            );
+            let func = match reqs.first() {
+                Some(r) => r.point.func,
+                None => continue,
+            };
+            let (tramp, copies) = self.lay(module, space, &site, &reqs, true)?;
+            let originals = self.enter(space, &site, &copies, true)?;
+            self.claimed.add(&site);
+            self.applied.push(Applied {
+                func,
+                site,
+                requests: reqs,
+                tramp,
+                originals,
+            });
+        }
+        let mut reports = Vec::new();
+        for r in requests {
+            let Some(i) = self.applied_at(r.point.addr) else {
+                continue;
+            };
+            let a = &self.applied[i];
+            let saves = self
+                .saves
+                .get(&self.rt(r.point.addr).0)
+                .cloned()
+                .unwrap_or_default();
+            reports.push(PointReport {
+                point: r.point.clone(),
+                tactic: a.site.tactic,
+                patch_at: a.site.patch_at,
+                trampoline: a.tramp,
+                saves,
+                why: a.site.why.clone(),
+            });
         }
         Ok(reports)
     }
 
-    fn apply(
+    /// Lays out applied site `i` again with all its snippets, and points its entry at the new
+    /// trampoline.
+    fn relay(
+        &mut self,
+        module: &Module,
+        space: &mut dyn AddressSpace,
+        i: usize,
+    ) -> Result<(), PatchError> {
+        let site = self.applied[i].site.clone();
+        let reqs = self.applied[i].requests.clone();
+        let (tramp, copies) = self.lay(module, space, &site, &reqs, false)?;
+        self.enter(space, &site, &copies, false)?;
+        self.applied[i].tramp = tramp;
+        Ok(())
+    }
+
+    /// Lays out, allocates and writes the trampoline of `site` holding `reqs`.
+    fn lay(
         &mut self,
         module: &Module,
         space: &mut dyn AddressSpace,
         site: &Site,
-        codes: &HashMap<u64, PointCode>,
-    ) -> Result<(RuntimeAddr, layout::Laid), PatchError> {
+        reqs: &[Request],
+        check: bool,
+    ) -> Result<(RuntimeAddr, Vec<(u64, u64)>), PatchError> {
+        let mut codes: HashMap<u64, PointCode> = HashMap::new();
+        for r in reqs {
+            let a = r.point.addr;
+            let live = self.options.always_save_flags
+                || (!r.point.kind.at_call_boundary()
+                    && plan::flags_live(
+                        &module.binary,
+                        &module.analysis().function(r.point.func).cfg,
+                        a,
+                    ));
+            let pc = codes.entry(self.rt(a).0).or_insert_with(|| PointCode {
+                snippets: Vec::new(),
+                flags_live: false,
+                vector: self.options.vector,
+            });
+            pc.flags_live |= live;
+            pc.snippets.push(SnippetSrc {
+                source: &r.source,
+                env: &*r.env,
+            });
+        }
         let mut segments = Vec::new();
         for s in &site.segments {
             let len = (s.end.0 - s.start.0) as usize;
             let at = self.rt(s.start);
             let live = space.read(at, len)?;
-            if module.binary.bytes_at(s.start, len as u64) != Some(&live[..]) {
+            if check && module.binary.bytes_at(s.start, len as u64) != Some(&live[..]) {
                 return Err(PatchError::Mismatch(at));
             }
-            segments.push(layout::decode_at(&live, at.0));
+            let bytes = module
+                .binary
+                .bytes_at(s.start, len as u64)
+                .ok_or(PatchError::Mismatch(at))?;
+            segments.push(layout::decode_at(bytes, at.0));
+        }
+        for a in codes.keys() {
+            if !segments.iter().flatten().any(|i| i.ip() == *a) {
+                return Err(PatchError::NoInstruction(
+                    RuntimeAddr(*a).to_link(self.bias),
+                ));
+            }
         }
         let near = self.rt(site.patch_at);
-        let guess = layout::lay_out(&segments, codes, near.0)?;
+        let guess = layout::lay_out(&segments, &codes, near.0)?;
         let size = guess.bytes.len() as u64 + 64;
         let tramp = space.allocate(near, size, AllocKind::Code)?;
-        let laid = layout::lay_out(&segments, codes, tramp.0)?;
+        let laid = layout::lay_out(&segments, &codes, tramp.0)?;
         if laid.bytes.len() as u64 > size {
             return Err(PatchError::Layout(
                 "trampoline grew past its allocation".into(),
             ));
         }
         space.write(tramp, &laid.bytes)?;
-        let mut originals = Vec::new();
-        let mut put = |space: &mut dyn AddressSpace, at: RuntimeAddr, bytes: Vec<u8>| {
-            originals.push((at, space.read(at, bytes.len())?));
-            space.write(at, &bytes)
-        };
-        let at = self.rt(site.patch_at);
-        let mut entry = match (site.tactic, site.pad) {
-            (Tactic::Trap, _) => vec![0xcc],
-            (_, Some(pad)) => {
-                let pad = self.rt(pad);
-                put(space, pad, reloc::jmp_rel32(pad.0, tramp.0)?)?;
-                let d = pad.0 as i64 - (at.0 as i64 + 2);
-                vec![0xeb, d as i8 as u8]
-            }
-            _ => reloc::jmp_rel32(at.0, tramp.0)?,
-        };
-        entry.resize(site.overwrite as usize, 0xcc);
-        put(space, at, entry)?;
         for (r, o) in &laid.map {
             self.map.insert(r.start, (r.end, *o));
         }
-        self.claimed.add(site);
-        self.applied.push(Applied {
-            site: site.clone(),
-            originals,
-        });
-        Ok((tramp, laid))
+        for (a, plan) in &laid.saves {
+            self.saves.insert(*a, plan.describe());
+        }
+        // Where the copy of each original instruction starts (its point code first).
+        let mut copies: Vec<(u64, u64)> = Vec::new();
+        for (r, o) in &laid.map {
+            if let Origin::Before(a) | Origin::Copy(a) = o {
+                if !copies.iter().any(|c| c.0 == *a) {
+                    copies.push((*a, r.start));
+                }
+            }
+        }
+        Ok((tramp, copies))
+    }
+
+    /// Writes the jumps (or puns, or trap) that enter the trampoline at the copies of their
+    /// instructions; returns the original bytes when `first` (a re-laid site keeps the
+    /// originals it saved the first time).
+    fn enter(
+        &mut self,
+        space: &mut dyn AddressSpace,
+        site: &Site,
+        copies: &[(u64, u64)],
+        first: bool,
+    ) -> Result<Vec<(RuntimeAddr, Vec<u8>)>, PatchError> {
+        let mut originals = Vec::new();
+        let main = plan::Arrival {
+            at: site.patch_at,
+            overwrite: site.overwrite,
+            pad: site.pad,
+        };
+        for arrival in std::iter::once(&main).chain(&site.arrivals) {
+            let at = self.rt(arrival.at);
+            let to = copies
+                .iter()
+                .find(|c| c.0 == at.0)
+                .map(|c| c.1)
+                .ok_or(PatchError::NoInstruction(arrival.at))?;
+            let mut put = |space: &mut dyn AddressSpace, at: RuntimeAddr, bytes: Vec<u8>| {
+                if first {
+                    originals.push((at, space.read(at, bytes.len())?));
+                }
+                space.write(at, &bytes)
+            };
+            let mut entry = match (site.tactic, arrival.pad) {
+                // The future SIGTRAP handler finds the trampoline through `origin`'s map.
+                (Tactic::Trap, _) => vec![0xcc],
+                (_, Some(pad)) => {
+                    let pad = self.rt(pad);
+                    put(space, pad, reloc::jmp_rel32(pad.0, to)?)?;
+                    if !first {
+                        continue;
+                    }
+                    let d = pad.0 as i64 - (at.0 as i64 + 2);
+                    vec![0xeb, d as i8 as u8]
+                }
+                _ => reloc::jmp_rel32(at.0, to)?,
+            };
+            entry.resize(arrival.overwrite as usize, 0xcc);
+            put(space, at, entry)?;
+        }
+        Ok(originals)
     }
 
     /// Where a trampoline address came from, or `None` outside every trampoline.
@@ -335,6 +490,7 @@ impl Patcher {
         }
         self.claimed = Claimed::default();
         self.map.clear();
+        self.saves.clear();
         Ok(())
     }
 }

@@ -70,6 +70,10 @@ pub struct Site {
     pub segments: Vec<Range<LinkAddr>>,
     /// Addresses of instructions in the segments that have snippets before them.
     pub points: Vec<LinkAddr>,
+    /// More places that enter the same trampoline, each at the copy of its own instruction:
+    /// for a relocated function, the return addresses of its calls (the copy pushes original
+    /// return addresses, so callees return into the original code).
+    pub arrivals: Vec<Arrival>,
     /// Why this tactic, in words.
     pub why: String,
 }
@@ -82,8 +86,23 @@ impl Site {
         if let Some(p) = self.pad {
             v.push(p.0..p.0 + 5);
         }
+        for a in &self.arrivals {
+            v.push(a.at.0..a.at.0 + a.overwrite);
+            if let Some(p) = a.pad {
+                v.push(p.0..p.0 + 5);
+            }
+        }
         v
     }
+}
+
+/// A further entry into a site's trampoline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    pub at: LinkAddr,
+    pub overwrite: u64,
+    /// A `jmp rel8` at `at` to a `jmp rel32` here, when there is no room for 5 bytes.
+    pub pad: Option<LinkAddr>,
 }
 
 /// Byte ranges of original code already overwritten.
@@ -188,13 +207,14 @@ impl Planner<'_> {
         r.is_empty() || pads.iter().any(|p| p.start <= r.start && r.end <= p.end)
     }
 
-    /// Whole instructions `insns[s..k]` of one block from `insns[s]` covering at least `need`
-    /// bytes, or the rest of the block plus padding when it cannot fall through. Returns the
-    /// bytes overwritten and `k`.
+    /// Whole instructions `insns[s..k]` of one block from `insns[s]` through the point's
+    /// `insns[idx]` covering at least `need` bytes, or the rest of the block plus padding when
+    /// it cannot fall through. Returns the bytes overwritten and `k`.
     fn cover(
         &self,
         insns: &[Instruction],
         s: usize,
+        idx: usize,
         need: u64,
         pads: &[Range<u64>],
         claimed: &Claimed,
@@ -202,7 +222,7 @@ impl Planner<'_> {
         let start = insns[s].ip();
         let mut end = start;
         let mut k = s;
-        while end - start < need && k < insns.len() {
+        while (end - start < need || k <= idx) && k < insns.len() {
             end = insns[k].next_ip();
             k += 1;
         }
@@ -250,7 +270,7 @@ impl Planner<'_> {
         let pads = self.padding();
         let starts = std::iter::once(idx).chain((0..idx).rev());
         for s in starts.clone() {
-            if let Some((len, k, padded)) = self.cover(&insns, s, 5, &pads, claimed) {
+            if let Some((len, k, padded)) = self.cover(&insns, s, idx, 5, &pads, claimed) {
                 let start = insns[s].ip();
                 let tactic = if s == idx {
                     Tactic::Jump
@@ -275,12 +295,13 @@ impl Planner<'_> {
                     pad: None,
                     segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
                     points: vec![],
+                    arrivals: vec![],
                     why,
                 });
             }
         }
         for s in starts {
-            if let Some((len, k, _)) = self.cover(&insns, s, 2, &pads, claimed) {
+            if let Some((len, k, _)) = self.cover(&insns, s, idx, 2, &pads, claimed) {
                 let start = insns[s].ip();
                 let avoid = start..start + len;
                 if let Some(pad) = Self::find_pad(start, &pads, claimed, &avoid) {
@@ -291,6 +312,7 @@ impl Planner<'_> {
                         pad: Some(LinkAddr(pad)),
                         segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
                         points: vec![],
+                    arrivals: vec![],
                         why: format!(
                             "block too short for 5 bytes; jmp rel8 to padding at {pad:#x} holding a jmp rel32"
                         ),
@@ -301,14 +323,14 @@ impl Planner<'_> {
         None
     }
 
-    /// Tactic 4: the whole function in one trampoline.
+    /// Tactic 4: the whole function in one trampoline. Control arrives in the original only
+    /// at the entry and at the return addresses of its calls (the copy pushes original return
+    /// addresses); each arrival gets a jump to its copy, and the rest of the original body is
+    /// dead, so it serves as padding for puns.
     pub fn place_function(&self, claimed: &Claimed) -> Result<Site, String> {
         let cfg = self.cfg;
         if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
             return Err("it has indirect jumps".into());
-        }
-        if cfg.calls().any(|c| !c.noreturn) {
-            return Err("it makes calls that return into it".into());
         }
         let mut blocks: Vec<Range<u64>> = cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
         blocks.sort_by_key(|r| r.start);
@@ -326,46 +348,89 @@ impl Planner<'_> {
                 _ => segments.push(LinkAddr(b.start)..LinkAddr(b.end)),
             }
         }
-        let entry = cfg.entry.0;
-        let pads = self.padding();
-        let covered = |r: Range<u64>| {
-            r.clone().all(|a| {
-                blocks.iter().any(|b| b.contains(&a)) || pads.iter().any(|p| p.contains(&a))
-            })
+        let mut dead: Vec<Range<u64>> = blocks.clone();
+        dead.extend(self.padding());
+        let is_dead = |a: u64| dead.iter().any(|r| r.contains(&a));
+        let mut arrivals: Vec<u64> = vec![cfg.entry.0];
+        arrivals.extend(
+            cfg.blocks
+                .iter()
+                .filter(|b| b.call.as_ref().is_some_and(|c| !c.noreturn))
+                .map(|b| b.end.0),
+        );
+        arrivals.sort();
+        arrivals.dedup();
+        let mut taken = claimed.clone();
+        let mut placed: Vec<Arrival> = Vec::new();
+        for (n, &a) in arrivals.iter().enumerate() {
+            let next = arrivals.get(n + 1).copied().unwrap_or(u64::MAX);
+            let mut room = 0;
+            while room < 5 && a + room < next && is_dead(a + room) {
+                room += 1;
+            }
+            let r5 = a..a + 5;
+            if room >= 5 && !taken.overlaps(&r5) {
+                taken.0.push(r5);
+                placed.push(Arrival {
+                    at: LinkAddr(a),
+                    overwrite: 5,
+                    pad: None,
+                });
+                continue;
+            }
+            if room < 2 || taken.overlaps(&(a..a + 2)) {
+                return Err(format!(
+                    "no room for a jump at {a:#x}, where control arrives"
+                ));
+            }
+            taken.0.push(a..a + 2);
+            // Pads: dead bytes not at an arrival.
+            let pads = &dead;
+            let avoid: Vec<Range<u64>> = arrivals.iter().map(|&x| x..x + 2).collect();
+            let pad = pads.iter().find_map(|p| {
+                (p.start..p.end.saturating_sub(4)).find(|&q| {
+                    let d = q as i64 - (a as i64 + 2);
+                    let r = q..q + 5;
+                    (-128..=127).contains(&d)
+                        && r.clone().all(is_dead)
+                        && !taken.overlaps(&r)
+                        && !avoid.iter().any(|v| v.start < r.end && r.start < v.end)
+                })
+            });
+            let Some(pad) = pad else {
+                return Err(format!("no padding within reach of {a:#x} for a pun"));
+            };
+            taken.0.push(pad..pad + 5);
+            placed.push(Arrival {
+                at: LinkAddr(a),
+                overwrite: 2,
+                pad: Some(LinkAddr(pad)),
+            });
+        }
+        let first = placed.remove(0);
+        let how = if first.pad.is_some() {
+            "a pun"
+        } else {
+            "a jmp"
         };
-        let site = |overwrite, pad: Option<u64>, how: &str| {
-            Site {
+        Ok(Site {
             tactic: Tactic::RelocateFunction,
-            patch_at: cfg.entry,
-            overwrite,
-            pad: pad.map(LinkAddr),
-            segments: segments.clone(),
+            patch_at: first.at,
+            overwrite: first.overwrite,
+            pad: first.pad,
+            segments,
             points: vec![],
             why: format!(
-                "no room at the point; the whole function ({} bytes) is copied and its entry redirected by {how}",
-                hi - lo
+                "no room at the point; the whole function ({} bytes) is copied, its entry redirected by {how}{}",
+                hi - lo,
+                if placed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {} return address(es) of its calls by jumps into the copy", placed.len())
+                }
             ),
-        }
-        };
-        // Nothing but the entry is reached in the original any more, so the jump may span
-        // blocks.
-        if covered(entry..entry + 5) && !claimed.overlaps(&(entry..entry + 5)) {
-            return Ok(site(5, None, "a jmp"));
-        }
-        let entry_insns = decode(self.binary, cfg.entry, 15);
-        let mut len = 0;
-        for i in &entry_insns {
-            if len >= 2 {
-                break;
-            }
-            len = i.next_ip() - entry;
-        }
-        if len >= 2 && covered(entry..entry + len) {
-            if let Some(pad) = Self::find_pad(entry, &pads, claimed, &(entry..entry + len)) {
-                return Ok(site(len, Some(pad), "a pun"));
-            }
-        }
-        Err("its entry has no room for a jump".into())
+            arrivals: placed,
+        })
     }
 
     /// Tactic 5: `int3` on the instruction at `addr`.
@@ -379,12 +444,21 @@ impl Planner<'_> {
             pad: None,
             segments: vec![addr..LinkAddr(i.next_ip())],
             points: vec![],
+            arrivals: vec![],
             why,
         })
     }
 
-    /// Sites for the points at `addrs` (sorted) of this function.
-    pub fn plan(&self, addrs: &[LinkAddr], claimed: &Claimed) -> Vec<Site> {
+    /// Sites for the points at `addrs` (sorted) of this function. `outside` is `claimed`
+    /// without the sites already in this function, which relocating it would absorb; `inside`
+    /// lists those sites' points.
+    pub fn plan(
+        &self,
+        addrs: &[LinkAddr],
+        claimed: &Claimed,
+        outside: &Claimed,
+        inside: &[LinkAddr],
+    ) -> Vec<Site> {
         let mut local = claimed.clone();
         let mut sites: Vec<Site> = Vec::new();
         let mut failed = Vec::new();
@@ -405,9 +479,11 @@ impl Planner<'_> {
         if failed.is_empty() {
             return sites;
         }
-        let reason = match self.place_function(claimed) {
+        let reason = match self.place_function(outside) {
             Ok(mut site) => {
-                site.points = addrs.to_vec();
+                site.points = addrs.iter().chain(inside).copied().collect();
+                site.points.sort();
+                site.points.dedup();
                 return vec![site];
             }
             Err(e) => e,
