@@ -409,3 +409,62 @@ fn tiny_functions_get_tactics_other_than_traps() {
     assert!(counts.contains_key(&Tactic::RelocateFunction), "{counts:?}");
     assert!(!counts.contains_key(&Tactic::Trap), "{counts:?}");
 }
+
+/// Calls `f(41)` from assembly with sentinels in every caller-saved register the callee
+/// (`inc`: `lea eax,[rdi+1]; ret` at -O2) leaves alone, and the carry flag set; returns what
+/// came back: (rax, GPRs, xmm low halves, rflags).
+fn call_with_sentinels(f: u64) -> (u64, [u64; 7], [f64; 8], u64) {
+    let g: [u64; 7] = std::array::from_fn(|i| 0x5e00_0000_0000_0000 | (i as u64) << 8);
+    let x: [f64; 8] = std::array::from_fn(|i| 1.5 + i as f64);
+    let mut go = g;
+    let mut xo = x;
+    let ret: u64;
+    let flags: u64;
+    // SAFETY: calls a C function of the test library (int -> int) with a valid stack; every
+    // register it may change per the ABI is an operand or marked clobbered.
+    unsafe {
+        std::arch::asm!(
+            "stc",
+            "call {f}",
+            "pushfq",
+            "pop {fl}",
+            f = in(reg) f,
+            fl = lateout(reg) flags,
+            inout("rdi") 41u64 => _,
+            lateout("rax") ret,
+            inout("rcx") go[0], inout("rdx") go[1], inout("rsi") go[2], inout("r8") go[3],
+            inout("r9") go[4], inout("r10") go[5], inout("r11") go[6],
+            inout("xmm0") xo[0], inout("xmm1") xo[1], inout("xmm2") xo[2], inout("xmm3") xo[3],
+            inout("xmm8") xo[4], inout("xmm9") xo[5], inout("xmm14") xo[6], inout("xmm15") xo[7],
+            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+            out("xmm10") _, out("xmm11") _, out("xmm12") _, out("xmm13") _,
+        );
+    }
+    assert_eq!(go, g, "inc itself leaves the sentinels alone");
+    assert_eq!(xo, x, "inc itself leaves the xmm sentinels alone");
+    (ret, go, xo, flags)
+}
+
+#[test]
+fn registers_flags_and_vectors_survive_a_call_out() {
+    let options = PatchOptions {
+        always_save_flags: true,
+        ..PatchOptions::default()
+    };
+    let mut fx = Fixture::new("sentinels", "-O2", options);
+    let f = fx.lib.sym("inc");
+    let (r0, g0, x0, fl0) = call_with_sentinels(f);
+    assert_eq!(r0 as u32, 42);
+    let e = fx.points("inc", &entry());
+    let r = fx
+        .insert(&e, "record($0); n0 = $0 * 2;")
+        .expect("call-out at entry");
+    assert!(r[0].saves.contains("flags"), "{}", r[0].saves);
+    let (r1, g1, x1, fl1) = call_with_sentinels(f);
+    assert_eq!(r1 as u32, 42);
+    assert_eq!(g1, g0, "caller-saved GPRs survive");
+    assert_eq!(x1, x0, "xmm registers survive");
+    assert_eq!(fl1 & 1, fl0 & 1, "the carry flag survives");
+    assert_eq!(fl0 & 1, 1);
+    assert_eq!(fx.counter(0), 82);
+}
