@@ -11,6 +11,8 @@
 //!   file itself or in a separate debug file.
 //! - [`disasm`] decodes instructions for display and analysis.
 //! - [`rewrite`] writes a new ELF file: new code and data segments, patches over code.
+//! - [`point`] finds instrumentation points in a function's CFG; [`patch`] inserts snippets
+//!   there through trampolines, via a narrow address-space trait.
 //! - [`session`] ties modules together and resolves the names users type.
 //!
 //! # Naming conventions
@@ -35,6 +37,8 @@ pub mod elf;
 pub mod error;
 pub mod instrument;
 pub mod rewrite;
+pub mod patch;
+pub mod point;
 pub mod session;
 pub mod snippet;
 pub mod symbols;

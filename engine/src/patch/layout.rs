@@ -1,0 +1,147 @@
+//! Laying out one site's trampoline at its final address: for each copied original
+//! instruction, the point's save/snippets/restore code (if any) and then the instruction
+//! relocated; a `jmp` back after each run of code that falls off its end.
+//!
+//! ```text
+//!   trampoline:  [point code for insn 1]  relocated insn 1
+//!                [point code for insn 2]  relocated insn 2   (e.g. the `ret` of an exit)
+//!                …
+//!                jmp <first original instruction after the run>   (only if it falls through)
+//! ```
+//!
+//! Branches between copied instructions go to the copies (to the point code before them), so
+//! layout depends on its own result; it is repeated until every address is stable (two rounds
+//! in practice: sizes change only when a snippet's variables move in or out of RIP-relative
+//! reach).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use iced_x86::{Decoder, DecoderOptions, Instruction};
+
+use super::reloc::{falls_through, jmp_rel32, relocate};
+use super::tramp::{epilogue, prologue, Needs, SavePlan, VectorSave};
+use super::PatchError;
+use crate::snippet::{self, Env};
+
+/// Where a trampoline byte came from, for reporting and moving threads stopped inside one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Save/snippet/restore code that runs before the original instruction at this address.
+    Before(u64),
+    /// The relocated copy of the original instruction at this address.
+    Copy(u64),
+    /// The jump back to this original address.
+    JumpBack(u64),
+}
+
+/// One snippet to run at a point.
+pub struct SnippetSrc<'e> {
+    pub source: &'e str,
+    pub env: &'e dyn Env,
+}
+
+/// Everything that runs before one original instruction.
+pub struct PointCode<'e> {
+    pub snippets: Vec<SnippetSrc<'e>>,
+    pub flags_live: bool,
+    pub vector: VectorSave,
+}
+
+/// A trampoline ready to write.
+#[derive(Clone, Debug)]
+pub struct Laid {
+    pub bytes: Vec<u8>,
+    pub map: Vec<(Range<u64>, Origin)>,
+    /// The save plan of each point's code, by original runtime address.
+    pub saves: Vec<(u64, SavePlan)>,
+}
+
+fn compile_err(src: &SnippetSrc, e: Vec<snippet::Diagnostic>) -> PatchError {
+    PatchError::Snippet(snippet::diag::render_all(&e, src.source))
+}
+
+/// The code for one point at `at`.
+fn point_code(pc: &PointCode, at: u64) -> Result<(Vec<u8>, SavePlan), PatchError> {
+    let compile = |s: &SnippetSrc, addr| {
+        snippet::compile(s.source, s.env, addr)
+            .map(|c| c.code)
+            .map_err(|e| compile_err(s, e))
+    };
+    let first: Vec<_> = pc
+        .snippets
+        .iter()
+        .map(|s| compile(s, at))
+        .collect::<Result<_, _>>()?;
+    let mut needs = Needs::of(&first);
+    for _ in 0..4 {
+        let plan = SavePlan::new(&needs, pc.flags_live, pc.vector);
+        let mut bytes = prologue(&plan, &needs)?.assemble(at)?;
+        let mut codes = Vec::new();
+        for s in &pc.snippets {
+            let c = compile(s, at + bytes.len() as u64)?;
+            bytes.extend_from_slice(&c.bytes);
+            codes.push(c);
+        }
+        let got = Needs::of(&codes);
+        if got == needs {
+            bytes.extend(epilogue(&plan, &needs)?.assemble(at + bytes.len() as u64)?);
+            return Ok((bytes, plan));
+        }
+        needs = got;
+    }
+    Err(PatchError::Layout("snippet clobbers did not settle".into()))
+}
+
+/// Lays out `segments` (original code, decoded at runtime addresses) at `base`.
+pub fn lay_out(
+    segments: &[Vec<Instruction>],
+    points: &HashMap<u64, PointCode>,
+    base: u64,
+) -> Result<Laid, PatchError> {
+    let mut starts: HashMap<u64, u64> = HashMap::new();
+    for _ in 0..8 {
+        let mut bytes = Vec::new();
+        let mut map = Vec::new();
+        let mut saves = Vec::new();
+        let mut now: HashMap<u64, u64> = HashMap::new();
+        for (n, seg) in segments.iter().enumerate() {
+            for insn in seg {
+                let at = base + bytes.len() as u64;
+                now.insert(insn.ip(), at);
+                if let Some(pc) = points.get(&insn.ip()) {
+                    let (code, plan) = point_code(pc, at)?;
+                    map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
+                    saves.push((insn.ip(), plan));
+                    bytes.extend(code);
+                }
+                let at = base + bytes.len() as u64;
+                let code = relocate(insn, at, &|t| starts.get(&t).copied())?;
+                map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
+                bytes.extend(code);
+            }
+            let Some(last) = seg.last() else { continue };
+            let next = segments.get(n + 1).and_then(|s| s.first()).map(|i| i.ip());
+            if falls_through(last) && next != Some(last.next_ip()) {
+                let at = base + bytes.len() as u64;
+                let code = jmp_rel32(at, last.next_ip())?;
+                map.push((at..at + code.len() as u64, Origin::JumpBack(last.next_ip())));
+                bytes.extend(code);
+            }
+        }
+        if now == starts {
+            return Ok(Laid { bytes, map, saves });
+        }
+        starts = now;
+    }
+    Err(PatchError::Layout(
+        "trampoline layout did not converge".into(),
+    ))
+}
+
+/// Decodes original code bytes at their runtime address.
+pub fn decode_at(bytes: &[u8], ip: u64) -> Vec<Instruction> {
+    Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE)
+        .iter()
+        .collect()
+}

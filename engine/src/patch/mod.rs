@@ -1,0 +1,540 @@
+//! The patcher: inserts snippets at points of a module through an [`AddressSpace`] (Dyninst's
+//! PatchAPI layer). For each group of points it plans a *site* ([`plan`]): where a jump into a
+//! trampoline is written, which original instructions the trampoline copies, and which tactic
+//! made room for the jump. It then lays out the trampoline ([`layout`], [`tramp`]), allocates
+//! it near the code, writes it, and only then writes the jump.
+//!
+//! ```text
+//!   original code                          trampoline (within ±2 GiB)
+//!   f:   jmp tramp ───────────────────────► lea rsp,[rsp-128]; save what the snippets clobber
+//!        int3 (rest of displaced bytes)     [fill SavedRegs, rbx = block] [align, xsave]
+//!   f+k: …  ◄──────────────┐                snippet 1; snippet 2 …   (compiled for here)
+//!                          │                restore; write back $return/$N
+//!                          │                displaced instructions, relocated
+//!                          └─────────────── jmp f+k
+//!
+//!   pun:  f: jmp rel8 pad ──► pad (int3/nop padding): jmp rel32 tramp
+//! ```
+//!
+//! Several snippets at one point run in insertion order inside one save/restore. Every site
+//! keeps the original bytes it overwrote ([`Patcher::remove_all`] puts them back) and a map
+//! from trampoline addresses back to original ones ([`Patcher::origin`]), so a thread stopped
+//! inside a trampoline can be reported and moved.
+//!
+//! Addresses: planning is in link addresses; everything written is at runtime addresses (link
+//! plus the module's bias, which is 0 for the static rewriter). See [`space`].
+//!
+//! Future work: a recursion guard (a snippet calling a function that is itself instrumented
+//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), the
+//! SIGTRAP handler that traps need, and edge trampolines for loop points.
+
+pub mod layout;
+pub mod plan;
+pub mod reloc;
+pub mod space;
+pub mod tramp;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::addr::{LinkAddr, RuntimeAddr};
+use crate::point::Point;
+use crate::session::Module;
+use crate::snippet::Env;
+use crate::symbols::FuncId;
+
+pub use layout::Origin;
+pub use plan::{Site, Tactic};
+pub use space::{AddressSpace, AllocKind, SpaceError};
+pub use tramp::VectorSave;
+
+use layout::{PointCode, SnippetSrc};
+use plan::{Claimed, Planner};
+
+/// Why instrumentation could not be inserted.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// A snippet did not compile for its trampoline.
+    #[error("snippet does not compile:\n{0}")]
+    Snippet(String),
+    /// Only a trap could reach the point, and traps were not allowed.
+    #[error("{point} at {addr} needs a trap (int3), which needs the runtime library's SIGTRAP handler, not written yet: {why}")]
+    NeedsTrap {
+        point: String,
+        addr: LinkAddr,
+        why: String,
+    },
+    /// An original instruction cannot be moved into a trampoline.
+    #[error(transparent)]
+    Reloc(#[from] reloc::RelocError),
+    /// The address space refused.
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    /// Assembling trampoline code failed.
+    #[error("cannot assemble trampoline code: {0}")]
+    Asm(#[from] iced_x86::IcedError),
+    /// The trampoline could not be laid out.
+    #[error("trampoline layout failed: {0}")]
+    Layout(String),
+    /// The code in the address space is not the code in the file.
+    #[error("the code at {0} differs from the file; was it patched by something else?")]
+    Mismatch(RuntimeAddr),
+    /// The point is not in the function's CFG.
+    #[error("no instruction at {0} in the function's CFG")]
+    NoInstruction(LinkAddr),
+}
+
+/// Choices the user can make.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PatchOptions {
+    /// Accept `int3` traps as a last resort (they need a SIGTRAP handler not written yet).
+    pub allow_traps: bool,
+    /// Save the flags whenever a snippet clobbers them, even where the ABI or a scan of the
+    /// following instructions says they are dead.
+    pub always_save_flags: bool,
+    pub vector: VectorSave,
+}
+
+/// One snippet to insert at one point. The patcher keeps it, to lay the trampoline out again
+/// when more snippets come to the same site later.
+#[derive(Clone)]
+pub struct Request {
+    pub point: Point,
+    pub source: String,
+    pub env: Arc<dyn Env + Send + Sync>,
+}
+
+/// What happened to one point.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PointReport {
+    pub point: Point,
+    pub tactic: Tactic,
+    pub patch_at: LinkAddr,
+    pub trampoline: RuntimeAddr,
+    /// What its save area holds (`flags rcx r11 xsave`, or `nothing`).
+    pub saves: String,
+    pub why: String,
+}
+
+/// A site as written.
+struct Applied {
+    func: FuncId,
+    site: Site,
+    /// Every snippet of the site, in insertion order.
+    requests: Vec<Request>,
+    /// The current trampoline (earlier ones are retired, never freed).
+    tramp: RuntimeAddr,
+    /// Original bytes, to restore.
+    originals: Vec<(RuntimeAddr, Vec<u8>)>,
+}
+
+/// Inserts instrumentation into one module and remembers what it did.
+pub struct Patcher {
+    bias: u64,
+    options: PatchOptions,
+    claimed: Claimed,
+    applied: Vec<Applied>,
+    map: BTreeMap<u64, (u64, Origin)>,
+    /// What each point's save area holds, by runtime address.
+    saves: HashMap<u64, String>,
+}
+
+impl Patcher {
+    /// A patcher for a module whose runtime addresses are its link addresses plus `bias`.
+    pub fn new(bias: u64, options: PatchOptions) -> Patcher {
+        Patcher {
+            bias,
+            options,
+            claimed: Claimed::default(),
+            applied: Vec::new(),
+            map: BTreeMap::new(),
+            saves: HashMap::new(),
+        }
+    }
+
+    fn rt(&self, a: LinkAddr) -> RuntimeAddr {
+        a.to_runtime(self.bias)
+    }
+
+    /// The applied site whose copied code holds the instruction at `addr`.
+    fn applied_at(&self, addr: LinkAddr) -> Option<usize> {
+        self.applied
+            .iter()
+            .position(|a| a.site.segments.iter().any(|s| s.contains(&addr)))
+    }
+
+    /// The sites the points would get, without writing anything (for `show points`). Points
+    /// inside a site written already are reported with that site.
+    pub fn plan(&self, module: &Module, points: &[Point]) -> Vec<Site> {
+        let mut by_func: BTreeMap<FuncId, Vec<LinkAddr>> = BTreeMap::new();
+        let mut out: Vec<Site> = Vec::new();
+        for p in points {
+            match self.applied_at(p.addr) {
+                Some(i) => {
+                    let mut s = self.applied[i].site.clone();
+                    s.points = vec![p.addr];
+                    out.push(s);
+                }
+                None => by_func.entry(p.func).or_default().push(p.addr),
+            }
+        }
+        let mut claimed = self.claimed.clone();
+        for (f, mut addrs) in by_func {
+            addrs.sort();
+            addrs.dedup();
+            let func = module.functions().get(f);
+            let planner = Planner {
+                binary: &module.binary,
+                table: module.functions(),
+                func,
+                cfg: &module.analysis().function(f).cfg,
+            };
+            let mut outside = Claimed::default();
+            let mut inside = Vec::new();
+            for a in &self.applied {
+                if a.func == f {
+                    inside.extend(a.site.points.iter().copied());
+                } else {
+                    outside.add(&a.site);
+                }
+            }
+            for s in planner.plan(&addrs, &claimed, &outside, &inside) {
+                claimed.add(&s);
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Inserts every request (several at one point run in the order given, after any inserted
+    /// there before). Nothing is written unless every point can be placed.
+    pub fn insert(
+        &mut self,
+        module: &Module,
+        space: &mut dyn AddressSpace,
+        requests: &[Request],
+    ) -> Result<Vec<PointReport>, PatchError> {
+        let (old, new): (Vec<&Request>, Vec<&Request>) = requests
+            .iter()
+            .partition(|r| self.applied_at(r.point.addr).is_some());
+        let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
+        let sites = self.plan(module, &points);
+        for p in &points {
+            let Some(site) = sites.iter().find(|s| s.points.contains(&p.addr)) else {
+                return Err(PatchError::NoInstruction(p.addr));
+            };
+            if site.tactic == Tactic::Trap && !self.options.allow_traps {
+                return Err(PatchError::NeedsTrap {
+                    point: p.kind.as_str().to_owned(),
+                    addr: p.addr,
+                    why: site.why.clone(),
+                });
+            }
+        }
+        let mut touched = Vec::new();
+        for r in old {
+            let i = self.applied_at(r.point.addr).expect("partitioned on this");
+            self.applied[i].requests.push(r.clone());
+            if !touched.contains(&i) {
+                touched.push(i);
+            }
+        }
+        for i in touched {
+            self.relay(module, space, i)?;
+        }
+        for site in sites {
+            let mut reqs: Vec<Request> = Vec::new();
+            if site.tactic == Tactic::RelocateFunction {
+                // Sites already in this function are absorbed: their snippets move into the
+                // copy and their original bytes come back.
+                let func = new
+                    .iter()
+                    .find(|r| site.points.contains(&r.point.addr))
+                    .map(|r| r.point.func);
+                let mut k = 0;
+                while k < self.applied.len() {
+                    if Some(self.applied[k].func) == func {
+                        let a = self.applied.remove(k);
+                        for (at, bytes) in a.originals.iter().rev() {
+                            space.write(*at, bytes)?;
+                        }
+                        reqs.extend(a.requests);
+                    } else {
+                        k += 1;
+                    }
+                }
+                self.claimed = Claimed::default();
+                for a in &self.applied {
+                    self.claimed.add(&a.site);
+                }
+            }
+            reqs.extend(
+                new.iter()
+                    .filter(|r| site.points.contains(&r.point.addr))
+                    .map(|r| (*r).clone()),
+            );
+            let func = match reqs.first() {
+                Some(r) => r.point.func,
+                None => continue,
+            };
+            let (tramp, copies) = self.lay(module, space, &site, &reqs, true)?;
+            let originals = self.enter(space, &site, &copies, true)?;
+            self.claimed.add(&site);
+            self.applied.push(Applied {
+                func,
+                site,
+                requests: reqs,
+                tramp,
+                originals,
+            });
+        }
+        let mut reports = Vec::new();
+        for r in requests {
+            let Some(i) = self.applied_at(r.point.addr) else {
+                continue;
+            };
+            let a = &self.applied[i];
+            let saves = self
+                .saves
+                .get(&self.rt(r.point.addr).0)
+                .cloned()
+                .unwrap_or_default();
+            reports.push(PointReport {
+                point: r.point.clone(),
+                tactic: a.site.tactic,
+                patch_at: a.site.patch_at,
+                trampoline: a.tramp,
+                saves,
+                why: a.site.why.clone(),
+            });
+        }
+        Ok(reports)
+    }
+
+    /// Lays out applied site `i` again with all its snippets, and points its entry at the new
+    /// trampoline.
+    fn relay(
+        &mut self,
+        module: &Module,
+        space: &mut dyn AddressSpace,
+        i: usize,
+    ) -> Result<(), PatchError> {
+        let site = self.applied[i].site.clone();
+        let reqs = self.applied[i].requests.clone();
+        let (tramp, copies) = self.lay(module, space, &site, &reqs, false)?;
+        self.enter(space, &site, &copies, false)?;
+        self.applied[i].tramp = tramp;
+        Ok(())
+    }
+
+    /// Lays out, allocates and writes the trampoline of `site` holding `reqs`.
+    fn lay(
+        &mut self,
+        module: &Module,
+        space: &mut dyn AddressSpace,
+        site: &Site,
+        reqs: &[Request],
+        check: bool,
+    ) -> Result<(RuntimeAddr, Vec<(u64, u64)>), PatchError> {
+        let mut codes: HashMap<u64, PointCode> = HashMap::new();
+        for r in reqs {
+            let a = r.point.addr;
+            let live = self.options.always_save_flags
+                || (!r.point.kind.at_call_boundary()
+                    && plan::flags_live(
+                        &module.binary,
+                        &module.analysis().function(r.point.func).cfg,
+                        a,
+                    ));
+            let pc = codes.entry(self.rt(a).0).or_insert_with(|| PointCode {
+                snippets: Vec::new(),
+                flags_live: false,
+                vector: self.options.vector,
+            });
+            pc.flags_live |= live;
+            pc.snippets.push(SnippetSrc {
+                source: &r.source,
+                env: &*r.env,
+            });
+        }
+        let mut segments = Vec::new();
+        for s in &site.segments {
+            let len = (s.end.0 - s.start.0) as usize;
+            let at = self.rt(s.start);
+            let live = space.read(at, len)?;
+            if check && module.binary.bytes_at(s.start, len as u64) != Some(&live[..]) {
+                return Err(PatchError::Mismatch(at));
+            }
+            let bytes = module
+                .binary
+                .bytes_at(s.start, len as u64)
+                .ok_or(PatchError::Mismatch(at))?;
+            segments.push(layout::decode_at(bytes, at.0));
+        }
+        for a in codes.keys() {
+            if !segments.iter().flatten().any(|i| i.ip() == *a) {
+                return Err(PatchError::NoInstruction(
+                    RuntimeAddr(*a).to_link(self.bias),
+                ));
+            }
+        }
+        let near = self.rt(site.patch_at);
+        let guess = layout::lay_out(&segments, &codes, near.0)?;
+        let size = guess.bytes.len() as u64 + 64;
+        let tramp = space.allocate(near, size, AllocKind::Code)?;
+        let laid = layout::lay_out(&segments, &codes, tramp.0)?;
+        if laid.bytes.len() as u64 > size {
+            return Err(PatchError::Layout(
+                "trampoline grew past its allocation".into(),
+            ));
+        }
+        space.write(tramp, &laid.bytes)?;
+        for (r, o) in &laid.map {
+            self.map.insert(r.start, (r.end, *o));
+        }
+        for (a, plan) in &laid.saves {
+            self.saves.insert(*a, plan.describe());
+        }
+        // Where the copy of each original instruction starts (its point code first).
+        let mut copies: Vec<(u64, u64)> = Vec::new();
+        for (r, o) in &laid.map {
+            if let Origin::Before(a) | Origin::Copy(a) = o {
+                if !copies.iter().any(|c| c.0 == *a) {
+                    copies.push((*a, r.start));
+                }
+            }
+        }
+        Ok((tramp, copies))
+    }
+
+    /// Writes the jumps (or puns, or trap) that enter the trampoline at the copies of their
+    /// instructions; returns the original bytes when `first` (a re-laid site keeps the
+    /// originals it saved the first time).
+    fn enter(
+        &mut self,
+        space: &mut dyn AddressSpace,
+        site: &Site,
+        copies: &[(u64, u64)],
+        first: bool,
+    ) -> Result<Vec<(RuntimeAddr, Vec<u8>)>, PatchError> {
+        let mut originals = Vec::new();
+        let main = plan::Arrival {
+            at: site.patch_at,
+            overwrite: site.overwrite,
+            pad: site.pad,
+        };
+        for arrival in std::iter::once(&main).chain(&site.arrivals) {
+            let at = self.rt(arrival.at);
+            let to = copies
+                .iter()
+                .find(|c| c.0 == at.0)
+                .map(|c| c.1)
+                .ok_or(PatchError::NoInstruction(arrival.at))?;
+            let mut put = |space: &mut dyn AddressSpace, at: RuntimeAddr, bytes: Vec<u8>| {
+                if first {
+                    originals.push((at, space.read(at, bytes.len())?));
+                }
+                space.write(at, &bytes)
+            };
+            let mut entry = match (site.tactic, arrival.pad) {
+                // The future SIGTRAP handler finds the trampoline through `origin`'s map.
+                (Tactic::Trap, _) => vec![0xcc],
+                (_, Some(pad)) => {
+                    let pad = self.rt(pad);
+                    put(space, pad, reloc::jmp_rel32(pad.0, to)?)?;
+                    if !first {
+                        continue;
+                    }
+                    let d = pad.0 as i64 - (at.0 as i64 + 2);
+                    vec![0xeb, d as i8 as u8]
+                }
+                _ => reloc::jmp_rel32(at.0, to)?,
+            };
+            entry.resize(arrival.overwrite as usize, 0xcc);
+            put(space, at, entry)?;
+        }
+        Ok(originals)
+    }
+
+    /// Where a trampoline address came from, or `None` outside every trampoline.
+    pub fn origin(&self, addr: RuntimeAddr) -> Option<Origin> {
+        let (_, (end, o)) = self.map.range(..=addr.0).next_back()?;
+        (addr.0 < *end).then_some(*o)
+    }
+
+    /// How many sites each tactic placed.
+    pub fn tactic_counts(&self) -> BTreeMap<Tactic, usize> {
+        let mut m = BTreeMap::new();
+        for a in &self.applied {
+            *m.entry(a.site.tactic).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// The sites written so far.
+    pub fn sites(&self) -> impl Iterator<Item = &Site> + '_ {
+        self.applied.iter().map(|a| &a.site)
+    }
+
+    /// Puts back every original byte, newest site first. Trampolines stay allocated: a thread
+    /// may still be running in one.
+    pub fn remove_all(&mut self, space: &mut dyn AddressSpace) -> Result<(), PatchError> {
+        while let Some(a) = self.applied.pop() {
+            for (at, bytes) in a.originals.iter().rev() {
+                space.write(*at, bytes)?;
+            }
+        }
+        self.claimed = Claimed::default();
+        self.map.clear();
+        self.saves.clear();
+        Ok(())
+    }
+}
+
+/// One row of `show points`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PointRow {
+    pub kind: &'static str,
+    pub function: String,
+    pub addr: LinkAddr,
+    pub callee: Option<String>,
+    /// The original instructions the site copies (Intel syntax).
+    pub displaced: Vec<String>,
+    pub tactic: Tactic,
+    pub why: String,
+}
+
+/// How each point would be instrumented, given what `patcher` has written already.
+pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> Vec<PointRow> {
+    let sites = patcher.plan(module, points);
+    points
+        .iter()
+        .map(|p| {
+            let site = sites.iter().find(|s| s.points.contains(&p.addr));
+            let displaced = site
+                .map(|s| {
+                    s.segments
+                        .iter()
+                        .flat_map(|r: &Range<LinkAddr>| {
+                            plan::decode(&module.binary, r.start, r.end.0 - r.start.0)
+                        })
+                        .map(|i| format!("{:#x}: {i}", i.ip()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            PointRow {
+                kind: p.kind.as_str(),
+                function: module.functions().get(p.func).display_name().to_owned(),
+                addr: p.addr,
+                callee: p.callee_name.clone(),
+                displaced,
+                tactic: site.map_or(Tactic::Trap, |s| s.tactic),
+                why: site.map_or_else(|| "no instruction there".to_owned(), |s| s.why.clone()),
+            }
+        })
+        .collect()
+}

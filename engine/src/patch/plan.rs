@@ -1,0 +1,533 @@
+//! Choosing how control reaches each point: the tactic, the bytes overwritten, and the original
+//! instructions copied into the trampoline (PATCHING.md, "Placing the jump"). Planning works in
+//! link addresses on the file's bytes and the CFG; nothing is written here.
+//!
+//! Tactics, cheapest first, tried per function:
+//!
+//! 1. **jump**: a 5-byte `jmp rel32` at the point, over whole instructions of its block; when
+//!    the block ends in `ret`/`jmp` first, over the unreachable padding after it.
+//! 2. **jump-before** (tactic (a)): the jump sits on earlier instructions of the same block and
+//!    the point's snippets run at their place inside the trampoline (`pop rbx; ret`).
+//! 3. **pun** (tactic (b), e9patch's punning): a 2-byte `jmp rel8` to nearby padding (the
+//!    `int3`/`nop` bytes between functions) that holds the 5-byte `jmp rel32`.
+//! 4. **relocate-function** (tactic (c)): the whole function is copied into one trampoline with
+//!    every point's snippets, and its entry redirected by a jump or a pun. Only for functions
+//!    without calls that return (their return addresses would lead back into the original),
+//!    jump tables or unresolved indirect jumps.
+//! 5. **trap** (tactic (d)): `int3`, which needs the runtime library's SIGTRAP handler; that
+//!    handler does not exist yet, so traps are refused unless asked for.
+//!
+//! Local tactics (1–3) are tried for every point of a function; if any point fails, the
+//! function is relocated whole; if that is impossible, the failing points get traps.
+//!
+//! Not checked yet: `.eh_frame` landing pads as branch targets (C++ code whose landing pad
+//! falls inside a displaced range), and e9patch's eviction tactics.
+
+use std::ops::Range;
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic};
+
+use super::reloc::falls_through;
+use crate::addr::LinkAddr;
+use crate::cfg::Cfg;
+use crate::elf::Binary;
+use crate::symbols::{Function, FunctionTable};
+
+/// How a point's trampoline is entered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tactic {
+    Jump,
+    JumpBefore,
+    Pun,
+    RelocateFunction,
+    Trap,
+}
+
+impl Tactic {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tactic::Jump => "jump",
+            Tactic::JumpBefore => "jump-before",
+            Tactic::Pun => "pun",
+            Tactic::RelocateFunction => "relocate-function",
+            Tactic::Trap => "trap (unsupported yet)",
+        }
+    }
+}
+
+/// One place where original code is overwritten to enter one trampoline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    pub tactic: Tactic,
+    /// Where the entering `jmp` (or `int3`) is written.
+    pub patch_at: LinkAddr,
+    /// How many original bytes from `patch_at` are overwritten (the rest filled with `int3`).
+    pub overwrite: u64,
+    /// For a pun: the padding that receives the 5-byte `jmp rel32`.
+    pub pad: Option<LinkAddr>,
+    /// Runs of original code copied into the trampoline, in layout order.
+    pub segments: Vec<Range<LinkAddr>>,
+    /// Addresses of instructions in the segments that have snippets before them.
+    pub points: Vec<LinkAddr>,
+    /// More places that enter the same trampoline, each at the copy of its own instruction:
+    /// for a relocated function, the return addresses of its calls (the copy pushes original
+    /// return addresses, so callees return into the original code).
+    pub arrivals: Vec<Arrival>,
+    /// Why this tactic, in words.
+    pub why: String,
+}
+
+impl Site {
+    /// The byte ranges of original code this site overwrites.
+    pub fn claims(&self) -> Vec<Range<u64>> {
+        let mut v = Vec::with_capacity(2);
+        v.push(self.patch_at.0..self.patch_at.0 + self.overwrite);
+        if let Some(p) = self.pad {
+            v.push(p.0..p.0 + 5);
+        }
+        for a in &self.arrivals {
+            v.push(a.at.0..a.at.0 + a.overwrite);
+            if let Some(p) = a.pad {
+                v.push(p.0..p.0 + 5);
+            }
+        }
+        v
+    }
+}
+
+/// A further entry into a site's trampoline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    pub at: LinkAddr,
+    pub overwrite: u64,
+    /// A `jmp rel8` at `at` to a `jmp rel32` here, when there is no room for 5 bytes.
+    pub pad: Option<LinkAddr>,
+}
+
+/// Byte ranges of original code already overwritten.
+#[derive(Clone, Debug, Default)]
+pub struct Claimed(Vec<Range<u64>>);
+
+impl Claimed {
+    pub fn overlaps(&self, r: &Range<u64>) -> bool {
+        self.0.iter().any(|c| c.start < r.end && r.start < c.end)
+    }
+
+    pub fn add(&mut self, site: &Site) {
+        self.0.extend(site.claims());
+    }
+}
+
+/// What planning one function needs.
+pub struct Planner<'a> {
+    pub binary: &'a Binary,
+    pub table: &'a FunctionTable,
+    pub func: &'a Function,
+    pub cfg: &'a Cfg,
+}
+
+/// Decodes `len` bytes at `start`; empty when they are not in the file.
+pub fn decode(binary: &Binary, start: LinkAddr, len: u64) -> Vec<Instruction> {
+    let Some(bytes) = binary.bytes_at(start, len) else {
+        return Vec::new();
+    };
+    Decoder::with_ip(64, bytes, start.0, DecoderOptions::NONE)
+        .iter()
+        .take_while(|i| !i.is_invalid())
+        .collect()
+}
+
+impl Planner<'_> {
+    fn block_insns(&self, addr: LinkAddr) -> Option<Vec<Instruction>> {
+        let b = self.cfg.block(self.cfg.block_containing(addr)?);
+        Some(decode(self.binary, b.start, b.end.0 - b.start.0))
+    }
+
+    /// Addresses control may arrive at other than by falling through.
+    fn is_target(&self, a: u64) -> bool {
+        self.cfg.block_at(LinkAddr(a)).is_some()
+            || self
+                .cfg
+                .jump_tables
+                .iter()
+                .any(|t| t.targets.contains(&LinkAddr(a)))
+            || self.table.at(LinkAddr(a)).is_some()
+    }
+
+    /// Runs of `nop`/`int3` bytes no block of this function covers: inside it, after it up to
+    /// the next function, and before it back to the previous one.
+    pub fn padding(&self) -> Vec<Range<u64>> {
+        let funcs = self.table.functions();
+        let next = funcs
+            .iter()
+            .map(|f| f.addr.0)
+            .find(|&a| a > self.func.addr.0)
+            .unwrap_or(self.func.end().0 + 64);
+        let prev_end = funcs
+            .iter()
+            .filter(|f| f.addr < self.func.addr)
+            .map(|f| f.end().0)
+            .max();
+        let mut gaps = Vec::new();
+        if let Some(p) = prev_end.filter(|&p| p < self.func.addr.0) {
+            gaps.push(p..self.func.addr.0);
+        }
+        let mut blocks: Vec<Range<u64>> =
+            self.cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
+        blocks.sort_by_key(|r| r.start);
+        let mut at = self.func.addr.0;
+        let limit = next.max(self.func.end().0);
+        for b in blocks.iter().filter(|b| b.end <= limit) {
+            if b.start > at {
+                gaps.push(at..b.start);
+            }
+            at = at.max(b.end);
+        }
+        if at < limit {
+            gaps.push(at..limit);
+        }
+        let mut runs = Vec::new();
+        for g in gaps {
+            let mut end = g.start;
+            for i in decode(self.binary, LinkAddr(g.start), g.end - g.start) {
+                if !matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) || i.next_ip() > g.end {
+                    break;
+                }
+                end = i.next_ip();
+            }
+            if end > g.start {
+                runs.push(g.start..end);
+            }
+        }
+        runs
+    }
+
+    fn in_padding(pads: &[Range<u64>], r: &Range<u64>) -> bool {
+        r.is_empty() || pads.iter().any(|p| p.start <= r.start && r.end <= p.end)
+    }
+
+    /// Whole instructions `insns[s..k]` of one block from `insns[s]` through the point's
+    /// `insns[idx]` covering at least `need` bytes, or the rest of the block plus padding when
+    /// it cannot fall through. Returns the bytes overwritten and `k`.
+    fn cover(
+        &self,
+        insns: &[Instruction],
+        s: usize,
+        idx: usize,
+        need: u64,
+        pads: &[Range<u64>],
+        claimed: &Claimed,
+    ) -> Option<(u64, usize, bool)> {
+        let start = insns[s].ip();
+        let mut end = start;
+        let mut k = s;
+        while (end - start < need || k <= idx) && k < insns.len() {
+            end = insns[k].next_ip();
+            k += 1;
+        }
+        let mut padded = false;
+        let len = if end - start >= need {
+            end - start
+        } else {
+            let last = insns.last()?;
+            if falls_through(last) || !Self::in_padding(pads, &(end..start + need)) {
+                return None;
+            }
+            padded = true;
+            need
+        };
+        let range = start..start + len;
+        if claimed.overlaps(&range) || (start + 1..end).any(|a| self.is_target(a)) {
+            return None;
+        }
+        Some((len, k, padded))
+    }
+
+    /// A 5-byte padding run reachable by `jmp rel8` from an instruction at `from`.
+    fn find_pad(
+        from: u64,
+        pads: &[Range<u64>],
+        claimed: &Claimed,
+        avoid: &Range<u64>,
+    ) -> Option<u64> {
+        let after = from + 2;
+        pads.iter().find_map(|p| {
+            (p.start..p.end.saturating_sub(4)).find(|&a| {
+                let d = a as i64 - after as i64;
+                let r = a..a + 5;
+                (-128..=127).contains(&d)
+                    && !claimed.overlaps(&r)
+                    && !(r.start < avoid.end && avoid.start < r.end)
+            })
+        })
+    }
+
+    /// Tactics 1–3 for the instruction at `addr`.
+    pub fn place_local(&self, addr: LinkAddr, claimed: &Claimed) -> Option<Site> {
+        let insns = self.block_insns(addr)?;
+        let idx = insns.iter().position(|i| i.ip() == addr.0)?;
+        let pads = self.padding();
+        let starts = std::iter::once(idx).chain((0..idx).rev());
+        for s in starts.clone() {
+            if let Some((len, k, padded)) = self.cover(&insns, s, idx, 5, &pads, claimed) {
+                let start = insns[s].ip();
+                let tactic = if s == idx {
+                    Tactic::Jump
+                } else {
+                    Tactic::JumpBefore
+                };
+                let mut why = if s == idx {
+                    format!("5-byte jmp over {} instruction(s)", k - s)
+                } else {
+                    format!(
+                        "too few bytes after the point; jmp placed {} bytes earlier in its block",
+                        addr.0 - start
+                    )
+                };
+                if padded {
+                    why.push_str(" and the padding after the block");
+                }
+                return Some(Site {
+                    tactic,
+                    patch_at: LinkAddr(start),
+                    overwrite: len,
+                    pad: None,
+                    segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
+                    points: vec![],
+                    arrivals: vec![],
+                    why,
+                });
+            }
+        }
+        for s in starts {
+            if let Some((len, k, _)) = self.cover(&insns, s, idx, 2, &pads, claimed) {
+                let start = insns[s].ip();
+                let avoid = start..start + len;
+                if let Some(pad) = Self::find_pad(start, &pads, claimed, &avoid) {
+                    return Some(Site {
+                        tactic: Tactic::Pun,
+                        patch_at: LinkAddr(start),
+                        overwrite: len,
+                        pad: Some(LinkAddr(pad)),
+                        segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
+                        points: vec![],
+                    arrivals: vec![],
+                        why: format!(
+                            "block too short for 5 bytes; jmp rel8 to padding at {pad:#x} holding a jmp rel32"
+                        ),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// Tactic 4: the whole function in one trampoline. Control arrives in the original only
+    /// at the entry and at the return addresses of its calls (the copy pushes original return
+    /// addresses); each arrival gets a jump to its copy, and the rest of the original body is
+    /// dead, so it serves as padding for puns.
+    pub fn place_function(&self, claimed: &Claimed) -> Result<Site, String> {
+        let cfg = self.cfg;
+        if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
+            return Err("it has indirect jumps".into());
+        }
+        let mut blocks: Vec<Range<u64>> = cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
+        blocks.sort_by_key(|r| r.start);
+        let (lo, hi) = match (blocks.first(), blocks.iter().map(|b| b.end).max()) {
+            (Some(f), Some(h)) => (f.start, h),
+            _ => return Err("it has no code".into()),
+        };
+        if claimed.overlaps(&(lo..hi)) {
+            return Err("part of it is patched already".into());
+        }
+        let mut segments: Vec<Range<LinkAddr>> = Vec::new();
+        for b in &blocks {
+            match segments.last_mut() {
+                Some(s) if s.end.0 == b.start => s.end = LinkAddr(b.end),
+                _ => segments.push(LinkAddr(b.start)..LinkAddr(b.end)),
+            }
+        }
+        let mut dead: Vec<Range<u64>> = blocks.clone();
+        dead.extend(self.padding());
+        let is_dead = |a: u64| dead.iter().any(|r| r.contains(&a));
+        let mut arrivals: Vec<u64> = vec![cfg.entry.0];
+        arrivals.extend(
+            cfg.blocks
+                .iter()
+                .filter(|b| b.call.as_ref().is_some_and(|c| !c.noreturn))
+                .map(|b| b.end.0),
+        );
+        arrivals.sort();
+        arrivals.dedup();
+        let mut taken = claimed.clone();
+        let mut placed: Vec<Arrival> = Vec::new();
+        for (n, &a) in arrivals.iter().enumerate() {
+            let next = arrivals.get(n + 1).copied().unwrap_or(u64::MAX);
+            let mut room = 0;
+            while room < 5 && a + room < next && is_dead(a + room) {
+                room += 1;
+            }
+            let r5 = a..a + 5;
+            if room >= 5 && !taken.overlaps(&r5) {
+                taken.0.push(r5);
+                placed.push(Arrival {
+                    at: LinkAddr(a),
+                    overwrite: 5,
+                    pad: None,
+                });
+                continue;
+            }
+            if room < 2 || taken.overlaps(&(a..a + 2)) {
+                return Err(format!(
+                    "no room for a jump at {a:#x}, where control arrives"
+                ));
+            }
+            taken.0.push(a..a + 2);
+            // Pads: dead bytes not at an arrival.
+            let pads = &dead;
+            let avoid: Vec<Range<u64>> = arrivals.iter().map(|&x| x..x + 2).collect();
+            let pad = pads.iter().find_map(|p| {
+                (p.start..p.end.saturating_sub(4)).find(|&q| {
+                    let d = q as i64 - (a as i64 + 2);
+                    let r = q..q + 5;
+                    (-128..=127).contains(&d)
+                        && r.clone().all(is_dead)
+                        && !taken.overlaps(&r)
+                        && !avoid.iter().any(|v| v.start < r.end && r.start < v.end)
+                })
+            });
+            let Some(pad) = pad else {
+                return Err(format!("no padding within reach of {a:#x} for a pun"));
+            };
+            taken.0.push(pad..pad + 5);
+            placed.push(Arrival {
+                at: LinkAddr(a),
+                overwrite: 2,
+                pad: Some(LinkAddr(pad)),
+            });
+        }
+        let first = placed.remove(0);
+        let how = if first.pad.is_some() {
+            "a pun"
+        } else {
+            "a jmp"
+        };
+        Ok(Site {
+            tactic: Tactic::RelocateFunction,
+            patch_at: first.at,
+            overwrite: first.overwrite,
+            pad: first.pad,
+            segments,
+            points: vec![],
+            why: format!(
+                "no room at the point; the whole function ({} bytes) is copied, its entry redirected by {how}{}",
+                hi - lo,
+                if placed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {} return address(es) of its calls by jumps into the copy", placed.len())
+                }
+            ),
+            arrivals: placed,
+        })
+    }
+
+    /// Tactic 5: `int3` on the instruction at `addr`.
+    pub fn place_trap(&self, addr: LinkAddr, why: String) -> Option<Site> {
+        let insns = self.block_insns(addr)?;
+        let i = insns.iter().find(|i| i.ip() == addr.0)?;
+        Some(Site {
+            tactic: Tactic::Trap,
+            patch_at: addr,
+            overwrite: 1,
+            pad: None,
+            segments: vec![addr..LinkAddr(i.next_ip())],
+            points: vec![],
+            arrivals: vec![],
+            why,
+        })
+    }
+
+    /// Sites for the points at `addrs` (sorted) of this function. `outside` is `claimed`
+    /// without the sites already in this function, which relocating it would absorb; `inside`
+    /// lists those sites' points.
+    pub fn plan(
+        &self,
+        addrs: &[LinkAddr],
+        claimed: &Claimed,
+        outside: &Claimed,
+        inside: &[LinkAddr],
+    ) -> Vec<Site> {
+        let mut local = claimed.clone();
+        let mut sites: Vec<Site> = Vec::new();
+        let mut failed = Vec::new();
+        for &a in addrs {
+            if sites.iter().any(|s| s.points.contains(&a)) {
+                continue;
+            }
+            match self.place_local(a, &local) {
+                Some(mut site) => {
+                    site.points = Self::inside(&site, addrs);
+                    local.add(&site);
+                    sites.push(site);
+                }
+                None => failed.push(a),
+            }
+        }
+        failed.retain(|a| !sites.iter().any(|s| s.points.contains(a)));
+        if failed.is_empty() {
+            return sites;
+        }
+        let reason = match self.place_function(outside) {
+            Ok(mut site) => {
+                site.points = addrs.iter().chain(inside).copied().collect();
+                site.points.sort();
+                site.points.dedup();
+                return vec![site];
+            }
+            Err(e) => e,
+        };
+        for a in failed {
+            let why = format!("no room for a jump, and the function cannot be relocated: {reason}");
+            if let Some(mut t) = self.place_trap(a, why) {
+                if !local.overlaps(&(a.0..a.0 + 1)) {
+                    t.points = vec![a];
+                    local.add(&t);
+                    sites.push(t);
+                }
+            }
+        }
+        sites
+    }
+
+    fn inside(site: &Site, addrs: &[LinkAddr]) -> Vec<LinkAddr> {
+        addrs
+            .iter()
+            .copied()
+            .filter(|a| site.segments.iter().any(|s| s.contains(a)))
+            .collect()
+    }
+}
+
+/// Are the arithmetic flags possibly read before being written, from `addr` to the end of its
+/// block?
+pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
+    use iced_x86::RflagsBits as F;
+    const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
+    let Some(b) = cfg.block_containing(addr) else {
+        return true;
+    };
+    let b = cfg.block(b);
+    let mut written = 0;
+    for i in decode(binary, addr, b.end.0 - addr.0) {
+        if i.rflags_read() & STATUS & !written != 0 {
+            return true;
+        }
+        written |= i.rflags_written() | i.rflags_cleared() | i.rflags_set() | i.rflags_undefined();
+        if written & STATUS == STATUS {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,64 @@
+//! The narrow address space the patcher works through (Dyninst's `AddrSpace`): read code,
+//! allocate memory near the code, write bytes. The static rewriter implements it over new ELF
+//! segments, the live-process backend over ptrace, and the tests over their own process.
+//!
+//! # Which addresses
+//!
+//! Every address here is where the code *executes*, a [`RuntimeAddr`]: for a live process the
+//! runtime address (link address plus the module's load bias); for the static rewriter the
+//! link address in the output file, i.e. a runtime address with bias 0. The patcher encodes
+//! trampolines, jumps and RIP-relative operands for exactly these addresses, so an
+//! implementation must hand back memory that will execute at the address it returns.
+
+use crate::addr::RuntimeAddr;
+
+/// What an allocation will hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocKind {
+    /// Trampolines: readable and executable once written, never writable and executable at
+    /// once.
+    Code,
+    /// Declared variables and other snippet data: readable and writable.
+    Data,
+}
+
+/// Why the address space refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SpaceError {
+    /// Nothing could be allocated within reach of the code.
+    #[error("no room for {size} bytes within ±2 GiB of {near}")]
+    NoRoom { near: RuntimeAddr, size: u64 },
+    /// Reading or writing failed (unmapped address, permission, I/O).
+    #[error("cannot access {len} bytes at {addr}: {detail}")]
+    Access {
+        addr: RuntimeAddr,
+        len: usize,
+        detail: String,
+    },
+}
+
+/// An address space the patcher can read, allocate in, and write to.
+pub trait AddressSpace {
+    /// The `len` bytes at `addr`.
+    fn read(&self, addr: RuntimeAddr, len: usize) -> Result<Vec<u8>, SpaceError>;
+
+    /// Allocates `size` bytes aligned to 16 (64 for data) within ±2 GiB of `near` (minus
+    /// `size`), so rel32 jumps and RIP-relative operands reach both ways, and returns where
+    /// they will execute.
+    fn allocate(
+        &mut self,
+        near: RuntimeAddr,
+        size: u64,
+        kind: AllocKind,
+    ) -> Result<RuntimeAddr, SpaceError>;
+
+    /// Writes `bytes` at `addr`: into allocated code or data, or over the original code (the
+    /// jumps into trampolines). Code stays non-writable once written.
+    fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError>;
+}
+
+/// True when a rel32 displacement from the end of an instruction at `from` reaches `to`.
+pub fn within_rel32(from: u64, to: u64) -> bool {
+    let d = to as i128 - from as i128;
+    d >= i128::from(i32::MIN) + 16 && d <= i128::from(i32::MAX) - 16
+}

@@ -1,0 +1,470 @@
+//! Real code, instrumented in this process: a shared library built with gcc at `-O0` and
+//! `-O2` (plus hand-written assembly for the tactics), `dlopen`ed, analysed from its file,
+//! patched through [`inproc::InProcess`], and called.
+
+mod inproc;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use inproc::{build, InProcess, Lib};
+
+use super::{
+    describe_points, AddressSpace, AllocKind, PatchError, PatchOptions, Patcher, Request, Tactic,
+};
+use crate::addr::RuntimeAddr;
+use crate::point::{self, Point, PointKind, Query};
+use crate::session::Session;
+use crate::snippet::types::{FnSig, IntKind, Type};
+use crate::snippet::{MapEnv, PointInfo, VarPlace};
+
+const C: &str = r#"
+int inc(int x) { return x + 1; }
+int sum_to(int n) { int s = 0; for (int i = 0; i < n; i++) s += i * 3; return s; }
+int add3(int x) { return inc(x) + inc(x + 1) + 1; }
+int classify(int x) { if (x < 0) return -1; if (x == 0) return 0; if (x > 100) return 2; return 1; }
+int tail(int x) { return inc(x * 3); }
+static __attribute__((noinline)) int leaf2(int x) { return x * 7 + 1; }
+double driver(int n) {
+    double acc = 0.25; long k = 0;
+    for (int i = 0; i < n; i++) { acc = acc * 1.5 + 1.0; k += leaf2(i); acc -= (double)k * 0.001; }
+    return acc + (double)k;
+}
+"#;
+
+/// Functions whose shapes force the tactics other than a plain jump.
+const ASM: &str = r#"
+    .text
+    .p2align 5, 0xcc
+    .globl pun_entry
+    .type pun_entry, @function
+pun_entry:                      # entry block: 4 bytes (test; je)
+    test %edi, %edi
+    je 1f
+    lea 1(%rdi), %eax
+    ret                         # block of 4 bytes, then another block
+1:  mov $100, %eax
+    ret
+    .size pun_entry, .-pun_entry
+    .p2align 5, 0xcc
+    .globl mid_ret
+    .type mid_ret, @function
+mid_ret:                        # a lone ret in the middle of a leaf
+    test %edi, %edi
+    jne 2f
+    ret
+2:  lea (%rdi,%rdi), %eax
+    ret
+    .size mid_ret, .-mid_ret
+    .p2align 5, 0xcc
+    .globl needs_trap
+    .type needs_trap, @function
+needs_trap:                     # a lone ret, and a call returning to a lone ret
+    test %edi, %edi             # right before the next function: no room anywhere
+    jne 3f
+    ret
+3:  call inc@PLT
+    ret
+    .size needs_trap, .-needs_trap
+    .globl after_trap
+    .type after_trap, @function
+after_trap:
+    ret
+    .size after_trap, .-after_trap
+    .p2align 5, 0xcc
+    .section .note.GNU-stack,"",@progbits
+"#;
+
+/// Calls recorded by the snippet-called function.
+static RECORDED: AtomicI64 = AtomicI64::new(0);
+static RECORD_CALLS: AtomicI64 = AtomicI64::new(0);
+
+extern "C" fn record(v: i64) {
+    // Dirty every caller-saved vector register, as an AVX-using callee could.
+    let x = (v as f64).sqrt() * 3.0 + 1.0;
+    RECORDED.fetch_add(v + (x * 0.0) as i64, Ordering::SeqCst);
+    RECORD_CALLS.fetch_add(1, Ordering::SeqCst);
+}
+
+struct Fixture {
+    session: Session,
+    lib: Lib,
+    space: InProcess,
+    patcher: Patcher,
+    data: u64,
+}
+
+const COUNTERS: usize = 16;
+
+impl Fixture {
+    fn new(test: &str, opt: &str, options: PatchOptions) -> Fixture {
+        let path = build(test, C, ASM, opt);
+        let lib = Lib::open(&path);
+        let mut session = Session::new();
+        session.open(&path).expect("open the test library");
+        let m = session.main().expect("main module");
+        let inc = m.functions().by_name("inc").next().expect("inc").addr;
+        let bias = lib.sym("inc") - inc.0;
+        let mut space = InProcess::near(lib.sym("inc"));
+        let data = space
+            .allocate(
+                RuntimeAddr(lib.sym("inc")),
+                8 * COUNTERS as u64,
+                AllocKind::Data,
+            )
+            .expect("data near the library")
+            .0;
+        Fixture {
+            session,
+            lib,
+            space,
+            patcher: Patcher::new(bias, options),
+            data,
+        }
+    }
+
+    fn counter(&self, i: usize) -> i64 {
+        // SAFETY: `data` is our RW data allocation of COUNTERS longs.
+        unsafe { ((self.data + 8 * i as u64) as *const i64).read_volatile() }
+    }
+
+    fn env(&self, kind: crate::snippet::PointKind) -> MapEnv {
+        let mut e = MapEnv {
+            point: PointInfo {
+                kind,
+                ..PointInfo::default()
+            },
+            ..MapEnv::default()
+        };
+        for i in 0..COUNTERS {
+            e = e.var(
+                &format!("n{i}"),
+                Type::Int(IntKind::Long),
+                VarPlace::Absolute(self.data + 8 * i as u64),
+            );
+        }
+        e.func(
+            "record",
+            record as *const () as u64,
+            FnSig {
+                ret: Type::Void,
+                params: Some(vec![Type::Int(IntKind::Long)]),
+                variadic: false,
+            },
+        )
+    }
+
+    fn points(&self, func: &str, q: &Query) -> Vec<Point> {
+        let m = self.session.main().expect("main module");
+        let f = m
+            .functions()
+            .by_name(func)
+            .next()
+            .unwrap_or_else(|| panic!("no {func}"));
+        point::find(m, f.id, q)
+    }
+
+    /// Inserts `source` at every point given.
+    fn insert(
+        &mut self,
+        pts: &[Point],
+        source: &str,
+    ) -> Result<Vec<super::PointReport>, PatchError> {
+        let reqs: Vec<Request> = pts
+            .iter()
+            .map(|p| Request {
+                point: p.clone(),
+                source: source.to_owned(),
+                env: Arc::new(self.env(p.kind.snippet_kind())),
+            })
+            .collect();
+        let m = self.session.main().expect("main module");
+        self.patcher.insert(m, &mut self.space, &reqs)
+    }
+
+    fn f1(&self, name: &str) -> extern "C" fn(i32) -> i32 {
+        // SAFETY: every int function of the test library has this signature.
+        unsafe {
+            std::mem::transmute::<usize, extern "C" fn(i32) -> i32>(self.lib.sym(name) as usize)
+        }
+    }
+}
+
+fn entry() -> Query {
+    Query {
+        entry: true,
+        ..Query::default()
+    }
+}
+
+fn exits() -> Query {
+    Query {
+        exits: true,
+        ..Query::default()
+    }
+}
+
+const OPTS: [&str; 2] = ["-O0", "-O2"];
+
+#[test]
+fn counts_at_entry_and_exit_are_exact() {
+    for opt in OPTS {
+        let mut fx = Fixture::new("counts", opt, PatchOptions::default());
+        let funcs = ["inc", "sum_to", "classify", "tail", "add3"];
+        let before: Vec<Vec<i32>> = funcs
+            .iter()
+            .map(|f| (-3..130).map(|x| fx.f1(f)(x)).collect())
+            .collect();
+        for (i, f) in funcs.iter().enumerate() {
+            let e = fx.points(f, &entry());
+            fx.insert(&e, &format!("n{}++;", 2 * i))
+                .unwrap_or_else(|e| panic!("{opt} {f} entry: {e}"));
+            let x = fx.points(f, &exits());
+            assert!(!x.is_empty(), "{opt} {f} has exits");
+            fx.insert(&x, &format!("n{}++;", 2 * i + 1))
+                .unwrap_or_else(|e| panic!("{opt} {f} exit: {e}"));
+        }
+        for (i, f) in funcs.iter().enumerate() {
+            let after: Vec<i32> = (-3..130).map(|x| fx.f1(f)(x)).collect();
+            assert_eq!(after, before[i], "{opt} {f} computes what it did");
+        }
+        // inc is also called by add3 (twice per call) and tail (once) through the PLT.
+        let calls = 133;
+        assert_eq!(fx.counter(0), calls * 4, "{opt} inc entries");
+        assert_eq!(fx.counter(1), calls * 4, "{opt} inc exits");
+        for (i, name) in funcs.iter().enumerate().skip(1) {
+            assert_eq!(fx.counter(2 * i), calls, "{opt} {name} entries");
+            assert_eq!(fx.counter(2 * i + 1), calls, "{opt} {name} exits");
+        }
+        assert!(!fx.patcher.tactic_counts().contains_key(&Tactic::Trap));
+        let m = fx.session.main().expect("module");
+        fx.patcher.remove_all(&mut fx.space).expect("restore");
+        let f = m.functions().by_name("inc").next().expect("inc");
+        let now = fx
+            .space
+            .read(RuntimeAddr(fx.lib.sym("inc")), f.size as usize)
+            .expect("read");
+        assert_eq!(
+            Some(&now[..]),
+            m.binary.bytes_at(f.addr, f.size),
+            "{opt} bytes restored"
+        );
+    }
+}
+
+#[test]
+fn call_sites_count_before_and_after() {
+    for opt in OPTS {
+        let mut fx = Fixture::new("calls", opt, PatchOptions::default());
+        let q = Query {
+            calls_before: true,
+            callee: Some("inc".into()),
+            ..Query::default()
+        };
+        let b = fx.points("add3", &q);
+        assert_eq!(b.len(), 2, "{opt}: {b:?}");
+        let r = fx.insert(&b, "n0++;").expect("call-before");
+        // A counter where the ABI leaves the flags dead is the bare `inc`: nothing saved.
+        assert!(r.iter().all(|r| r.saves == "nothing"), "{r:?}");
+        let q = Query {
+            calls_after: true,
+            callee: Some("inc".into()),
+            ..Query::default()
+        };
+        let a = fx.points("add3", &q);
+        fx.insert(&a, "n1 = n1 + $return;").expect("call-after");
+        for x in 0..10 {
+            assert_eq!(fx.f1("add3")(x), 2 * x + 4);
+        }
+        assert_eq!(fx.counter(0), 20, "{opt}");
+        // inc(x) + inc(x+1) summed over x = 0..10: sum of (2x + 3).
+        assert_eq!(
+            fx.counter(1),
+            (0..10).map(|x| 2 * x + 3).sum::<i64>(),
+            "{opt}"
+        );
+    }
+}
+
+#[test]
+fn snippets_see_arguments_return_values_and_run_in_order() {
+    for opt in OPTS {
+        let mut fx = Fixture::new("args", opt, PatchOptions::default());
+        let e = fx.points("inc", &entry());
+        let x = fx.points("inc", &exits());
+        fx.insert(&e, "n0 = $0; n2 = n2 * 10 + 1;").expect("first");
+        fx.insert(&x, "n1 = $return;").expect("exit");
+        let _ = fx.f1("inc")(41);
+        assert_eq!(
+            (fx.counter(0), fx.counter(1), fx.counter(2)),
+            (41, 42, 1),
+            "{opt}"
+        );
+        let mut fx = Fixture::new("order", opt, PatchOptions::default());
+        let e = fx.points("sum_to", &entry());
+        let env = Arc::new(fx.env(e[0].kind.snippet_kind()));
+        let reqs: Vec<Request> = ["n3 = n3 * 10 + 1;", "n3 = n3 * 10 + 2;"]
+            .iter()
+            .map(|s| Request {
+                point: e[0].clone(),
+                source: (*s).to_owned(),
+                env: env.clone(),
+            })
+            .collect();
+        let m = fx.session.main().expect("module");
+        fx.patcher
+            .insert(m, &mut fx.space, &reqs)
+            .expect("two snippets");
+        assert_eq!(fx.f1("sum_to")(4), 18);
+        assert_eq!(fx.counter(3), 12, "{opt}: in insertion order");
+    }
+}
+
+#[test]
+fn return_value_can_be_replaced() {
+    for opt in OPTS {
+        let mut fx = Fixture::new("ret42", opt, PatchOptions::default());
+        let x = fx.points("classify", &exits());
+        fx.insert(&x, "$return = 42;").expect("exit");
+        for v in [-5, 0, 7, 500] {
+            assert_eq!(fx.f1("classify")(v), 42, "{opt}");
+        }
+        assert_eq!(fx.f1("inc")(1), 2);
+    }
+}
+
+#[test]
+fn calls_out_preserve_registers_and_vector_state() {
+    for opt in OPTS {
+        let mut fx = Fixture::new("callout", opt, PatchOptions::default());
+        // SAFETY: driver has this signature.
+        let driver: extern "C" fn(i32) -> f64 =
+            unsafe { std::mem::transmute(fx.lib.sym("driver") as usize) };
+        let want = driver(50);
+        let e = fx.points("leaf2", &entry());
+        RECORDED.store(0, Ordering::SeqCst);
+        RECORD_CALLS.store(0, Ordering::SeqCst);
+        let r = fx
+            .insert(&e, "record($0); n0++;")
+            .expect("call-out snippet");
+        assert!(r[0].saves.contains("xsave"), "{}", r[0].saves);
+        let mut acc = 0.0f64;
+        for i in 0..3 {
+            acc += driver(50) * f64::from(i);
+        }
+        assert_eq!(
+            acc,
+            want * 3.0,
+            "{opt}: driver's live xmm and GPR state survived"
+        );
+        assert_eq!(RECORD_CALLS.load(Ordering::SeqCst), 150);
+        assert_eq!(RECORDED.load(Ordering::SeqCst), 3 * (0..50).sum::<i64>());
+        assert_eq!(fx.counter(0), 150);
+    }
+}
+
+#[test]
+fn tiny_functions_get_tactics_other_than_traps() {
+    let mut fx = Fixture::new("tactics", "-O2", PatchOptions::default());
+    let all = Query {
+        entry: true,
+        exits: true,
+        ..Query::default()
+    };
+    let m = fx.session.main().expect("module");
+    let rows = describe_points(m, &fx.patcher, &fx.points("needs_trap", &exits()));
+    assert!(
+        rows.iter()
+            .any(|r| r.tactic == Tactic::Trap && r.why.contains("cannot be relocated")),
+        "{rows:#?}"
+    );
+    let err = fx
+        .insert(&fx.points("needs_trap", &exits()), "n9++;")
+        .expect_err("traps are refused");
+    assert!(matches!(err, PatchError::NeedsTrap { .. }), "{err}");
+
+    for (i, f) in ["inc", "pun_entry", "mid_ret"].iter().enumerate() {
+        let before: Vec<i32> = (-2..5).map(|x| fx.f1(f)(x)).collect();
+        let p = fx.points(f, &all);
+        let entries = p
+            .iter()
+            .filter(|p| p.kind == PointKind::Entry)
+            .cloned()
+            .collect::<Vec<_>>();
+        let exits = p
+            .iter()
+            .filter(|p| p.kind != PointKind::Entry)
+            .cloned()
+            .collect::<Vec<_>>();
+        fx.insert(&entries, &format!("n{}++;", 2 * i))
+            .unwrap_or_else(|e| panic!("{f}: {e}"));
+        fx.insert(&exits, &format!("n{}++;", 2 * i + 1))
+            .unwrap_or_else(|e| panic!("{f}: {e}"));
+        let after: Vec<i32> = (-2..5).map(|x| fx.f1(f)(x)).collect();
+        assert_eq!(after, before, "{f}");
+        assert_eq!((fx.counter(2 * i), fx.counter(2 * i + 1)), (7, 7), "{f}");
+    }
+    let counts = fx.patcher.tactic_counts();
+    assert!(counts.contains_key(&Tactic::Pun), "{counts:?}");
+    assert!(counts.contains_key(&Tactic::RelocateFunction), "{counts:?}");
+    assert!(!counts.contains_key(&Tactic::Trap), "{counts:?}");
+}
+
+/// Calls `f(41)` from assembly with sentinels in every caller-saved register the callee
+/// (`inc`: `lea eax,[rdi+1]; ret` at -O2) leaves alone, and the carry flag set; returns what
+/// came back: (rax, GPRs, xmm low halves, rflags).
+fn call_with_sentinels(f: u64) -> (u64, [u64; 7], [f64; 8], u64) {
+    let g: [u64; 7] = std::array::from_fn(|i| 0x5e00_0000_0000_0000 | (i as u64) << 8);
+    let x: [f64; 8] = std::array::from_fn(|i| 1.5 + i as f64);
+    let mut go = g;
+    let mut xo = x;
+    let ret: u64;
+    let flags: u64;
+    // SAFETY: calls a C function of the test library (int -> int) with a valid stack; every
+    // register it may change per the ABI is an operand or marked clobbered.
+    unsafe {
+        std::arch::asm!(
+            "stc",
+            "call {f}",
+            "pushfq",
+            "pop {fl}",
+            f = in(reg) f,
+            fl = lateout(reg) flags,
+            inout("rdi") 41u64 => _,
+            lateout("rax") ret,
+            inout("rcx") go[0], inout("rdx") go[1], inout("rsi") go[2], inout("r8") go[3],
+            inout("r9") go[4], inout("r10") go[5], inout("r11") go[6],
+            inout("xmm0") xo[0], inout("xmm1") xo[1], inout("xmm2") xo[2], inout("xmm3") xo[3],
+            inout("xmm8") xo[4], inout("xmm9") xo[5], inout("xmm14") xo[6], inout("xmm15") xo[7],
+            out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+            out("xmm10") _, out("xmm11") _, out("xmm12") _, out("xmm13") _,
+        );
+    }
+    assert_eq!(go, g, "inc itself leaves the sentinels alone");
+    assert_eq!(xo, x, "inc itself leaves the xmm sentinels alone");
+    (ret, go, xo, flags)
+}
+
+#[test]
+fn registers_flags_and_vectors_survive_a_call_out() {
+    let options = PatchOptions {
+        always_save_flags: true,
+        ..PatchOptions::default()
+    };
+    let mut fx = Fixture::new("sentinels", "-O2", options);
+    let f = fx.lib.sym("inc");
+    let (r0, g0, x0, fl0) = call_with_sentinels(f);
+    assert_eq!(r0 as u32, 42);
+    let e = fx.points("inc", &entry());
+    let r = fx
+        .insert(&e, "record($0); n0 = $0 * 2;")
+        .expect("call-out at entry");
+    assert!(r[0].saves.contains("flags"), "{}", r[0].saves);
+    let (r1, g1, x1, fl1) = call_with_sentinels(f);
+    assert_eq!(r1 as u32, 42);
+    assert_eq!(g1, g0, "caller-saved GPRs survive");
+    assert_eq!(x1, x0, "xmm registers survive");
+    assert_eq!(fl1 & 1, fl0 & 1, "the carry flag survives");
+    assert_eq!(fl0 & 1, 1);
+    assert_eq!(fx.counter(0), 82);
+}
