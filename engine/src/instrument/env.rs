@@ -10,7 +10,8 @@
 use crate::dwarf::{DebugInfo, TypeKind};
 use crate::session::{Module, Session};
 use crate::snippet::abi;
-use crate::snippet::env::{Binding, Env, PointInfo, PointKind, VarPlace};
+use crate::snippet::env::{Binding, Env, MapEnv, PointInfo, PointKind, VarPlace};
+use crate::snippet::lexer::{lex, TokenKind};
 use crate::snippet::types::{Field, FnSig, IntKind, StructLayout, Type};
 use crate::symbols::Function;
 
@@ -67,6 +68,48 @@ impl<'a> SessionEnv<'a> {
             PointInfo::default(),
             0,
         ))
+    }
+
+    /// An owned copy of everything `source` can name here: the bindings of its identifiers and
+    /// the layouts of the structs they reach. Trampolines keep their snippets' environments
+    /// (to re-lay a site later), so they need one that does not borrow the session.
+    pub fn snapshot(&self, source: &str) -> MapEnv {
+        let (tokens, _) = lex(source);
+        let mut env = MapEnv {
+            point: self.point.clone(),
+            ..MapEnv::default()
+        };
+        let mut structs: Vec<String> = Vec::new();
+        let mut prev_struct = false;
+        for t in &tokens {
+            if let TokenKind::Ident(name) = &t.kind {
+                if prev_struct {
+                    structs.push(name.clone());
+                } else if let Some(b) = self.lookup(name) {
+                    if let Binding::Var { ty, .. } = &b {
+                        struct_names(ty, &mut structs);
+                    }
+                    env.bindings.push((name.clone(), b));
+                }
+                prev_struct = name == "struct";
+            } else {
+                prev_struct = false;
+            }
+        }
+        // Structs reachable through members, breadth first, each once.
+        let mut i = 0;
+        while i < structs.len() && i < 64 {
+            if !env.structs.iter().any(|s| s.name == structs[i]) {
+                if let Some(layout) = self.struct_layout(&structs[i]) {
+                    for f in &layout.fields {
+                        struct_names(&f.ty, &mut structs);
+                    }
+                    env.structs.push(layout);
+                }
+            }
+            i += 1;
+        }
+        env
     }
 
     fn debug(&self) -> Option<&DebugInfo> {
@@ -183,6 +226,19 @@ impl<'a> SessionEnv<'a> {
                     .and_then(|l| l.size)
             },
         )
+    }
+}
+
+/// The struct names `ty` refers to, through pointers and arrays.
+fn struct_names(ty: &Type, out: &mut Vec<String>) {
+    match ty {
+        Type::Struct { name, .. } => {
+            if !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        Type::Ptr(t) | Type::Array(t, _) => struct_names(t, out),
+        _ => {}
     }
 }
 

@@ -8,3 +8,6 @@ pub use env::{Declaration, SessionEnv};
 pub mod request;
 
 pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
+pub mod save;
+
+pub use save::{save, SaveError, SaveReport};

@@ -520,9 +520,15 @@ pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> 
                     s.segments
                         .iter()
                         .flat_map(|r: &Range<LinkAddr>| {
-                            plan::decode(&module.binary, r.start, r.end.0 - r.start.0)
+                            let len = r.end.0 - r.start.0;
+                            let bytes = module.binary.bytes_at(r.start, len).unwrap_or(&[]);
+                            crate::disasm::disassemble(bytes, r.start, usize::MAX, &|_| None)
                         })
-                        .map(|i| format!("{:#x}: {i}", i.ip()))
+                        // The same spelling as `disas`: `call 0x1168`, `mov rax, [0x40a0]`.
+                        .map(|l| {
+                            let text = l.text.split_whitespace().collect::<Vec<_>>().join(" ");
+                            format!("{}: {text}", l.addr)
+                        })
                         .collect()
                 })
                 .unwrap_or_default();

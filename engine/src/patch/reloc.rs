@@ -49,6 +49,31 @@ fn encode(insns: &[Instruction], at: u64, original: &Instruction) -> Result<Vec<
     Ok(enc.take_buffer())
 }
 
+/// Pushes the address `v`, as seen from code placed at `at`, without touching flags or
+/// registers. Within ±2 GiB the address is computed RIP-relatively, so the trampoline stays
+/// position independent (a rewritten PIE is loaded at an address unknown when it is written);
+/// farther away (live processes only) it is pushed as an immediate.
+fn push_addr(v: u64, at: u64) -> Vec<Instruction> {
+    let near = (v as i128 - at as i128).abs() < 0x7000_0000;
+    if !near {
+        return push_u64(v);
+    }
+    let rsp = |d: i64| MemoryOperand::with_base_displ(Register::RSP, d);
+    vec![
+        // lea, push, mov and pop leave the flags alone, unlike sub.
+        Instruction::with2(Code::Lea_r64_m, Register::RSP, rsp(-8)).expect("lea rsp"),
+        Instruction::with1(Code::Push_r64, Register::RAX).expect("push rax"),
+        Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RAX,
+            MemoryOperand::with_base_displ(Register::RIP, v as i64),
+        )
+        .expect("lea rax, [rip+v]"),
+        Instruction::with2(Code::Mov_rm64_r64, rsp(8), Register::RAX).expect("mov [rsp+8], rax"),
+        Instruction::with1(Code::Pop_r64, Register::RAX).expect("pop rax"),
+    ]
+}
+
 /// `push imm` of a full 64-bit value without touching flags or registers.
 fn push_u64(v: u64) -> Vec<Instruction> {
     let lo = v as u32 as i32;
@@ -82,7 +107,7 @@ pub fn relocate(
     if is_call {
         // Calls always go to the original target: a call to the function's own entry must
         // pass its (patched) entry again.
-        let mut out = push_u64(insn.next_ip());
+        let mut out = push_addr(insn.next_ip(), at);
         if i.op0_kind() == OpKind::NearBranch64 {
             out.push(
                 Instruction::with_branch(Code::Jmp_rel32_64, i.near_branch64()).map_err(|e| {

@@ -12,8 +12,8 @@
 //! branches, shortens them, and turns RIP-relative operands into displacements for the final
 //! address. String literals go in a data area after the code (jumped over), reached
 //! RIP-relatively; declared variables and globals RIP-relatively when within ±2 GiB of the
-//! code, else through `mov r11, imm64`; called functions always through `mov r11, imm64;
-//! call r11`, so calls work from any distance.
+//! code, else through `mov r11, imm64`; called functions likewise by `call rel32` when near
+//! (position independent, as a rewritten PIE needs) and `mov r11, imm64; call r11` when far.
 
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code as Op, IcedError, Instruction, InstructionBlock,
@@ -297,7 +297,7 @@ impl Gen {
         }
     }
 
-    fn is_near(&self, target: u64) -> bool {
+    pub(super) fn is_near(&self, target: u64) -> bool {
         let d = target as i128 - self.addr as i128;
         d.abs() < 0x7000_0000
     }

@@ -33,8 +33,8 @@
 //! - **Data**: declared variables and mutatee globals have absolute addresses (from the
 //!   environment); the snippet reaches them RIP-relatively (`[rip+disp32]`) when they are
 //!   within ±2 GiB of the code, else through `mov r11, imm64`. String literals live in a data
-//!   area after the code, jumped over. Called functions are reached with `mov r11, imm64;
-//!   call r11`, from any distance.
+//!   area after the code, jumped over. Called functions are reached with `call rel32` when
+//!   within ±2 GiB (position independent) and `mov r11, imm64; call r11` otherwise.
 //! - **Counters**: `n++;` for a declared `long n` near the code is exactly one instruction,
 //!   `inc qword ptr [rip+disp]`, and clobbers only the flags.
 //! - **`$0..$5`** read slots 0..5 of the block (valid at entry and before calls);

@@ -185,3 +185,104 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     Ok(Output::Nothing)
 }
+
+pub const SAVE: Spec = Spec {
+    name: "save",
+    aliases: &[],
+    usage: "OUTFILE",
+    complete: Complete::File,
+    summary: "write the open file with all current instrumentation",
+    help: "Writes OUTFILE: the open executable or library with every `at` request inserted and \
+every declared variable in place. New code and data go in new segments (read-execute and \
+read-write, never both); the jumps into trampolines replace original instructions. The output \
+runs on its own, with no extra files or environment variables. Prints how many points were \
+patched and with which tactic. With nothing inserted, OUTFILE runs exactly like the original.",
+    examples: &[("save ./app.inst", "")],
+    run: save,
+};
+
+pub const SHOW_POINTS: Spec = Spec {
+    name: "show points",
+    aliases: &[],
+    usage: "FUNC",
+    complete: Complete::Function,
+    summary: "the instrumentable points of a function and how each would be patched",
+    help: "Lists FUNC's points (entry, every exit, before and after every call) with the \
+original instructions a jump there would displace and the tactic that makes room for it: \
+`jump` (a 5-byte jump over whole instructions of one block), `jump-before` (the jump sits on \
+earlier instructions of the block), `pun` (a 2-byte jump to nearby padding holding the 5-byte \
+one), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
+not supported yet). FUNC may be a glob.",
+    examples: &[("show points main", ""), ("show points 'parse_*'", "")],
+    run: show_points,
+};
+
+fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let out = args.positionals(1, 1)?.remove(0);
+    let report = engine::instrument::save(&ctx.session, &ctx.plan, std::path::Path::new(&out))?;
+    let tactics = report
+        .tactics
+        .iter()
+        .map(|(t, n)| format!("{} {n}", t.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(Output::Record(Record {
+        title: None,
+        fields: vec![
+            ("Saved", Cell::text(out)),
+            ("Points", Cell::Num(report.points.len() as u64)),
+            (
+                "Tactics",
+                Cell::text(if tactics.is_empty() {
+                    "-".into()
+                } else {
+                    tactics
+                }),
+            ),
+            ("Size", Cell::Num(report.file.size_after)),
+        ],
+        table: None,
+    }))
+}
+
+fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let name = args.positionals(1, 1)?.remove(0);
+    let funcs = ctx.session.resolve_functions(&name)?;
+    let mut t = Table::new(vec![
+        "Function",
+        "Point",
+        "Address",
+        "Callee",
+        "Displaced",
+        "Tactic",
+        "Why",
+    ]);
+    for f in funcs {
+        let module = ctx.session.module(f.module);
+        let points = engine::point::find(module, f.func, &engine::point::Query::all());
+        let patcher = engine::patch::Patcher::new(0, engine::patch::PatchOptions::default());
+        // Each point as if instrumented alone: planned together, one point's needs (say, a
+        // whole-function relocation) would hide how cheaply the others could be reached.
+        let rows = points.iter().flat_map(|p| {
+            engine::patch::describe_points(module, &patcher, std::slice::from_ref(p))
+        });
+        for row in rows {
+            let displaced = if row.tactic == engine::patch::Tactic::RelocateFunction {
+                format!("(the whole function, {} instructions)", row.displaced.len())
+            } else {
+                row.displaced.join("; ")
+            };
+            t.rows.push(vec![
+                Cell::text(row.function),
+                Cell::text(row.kind),
+                Cell::Addr(row.addr.0),
+                Cell::opt(row.callee),
+                Cell::text(displaced),
+                Cell::text(row.tactic.as_str()),
+                Cell::text(row.why),
+            ]);
+        }
+    }
+    t.title = Some(format!("{} points", t.rows.len()));
+    Ok(Output::Table(t))
+}

@@ -91,6 +91,8 @@ pub static COMMANDS: &[Spec] = &[
     instrument::AT,
     instrument::SHOW_INSTRUMENTATION,
     instrument::DELETE,
+    instrument::SHOW_POINTS,
+    instrument::SAVE,
     misc::SOURCE,
     misc::ECHO,
     misc::SLEEP,

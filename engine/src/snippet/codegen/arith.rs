@@ -343,8 +343,17 @@ impl Gen {
             }
         }
         self.mov_imm(R::RAX, xi as u64)?;
-        op2!(self, Op::Mov_r64_imm64, R::R11, addr)?;
-        op1!(self, Op::Call_rm64, R::R11)?;
+        if self.is_near(addr) {
+            // A direct `call rel32` keeps the code position independent: a PIE rewritten on
+            // disk moves code and callee together, so only the distance must be right.
+            self.emit(Ok(iced_x86::Instruction::with_branch(
+                Op::Call_rel32_64,
+                addr,
+            )?))?;
+        } else {
+            op2!(self, Op::Mov_r64_imm64, R::R11, addr)?;
+            op1!(self, Op::Call_rm64, R::R11)?;
+        }
         let total = extra + n * 8;
         if total > 0 {
             op2!(self, Op::Add_rm64_imm32, R::RSP, total as i32)?;
