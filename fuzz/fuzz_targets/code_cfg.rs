@@ -65,6 +65,8 @@ fn image(code: &[u8]) -> Vec<u8> {
     put(&mut f, strtab + 24, &(shstr_off as u64).to_le_bytes());
     put(&mut f, strtab + 32, &(shstr.len() as u64).to_le_bytes());
     put(&mut f, strtab + 48, &1u64.to_le_bytes());
+    // The table's last field (sh_entsize, 0) is never written: make room for it.
+    f.resize(sh_off + 3 * 64, 0);
     f
 }
 
