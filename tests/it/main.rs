@@ -8,6 +8,7 @@ mod bad_input;
 mod cli;
 mod discovery;
 mod dwarf;
+mod instrument;
 mod mutatees;
 mod rewrite;
 mod scripts;

@@ -4,7 +4,7 @@
 //! runs; the program headers keep their shape; bad output paths give clear errors.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Instant;
 
 use engine::rewrite::{Rewrite, Summary};
@@ -42,26 +42,7 @@ fn rewrite_empty(input: &Path, out: &Path) -> Summary {
 }
 
 fn run(exe: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut cmd = Command::new(exe);
-    cmd.args(args).env_clear().stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    // Another test thread forking while this one still held the output open for writing
-    // leaves a copy of that descriptor in its child until the child execs: executing the file
-    // in that window fails with ETXTBSY. It passes; retry briefly.
-    let mut tries = 0;
-    loop {
-        match cmd.output() {
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            result => {
-                return result.unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()))
-            }
-        }
-    }
+    gsh_tests::run_program(exe, args, env)
 }
 
 fn assert_same_run(original: &Output, rewritten: &Output, what: &str) {

@@ -11,9 +11,11 @@ mod command;
 mod gsh;
 mod mutatee;
 mod paths;
+mod program;
 pub mod truth;
 
 pub use command::run_tool;
 pub use gsh::{gsh_c, gsh_json, gsh_json_all, Gsh, GshOutput};
 pub use mutatee::{Mutatee, Variant, LIBRARIES, MUTATEES};
 pub use paths::{mutatee_source_dir, scripts_dir, target_dir, workspace_root};
+pub use program::run_program;

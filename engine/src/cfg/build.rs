@@ -146,6 +146,18 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// True when straight-line flow from the instruction at `from` to `next` would leave the
+    /// function's region for another function's (or from a function into the padding before
+    /// the next one). Compilers never fall into the next function: a call there never
+    /// returns (`call [handler]` to an abort routine), and plain flow there is a tail call.
+    fn falls_out(&self, from: u64, next: u64) -> bool {
+        if self.func.contains(LinkAddr(from)) && self.func.contains(LinkAddr(next)) {
+            return false;
+        }
+        let region = |a: u64| self.ctx.functions.containing(LinkAddr(a)).map(|f| f.id);
+        region(from) != region(next)
+    }
+
     /// The landing pad, in this function, of the call at `addr`.
     fn landing_pad(&self, addr: u64) -> Option<u64> {
         let pad = self.ctx.landing_pads.for_call(LinkAddr(addr))?.0;
@@ -186,12 +198,15 @@ impl Builder<'_, '_> {
                 let flow = flow_of(&insn);
                 self.insns.insert(addr, insn);
                 match flow {
-                    Flow::Next => continue,
+                    Flow::Next if !self.falls_out(addr, next) => continue,
+                    Flow::Next => {}
                     Flow::Cond(t) => {
                         if self.is_local(t) {
                             self.push_start(t);
                         }
-                        self.push_start(next);
+                        if !self.falls_out(addr, next) {
+                            self.push_start(next);
+                        }
                     }
                     Flow::Jump(t) => {
                         if self.is_local(t) {
@@ -200,7 +215,8 @@ impl Builder<'_, '_> {
                     }
                     Flow::JumpIndirect => self.indirect_jump(&insn),
                     Flow::Call(target) => {
-                        let noreturn = target.is_some_and(|t| (self.ctx.is_noreturn)(LinkAddr(t)));
+                        let noreturn = target.is_some_and(|t| (self.ctx.is_noreturn)(LinkAddr(t)))
+                            || self.falls_out(addr, next);
                         if !noreturn {
                             self.push_start(next);
                         }
@@ -285,6 +301,11 @@ impl Builder<'_, '_> {
                 None => block.exit = Some(Exit::Invalid),
             };
             match flow {
+                Flow::Next if self.falls_out(last, next) => {
+                    block.exit = Some(Exit::TailCall {
+                        target: LinkAddr(next),
+                    });
+                }
                 Flow::Next => {
                     if self.insns.contains_key(&next) {
                         edge(next, EdgeKind::FallThrough, block);
@@ -300,7 +321,13 @@ impl Builder<'_, '_> {
                             target: LinkAddr(t),
                         });
                     }
-                    edge(next, EdgeKind::FallThrough, block);
+                    if self.falls_out(last, next) {
+                        block.exit = Some(Exit::TailCall {
+                            target: LinkAddr(next),
+                        });
+                    } else {
+                        edge(next, EdgeKind::FallThrough, block);
+                    }
                 }
                 Flow::Jump(t) => {
                     if self.is_local(t) {
@@ -322,7 +349,8 @@ impl Builder<'_, '_> {
                     None => block.exit = Some(Exit::Indirect),
                 },
                 Flow::Call(target) => {
-                    let noreturn = target.is_some_and(|t| (self.ctx.is_noreturn)(LinkAddr(t)));
+                    let noreturn = target.is_some_and(|t| (self.ctx.is_noreturn)(LinkAddr(t)))
+                        || self.falls_out(last, next);
                     block.call = Some(CallSite {
                         addr: LinkAddr(last),
                         target: target.map(LinkAddr),

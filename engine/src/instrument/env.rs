@@ -232,11 +232,7 @@ impl<'a> SessionEnv<'a> {
 /// The struct names `ty` refers to, through pointers and arrays.
 fn struct_names(ty: &Type, out: &mut Vec<String>) {
     match ty {
-        Type::Struct { name, .. } => {
-            if !out.contains(name) {
-                out.push(name.clone());
-            }
-        }
+        Type::Struct { name, .. } if !out.contains(name) => out.push(name.clone()),
         Type::Ptr(t) | Type::Array(t, _) => struct_names(t, out),
         _ => {}
     }

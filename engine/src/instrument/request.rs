@@ -182,6 +182,11 @@ impl Request {
     }
 }
 
+/// True for the parts gcc and clang split off a function (`f.cold`, `f.cold.1`).
+fn is_fragment(name: &str) -> bool {
+    name.contains(".cold")
+}
+
 fn snippet_source(cond: Option<&str>, body: &str) -> String {
     match cond {
         Some(c) => format!("if ({c}) {{ {body} }}"),
@@ -248,6 +253,11 @@ impl Plan {
         for r in &funcs {
             let module = session.module(r.module);
             let func = module.functions().get(r.func);
+            // `main.cold` is not a function but the cold part of main, already in main's CFG;
+            // a glob instrumenting both would patch the same bytes twice.
+            if funcs.len() > 1 && is_fragment(&func.name) {
+                continue;
+            }
             let analysis = module.analysis().function(r.func);
             let table = module.functions();
             let callee_matches =
@@ -277,20 +287,24 @@ impl Plan {
                 // With a glob, functions without the point are simply not selected; a single
                 // named function without it is an error.
                 if funcs.len() == 1 {
-                    return Err(RequestError::NoPoint(format!(
-                        "{} has no {} point",
-                        func.display_name(),
-                        match &spec.at {
-                            Where::Entry => "entry".to_owned(),
-                            Where::Exit => "exit".to_owned(),
-                            Where::CallBefore { callee: Some(c) }
-                            | Where::CallAfter { callee: Some(c) } => format!("call to `{c}`"),
-                            Where::CallBefore { .. } | Where::CallAfter { .. } => "call".to_owned(),
-                            Where::Loop { name, .. } => format!(
-                                "loop named `{name}` (`loops {}` lists them)",
-                                func.display_name()
-                            ),
+                    let what = match &spec.at {
+                        Where::Entry => "no entry point".to_owned(),
+                        Where::Exit => "no exit point (it never returns)".to_owned(),
+                        Where::CallBefore { callee: Some(c) }
+                        | Where::CallAfter { callee: Some(c) } => {
+                            format!("no call to `{c}`")
                         }
+                        Where::CallBefore { .. } | Where::CallAfter { .. } => "no calls".to_owned(),
+                        Where::Loop { name, .. } => {
+                            format!(
+                                "no loop named `{name}` (`loops {}` lists them)",
+                                func.display_name()
+                            )
+                        }
+                    };
+                    return Err(RequestError::NoPoint(format!(
+                        "{} has {what}",
+                        func.display_name()
                     )));
                 }
                 continue;

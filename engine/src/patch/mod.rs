@@ -343,8 +343,10 @@ impl Patcher {
         let mut codes: HashMap<u64, PointCode> = HashMap::new();
         for r in reqs {
             let a = r.point.addr;
+            // At call boundaries the ABI leaves the flags dead, unless the instruction at the
+            // point reads them (a conditional tail call).
             let live = self.options.always_save_flags
-                || (!r.point.kind.at_call_boundary()
+                || ((!r.point.kind.at_call_boundary() || plan::reads_flags(&module.binary, a))
                     && plan::flags_live(
                         &module.binary,
                         &module.analysis().function(r.point.func).cfg,

@@ -512,6 +512,17 @@ impl Planner<'_> {
 
 /// Are the arithmetic flags possibly read before being written, from `addr` to the end of its
 /// block?
+/// True when the instruction at `addr` itself reads the status flags: a conditional tail call
+/// (`ja other_function`) is an exit, yet the flags decide it, so no point there may clobber
+/// them.
+pub fn reads_flags(binary: &Binary, addr: LinkAddr) -> bool {
+    use iced_x86::RflagsBits as F;
+    const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
+    decode(binary, addr, 15)
+        .first()
+        .is_some_and(|i| i.rflags_read() & STATUS != 0)
+}
+
 pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
