@@ -170,3 +170,18 @@ fn snippet_errors_show_the_line_and_a_caret() {
     let out = gsh_c("delete 7", &basic());
     assert_one_line_error(&out, "no instrumentation with id 7");
 }
+
+#[test]
+fn parameters_hiding_declared_variables_are_warned_about() {
+    let out = gsh_c("declare long n; at factorial entry { n++; }", &basic());
+    out.assert_code(0);
+    assert_eq!(
+        out.stderr,
+        "gsh: warning: in factorial, `n` is its parameter, not the declared variable `n`\n"
+    );
+    let out = gsh_c(
+        "declare long calls; at factorial entry { calls++; }",
+        &basic(),
+    );
+    assert_eq!(out.stderr, "");
+}

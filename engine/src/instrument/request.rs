@@ -173,6 +173,8 @@ pub struct Request {
     /// The functions the spec resolved to.
     #[serde(skip)]
     pub funcs: Vec<FuncRef>,
+    /// Things worth telling the user that do not stop the request.
+    pub warnings: Vec<String>,
 }
 
 impl Request {
@@ -180,6 +182,36 @@ impl Request {
     pub fn source(&self) -> String {
         snippet_source(self.cond.as_deref(), &self.body)
     }
+}
+
+/// Warnings for declared variables that `func`'s parameters hide in `source` at its entry:
+/// `at '*' entry { n++; }` increments a parameter named `n` wherever there is one.
+fn shadowed(
+    module: &crate::session::Module,
+    func: &crate::symbols::Function,
+    declared: &[Declaration],
+    source: &str,
+) -> Vec<String> {
+    let Some(info) = module.debug_info().and_then(|d| d.function(func.addr)) else {
+        return Vec::new();
+    };
+    let (tokens, _) = crate::snippet::lexer::lex(source);
+    let named = |n: &str| {
+        tokens
+            .iter()
+            .any(|t| matches!(&t.kind, crate::snippet::lexer::TokenKind::Ident(i) if i == n))
+    };
+    info.params
+        .iter()
+        .filter_map(|p| p.name.as_deref())
+        .filter(|p| declared.iter().any(|d| d.name == *p) && named(p))
+        .map(|p| {
+            format!(
+                "in {}, `{p}` is its parameter, not the declared variable `{p}`",
+                func.display_name()
+            )
+        })
+        .collect()
 }
 
 /// True for the parts gcc and clang split off a function (`f.cold`, `f.cold.1`).
@@ -250,6 +282,7 @@ impl Plan {
         let source = snippet_source(cond.as_deref(), &body);
         let (declared, _) = self.layout(CHECK_DATA_BASE);
         let mut selected = Vec::new();
+        let mut warnings = Vec::new();
         for r in &funcs {
             let module = session.module(r.module);
             let func = module.functions().get(r.func);
@@ -326,6 +359,9 @@ impl Plan {
                     render_all(&diags, &source).trim_end()
                 )));
             }
+            if spec.kind() == PointKind::Entry {
+                warnings.extend(shadowed(module, func, &declared, &source));
+            }
             selected.push(*r);
         }
         if selected.is_empty() {
@@ -342,6 +378,7 @@ impl Plan {
             cond,
             body,
             funcs: selected,
+            warnings,
         });
         Ok(self.requests.last().expect("just pushed"))
     }

@@ -123,6 +123,9 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .plan
         .add(&mut ctx.session, spec, cond, block.text.trim().to_owned())?;
     let n = r.funcs.len();
+    for w in &r.warnings {
+        eprintln!("gsh: warning: {w}");
+    }
     Ok(Output::Record(Record {
         title: None,
         fields: vec![
