@@ -9,7 +9,7 @@
 //! call-site records `(start, length, landing pad, action)` whose start is relative to the
 //! function's start and whose landing pad, when not zero, is relative to `LPStart`.
 
-use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, Pointer, UnwindSection};
+use gimli::{CieOrFde, Pointer, UnwindSection};
 
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
@@ -29,21 +29,9 @@ impl LandingPads {
     /// skipped: what could be read is kept.
     pub fn read(binary: &Binary) -> LandingPads {
         let mut ranges = Vec::new();
-        let Some(section) = binary.section(".eh_frame") else {
+        let Some((eh_frame, bases)) = crate::symbols::ehframe::eh_frame(binary) else {
             return LandingPads::default();
         };
-        let mut eh_frame = EhFrame::new(binary.section_data(section), LittleEndian);
-        eh_frame.set_address_size(8);
-        let mut bases = BaseAddresses::default().set_eh_frame(section.addr.0);
-        if let Some(hdr) = binary.section(".eh_frame_hdr") {
-            bases = bases.set_eh_frame_hdr(hdr.addr.0);
-        }
-        if let Some(text) = binary.section(".text") {
-            bases = bases.set_text(text.addr.0);
-        }
-        if let Some(got) = binary.section(".got") {
-            bases = bases.set_got(got.addr.0);
-        }
         let mut entries = eh_frame.entries(&bases);
         while let Ok(Some(entry)) = entries.next() {
             let CieOrFde::Fde(partial) = entry else {

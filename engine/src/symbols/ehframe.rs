@@ -7,14 +7,13 @@ use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
 
-/// The `(start, length)` of every FDE in `.eh_frame`. A malformed entry ends the walk: what
-/// was read before it is kept.
-pub fn fde_ranges(binary: &Binary) -> Vec<(LinkAddr, u64)> {
-    let Some(section) = binary.section(".eh_frame") else {
-        return Vec::new();
-    };
-    let data = binary.section_data(section);
-    let mut eh_frame = EhFrame::new(data, LittleEndian);
+/// `.eh_frame` with the base addresses its pointer encodings are relative to, or `None`
+/// when the binary has no `.eh_frame`.
+pub fn eh_frame(
+    binary: &Binary,
+) -> Option<(EhFrame<gimli::EndianSlice<'_, LittleEndian>>, BaseAddresses)> {
+    let section = binary.section(".eh_frame")?;
+    let mut eh_frame = EhFrame::new(binary.section_data(section), LittleEndian);
     eh_frame.set_address_size(8);
     let mut bases = BaseAddresses::default().set_eh_frame(section.addr.0);
     if let Some(hdr) = binary.section(".eh_frame_hdr") {
@@ -26,6 +25,15 @@ pub fn fde_ranges(binary: &Binary) -> Vec<(LinkAddr, u64)> {
     if let Some(got) = binary.section(".got") {
         bases = bases.set_got(got.addr.0);
     }
+    Some((eh_frame, bases))
+}
+
+/// The `(start, length)` of every FDE in `.eh_frame`. A malformed entry ends the walk: what
+/// was read before it is kept.
+pub fn fde_ranges(binary: &Binary) -> Vec<(LinkAddr, u64)> {
+    let Some((eh_frame, bases)) = eh_frame(binary) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     let mut entries = eh_frame.entries(&bases);
     loop {

@@ -6,7 +6,7 @@
 //! name came from ([`NameSource`]) and which sources saw it ([`Found`]), so users can tell a real
 //! name from a made-up `sub_401136`.
 
-mod ehframe;
+pub mod ehframe;
 mod plt;
 mod scan;
 
