@@ -143,6 +143,8 @@ pub struct Patcher {
     saves: HashMap<u64, String>,
     /// The module's [`plan::foreign_targets`], computed on first use.
     foreign: OnceLock<HashSet<u64>>,
+    /// The module's [`plan::prefix_ends`], computed on first use.
+    prefix_end: OnceLock<Vec<u64>>,
 }
 
 impl Patcher {
@@ -156,6 +158,7 @@ impl Patcher {
             map: BTreeMap::new(),
             saves: HashMap::new(),
             foreign: OnceLock::new(),
+            prefix_end: OnceLock::new(),
         }
     }
 
@@ -196,6 +199,9 @@ impl Patcher {
                 func,
                 cfg: &module.analysis().function(f).cfg,
                 foreign: self.foreign.get_or_init(|| plan::foreign_targets(module)),
+                prefix_end: self
+                    .prefix_end
+                    .get_or_init(|| plan::prefix_ends(module.functions())),
             };
             let mut outside = Claimed::default();
             let mut inside = Vec::new();

@@ -129,6 +129,21 @@ pub struct Planner<'a> {
     pub cfg: &'a Cfg,
     /// Addresses that code outside `func` branches to ([`foreign_targets`]).
     pub foreign: &'a HashSet<u64>,
+    /// [`prefix_ends`] of `table`.
+    pub prefix_end: &'a [u64],
+}
+
+/// For each function of `table` (sorted by address), the largest end of it and every function
+/// before it.
+pub fn prefix_ends(table: &FunctionTable) -> Vec<u64> {
+    table
+        .functions()
+        .iter()
+        .scan(0, |max, f| {
+            *max = (*max).max(f.end().0);
+            Some(*max)
+        })
+        .collect()
 }
 
 /// Addresses inside some function that code of *another* function jumps to. gcc splits a
@@ -203,17 +218,18 @@ impl Planner<'_> {
     /// Runs of `nop`/`int3` bytes no block of this function covers: inside it, after it up to
     /// the next function, and before it back to the previous one.
     pub fn padding(&self) -> Vec<Range<u64>> {
+        // The table is sorted by address; `prefix_end` holds running maxima of the ends, so
+        // both neighbours cost a binary search, not a scan of every function per point.
         let funcs = self.table.functions();
+        let i = funcs.partition_point(|f| f.addr <= self.func.addr);
         let next = funcs
-            .iter()
+            .get(i)
             .map(|f| f.addr.0)
-            .find(|&a| a > self.func.addr.0)
             .unwrap_or(self.func.end().0 + 64);
-        let prev_end = funcs
-            .iter()
-            .filter(|f| f.addr < self.func.addr)
-            .map(|f| f.end().0)
-            .max();
+        let before = funcs.partition_point(|f| f.addr < self.func.addr);
+        let prev_end = before
+            .checked_sub(1)
+            .and_then(|j| self.prefix_end.get(j).copied());
         let mut gaps = Vec::new();
         if let Some(p) = prev_end.filter(|&p| p < self.func.addr.0) {
             gaps.push(p..self.func.addr.0);
