@@ -149,3 +149,197 @@ fn save_refuses_what_it_cannot_do() {
     o.assert_code(1);
     assert!(o.stderr.starts_with("gsh: "), "{}", o.stderr);
 }
+
+#[test]
+fn vector_and_integer_registers_survive_a_snippet_calling_printf() {
+    // fpregs keeps doubles in xmm (and, with AVX, 256-bit vectors in ymm) and integers in
+    // caller-saved registers across its calls to `step`, because gcc sees that `step` clobbers
+    // none of them. The snippet calls printf, which may clobber all of them: only a complete
+    // save keeps the %a checksums bit-exact. The condition clobbers the flags as well.
+    let m = Mutatee::new("fpregs");
+    let steps: String = (0..40)
+        .filter(|i| i % 2 == 0)
+        .map(|i| format!("step {i}\n"))
+        .collect();
+    let expected = m.expected_stdout();
+    let mut want = String::new();
+    for line in expected.lines() {
+        want.push_str(&steps);
+        want.push_str(line);
+        want.push('\n');
+    }
+    for v in [Variant::O0, Variant::O2, Variant::Pie, Variant::NoPie] {
+        let out = out_path(&format!("printf-{}", m.file_name(v)));
+        instrument(
+            "at step entry if (i % 2 == 0) { printf(\"step %d\\n\", i); }",
+            &m.path(v),
+            &out,
+        );
+        let (code, stdout) = stdout_of(&out, &[]);
+        assert_eq!(code, Some(0), "{v:?}");
+        assert_eq!(stdout, want, "{v:?}");
+    }
+}
+
+#[test]
+fn longjmp_out_of_instrumented_frames_skips_their_exits() {
+    // Every third activation of `thrower` longjmps back to main through `middle`: those
+    // activations of `middle` never return, so its exit fires 6 times of 10. `thrower`'s call
+    // to longjmp is one of its exits (a call to a non-returning function), so it fires 10.
+    let m = Mutatee::new("longjmp");
+    let script = "declare long gsh_te; declare long gsh_tx; declare long gsh_me; declare long gsh_mx; \
+        at thrower entry { gsh_te++; }; at thrower exit { gsh_tx++; }; \
+        at middle entry { gsh_me++; }; at middle exit { gsh_mx++; }; \
+        at main exit { printf(\"gsh: thrower=%ld/%ld middle=%ld/%ld\\n\", gsh_te, gsh_tx, gsh_me, gsh_mx); }";
+    for v in [Variant::O0, Variant::O2, Variant::Pie, Variant::NoPie] {
+        let out = out_path(&format!("longjmp-{}", m.file_name(v)));
+        instrument(script, &m.path(v), &out);
+        let (code, stdout) = stdout_of(&out, &[]);
+        assert_eq!(code, Some(0), "{v:?}");
+        let want = format!("{}gsh: thrower=10/10 middle=10/6\n", m.expected_stdout());
+        assert_eq!(stdout, want, "{v:?}");
+    }
+}
+
+#[test]
+fn recursive_functions_count_every_activation() {
+    // At -O0 every call is a real call: fib(15) is 1973 activations, 15 deep; ackermann(2, 3)
+    // counts its own 44; even(10) and odd(7) are 10 activations of even and 9 of odd.
+    let m = Mutatee::new("recursion");
+    let script = "declare long gsh_fi; declare long gsh_fo; declare long gsh_d; declare long gsh_max; \
+        declare long gsh_ai; declare long gsh_ao; declare long gsh_ei; declare long gsh_eo; \
+        declare long gsh_oi; declare long gsh_oo; \
+        at fib entry { gsh_fi++; gsh_d++; if (gsh_d > gsh_max) gsh_max = gsh_d; }; \
+        at fib exit { gsh_fo++; gsh_d--; }; \
+        at ackermann entry { gsh_ai++; }; at ackermann exit { gsh_ao++; }; \
+        at even entry { gsh_ei++; }; at even exit { gsh_eo++; }; \
+        at odd entry { gsh_oi++; }; at odd exit { gsh_oo++; }; \
+        at main exit { printf(\"gsh: fib=%ld/%ld depth=%ld/%ld ack=%ld/%ld even=%ld/%ld odd=%ld/%ld\\n\", \
+        gsh_fi, gsh_fo, gsh_max, gsh_d, gsh_ai, gsh_ao, gsh_ei, gsh_eo, gsh_oi, gsh_oo); }";
+    let out = out_path("recursion-O0");
+    instrument(script, &m.path(Variant::O0), &out);
+    let (code, stdout) = stdout_of(&out, &[]);
+    assert_eq!(code, Some(0));
+    let want = format!(
+        "{}gsh: fib=1973/1973 depth=15/0 ack=44/44 even=10/10 odd=9/9\n",
+        m.expected_stdout()
+    );
+    assert_eq!(stdout, want);
+}
+
+#[test]
+fn cxx_exceptions_unwind_through_instrumented_frames() {
+    // descend(0..3) each call check_depth; check_depth(3) throws through the descend frames
+    // to main's catch. No descend returns; check_depth returns three times and leaves once
+    // through its call to __cxa_throw (an exit: a call to a non-returning function).
+    let m = Mutatee::new("cxx");
+    let script = "declare long gsh_ci; declare long gsh_co; declare long gsh_di; declare long gsh_do; \
+        at check_depth entry { gsh_ci++; }; at check_depth exit { gsh_co++; }; \
+        at descend entry { gsh_di++; }; at descend exit { gsh_do++; }; \
+        at main exit { printf(\"gsh: check_depth=%ld/%ld descend=%ld/%ld\\n\", gsh_ci, gsh_co, gsh_di, gsh_do); }";
+    for v in [Variant::O0, Variant::O2, Variant::Pie, Variant::NoPie] {
+        let out = out_path(&format!("exceptions-{}", m.file_name(v)));
+        instrument(script, &m.path(v), &out);
+        let (code, stdout) = stdout_of(&out, &[]);
+        assert_eq!(code, Some(0), "{v:?}");
+        // At -O2 gcc turns descend's recursion into a loop: one activation.
+        let descend = if v == Variant::O0 { 4 } else { 1 };
+        let want = format!(
+            "{}gsh: check_depth=4/4 descend={descend}/0\n",
+            m.expected_stdout()
+        );
+        assert_eq!(stdout, want, "{v:?}");
+    }
+}
+
+#[test]
+fn a_saved_shared_library_runs_its_snippets_in_its_users() {
+    let dir = out_path("shared-user");
+    let _ = std::fs::remove_dir_all(&dir);
+    let link_dir = dir.join("link");
+    let saved_dir = dir.join("saved");
+    std::fs::create_dir_all(&link_dir).expect("link dir");
+    std::fs::create_dir_all(&saved_dir).expect("saved dir");
+    let lib = link_dir.join("libshared.so");
+    std::fs::copy(Mutatee::new("libshared").path(Variant::O2), &lib).expect("copy libshared");
+    let source = dir.join("user.c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\n\
+         int shared_add(int, int); int shared_hash(const char *); void shared_hello(void);\n\
+         int main(void) { printf(\"%d %d\\n\", shared_add(2, 3), shared_hash(\"gsh\"));\n\
+         printf(\"%d\\n\", shared_add(4, 5)); shared_hello(); return 0; }\n",
+    )
+    .expect("write user.c");
+    let user = dir.join("user");
+    let mut link = std::ffi::OsString::from("-L");
+    link.push(&link_dir);
+    gsh_tests::run_tool(
+        "gcc",
+        &[
+            source.into_os_string(),
+            link,
+            "-lshared".into(),
+            "-o".into(),
+            user.clone().into_os_string(),
+        ],
+    );
+    let original = run_program(&user, &[], &[("LD_LIBRARY_PATH", &link_dir)]);
+    assert!(original.status.success(), "the original library fails");
+
+    // shared_hash("gsh") calls the static `mix` three times, and once more through the hidden
+    // shared_internal; shared_hello prints the counters before its own line.
+    instrument(
+        "declare long gsh_add; declare long gsh_mix; declare long gsh_sum; \
+         at shared_add entry { gsh_add++; gsh_sum += a * 100 + b; }; at mix entry { gsh_mix++; }; \
+         at shared_hello entry { printf(\"gsh: add=%ld mix=%ld sum=%ld\\n\", gsh_add, gsh_mix, gsh_sum); }",
+        &lib,
+        &saved_dir.join("libshared.so"),
+    );
+    let saved = run_program(&user, &[], &[("LD_LIBRARY_PATH", &saved_dir)]);
+    assert_eq!(saved.status.code(), Some(0));
+    let original = String::from_utf8_lossy(&original.stdout).into_owned();
+    let (first, hello) = original
+        .split_once("hello")
+        .expect("the user prints shared_hello's line last");
+    let want = format!("{first}gsh: add=2 mix=4 sum=608\nhello{hello}");
+    assert_eq!(String::from_utf8_lossy(&saved.stdout), want);
+}
+
+#[test]
+fn exit_snippets_fire_for_tail_call_exits() {
+    // forward and choose leave only by tail calls at -O2, is_even and is_odd mostly, apply by
+    // an indirect one. Every activation still exits exactly once.
+    let m = Mutatee::new("tailcall");
+    let funcs = ["leaf", "forward", "choose", "is_even", "is_odd", "apply"];
+    let mut script = String::new();
+    for f in funcs {
+        script.push_str(&format!(
+            "declare long gsh_{f}_in; declare long gsh_{f}_out; \
+             at {f} entry {{ gsh_{f}_in++; }}; at {f} exit {{ gsh_{f}_out++; }}; "
+        ));
+    }
+    let format: Vec<String> = funcs.iter().map(|f| format!("{f}=%ld/%ld")).collect();
+    let values: Vec<String> = funcs
+        .iter()
+        .map(|f| format!("gsh_{f}_in, gsh_{f}_out"))
+        .collect();
+    script.push_str(&format!(
+        "at main exit {{ printf(\"gsh: {}\\n\", {}); }}",
+        format.join(" "),
+        values.join(", ")
+    ));
+    for v in [Variant::O0, Variant::O2, Variant::Pie, Variant::NoPie] {
+        let out = out_path(&format!("tailexits-{}", m.file_name(v)));
+        instrument(&script, &m.path(v), &out);
+        let (code, stdout) = stdout_of(&out, &[]);
+        assert_eq!(code, Some(0), "{v:?}");
+        // leaf: from forward(4), choose(20), choose(2) via forward, apply. is_even(10) is
+        // even 10, 8, ..., 0 and odd 9, ..., 1.
+        let want = format!(
+            "{}gsh: leaf=4/4 forward=2/2 choose=2/2 is_even=6/6 is_odd=5/5 apply=1/1\n",
+            m.expected_stdout()
+        );
+        assert_eq!(stdout, want, "{v:?}");
+    }
+}

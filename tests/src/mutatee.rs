@@ -24,6 +24,9 @@ pub const MUTATEES: &[&str] = &[
     "threads",
     "cxx",
     "irreducible",
+    "fpregs",
+    "longjmp",
+    "recursion",
 ];
 
 /// Every mutatee shared library, by name. Names starting with `lib` build with

@@ -8,8 +8,12 @@
 //! - `open-time FILE [--runs N]`: how long `Binary::open` and `FunctionTable::build` take.
 //! - `bench-analysis [FILE] [--runs N]`: the whole-module analysis's median time and peak
 //!   memory, against `objdump -d` (default FILE: gcc 12's `cc1`). Run it with `--release`.
+//! - `bench-static [--calls N] [--runs N]`: the added ns per call of a gsh entry counter saved
+//!   into a program, against gcc's `-finstrument-functions` with empty hooks. Run it with
+//!   `--release`.
 
 mod bench;
+mod bench_static;
 mod coverage;
 mod timing;
 
@@ -21,7 +25,10 @@ tasks:
                                   mutatees' O2 builds and libc.so.6)
   open-time FILE [--runs N]       time Binary::open and FunctionTable::build (default 5 runs)
   bench-analysis [FILE] [--runs N]   whole-module analysis time and peak RSS against
-                                  objdump -d (default: gcc 12's cc1, 3 runs; use --release)";
+                                  objdump -d (default: gcc 12's cc1, 3 runs; use --release)
+  bench-static [--calls N] [--runs N]   ns per call added by a saved gsh entry counter vs
+                                  gcc -finstrument-functions (default 200M calls, 5 runs;
+                                  use --release)";
 
 fn main() {
     if let Err(e) = run() {
@@ -40,6 +47,7 @@ fn run() -> Result<()> {
         "stripped-coverage" => coverage::run(rest),
         "open-time" => timing::run(rest),
         "bench-analysis" => bench::run(rest),
+        "bench-static" => bench_static::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {

@@ -307,7 +307,12 @@ impl Plan {
                 Where::Exit => analysis.cfg.blocks.iter().any(|b| {
                     matches!(
                         b.exit,
-                        Some(Exit::Return | Exit::TailCall { .. } | Exit::NoReturnCall { .. })
+                        Some(
+                            Exit::Return
+                                | Exit::TailCall { .. }
+                                | Exit::NoReturnCall { .. }
+                                | Exit::Indirect
+                        )
                     )
                 }),
                 Where::CallBefore { callee } | Where::CallAfter { callee } => analysis

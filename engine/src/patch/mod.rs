@@ -37,9 +37,9 @@ pub mod tramp;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::addr::{LinkAddr, RuntimeAddr};
 use crate::point::Point;
@@ -141,6 +141,10 @@ pub struct Patcher {
     map: BTreeMap<u64, (u64, Origin)>,
     /// What each point's save area holds, by runtime address.
     saves: HashMap<u64, String>,
+    /// The module's [`plan::foreign_targets`], computed on first use.
+    foreign: OnceLock<HashSet<u64>>,
+    /// The module's [`plan::prefix_ends`], computed on first use.
+    prefix_end: OnceLock<Vec<u64>>,
 }
 
 impl Patcher {
@@ -153,6 +157,8 @@ impl Patcher {
             applied: Vec::new(),
             map: BTreeMap::new(),
             saves: HashMap::new(),
+            foreign: OnceLock::new(),
+            prefix_end: OnceLock::new(),
         }
     }
 
@@ -192,6 +198,10 @@ impl Patcher {
                 table: module.functions(),
                 func,
                 cfg: &module.analysis().function(f).cfg,
+                foreign: self.foreign.get_or_init(|| plan::foreign_targets(module)),
+                prefix_end: self
+                    .prefix_end
+                    .get_or_init(|| plan::prefix_ends(module.functions())),
             };
             let mut outside = Claimed::default();
             let mut inside = Vec::new();

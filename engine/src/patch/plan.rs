@@ -23,15 +23,17 @@
 //! Not checked yet: `.eh_frame` landing pads as branch targets (C++ code whose landing pad
 //! falls inside a displaced range), and e9patch's eviction tactics.
 
+use std::collections::HashSet;
 use std::ops::Range;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic};
 
 use super::reloc::falls_through;
 use crate::addr::LinkAddr;
-use crate::cfg::Cfg;
+use crate::cfg::{BlockId, Cfg, Exit};
 use crate::elf::Binary;
-use crate::symbols::{Function, FunctionTable};
+use crate::session::Module;
+use crate::symbols::{FuncId, Function, FunctionTable};
 
 /// How a point's trampoline is entered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -125,6 +127,63 @@ pub struct Planner<'a> {
     pub table: &'a FunctionTable,
     pub func: &'a Function,
     pub cfg: &'a Cfg,
+    /// Addresses that code outside `func` branches to ([`foreign_targets`]).
+    pub foreign: &'a HashSet<u64>,
+    /// [`prefix_ends`] of `table`.
+    pub prefix_end: &'a [u64],
+}
+
+/// For each function of `table` (sorted by address), the largest end of it and every function
+/// before it.
+pub fn prefix_ends(table: &FunctionTable) -> Vec<u64> {
+    table
+        .functions()
+        .iter()
+        .scan(0, |max, f| {
+            *max = (*max).max(f.end().0);
+            Some(*max)
+        })
+        .collect()
+}
+
+/// Addresses inside some function that code of *another* function jumps to. gcc splits a
+/// function into a hot part and a cold part (`f` and `f.cold`; in a stripped binary, two
+/// nameless functions) that jump into each other's middles, and a cross-function jump table
+/// does the same. Each function's CFG records such a branch only as leaving it, so without
+/// this set a jump placed over the target's function would swallow the target: python3's
+/// `jmp 0x441cf3` from one fragment into another's epilogue landed on `int3` filler.
+pub fn foreign_targets(module: &Module) -> HashSet<u64> {
+    let mut out = HashSet::new();
+    for i in 0..module.functions().functions().len() {
+        let cfg = &module.analysis().function(FuncId(i as u32)).cfg;
+        let mut add = |t: u64| {
+            if cfg.block_at(LinkAddr(t)).is_none() {
+                out.insert(t);
+            }
+        };
+        for b in &cfg.blocks {
+            if let Some(Exit::TailCall { target }) = b.exit {
+                add(target.0);
+            }
+            // A conditional branch whose both sides leave records only one of them as an
+            // exit: decode the branch itself.
+            if let Some(i) = decode(&module.binary, b.last, b.end.0 - b.last.0).first() {
+                if i.is_jcc_short_or_near() || i.is_jmp_short_or_near() {
+                    add(i.near_branch_target());
+                }
+            }
+        }
+        for t in cfg.jump_tables.iter().flat_map(|t| &t.targets) {
+            add(t.0);
+        }
+    }
+    out
+}
+
+/// True when `addr` lies in a block marked in `live`.
+fn blocks_live_at(cfg: &Cfg, live: &[bool], addr: u64) -> bool {
+    cfg.block_containing(LinkAddr(addr))
+        .is_some_and(|id| live[id.0 as usize])
 }
 
 /// Decodes `len` bytes at `start`; empty when they are not in the file.
@@ -153,22 +212,24 @@ impl Planner<'_> {
                 .iter()
                 .any(|t| t.targets.contains(&LinkAddr(a)))
             || self.table.at(LinkAddr(a)).is_some()
+            || self.foreign.contains(&a)
     }
 
     /// Runs of `nop`/`int3` bytes no block of this function covers: inside it, after it up to
     /// the next function, and before it back to the previous one.
     pub fn padding(&self) -> Vec<Range<u64>> {
+        // The table is sorted by address; `prefix_end` holds running maxima of the ends, so
+        // both neighbours cost a binary search, not a scan of every function per point.
         let funcs = self.table.functions();
+        let i = funcs.partition_point(|f| f.addr <= self.func.addr);
         let next = funcs
-            .iter()
+            .get(i)
             .map(|f| f.addr.0)
-            .find(|&a| a > self.func.addr.0)
             .unwrap_or(self.func.end().0 + 64);
-        let prev_end = funcs
-            .iter()
-            .filter(|f| f.addr < self.func.addr)
-            .map(|f| f.end().0)
-            .max();
+        let before = funcs.partition_point(|f| f.addr < self.func.addr);
+        let prev_end = before
+            .checked_sub(1)
+            .and_then(|j| self.prefix_end.get(j).copied());
         let mut gaps = Vec::new();
         if let Some(p) = prev_end.filter(|&p| p < self.func.addr.0) {
             gaps.push(p..self.func.addr.0);
@@ -348,9 +409,40 @@ impl Planner<'_> {
                 _ => segments.push(LinkAddr(b.start)..LinkAddr(b.end)),
             }
         }
-        let mut dead: Vec<Range<u64>> = blocks.clone();
+        // Code other functions jump into stays in use after the entry is redirected: the
+        // blocks it reaches are live, and only a pun's 2 bytes at the entry, or a jump at a
+        // return address, may be written over them.
+        let mut live = vec![false; cfg.blocks.len()];
+        let mut work: Vec<BlockId> = cfg
+            .blocks
+            .iter()
+            .filter(|b| (b.start.0..b.end.0).any(|a| self.foreign.contains(&a)))
+            .map(|b| b.id)
+            .collect();
+        while let Some(id) = work.pop() {
+            if !std::mem::replace(&mut live[id.0 as usize], true) {
+                work.extend(cfg.successors(id).map(|e| e.to));
+            }
+        }
+        let live_starts: HashSet<u64> = cfg
+            .blocks
+            .iter()
+            .filter(|b| live[b.id.0 as usize])
+            .map(|b| b.start.0)
+            .collect();
+        // Bytes after an arrival that control may reach other than from the arrival itself.
+        let barrier = |x: u64| self.foreign.contains(&x) || live_starts.contains(&x);
+        let mut dead: Vec<Range<u64>> = cfg
+            .blocks
+            .iter()
+            .filter(|b| !live[b.id.0 as usize])
+            .map(|b| b.start.0..b.end.0)
+            .collect();
         dead.extend(self.padding());
         let is_dead = |a: u64| dead.iter().any(|r| r.contains(&a));
+        // Arrivals in live code may overwrite it (control there enters the copy) as long as
+        // nothing else jumps into the overwritten bytes.
+        let live_at = |x: u64| blocks_live_at(cfg, &live, x);
         let mut arrivals: Vec<u64> = vec![cfg.entry.0];
         arrivals.extend(
             cfg.blocks
@@ -365,7 +457,12 @@ impl Planner<'_> {
         for (n, &a) in arrivals.iter().enumerate() {
             let next = arrivals.get(n + 1).copied().unwrap_or(u64::MAX);
             let mut room = 0;
-            while room < 5 && a + room < next && is_dead(a + room) {
+            // Bytes after `a` that other code jumps to must stay as they are.
+            while room < 5
+                && a + room < next
+                && (is_dead(a + room) || live_at(a + room))
+                && (room == 0 || !barrier(a + room))
+            {
                 room += 1;
             }
             let r5 = a..a + 5;

@@ -3,8 +3,8 @@
 //! calls).
 //!
 //! A point is always "just before the instruction at [`Point::addr`]": entry is before the
-//! first instruction; an exit is before the `ret`, before the tail-call `jmp`, or before the
-//! call to a non-returning function (PATCHING.md, "Exits"); a call-before point is before the
+//! first instruction; an exit is before the `ret`, before the tail-call `jmp` (direct, or an
+//! indirect one that is no jump table), or before the call to a non-returning function (PATCHING.md, "Exits"); a call-before point is before the
 //! `call`; a call-after point is before the instruction the call returns to. The patcher
 //! ([`crate::patch`]) decides how control gets there; this module only says where.
 //!
@@ -27,6 +27,10 @@ pub enum ExitKind {
     TailCall,
     /// A call to a function that never returns: the point is before the call.
     NoReturnCall,
+    /// An indirect `jmp` that is not a resolved jump table: taken to be a tail call through a
+    /// pointer (`return fn(x);`), as [`crate::cfg::Cfg::may_return`] takes it. Without it, a
+    /// function whose only way out is such a jump would have no exit at all.
+    IndirectJump,
 }
 
 /// Where in a loop a loop point is.
@@ -73,6 +77,9 @@ impl PointKind {
             PointKind::Exit {
                 how: ExitKind::NoReturnCall,
             } => "exit (no-return call)",
+            PointKind::Exit {
+                how: ExitKind::IndirectJump,
+            } => "exit (indirect jmp)",
             PointKind::CallBefore => "call-before",
             PointKind::CallAfter => "call-after",
             PointKind::Loop { at } => match at {
@@ -194,6 +201,7 @@ pub fn find(module: &Module, func: FuncId, query: &Query) -> Vec<Point> {
                 Some(Exit::NoReturnCall { target }) => {
                     Some((ExitKind::NoReturnCall, Some(*target)))
                 }
+                Some(Exit::Indirect) => Some((ExitKind::IndirectJump, None)),
                 _ => None,
             };
             if let Some((how, callee)) = how {

@@ -260,14 +260,20 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         "Tactic",
         "Why",
     ]);
+    // One patcher per module, not per function: a patcher caches whole-module facts (the
+    // branch targets between functions) on first use.
+    let mut patchers = std::collections::HashMap::new();
     for f in funcs {
         let module = ctx.session.module(f.module);
         let points = engine::point::find(module, f.func, &engine::point::Query::all());
-        let patcher = engine::patch::Patcher::new(0, engine::patch::PatchOptions::default());
+        let patcher = patchers.entry(f.module).or_insert_with(|| {
+            engine::patch::Patcher::new(0, engine::patch::PatchOptions::default())
+        });
+        let patcher = &*patcher;
         // Each point as if instrumented alone: planned together, one point's needs (say, a
         // whole-function relocation) would hide how cheaply the others could be reached.
         let rows = points.iter().flat_map(|p| {
-            engine::patch::describe_points(module, &patcher, std::slice::from_ref(p))
+            engine::patch::describe_points(module, patcher, std::slice::from_ref(p))
         });
         for row in rows {
             let displaced = if row.tactic == engine::patch::Tactic::RelocateFunction {
