@@ -272,9 +272,9 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         let patcher = &*patcher;
         // Each point as if instrumented alone: planned together, one point's needs (say, a
         // whole-function relocation) would hide how cheaply the others could be reached.
-        let rows = points.iter().flat_map(|p| {
-            engine::patch::describe_points(module, patcher, std::slice::from_ref(p))
-        });
+        let rows = points
+            .iter()
+            .flat_map(|p| engine::patch::describe_points(module, patcher, std::slice::from_ref(p)));
         for row in rows {
             let displaced = if row.tactic == engine::patch::Tactic::RelocateFunction {
                 format!("(the whole function, {} instructions)", row.displaced.len())
