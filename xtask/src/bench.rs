@@ -37,26 +37,8 @@ impl Run {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let mut file = None;
-    let mut runs = DEFAULT_RUNS;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--runs" => {
-                let n = it.next().context("--runs needs a number")?;
-                runs = n
-                    .parse()
-                    .with_context(|| format!("--runs: `{n}` is not a number"))?;
-                if runs == 0 {
-                    bail!("--runs must be at least 1");
-                }
-            }
-            other if file.is_none() => file = Some(other.to_owned()),
-            other => {
-                bail!("unexpected argument `{other}`; usage: bench-analysis [FILE] [--runs N]")
-            }
-        }
-    }
+    let (file, runs) =
+        crate::file_and_runs(args, DEFAULT_RUNS, "bench-analysis [FILE] [--runs N]")?;
     let file = file.unwrap_or_else(|| DEFAULT_FILE.to_owned());
     if !Path::new(&file).is_file() {
         bail!("{file} does not exist; give a FILE to analyse");

@@ -30,6 +30,35 @@ tasks:
                                   gcc -finstrument-functions (default 200M calls, 5 runs;
                                   use --release)";
 
+/// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
+/// is quoted back on a mistake.
+pub fn file_and_runs(
+    args: &[String],
+    default_runs: usize,
+    usage: &str,
+) -> Result<(Option<String>, usize)> {
+    use anyhow::Context as _;
+    let mut file = None;
+    let mut runs = default_runs;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--runs" => {
+                let n = it.next().context("--runs needs a number")?;
+                runs = n
+                    .parse()
+                    .with_context(|| format!("--runs: `{n}` is not a number"))?;
+                if runs == 0 {
+                    bail!("--runs must be at least 1");
+                }
+            }
+            other if file.is_none() => file = Some(other.to_owned()),
+            other => bail!("unexpected argument `{other}`; usage: {usage}"),
+        }
+    }
+    Ok((file, runs))
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("xtask: {e:#}");

@@ -4,31 +4,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use engine::symbols::NoProgress;
 use engine::{Binary, FunctionTable};
 
 const DEFAULT_RUNS: usize = 5;
 
 pub fn run(args: &[String]) -> Result<()> {
-    let mut file = None;
-    let mut runs = DEFAULT_RUNS;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--runs" => {
-                let n = it.next().context("--runs needs a number")?;
-                runs = n
-                    .parse()
-                    .with_context(|| format!("--runs: `{n}` is not a number"))?;
-                if runs == 0 {
-                    bail!("--runs must be at least 1");
-                }
-            }
-            other if file.is_none() => file = Some(other.to_owned()),
-            other => bail!("unexpected argument `{other}`; usage: open-time FILE [--runs N]"),
-        }
-    }
+    let (file, runs) = crate::file_and_runs(args, DEFAULT_RUNS, "open-time FILE [--runs N]")?;
     let file = file.context("usage: open-time FILE [--runs N]")?;
     let path = Path::new(&file);
 
