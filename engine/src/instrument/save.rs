@@ -206,6 +206,7 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
                 let info = point_info(module, &base_env, r, &p);
                 let env = SessionEnv::new(module, Some(func), &declared, info, 0);
                 requests.push(patch::Request {
+                    tag: r.id,
                     point: p,
                     source: source.clone(),
                     env: Arc::new(env.snapshot(&source)),

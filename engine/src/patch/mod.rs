@@ -103,6 +103,8 @@ pub struct PatchOptions {
 /// when more snippets come to the same site later.
 #[derive(Clone)]
 pub struct Request {
+    /// Who asked (the shell's instrumentation id): [`Patcher::remove`] takes snippets out by it.
+    pub tag: u32,
     pub point: Point,
     pub source: String,
     pub env: Arc<dyn Env + Send + Sync>,
@@ -130,6 +132,9 @@ struct Applied {
     tramp: RuntimeAddr,
     /// Original bytes, to restore.
     originals: Vec<(RuntimeAddr, Vec<u8>)>,
+    /// Where, in the current trampoline, the code for each original instruction starts
+    /// (runtime original address, runtime trampoline address).
+    copies: Vec<(u64, u64)>,
 }
 
 /// Inserts instrumentation into one module and remembers what it did.
@@ -300,6 +305,7 @@ impl Patcher {
                 requests: reqs,
                 tramp,
                 originals,
+                copies,
             });
         }
         let mut reports = Vec::new();
@@ -338,7 +344,70 @@ impl Patcher {
         let (tramp, copies) = self.lay(module, space, &site, &reqs, false)?;
         self.enter(space, &site, &copies, false)?;
         self.applied[i].tramp = tramp;
+        self.applied[i].copies = copies;
         Ok(())
+    }
+
+    /// Takes out every snippet inserted with `tag`. A site left with no snippet gets its
+    /// original bytes back; one that keeps others gets a new trampoline without the removed
+    /// ones. Old trampolines are retired, never freed: a thread may still be running in one,
+    /// and each ends by jumping back to original code. Returns how many points lost a snippet.
+    pub fn remove(
+        &mut self,
+        module: &Module,
+        space: &mut dyn AddressSpace,
+        tag: u32,
+    ) -> Result<usize, PatchError> {
+        let mut removed = 0;
+        let mut i = 0;
+        while i < self.applied.len() {
+            let before = self.applied[i].requests.len();
+            self.applied[i].requests.retain(|r| r.tag != tag);
+            let after = self.applied[i].requests.len();
+            removed += before - after;
+            if after == before {
+                i += 1;
+            } else if after == 0 {
+                let a = self.applied.remove(i);
+                for (at, bytes) in a.originals.iter().rev() {
+                    space.write(*at, bytes)?;
+                }
+            } else {
+                self.relay(module, space, i)?;
+                i += 1;
+            }
+        }
+        self.claimed = Claimed::default();
+        for a in &self.applied {
+            self.claimed.add(&a.site);
+        }
+        Ok(removed)
+    }
+
+    /// Where the code standing for the original instruction at `orig` starts in its current
+    /// trampoline (its snippets first, then its relocated copy), if a site displaced it. A
+    /// thread stopped at `orig` inside bytes about to be overwritten moves there.
+    pub fn relocated(&self, orig: RuntimeAddr) -> Option<RuntimeAddr> {
+        self.applied
+            .iter()
+            .flat_map(|a| a.copies.iter())
+            .find(|c| c.0 == orig.0)
+            .map(|c| RuntimeAddr(c.1))
+    }
+
+    /// The ranges of original code the written sites cover (jumps, puns and their pads), at
+    /// runtime addresses.
+    pub fn written(&self) -> Vec<Range<u64>> {
+        self.applied
+            .iter()
+            .flat_map(|a| a.originals.iter())
+            .map(|(at, b)| at.0..at.0 + b.len() as u64)
+            .collect()
+    }
+
+    /// True when any site is written.
+    pub fn is_empty(&self) -> bool {
+        self.applied.is_empty()
     }
 
     /// Lays out, allocates and writes the trampoline of `site` holding `reqs`.

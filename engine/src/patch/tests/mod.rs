@@ -173,6 +173,7 @@ impl Fixture {
         let reqs: Vec<Request> = pts
             .iter()
             .map(|p| Request {
+                tag: 1,
                 point: p.clone(),
                 source: source.to_owned(),
                 env: Arc::new(self.env(p.kind.snippet_kind())),
@@ -305,7 +306,9 @@ fn snippets_see_arguments_return_values_and_run_in_order() {
         let env = Arc::new(fx.env(e[0].kind.snippet_kind()));
         let reqs: Vec<Request> = ["n3 = n3 * 10 + 1;", "n3 = n3 * 10 + 2;"]
             .iter()
-            .map(|s| Request {
+            .enumerate()
+            .map(|(i, s)| Request {
+                tag: i as u32 + 1,
                 point: e[0].clone(),
                 source: (*s).to_owned(),
                 env: env.clone(),
@@ -467,4 +470,60 @@ fn registers_flags_and_vectors_survive_a_call_out() {
     assert_eq!(fl1 & 1, fl0 & 1, "the carry flag survives");
     assert_eq!(fl0 & 1, 1);
     assert_eq!(fx.counter(0), 82);
+}
+
+#[test]
+fn removing_by_tag_keeps_the_other_snippets_and_restores_bare_sites() {
+    for opt in OPTS {
+        let mut fx = Fixture::new("remove", opt, PatchOptions::default());
+        let e = fx.points("sum_to", &entry());
+        let x = fx.points("inc", &exits());
+        let env = Arc::new(fx.env(e[0].kind.snippet_kind()));
+        let xenv = Arc::new(fx.env(x[0].kind.snippet_kind()));
+        let mut reqs: Vec<Request> = ["n0++;", "n1++;"]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Request {
+                tag: i as u32 + 1,
+                point: e[0].clone(),
+                source: (*s).to_owned(),
+                env: env.clone(),
+            })
+            .collect();
+        reqs.extend(x.iter().map(|p| Request {
+            tag: 3,
+            point: p.clone(),
+            source: "n2++;".to_owned(),
+            env: xenv.clone(),
+        }));
+        let m = fx.session.main().expect("module");
+        fx.patcher.insert(m, &mut fx.space, &reqs).expect("insert");
+        let f = m.functions().by_name("inc").next().expect("inc");
+        let original = m.binary.bytes_at(f.addr, f.size).expect("bytes").to_vec();
+        assert_eq!(fx.f1("sum_to")(4), 18);
+        assert_eq!(fx.f1("inc")(4), 5);
+        assert_eq!((fx.counter(0), fx.counter(1), fx.counter(2)), (1, 1, 1));
+
+        // One of two snippets at a site: the other keeps running.
+        assert_eq!(fx.patcher.remove(m, &mut fx.space, 1).expect("remove 1"), 1);
+        assert_eq!(fx.f1("sum_to")(4), 18, "{opt}");
+        assert_eq!((fx.counter(0), fx.counter(1)), (1, 2), "{opt}");
+        // The last snippet at a site: its bytes come back.
+        assert_eq!(
+            fx.patcher.remove(m, &mut fx.space, 3).expect("remove 3"),
+            x.len()
+        );
+        assert_eq!(fx.f1("inc")(4), 5);
+        assert_eq!(fx.counter(2), 1, "{opt}: inc's exit is bare again");
+        let now = fx
+            .space
+            .read(RuntimeAddr(fx.lib.sym("inc")), f.size as usize)
+            .expect("read");
+        assert_eq!(now, original, "{opt}: inc's bytes are the file's");
+        assert_eq!(fx.patcher.remove(m, &mut fx.space, 3).expect("again"), 0);
+        fx.patcher.remove(m, &mut fx.space, 2).expect("remove 2");
+        assert!(fx.patcher.is_empty());
+        assert_eq!(fx.f1("sum_to")(4), 18);
+        assert_eq!(fx.counter(1), 2, "{opt}");
+    }
 }
