@@ -4,6 +4,7 @@
 //! Modules are analysed lazily: a module's function table is built the first time something
 //! asks for it, and its DWARF the first time a source-level question is asked.
 
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -192,7 +193,7 @@ pub fn is_glob(s: &str) -> bool {
 
 /// The modules gsh has open.
 pub struct Session {
-    modules: Vec<Module>,
+    modules: Vec<Arc<Module>>,
     debug_dirs: Vec<PathBuf>,
 }
 
@@ -225,21 +226,24 @@ impl Session {
     pub fn open(&mut self, path: &Path) -> Result<ModuleId> {
         let binary = Binary::open(path)?;
         self.modules.clear();
-        self.modules.push(Module::new(
+        self.modules.push(Arc::new(Module::new(
             ModuleId(0),
             binary,
             true,
             self.debug_dirs.clone(),
-        ));
+        )));
         Ok(ModuleId(0))
     }
 
     /// The main module.
     pub fn main(&self) -> Result<&Module> {
-        self.modules.first().ok_or(Error::NothingOpen)
+        self.modules
+            .first()
+            .map(|m| &**m)
+            .ok_or(Error::NothingOpen)
     }
 
-    pub fn modules(&self) -> &[Module] {
+    pub fn modules(&self) -> &[Arc<Module>] {
         &self.modules
     }
 
@@ -296,9 +300,34 @@ impl Session {
         self.main()?;
         let binary = Binary::open(path)?;
         let id = ModuleId(self.modules.len() as u32);
-        self.modules
-            .push(Module::new(id, binary, false, self.debug_dirs.clone()));
+        self.modules.push(Arc::new(Module::new(
+            id,
+            binary,
+            false,
+            self.debug_dirs.clone(),
+        )));
         Ok(id)
+    }
+
+    /// A shared handle on a module, for work that outlives a borrow of the session (the
+    /// live-process layer applies pending instrumentation when a library appears).
+    pub fn module_arc(&self, id: ModuleId) -> Arc<Module> {
+        self.modules[id.0 as usize].clone()
+    }
+
+    /// The module opened from `path` (compared after resolving symlinks), opening it when no
+    /// module is: a live process's libraries join the session this way.
+    pub fn module_for_path(&mut self, path: &Path) -> Result<ModuleId> {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+        let want = canon(path);
+        if let Some(m) = self
+            .modules
+            .iter()
+            .find(|m| canon(m.binary.path()) == want)
+        {
+            return Ok(m.id);
+        }
+        self.load_module(path)
     }
 
     /// Resolves a function as users name it: `NAME`, `MODULE!NAME`, `0xADDR` (the function
