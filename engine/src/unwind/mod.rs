@@ -59,6 +59,8 @@ mod reg {
     pub const RA: u16 = 16;
     /// Registers a callee must preserve (SysV ABI): with no CFI rule they keep their value.
     pub const CALLEE_SAVED: [u16; 6] = [3, 6, 12, 13, 14, 15];
+    /// `Regs::unknown` with every register 0..=16 unknown.
+    pub const ALL_UNKNOWN: u32 = (1 << 17) - 1;
 }
 
 /// Registers of one frame, x86-64 DWARF numbering: rax=0 rdx=1 rcx=2 rbx=3 rsi=4 rdi=5 rbp=6
@@ -253,6 +255,9 @@ impl<'a> ModuleCfi<'a> {
 /// [`UnwindContext`] that produced it.
 struct Rule {
     module: usize,
+    /// Runtime end of the FDE's range: a return address equal to it is just past the function
+    /// (after a `noreturn` call, or on a `sigreturn` stub placed right after it).
+    end: u64,
     encoding: gimli::Encoding,
     cfa: CfaRule<usize>,
     /// Indexed by DWARF register number 0..=16; `None` is "no rule given".
@@ -407,13 +412,21 @@ impl<'a> Unwinder<'a> {
             } else {
                 regs.rip.wrapping_sub(1)
             };
-            if let Some(rule) = self.rule_for(lookup) {
-                if let Some(step) = self.apply(mem, regs, &rule) {
+            let rule = self.rule_for(lookup);
+            // The pc itself inside the FDE that covers the lookup address: the ordinary case,
+            // with no `sigreturn` stub to look for.
+            if let Some(rule) = rule.as_ref().filter(|r| r.signal || regs.rip < r.end) {
+                if let Some(step) = self.apply(mem, regs, rule) {
                     return Some(step);
                 }
             }
             if let Some(step) = self.sigreturn_frame(mem, regs) {
                 return Some(step);
+            }
+            if let Some(rule) = rule.as_ref().filter(|r| !r.signal && regs.rip >= r.end) {
+                if let Some(step) = self.apply(mem, regs, rule) {
+                    return Some(step);
+                }
             }
         }
         self.frame_pointer(mem, regs, exact)
@@ -455,6 +468,7 @@ impl<'a> Unwinder<'a> {
             .ok()?;
         Some(Rule {
             module,
+            end: span.end.wrapping_add(m.bias),
             encoding: fde.cie().encoding(),
             cfa: row.cfa().clone(),
             regs: std::array::from_fn(|n| row.register(Register(n as u16))),
@@ -628,7 +642,7 @@ impl<'a> Unwinder<'a> {
         let rsp = regs.get(reg::RSP)?;
         let mut caller = *regs;
         // Only rbp is known to be restored here; the rest may have been saved anywhere.
-        caller.unknown = !0;
+        caller.unknown = reg::ALL_UNKNOWN;
         let found = |mut caller: Regs, cfa: u64, rip: u64| {
             caller.set(reg::RSP, Some(cfa));
             caller.set(reg::RA, Some(rip));
@@ -678,7 +692,7 @@ impl<'a> Unwinder<'a> {
             let word = mem.read_u64(slot)?;
             if self.module_at(word).is_some() && self.follows_call(mem, word) {
                 let mut caller = *regs;
-                caller.unknown = !0;
+                caller.unknown = reg::ALL_UNKNOWN;
                 caller.set(reg::RBP, regs.get(reg::RBP));
                 caller.set(reg::RSP, Some(slot + 8));
                 caller.set(reg::RA, Some(word));

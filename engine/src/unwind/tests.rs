@@ -370,7 +370,8 @@ fn falls_back_to_frame_pointers_without_cfi() {
         "unwind-fp",
         "__attribute__((noinline)) int leaf(int x) { return x * 3; }\n\
          __attribute__((noinline)) int middle(int x) { return leaf(x) + 1; }\n\
-         int main(int argc, char **argv) { (void)argv; return middle(argc) + 2; }\n",
+         int main(int argc, char **argv) { (void)argv; return middle(argc) + 2; }\n\
+         __asm__(\".text\\n.globl my_restore\\nmy_restore: mov $15, %rax\\n syscall\\n\");\n",
         false,
         &[
             // -O0 so even the leaf keeps `push %rbp; mov %rsp,%rbp`.
@@ -406,7 +407,7 @@ fn falls_back_to_frame_pointers_without_cfi() {
     let ret_in_middle = after_call(middle_fn);
     let ret_in_main = after_call(main_fn);
 
-    /// A fake stack of 64 words at 0x7000_0000.
+    /// A fake stack of 128 words at 0x7000_0000.
     struct FakeStack(Vec<u64>);
     const BASE: u64 = 0x7000_0000;
     impl Memory for FakeStack {
@@ -419,7 +420,7 @@ fn falls_back_to_frame_pointers_without_cfi() {
     // leaf, stopped at its entry (push %rbp not yet run): [rsp] = return into middle.
     // middle's frame: rbp = BASE+0x40, [rbp] = main's rbp (BASE+0x80), [rbp+8] = into main.
     // main's frame: [rbp] = 0 (end of the chain), [rbp+8] = 0.
-    let mut words = vec![0u64; 64];
+    let mut words = vec![0u64; 128];
     words[0] = ret_in_middle;
     words[8] = BASE + 0x80;
     words[9] = ret_in_main;
@@ -456,6 +457,43 @@ fn falls_back_to_frame_pointers_without_cfi() {
     let frames = unwinder.walk(&mem, top, 2);
     assert_eq!(frames[1].pc, ret_in_middle, "{frames:#?}");
     assert_eq!(frames[1].how, FoundBy::Scan);
+
+    // A signal handler stopped at its entry, returning into a `sigreturn` stub with no CFI:
+    // the stub's rsp points at a ucontext whose mcontext says the signal interrupted middle
+    // just after its prologue, with rsp at BASE+0x180 and rbp at BASE+0x200.
+    let restore = symbol("my_restore");
+    let mut words = vec![0u64; 128];
+    words[0] = restore;
+    let mcontext = 1 + 5; // the ucontext at BASE+8, its mcontext 40 bytes in
+    words[mcontext + 10] = BASE + 0x200; // rbp
+    words[mcontext + 11] = 0xb0b; // rbx
+    words[mcontext + 15] = BASE + 0x180; // rsp
+    words[mcontext + 16] = middle_fn + 4; // rip
+    words[0x200 / 8 + 1] = ret_in_main;
+    let mem = FakeStack(words);
+    let top = Regs {
+        rip: leaf_fn,
+        rsp: BASE,
+        rbp: 5,
+        ..Regs::default()
+    };
+    let frames = unwinder.walk(&mem, top, 4);
+    let pcs: Vec<u64> = frames.iter().map(|f| f.pc).collect();
+    assert_eq!(
+        pcs,
+        [leaf_fn, restore, middle_fn + 4, ret_in_main],
+        "{frames:#?}"
+    );
+    assert_eq!(frames[2].how, FoundBy::SignalFrame);
+    assert_eq!(
+        (
+            frames[2].regs.rsp,
+            frames[2].regs.rbx,
+            frames[2].regs.unknown
+        ),
+        (BASE + 0x180, 0xb0b, 0)
+    );
+    assert_eq!(frames[3].how, FoundBy::FramePointer);
 }
 
 #[test]
