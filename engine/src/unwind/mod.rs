@@ -193,6 +193,25 @@ pub struct Frame {
     pub how: FoundBy,
 }
 
+impl Frame {
+    /// Whether [`Frame::pc`] is where the thread actually was (frame 0, or a frame a signal
+    /// interrupted) rather than a return address.
+    pub fn pc_is_exact(&self) -> bool {
+        matches!(self.how, FoundBy::Top | FoundBy::SignalFrame)
+    }
+
+    /// The address to symbolize (function, line) and to look CFI up at: the pc itself when
+    /// exact, else `pc - 1`, which is inside the call instruction even when the call is the
+    /// last instruction of its function.
+    pub fn lookup_pc(&self) -> u64 {
+        if self.pc_is_exact() {
+            self.pc
+        } else {
+            self.pc.wrapping_sub(1)
+        }
+    }
+}
+
 type Slice<'a> = EndianSlice<'a, LittleEndian>;
 
 /// One FDE's link-address range and where it sits in `.eh_frame`.
@@ -291,14 +310,9 @@ pub struct Unwinder<'a> {
 
 /// What one step from a frame produced.
 enum Step {
-    /// The caller's registers, this frame's CFA, and whether the caller's pc is exact (not a
-    /// return address).
-    Caller {
-        regs: Regs,
-        cfa: u64,
-        how: FoundBy,
-        exact: bool,
-    },
+    /// The caller's registers, this frame's CFA, and how they were found (which also says
+    /// whether the caller's pc is exact: see [`Frame::pc_is_exact`]).
+    Caller { regs: Regs, cfa: u64, how: FoundBy },
     /// The CFI says this is the outermost frame (the return address is undefined).
     End { cfa: u64 },
 }
@@ -358,7 +372,6 @@ impl<'a> Unwinder<'a> {
             regs: top,
             how: FoundBy::Top,
         });
-        let mut exact = true;
         while frames.len() < max {
             let Some(cur) = frames.last_mut() else {
                 break;
@@ -370,14 +383,9 @@ impl<'a> Unwinder<'a> {
             if !in_module && cur.how != FoundBy::Top {
                 break;
             }
-            let step = self.step(mem, &cur.regs, exact, in_module);
-            let (regs, cfa, how, next_exact) = match step {
-                Some(Step::Caller {
-                    regs,
-                    cfa,
-                    how,
-                    exact,
-                }) => (regs, cfa, how, exact),
+            let step = self.step(mem, cur, in_module);
+            let (regs, cfa, how) = match step {
+                Some(Step::Caller { regs, cfa, how }) => (regs, cfa, how),
                 Some(Step::End { cfa }) => {
                     cur.cfa = cfa;
                     break;
@@ -398,21 +406,15 @@ impl<'a> Unwinder<'a> {
                 regs,
                 how,
             });
-            exact = next_exact;
         }
         frames
     }
 
-    /// One step from a frame with registers `regs`. `exact`: the pc is where the thread is,
-    /// not a return address.
-    fn step(&self, mem: &dyn Memory, regs: &Regs, exact: bool, in_module: bool) -> Option<Step> {
+    /// One step from `frame` to its caller.
+    fn step(&self, mem: &dyn Memory, frame: &Frame, in_module: bool) -> Option<Step> {
+        let regs = &frame.regs;
         if in_module {
-            let lookup = if exact {
-                regs.rip
-            } else {
-                regs.rip.wrapping_sub(1)
-            };
-            let rule = self.rule_for(lookup);
+            let rule = self.rule_for(frame.lookup_pc());
             // The pc itself inside the FDE that covers the lookup address: the ordinary case,
             // with no `sigreturn` stub to look for.
             if let Some(rule) = rule.as_ref().filter(|r| r.signal || regs.rip < r.end) {
@@ -429,7 +431,7 @@ impl<'a> Unwinder<'a> {
                 }
             }
         }
-        self.frame_pointer(mem, regs, exact)
+        self.frame_pointer(mem, regs, frame.pc_is_exact())
             .or_else(|| self.scan(mem, regs))
     }
 
@@ -519,7 +521,6 @@ impl<'a> Unwinder<'a> {
             } else {
                 FoundBy::Cfi
             },
-            exact: rule.signal,
         })
     }
 
@@ -631,7 +632,6 @@ impl<'a> Unwinder<'a> {
             regs: caller,
             cfa: caller.rsp,
             how: FoundBy::SignalFrame,
-            exact: true,
         })
     }
 
@@ -650,7 +650,6 @@ impl<'a> Unwinder<'a> {
                 regs: caller,
                 cfa,
                 how: FoundBy::FramePointer,
-                exact: false,
             })
         };
         if exact {
@@ -700,7 +699,6 @@ impl<'a> Unwinder<'a> {
                     regs: caller,
                     cfa: slot + 8,
                     how: FoundBy::Scan,
-                    exact: false,
                 });
             }
         }

@@ -242,7 +242,7 @@ fn walks_own_stack_through_the_chain_to_libc() {
     for (i, entry) in chain.iter().enumerate() {
         let frame = &frames[i + 1];
         assert!(
-            in_function(frame.pc - 1, *entry),
+            in_function(frame.lookup_pc(), *entry),
             "frame {} is not in function {entry:#x}:\n{shown}",
             i + 1
         );
@@ -349,10 +349,12 @@ fn walks_through_a_signal_frame() {
         .iter()
         .position(|f| f.how == FoundBy::SignalFrame)
         .unwrap_or_else(|| panic!("no signal frame:\n{shown}"));
+    assert!(frames[signal].pc_is_exact(), "{shown}");
+    assert_eq!(frames[signal].lookup_pc(), frames[signal].pc);
     // The walk gets back to raise_chain through the interrupted libc frames.
     let raiser = frames[signal..]
         .iter()
-        .position(|f| in_function(f.pc - 1, raise_chain as *const () as u64))
+        .position(|f| in_function(f.lookup_pc(), raise_chain as *const () as u64))
         .unwrap_or_else(|| panic!("raise_chain not found above the signal frame:\n{shown}"));
     assert!(raiser > 0, "{shown}");
     let last = frames.last().expect("frames");
