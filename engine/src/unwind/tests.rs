@@ -19,6 +19,7 @@ struct Mapping {
     start: u64,
     end: u64,
     offset: u64,
+    exec: bool,
     path: String,
 }
 
@@ -28,7 +29,7 @@ fn maps() -> Vec<Mapping> {
         .filter_map(|line| {
             let mut parts = line.split_whitespace();
             let (start, end) = parts.next()?.split_once('-')?;
-            let _perms = parts.next()?;
+            let perms = parts.next()?;
             let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
             let _dev = parts.next()?;
             let _inode = parts.next()?;
@@ -36,6 +37,7 @@ fn maps() -> Vec<Mapping> {
                 start: u64::from_str_radix(start, 16).ok()?,
                 end: u64::from_str_radix(end, 16).ok()?,
                 offset,
+                exec: perms.contains('x'),
                 path: parts.next().unwrap_or("").to_owned(),
             })
         })
@@ -81,9 +83,18 @@ impl Memory for OwnStack {
 /// biases, opened once and leaked so unwinders over them can be `'static`.
 fn own_modules() -> &'static [(Binary, u64)] {
     static MODULES: OnceLock<Vec<(Binary, u64)>> = OnceLock::new();
-    MODULES.get_or_init(|| {
+    MODULES.get_or_init(mapped_modules)
+}
+
+/// The ELF files loaded into this process now, with their load biases. A file can also be
+/// mapped whole from offset 0 (our own `Binary::open` maps libc and the test binary to read
+/// them), so a bias counts only if it puts the file's executable segment on one of the file's
+/// executable mappings.
+fn mapped_modules() -> Vec<(Binary, u64)> {
+    let maps = maps();
+    {
         let mut out: Vec<(Binary, u64)> = Vec::new();
-        for m in maps() {
+        for m in &maps {
             if m.offset != 0 || !m.path.starts_with('/') {
                 continue;
             }
@@ -93,12 +104,24 @@ fn own_modules() -> &'static [(Binary, u64)] {
             let Ok(binary) = Binary::open(Path::new(&m.path)) else {
                 continue;
             };
-            if let Some(bias) = load_bias(&binary, m.start, 0) {
+            let Some(bias) = load_bias(&binary, m.start, 0) else {
+                continue;
+            };
+            let loaded = binary
+                .segments()
+                .iter()
+                .filter(|seg| seg.flags & object::elf::PF_X != 0)
+                .all(|seg| {
+                    let start = (seg.vaddr.0 & !0xfff).wrapping_add(bias);
+                    maps.iter()
+                        .any(|x| x.exec && x.path == m.path && x.start == start)
+                });
+            if loaded {
                 out.push((binary, bias));
             }
         }
         out
-    })
+    }
 }
 
 fn own_unwinder() -> Unwinder<'static> {
@@ -613,4 +636,119 @@ proptest! {
         prop_assert!(frames.len() <= max);
         prop_assert!(max == 0 || frames[0].pc == rip);
     }
+}
+
+/// What the callback from the gcc library saw.
+struct CallbackTest {
+    unwinder: Unwinder<'static>,
+    mem: OwnStack,
+    frames: Vec<Frame>,
+}
+
+static CALLBACK_TEST: Mutex<Option<CallbackTest>> = Mutex::new(None);
+
+extern "C" fn walk_from_callback(x: libc::c_long) -> libc::c_long {
+    let regs = capture_regs!();
+    let mut guard = CALLBACK_TEST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = guard.as_mut() {
+        t.frames = t.unwinder.walk(&t.mem, regs, 128);
+    }
+    black_box(x + 1)
+}
+
+#[inline(never)]
+fn call_into_gcc_code(
+    outer: extern "C" fn(extern "C" fn(libc::c_long) -> libc::c_long, libc::c_long) -> libc::c_long,
+) -> libc::c_long {
+    black_box(outer(walk_from_callback, black_box(4))).wrapping_add(1)
+}
+
+/// gcc -O2 code without frame pointers, loaded into this process with dlopen: the walk from a
+/// callback it calls goes back through its frames by CFI alone, and on into ours.
+#[test]
+fn walks_through_gcc_o2_code_without_frame_pointers() {
+    let path = testutil::compile(
+        "unwind-o2.so",
+        "typedef long (*cb_t)(long);\n\
+         __attribute__((noinline)) long inner(cb_t cb, long x) { long r = cb(x * 3); return r ^ x; }\n\
+         __attribute__((noinline)) long outer(cb_t cb, long x) { long r = inner(cb, x + 1); return r * 2 + x; }\n",
+        false,
+        &["-O2", "-fomit-frame-pointer", "-shared", "-fPIC"],
+    );
+    let cpath = std::ffi::CString::new(path.to_string_lossy().as_bytes()).expect("path");
+    // SAFETY: dlopen of a library we just built, with no constructors; it stays loaded for
+    // the rest of the process (never dlclosed), so its code outlives every use below.
+    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW) };
+    assert!(!handle.is_null(), "dlopen {} failed", path.display());
+    // SAFETY: `outer` is defined by the library above with exactly this C signature.
+    let outer: extern "C" fn(
+        extern "C" fn(libc::c_long) -> libc::c_long,
+        libc::c_long,
+    ) -> libc::c_long = unsafe {
+        let sym = libc::dlsym(handle, c"outer".as_ptr());
+        assert!(!sym.is_null(), "no outer in the library");
+        std::mem::transmute::<*mut libc::c_void, _>(sym)
+    };
+
+    let modules: &'static [(Binary, u64)] = Box::leak(mapped_modules().into_boxed_slice());
+    let lib = modules
+        .iter()
+        .find(|(b, _)| b.path() == path.as_path())
+        .expect("the library is mapped");
+    let range = |name: &str| -> (u64, u64) {
+        let elf = lib.0.elf();
+        let sym = elf
+            .symbols()
+            .find(|s| s.name() == Ok(name))
+            .unwrap_or_else(|| panic!("no symbol {name}"));
+        (sym.address() + lib.1, sym.address() + lib.1 + sym.size())
+    };
+    // Their code really has no frame pointer setup.
+    let (outer_start, outer_end) = range("outer");
+    let (inner_start, inner_end) = range("inner");
+    for (start, end) in [(outer_start, outer_end), (inner_start, inner_end)] {
+        let code = lib
+            .0
+            .bytes_at(LinkAddr(start - lib.1), end - start)
+            .expect("code");
+        assert!(
+            !code.windows(3).any(|w| w == [0x48, 0x89, 0xe5]),
+            "gcc set up rbp"
+        );
+    }
+
+    *CALLBACK_TEST.lock().unwrap() = Some(CallbackTest {
+        unwinder: Unwinder::new(
+            modules
+                .iter()
+                .map(|(binary, bias)| UnwindModule {
+                    binary,
+                    bias: *bias,
+                })
+                .collect(),
+        ),
+        mem: OwnStack::current(),
+        frames: Vec::new(),
+    });
+    black_box(call_into_gcc_code(outer));
+    let frames = CALLBACK_TEST.lock().unwrap().take().expect("state").frames;
+    let shown = describe(&frames);
+    eprintln!("{shown}");
+    assert!(
+        in_function(frames[0].pc, walk_from_callback as *const () as u64),
+        "{shown}"
+    );
+    let within =
+        |f: &Frame, (start, end): (u64, u64)| start <= f.lookup_pc() && f.lookup_pc() < end;
+    assert!(within(&frames[1], (inner_start, inner_end)), "{shown}");
+    assert!(within(&frames[2], (outer_start, outer_end)), "{shown}");
+    assert!(
+        in_function(
+            frames[3].lookup_pc(),
+            call_into_gcc_code as *const () as u64
+        ),
+        "{shown}"
+    );
+    assert!(frames[1..].iter().all(|f| f.how == FoundBy::Cfi), "{shown}");
+    assert_ne!(frames.last().expect("frames").cfa, 0, "{shown}");
 }
