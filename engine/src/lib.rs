@@ -44,6 +44,7 @@ pub mod snippet;
 pub mod symbols;
 #[cfg(test)]
 mod testutil;
+pub mod unwind;
 
 pub use addr::{FileOffset, LinkAddr, RuntimeAddr};
 pub use elf::{Binary, BinaryKind};
