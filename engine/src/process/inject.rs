@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use object::{Object, ObjectSymbol};
 
+use super::control::Process;
 use super::error::ProcessError;
 use super::maps;
-use super::process::Process;
 use super::ptrace::{self, WaitEvent, SI_KERNEL};
 use super::{AllocKind, State, ThreadState};
 
@@ -315,7 +315,7 @@ impl Process {
                     if let Ok(new) = ptrace::event_msg(tid) {
                         self.threads.insert(
                             new as i32,
-                            super::process::Thread::new(ThreadState::Starting),
+                            super::control::Thread::new(ThreadState::Starting),
                         );
                     }
                     ptrace::cont(tid, 0)?;

@@ -15,16 +15,16 @@
 //! # Layout
 //!
 //! - `tracer.rs`: the tracer thread, launching and attaching.
-//! - `process.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
+//! - `control.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
 //! - `inject.rs`: injected syscalls and calls, memory pools, `dlopen`.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
 
+mod control;
 mod error;
 mod inject;
 mod maps;
 mod memory;
-mod process;
 mod ptrace;
 mod rendezvous;
 mod tracer;
@@ -33,10 +33,10 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use crate::patch::space::AllocKind;
+pub use control::Process;
 pub use error::ProcessError;
 pub use maps::{MappedModule, Mapping};
 pub use memory::{ChildMemory, MemReader};
-pub use process::Process;
 pub use ptrace::signal_name;
 pub use tracer::Tracer;
 

@@ -9,10 +9,10 @@
 //! stop. Any other code there is stepped over the classic way (restore, single-step, re-insert)
 //! with every other thread halted.
 
+use super::control::Process;
 use super::error::ProcessError;
 use super::maps;
 use super::memory::MemFile;
-use super::process::Process;
 use super::ptrace::{self, WaitEvent};
 use super::Hooks;
 

@@ -15,14 +15,16 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 
+use super::control::Process;
 use super::error::{permission_problem, ProcessError};
 use super::memory::MemReader;
-use super::process::Process;
 use super::ptrace::{self, WaitEvent};
 use super::{Event, Hooks, Launch, State, ThreadState};
 
+/// A job for the tracer thread that may borrow for `'a`.
+type ScopedJob<'a, H> = Box<dyn FnOnce(&mut Process, &mut H) + Send + 'a>;
 /// A job for the tracer thread, its lifetime erased (see [`Tracer::with`]).
-type Job<H> = Box<dyn FnOnce(&mut Process, &mut H) + Send + 'static>;
+type Job<H> = ScopedJob<'static, H>;
 
 enum Msg<H> {
     Job(Job<H>),
@@ -141,17 +143,23 @@ impl<H: Hooks + 'static> Tracer<H> {
         let job = move |p: &mut Process, h: &mut H| {
             let r = catch_unwind(AssertUnwindSafe(|| f(p, h)))
                 .map_err(|e| ProcessError::Panicked(panic_text(&*e)));
+            // Libraries `f` loaded reach the hooks before the caller hears back.
+            let flushed = catch_unwind(AssertUnwindSafe(|| p.flush_module_changes(h)));
+            // A failed flush (the process died meanwhile) must not hide `f`'s result; the
+            // next command reports the death.
+            let r = match (r, flushed) {
+                (Ok(_), Err(e)) => Err(ProcessError::Panicked(panic_text(&*e))),
+                (r, _) => r,
+            };
             let _ = reply_tx.send(r);
         };
-        let job: Box<dyn FnOnce(&mut Process, &mut H) + Send + '_> = Box::new(job);
+        let job: ScopedJob<'_, H> = Box::new(job);
         // SAFETY: only the lifetime changes (same vtable and layout). `f` may borrow from our
         // caller, so it must not outlive this call: we block on `reply_rx` until the job sent
         // its reply (after `f` was consumed) or was dropped unrun (which drops `reply_tx`, so
         // `recv` fails); either way nothing borrowed is touched after we return. If `send`
         // fails, the job comes back inside the error and is dropped right here.
-        let job: Job<H> = unsafe {
-            std::mem::transmute::<Box<dyn FnOnce(&mut Process, &mut H) + Send + '_>, Job<H>>(job)
-        };
+        let job: Job<H> = unsafe { std::mem::transmute::<ScopedJob<'_, H>, Job<H>>(job) };
         self.tx
             .send(Msg::Job(job))
             .map_err(|_| ProcessError::TracerGone)?;

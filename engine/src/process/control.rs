@@ -634,8 +634,8 @@ impl Process {
         match ev {
             WaitEvent::Event(libc::PTRACE_EVENT_CLONE) => {
                 let new = ptrace::event_msg(tid)? as i32;
-                if !self.threads.contains_key(&new) {
-                    self.threads.insert(new, Thread::new(ThreadState::Starting));
+                if let std::collections::btree_map::Entry::Vacant(e) = self.threads.entry(new) {
+                    e.insert(Thread::new(ThreadState::Starting));
                     self.push_event(Event::ThreadStarted(new));
                 }
                 self.resume_thread(tid)?;
