@@ -112,6 +112,14 @@ fn start_runs_to_exit_with_exact_output() {
     assert!(names.iter().any(|n| n.starts_with("basic-O2")), "{names:?}");
     let state = t.with(|p, _| p.state()).unwrap();
     assert_eq!(state, State::Stopped);
+    // A library loads at the entry point already (where the runtime library will).
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    t.with(|p, _| p.load_library(&lib)).unwrap().unwrap();
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.file_name() == lib.file_name()));
     let stop = t
         .with(|p, h| p.cont_wait(h, &no_interrupt()))
         .unwrap()
@@ -495,4 +503,87 @@ fn bench_halt_resume_four_threads() {
         halt / rounds,
         resume / rounds
     );
+}
+
+/// Hooks that, on a trap at `at + 1`, put `orig` back and resume there when `fix` is set.
+struct Fixer {
+    at: Arc<Mutex<Option<(u64, u8)>>>,
+    traps: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Hooks for Fixer {
+    fn trap(&mut self, p: &mut Process, _tid: i32, rip: u64) -> engine::process::TrapAction {
+        self.traps.lock().unwrap().push(rip);
+        match *self.at.lock().unwrap() {
+            Some((at, orig)) if rip == at + 1 => {
+                p.write(at, &[orig]).unwrap();
+                engine::process::TrapAction::Resume(at)
+            }
+            _ => engine::process::TrapAction::Report,
+        }
+    }
+}
+
+#[test]
+fn breakpoints_are_reported_or_resumed_by_the_hooks() {
+    let exe = live();
+    for resume_in_hook in [false, true] {
+        let out = out_file(&format!("bp-{resume_in_hook}"));
+        let launch = Launch {
+            program: exe.clone(),
+            stdout: Some(out.clone()),
+            ..Launch::default()
+        };
+        let hooks = Fixer {
+            at: Arc::default(),
+            traps: Arc::default(),
+        };
+        let (at_cell, traps) = (hooks.at.clone(), hooks.traps.clone());
+        let t = Tracer::start(&launch, hooks).unwrap();
+        let (add3, orig) = t
+            .with(|p, _| {
+                let add3 = symbol(p, &exe, "add3");
+                let stop = symbol(p, &exe, "stop");
+                let orig = p.read(add3, 1).unwrap()[0];
+                p.write(add3, &[0xcc]).unwrap();
+                p.write(stop, &1i32.to_le_bytes()).unwrap();
+                (add3, orig)
+            })
+            .unwrap();
+        if resume_in_hook {
+            *at_cell.lock().unwrap() = Some((add3, orig));
+        } else {
+            let stop = t
+                .with(|p, h| p.cont_wait(h, &no_interrupt()))
+                .unwrap()
+                .unwrap();
+            let pid = t.pid();
+            assert_eq!(
+                stop,
+                Stop::Breakpoint {
+                    tid: pid,
+                    rip: add3 + 1
+                }
+            );
+            t.with(|p, _| {
+                p.write(add3, &[orig])?;
+                let mut r = p.regs(pid)?;
+                r.rip = add3;
+                p.set_regs(pid, &r)
+            })
+            .unwrap()
+            .unwrap();
+        }
+        let stop = t
+            .with(|p, h| p.cont_wait(h, &no_interrupt()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(stop, Stop::Exited(0));
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "ready\n1 threads stopped\nadd3(1, 2, 3) = 321\n"
+        );
+        assert_eq!(*traps.lock().unwrap(), [add3 + 1]);
+        let _ = std::fs::remove_file(out);
+    }
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define NOINLINE __attribute__((noinline, noclone, used))
+#define NOINLINE __attribute__((noipa, used))
 #define MAXTHREADS 16
 
 volatile long counter;

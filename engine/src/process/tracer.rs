@@ -190,7 +190,10 @@ impl<H: Hooks + 'static> Drop for Tracer<H> {
 /// The tracer thread's loop: jobs, and background events while the process runs.
 fn serve<H: Hooks>(mut p: Process, mut hooks: H, rx: mpsc::Receiver<Msg<H>>) {
     loop {
+        // Polled before every wait, so a stream of jobs cannot starve the process's events.
         let msg = if p.wants_polling() {
+            // Errors here have nobody to go to; the state and events say what happened.
+            let _ = catch_unwind(AssertUnwindSafe(|| p.poll_background(&mut hooks)));
             match rx.recv_timeout(POLL) {
                 Ok(m) => Some(m),
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
@@ -200,10 +203,7 @@ fn serve<H: Hooks>(mut p: Process, mut hooks: H, rx: mpsc::Receiver<Msg<H>>) {
             Some(rx.recv().unwrap_or(Msg::Quit))
         };
         match msg {
-            None => {
-                // Errors here have nobody to go to; the state and events say what happened.
-                let _ = catch_unwind(AssertUnwindSafe(|| p.poll_background(&mut hooks)));
-            }
+            None => {}
             Some(Msg::Job(job)) => {
                 job(&mut p, &mut hooks);
                 let _ = catch_unwind(AssertUnwindSafe(|| p.flush_module_changes(&mut hooks)));
