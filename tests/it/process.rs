@@ -587,3 +587,120 @@ fn breakpoints_are_reported_or_resumed_by_the_hooks() {
         let _ = std::fs::remove_file(out);
     }
 }
+
+#[test]
+fn exec_is_followed_to_the_new_program() {
+    let m = Mutatee::new("basic");
+    let basic = m.path(Variant::O2);
+    let out = out_file("exec");
+    let launch = Launch {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), format!("exec {}", basic.display())],
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Tracer::start(&launch, hooks).unwrap();
+    seen.lock().unwrap().clear();
+    let stop = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop, Stop::Exec);
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.file_name() == basic.file_name()),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    let main = t
+        .with(|p, _| p.modules().unwrap().into_iter().find(|m| m.is_main))
+        .unwrap()
+        .unwrap();
+    assert_eq!(main.path.file_name(), basic.file_name());
+    assert!(t
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::Exec { path, .. } if path.file_name() == basic.file_name())));
+    let stop = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop, Stop::Exited(0));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), m.expected_stdout());
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn signals_are_forwarded_and_job_control_is_honoured() {
+    let exe = live();
+    let out = out_file("signals");
+    let launch = Launch {
+        program: exe.clone(),
+        args: vec!["2".into()],
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let pid = t.pid();
+    let usr1 = t.with(|p, _| symbol(p, &exe, "usr1")).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let reader = t.reader();
+    let count = || i32::from_le_bytes(reader.read(usr1, 4).unwrap().try_into().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Its handler is installed once it printed "ready".
+    while std::fs::read_to_string(&out).unwrap_or_default() != "ready\n" {
+        assert!(Instant::now() < deadline, "never got ready");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for n in 1..=3 {
+        // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
+        while count() < n {
+            assert!(Instant::now() < deadline, "SIGUSR1 #{n} never arrived");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    // SIGSTOP stops it for real (the counter freezes); SIGCONT lets it go on.
+    let counter = t.with(|p, _| symbol(p, &exe, "counter")).unwrap();
+    let value = || i64::from_le_bytes(reader.read(counter, 8).unwrap().try_into().unwrap());
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(50));
+    let frozen = value();
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(value(), frozen, "still running after SIGSTOP");
+    // Halting and resuming a job-stopped process keeps it job-stopped.
+    t.with(|p, _| {
+        p.halt()?;
+        p.resume()
+    })
+    .unwrap()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(value(), frozen, "halt/resume woke a job-stopped process");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    while value() == frozen {
+        assert!(Instant::now() < deadline, "SIGCONT did not resume it");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+    let end = t
+        .with(|p, h| {
+            p.halt()?;
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.cont_wait(h, &no_interrupt())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "ready\n2 threads stopped\nadd3(1, 2, 3) = 321\nSIGUSR1 x 3\n"
+    );
+    let _ = std::fs::remove_file(out);
+}
