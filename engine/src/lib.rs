@@ -13,6 +13,8 @@
 //! - [`rewrite`] writes a new ELF file: new code and data segments, patches over code.
 //! - [`point`] finds instrumentation points in a function's CFG; [`patch`] inserts snippets
 //!   there through trampolines, via a narrow address-space trait.
+//! - [`process`] controls live processes under ptrace: start, attach, halt, memory, injected
+//!   calls, threads, forks, library loads.
 //! - [`session`] ties modules together and resolves the names users type.
 //!
 //! # Naming conventions
@@ -38,6 +40,7 @@ pub mod error;
 pub mod instrument;
 pub mod patch;
 pub mod point;
+pub mod process;
 pub mod rewrite;
 pub mod session;
 pub mod snippet;

@@ -10,6 +10,7 @@ mod discovery;
 mod dwarf;
 mod instrument;
 mod mutatees;
+mod process;
 mod rewrite;
 mod scripts;
 mod session;

@@ -1,0 +1,932 @@
+//! [`Process`]: one traced process and the state machine of its threads. Halting interrupts
+//! every running thread and collects one stop from each; stops that arrive for another reason
+//! meanwhile (a breakpoint, a signal, a fork) are kept as *deferred* events and handled, with
+//! the hooks, when the process next runs, so nothing is lost or handled twice. Resuming
+//! delivers each thread's pending signals; job-control stops are honoured with PTRACE_LISTEN.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::error::ProcessError;
+use super::inject::Pools;
+use super::maps::{self, MappedModule, ModuleCache};
+use super::memory::{ChildMemory, MemFile, MemReader};
+use super::ptrace::{self, WaitEvent, SI_KERNEL};
+use super::rendezvous::Rendezvous;
+use super::{Event, Hooks, State, Stop, ThreadInfo, ThreadState, TrapAction};
+
+/// One thread, as the tracer sees it.
+#[derive(Debug)]
+pub(crate) struct Thread {
+    pub(crate) state: ThreadState,
+    /// Signals it stopped with that must still be delivered, oldest first.
+    pub(crate) pending: Vec<i32>,
+    /// It is in a job-control stop (SIGSTOP and friends): resuming it re-enters that stop
+    /// with PTRACE_LISTEN instead of running it.
+    pub(crate) job: bool,
+}
+
+impl Thread {
+    pub(crate) fn new(state: ThreadState) -> Thread {
+        Thread {
+            state,
+            pending: Vec::new(),
+            job: false,
+        }
+    }
+}
+
+/// One traced process.
+pub struct Process {
+    pub(crate) pid: i32,
+    /// We launched it (it is killed, not detached, when gsh lets go).
+    pub(crate) started: bool,
+    pub(crate) state: State,
+    pub(crate) threads: BTreeMap<i32, Thread>,
+    /// Stops caught while halting, to handle (with the hooks) when the process runs again.
+    pub(crate) deferred: VecDeque<(i32, WaitEvent)>,
+    /// Fork children whose first stop arrived before their parent's fork event.
+    early_children: HashSet<i32>,
+    pub(crate) mem: MemFile,
+    pub(crate) events: Arc<Mutex<Vec<Event>>>,
+    cache: ModuleCache,
+    /// The modules the hooks have been told about.
+    known: Vec<MappedModule>,
+    /// The dynamic linker reported a change the hooks have not seen yet.
+    pub(crate) modules_dirty: bool,
+    pub(crate) rendezvous: Option<Rendezvous>,
+    pub(crate) pools: Pools,
+}
+
+/// Fault signals: they stop the process and are reported before being delivered.
+fn is_fault(signal: i32) -> bool {
+    matches!(
+        signal,
+        libc::SIGSEGV
+            | libc::SIGBUS
+            | libc::SIGILL
+            | libc::SIGFPE
+            | libc::SIGABRT
+            | libc::SIGTRAP
+            | libc::SIGSYS
+    )
+}
+
+fn is_stop_signal(signal: i32) -> bool {
+    matches!(
+        signal,
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+    )
+}
+
+/// How long a halt may wait for a thread that neither stops nor dies.
+const HALT_DEADLINE: Duration = Duration::from_secs(5);
+
+impl Process {
+    /// A process whose every thread in `tids` is in a ptrace-stop.
+    pub(crate) fn new(
+        pid: i32,
+        started: bool,
+        tids: &[i32],
+        events: Arc<Mutex<Vec<Event>>>,
+    ) -> Result<Process, ProcessError> {
+        Ok(Process {
+            pid,
+            started,
+            state: State::Stopped,
+            threads: tids
+                .iter()
+                .map(|&t| (t, Thread::new(ThreadState::Stopped)))
+                .collect(),
+            deferred: VecDeque::new(),
+            early_children: HashSet::new(),
+            mem: MemFile::open(pid)?,
+            events,
+            cache: ModuleCache::default(),
+            known: Vec::new(),
+            modules_dirty: false,
+            rendezvous: None,
+            pools: Pools::default(),
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Stopped, running, exited, ...
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// True when gsh launched this process (rather than attaching to it).
+    pub fn was_started(&self) -> bool {
+        self.started
+    }
+
+    /// Its threads, with where each stopped one is.
+    pub fn threads(&self) -> Vec<ThreadInfo> {
+        self.threads
+            .iter()
+            .map(|(&tid, t)| ThreadInfo {
+                tid,
+                state: t.state,
+                rip: (t.state == ThreadState::Stopped)
+                    .then(|| ptrace::regs(tid).ok().map(|r| r.rip))
+                    .flatten(),
+                name: std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", self.pid))
+                    .map(|s| s.trim_end().to_owned())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// A reader that works while the process runs, from any thread.
+    pub fn reader(&self) -> MemReader {
+        MemReader::new(self.pid)
+    }
+
+    pub(crate) fn push_event(&self, e: Event) {
+        // A poisoned lock only means a reader panicked mid-drain; the list is still valid.
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e);
+    }
+
+    pub(crate) fn alive(&self, during: &str) -> Result<(), ProcessError> {
+        match self.state {
+            State::Stopped | State::Running => Ok(()),
+            State::Exited(code) => Err(ProcessError::NotRunning(format!(
+                " (it exited with code {code}) while {during}"
+            ))),
+            State::Signaled(sig) => Err(ProcessError::NotRunning(format!(
+                " (it was killed by {}) while {during}",
+                ptrace::signal_name(sig)
+            ))),
+            State::Detached => Err(ProcessError::NotRunning(format!(
+                " (gsh detached from it) while {during}"
+            ))),
+        }
+    }
+
+    /// The error for a process that died under a command, after recording how.
+    pub(crate) fn gone(&self, during: &str) -> ProcessError {
+        ProcessError::Gone {
+            pid: self.pid,
+            during: during.to_owned(),
+            how: self.state.to_string(),
+        }
+    }
+
+    // ---- memory and registers ---------------------------------------------------------------
+
+    /// The `len` bytes at `addr` (through /proc/PID/mem: works on read-only text).
+    pub fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, ProcessError> {
+        self.alive("reading memory")?;
+        self.mem.read(addr, len)
+    }
+
+    /// Writes `bytes` at `addr`, read-only text and read+exec pools included.
+    pub fn write(&mut self, addr: u64, bytes: &[u8]) -> Result<(), ProcessError> {
+        self.alive("writing memory")?;
+        self.mem.write(addr, bytes)
+    }
+
+    pub(crate) fn read_u64(&self, addr: u64) -> Result<u64, ProcessError> {
+        let b = self.mem.read(addr, 8)?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
+    /// The registers of stopped thread `tid`.
+    pub fn regs(&self, tid: i32) -> Result<libc::user_regs_struct, ProcessError> {
+        self.stopped_thread(tid)?;
+        ptrace::regs(tid)
+    }
+
+    /// Sets the registers of stopped thread `tid`.
+    pub fn set_regs(&mut self, tid: i32, r: &libc::user_regs_struct) -> Result<(), ProcessError> {
+        self.stopped_thread(tid)?;
+        ptrace::set_regs(tid, r)
+    }
+
+    fn stopped_thread(&self, tid: i32) -> Result<(), ProcessError> {
+        self.alive("using registers")?;
+        match self.threads.get(&tid) {
+            None => Err(ProcessError::NoSuchProcess(tid)),
+            Some(t) if t.state == ThreadState::Stopped => Ok(()),
+            Some(_) => Err(ProcessError::NotStopped),
+        }
+    }
+
+    // ---- modules ------------------------------------------------------------------------------
+
+    /// The executable and shared libraries mapped now, from /proc/PID/maps.
+    pub fn modules(&mut self) -> Result<Vec<MappedModule>, ProcessError> {
+        self.alive("listing modules")?;
+        let maps = maps::read_maps(self.pid)?;
+        let exe = std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok();
+        let exe = exe.map(|p| {
+            let s = p.to_string_lossy();
+            PathBuf::from(s.strip_suffix(" (deleted)").unwrap_or(&s))
+        });
+        self.cache.modules(self.pid, &maps, exe.as_deref())
+    }
+
+    /// The process's mappings, from /proc/PID/maps.
+    pub fn mappings(&self) -> Result<Vec<maps::Mapping>, ProcessError> {
+        maps::read_maps(self.pid)
+    }
+
+    /// Tells the hooks about modules they have not seen, with every thread stopped.
+    pub(crate) fn flush_module_changes(
+        &mut self,
+        hooks: &mut dyn Hooks,
+    ) -> Result<(), ProcessError> {
+        if !self.modules_dirty || !self.state.is_alive() {
+            return Ok(());
+        }
+        self.modules_dirty = false;
+        let now = self.modules()?;
+        let added: Vec<MappedModule> = now
+            .iter()
+            .filter(|m| {
+                !self
+                    .known
+                    .iter()
+                    .any(|k| k.path == m.path && k.base == m.base)
+            })
+            .cloned()
+            .collect();
+        self.known = now;
+        if added.is_empty() {
+            return Ok(());
+        }
+        let was_running = self.state == State::Running;
+        self.halt()?;
+        for m in &added {
+            if !m.is_main {
+                self.push_event(Event::LibraryLoaded {
+                    path: m.path.clone(),
+                });
+            }
+        }
+        hooks.modules_changed(self, &added);
+        if was_running {
+            self.resume()?;
+        }
+        Ok(())
+    }
+
+    /// Forgets which modules the hooks know (after exec) and reports all of them next.
+    pub(crate) fn reset_modules(&mut self) {
+        self.known.clear();
+        self.cache = ModuleCache::default();
+        self.modules_dirty = true;
+    }
+
+    // ---- halt and resume ----------------------------------------------------------------------
+
+    /// Stops every thread; idempotent. Afterwards every live thread is in a ptrace-stop.
+    pub fn halt(&mut self) -> Result<(), ProcessError> {
+        self.alive("halting")?;
+        let mut awaiting: HashSet<i32> = HashSet::new();
+        for (&tid, t) in &mut self.threads {
+            match t.state {
+                ThreadState::Stopped => {}
+                ThreadState::Starting => {
+                    awaiting.insert(tid);
+                }
+                ThreadState::Running | ThreadState::JobStopped => match ptrace::interrupt(tid) {
+                    Ok(()) => {
+                        awaiting.insert(tid);
+                    }
+                    // Already dying (or a zombie leader): its exit arrives later.
+                    Err(ProcessError::Ptrace {
+                        errno: nix::errno::Errno::ESRCH,
+                        ..
+                    }) => t.state = ThreadState::Stopped,
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+        let started = Instant::now();
+        while !awaiting.is_empty() {
+            let Some((tid, ev)) = self.poll_wait(-1, started)? else {
+                // Deadline: threads that vanished without a word are dropped.
+                let before = awaiting.len();
+                awaiting.retain(|tid| {
+                    std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists()
+                });
+                if awaiting.len() == before {
+                    return Err(ProcessError::Inject {
+                        what: "halt".into(),
+                        tid: awaiting.iter().copied().next().unwrap_or(self.pid),
+                        detail: "the thread neither stopped nor exited within 5 s".into(),
+                    });
+                }
+                continue;
+            };
+            awaiting.remove(&tid);
+            self.note_halt_stop(tid, ev)?;
+            if !self.state.is_alive() {
+                return Err(self.gone("halting"));
+            }
+        }
+        self.state = State::Stopped;
+        Ok(())
+    }
+
+    /// Records a stop seen while halting.
+    fn note_halt_stop(&mut self, tid: i32, ev: WaitEvent) -> Result<(), ProcessError> {
+        match ev {
+            WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
+                self.thread_gone(tid, ev);
+            }
+            _ if !self.threads.contains_key(&tid) && !self.is_our_thread(tid) => {
+                // A fork child's first stop: kept stopped until the parent's fork event.
+                self.early_children.insert(tid);
+            }
+            WaitEvent::EventStop(sig) => {
+                // A job-stopped thread is stopped for us too; it re-listens on resume.
+                let t = self.thread_entry(tid);
+                t.state = ThreadState::Stopped;
+                t.job = is_stop_signal(sig);
+            }
+            _ => {
+                self.thread_entry(tid).state = ThreadState::Stopped;
+                self.deferred.push_back((tid, ev));
+            }
+        }
+        Ok(())
+    }
+
+    fn thread_entry(&mut self, tid: i32) -> &mut Thread {
+        self.threads
+            .entry(tid)
+            .or_insert(Thread::new(ThreadState::Stopped))
+    }
+
+    /// True when `tid` is a thread of this process (not a fork child).
+    fn is_our_thread(&self, tid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse::<i32>().ok())
+            })
+            .is_some_and(|tgid| tgid == self.pid)
+    }
+
+    /// Waits for the next status of `who` without blocking forever: spins briefly, then sleeps
+    /// in short steps. `Ok(None)` once [`HALT_DEADLINE`] has passed since `since`.
+    fn poll_wait(
+        &mut self,
+        who: i32,
+        since: Instant,
+    ) -> Result<Option<(i32, WaitEvent)>, ProcessError> {
+        loop {
+            match ptrace::wait(who, true) {
+                Ok(Some(x)) => return Ok(Some(x)),
+                Ok(None) => {}
+                Err(nix::errno::Errno::ECHILD) => {
+                    // No tracee left at all: the process is gone.
+                    if self.state.is_alive() {
+                        self.state = State::Signaled(libc::SIGKILL);
+                        self.threads.clear();
+                    }
+                    return Err(self.gone("waiting"));
+                }
+                Err(e) => return Err(ProcessError::ptrace("waitpid", who, e)),
+            }
+            let waited = since.elapsed();
+            if waited > HALT_DEADLINE {
+                return Ok(None);
+            }
+            if waited < Duration::from_micros(200) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// A thread's exit (or the whole process's, for the leader).
+    fn thread_gone(&mut self, tid: i32, ev: WaitEvent) -> Option<Stop> {
+        if tid == self.pid {
+            self.threads.clear();
+            self.deferred.clear();
+            let stop = match ev {
+                WaitEvent::Exited(code) => {
+                    self.state = State::Exited(code);
+                    Stop::Exited(code)
+                }
+                WaitEvent::Signaled(sig) => {
+                    self.state = State::Signaled(sig);
+                    Stop::Killed(sig)
+                }
+                _ => return None,
+            };
+            return Some(stop);
+        }
+        if self.threads.remove(&tid).is_some() {
+            self.deferred.retain(|&(t, _)| t != tid);
+            self.push_event(Event::ThreadExited(tid));
+        }
+        None
+    }
+
+    /// Resumes every thread, delivering the signals they stopped with. Threads whose stop is
+    /// deferred stay stopped until the tracer handles it (immediately, in `cont_wait` and in
+    /// the background loop).
+    pub fn resume(&mut self) -> Result<(), ProcessError> {
+        self.alive("resuming")?;
+        if self.state == State::Running {
+            return Ok(());
+        }
+        let deferred: HashSet<i32> = self.deferred.iter().map(|&(t, _)| t).collect();
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            if deferred.contains(&tid) {
+                continue;
+            }
+            self.resume_thread(tid)?;
+        }
+        self.state = State::Running;
+        Ok(())
+    }
+
+    /// Resumes one stopped thread with its pending signals.
+    pub(crate) fn resume_thread(&mut self, tid: i32) -> Result<(), ProcessError> {
+        let pid = self.pid;
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return Ok(());
+        };
+        if t.state != ThreadState::Stopped {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut t.pending);
+        let r = if t.job {
+            // It was in a job-control stop: stay stopped there, but keep reporting to us.
+            t.state = ThreadState::JobStopped;
+            ptrace::listen(tid)
+        } else {
+            t.state = ThreadState::Running;
+            let first = pending.first().copied().unwrap_or(0);
+            for &more in pending.iter().skip(1) {
+                // Only one signal rides on PTRACE_CONT; the rest are re-sent and come back to
+                // us as signal-delivery-stops, to be forwarded in turn.
+                let _ = ptrace::tgkill(pid, tid, more);
+            }
+            ptrace::cont(tid, first)
+        };
+        match r {
+            Ok(()) => Ok(()),
+            // Died while stopped (SIGKILL from outside): its exit status is on its way.
+            Err(ProcessError::Ptrace {
+                errno: nix::errno::Errno::ESRCH,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Resumes, then waits until the process stops for a reason the user must see, or until
+    /// `interrupt` becomes true (then every thread is halted and the result is `Halted`).
+    pub fn cont_wait(
+        &mut self,
+        hooks: &mut dyn Hooks,
+        interrupt: &AtomicBool,
+    ) -> Result<Stop, ProcessError> {
+        self.alive("continuing")?;
+        self.flush_module_changes(hooks)?;
+        if let Some(stop) = self.drain_deferred(hooks)? {
+            return self.finish_stop(stop);
+        }
+        self.resume()?;
+        let mut last_event = Instant::now();
+        loop {
+            if interrupt.load(Ordering::Relaxed) {
+                self.halt()?;
+                return Ok(Stop::Halted);
+            }
+            match ptrace::wait(-1, true) {
+                Ok(Some((tid, ev))) => {
+                    last_event = Instant::now();
+                    if let Some(stop) = self.handle(tid, ev, hooks)? {
+                        return self.finish_stop(stop);
+                    }
+                    if let Some(stop) = self.drain_deferred(hooks)? {
+                        return self.finish_stop(stop);
+                    }
+                }
+                Ok(None) => {
+                    // Spin briefly after activity (breakpoints come in bursts), then sleep.
+                    if last_event.elapsed() < Duration::from_micros(500) {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(500));
+                    }
+                }
+                Err(nix::errno::Errno::ECHILD) => {
+                    self.state = State::Signaled(libc::SIGKILL);
+                    self.threads.clear();
+                    return Err(self.gone("continuing"));
+                }
+                Err(e) => return Err(ProcessError::ptrace("waitpid", -1, e)),
+            }
+        }
+    }
+
+    /// Handles deferred stops now that hooks are at hand.
+    fn drain_deferred(&mut self, hooks: &mut dyn Hooks) -> Result<Option<Stop>, ProcessError> {
+        while let Some((tid, ev)) = self.deferred.pop_front() {
+            if let Some(stop) = self.handle(tid, ev, hooks)? {
+                return Ok(Some(stop));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Stops everything for a user-visible stop (nothing to stop if the process is gone).
+    fn finish_stop(&mut self, stop: Stop) -> Result<Stop, ProcessError> {
+        if self.state.is_alive() {
+            self.halt()?;
+        }
+        Ok(stop)
+    }
+
+    /// One step of the background loop: handles whatever happened since the last call; on a
+    /// user-visible stop halts everything and records it as an event.
+    pub(crate) fn poll_background(&mut self, hooks: &mut dyn Hooks) -> Result<(), ProcessError> {
+        if self.state != State::Running {
+            return Ok(());
+        }
+        let mut found = self.drain_deferred(hooks)?;
+        while found.is_none() && self.state == State::Running {
+            match ptrace::wait(-1, true) {
+                Ok(Some((tid, ev))) => found = self.handle(tid, ev, hooks)?,
+                Ok(None) => break,
+                Err(nix::errno::Errno::ECHILD) => {
+                    self.state = State::Signaled(libc::SIGKILL);
+                    self.threads.clear();
+                    found = Some(Stop::Killed(libc::SIGKILL));
+                }
+                Err(e) => return Err(ProcessError::ptrace("waitpid", -1, e)),
+            }
+            if found.is_none() {
+                found = self.drain_deferred(hooks)?;
+            }
+        }
+        if let Some(stop) = found {
+            let stop = self.finish_stop(stop)?;
+            let event = match stop {
+                Stop::Breakpoint { tid, rip } => Event::Breakpoint { tid, rip },
+                Stop::Signal { tid, signal } => Event::Signal { tid, signal },
+                Stop::Exited(code) => Event::Exited {
+                    pid: self.pid,
+                    code,
+                },
+                Stop::Killed(signal) => Event::Killed {
+                    pid: self.pid,
+                    signal,
+                },
+                // Exec already recorded its event; Halted does not happen here.
+                Stop::Exec | Stop::Halted => return Ok(()),
+            };
+            self.push_event(event);
+        }
+        Ok(())
+    }
+
+    /// True while the tracer thread should poll for events between jobs.
+    pub(crate) fn wants_polling(&self) -> bool {
+        self.state == State::Running
+    }
+
+    /// Handles one stop while the process runs. Internal stops are dealt with and the thread
+    /// resumed; a user-visible stop is returned with that thread left stopped.
+    pub(crate) fn handle(
+        &mut self,
+        tid: i32,
+        ev: WaitEvent,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Option<Stop>, ProcessError> {
+        if let WaitEvent::Exited(_) | WaitEvent::Signaled(_) = ev {
+            if !self.threads.contains_key(&tid) && tid != self.pid {
+                return Ok(None);
+            }
+            return Ok(self.thread_gone(tid, ev));
+        }
+        if !self.threads.contains_key(&tid) {
+            if !self.is_our_thread(tid) {
+                self.early_children.insert(tid);
+                return Ok(None);
+            }
+            self.push_event(Event::ThreadStarted(tid));
+        }
+        self.thread_entry(tid).state = ThreadState::Stopped;
+        match ev {
+            WaitEvent::Event(libc::PTRACE_EVENT_CLONE) => {
+                let new = ptrace::event_msg(tid)? as i32;
+                if let std::collections::btree_map::Entry::Vacant(e) = self.threads.entry(new) {
+                    e.insert(Thread::new(ThreadState::Starting));
+                    self.push_event(Event::ThreadStarted(new));
+                }
+                self.resume_thread(tid)?;
+            }
+            WaitEvent::Event(e @ (libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK)) => {
+                let child = ptrace::event_msg(tid)? as i32;
+                self.release_child(child, e == libc::PTRACE_EVENT_FORK, Some(hooks))?;
+                self.resume_thread(tid)?;
+            }
+            WaitEvent::Event(libc::PTRACE_EVENT_EXEC) => return self.exec_happened(tid, hooks),
+            WaitEvent::Event(_) => self.resume_thread(tid)?,
+            WaitEvent::EventStop(sig) if is_stop_signal(sig) => {
+                // Entered a job-control stop: stay there until SIGCONT, still traced.
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.state = ThreadState::JobStopped;
+                    t.job = true;
+                }
+                ptrace::listen(tid)?;
+            }
+            // An interrupt that arrived after the thread had stopped for another reason, a
+            // new thread's first stop, or the end of a job-control stop: run on.
+            WaitEvent::EventStop(_) => {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.job = false;
+                }
+                self.resume_thread(tid)?
+            }
+            WaitEvent::Signal(libc::SIGTRAP) => return self.trap(tid, hooks),
+            WaitEvent::Signal(sig) if is_fault(sig) => {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.pending.push(sig);
+                }
+                return Ok(Some(Stop::Signal { tid, signal: sig }));
+            }
+            WaitEvent::Signal(sig) => {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.pending.push(sig);
+                    if sig == libc::SIGCONT {
+                        t.job = false;
+                    }
+                }
+                self.resume_thread(tid)?;
+            }
+            WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {}
+        }
+        Ok(None)
+    }
+
+    /// A SIGTRAP: the dynamic linker's rendezvous, a hooked `int3`, or a real signal.
+    fn trap(&mut self, tid: i32, hooks: &mut dyn Hooks) -> Result<Option<Stop>, ProcessError> {
+        let code = ptrace::sig_code(tid)?;
+        if code != SI_KERNEL {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.pending.push(libc::SIGTRAP);
+            }
+            return Ok(Some(Stop::Signal {
+                tid,
+                signal: libc::SIGTRAP,
+            }));
+        }
+        let rip = ptrace::regs(tid)?.rip;
+        if self.is_rendezvous_hit(rip) {
+            self.rendezvous_hit(tid, hooks)?;
+            return Ok(None);
+        }
+        match hooks.trap(self, tid, rip) {
+            TrapAction::Resume(to) => {
+                let mut r = ptrace::regs(tid)?;
+                r.rip = to;
+                ptrace::set_regs(tid, &r)?;
+                self.resume_thread(tid)?;
+                Ok(None)
+            }
+            TrapAction::Report => Ok(Some(Stop::Breakpoint { tid, rip })),
+        }
+    }
+
+    /// Lets a fork child go: the hooks restore what they patched, we remove our `int3`s.
+    pub(crate) fn release_child(
+        &mut self,
+        child: i32,
+        copy: bool,
+        hooks: Option<&mut dyn Hooks>,
+    ) -> Result<(), ProcessError> {
+        if !self.early_children.remove(&child) {
+            // Its first stop is on its way (the kernel queues it right after the fork event).
+            loop {
+                match ptrace::wait(child, false) {
+                    Ok(Some((_, WaitEvent::Exited(_) | WaitEvent::Signaled(_)))) => return Ok(()),
+                    Ok(Some(_)) => break,
+                    Ok(None) => continue,
+                    Err(_) => return Ok(()),
+                }
+            }
+        }
+        if copy {
+            if let Ok(mem) = MemFile::open(child) {
+                let mut cm = ChildMemory { pid: child, mem };
+                if let Some(h) = hooks {
+                    h.forked(self, &mut cm);
+                }
+                if let Some(rv) = &self.rendezvous {
+                    let _ = rv.remove_from(&cm.mem);
+                }
+            }
+        }
+        let _ = ptrace::detach(child, 0);
+        self.push_event(Event::Forked {
+            parent: self.pid,
+            child,
+        });
+        Ok(())
+    }
+
+    /// After `exec`: a new address space. Re-learn everything, run to the new entry point so
+    /// the new libraries are mapped, re-install the rendezvous hook, tell the hooks.
+    fn exec_happened(
+        &mut self,
+        tid: i32,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Option<Stop>, ProcessError> {
+        // Every other thread is gone; the exec'ing thread now has the process id.
+        let _ = tid;
+        self.threads.clear();
+        self.deferred.clear();
+        self.threads
+            .insert(self.pid, Thread::new(ThreadState::Stopped));
+        self.state = State::Stopped;
+        self.mem = MemFile::open(self.pid)?;
+        self.rendezvous = None;
+        self.pools = Pools::default();
+        self.reset_modules();
+        let path = std::fs::read_link(format!("/proc/{}/exe", self.pid)).unwrap_or_default();
+        self.push_event(Event::Exec {
+            pid: self.pid,
+            path,
+        });
+        if let Some(stop) = self.run_to_entry(hooks)? {
+            return Ok(Some(stop));
+        }
+        Ok(Some(Stop::Exec))
+    }
+
+    /// From just after `exec`, runs to the program's entry point (ld.so has then mapped and
+    /// initialised every DT_NEEDED library), installs the rendezvous hook and reports all
+    /// modules to the hooks. `Some(stop)` when the process stopped otherwise on the way
+    /// (it exited, crashed).
+    pub(crate) fn run_to_entry(
+        &mut self,
+        hooks: &mut dyn Hooks,
+    ) -> Result<Option<Stop>, ProcessError> {
+        let entry = maps::auxv(self.pid)?
+            .get(&(libc::AT_ENTRY))
+            .copied()
+            .ok_or_else(|| ProcessError::Io {
+                path: format!("/proc/{}/auxv", self.pid).into(),
+                detail: "no AT_ENTRY".into(),
+            })?;
+        let orig = self.mem.read(entry, 1)?;
+        self.mem.write(entry, &[0xcc])?;
+        self.resume()?;
+        let reached = loop {
+            let (tid, ev) = match ptrace::wait(-1, false) {
+                Ok(Some(x)) => x,
+                Ok(None) => continue,
+                Err(e) => return Err(ProcessError::ptrace("waitpid", self.pid, e)),
+            };
+            if ev == WaitEvent::Signal(libc::SIGTRAP)
+                && ptrace::sig_code(tid).ok() == Some(SI_KERNEL)
+                && ptrace::regs(tid).map(|r| r.rip).ok() == Some(entry + 1)
+            {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.state = ThreadState::Stopped;
+                }
+                let mut r = ptrace::regs(tid)?;
+                r.rip = entry;
+                ptrace::set_regs(tid, &r)?;
+                break None;
+            }
+            if let Some(stop) = self.handle(tid, ev, hooks)? {
+                break Some(stop);
+            }
+        };
+        if !self.state.is_alive() {
+            return Ok(reached);
+        }
+        self.halt()?;
+        self.mem.write(entry, &orig)?;
+        if reached.is_some() {
+            return Ok(reached);
+        }
+        self.install_rendezvous()?;
+        self.modules_dirty = true;
+        self.flush_module_changes(hooks)?;
+        Ok(None)
+    }
+
+    // ---- letting go ---------------------------------------------------------------------------
+
+    /// Removes the tracer's own `int3`s and detaches every thread, delivering pending signals;
+    /// the process runs on untraced.
+    pub fn detach(&mut self) -> Result<(), ProcessError> {
+        self.alive("detaching")?;
+        self.halt()?;
+        // New threads whose clone event is still deferred must be collected before detaching.
+        let clones: Vec<i32> = self
+            .deferred
+            .iter()
+            .filter(|(_, ev)| *ev == WaitEvent::Event(libc::PTRACE_EVENT_CLONE))
+            .filter_map(|&(tid, _)| ptrace::event_msg(tid).ok().map(|m| m as i32))
+            .collect();
+        for new in clones {
+            self.threads
+                .entry(new)
+                .or_insert(Thread::new(ThreadState::Starting));
+        }
+        self.halt()?;
+        if let Some(rv) = self.rendezvous.take() {
+            rv.remove_from(&self.mem)?;
+        }
+        let deferred: Vec<(i32, WaitEvent)> = self.deferred.drain(..).collect();
+        for (tid, ev) in deferred {
+            match ev {
+                WaitEvent::Signal(libc::SIGTRAP) => {
+                    // A trap caught in passing: if its int3 is gone now (ours, or the hooks
+                    // restored the code), back up so the restored instruction runs.
+                    if let Ok(mut r) = ptrace::regs(tid) {
+                        let at = r.rip.wrapping_sub(1);
+                        let still = self.mem.read(at, 1).map(|b| b[0] == 0xcc).unwrap_or(true);
+                        if ptrace::sig_code(tid).ok() == Some(SI_KERNEL) && !still {
+                            r.rip = at;
+                            ptrace::set_regs(tid, &r)?;
+                        } else if let Some(t) = self.threads.get_mut(&tid) {
+                            t.pending.push(libc::SIGTRAP);
+                        }
+                    }
+                }
+                WaitEvent::Signal(sig) => {
+                    if let Some(t) = self.threads.get_mut(&tid) {
+                        t.pending.push(sig);
+                    }
+                }
+                WaitEvent::Event(e @ (libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK)) => {
+                    if let Ok(child) = ptrace::event_msg(tid) {
+                        self.release_child(child as i32, e == libc::PTRACE_EVENT_FORK, None)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (&tid, t) in &self.threads {
+            let first = t.pending.first().copied().unwrap_or(0);
+            let _ = ptrace::detach(tid, first);
+            for &more in t.pending.iter().skip(1) {
+                let _ = ptrace::tgkill(self.pid, tid, more);
+            }
+        }
+        self.threads.clear();
+        self.state = State::Detached;
+        Ok(())
+    }
+
+    /// Kills the process (SIGKILL) and reaps it.
+    pub fn kill(&mut self) -> Result<(), ProcessError> {
+        self.alive("killing")?;
+        // SAFETY: kill takes only integers; `pid` is our tracee, not reused while we trace it.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let since = Instant::now();
+        while self.state.is_alive() {
+            match ptrace::wait(-1, true) {
+                Ok(Some((tid, ev @ (WaitEvent::Exited(_) | WaitEvent::Signaled(_))))) => {
+                    self.thread_gone(tid, ev);
+                }
+                // Exit events and the like on the way out: let the thread finish dying.
+                Ok(Some((tid, _))) => {
+                    let _ = ptrace::cont(tid, 0);
+                }
+                Ok(None) if since.elapsed() > HALT_DEADLINE => {
+                    return Err(ProcessError::Gone {
+                        pid: self.pid,
+                        during: "killing".into(),
+                        how: "it did not die within 5 s of SIGKILL".into(),
+                    })
+                }
+                Ok(None) => std::thread::sleep(Duration::from_micros(100)),
+                Err(_) => {
+                    self.state = State::Signaled(libc::SIGKILL);
+                    self.threads.clear();
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,281 @@
+//! What a live process has mapped, read from /proc: the mappings (`/proc/PID/maps`), the
+//! modules they make up with their load biases, the auxiliary vector (`/proc/PID/auxv`), and
+//! the free gaps where new memory can go within rel32 reach of some code.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSegment};
+
+use super::error::ProcessError;
+
+/// One line of /proc/PID/maps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub read: bool,
+    pub write: bool,
+    pub exec: bool,
+    /// Offset into the mapped file.
+    pub offset: u64,
+    pub inode: u64,
+    /// The file path, or a pseudo-name (`[heap]`, `[stack]`, `[vdso]`), or empty.
+    pub name: String,
+}
+
+/// One ELF object mapped into the process: the executable or a shared library.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappedModule {
+    /// The file as /proc/PID/maps names it (without a ` (deleted)` suffix).
+    pub path: PathBuf,
+    /// Runtime address minus link address.
+    pub bias: u64,
+    /// The lowest address any of its mappings starts at.
+    pub base: u64,
+    /// Its executable mappings.
+    pub text: Vec<Range<u64>>,
+    /// True for the program's executable (/proc/PID/exe).
+    pub is_main: bool,
+}
+
+/// Reads and parses /proc/PID/maps.
+pub(crate) fn read_maps(pid: i32) -> Result<Vec<Mapping>, ProcessError> {
+    let path = format!("/proc/{pid}/maps");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ProcessError::NoSuchProcess(pid)
+        } else {
+            ProcessError::Io {
+                path: path.clone().into(),
+                detail: e.to_string(),
+            }
+        }
+    })?;
+    Ok(text.lines().filter_map(parse_line).collect())
+}
+
+/// One maps line: `start-end perms offset dev inode   name`.
+fn parse_line(line: &str) -> Option<Mapping> {
+    let mut fields = line.splitn(6, ' ');
+    let (range, perms, offset, _dev, inode) = (
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+    );
+    let name = fields.next().unwrap_or("").trim_start().to_owned();
+    let (start, end) = range.split_once('-')?;
+    let perms = perms.as_bytes();
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        read: perms.first() == Some(&b'r'),
+        write: perms.get(1) == Some(&b'w'),
+        exec: perms.get(2) == Some(&b'x'),
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        inode: inode.parse().ok()?,
+        name,
+    })
+}
+
+/// Caches each module file's first `PT_LOAD` link address, so re-reading the modules after
+/// every library load does not re-parse every ELF file.
+#[derive(Default)]
+pub(crate) struct ModuleCache {
+    first_load: HashMap<PathBuf, u64>,
+}
+
+impl ModuleCache {
+    /// The modules in `maps`; `exe` is /proc/PID/exe's target.
+    pub(crate) fn modules(
+        &mut self,
+        pid: i32,
+        maps: &[Mapping],
+        exe: Option<&Path>,
+    ) -> Result<Vec<MappedModule>, ProcessError> {
+        let mut order: Vec<PathBuf> = Vec::new();
+        let mut by_path: HashMap<PathBuf, Vec<&Mapping>> = HashMap::new();
+        for m in maps {
+            if m.inode == 0 || !m.name.starts_with('/') {
+                continue;
+            }
+            let path = PathBuf::from(m.name.strip_suffix(" (deleted)").unwrap_or(&m.name));
+            by_path
+                .entry(path.clone())
+                .or_insert_with(|| {
+                    order.push(path);
+                    Vec::new()
+                })
+                .push(m);
+        }
+        let mut out = Vec::new();
+        for path in order {
+            let ms = &by_path[&path];
+            // The mapping of file offset 0 holds the ELF header and the first PT_LOAD; files
+            // mapped without it (data files someone mmapped) are not modules.
+            let Some(head) = ms.iter().find(|m| m.offset == 0) else {
+                continue;
+            };
+            let Some(first) = self.first_load(pid, &path)? else {
+                continue;
+            };
+            let bias = head.start.wrapping_sub(first & !0xfff);
+            out.push(MappedModule {
+                is_main: exe == Some(path.as_path()),
+                bias,
+                base: ms.iter().map(|m| m.start).min().unwrap_or(head.start),
+                text: ms
+                    .iter()
+                    .filter(|m| m.exec)
+                    .map(|m| m.start..m.end)
+                    .collect(),
+                path,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The link address of `path`'s first `PT_LOAD`, or `None` when it is not an ELF file.
+    /// Read through /proc/PID/map_files when the path is gone or replaced, so a deleted or
+    /// rebuilt library still gets the bias of the copy actually mapped.
+    fn first_load(&mut self, pid: i32, path: &Path) -> Result<Option<u64>, ProcessError> {
+        if let Some(&v) = self.first_load.get(path) {
+            return Ok(Some(v));
+        }
+        let data = match std::fs::read(path) {
+            Ok(d) => d,
+            Err(_) => match read_mapped_file(pid, path) {
+                Some(d) => d,
+                None => return Ok(None),
+            },
+        };
+        let Ok(file) = object::File::parse(&*data) else {
+            return Ok(None);
+        };
+        let Some(addr) = file.segments().map(|s| s.address()).min() else {
+            return Ok(None);
+        };
+        self.first_load.insert(path.to_owned(), addr);
+        Ok(Some(addr))
+    }
+}
+
+/// The bytes of the file mapped at `path` in `pid`, through /proc/PID/map_files.
+fn read_mapped_file(pid: i32, path: &Path) -> Option<Vec<u8>> {
+    let maps = read_maps(pid).ok()?;
+    let want = path.to_string_lossy();
+    let m = maps
+        .iter()
+        .find(|m| m.name.strip_suffix(" (deleted)").unwrap_or(&m.name) == want)?;
+    std::fs::read(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)).ok()
+}
+
+/// The auxiliary vector: `AT_*` key to value.
+pub(crate) fn auxv(pid: i32) -> Result<HashMap<u64, u64>, ProcessError> {
+    let path = format!("/proc/{pid}/auxv");
+    let bytes = std::fs::read(&path).map_err(|e| ProcessError::Io {
+        path: path.into(),
+        detail: e.to_string(),
+    })?;
+    Ok(bytes
+        .chunks_exact(16)
+        .map(|c| {
+            let k = u64::from_le_bytes(c[..8].try_into().unwrap_or_default());
+            let v = u64::from_le_bytes(c[8..].try_into().unwrap_or_default());
+            (k, v)
+        })
+        .take_while(|&(k, _)| k != 0)
+        .collect())
+}
+
+/// Reach of a rel32 operand, less a margin for instruction lengths.
+const REACH: u64 = (1 << 31) - (1 << 20);
+/// Gaps this close below the stack are left for the stack to grow into.
+const STACK_GUARD: u64 = 64 << 20;
+/// Nothing is placed below this (mmap_min_addr is usually 64 KiB).
+const LOWEST: u64 = 0x10_0000;
+
+/// A page-aligned start for `size` bytes in a free gap with the whole range within rel32 reach
+/// of `near`. Candidates sit at the top of each gap, right below the next mapping, so they never
+/// block the heap (`brk` grows up from below) nor the stack (skipped); the closest wins.
+pub(crate) fn free_gap(maps: &[Mapping], near: u64, size: u64) -> Option<u64> {
+    let size = size.div_ceil(0x1000) * 0x1000;
+    let lo_limit = near.saturating_sub(REACH).max(LOWEST);
+    let hi_limit = near.saturating_add(REACH);
+    let mut sorted: Vec<&Mapping> = maps.iter().collect();
+    sorted.sort_by_key(|m| m.start);
+    let mut best: Option<(u64, u64)> = None;
+    let mut prev_end = 0u64;
+    for m in sorted.iter().copied() {
+        let gap_lo = prev_end.max(lo_limit);
+        let mut gap_hi = m.start.min(hi_limit);
+        if m.name == "[stack]" {
+            gap_hi = gap_hi.min(m.start.saturating_sub(STACK_GUARD));
+        }
+        prev_end = prev_end.max(m.end);
+        if gap_hi < gap_lo + size {
+            continue;
+        }
+        let start = (gap_hi - size) & !0xfff;
+        if start < gap_lo {
+            continue;
+        }
+        let dist = start.abs_diff(near).max((start + size).abs_diff(near));
+        if dist < REACH && best.is_none_or(|(_, d)| dist < d) {
+            best = Some((start, dist));
+        }
+    }
+    best.map(|(s, _)| s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(start: u64, end: u64, name: &str) -> Mapping {
+        Mapping {
+            start,
+            end,
+            read: true,
+            write: false,
+            exec: false,
+            offset: 0,
+            inode: 0,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn parses_a_maps_line() {
+        let m = parse_line(
+            "55d0c6a00000-55d0c6a01000 r-xp 00001000 fd:01 1234                       /usr/bin/cat",
+        )
+        .unwrap();
+        assert_eq!(
+            (m.start, m.end, m.offset, m.inode),
+            (0x55d0c6a00000, 0x55d0c6a01000, 0x1000, 1234)
+        );
+        assert!(m.read && !m.write && m.exec);
+        assert_eq!(m.name, "/usr/bin/cat");
+        let anon = parse_line("7ffd1000-7ffd2000 rw-p 00000000 00:00 0 ").unwrap();
+        assert_eq!(anon.name, "");
+    }
+
+    #[test]
+    fn gap_sits_right_below_the_next_mapping_and_within_reach() {
+        let maps = [
+            map(0x5555_5555_4000, 0x5555_5555_9000, "/a.out"),
+            map(0x5555_5600_0000, 0x5555_5602_0000, "[heap]"),
+            map(0x7fff_f7d0_0000, 0x7fff_f7f0_0000, "/libc"),
+            map(0x7fff_fffd_e000, 0x7fff_ffff_f000, "[stack]"),
+        ];
+        let at = free_gap(&maps, 0x5555_5555_5000, 0x10000).unwrap();
+        assert_eq!(at, 0x5555_5555_4000 - 0x10000);
+        let lib = free_gap(&maps, 0x7fff_f7d0_1000, 0x1000).unwrap();
+        assert_eq!(lib, 0x7fff_f7d0_0000 - 0x1000);
+        assert!(free_gap(&[map(LOWEST, u64::MAX - 1, "x")], 0x5000_0000, 0x1000).is_none());
+    }
+}

@@ -1,0 +1,231 @@
+//! Live processes under ptrace: start one or attach to one, halt and resume all its threads,
+//! read and write its memory, allocate memory near its modules, inject syscalls and function
+//! calls, load a library into it, follow its threads, forks, execs and exit, and detach leaving
+//! it running. Every `ptrace`, `waitpid`, `process_vm_*` and `/proc` access of gsh lives here.
+//!
+//! # One owner
+//!
+//! The kernel binds a tracee to the one thread that attached it, so a [`Tracer`] owns a
+//! dedicated tracer thread that makes every request. Callers hand it work with
+//! [`Tracer::with`]; between jobs the thread keeps serving a process that runs in the
+//! background (forwarding signals, following threads, library loads and forks, and recording
+//! user-visible stops as [`Event`]s for [`Tracer::take_events`]). The per-thread state machine
+//! is in [`Process`]; nothing here is multi-threaded beyond that one channel.
+//!
+//! # Layout
+//!
+//! - `tracer.rs`: the tracer thread, launching and attaching.
+//! - `control.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
+//! - `inject.rs`: injected syscalls and calls, memory pools, `dlopen`.
+//! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
+//! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
+
+mod control;
+mod error;
+mod inject;
+mod maps;
+mod memory;
+mod ptrace;
+mod rendezvous;
+mod tracer;
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use crate::patch::space::AllocKind;
+pub use control::Process;
+pub use error::ProcessError;
+pub use maps::{MappedModule, Mapping};
+pub use memory::{ChildMemory, MemReader};
+pub use ptrace::signal_name;
+pub use tracer::Tracer;
+
+/// How to launch a program.
+#[derive(Clone, Debug, Default)]
+pub struct Launch {
+    /// The executable (searched in `PATH` when it has no `/`).
+    pub program: PathBuf,
+    /// Its arguments, not including `argv[0]` (which is `program`).
+    pub args: Vec<String>,
+    /// Where its standard input comes from; inherited when `None`.
+    pub stdin: Option<PathBuf>,
+    /// Where its standard output goes (created or truncated); inherited when `None`.
+    pub stdout: Option<PathBuf>,
+    /// Extra environment variables, on top of gsh's own environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// Per-session callbacks the tracer thread calls while it owns a stopped process.
+pub trait Hooks: Send {
+    /// Shared libraries appeared (at startup once ld.so mapped the DT_NEEDED libraries, at
+    /// attach, after an exec, and after each `dlopen`, when the dynamic linker's `r_brk` is hit
+    /// with `r_state == RT_CONSISTENT`). Every thread is stopped.
+    fn modules_changed(&mut self, _p: &mut Process, _added: &[MappedModule]) {}
+
+    /// Thread `tid` stopped with SIGTRAP at `rip` after an `int3` (at `rip - 1`) that the
+    /// tracer does not own. A trap caught while halting is handled at the next resume, so the
+    /// `int3` may be gone by then: return `Resume(rip - 1)` to re-run the restored instruction.
+    fn trap(&mut self, _p: &mut Process, _tid: i32, _rip: u64) -> TrapAction {
+        TrapAction::Report
+    }
+
+    /// A traced fork child appeared, stopped, sharing nothing with the parent but a copy of its
+    /// memory. The tracer removes its own `int3`s and detaches the child right after this
+    /// returns; the hook may first restore original code through `child`. Not called for
+    /// `vfork` children, which share the parent's memory.
+    fn forked(&mut self, _p: &mut Process, _child: &mut ChildMemory) {}
+}
+
+/// Hooks that do nothing: traps are reported, libraries and forks ignored.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {}
+
+/// What to do with a thread that hit a foreign `int3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrapAction {
+    /// Resume the thread at this `rip`, silently.
+    Resume(u64),
+    /// Stop every thread and report [`Stop::Breakpoint`] (or [`Event::Breakpoint`]).
+    Report,
+}
+
+/// The state of the process as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Every thread is in a ptrace-stop.
+    Stopped,
+    /// Resumed (some threads may be stopped briefly by the tracer).
+    Running,
+    /// Exited with this code.
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+    /// gsh let it go.
+    Detached,
+}
+
+impl State {
+    /// True while gsh still controls a live process.
+    pub fn is_alive(self) -> bool {
+        matches!(self, State::Stopped | State::Running)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            State::Stopped => write!(f, "stopped"),
+            State::Running => write!(f, "running"),
+            State::Exited(code) => write!(f, "exited with code {code}"),
+            State::Signaled(sig) => write!(f, "killed by {}", signal_name(*sig)),
+            State::Detached => write!(f, "detached"),
+        }
+    }
+}
+
+/// What one thread is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadState {
+    Running,
+    Stopped,
+    /// Stopped by job control (SIGSTOP and friends); it runs again on SIGCONT.
+    JobStopped,
+    /// Just created; its first stop has not been seen yet.
+    Starting,
+}
+
+/// One thread of the process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadInfo {
+    pub tid: i32,
+    pub state: ThreadState,
+    /// Where it is, when stopped.
+    pub rip: Option<u64>,
+    /// Its name (/proc/PID/task/TID/comm).
+    pub name: String,
+}
+
+/// Why `cont_wait` returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Thread `tid` hit an `int3` the hooks chose to report; `rip` is just after it.
+    Breakpoint { tid: i32, rip: u64 },
+    /// Thread `tid` got a fault signal (SIGSEGV, SIGILL, SIGABRT, ...); it is delivered when
+    /// the process resumes.
+    Signal { tid: i32, signal: i32 },
+    /// The process exited with this code.
+    Exited(i32),
+    /// The process was killed by this signal.
+    Killed(i32),
+    /// The caller's interrupt flag was raised; every thread is stopped.
+    Halted,
+    /// The process executed a new program; it is stopped at the new entry point with the new
+    /// libraries mapped (the hooks already saw them through `modules_changed`).
+    Exec,
+}
+
+/// Something that happened, for the shell to print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Breakpoint { tid: i32, rip: u64 },
+    Signal { tid: i32, signal: i32 },
+    Exited { pid: i32, code: i32 },
+    Killed { pid: i32, signal: i32 },
+    ThreadStarted(i32),
+    ThreadExited(i32),
+    Forked { parent: i32, child: i32 },
+    Exec { pid: i32, path: PathBuf },
+    LibraryLoaded { path: PathBuf },
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Breakpoint { tid, rip } => {
+                write!(f, "[thread {tid} stopped at breakpoint {:#x}]", rip - 1)
+            }
+            Event::Signal { tid, signal } => {
+                write!(f, "[thread {tid} received {}]", signal_name(*signal))
+            }
+            Event::Exited { pid, code } => write!(f, "[process {pid} exited with code {code}]"),
+            Event::Killed { pid, signal } => {
+                write!(f, "[process {pid} killed by {}]", signal_name(*signal))
+            }
+            Event::ThreadStarted(tid) => write!(f, "[new thread {tid}]"),
+            Event::ThreadExited(tid) => write!(f, "[thread {tid} exited]"),
+            Event::Forked { parent, child } => {
+                write!(
+                    f,
+                    "[process {parent} forked {child}; the child runs untraced]"
+                )
+            }
+            Event::Exec { pid, path } => {
+                write!(
+                    f,
+                    "[process {pid} is executing new program {}]",
+                    path.display()
+                )
+            }
+            Event::LibraryLoaded { path } => write!(f, "[library loaded: {}]", path.display()),
+        }
+    }
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stop::Breakpoint { tid, rip } => {
+                write!(f, "thread {tid} stopped at breakpoint {:#x}", rip - 1)
+            }
+            Stop::Signal { tid, signal } => {
+                write!(f, "thread {tid} received {}", signal_name(*signal))
+            }
+            Stop::Exited(code) => write!(f, "exited with code {code}"),
+            Stop::Killed(sig) => write!(f, "killed by {}", signal_name(*sig)),
+            Stop::Halted => write!(f, "halted"),
+            Stop::Exec => write!(f, "executed a new program"),
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! [`Tracer`]: the handle to the dedicated thread that owns a traced process. It launches or
+//! attaches, runs the caller's jobs with the process and the hooks, and between jobs keeps
+//! serving a process that runs in the background. Dropping it kills a process we started and
+//! detaches one we attached to.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nix::errno::Errno;
+
+use super::control::Process;
+use super::error::{permission_problem, ProcessError};
+use super::memory::MemReader;
+use super::ptrace::{self, WaitEvent};
+use super::{Event, Hooks, Launch, State, ThreadState};
+
+/// A job for the tracer thread that may borrow for `'a`.
+type ScopedJob<'a, H> = Box<dyn FnOnce(&mut Process, &mut H) + Send + 'a>;
+/// A job for the tracer thread, its lifetime erased (see [`Tracer::with`]).
+type Job<H> = ScopedJob<'static, H>;
+
+enum Msg<H> {
+    Job(Job<H>),
+    Quit,
+}
+
+/// How often the tracer thread looks for events while the process runs in the background.
+const POLL: Duration = Duration::from_millis(2);
+
+/// The handle to a traced process and the thread that owns it.
+pub struct Tracer<H: Hooks + 'static> {
+    pid: i32,
+    tx: mpsc::Sender<Msg<H>>,
+    thread: Option<JoinHandle<()>>,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl<H: Hooks + 'static> Tracer<H> {
+    /// Launches `launch` in its own process group with ASLR left on, and returns with it
+    /// stopped at its entry point, the dynamic linker done mapping its libraries, the hooks
+    /// told about every module (`modules_changed`), and the rendezvous hook installed.
+    pub fn start(launch: &Launch, hooks: H) -> Result<Tracer<H>, ProcessError> {
+        let launch = launch.clone();
+        Tracer::spawn(hooks, move |events, hooks| {
+            let pid = spawn_traced(&launch)?;
+            let mut p = Process::new(pid, true, &[pid], events)?;
+            match p.run_to_entry(hooks)? {
+                None => Ok(p),
+                Some(stop) => Err(ProcessError::Launch {
+                    program: launch.program.clone(),
+                    detail: format!("it {stop} before reaching its entry point"),
+                }),
+            }
+        })
+    }
+
+    /// Attaches to every thread of process `pid` and returns with all of them stopped, the
+    /// hooks told about every module, and the rendezvous hook installed.
+    pub fn attach(pid: i32, hooks: H) -> Result<Tracer<H>, ProcessError> {
+        Tracer::spawn(hooks, move |events, hooks| {
+            let tids = seize_all(pid)?;
+            let mut p = Process::new(pid, false, &tids, events)?;
+            for t in p.threads.values_mut() {
+                t.state = ThreadState::Running;
+            }
+            p.state = State::Running;
+            p.halt()?;
+            p.install_rendezvous()?;
+            p.modules_dirty = true;
+            p.flush_module_changes(hooks)?;
+            Ok(p)
+        })
+    }
+
+    fn spawn(
+        hooks: H,
+        init: impl FnOnce(Arc<Mutex<Vec<Event>>>, &mut H) -> Result<Process, ProcessError>
+            + Send
+            + 'static,
+    ) -> Result<Tracer<H>, ProcessError> {
+        let (tx, rx) = mpsc::channel::<Msg<H>>();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let shared = events.clone();
+        let thread = std::thread::Builder::new()
+            .name("gsh-tracer".into())
+            .spawn(move || {
+                let mut hooks = hooks;
+                let p = catch_unwind(AssertUnwindSafe(|| init(shared, &mut hooks)))
+                    .unwrap_or_else(|e| Err(ProcessError::Panicked(panic_text(&*e))));
+                match p {
+                    Ok(p) => {
+                        let _ = ready_tx.send(Ok(p.pid));
+                        serve(p, hooks, rx);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(|e| ProcessError::Launch {
+                program: "the tracer thread".into(),
+                detail: e.to_string(),
+            })?;
+        match ready_rx.recv() {
+            Ok(Ok(pid)) => Ok(Tracer {
+                pid,
+                tx,
+                thread: Some(thread),
+                events,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(ProcessError::TracerGone)
+            }
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Runs `f` on the tracer thread with the process and the hooks, and waits for it. A
+    /// panic inside `f` comes back as [`ProcessError::Panicked`]. Must not be called from
+    /// inside another job (that would wait for itself).
+    pub fn with<R: Send>(
+        &self,
+        f: impl FnOnce(&mut Process, &mut H) -> R + Send,
+    ) -> Result<R, ProcessError> {
+        let (reply_tx, reply_rx) = mpsc::sync_channel::<Result<R, ProcessError>>(1);
+        let job = move |p: &mut Process, h: &mut H| {
+            let r = catch_unwind(AssertUnwindSafe(|| f(p, h)))
+                .map_err(|e| ProcessError::Panicked(panic_text(&*e)));
+            // Libraries `f` loaded reach the hooks before the caller hears back.
+            let flushed = catch_unwind(AssertUnwindSafe(|| p.flush_module_changes(h)));
+            // A failed flush (the process died meanwhile) must not hide `f`'s result; the
+            // next command reports the death.
+            let r = match (r, flushed) {
+                (Ok(_), Err(e)) => Err(ProcessError::Panicked(panic_text(&*e))),
+                (r, _) => r,
+            };
+            let _ = reply_tx.send(r);
+        };
+        let job: ScopedJob<'_, H> = Box::new(job);
+        // SAFETY: only the lifetime changes (same vtable and layout). `f` may borrow from our
+        // caller, so it must not outlive this call: we block on `reply_rx` until the job sent
+        // its reply (after `f` was consumed) or was dropped unrun (which drops `reply_tx`, so
+        // `recv` fails); either way nothing borrowed is touched after we return. If `send`
+        // fails, the job comes back inside the error and is dropped right here.
+        let job: Job<H> = unsafe { std::mem::transmute::<ScopedJob<'_, H>, Job<H>>(job) };
+        self.tx
+            .send(Msg::Job(job))
+            .map_err(|_| ProcessError::TracerGone)?;
+        reply_rx.recv().map_err(|_| ProcessError::TracerGone)?
+    }
+
+    /// Events since the last call, oldest first: library loads, threads, forks, execs, and
+    /// the stops and exits that happened while nobody was waiting in `cont_wait`.
+    pub fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// A reader of the process's memory that needs no stop and no tracer thread.
+    pub fn reader(&self) -> MemReader {
+        MemReader::new(self.pid)
+    }
+}
+
+impl<H: Hooks + 'static> Drop for Tracer<H> {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Quit);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The tracer thread's loop: jobs, and background events while the process runs.
+fn serve<H: Hooks>(mut p: Process, mut hooks: H, rx: mpsc::Receiver<Msg<H>>) {
+    loop {
+        // Polled before every wait, so a stream of jobs cannot starve the process's events.
+        let msg = if p.wants_polling() {
+            // Errors here have nobody to go to; the state and events say what happened.
+            let _ = catch_unwind(AssertUnwindSafe(|| p.poll_background(&mut hooks)));
+            match rx.recv_timeout(POLL) {
+                Ok(m) => Some(m),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Quit),
+            }
+        } else {
+            Some(rx.recv().unwrap_or(Msg::Quit))
+        };
+        match msg {
+            None => {}
+            Some(Msg::Job(job)) => {
+                job(&mut p, &mut hooks);
+                let _ = catch_unwind(AssertUnwindSafe(|| p.flush_module_changes(&mut hooks)));
+            }
+            Some(Msg::Quit) => {
+                if p.state().is_alive() {
+                    let _ = if p.was_started() {
+                        p.kill()
+                    } else {
+                        p.detach()
+                    };
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn panic_text(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// `program` as given when it names a path, else found in `PATH`.
+fn resolve(program: &Path) -> Option<PathBuf> {
+    if program.as_os_str().as_bytes().contains(&b'/') {
+        return program.is_file().then(|| program.to_owned());
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+fn cstring(s: &OsStr, program: &Path) -> Result<CString, ProcessError> {
+    CString::new(s.as_bytes()).map_err(|_| ProcessError::Launch {
+        program: program.to_owned(),
+        detail: format!("{} contains a NUL byte", s.to_string_lossy()),
+    })
+}
+
+/// Forks, and in the child: its own process group, the redirections, then it waits for us to
+/// seize it before exec'ing. Returns the child stopped at its exec event.
+fn spawn_traced(l: &Launch) -> Result<i32, ProcessError> {
+    let launch_error = |detail: String| ProcessError::Launch {
+        program: l.program.clone(),
+        detail,
+    };
+    let path =
+        resolve(&l.program).ok_or_else(|| launch_error("no such file (nor in PATH)".into()))?;
+    // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+    let c_path = cstring(path.as_os_str(), &l.program)?;
+    let mut argv = vec![cstring(l.program.as_os_str(), &l.program)?];
+    for a in &l.args {
+        argv.push(cstring(OsStr::new(a), &l.program)?);
+    }
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !l.env.iter().any(|(x, _)| OsStr::new(x) == k))
+        .collect();
+    env.extend(l.env.iter().map(|(k, v)| (k.into(), v.into())));
+    let mut envp = Vec::new();
+    for (k, v) in env {
+        let mut kv = k;
+        kv.push("=");
+        kv.push(v);
+        envp.push(cstring(&kv, &l.program)?);
+    }
+    let argv_ptrs: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let envp_ptrs: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let stdin = match &l.stdin {
+        Some(p) => Some(
+            std::fs::File::open(p)
+                .map_err(|e| launch_error(format!("cannot open {} for input: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let stdout =
+        match &l.stdout {
+            Some(p) => Some(std::fs::File::create(p).map_err(|e| {
+                launch_error(format!("cannot create {} for output: {e}", p.display()))
+            })?),
+            None => None,
+        };
+    let (go_r, go_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| launch_error(format!("pipe: {e}")))?;
+    let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| launch_error(format!("pipe: {e}")))?;
+    let (in_fd, out_fd) = (
+        stdin.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        stdout.as_ref().map_or(-1, |f| f.as_raw_fd()),
+    );
+    let (go_r_fd, err_w_fd) = (go_r.as_raw_fd(), err_w.as_raw_fd());
+
+    // SAFETY: fork in a multi-threaded process; the child only makes async-signal-safe calls
+    // (setpgid, dup2, read, execve, write, _exit) on data prepared above, then execs or exits.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        // SAFETY: (child) raw syscalls on valid fds and NUL-terminated arrays built before fork.
+        unsafe {
+            libc::setpgid(0, 0);
+            if in_fd >= 0 {
+                libc::dup2(in_fd, 0);
+            }
+            if out_fd >= 0 {
+                libc::dup2(out_fd, 1);
+            }
+            let mut b = 0u8;
+            while libc::read(go_r_fd, (&mut b as *mut u8).cast(), 1) < 0 {}
+            libc::execve(c_path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(err_w_fd, (&errno as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    if child < 0 {
+        return Err(launch_error(format!("fork: {}", Errno::last())));
+    }
+    drop((go_r, err_w, stdin, stdout));
+    // SAFETY: setpgid takes only integers; done here too so the group exists before we go on.
+    unsafe { libc::setpgid(child, child) };
+    if let Err(e) = ptrace::seize(child, ptrace::OPTIONS | libc::PTRACE_O_EXITKILL) {
+        // SAFETY: kill takes only integers; `child` is our own child.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+        return Err(match e {
+            Errno::EPERM => permission_problem(child),
+            e => launch_error(format!("ptrace(SEIZE): {e}")),
+        });
+    }
+    nix::unistd::write(&go_w, &[1]).map_err(|e| launch_error(format!("pipe: {e}")))?;
+    drop(go_w);
+    loop {
+        match ptrace::wait(child, false) {
+            Ok(Some((_, WaitEvent::Event(libc::PTRACE_EVENT_EXEC)))) => return Ok(child),
+            Ok(Some((_, WaitEvent::Exited(code)))) => {
+                let mut buf = [0u8; 4];
+                let detail = match nix::unistd::read(&err_r, &mut buf) {
+                    Ok(4) => std::io::Error::from_raw_os_error(i32::from_le_bytes(buf)).to_string(),
+                    _ => format!("it exited with code {code} before exec"),
+                };
+                return Err(launch_error(detail));
+            }
+            Ok(Some((_, WaitEvent::Signaled(sig)))) => {
+                return Err(launch_error(format!(
+                    "it was killed by {} before exec",
+                    ptrace::signal_name(sig)
+                )))
+            }
+            // A signal sent to it before exec: pass it on.
+            Ok(Some((_, WaitEvent::Signal(sig)))) => {
+                let _ = ptrace::cont(child, sig);
+            }
+            Ok(Some(_)) => {
+                let _ = ptrace::cont(child, 0);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(launch_error(format!("waitpid: {e}"))),
+        }
+    }
+}
+
+/// Seizes every thread of `pid`, re-reading /proc/PID/task until no new thread appears.
+fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
+    let me = std::process::id() as i32;
+    if pid <= 0 {
+        return Err(ProcessError::NoSuchProcess(pid));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|_| ProcessError::NoSuchProcess(pid))?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .unwrap_or(pid);
+    if pid == me || tgid == me {
+        return Err(ProcessError::Ourselves(pid));
+    }
+    if tgid != pid {
+        return Err(ProcessError::NotPermitted {
+            pid,
+            why: format!("{pid} is a thread of process {tgid}; attach to {tgid}"),
+        });
+    }
+    let mut seized: Vec<i32> = Vec::new();
+    loop {
+        let tasks: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map_err(|_| ProcessError::NoSuchProcess(pid))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        let mut new = false;
+        for tid in tasks {
+            if seized.contains(&tid) {
+                continue;
+            }
+            match ptrace::seize(tid, ptrace::OPTIONS) {
+                Ok(()) => {
+                    seized.push(tid);
+                    new = true;
+                }
+                Err(Errno::EPERM) => {
+                    release(&seized);
+                    return Err(permission_problem(pid));
+                }
+                Err(Errno::ESRCH) if tid != pid => {}
+                Err(Errno::ESRCH) => {
+                    release(&seized);
+                    return Err(ProcessError::NoSuchProcess(pid));
+                }
+                Err(e) => {
+                    release(&seized);
+                    return Err(ProcessError::ptrace("SEIZE", tid, e));
+                }
+            }
+        }
+        if !new {
+            return Ok(seized);
+        }
+    }
+}
+
+/// Lets go of threads seized by a failed attach (they were never stopped).
+fn release(tids: &[i32]) {
+    for &t in tids {
+        if ptrace::interrupt(t).is_ok() {
+            let _ = ptrace::wait(t, false);
+            let _ = ptrace::detach(t, 0);
+        }
+    }
+}

@@ -1,0 +1,706 @@
+//! The live-process layer (`engine::process`) on real mutatees: launching to exit with exact
+//! output, attaching to a running child, reading memory while it runs, halting and resuming
+//! threads, injected syscalls and calls, allocation near a module, loading a library, detach,
+//! forks, a process killed from outside, and the attach errors users meet.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::process::{
+    AllocKind, Event, Hooks, Launch, MappedModule, NoHooks, Process, ProcessError, State, Stop,
+    Tracer,
+};
+use gsh_tests::{target_dir, Mutatee, Variant};
+use object::{Object, ObjectSymbol};
+
+/// Hooks that record every module they are told about.
+#[derive(Clone, Default)]
+struct Recorder {
+    modules: Arc<Mutex<Vec<PathBuf>>>,
+}
+
+impl Hooks for Recorder {
+    fn modules_changed(&mut self, _p: &mut Process, added: &[MappedModule]) {
+        self.modules
+            .lock()
+            .unwrap()
+            .extend(added.iter().map(|m| m.path.clone()));
+    }
+}
+
+/// A child process killed and reaped on drop, whatever the test did.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn live() -> PathBuf {
+    Mutatee::new("live").path(Variant::O2)
+}
+
+/// A file under target/ for one test's redirected output.
+fn out_file(name: &str) -> PathBuf {
+    let dir = target_dir().join("process-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{name}-{}.out", std::process::id()))
+}
+
+/// The runtime address of symbol `name` of the main module.
+fn symbol(p: &mut Process, exe: &Path, name: &str) -> u64 {
+    let main = p
+        .modules()
+        .unwrap()
+        .into_iter()
+        .find(|m| m.is_main)
+        .unwrap();
+    let data = std::fs::read(exe).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("no symbol {name} in {}", exe.display()));
+    main.bias + sym.address()
+}
+
+/// Spawns `live N` with stdout piped and waits for its "ready" line.
+fn spawn_live(threads: u32) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(live())
+        .arg(threads.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    (Guard(child), out)
+}
+
+fn no_interrupt() -> AtomicBool {
+    AtomicBool::new(false)
+}
+
+#[test]
+fn start_runs_to_exit_with_exact_output() {
+    let m = Mutatee::new("basic");
+    let out = out_file("basic");
+    let launch = Launch {
+        program: m.path(Variant::O2),
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Tracer::start(&launch, hooks).unwrap();
+    // Stopped at the entry point with the libraries mapped and reported.
+    let names: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with("libc.so")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("basic-O2")), "{names:?}");
+    let state = t.with(|p, _| p.state()).unwrap();
+    assert_eq!(state, State::Stopped);
+    // A library loads at the entry point already (where the runtime library will).
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    t.with(|p, _| p.load_library(&lib)).unwrap().unwrap();
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.file_name() == lib.file_name()));
+    let stop = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop, Stop::Exited(0));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), m.expected_stdout());
+    // A dead process answers with an error, not a hang.
+    let again = t.with(|p, h| p.cont_wait(h, &no_interrupt())).unwrap();
+    assert!(
+        matches!(again, Err(ProcessError::NotRunning(_))),
+        "{again:?}"
+    );
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn attach_read_halt_inject_allocate_load_detach() {
+    let (guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Tracer::attach(pid, hooks).unwrap();
+    let exe = live();
+
+    // The counter, read while the process runs, without the tracer thread.
+    let counter = t.with(|p, _| symbol(p, &exe, "counter")).unwrap();
+    let reader = t.reader();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let read = |r: &engine::process::MemReader| {
+        i64::from_le_bytes(r.read(counter, 8).unwrap().try_into().unwrap())
+    };
+    let first = read(&reader);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while read(&reader) <= first {
+        assert!(Instant::now() < deadline, "counter does not move");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+
+    // Halted, it stays put.
+    t.with(|p, _| p.halt()).unwrap().unwrap();
+    let a = read(&reader);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(read(&reader), a, "counter moved while halted");
+
+    // Injected syscall and call.
+    let got = t
+        .with(|p, _| p.syscall(libc::SYS_getpid, &[]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, i64::from(pid));
+    let add3 = t.with(|p, _| symbol(p, &exe, "add3")).unwrap();
+    let sum = t.with(|p, _| p.call(add3, &[4, 5, 6])).unwrap().unwrap();
+    assert_eq!(sum, 4 + 50 + 600);
+
+    // Allocation within rel32 reach of the main module, never rwx.
+    let (main_text, code, data) = t
+        .with(|p, _| {
+            let main = p
+                .modules()
+                .unwrap()
+                .into_iter()
+                .find(|m| m.is_main)
+                .unwrap();
+            let near = main.text[0].start;
+            let code = p.allocate(near, 100, AllocKind::Code).unwrap();
+            let code2 = p.allocate(near, 100, AllocKind::Code).unwrap();
+            let data = p.allocate(near, 64, AllocKind::Data).unwrap();
+            assert_eq!(code % 16, 0);
+            assert_eq!(data % 64, 0);
+            assert!(code2 >= code + 100, "sub-allocations overlap");
+            p.write(code, &[0xc3]).unwrap();
+            p.write(data, &[1, 2, 3]).unwrap();
+            assert_eq!(p.read(code, 1).unwrap(), [0xc3]);
+            (near, code, data)
+        })
+        .unwrap();
+    for a in [code, data] {
+        assert!(
+            a.abs_diff(main_text) < (1 << 31),
+            "{a:#x} too far from {main_text:#x}"
+        );
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(
+        !maps.lines().any(|l| l
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|p| p.starts_with("rwx"))),
+        "an rwx mapping:\n{maps}"
+    );
+
+    // A library loaded with dlopen shows up through the hooks.
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let handle = t.with(|p, _| p.load_library(&lib)).unwrap().unwrap();
+    assert_ne!(handle, 0);
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.file_name() == lib.file_name()),
+        "modules_changed never saw {}",
+        lib.display()
+    );
+    assert!(t.take_events().iter().any(
+        |e| matches!(e, Event::LibraryLoaded { path } if path.file_name() == lib.file_name())
+    ));
+    // A bad library says why.
+    let err = t
+        .with(|p, _| p.load_library(Path::new("/etc/hostname")))
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("dlopen"), "{err}");
+
+    // Resume, tell it to stop, detach: it finishes on its own with exact output.
+    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    let mut guard = guard;
+    assert!(guard.0.wait().unwrap().success());
+}
+
+#[test]
+fn four_threads_halted_and_resumed_100_times_finish_exactly() {
+    let out = out_file("live4");
+    let launch = Launch {
+        program: live(),
+        args: vec!["4".into()],
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let exe = live();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    // Wait for all four threads.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.with(|p, _| p.threads().len()).unwrap() < 4 {
+        assert!(Instant::now() < deadline, "threads never appeared");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for _ in 0..100 {
+        t.with(|p, _| {
+            p.halt()?;
+            assert_eq!(p.state(), State::Stopped);
+            for th in p.threads() {
+                assert_eq!(th.state, engine::process::ThreadState::Stopped, "{th:?}");
+            }
+            p.resume()
+        })
+        .unwrap()
+        .unwrap();
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+    let end = t
+        .with(|p, h| {
+            p.halt()?;
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.cont_wait(h, &no_interrupt())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "ready\n4 threads stopped\nadd3(1, 2, 3) = 321\n"
+    );
+    let events = t.take_events();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::ThreadStarted(_)))
+            .count(),
+        3,
+        "{events:?}"
+    );
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn background_run_records_exit_event() {
+    let m = Mutatee::new("threads");
+    let out = out_file("threads-bg");
+    let launch = Launch {
+        program: m.path(Variant::O2),
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = t.pid();
+    loop {
+        let events = t.take_events();
+        if events.contains(&Event::Exited { pid, code: 0 }) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no exit event");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), m.expected_stdout());
+    assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Exited(0));
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn fork_child_is_released_without_our_breakpoints() {
+    let m = Mutatee::new("forker");
+    let out = out_file("forker");
+    let launch = Launch {
+        program: m.path(Variant::O2),
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let forks = Arc::new(Mutex::new(Vec::new()));
+    struct ForkHooks(Arc<Mutex<Vec<i32>>>);
+    impl Hooks for ForkHooks {
+        fn forked(&mut self, _p: &mut Process, child: &mut engine::process::ChildMemory) {
+            self.0.lock().unwrap().push(child.pid);
+        }
+    }
+    let t = Tracer::start(&launch, ForkHooks(forks.clone())).unwrap();
+    let stop = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop, Stop::Exited(0));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), m.expected_stdout());
+    let forks = forks.lock().unwrap().clone();
+    assert_eq!(forks.len(), 1);
+    assert!(t.take_events().contains(&Event::Forked {
+        parent: t.pid(),
+        child: forks[0]
+    }));
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn killed_from_outside_while_waiting_is_reported_not_hung() {
+    let launch = Launch {
+        program: live(),
+        stdout: Some(out_file("killed")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let pid = t.pid();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
+    let started = Instant::now();
+    let r = t.with(|p, h| p.cont_wait(h, &no_interrupt())).unwrap();
+    killer.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        matches!(
+            r,
+            Ok(Stop::Killed(libc::SIGKILL)) | Err(ProcessError::Gone { .. })
+        ),
+        "{r:?}"
+    );
+    let again = t.with(|p, _| p.syscall(libc::SYS_getpid, &[])).unwrap();
+    assert!(
+        matches!(again, Err(ProcessError::NotRunning(_))),
+        "{again:?}"
+    );
+}
+
+#[test]
+fn interrupt_flag_halts_cont_wait() {
+    let launch = Launch {
+        program: live(),
+        args: vec!["2".into()],
+        stdout: Some(out_file("interrupt")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let flag = Arc::new(AtomicBool::new(false));
+    let f2 = flag.clone();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        f2.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let stop = t.with(|p, h| p.cont_wait(h, &flag)).unwrap().unwrap();
+    setter.join().unwrap();
+    assert_eq!(stop, Stop::Halted);
+    assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Stopped);
+}
+
+#[test]
+fn attach_errors_say_what_is_wrong() {
+    let e = Tracer::attach(0x3fff_fff0, NoHooks).err().unwrap();
+    assert!(matches!(e, ProcessError::NoSuchProcess(_)), "{e}");
+    let e = Tracer::attach(std::process::id() as i32, NoHooks)
+        .err()
+        .unwrap();
+    assert!(matches!(e, ProcessError::Ourselves(_)), "{e}");
+
+    // One we trace already.
+    let launch = Launch {
+        program: live(),
+        stdout: Some(out_file("twice")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let e = Tracer::attach(t.pid(), NoHooks).err().unwrap();
+    let text = e.to_string();
+    assert!(matches!(e, ProcessError::NotPermitted { .. }), "{text}");
+    assert!(text.contains("already traced by PID"), "{text}");
+
+    // One another tracer holds: a child that asked to be traced by its parent (strace-like).
+    let mut c = Command::new("sh");
+    c.args(["-c", "sleep 5"]);
+    // SAFETY: pre_exec runs in the forked child; PTRACE_TRACEME is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+            Ok(())
+        });
+    }
+    let child = Guard(c.spawn().unwrap());
+    let e = Tracer::attach(child.0.id() as i32, NoHooks).err().unwrap();
+    assert!(e.to_string().contains("already traced by PID"), "{e}");
+}
+
+#[test]
+fn start_reports_missing_program() {
+    let e = Tracer::start(
+        &Launch {
+            program: "/nonexistent/program".into(),
+            ..Launch::default()
+        },
+        NoHooks,
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("/nonexistent/program"), "{e}");
+}
+
+/// Micro benchmark: halt + resume of a 4-thread process. `cargo test -p gsh-tests --release
+/// process::bench -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_halt_resume_four_threads() {
+    let launch = Launch {
+        program: live(),
+        args: vec!["4".into()],
+        stdout: Some(out_file("bench")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    while t.with(|p, _| p.threads().len()).unwrap() < 4 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let rounds = 1000;
+    let (halt, resume) = t
+        .with(|p, _| {
+            let (mut h, mut r) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..rounds {
+                let a = Instant::now();
+                p.halt().unwrap();
+                let b = Instant::now();
+                p.resume().unwrap();
+                r += b.elapsed();
+                h += b - a;
+            }
+            (h, r)
+        })
+        .unwrap();
+    println!(
+        "halt {:?} / resume {:?} per round, 4 threads, {rounds} rounds",
+        halt / rounds,
+        resume / rounds
+    );
+}
+
+/// Hooks that, on a trap at `at + 1`, put `orig` back and resume there when `fix` is set.
+struct Fixer {
+    at: Arc<Mutex<Option<(u64, u8)>>>,
+    traps: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Hooks for Fixer {
+    fn trap(&mut self, p: &mut Process, _tid: i32, rip: u64) -> engine::process::TrapAction {
+        self.traps.lock().unwrap().push(rip);
+        match *self.at.lock().unwrap() {
+            Some((at, orig)) if rip == at + 1 => {
+                p.write(at, &[orig]).unwrap();
+                engine::process::TrapAction::Resume(at)
+            }
+            _ => engine::process::TrapAction::Report,
+        }
+    }
+}
+
+#[test]
+fn breakpoints_are_reported_or_resumed_by_the_hooks() {
+    let exe = live();
+    for resume_in_hook in [false, true] {
+        let out = out_file(&format!("bp-{resume_in_hook}"));
+        let launch = Launch {
+            program: exe.clone(),
+            stdout: Some(out.clone()),
+            ..Launch::default()
+        };
+        let hooks = Fixer {
+            at: Arc::default(),
+            traps: Arc::default(),
+        };
+        let (at_cell, traps) = (hooks.at.clone(), hooks.traps.clone());
+        let t = Tracer::start(&launch, hooks).unwrap();
+        let (add3, orig) = t
+            .with(|p, _| {
+                let add3 = symbol(p, &exe, "add3");
+                let stop = symbol(p, &exe, "stop");
+                let orig = p.read(add3, 1).unwrap()[0];
+                p.write(add3, &[0xcc]).unwrap();
+                p.write(stop, &1i32.to_le_bytes()).unwrap();
+                (add3, orig)
+            })
+            .unwrap();
+        if resume_in_hook {
+            *at_cell.lock().unwrap() = Some((add3, orig));
+        } else {
+            let stop = t
+                .with(|p, h| p.cont_wait(h, &no_interrupt()))
+                .unwrap()
+                .unwrap();
+            let pid = t.pid();
+            assert_eq!(
+                stop,
+                Stop::Breakpoint {
+                    tid: pid,
+                    rip: add3 + 1
+                }
+            );
+            t.with(|p, _| {
+                p.write(add3, &[orig])?;
+                let mut r = p.regs(pid)?;
+                r.rip = add3;
+                p.set_regs(pid, &r)
+            })
+            .unwrap()
+            .unwrap();
+        }
+        let stop = t
+            .with(|p, h| p.cont_wait(h, &no_interrupt()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(stop, Stop::Exited(0));
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            "ready\n1 threads stopped\nadd3(1, 2, 3) = 321\n"
+        );
+        assert_eq!(*traps.lock().unwrap(), [add3 + 1]);
+        let _ = std::fs::remove_file(out);
+    }
+}
+
+#[test]
+fn exec_is_followed_to_the_new_program() {
+    let m = Mutatee::new("basic");
+    let basic = m.path(Variant::O2);
+    let out = out_file("exec");
+    let launch = Launch {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), format!("exec {}", basic.display())],
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Tracer::start(&launch, hooks).unwrap();
+    seen.lock().unwrap().clear();
+    let stop = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop, Stop::Exec);
+    assert!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.file_name() == basic.file_name()),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    let main = t
+        .with(|p, _| p.modules().unwrap().into_iter().find(|m| m.is_main))
+        .unwrap()
+        .unwrap();
+    assert_eq!(main.path.file_name(), basic.file_name());
+    assert!(t
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::Exec { path, .. } if path.file_name() == basic.file_name())));
+    let stop = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stop, Stop::Exited(0));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), m.expected_stdout());
+    let _ = std::fs::remove_file(out);
+}
+
+#[test]
+fn signals_are_forwarded_and_job_control_is_honoured() {
+    let exe = live();
+    let out = out_file("signals");
+    let launch = Launch {
+        program: exe.clone(),
+        args: vec!["2".into()],
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let pid = t.pid();
+    let usr1 = t.with(|p, _| symbol(p, &exe, "usr1")).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let reader = t.reader();
+    let count = || i32::from_le_bytes(reader.read(usr1, 4).unwrap().try_into().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // Its handler is installed once it printed "ready".
+    while std::fs::read_to_string(&out).unwrap_or_default() != "ready\n" {
+        assert!(Instant::now() < deadline, "never got ready");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for n in 1..=3 {
+        // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
+        while count() < n {
+            assert!(Instant::now() < deadline, "SIGUSR1 #{n} never arrived");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    // SIGSTOP stops it for real (the counter freezes); SIGCONT lets it go on.
+    let counter = t.with(|p, _| symbol(p, &exe, "counter")).unwrap();
+    let value = || i64::from_le_bytes(reader.read(counter, 8).unwrap().try_into().unwrap());
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(50));
+    let frozen = value();
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(value(), frozen, "still running after SIGSTOP");
+    // Halting and resuming a job-stopped process keeps it job-stopped.
+    t.with(|p, _| {
+        p.halt()?;
+        p.resume()
+    })
+    .unwrap()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(value(), frozen, "halt/resume woke a job-stopped process");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    while value() == frozen {
+        assert!(Instant::now() < deadline, "SIGCONT did not resume it");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+    let end = t
+        .with(|p, h| {
+            p.halt()?;
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.cont_wait(h, &no_interrupt())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "ready\n2 threads stopped\nadd3(1, 2, 3) = 321\nSIGUSR1 x 3\n"
+    );
+    let _ = std::fs::remove_file(out);
+}
