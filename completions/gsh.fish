@@ -1,7 +1,7 @@
 # fish completion for gsh; generated from shell/src/docgen.rs; regenerate with `GSH_BLESS=1 cargo test -p gsh docgen`, do not edit.
 complete -c gsh -s b -r -F -d 'Run the commands in SCRIPT, then exit'
 complete -c gsh -s c -x -d 'Run COMMANDS (separated by `;` or newlines), then exit'
-complete -c gsh -s p -x -a '(__fish_complete_pids)' -d 'Attach to the running process PID (not supported yet)'
+complete -c gsh -s p -x -a '(__fish_complete_pids)' -d 'Attach to the running process PID'
 complete -c gsh -l json -d 'Print each command\'s output as one JSON document instead of a table'
 complete -c gsh -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c gsh -s V -l version -d 'Print version'

@@ -4,8 +4,8 @@
 //! Modules are analysed lazily: a module's function table is built the first time something
 //! asks for it, and its DWARF the first time a source-level question is asked.
 
-use std::sync::Arc;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 use globset::GlobMatcher;
@@ -237,10 +237,7 @@ impl Session {
 
     /// The main module.
     pub fn main(&self) -> Result<&Module> {
-        self.modules
-            .first()
-            .map(|m| &**m)
-            .ok_or(Error::NothingOpen)
+        self.modules.first().map(|m| &**m).ok_or(Error::NothingOpen)
     }
 
     pub fn modules(&self) -> &[Arc<Module>] {
@@ -320,11 +317,7 @@ impl Session {
     pub fn module_for_path(&mut self, path: &Path) -> Result<ModuleId> {
         let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
         let want = canon(path);
-        if let Some(m) = self
-            .modules
-            .iter()
-            .find(|m| canon(m.binary.path()) == want)
-        {
+        if let Some(m) = self.modules.iter().find(|m| canon(m.binary.path()) == want) {
             return Ok(m.id);
         }
         self.load_module(path)

@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context as _, Result};
+use anyhow::{Context as _, Result};
 use clap::{Parser, ValueHint};
 
 use crate::context::{error_line, Context};
@@ -35,7 +35,7 @@ pub struct Cli {
     #[arg(short = 'c', value_name = "COMMANDS")]
     pub commands: Option<String>,
 
-    /// Attach to the running process PID (not supported yet)
+    /// Attach to the running process PID
     #[arg(short = 'p', value_name = "PID")]
     pub pid: Option<u32>,
 
@@ -70,15 +70,21 @@ pub fn main() -> i32 {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    if let Some(pid) = cli.pid {
-        return Err(anyhow!(
-            "attaching to processes is not supported yet (-p {pid}); open the program's file instead"
-        ));
-    }
     let mut ctx = Context::new(cli.json);
+    let result = session(&mut ctx, cli);
+    // Whatever happened, a process gsh started dies with it and one it attached to runs on
+    // with its code restored.
+    let finished = ctx.finish();
+    result.and(finished)
+}
+
+fn session(ctx: &mut Context, cli: Cli) -> Result<()> {
     ctx.program_args = cli.args;
     if let Some(file) = &cli.file {
         ctx.session.open(file)?;
+    }
+    if let Some(pid) = cli.pid {
+        ctx.run_text(&format!("attach {pid}"), None)?;
     }
     if let Some(script) = &cli.batch {
         return ctx.run_file(script);
@@ -87,7 +93,7 @@ fn run(cli: Cli) -> Result<()> {
         return ctx.run_text(text, None);
     }
     if std::io::stdin().is_terminal() {
-        return repl::run(&mut ctx);
+        return repl::run(ctx);
     }
     // Commands piped in: a script on stdin.
     let mut text = String::new();

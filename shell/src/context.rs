@@ -27,6 +27,12 @@ pub struct Context {
     pub program_args: Vec<String>,
     /// Set by `quit`: stop reading commands.
     pub quit: bool,
+    /// The live process, when there is one.
+    pub target: Option<crate::target::Target>,
+    /// `break` requests, kept to place them in every process started or attached later.
+    pub breaks: Vec<crate::target::BreakRequest>,
+    /// Set by Ctrl-C while a command waits for the process.
+    pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,
     depth: usize,
     out: Box<dyn Write>,
 }
@@ -46,6 +52,9 @@ impl Context {
             style,
             program_args: Vec::new(),
             quit: false,
+            target: None,
+            breaks: Vec::new(),
+            interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,
             out,
         }
@@ -110,11 +119,31 @@ impl Context {
                 break;
             }
             let result = commands::run(self, cmd).and_then(|out| self.emit(&out));
+            self.print_events();
             if let Err(e) = result {
                 return Err(if many { e.context(at(cmd.line)) } else { e });
             }
         }
         Ok(())
+    }
+
+    /// Prints, on stderr, what happened to the process since the last command (a thread
+    /// started, a library was loaded, it exited).
+    pub fn print_events(&mut self) {
+        if let Some(t) = &mut self.target {
+            for e in t.events() {
+                eprintln!("{e}");
+            }
+        }
+    }
+
+    /// Ends control of the process: detaches one gsh attached to (its code restored) and
+    /// kills one gsh started, as gdb does when it exits.
+    pub fn finish(&mut self) -> Result<()> {
+        match self.target.take() {
+            Some(t) => t.finish(),
+            None => Ok(()),
+        }
     }
 
     /// Runs the script at `path` (`source FILE`, `gsh -b FILE`).

@@ -13,3 +13,4 @@ pub mod output;
 pub mod progress;
 pub mod repl;
 pub mod script;
+pub mod target;

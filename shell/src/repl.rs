@@ -200,6 +200,7 @@ pub fn run(ctx: &mut Context) -> Result<()> {
         let _ = rl.load_history(p);
     }
     loop {
+        ctx.print_events();
         match rl.readline(PROMPT) {
             Ok(line) => {
                 if !line.trim().is_empty() {
@@ -215,8 +216,24 @@ pub fn run(ctx: &mut Context) -> Result<()> {
                     break;
                 }
             }
-            // Ctrl-C abandons the line being typed.
-            Err(ReadlineError::Interrupted) => continue,
+            // Ctrl-C abandons the line being typed and halts a running process, as Dyner did.
+            Err(ReadlineError::Interrupted) => {
+                if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+                    let halted = t.with(|p, _| {
+                        let running = p.state() == engine::process::State::Running;
+                        if running {
+                            p.halt()?;
+                        }
+                        Ok(running)
+                    });
+                    match halted {
+                        Ok(true) => eprintln!("[process {} halted]", t.pid()),
+                        Ok(false) => {}
+                        Err(e) => eprintln!("gsh: {}", error_line(&e)),
+                    }
+                }
+                continue;
+            }
             Err(ReadlineError::Eof) => break,
             Err(e) => return Err(e.into()),
         }

@@ -9,6 +9,7 @@ mod cli;
 mod discovery;
 mod dwarf;
 mod instrument;
+mod live;
 mod mutatees;
 mod process;
 mod rewrite;

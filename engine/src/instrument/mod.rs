@@ -11,3 +11,7 @@ pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 pub mod save;
 
 pub use save::{save, SaveError, SaveReport};
+pub mod eval;
+pub mod live;
+
+pub use live::Live;

@@ -388,6 +388,13 @@ impl Plan {
         Ok(self.requests.last().expect("just pushed"))
     }
 
+    /// A fresh id from the same sequence as `at` requests (breakpoints share it, so that
+    /// `delete ID` is never ambiguous).
+    pub fn new_id(&mut self) -> u32 {
+        self.next_id += 1;
+        self.next_id
+    }
+
     /// `delete ID`.
     pub fn delete(&mut self, id: u32) -> Result<Request, RequestError> {
         let i = self

@@ -113,6 +113,31 @@ impl Process {
         })
     }
 
+    /// Executes one instruction on stopped thread `tid`, every other thread staying stopped
+    /// (stepping a thread over a breakpoint whose original byte was put back). Signals that
+    /// arrive meanwhile are kept for delivery at the next resume.
+    pub fn step(&mut self, tid: i32) -> Result<(), ProcessError> {
+        if !self.threads.contains_key(&tid) {
+            return Err(ProcessError::NotStopped);
+        }
+        ptrace::step(tid)?;
+        loop {
+            match ptrace::wait(tid, false) {
+                Ok(Some((_, WaitEvent::Signal(libc::SIGTRAP)))) => return Ok(()),
+                Ok(Some((_, WaitEvent::Exited(_) | WaitEvent::Signaled(_)))) | Err(_) => {
+                    return Err(self.gone("stepping over a breakpoint"));
+                }
+                Ok(Some((_, WaitEvent::Signal(sig)))) => {
+                    if let Some(t) = self.threads.get_mut(&tid) {
+                        t.pending.push(sig);
+                    }
+                    ptrace::step(tid)?;
+                }
+                Ok(_) => ptrace::step(tid)?,
+            }
+        }
+    }
+
     /// The process id.
     pub fn pid(&self) -> i32 {
         self.pid
@@ -646,6 +671,12 @@ impl Process {
                 self.resume_thread(tid)?;
             }
             WaitEvent::Event(libc::PTRACE_EVENT_EXEC) => return self.exec_happened(tid, hooks),
+            WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
+                if tid == self.pid {
+                    hooks.exiting(self, tid);
+                }
+                self.resume_thread(tid)?
+            }
             WaitEvent::Event(_) => self.resume_thread(tid)?,
             WaitEvent::EventStop(sig) if is_stop_signal(sig) => {
                 // Entered a job-control stop: stay there until SIGCONT, still traced.

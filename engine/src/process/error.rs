@@ -90,6 +90,15 @@ pub(crate) fn permission_problem(pid: i32) -> ProcessError {
         .find_map(|l| l.strip_prefix("TracerPid:"))
         .and_then(|v| v.trim().parse::<i32>().ok())
         .unwrap_or(0);
+    let zombie = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .is_some_and(|v| v.trim().starts_with('Z') || v.trim().starts_with('X'));
+    if zombie {
+        return ProcessError::NotRunning(format!(
+            "process {pid} has exited (its parent has not collected it yet)"
+        ));
+    }
     let why = if tracer != 0 {
         format!(
             "it is already traced by PID {tracer}{}; detach that debugger first",

@@ -74,6 +74,10 @@ pub trait Hooks: Send {
     /// returns; the hook may first restore original code through `child`. Not called for
     /// `vfork` children, which share the parent's memory.
     fn forked(&mut self, _p: &mut Process, _child: &mut ChildMemory) {}
+
+    /// The main thread is exiting (its `PTRACE_EVENT_EXIT` stop): the process's memory is
+    /// still there to read, for the last time, when the whole process is ending.
+    fn exiting(&mut self, _p: &mut Process, _tid: i32) {}
 }
 
 /// Hooks that do nothing: traps are reported, libraries and forks ignored.

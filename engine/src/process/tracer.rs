@@ -414,6 +414,12 @@ fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
                     seized.push(tid);
                     new = true;
                 }
+                // A thread cloned after its creator was seized is traced already, by us
+                // (PTRACE_O_TRACECLONE): its first stop comes like any new thread's.
+                Err(Errno::EPERM) if tid != pid && tracer_of(tid) == Some(me) => {
+                    seized.push(tid);
+                    new = true;
+                }
                 Err(Errno::EPERM) => {
                     release(&seized);
                     return Err(permission_problem(pid));
@@ -433,6 +439,15 @@ fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
             return Ok(seized);
         }
     }
+}
+
+/// The process tracing thread `tid`, from its `TracerPid`.
+fn tracer_of(tid: i32) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Lets go of threads seized by a failed attach (they were never stopped).

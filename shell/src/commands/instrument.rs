@@ -86,7 +86,14 @@ fn declare(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Err(args.usage_error("missing declaration"));
     }
     ctx.session.main()?;
-    let d = ctx.plan.declare(&ctx.session, &words.join(" "))?;
+    let d = ctx.plan.declare(&ctx.session, &words.join(" "))?.clone();
+    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+        let plan = &ctx.plan;
+        if let Err(e) = t.with(|p, live| Ok(live.sync_declared(p, plan)?)) {
+            ctx.plan.declared.pop();
+            return Err(e);
+        }
+    }
     Ok(Output::Record(Record {
         title: None,
         fields: vec![
@@ -123,16 +130,34 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .plan
         .add(&mut ctx.session, spec, cond, block.text.trim().to_owned())?;
     let n = r.funcs.len();
+    let (id, spec) = (r.id, r.spec.to_string());
     for w in &r.warnings {
         eprintln!("gsh: warning: {w}");
     }
+    let mut fields = vec![
+        ("Instrumentation", Cell::Num(u64::from(id))),
+        ("Point", Cell::text(spec)),
+        ("Functions", Cell::Num(n as u64)),
+    ];
+    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+        let (session, plan) = (&ctx.session, &ctx.plan);
+        let inserted = t.with(|p, live| {
+            Ok(engine::instrument::Live::paused(p, |p| {
+                live.insert(p, session, plan, id)
+            })?)
+        });
+        match inserted {
+            Ok(reports) => fields.push(("Inserted", Cell::Num(reports.len() as u64))),
+            Err(e) => {
+                // Nothing half-done: the request goes, as if never made.
+                let _ = ctx.plan.delete(id);
+                return Err(e.context(format!("instrumentation {id} not inserted")));
+            }
+        }
+    }
     Ok(Output::Record(Record {
         title: None,
-        fields: vec![
-            ("Instrumentation", Cell::Num(u64::from(r.id))),
-            ("Point", Cell::text(r.spec.to_string())),
-            ("Functions", Cell::Num(n as u64)),
-        ],
+        fields,
         table: None,
     }))
 }
@@ -179,12 +204,28 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .collect::<Result<_>>()?;
     // All or nothing: check every id before removing any.
     for id in &ids {
-        if !ctx.plan.requests.iter().any(|r| r.id == *id) {
+        if !ctx.plan.requests.iter().any(|r| r.id == *id) && !ctx.breaks.iter().any(|b| b.id == *id)
+        {
             return Err(engine::instrument::RequestError::UnknownId(*id).into());
         }
     }
+    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+        let ids = &ids;
+        t.with(|p, live| {
+            Ok(engine::instrument::Live::paused(p, |p| {
+                for id in ids {
+                    live.remove(p, *id)?;
+                    live.remove_breakpoint(p, *id)?;
+                }
+                Ok(())
+            })?)
+        })?;
+    }
     for id in ids {
-        ctx.plan.delete(id)?;
+        if ctx.plan.requests.iter().any(|r| r.id == id) {
+            ctx.plan.delete(id)?;
+        }
+        ctx.breaks.retain(|b| b.id != id);
     }
     Ok(Output::Nothing)
 }

@@ -11,6 +11,8 @@ mod files;
 mod instrument;
 mod loops;
 mod misc;
+pub mod process;
+mod process_stack;
 mod stats;
 mod symbols;
 mod whatis;
@@ -93,6 +95,23 @@ pub static COMMANDS: &[Spec] = &[
     instrument::DELETE,
     instrument::SHOW_POINTS,
     instrument::SAVE,
+    process::START,
+    process::RUN,
+    process::ATTACH,
+    process::DETACH,
+    process::KILL,
+    process::HALT,
+    process::CONTINUE,
+    process::WAIT,
+    process::STATUS,
+    process::SHOW_THREADS,
+    process::BREAK,
+    process::LOAD_LIBRARY,
+    process::PRINT,
+    process::EXECUTE,
+    process::WHERE,
+    process::UP,
+    process::DOWN,
     misc::SOURCE,
     misc::ECHO,
     misc::SLEEP,

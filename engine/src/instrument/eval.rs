@@ -1,0 +1,396 @@
+//! `print EXPR` and `execute { SNIPPET }` in a live process: the snippet is checked as for
+//! `at` and run by the reference interpreter ([`crate::snippet::interp`]) against the
+//! process's memory and registers, instead of being compiled into a trampoline. Calls to the
+//! mutatee's functions are injected on the stopped thread; string literals they receive are
+//! written into memory gsh allocates. A running process can be read (declared variables,
+//! globals) without stopping it; anything that writes or calls needs it stopped.
+
+use crate::process::{MemReader, Process, ProcessError};
+use crate::snippet::abi::{self, SAVED_REGS_SIZE};
+use crate::snippet::interp::{self, Addr, Machine, Value};
+use crate::snippet::ir::{Program, Stmt};
+use crate::snippet::types::Type;
+use crate::snippet::{self, Env};
+
+use crate::patch::AllocKind;
+
+/// Why evaluation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The text does not check (the rendered diagnostics).
+    #[error("{0}")]
+    Snippet(String),
+    #[error("{0}")]
+    Machine(String),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error("`print` takes one expression")]
+    NotAnExpression,
+}
+
+/// A printed value and its type.
+#[derive(Clone, Debug)]
+pub struct Printed {
+    pub ty: Type,
+    pub value: Value,
+    /// For `char *`: the string it points to (at most 200 bytes), when readable.
+    pub text: Option<String>,
+}
+
+impl std::fmt::Display for Printed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.value, &self.ty) {
+            (Value::Double(d), _) => write!(f, "{d}"),
+            (Value::Int(v), Type::Ptr(_)) => match &self.text {
+                Some(t) => write!(f, "{v:#x} {t:?}"),
+                None => write!(f, "{v:#x}"),
+            },
+            (Value::Int(v), Type::Int(k)) if k.signed() => write!(f, "{}", v as i64),
+            (Value::Int(v), _) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Where the interpreter reads and writes.
+enum Target<'p> {
+    Stopped {
+        p: &'p mut Process,
+        /// The thread whose registers `$0..$5`, `$return` and parameters come from.
+        tid: Option<i32>,
+    },
+    Running(&'p MemReader),
+    /// The process exited: only the bytes kept at its exit remain (base address, bytes).
+    Exited(u64, &'p [u8]),
+}
+
+struct LiveMachine<'p> {
+    target: Target<'p>,
+    saved: [u8; SAVED_REGS_SIZE as usize],
+    saved_dirty: bool,
+    strings: Vec<Vec<u8>>,
+    string_addrs: Vec<Option<u64>>,
+    /// Where to allocate string memory near.
+    near: u64,
+}
+
+impl LiveMachine<'_> {
+    fn stopped(&mut self, what: &str) -> Result<&mut Process, String> {
+        match &mut self.target {
+            Target::Stopped { p, .. } => Ok(p),
+            Target::Running(_) => Err(format!("the process is running; `halt` it first to {what}")),
+            Target::Exited(..) => Err(format!("the process has exited; cannot {what}")),
+        }
+    }
+
+    fn read_mem(&mut self, addr: u64, len: usize) -> Result<Vec<u8>, String> {
+        match &self.target {
+            Target::Stopped { p, .. } => p.read(addr, len).map_err(|e| e.to_string()),
+            Target::Running(r) => r.read(addr, len).map_err(|e| e.to_string()),
+            Target::Exited(base, bytes) => {
+                let off = addr.wrapping_sub(*base) as usize;
+                bytes
+                    .get(off..off.saturating_add(len))
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| {
+                        "the process has exited; only declared variables were kept".to_owned()
+                    })
+            }
+        }
+    }
+}
+
+impl Machine for LiveMachine<'_> {
+    fn read(&mut self, addr: Addr, size: u32) -> Result<u64, String> {
+        let bytes = match addr {
+            Addr::Mem(a) => self.read_mem(a, size as usize)?,
+            Addr::Saved(off) => {
+                let off = off as usize;
+                self.saved
+                    .get(off..off + size as usize)
+                    .ok_or("outside the saved registers")?
+                    .to_vec()
+            }
+        };
+        let mut b = [0u8; 8];
+        b[..bytes.len()].copy_from_slice(&bytes);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn write(&mut self, addr: Addr, size: u32, bits: u64) -> Result<(), String> {
+        let bytes = &bits.to_le_bytes()[..size as usize];
+        match addr {
+            Addr::Mem(a) => self
+                .stopped("change its memory")?
+                .write(a, bytes)
+                .map_err(|e| e.to_string()),
+            Addr::Saved(off) => {
+                self.stopped("change its registers")?;
+                let off = off as usize;
+                self.saved
+                    .get_mut(off..off + bytes.len())
+                    .ok_or("outside the saved registers")?
+                    .copy_from_slice(bytes);
+                self.saved_dirty = true;
+                Ok(())
+            }
+        }
+    }
+
+    fn string_addr(&mut self, index: usize) -> u64 {
+        if let Some(Some(a)) = self.string_addrs.get(index) {
+            return *a;
+        }
+        let Some(bytes) = self.strings.get(index).cloned() else {
+            return 0;
+        };
+        let near = self.near;
+        let Ok(p) = self.stopped("pass it strings") else {
+            return 0;
+        };
+        let mut data = bytes;
+        data.push(0);
+        let Ok(at) = p.allocate(near, data.len() as u64, AllocKind::Data) else {
+            return 0;
+        };
+        if p.write(at, &data).is_err() {
+            return 0;
+        }
+        if self.string_addrs.len() <= index {
+            self.string_addrs.resize(index + 1, None);
+        }
+        self.string_addrs[index] = Some(at);
+        at
+    }
+
+    fn call(&mut self, addr: u64, args: &[(Value, Type)], ret: &Type) -> Result<Value, String> {
+        if args.iter().any(|(_, t)| *t == Type::Double) || *ret == Type::Double {
+            return Err(
+                "calls with `double` arguments or results are not supported by \
+`print`/`execute` yet"
+                    .into(),
+            );
+        }
+        let ints: Vec<u64> = args
+            .iter()
+            .map(|(v, _)| match v {
+                Value::Int(i) => *i,
+                Value::Double(d) => d.to_bits(),
+            })
+            .collect();
+        let p = self.stopped("call its functions")?;
+        let r = p.call(addr, &ints).map_err(|e| e.to_string())?;
+        Ok(Value::Int(r))
+    }
+
+    fn tid(&mut self) -> u64 {
+        match &self.target {
+            Target::Stopped { tid: Some(t), .. } => *t as u64,
+            Target::Stopped { p, .. } => p.pid() as u64,
+            Target::Running(r) => r.pid() as u64,
+            Target::Exited(..) => 0,
+        }
+    }
+}
+
+fn check(source: &str, env: &dyn Env) -> Result<Program, EvalError> {
+    let (program, diags) = snippet::check_source(source, env);
+    match program {
+        Some(p) if !diags.iter().any(|d| d.is_error()) => Ok(p),
+        _ => Err(EvalError::Snippet(
+            snippet::diag::render_all(&diags, source)
+                .trim_end()
+                .to_owned(),
+        )),
+    }
+}
+
+fn saved_from(p: &Process, tid: Option<i32>) -> Result<[u8; SAVED_REGS_SIZE as usize], EvalError> {
+    let mut saved = [0u8; SAVED_REGS_SIZE as usize];
+    if let Some(tid) = tid {
+        let r = p.regs(tid)?;
+        let ints = [r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9];
+        for (i, v) in ints.iter().enumerate() {
+            let off = abi::arg_offset(i as u32) as usize;
+            saved[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        let off = abi::RAX_OFFSET as usize;
+        saved[off..off + 8].copy_from_slice(&r.rax.to_le_bytes());
+    }
+    Ok(saved)
+}
+
+fn write_back(p: &mut Process, tid: Option<i32>, saved: &[u8]) -> Result<(), EvalError> {
+    let Some(tid) = tid else { return Ok(()) };
+    let mut r = p.regs(tid)?;
+    let get = |off: u32| {
+        let o = off as usize;
+        u64::from_le_bytes(saved[o..o + 8].try_into().expect("8 bytes"))
+    };
+    r.rdi = get(abi::arg_offset(0));
+    r.rsi = get(abi::arg_offset(1));
+    r.rdx = get(abi::arg_offset(2));
+    r.rcx = get(abi::arg_offset(3));
+    r.r8 = get(abi::arg_offset(4));
+    r.r9 = get(abi::arg_offset(5));
+    r.rax = get(abi::RAX_OFFSET);
+    p.set_regs(tid, &r)?;
+    Ok(())
+}
+
+/// Reads a NUL-terminated string of at most 200 bytes.
+fn c_string(m: &mut LiveMachine<'_>, addr: u64) -> Option<String> {
+    if addr == 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    for chunk in 0..4 {
+        let bytes = m.read_mem(addr + chunk * 50, 50).ok()?;
+        if let Some(n) = bytes.iter().position(|b| *b == 0) {
+            out.extend_from_slice(&bytes[..n]);
+            return Some(String::from_utf8_lossy(&out).into_owned());
+        }
+        out.extend_from_slice(&bytes);
+    }
+    Some(format!("{}...", String::from_utf8_lossy(&out)))
+}
+
+fn is_char_ptr(t: &Type) -> bool {
+    matches!(t, Type::Ptr(inner) if matches!(**inner, Type::Int(k) if k.size() == 1))
+}
+
+/// `print EXPR` in a stopped process (`tid` gives `$N` and the parameters' registers).
+pub fn print_stopped(
+    p: &mut Process,
+    tid: Option<i32>,
+    env: &dyn Env,
+    near: u64,
+    expr: &str,
+) -> Result<Printed, EvalError> {
+    let saved = saved_from(p, tid)?;
+    let mut m = LiveMachine {
+        target: Target::Stopped { p, tid },
+        saved,
+        saved_dirty: false,
+        strings: Vec::new(),
+        string_addrs: Vec::new(),
+        near,
+    };
+    print_with(&mut m, env, expr, tid)
+}
+
+/// `print EXPR` after the process exited, over the declared variables' final bytes.
+pub fn print_exited(
+    base: u64,
+    bytes: &[u8],
+    env: &dyn Env,
+    expr: &str,
+) -> Result<Printed, EvalError> {
+    let mut m = LiveMachine {
+        target: Target::Exited(base, bytes),
+        saved: [0; SAVED_REGS_SIZE as usize],
+        saved_dirty: false,
+        strings: Vec::new(),
+        string_addrs: Vec::new(),
+        near: 0,
+    };
+    print_with(&mut m, env, expr, None)
+}
+
+/// `print EXPR` in a running process: reads only.
+pub fn print_running(reader: &MemReader, env: &dyn Env, expr: &str) -> Result<Printed, EvalError> {
+    let mut m = LiveMachine {
+        target: Target::Running(reader),
+        saved: [0; SAVED_REGS_SIZE as usize],
+        saved_dirty: false,
+        strings: Vec::new(),
+        string_addrs: Vec::new(),
+        near: 0,
+    };
+    print_with(&mut m, env, expr, None)
+}
+
+fn print_with(
+    m: &mut LiveMachine<'_>,
+    env: &dyn Env,
+    expr: &str,
+    tid: Option<i32>,
+) -> Result<Printed, EvalError> {
+    let source = format!("{};", expr.trim().trim_end_matches(';'));
+    let program = check(&source, env)?;
+    let [Stmt::Expr(e)] = &program.stmts[..] else {
+        return Err(EvalError::NotAnExpression);
+    };
+    m.strings = program.strings.clone();
+    let value = interp::eval(e, m).map_err(EvalError::Machine)?;
+    let text = match value {
+        Value::Int(a) if is_char_ptr(&e.ty) => c_string(m, a),
+        _ => None,
+    };
+    if m.saved_dirty {
+        if let Target::Stopped { p, .. } = &mut m.target {
+            write_back(p, tid, &m.saved)?;
+        }
+    }
+    Ok(Printed {
+        ty: e.ty.clone(),
+        value,
+        text,
+    })
+}
+
+/// Checks a breakpoint condition `cond` (an expression) where it will be evaluated.
+pub fn check_condition(cond: &str, env: &dyn Env) -> Result<Program, EvalError> {
+    let program = check(&format!("{};", cond.trim()), env)?;
+    match &program.stmts[..] {
+        [Stmt::Expr(e)] if e.ty.is_scalar() => Ok(program),
+        _ => Err(EvalError::NotAnExpression),
+    }
+}
+
+/// Evaluates a condition from [`check_condition`] on stopped thread `tid`.
+pub fn condition_holds(p: &mut Process, tid: i32, program: &Program) -> Result<bool, EvalError> {
+    let [Stmt::Expr(e)] = &program.stmts[..] else {
+        return Err(EvalError::NotAnExpression);
+    };
+    let saved = saved_from(p, Some(tid))?;
+    let near = p.regs(tid)?.rip;
+    let mut m = LiveMachine {
+        target: Target::Stopped { p, tid: Some(tid) },
+        saved,
+        saved_dirty: false,
+        strings: program.strings.clone(),
+        string_addrs: Vec::new(),
+        near,
+    };
+    Ok(match interp::eval(e, &mut m).map_err(EvalError::Machine)? {
+        Value::Int(v) => v != 0,
+        Value::Double(d) => d != 0.0,
+    })
+}
+
+/// `execute { SNIPPET }`: runs the statements once in the stopped process.
+pub fn execute(
+    p: &mut Process,
+    tid: Option<i32>,
+    env: &dyn Env,
+    near: u64,
+    source: &str,
+) -> Result<(), EvalError> {
+    let program = check(source, env)?;
+    let saved = saved_from(p, tid)?;
+    let mut m = LiveMachine {
+        target: Target::Stopped { p, tid },
+        saved,
+        saved_dirty: false,
+        strings: program.strings.clone(),
+        string_addrs: Vec::new(),
+        near,
+    };
+    interp::run(&program, &mut m).map_err(EvalError::Machine)?;
+    if m.saved_dirty {
+        if let Target::Stopped { p, .. } = &mut m.target {
+            write_back(p, tid, &m.saved)?;
+        }
+    }
+    Ok(())
+}

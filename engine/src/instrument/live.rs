@@ -1,0 +1,735 @@
+//! Instrumentation in a live process: the plan's requests inserted into, and removed from, a
+//! process under ptrace while it runs. [`Live`] is the tracer's [`Hooks`]: it lives on the
+//! tracer thread next to the [`Process`], so that it can apply pending instrumentation the
+//! moment a library appears, move traps into trampolines, and keep fork children clean, even
+//! while the shell sits at its prompt.
+//!
+//! Every change happens with all threads stopped ([`Live::paused`]): the process is halted if
+//! it was running and resumed afterwards, which is the "pause" the benchmarks measure. After
+//! each batch of writes, a thread whose `rip` lies inside bytes that changed is moved: into
+//! the trampoline's copy of its instruction when code was covered, or along the jump it was
+//! about to take when one of our jumps was taken away. Trampolines are never freed.
+//!
+//! Breakpoints (`break`) are `int3`s at the point, or at the start of the point's code in its
+//! trampoline when a site covers the point; they are lifted around every patch so that the
+//! patcher always finds the bytes it expects.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::addr::RuntimeAddr;
+use crate::patch::{
+    self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
+};
+use crate::process::{ChildMemory, Hooks, MappedModule, Process, ProcessError, TrapAction};
+use crate::session::{Module, ModuleId, Session};
+use crate::snippet::env::PointInfo;
+use crate::snippet::ir::Program;
+
+use super::env::{Declaration, SessionEnv};
+use super::request::{Plan, Request};
+use super::save::{point_info, points_of, SaveError};
+
+/// Bytes reserved for declared variables in a live process.
+const DATA_SIZE: u64 = 1 << 20;
+
+/// Why live instrumentation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error(transparent)]
+    Patch(#[from] patch::PatchError),
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+    #[error(transparent)]
+    Points(#[from] SaveError),
+    #[error("declared variables need more than {DATA_SIZE} bytes")]
+    DataFull,
+    #[error("no instrumentation or breakpoint {0}")]
+    UnknownId(u32),
+    #[error("{0}")]
+    Message(String),
+}
+
+/// A module as loaded in the process.
+struct Loaded {
+    module: Arc<Module>,
+    bias: u64,
+    patcher: Patcher,
+}
+
+/// A request as the live layer keeps it: the plan's request and the modules it reaches.
+struct LiveRequest {
+    request: Request,
+    modules: HashMap<ModuleId, Arc<Module>>,
+    /// Modules it has been inserted into.
+    applied: Vec<ModuleId>,
+}
+
+/// A `break`: an int3 the tracer reports.
+#[derive(Clone, Debug)]
+pub struct Breakpoint {
+    pub id: u32,
+    /// Where the point is (runtime address of the original instruction).
+    pub point: u64,
+    /// The point as users name it (`main entry`).
+    pub what: String,
+    /// Stop only when this holds (checked at the point, see [`super::eval::check_condition`]).
+    pub cond: Option<Program>,
+    /// Where the int3 is now, and the byte it replaced.
+    placed: Option<(u64, u8)>,
+    pub hits: u64,
+}
+
+/// What `start` does after the process is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopAt {
+    Nothing,
+    /// A one-shot int3 at this runtime address (`main`).
+    Once(u64),
+}
+
+/// The live process's instrumentation state (the tracer's hooks).
+#[derive(Default)]
+pub struct Live {
+    loaded: BTreeMap<ModuleId, Loaded>,
+    /// Session modules known to the live layer, by canonical path, so libraries that appear
+    /// later are recognised.
+    known: Vec<(PathBuf, Arc<Module>)>,
+    requests: BTreeMap<u32, LiveRequest>,
+    declared: Vec<Declaration>,
+    /// Initial values written so far (a prefix of `declared`).
+    initialised: usize,
+    data: Option<u64>,
+    pub breakpoints: Vec<Breakpoint>,
+    /// One-shot stop (`start` runs to `main`).
+    once: Option<(u64, u8)>,
+    /// Counts per tactic over every insert, for reports.
+    pub tactics: BTreeMap<Tactic, usize>,
+    /// Problems met while applying pending instrumentation from a hook, for the shell.
+    pub messages: Vec<String>,
+    /// The declared variables' bytes as the process left them when it exited (base, bytes).
+    pub last_data: Option<(u64, Vec<u8>)>,
+}
+
+fn canon(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
+}
+
+/// The process as the patcher's address space, remembering what each write covered.
+struct LiveSpace<'p> {
+    p: &'p mut Process,
+    /// (address, bytes before the write) of every write.
+    before: Vec<(u64, Vec<u8>)>,
+}
+
+impl AddressSpace for LiveSpace<'_> {
+    fn read(&self, addr: RuntimeAddr, len: usize) -> Result<Vec<u8>, SpaceError> {
+        self.p.read(addr.0, len).map_err(|e| SpaceError::Access {
+            addr,
+            len,
+            detail: e.to_string(),
+        })
+    }
+
+    fn allocate(
+        &mut self,
+        near: RuntimeAddr,
+        size: u64,
+        kind: AllocKind,
+    ) -> Result<RuntimeAddr, SpaceError> {
+        self.p
+            .allocate(near.0, size, kind)
+            .map(RuntimeAddr)
+            .map_err(|_| SpaceError::NoRoom { near, size })
+    }
+
+    fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError> {
+        let err = |e: ProcessError| SpaceError::Access {
+            addr,
+            len: bytes.len(),
+            detail: e.to_string(),
+        };
+        let old = self.p.read(addr.0, bytes.len()).map_err(err)?;
+        self.p.write(addr.0, bytes).map_err(err)?;
+        self.before.push((addr.0, old));
+        Ok(())
+    }
+}
+
+impl Live {
+    /// Declared variables' addresses (valid once [`Live::sync_declared`] ran).
+    pub fn declared(&self) -> &[Declaration] {
+        &self.declared
+    }
+
+    /// Learns the process's modules: those the session has open get their bias. Call after
+    /// `start`/`attach`, with the process stopped.
+    pub fn learn_modules(
+        &mut self,
+        session: &mut Session,
+        p: &mut Process,
+    ) -> Result<(), LiveError> {
+        for m in p.modules()? {
+            if let Ok(id) = session.module_for_path(&m.path) {
+                self.know(session.module_arc(id));
+                self.loaded.entry(id).or_insert_with(|| Loaded {
+                    module: session.module_arc(id),
+                    bias: m.bias,
+                    patcher: Patcher::new(m.bias, live_options()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn know(&mut self, m: Arc<Module>) {
+        let path = canon(m.binary.path());
+        if !self.known.iter().any(|(p, _)| *p == path) {
+            self.known.push((path, m));
+        }
+    }
+
+    /// The load bias of a session module, when the process has it mapped.
+    pub fn bias(&self, id: ModuleId) -> Option<u64> {
+        self.loaded.get(&id).map(|l| l.bias)
+    }
+
+    /// Every loaded module and its bias (for unwinding and `where`).
+    pub fn loaded(&self) -> impl Iterator<Item = (&Arc<Module>, u64)> + '_ {
+        self.loaded.values().map(|l| (&l.module, l.bias))
+    }
+
+    /// Where a trampoline address came from, as (module, original runtime address).
+    pub fn origin(&self, addr: u64) -> Option<(ModuleId, u64)> {
+        self.loaded.iter().find_map(|(id, l)| {
+            l.patcher.origin(RuntimeAddr(addr)).map(|o| {
+                let a = match o {
+                    patch::Origin::Before(a) | patch::Origin::Copy(a) => a,
+                    patch::Origin::JumpBack(a) => a,
+                };
+                (*id, a)
+            })
+        })
+    }
+
+    /// Gives declared variables their memory (near the main module) and writes the initial
+    /// values of those declared since the last call.
+    pub fn sync_declared(&mut self, p: &mut Process, plan: &Plan) -> Result<(), LiveError> {
+        if plan.declared.is_empty() {
+            return Ok(());
+        }
+        let base = match self.data {
+            Some(b) => b,
+            None => {
+                let near = self
+                    .loaded
+                    .values()
+                    .find(|l| l.module.is_main)
+                    .or_else(|| self.loaded.values().next())
+                    .map_or(0, |l| l.bias.wrapping_add(l.module.binary.entry().0));
+                let b = p.allocate(near, DATA_SIZE, AllocKind::Data)?;
+                self.data = Some(b);
+                b
+            }
+        };
+        let (vars, size) = plan.layout(base);
+        if size > DATA_SIZE {
+            return Err(LiveError::DataFull);
+        }
+        for (v, d) in vars.iter().zip(&plan.declared).skip(self.initialised) {
+            p.write(v.addr, &d.init)?;
+        }
+        self.initialised = vars.len();
+        self.declared = vars;
+        Ok(())
+    }
+
+    /// Runs `f` with every thread stopped, then resumes the process if it was running.
+    pub fn paused<R>(
+        p: &mut Process,
+        f: impl FnOnce(&mut Process) -> Result<R, LiveError>,
+    ) -> Result<R, LiveError> {
+        let running = p.state() == crate::process::State::Running;
+        if running {
+            p.halt()?;
+        }
+        let out = f(p);
+        if running {
+            p.resume()?;
+        }
+        out
+    }
+
+    /// Inserts request `id` of `plan` into every loaded module it reaches; the rest waits for
+    /// its library to be loaded. The process must be stopped (see [`Live::paused`]).
+    pub fn insert(
+        &mut self,
+        p: &mut Process,
+        session: &Session,
+        plan: &Plan,
+        id: u32,
+    ) -> Result<Vec<PointReport>, LiveError> {
+        let request = plan
+            .requests
+            .iter()
+            .find(|r| r.id == id)
+            .ok_or(LiveError::UnknownId(id))?
+            .clone();
+        self.sync_declared(p, plan)?;
+        let mut modules = HashMap::new();
+        for f in &request.funcs {
+            let m = session.module_arc(f.module);
+            self.know(m.clone());
+            modules.insert(f.module, m);
+        }
+        self.requests.insert(
+            id,
+            LiveRequest {
+                request,
+                modules,
+                applied: Vec::new(),
+            },
+        );
+        let targets: Vec<ModuleId> = self.requests[&id]
+            .modules
+            .keys()
+            .copied()
+            .filter(|m| self.loaded.contains_key(m))
+            .collect();
+        let mut reports = Vec::new();
+        for m in targets {
+            reports.extend(self.apply(p, id, m)?);
+        }
+        Ok(reports)
+    }
+
+    /// Inserts request `id` into loaded module `m`.
+    fn apply(
+        &mut self,
+        p: &mut Process,
+        id: u32,
+        m: ModuleId,
+    ) -> Result<Vec<PointReport>, LiveError> {
+        let lr = &self.requests[&id];
+        let r = &lr.request;
+        let loaded = &self.loaded[&m];
+        let module = &*loaded.module;
+        let source = r.source();
+        let mut reqs = Vec::new();
+        for f in r.funcs.iter().filter(|f| f.module == m) {
+            let func = module.functions().get(f.func);
+            for pt in points_of(module, r, f.func)? {
+                let base = SessionEnv::new(
+                    module,
+                    Some(func),
+                    &self.declared,
+                    PointInfo::default(),
+                    loaded.bias,
+                );
+                let info = point_info(module, &base, r, &pt);
+                let env = SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias);
+                reqs.push(patch::Request {
+                    tag: id,
+                    point: pt,
+                    source: source.clone(),
+                    env: Arc::new(env.snapshot(&source)),
+                });
+            }
+        }
+        self.lift_breakpoints(p)?;
+        let loaded = self.loaded.get_mut(&m).expect("checked above");
+        let mut space = LiveSpace {
+            p: &mut *p,
+            before: Vec::new(),
+        };
+        let result = loaded.patcher.insert(&loaded.module, &mut space, &reqs);
+        let before = std::mem::take(&mut space.before);
+        move_threads(p, &loaded.patcher, &before)?;
+        self.place_breakpoints(p)?;
+        let reports = result?;
+        for r in &reports {
+            *self.tactics.entry(r.tactic).or_insert(0) += 1;
+        }
+        if let Some(lr) = self.requests.get_mut(&id) {
+            lr.applied.push(m);
+        }
+        Ok(reports)
+    }
+
+    /// Removes request `id` everywhere it was inserted. The process must be stopped.
+    pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
+        let Some(lr) = self.requests.remove(&id) else {
+            return Ok(0);
+        };
+        self.lift_breakpoints(p)?;
+        let mut removed = 0;
+        let mut result = Ok(());
+        for m in lr.applied {
+            let Some(loaded) = self.loaded.get_mut(&m) else {
+                continue;
+            };
+            let mut space = LiveSpace {
+                p: &mut *p,
+                before: Vec::new(),
+            };
+            let r = loaded.patcher.remove(&loaded.module, &mut space, id);
+            let before = std::mem::take(&mut space.before);
+            move_threads(p, &loaded.patcher, &before)?;
+            match r {
+                Ok(n) => removed += n,
+                Err(e) => result = Err(e),
+            }
+        }
+        self.place_breakpoints(p)?;
+        result?;
+        Ok(removed)
+    }
+
+    /// Removes everything: instrumentation, breakpoints, the one-shot stop. Afterwards the
+    /// text is the file's again. The process must be stopped.
+    pub fn remove_all(&mut self, p: &mut Process) -> Result<(), LiveError> {
+        let ids: Vec<u32> = self.requests.keys().copied().collect();
+        let mut first_err = None;
+        for id in ids {
+            if let Err(e) = self.remove(p, id) {
+                first_err.get_or_insert(e);
+            }
+        }
+        self.lift_breakpoints(p)?;
+        self.breakpoints.clear();
+        if let Some((at, byte)) = self.once.take() {
+            p.write(at, &[byte])?;
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Sets a breakpoint at a point (runtime address of the original instruction).
+    pub fn add_breakpoint(
+        &mut self,
+        p: &mut Process,
+        id: u32,
+        point: u64,
+        what: String,
+        cond: Option<Program>,
+    ) -> Result<(), LiveError> {
+        self.lift_breakpoints(p)?;
+        self.breakpoints.push(Breakpoint {
+            id,
+            point,
+            what,
+            cond,
+            placed: None,
+            hits: 0,
+        });
+        self.place_breakpoints(p)
+    }
+
+    /// The breakpoints whose int3 is at `addr` (a thread's `rip` after a reported stop).
+    pub fn breakpoints_at(&self, addr: u64) -> Vec<&Breakpoint> {
+        self.breakpoints
+            .iter()
+            .filter(|b| self.current(b.point) == addr)
+            .collect()
+    }
+
+    /// Removes breakpoint `id`; false when there is none.
+    pub fn remove_breakpoint(&mut self, p: &mut Process, id: u32) -> Result<bool, LiveError> {
+        let Some(i) = self.breakpoints.iter().position(|b| b.id == id) else {
+            return Ok(false);
+        };
+        self.lift_breakpoints(p)?;
+        self.breakpoints.remove(i);
+        self.place_breakpoints(p)?;
+        Ok(true)
+    }
+
+    /// Where the code for the original instruction at `addr` runs now: its trampoline copy
+    /// when a site displaced it, else itself.
+    fn current(&self, addr: u64) -> u64 {
+        self.loaded
+            .values()
+            .find_map(|l| l.patcher.relocated(RuntimeAddr(addr)))
+            .map_or(addr, |a| a.0)
+    }
+
+    fn lift_breakpoints(&mut self, p: &mut Process) -> Result<(), LiveError> {
+        for b in &mut self.breakpoints {
+            if let Some((at, byte)) = b.placed.take() {
+                p.write(at, &[byte])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn place_breakpoints(&mut self, p: &mut Process) -> Result<(), LiveError> {
+        for i in 0..self.breakpoints.len() {
+            let at = self.current(self.breakpoints[i].point);
+            // Two breakpoints at one place share the int3.
+            if self.breakpoints[..i]
+                .iter()
+                .any(|b| b.placed.is_some_and(|(a, _)| a == at))
+            {
+                continue;
+            }
+            let byte = p.read(at, 1)?[0];
+            p.write(at, &[0xcc])?;
+            self.breakpoints[i].placed = Some((at, byte));
+        }
+        Ok(())
+    }
+
+    /// Arranges for the process to stop once at the code for `addr` (`start` stops at
+    /// `main` this way, after the instrumentation requested before it is in place).
+    pub fn stop_once_at(&mut self, p: &mut Process, addr: u64) -> Result<(), LiveError> {
+        let at = self.current(addr);
+        if self
+            .breakpoints
+            .iter()
+            .any(|b| b.placed.is_some_and(|(a, _)| a == at))
+        {
+            return Ok(());
+        }
+        let byte = p.read(at, 1)?[0];
+        p.write(at, &[0xcc])?;
+        self.once = Some((at, byte));
+        Ok(())
+    }
+
+    /// Steps thread `tid`, stopped after our int3 at `at`, over the original instruction
+    /// there and puts the int3 back.
+    fn step_over(&mut self, p: &mut Process, tid: i32, at: u64, byte: u8) -> Result<(), LiveError> {
+        p.write(at, &[byte])?;
+        let mut regs = p.regs(tid)?;
+        regs.rip = at;
+        p.set_regs(tid, &regs)?;
+        p.step(tid)?;
+        p.write(at, &[0xcc])?;
+        Ok(())
+    }
+
+    /// Makes thread `tid`, stopped at a reported breakpoint, ready to go on: the next resume
+    /// executes the original instruction and keeps the breakpoint.
+    pub fn step_past_breakpoint(&mut self, p: &mut Process, tid: i32) -> Result<(), LiveError> {
+        let rip = p.regs(tid)?.rip;
+        let hit = self
+            .breakpoints
+            .iter()
+            .find_map(|b| b.placed.filter(|(a, _)| *a == rip));
+        if let Some((at, byte)) = hit {
+            self.step_over(p, tid, at, byte)?;
+        }
+        Ok(())
+    }
+
+    /// Applies waiting requests to a module that just appeared.
+    fn module_appeared(&mut self, p: &mut Process, m: &MappedModule) {
+        let path = canon(&m.path);
+        let Some(module) = self
+            .known
+            .iter()
+            .find(|(k, _)| *k == path)
+            .map(|(_, m)| m.clone())
+        else {
+            return;
+        };
+        let id = module.id;
+        self.loaded.entry(id).or_insert_with(|| Loaded {
+            module,
+            bias: m.bias,
+            patcher: Patcher::new(m.bias, live_options()),
+        });
+        let waiting: Vec<u32> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.modules.contains_key(&id) && !r.applied.contains(&id))
+            .map(|(k, _)| *k)
+            .collect();
+        for rid in waiting {
+            match self.apply(p, rid, id) {
+                Ok(reports) => self.messages.push(format!(
+                    "instrumentation {rid}: {} point(s) inserted in {}",
+                    reports.len(),
+                    m.path.display()
+                )),
+                Err(e) => self.messages.push(format!(
+                    "instrumentation {rid} could not be inserted in {}: {e}",
+                    m.path.display()
+                )),
+            }
+        }
+    }
+}
+
+fn live_options() -> PatchOptions {
+    PatchOptions {
+        // The tracer moves a thread that hits a trap site into its trampoline.
+        allow_traps: true,
+        ..PatchOptions::default()
+    }
+}
+
+/// Moves stopped threads out of bytes that just changed (see the module documentation).
+fn move_threads(
+    p: &mut Process,
+    patcher: &Patcher,
+    before: &[(u64, Vec<u8>)],
+) -> Result<(), LiveError> {
+    if before.is_empty() {
+        return Ok(());
+    }
+    for t in p.threads() {
+        let Ok(mut regs) = p.regs(t.tid) else {
+            continue;
+        };
+        let rip = regs.rip;
+        let Some((at, old)) = before
+            .iter()
+            .rev()
+            .find(|(at, b)| rip >= *at && rip < at + b.len() as u64)
+        else {
+            continue;
+        };
+        let to = if rip > *at {
+            // Inside code that was covered: its copy. Inside one of our jumps that went away:
+            // along the jump.
+            patcher
+                .relocated(RuntimeAddr(rip))
+                .map(|a| a.0)
+                .or_else(|| jump_target(&old[(rip - at) as usize..], rip))
+        } else {
+            // At the start of a change: the new bytes begin an instruction there, unless a
+            // pad that held our jump went back to padding.
+            let now = p.read(rip, 1)?;
+            if now.first() == Some(&0xcc) {
+                jump_target(old, rip)
+            } else {
+                None
+            }
+        };
+        if let Some(to) = to {
+            regs.rip = to;
+            p.set_regs(t.tid, &regs)?;
+        }
+    }
+    Ok(())
+}
+
+/// The target of the `jmp rel32`/`jmp rel8` at the start of `bytes`, which sit at `at`.
+fn jump_target(bytes: &[u8], at: u64) -> Option<u64> {
+    match bytes {
+        [0xe9, a, b, c, d, ..] => {
+            let rel = i32::from_le_bytes([*a, *b, *c, *d]);
+            Some((at as i64 + 5 + i64::from(rel)) as u64)
+        }
+        [0xeb, d, ..] => Some((at as i64 + 2 + i64::from(*d as i8)) as u64),
+        _ => None,
+    }
+}
+
+impl Hooks for Live {
+    fn modules_changed(&mut self, p: &mut Process, added: &[MappedModule]) {
+        for m in added {
+            self.module_appeared(p, m);
+        }
+    }
+
+    fn trap(&mut self, p: &mut Process, tid: i32, rip: u64) -> TrapAction {
+        let at = rip.wrapping_sub(1);
+        if let Some((once, byte)) = self.once {
+            if once == at {
+                self.once = None;
+                if p.write(at, &[byte]).is_ok() {
+                    if let Ok(mut regs) = p.regs(tid) {
+                        regs.rip = at;
+                        let _ = p.set_regs(tid, &regs);
+                    }
+                }
+                return TrapAction::Report;
+            }
+        }
+        let here: Vec<usize> = (0..self.breakpoints.len())
+            .filter(|&i| self.current(self.breakpoints[i].point) == at)
+            .collect();
+        if let Some(placed) = here.iter().find_map(|&i| self.breakpoints[i].placed) {
+            if let Ok(mut regs) = p.regs(tid) {
+                regs.rip = at;
+                let _ = p.set_regs(tid, &regs);
+            }
+            let mut stop = false;
+            for &i in &here {
+                // A condition that cannot be evaluated stops, so the user sees why.
+                let holds = match &self.breakpoints[i].cond {
+                    Some(c) => super::eval::condition_holds(p, tid, c).unwrap_or(true),
+                    None => true,
+                };
+                if holds {
+                    self.breakpoints[i].hits += 1;
+                    stop = true;
+                }
+            }
+            if stop {
+                return TrapAction::Report;
+            }
+            // Not this time: execute the original instruction and go on.
+            return match self.step_over(p, tid, placed.0, placed.1) {
+                Ok(()) => match p.regs(tid) {
+                    Ok(r) => TrapAction::Resume(r.rip),
+                    Err(_) => TrapAction::Report,
+                },
+                Err(_) => TrapAction::Report,
+            };
+        }
+        // A trap site: the int3 stands for a jump into the trampoline.
+        for l in self.loaded.values() {
+            let is_trap = l
+                .patcher
+                .sites()
+                .any(|s| s.tactic == Tactic::Trap && l.patcher_rt(s.patch_at) == at);
+            if is_trap {
+                if let Some(t) = l.patcher.relocated(RuntimeAddr(at)) {
+                    return TrapAction::Resume(t.0);
+                }
+            }
+        }
+        TrapAction::Report
+    }
+
+    fn exiting(&mut self, p: &mut Process, _tid: i32) {
+        let (Some(base), Some(last)) = (self.data, self.declared.last()) else {
+            return;
+        };
+        let len = (last.addr + last.ty.size().max(1) - base) as usize;
+        if let Ok(bytes) = p.read(base, len) {
+            self.last_data = Some((base, bytes));
+        }
+    }
+
+    fn forked(&mut self, _p: &mut Process, child: &mut ChildMemory) {
+        // The child runs uninstrumented: every byte we changed goes back to the file's.
+        for l in self.loaded.values() {
+            for r in l.patcher.written() {
+                let link = crate::addr::LinkAddr(r.start.wrapping_sub(l.bias));
+                if let Some(bytes) = l.module.binary.bytes_at(link, r.end - r.start) {
+                    let _ = child.write(r.start, bytes);
+                }
+            }
+        }
+        for b in &self.breakpoints {
+            if let Some((at, byte)) = b.placed {
+                let _ = child.write(at, &[byte]);
+            }
+        }
+        if let Some((at, byte)) = self.once {
+            let _ = child.write(at, &[byte]);
+        }
+    }
+}
+
+impl Loaded {
+    fn patcher_rt(&self, a: crate::addr::LinkAddr) -> u64 {
+        a.0.wrapping_add(self.bias)
+    }
+}

@@ -1,0 +1,888 @@
+//! Process control: `start`, `run`, `attach`, `detach`, `kill`, `halt`, `continue`, `wait`,
+//! `status`, `show threads`, `break`, `load library`, `print`, `execute`, `where`, `up`,
+//! `down`. The process lives on the engine's tracer thread; these commands send it work and
+//! report what happened in one line (`stopped at breakpoint 2 (parse entry) in thread 4242`).
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use engine::instrument::{eval, Live, PointSpec, SessionEnv};
+use engine::process::{Launch, Process, State, Stop, Tracer};
+use engine::session::Session;
+use engine::snippet::env::{PointInfo, PointKind};
+
+use super::{Args, Complete, Spec};
+use crate::context::Context;
+use crate::output::{Cell, Output, Record, Table};
+use crate::target::{self, BreakRequest, Target};
+
+pub const START: Spec = Spec {
+    name: "start",
+    aliases: &[],
+    usage: "[ARGS...] [< IN] [> OUT]",
+    complete: Complete::File,
+    summary: "launch the open program, stopped at main",
+    help: "Launches the open executable as a new process under gsh's control, with ARGS (or \
+the arguments given after FILE on gsh's command line), stdin from IN and stdout to OUT when \
+given. Instrumentation and breakpoints requested before are inserted as soon as its libraries \
+are mapped, before any of its own code runs past the entry point; the process then stops at \
+`main` (or at the entry point when there is no `main`).",
+    examples: &[
+        ("start", ""),
+        ("start -v input.txt > out.txt", "arguments and redirection"),
+    ],
+    run: start,
+};
+
+pub const RUN: Spec = Spec {
+    name: "run",
+    aliases: &[],
+    usage: "[ARGS...] [< IN] [> OUT]",
+    complete: Complete::File,
+    summary: "launch the open program and let it run",
+    help: "`start`, then `continue`: waits until the program exits or stops (a breakpoint, a \
+fatal signal, Ctrl-C).",
+    examples: &[("run < input.txt", "")],
+    run,
+};
+
+pub const ATTACH: Spec = Spec {
+    name: "attach",
+    aliases: &[],
+    usage: "PID",
+    complete: Complete::Nothing,
+    summary: "take control of a running process",
+    help: "Attaches to process PID and stops all its threads. Opens its executable when no \
+file is open. Instrumentation and breakpoints requested before are inserted. `detach` lets it \
+go again with its code as it was.",
+    examples: &[("attach 4242", "")],
+    run: attach,
+};
+
+pub const DETACH: Spec = Spec {
+    name: "detach",
+    aliases: &[],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "remove all instrumentation and let the process run on",
+    help: "Removes every trampoline jump and breakpoint (the text is again exactly the \
+file's), then releases the process, which runs on without gsh.",
+    examples: &[("detach", "")],
+    run: detach,
+};
+
+pub const KILL: Spec = Spec {
+    name: "kill",
+    aliases: &[],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "terminate the process",
+    help: "Kills the process with SIGKILL.",
+    examples: &[("kill", "")],
+    run: kill,
+};
+
+pub const HALT: Spec = Spec {
+    name: "halt",
+    aliases: &[],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "stop all threads of the running process",
+    help: "Stops every thread; `continue` resumes them. Ctrl-C while gsh waits for the \
+process does the same.",
+    examples: &[("halt", "")],
+    run: halt,
+};
+
+pub const CONTINUE: Spec = Spec {
+    name: "continue",
+    aliases: &["cont", "c"],
+    usage: "[&]",
+    complete: Complete::Nothing,
+    summary: "resume the process",
+    help: "Resumes every thread. Without `&`, waits until the process stops (a breakpoint, a \
+fatal signal, Ctrl-C) or exits; with `&`, returns at once and the process runs while you type: \
+`at`, `delete` and `print` work on it without stopping it for more than the moment a change \
+takes.",
+    examples: &[("continue", ""), ("continue &", "")],
+    run: cont,
+};
+
+pub const WAIT: Spec = Spec {
+    name: "wait",
+    aliases: &[],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "wait until the running process stops or exits",
+    help: "Blocks until the process stops or exits; Ctrl-C halts it instead.",
+    examples: &[("continue &; sleep 1; wait", "")],
+    run: wait,
+};
+
+pub const STATUS: Spec = Spec {
+    name: "status",
+    aliases: &[],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "the process's state, pid and threads",
+    help: "Shows whether there is a process, its pid, whether gsh started it or attached, its \
+state (running, stopped, exited with its code) and how many threads it has.",
+    examples: &[("status", "")],
+    run: status,
+};
+
+pub const SHOW_THREADS: Spec = Spec {
+    name: "show threads",
+    aliases: &[],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "the process's threads",
+    help: "One row per thread: its id, name, state and, when stopped, where.",
+    examples: &[("show threads", "")],
+    run: show_threads,
+};
+
+pub const BREAK: Spec = Spec {
+    name: "break",
+    aliases: &["b"],
+    usage: "POINT [if (COND)]",
+    complete: Complete::Function,
+    summary: "stop the process at a point",
+    help: "Stops the process when a thread reaches POINT (as for `at`: `FUNC entry`, `FUNC \
+exit`, `FUNC call [CALLEE] before|after`), and only when COND holds if given; COND is a \
+snippet expression (`$0 > 4096`, a parameter by name at entry). Prints the breakpoint's id; \
+`delete ID` removes it. May be set before there is a process.",
+    examples: &[
+        ("break parse_header entry", ""),
+        ("break parse_header entry if ($1 > 4096)", ""),
+    ],
+    run: brk,
+};
+
+pub const LOAD_LIBRARY: Spec = Spec {
+    name: "load library",
+    aliases: &[],
+    usage: "PATH",
+    complete: Complete::File,
+    summary: "load a shared library into the process",
+    help: "Calls the process's own `dlopen(PATH, RTLD_NOW)`; the library's constructors run. \
+Instrumentation waiting for the library is inserted as it appears.",
+    examples: &[("load library ./libextra.so", "")],
+    run: load_library,
+};
+
+pub const PRINT: Spec = Spec {
+    name: "print",
+    aliases: &["p"],
+    usage: "EXPR",
+    complete: Complete::Nothing,
+    summary: "evaluate a snippet expression in the process",
+    help: "Evaluates EXPR (snippet syntax: declared variables, the program's globals, `$0..$5`, \
+and at a function's entry its parameters by name) and prints its value. A running process is \
+read without stopping it; calls and assignments need it stopped.",
+    examples: &[
+        ("print hits", "a declared counter, read live"),
+        ("print request->len", ""),
+    ],
+    run: print,
+};
+
+pub const EXECUTE: Spec = Spec {
+    name: "execute",
+    aliases: &[],
+    usage: "{ SNIPPET }",
+    complete: Complete::Nothing,
+    summary: "run a snippet once, now, in the stopped process",
+    help: "Runs SNIPPET's statements once in the stopped process: assignments change its \
+memory, calls run its functions on the current thread.",
+    examples: &[("execute { debug_level = 2; }", "")],
+    run: execute,
+};
+
+pub const WHERE: Spec = Spec {
+    name: "where",
+    aliases: &["backtrace", "bt"],
+    usage: "[N]",
+    complete: Complete::Nothing,
+    summary: "the stack of the stopped thread",
+    help: "Walks the current thread's stack with the modules' .eh_frame call-frame \
+information (frame pointers and a careful scan only where there is none) and prints one \
+frame per line, innermost first; `up` and `down` select a frame.",
+    examples: &[("where", "")],
+    run: where_,
+};
+
+pub const UP: Spec = Spec {
+    name: "up",
+    aliases: &[],
+    usage: "[N]",
+    complete: Complete::Nothing,
+    summary: "select the caller's frame",
+    help: "Moves N (default 1) frames towards the outermost.",
+    examples: &[("up", "")],
+    run: up,
+};
+
+pub const DOWN: Spec = Spec {
+    name: "down",
+    aliases: &[],
+    usage: "[N]",
+    complete: Complete::Nothing,
+    summary: "select the callee's frame",
+    help: "Moves N (default 1) frames towards the innermost.",
+    examples: &[("down", "")],
+    run: down,
+};
+
+fn line(s: String) -> Output {
+    Output::Text(s + "\n")
+}
+
+/// The program arguments and redirections of `start`/`run`.
+fn launch(ctx: &Context, args: &mut Args) -> Result<Launch> {
+    let words = args.rest();
+    let path = ctx.session.main()?.binary.path();
+    // Absolute, so that a bare name is not looked up in PATH.
+    let program = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let mut launch = Launch {
+        program,
+        args: Vec::new(),
+        stdin: None,
+        stdout: None,
+        env: Vec::new(),
+    };
+    let mut explicit = false;
+    let mut it = words.into_iter();
+    while let Some(w) = it.next() {
+        if let Some(rest) = w.strip_prefix('<') {
+            let path = if rest.is_empty() {
+                it.next()
+            } else {
+                Some(rest.to_owned())
+            };
+            launch.stdin = Some(PathBuf::from(
+                path.ok_or_else(|| anyhow!("`<` needs a file"))?,
+            ));
+        } else if let Some(rest) = w.strip_prefix('>') {
+            let path = if rest.is_empty() {
+                it.next()
+            } else {
+                Some(rest.to_owned())
+            };
+            launch.stdout = Some(PathBuf::from(
+                path.ok_or_else(|| anyhow!("`>` needs a file"))?,
+            ));
+        } else {
+            explicit = true;
+            launch.args.push(w);
+        }
+    }
+    if !explicit {
+        launch.args = ctx.program_args.clone();
+    }
+    Ok(launch)
+}
+
+fn no_process() -> anyhow::Error {
+    anyhow!("there is no process; `start`, `run` or `attach PID` first")
+}
+
+fn target(ctx: &mut Context) -> Result<&mut Target> {
+    ctx.target.as_mut().ok_or_else(no_process)
+}
+
+/// Replaces a finished target with nothing; refuses to replace a live one.
+fn make_room(ctx: &mut Context) -> Result<()> {
+    if let Some(t) = &mut ctx.target {
+        t.events();
+        if t.gone.is_none() {
+            bail!(
+                "process {} is still under control; `kill` or `detach` it first",
+                t.pid()
+            );
+        }
+    }
+    ctx.target = None;
+    Ok(())
+}
+
+fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
+    let launch = launch(ctx, args)?;
+    make_room(ctx)?;
+    let main = ctx.session.main()?;
+    if !matches!(
+        main.binary.kind(),
+        engine::elf::BinaryKind::Executable | engine::elf::BinaryKind::PieExecutable
+    ) {
+        bail!(
+            "{} is not an executable; open the program that loads it",
+            main.name
+        );
+    }
+    let main_addr = main.functions().by_name("main").next().map(|f| f.addr);
+    let tracer = Tracer::start(&launch, Live::default())
+        .with_context(|| format!("cannot start {}", launch.program.display()))?;
+    let mut t = Target::new(tracer, true);
+    let pid = t.pid();
+    let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
+    let flag = ctx.interrupt.clone();
+    let _ctrl_c = target::CtrlC::catch(&flag);
+    let result = t.with(|p, live| {
+        let notes = target::install(session, plan, breaks, p, live)?;
+        if let (Some(main_addr), Some(bias)) = (main_addr, live.bias(engine::session::ModuleId(0)))
+        {
+            live.stop_once_at(p, main_addr.0.wrapping_add(bias))?;
+            let stop = p.cont_wait(live, &flag)?;
+            if !matches!(stop, Stop::Breakpoint { .. }) {
+                return Ok((notes, Some(stop)));
+            }
+        }
+        Ok((notes, None))
+    });
+    let (notes, early) = match result {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = t.finish();
+            return Err(e);
+        }
+    };
+    for n in notes {
+        eprintln!("{n}");
+    }
+    let msg = match early {
+        Some(stop) => {
+            if matches!(stop, Stop::Exited(_) | Stop::Killed(_)) {
+                t.gone = Some(stop.to_string());
+            }
+            format!("process {pid}: {stop} before reaching main")
+        }
+        None if main_addr.is_some() => format!("process {pid} started, stopped at main"),
+        None => format!("process {pid} started, stopped at its entry point (no main)"),
+    };
+    ctx.target = Some(t);
+    Ok(msg)
+}
+
+fn start(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    Ok(line(start_process(ctx, args)?))
+}
+
+fn run(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let started = start_process(ctx, args)?;
+    if ctx.target.as_ref().is_some_and(|t| t.gone.is_some()) {
+        return Ok(line(started));
+    }
+    Ok(line(resume_and_wait(ctx, true)?))
+}
+
+fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let pid_text = args.positionals(1, 1)?.remove(0);
+    let pid: i32 = pid_text
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| anyhow!("`{pid_text}` is not a process id"))?;
+    make_room(ctx)?;
+    let tracer = Tracer::attach(pid, Live::default())?;
+    if ctx.session.main().is_err() {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .with_context(|| format!("cannot find process {pid}'s executable"))?;
+        ctx.session.open(&exe)?;
+    }
+    let mut t = Target::new(tracer, false);
+    let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
+    let result = t.with(|p, live| target::install(session, plan, breaks, p, live));
+    let notes = match result {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = t.finish();
+            return Err(e);
+        }
+    };
+    for n in notes {
+        eprintln!("{n}");
+    }
+    let threads = t.with(|p, _| Ok(p.threads().len()))?;
+    t.thread = Some(pid);
+    ctx.target = Some(t);
+    Ok(line(format!(
+        "attached to process {pid} ({threads} thread{}), stopped",
+        if threads == 1 { "" } else { "s" }
+    )))
+}
+
+fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let t = ctx.target.take().ok_or_else(no_process)?;
+    let pid = t.pid();
+    let started = t.started;
+    if t.gone.is_some() {
+        return Ok(line(format!("process {pid} is gone already")));
+    }
+    t.tracer.with(|p, live| -> Result<()> {
+        Live::paused(p, |p| live.remove_all(p))?;
+        p.detach()?;
+        Ok(())
+    })??;
+    let _ = started;
+    Ok(line(format!(
+        "detached from process {pid}; its code is as it was"
+    )))
+}
+
+fn kill(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let t = ctx.target.take().ok_or_else(no_process)?;
+    let pid = t.pid();
+    if t.gone.is_none() {
+        t.tracer.with(|p, _| p.kill())??;
+    }
+    Ok(line(format!("process {pid} killed")))
+}
+
+fn halt(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let t = target(ctx)?;
+    let pid = t.pid();
+    t.with(|p, _| Ok(p.halt()?))?;
+    Ok(line(format!("process {pid} halted")))
+}
+
+/// Resumes (unless `resume` is false: `wait`) and waits for the next stop, reported in one
+/// line.
+fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
+    let flag = ctx.interrupt.clone();
+    let _ctrl_c = target::CtrlC::catch(&flag);
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let (stop, text, tid) = t.with(|p, live| {
+        if resume {
+            step_past_breakpoints(p, live)?;
+        }
+        if !resume && p.state() != State::Running {
+            return Ok((None, format!("process {} is {}", p.pid(), p.state()), None));
+        }
+        // On a running process `cont_wait` resumes nothing and only waits.
+        let stop = p.cont_wait(live, &flag)?;
+        let text = target::describe_stop(session, live, p, &stop);
+        let tid = match &stop {
+            Stop::Breakpoint { tid, .. } | Stop::Signal { tid, .. } => Some(*tid),
+            _ => None,
+        };
+        Ok((Some(stop), text, tid))
+    })?;
+    t.frame = 0;
+    if tid.is_some() {
+        t.thread = tid;
+    }
+    if matches!(stop, Some(Stop::Exited(_) | Stop::Killed(_))) {
+        t.gone = Some(text.clone());
+    }
+    Ok(text)
+}
+
+/// Threads sitting on one of our int3s execute the original instruction first.
+fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
+    if p.state() != State::Stopped {
+        return Ok(());
+    }
+    for th in p.threads() {
+        live.step_past_breakpoint(p, th.tid)?;
+    }
+    Ok(())
+}
+
+fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let words = args.positionals(0, 1)?;
+    let background = match words.first().map(String::as_str) {
+        None => false,
+        Some("&") => true,
+        Some(w) => bail!("`continue` takes only `&`, not `{w}`"),
+    };
+    if !background {
+        return Ok(line(resume_and_wait(ctx, true)?));
+    }
+    let t = target(ctx)?;
+    let pid = t.pid();
+    t.with(|p, live| {
+        step_past_breakpoints(p, live)?;
+        p.resume()?;
+        Ok(())
+    })?;
+    t.frame = 0;
+    Ok(line(format!("process {pid} running")))
+}
+
+fn wait(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    Ok(line(resume_and_wait(ctx, false)?))
+}
+
+fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let Some(t) = ctx.target.as_mut() else {
+        return Ok(Output::Record(Record {
+            title: None,
+            fields: vec![("State", Cell::text("no process"))],
+            table: None,
+        }));
+    };
+    t.events();
+    let pid = t.pid();
+    let how = if t.started { "started" } else { "attached" };
+    let (state, threads) = match &t.gone {
+        Some(why) => (why.clone(), 0),
+        None => t.with(|p, _| Ok((p.state().to_string(), p.threads().len())))?,
+    };
+    Ok(Output::Record(Record {
+        title: None,
+        fields: vec![
+            ("Process", Cell::Num(pid as u64)),
+            ("Control", Cell::text(how)),
+            ("State", Cell::text(state)),
+            ("Threads", Cell::Num(threads as u64)),
+        ],
+        table: None,
+    }))
+}
+
+fn show_threads(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let current = t.thread;
+    let rows = t.with(|p, live| {
+        Ok(p.threads()
+            .into_iter()
+            .map(|th| {
+                let at = th.rip.map(|r| target::where_is(session, live, r));
+                (
+                    th.tid,
+                    th.name.clone(),
+                    format!("{:?}", th.state).to_lowercase(),
+                    at,
+                )
+            })
+            .collect::<Vec<_>>())
+    })?;
+    let mut table = Table::new(vec!["", "Thread", "Name", "State", "Where"]);
+    for (tid, name, state, at) in rows {
+        table.rows.push(vec![
+            Cell::text(if Some(tid) == current { "*" } else { "" }),
+            Cell::Num(tid as u64),
+            Cell::text(name),
+            Cell::text(state),
+            Cell::opt(at),
+        ]);
+    }
+    table.title = Some(format!("{} threads", table.rows.len()));
+    Ok(Output::Table(table))
+}
+
+/// Parses `POINT [if (COND)]`.
+fn point_and_condition(words: Vec<String>) -> Result<(PointSpec, Option<String>)> {
+    let mut words = words;
+    let mut cond = None;
+    if let Some(i) = words.iter().position(|w| w == "if") {
+        let c = words
+            .get(i + 1)
+            .filter(|c| c.starts_with('(') && c.ends_with(')') && i + 2 == words.len())
+            .ok_or_else(|| {
+                anyhow!("`if` takes a condition in parentheses, last: if ($1 > 4096)")
+            })?;
+        cond = Some(c[1..c.len() - 1].trim().to_owned());
+        words.truncate(i);
+    }
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    let spec = PointSpec::parse(&refs).map_err(|e| anyhow!(e))?;
+    Ok((spec, cond))
+}
+
+/// Puts breakpoint `b` at every point it names in the process.
+pub fn place_break(
+    session: &Session,
+    live: &mut Live,
+    p: &mut Process,
+    b: &BreakRequest,
+) -> Result<usize> {
+    let funcs = b.funcs.clone();
+    let request = engine::instrument::Request {
+        id: b.id,
+        spec: b.spec.clone(),
+        cond: None,
+        body: String::new(),
+        funcs: funcs.clone(),
+        warnings: Vec::new(),
+    };
+    let mut n = 0;
+    for f in funcs {
+        let Some(bias) = live.bias(f.module) else {
+            continue;
+        };
+        let module = session.module(f.module);
+        let func = module.functions().get(f.func);
+        for pt in engine::instrument::save::points_of(module, &request, f.func)? {
+            let cond = match &b.cond {
+                Some(c) => {
+                    let info = PointInfo {
+                        kind: pt.kind.snippet_kind(),
+                        function: func.display_name().to_owned(),
+                        module: module.name.clone(),
+                        id: b.id,
+                        ..PointInfo::default()
+                    };
+                    let env = SessionEnv::new(module, Some(func), live.declared(), info, bias);
+                    Some(eval::check_condition(c, &env).map_err(|e| anyhow!("{e}"))?)
+                }
+                None => None,
+            };
+            live.add_breakpoint(
+                p,
+                b.id,
+                pt.addr.0.wrapping_add(bias),
+                format!("{} {}", func.display_name(), pt.kind.as_str()),
+                cond,
+            )?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let (spec, cond) = point_and_condition(args.rest())?;
+    // Resolve now, so that a typo fails here (and a library named is opened).
+    let funcs = ctx.session.resolve_functions(&spec.func)?;
+    let id = ctx.plan.new_id();
+    let b = BreakRequest {
+        id,
+        spec: spec.clone(),
+        cond,
+        funcs,
+    };
+    let mut placed = None;
+    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+        let session = &ctx.session;
+        let b = &b;
+        placed = Some(t.with(|p, live| {
+            let running = p.state() == State::Running;
+            if running {
+                p.halt()?;
+            }
+            let n = place_break(session, live, p, b);
+            if running {
+                p.resume()?;
+            }
+            n
+        })?);
+    }
+    let n = b.funcs.len();
+    ctx.breaks.push(b);
+    let mut fields = vec![
+        ("Breakpoint", Cell::Num(u64::from(id))),
+        ("Point", Cell::text(spec.to_string())),
+        ("Functions", Cell::Num(n as u64)),
+    ];
+    if let Some(placed) = placed {
+        fields.push(("Placed", Cell::Num(placed as u64)));
+    }
+    Ok(Output::Record(Record {
+        title: None,
+        fields,
+        table: None,
+    }))
+}
+
+fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let path = args.positionals(1, 1)?.remove(0);
+    let path = std::fs::canonicalize(&path).with_context(|| format!("cannot find {path}"))?;
+    let t = target(ctx)?;
+    let handle = t.with(|p, live| {
+        let running = p.state() == State::Running;
+        if running {
+            p.halt()?;
+        }
+        let h = p.load_library(&path);
+        // Hooks for the new module run as the tracer notices it.
+        let _ = live;
+        if running {
+            p.resume()?;
+        }
+        Ok(h?)
+    })?;
+    Ok(line(format!(
+        "loaded {} (handle {handle:#x})",
+        path.display()
+    )))
+}
+
+/// The environment `print`/`execute` check against: at a breakpoint at a function's entry,
+/// its parameters by name and `$0..$5`; elsewhere declared variables and globals.
+fn eval_env<'a>(
+    session: &'a Session,
+    live: &'a Live,
+    rip: Option<u64>,
+) -> Result<(SessionEnv<'a>, u64)> {
+    let main = session.main()?;
+    let main_bias = live.bias(main.id).unwrap_or(0);
+    if let Some(rip) = rip {
+        for (m, bias) in live.loaded() {
+            let link = engine::addr::LinkAddr(rip.wrapping_sub(bias));
+            if let Some(f) = m.functions().containing(link) {
+                let module = session.module(m.id);
+                let func = module.functions().get(f.id);
+                let kind = if f.addr == link {
+                    PointKind::Entry
+                } else {
+                    PointKind::default()
+                };
+                let info = PointInfo {
+                    kind,
+                    function: func.display_name().to_owned(),
+                    module: module.name.clone(),
+                    ..PointInfo::default()
+                };
+                return Ok((
+                    SessionEnv::new(module, Some(func), live.declared(), info, bias),
+                    rip,
+                ));
+            }
+        }
+    }
+    Ok((
+        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias),
+        main_bias.wrapping_add(main.binary.entry().0),
+    ))
+}
+
+fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let expr = args.rest_joined();
+    if expr.trim().is_empty() {
+        return Err(args.usage_error("missing expression"));
+    }
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    if t.gone.is_some() {
+        // What the process left at its exit: the declared variables.
+        let printed = t.tracer.with(|_, live| -> Result<eval::Printed> {
+            let (base, bytes) = live
+                .last_data
+                .clone()
+                .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
+            let (env, _) = eval_env(session, live, None)?;
+            eval::print_exited(base, &bytes, &env, &expr).map_err(|e| anyhow!("{e}"))
+        })??;
+        return Ok(line(format!("{expr} = {printed}")));
+    }
+    let reader = t.tracer.reader();
+    let tid = t.thread;
+    let frame = t.frame;
+    let printed = t.with(|p, live| {
+        if p.state() == State::Running {
+            let (env, _) = eval_env(session, live, None)?;
+            return eval::print_running(&reader, &env, &expr).map_err(|e| anyhow!("{e}"));
+        }
+        let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
+        let rip = match (tid, frame) {
+            (Some(t), 0) => p.regs(t).ok().map(|r| r.rip),
+            _ => None,
+        };
+        let (env, near) = eval_env(session, live, rip)?;
+        eval::print_stopped(p, tid, &env, near, &expr).map_err(|e| anyhow!("{e}"))
+    })?;
+    Ok(line(format!("{expr} = {printed}")))
+}
+
+fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let block = args
+        .block
+        .take()
+        .ok_or_else(|| args.usage_error("missing `{ SNIPPET }`"))?;
+    args.positionals(0, 0)?;
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let tid = t.thread;
+    t.with(|p, live| {
+        if p.state() == State::Running {
+            bail!("the process is running; `halt` it first");
+        }
+        let tid = tid
+            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
+            .or_else(|| p.threads().first().map(|th| th.tid));
+        let rip = tid.and_then(|t| p.regs(t).ok()).map(|r| r.rip);
+        let (env, near) = eval_env(session, live, rip)?;
+        eval::execute(p, tid, &env, near, &block.text).map_err(|e| anyhow!("{e}"))
+    })?;
+    Ok(Output::Nothing)
+}
+
+/// The frames of the current thread: (pc, description).
+fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let tid = t.thread;
+    t.with(|p, live| {
+        if p.state() == State::Running {
+            bail!("the process is running; `halt` it first");
+        }
+        let tid = tid
+            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
+            .or_else(|| p.threads().first().map(|th| th.tid))
+            .ok_or_else(|| anyhow!("the process has no threads"))?;
+        let r = p.regs(tid)?;
+        Ok(crate::commands::process_stack::walk(session, live, p, &r))
+    })
+}
+
+fn show_frames(ctx: &mut Context, only: Option<usize>) -> Result<Output> {
+    let frames = frames(ctx)?;
+    let t = target(ctx)?;
+    if t.frame >= frames.len() {
+        t.frame = frames.len().saturating_sub(1);
+    }
+    let selected = t.frame;
+    let mut text = String::new();
+    for (i, (_, d)) in frames.iter().enumerate() {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        let mark = if i == selected { "*" } else { " " };
+        text.push_str(&format!("{mark}#{i:<3} {d}\n"));
+    }
+    Ok(Output::Text(text))
+}
+
+fn frame_count(args: &mut Args) -> Result<usize> {
+    Ok(match args.positionals(0, 1)?.first() {
+        Some(n) => super::args::parse_count("frames", n)?,
+        None => 1,
+    })
+}
+
+fn where_(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    show_frames(ctx, None)
+}
+
+fn up(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let n = frame_count(args)?;
+    let count = frames(ctx)?.len();
+    let t = target(ctx)?;
+    if t.frame + 1 >= count {
+        bail!("already at the outermost frame");
+    }
+    t.frame = (t.frame + n).min(count - 1);
+    let f = t.frame;
+    show_frames(ctx, Some(f))
+}
+
+fn down(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let n = frame_count(args)?;
+    let t = target(ctx)?;
+    if t.frame == 0 {
+        bail!("already at the innermost frame");
+    }
+    t.frame = t.frame.saturating_sub(n);
+    let f = t.frame;
+    show_frames(ctx, Some(f))
+}

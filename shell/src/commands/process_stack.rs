@@ -1,0 +1,93 @@
+//! The stack of a stopped thread for `where`/`up`/`down`: the engine's unwinder over the
+//! process's memory and loaded modules, each frame named as `disas` names addresses, with
+//! the source line when there is debug information. A frame in a trampoline is shown at the
+//! original instruction it stands for.
+
+use engine::instrument::Live;
+use engine::process::Process;
+use engine::session::Session;
+use engine::unwind::{Memory, Regs, UnwindModule, Unwinder};
+
+use crate::target;
+
+/// The most frames `where` shows.
+const MAX_FRAMES: usize = 256;
+
+struct ProcMemory<'p>(&'p Process);
+
+impl Memory for ProcMemory<'_> {
+    fn read_u64(&self, addr: u64) -> Option<u64> {
+        let b = self.0.read(addr, 8).ok()?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
+/// (pc, one-line description) per frame, innermost first.
+pub fn walk(
+    session: &Session,
+    live: &Live,
+    p: &Process,
+    r: &libc::user_regs_struct,
+) -> Vec<(u64, String)> {
+    let modules: Vec<UnwindModule<'_>> = live
+        .loaded()
+        .map(|(m, bias)| UnwindModule {
+            binary: &m.binary,
+            bias,
+        })
+        .collect();
+    let unwinder = Unwinder::new(modules);
+    // A thread stopped inside a trampoline is unwound from the instruction it stands for:
+    // the trampoline's own code has no call-frame information.
+    let rip = live.origin(r.rip).map_or(r.rip, |(_, a)| a);
+    let top = Regs {
+        rip,
+        rsp: r.rsp,
+        rbp: r.rbp,
+        rbx: r.rbx,
+        r12: r.r12,
+        r13: r.r13,
+        r14: r.r14,
+        r15: r.r15,
+        rax: r.rax,
+        rdx: r.rdx,
+        rcx: r.rcx,
+        rsi: r.rsi,
+        rdi: r.rdi,
+        r8: r.r8,
+        r9: r.r9,
+        r10: r.r10,
+        r11: r.r11,
+        ..Regs::default()
+    };
+    unwinder
+        .walk(&ProcMemory(p), top, MAX_FRAMES)
+        .iter()
+        .map(|f| {
+            // A return address is named by its call instruction's function and line.
+            let look = f.lookup_pc();
+            let mut text = target::where_is(session, live, look);
+            if look != f.pc {
+                text = text.replace(&format!("({look:#x})"), &format!("({:#x})", f.pc));
+            }
+            if let Some(src) = source_line(live, look) {
+                text.push_str(&format!(" at {src}"));
+            }
+            (f.pc, text)
+        })
+        .collect()
+}
+
+fn source_line(live: &Live, pc: u64) -> Option<String> {
+    for (m, bias) in live.loaded() {
+        let link = engine::addr::LinkAddr(pc.wrapping_sub(bias));
+        if m.functions().containing(link).is_some() {
+            let loc = m.debug_info()?.location(link)?;
+            let file = std::path::Path::new(&loc.file)
+                .file_name()
+                .map_or(loc.file.clone(), |n| n.to_string_lossy().into_owned());
+            return Some(format!("{file}:{}", loc.line));
+        }
+    }
+    None
+}

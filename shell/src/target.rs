@@ -1,0 +1,192 @@
+//! The live process the shell controls, if any: the tracer handle, what gsh did to it (started
+//! it, or attached), where the user is looking (thread and frame), and the breakpoints asked
+//! for before there was a process. Ending a session detaches an attached process with its
+//! instrumentation removed, and kills one gsh started, as gdb does.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Result};
+use engine::instrument::{Live, PointSpec};
+use engine::process::{Event, Process, Tracer};
+use engine::session::Session;
+
+/// A `break` as asked for; applied when a process exists.
+#[derive(Clone, Debug)]
+pub struct BreakRequest {
+    pub id: u32,
+    pub spec: PointSpec,
+    pub cond: Option<String>,
+    /// The functions the spec resolved to when it was asked for.
+    pub funcs: Vec<engine::session::FuncRef>,
+}
+
+/// The process under control.
+pub struct Target {
+    pub tracer: Tracer<Live>,
+    /// gsh launched it (`start`/`run`), so it is killed, not detached, at the end.
+    pub started: bool,
+    /// The thread the last stop happened in: `where`, `print` and `$N` look at it.
+    pub thread: Option<i32>,
+    /// The frame `up`/`down` selected (0 is the innermost).
+    pub frame: usize,
+    /// Set once the process has exited or was killed: the one-line reason.
+    pub gone: Option<String>,
+}
+
+impl Target {
+    pub fn new(tracer: Tracer<Live>, started: bool) -> Target {
+        Target {
+            tracer,
+            started,
+            thread: None,
+            frame: 0,
+            gone: None,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.tracer.pid()
+    }
+
+    /// Runs `f` on the tracer thread; errors when the process is gone.
+    pub fn with<R: Send>(
+        &self,
+        f: impl FnOnce(&mut Process, &mut Live) -> Result<R> + Send,
+    ) -> Result<R> {
+        if let Some(why) = &self.gone {
+            return Err(anyhow!("the process is gone ({why})"));
+        }
+        self.tracer.with(f)?
+    }
+
+    /// Events the tracer recorded while nobody waited, and the live layer's messages.
+    pub fn events(&mut self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for e in self.tracer.take_events() {
+            if let Event::Exited { .. } | Event::Killed { .. } = e {
+                self.gone = Some(e.to_string());
+            }
+            out.push(e.to_string());
+        }
+        if self.gone.is_none() {
+            if let Ok(msgs) = self
+                .tracer
+                .with(|_, live| std::mem::take(&mut live.messages))
+            {
+                out.extend(msgs.into_iter().map(|m| format!("[{m}]")));
+            }
+        }
+        out
+    }
+
+    /// Ends control: an attached process gets its original code back and runs on; one gsh
+    /// started is killed.
+    pub fn finish(self) -> Result<()> {
+        if self.gone.is_some() {
+            return Ok(());
+        }
+        let started = self.started;
+        self.tracer.with(move |p, live| -> Result<()> {
+            if started {
+                p.kill()?;
+                return Ok(());
+            }
+            Live::paused(p, |p| live.remove_all(p)).map_err(anyhow::Error::from)?;
+            p.detach()?;
+            Ok(())
+        })??;
+        Ok(())
+    }
+}
+
+/// While it lives, Ctrl-C sets `flag` instead of ending gsh (and, with it, control of the
+/// process): a wait for the process then halts it.
+pub struct CtrlC(Option<signal_hook::SigId>);
+
+impl CtrlC {
+    pub fn catch(flag: &Arc<AtomicBool>) -> CtrlC {
+        flag.store(false, std::sync::atomic::Ordering::SeqCst);
+        CtrlC(signal_hook::flag::register(signal_hook::consts::SIGINT, flag.clone()).ok())
+    }
+}
+
+impl Drop for CtrlC {
+    fn drop(&mut self) {
+        if let Some(id) = self.0.take() {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// Learns the process's modules into the session and inserts everything the plan and the
+/// break requests hold. The process must be stopped.
+pub fn install(
+    session: &mut Session,
+    plan: &engine::instrument::Plan,
+    breaks: &[BreakRequest],
+    p: &mut Process,
+    live: &mut Live,
+) -> Result<Vec<String>> {
+    live.learn_modules(session, p)?;
+    live.sync_declared(p, plan)?;
+    let mut notes = Vec::new();
+    for r in &plan.requests {
+        let reports = live.insert(p, session, plan, r.id)?;
+        notes.push(format!(
+            "instrumentation {}: {} point(s) inserted",
+            r.id,
+            reports.len()
+        ));
+    }
+    for b in breaks {
+        crate::commands::process::place_break(session, live, p, b)?;
+    }
+    Ok(notes)
+}
+
+/// A stop as one line: `stopped at breakpoint 2 (parse entry) in thread 4242`.
+pub fn describe_stop(
+    session: &Session,
+    live: &Live,
+    p: &Process,
+    stop: &engine::process::Stop,
+) -> String {
+    use engine::process::Stop;
+    match stop {
+        Stop::Breakpoint { tid, .. } => {
+            let rip = p.regs(*tid).map(|r| r.rip).unwrap_or(0);
+            let bps = live.breakpoints_at(rip);
+            let at = where_is(session, live, rip);
+            if bps.is_empty() {
+                format!("stopped at {at} in thread {tid}")
+            } else {
+                let ids: Vec<String> = bps
+                    .iter()
+                    .map(|b| format!("{} ({})", b.id, b.what))
+                    .collect();
+                format!(
+                    "stopped at breakpoint {} in thread {tid}, {at}",
+                    ids.join(", ")
+                )
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `main+4 (0x401136)` for a runtime address, looking through trampolines.
+pub fn where_is(session: &Session, live: &Live, rip: u64) -> String {
+    let (rip, note) = match live.origin(rip) {
+        Some((_, orig)) => (orig, " (in instrumentation)"),
+        None => (rip, ""),
+    };
+    for (m, bias) in live.loaded() {
+        let link = engine::addr::LinkAddr(rip.wrapping_sub(bias));
+        if let Some(d) = m.describe(link) {
+            let _ = session;
+            return format!("{d} ({rip:#x}){note}");
+        }
+    }
+    format!("{rip:#x}{note}")
+}
