@@ -17,7 +17,7 @@ fn words(before: &str, functions: &[&str]) -> Vec<String> {
 fn completes_command_names() {
     assert_eq!(words("sh", &[]), vec!["show "]);
     assert!(words("", &[]).contains(&"whatis ".to_owned()));
-    assert_eq!(words("echo a; wh", &[]), vec!["whatis "]);
+    assert_eq!(words("echo a; wha", &[]), vec!["whatis "]);
 }
 
 #[test]

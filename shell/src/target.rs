@@ -69,13 +69,12 @@ impl Target {
             }
             out.push(e.to_string());
         }
-        if self.gone.is_none() {
-            if let Ok(msgs) = self
-                .tracer
-                .with(|_, live| std::mem::take(&mut live.messages))
-            {
-                out.extend(msgs.into_iter().map(|m| format!("[{m}]")));
-            }
+        // The tracer thread outlives the process, so its messages are there to collect.
+        if let Ok(msgs) = self
+            .tracer
+            .with(|_, live| std::mem::take(&mut live.messages))
+        {
+            out.extend(msgs.into_iter().map(|m| format!("[{m}]")));
         }
         out
     }

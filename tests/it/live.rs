@@ -315,3 +315,59 @@ fn gsh_killed_while_attached_leaves_the_process_running_correctly() {
     let got = wait_output(child, &out);
     assert_eq!(got, expected(&exe, 2, rounds));
 }
+
+#[test]
+fn instrumentation_waits_for_a_library_loaded_later() {
+    let exe = Mutatee::new("plugin").path(Variant::O2);
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let out = scratch("plugin");
+    let o = gsh_c(
+        &format!(
+            "declare long calls; declare long args; \
+             at {lib}!shared_add entry {{ calls++; args += $0; }}; \
+             run {lib} > {out}; print calls; print args",
+            lib = lib.display(),
+            out = out.display()
+        ),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("calls = 100\n"),
+        "{}{}",
+        o.stdout,
+        o.stderr
+    );
+    assert!(o.stdout.contains("args = 4950\n"), "{}", o.stdout);
+    assert!(
+        o.stderr.contains("inserted in"),
+        "the library's arrival is reported: {}",
+        o.stderr
+    );
+    let got = std::fs::read_to_string(&out).expect("output");
+    assert_eq!(got, "plugin sum: 9900\n");
+}
+
+#[test]
+fn libc_functions_can_be_instrumented_in_a_live_process() {
+    let exe = server(Variant::O2);
+    let out = scratch("libc");
+    let o = gsh_c(
+        &format!(
+            "declare long sleeps; at libc.so.6!nanosleep entry {{ sleeps++; }}; \
+             run 2 30 > {out}; print sleeps",
+            out = out.display()
+        ),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(
+        o.stdout.contains("sleeps = 60\n"),
+        "{}{}",
+        o.stdout,
+        o.stderr
+    );
+    let got = std::fs::read_to_string(&out).expect("output");
+    assert_eq!(got, expected(&exe, 2, 30));
+}

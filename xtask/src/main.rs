@@ -11,8 +11,11 @@
 //! - `bench-static [--calls N] [--runs N]`: the added ns per call of a gsh entry counter saved
 //!   into a program, against gcc's `-finstrument-functions` with empty hooks. Run it with
 //!   `--release`.
+//! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
+//!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
 
 mod bench;
+mod bench_live;
 mod bench_static;
 mod coverage;
 mod timing;
@@ -28,7 +31,9 @@ tasks:
                                   objdump -d (default: gcc 12's cc1, 3 runs; use --release)
   bench-static [--calls N] [--runs N]   ns per call added by a saved gsh entry counter vs
                                   gcc -finstrument-functions (default 200M calls, 5 runs;
-                                  use --release)";
+                                  use --release)
+  bench-live [--runs N]           pause of a running program while counters are inserted
+                                  into 1/100/1000 functions and deleted (use --release)";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -77,6 +82,7 @@ fn run() -> Result<()> {
         "open-time" => timing::run(rest),
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
+        "bench-live" => bench_live::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {

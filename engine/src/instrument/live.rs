@@ -143,7 +143,14 @@ impl AddressSpace for LiveSpace<'_> {
         self.p
             .allocate(near.0, size, kind)
             .map(RuntimeAddr)
-            .map_err(|_| SpaceError::NoRoom { near, size })
+            .map_err(|e| match e {
+                ProcessError::NoRoom { .. } => SpaceError::NoRoom { near, size },
+                e => SpaceError::Access {
+                    addr: near,
+                    len: size as usize,
+                    detail: format!("cannot allocate memory near it: {e}"),
+                },
+            })
     }
 
     fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError> {

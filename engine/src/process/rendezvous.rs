@@ -179,12 +179,20 @@ impl Process {
         if !plain {
             self.halt()?;
         }
-        self.step_over_rendezvous(tid)?;
-        if plain {
-            self.resume_thread(tid)?;
-        } else {
-            self.resume()?;
+        let consistent = self.step_over_rendezvous(tid)?;
+        if consistent && self.modules_dirty {
+            // The hooks may inject code (allocate near the new library): every thread, this
+            // one included, stays stopped until they are done.
+            if plain {
+                self.halt()?;
+            }
+            self.flush_module_changes(hooks)?;
+            return self.resume();
         }
-        self.flush_module_changes(hooks)
+        if plain {
+            self.resume_thread(tid)
+        } else {
+            self.resume()
+        }
     }
 }

@@ -115,7 +115,7 @@ pub const WAIT: Spec = Spec {
     complete: Complete::Nothing,
     summary: "wait until the running process stops or exits",
     help: "Blocks until the process stops or exits; Ctrl-C halts it instead.",
-    examples: &[("continue &; sleep 1; wait", "")],
+    examples: &[("wait", "after `continue &`")],
     run: wait,
 };
 

@@ -62,7 +62,7 @@ fn did_you_mean() {
     );
     assert_eq!(
         unknown(&["show"]).to_string(),
-        "`show` needs one of: funcs, functions, instrumentation, libraries, libs, modules, points, variables, vars"
+        "`show` needs one of: funcs, functions, instrumentation, libraries, libs, modules, points, threads, variables, vars"
     );
     assert_eq!(
         unknown(&["xyzzy"]).to_string(),
