@@ -68,6 +68,28 @@ pub extern "C" fn gsh_rt_alloc(len: usize) -> *mut u8 {
     sys::mmap_anon(len.max(1)).unwrap_or(std::ptr::null_mut())
 }
 
+/// Measurement probe (feature `probes`, for `examples/bench.rs` only): `gsh_rt_count` but with
+/// the block pointer kept in a std `thread_local!`, which in a `dlopen`ed cdylib compiles to the
+/// global-dynamic model (`__tls_get_addr` per access). Not part of the ABI.
+#[cfg(feature = "probes")]
+#[no_mangle]
+pub extern "C" fn gsh_rt_probe_gd_count(slot: u32) {
+    use std::cell::Cell;
+    std::thread_local! {
+        static BLOCK: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
+    }
+    let mut b = BLOCK.with(Cell::get);
+    if b.is_null() {
+        b = gsh_rt_thread();
+        BLOCK.with(|c| c.set(b));
+    }
+    if let Some(b) = thread::Block::from_trusted(b) {
+        if slot < b.header().max_slots {
+            events::bump(&events::slot(b, slot).count, 1);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
