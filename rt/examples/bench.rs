@@ -60,7 +60,18 @@ fn main() {
     let lib = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW) };
     assert!(!lib.is_null(), "cannot dlopen {}", so.display());
     // SAFETY: the symbols have these C signatures (see rt/src).
-    let (count, enter, exit, enter_cpu, exit_cpu, path_enter, path_exit, tls_offset, add_table, gd_count) = unsafe {
+    let (
+        count,
+        enter,
+        exit,
+        enter_cpu,
+        exit_cpu,
+        path_enter,
+        path_exit,
+        tls_offset,
+        add_table,
+        gd_count,
+    ) = unsafe {
         (
             std::mem::transmute::<*mut c_void, Count>(sym(lib, "gsh_rt_count")),
             std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_enter")),
@@ -69,11 +80,13 @@ fn main() {
             std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_exit_cpu")),
             std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, "gsh_rt_path_enter")),
             std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_path_exit")),
-            std::mem::transmute::<*mut c_void, extern "C" fn() -> i64>(sym(lib, "gsh_rt_tls_offset")),
-            std::mem::transmute::<*mut c_void, extern "C" fn(*const UnwindEntry, usize) -> i32>(sym(
+            std::mem::transmute::<*mut c_void, extern "C" fn() -> i64>(sym(
                 lib,
-                "gsh_rt_add_unwind_table",
+                "gsh_rt_tls_offset",
             )),
+            std::mem::transmute::<*mut c_void, extern "C" fn(*const UnwindEntry, usize) -> i32>(
+                sym(lib, "gsh_rt_add_unwind_table"),
+            ),
             std::mem::transmute::<*mut c_void, Count>(sym(lib, "gsh_rt_probe_gd_count")),
         )
     };
@@ -115,7 +128,10 @@ fn main() {
         black_box(unsafe { core::arch::x86_64::_rdtsc() });
     });
     let r_mono = measure(N / 4, |_| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: valid out-pointer.
         unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
         black_box(ts);
@@ -133,7 +149,13 @@ fn main() {
     }
     let (rsp_fp, rbp_fp) = (at(&stack, 16), at(&stack, 20));
     let table: Vec<UnwindEntry> = (0..1000u64)
-        .map(|k| UnwindEntry { ra: 0x6000_0000 + 16 * k, cfa_off: 24, base: 0, reserved: 0, rbp_save: 0 })
+        .map(|k| UnwindEntry {
+            ra: 0x6000_0000 + 16 * k,
+            cfa_off: 24,
+            base: 0,
+            reserved: 0,
+            rbp_save: 0,
+        })
         .collect();
     assert_eq!(add_table(table.as_ptr(), table.len()), 0);
     let t0 = 300;
@@ -150,7 +172,10 @@ fn main() {
         path_exit(5, rsp_tab);
     });
 
-    println!("gsh-rt bench: {} (dlopen'd), ns per iteration, best of 5", so.display());
+    println!(
+        "gsh-rt bench: {} (dlopen'd), ns per iteration, best of 5",
+        so.display()
+    );
     println!("{:<40}{:>8}{:>10}", "", "ns", "added");
     let row = |name: &str, v: f64| println!("{name:<40}{v:>8.2}{:>10.2}", v - base);
     row("empty loop", base);

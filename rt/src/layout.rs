@@ -23,6 +23,9 @@ pub const SLOTS_OFFSET: u64 = 256;
 pub const DEFAULT_MAX_SLOTS: u32 = 16384;
 /// Default path records per thread (a power of two).
 pub const DEFAULT_PATH_CAPACITY: u32 = 4096;
+/// Entries in the per-thread cache of unwind-table lookups (16 bytes each, private to the
+/// runtime; it sits between the shadow stack and the path table).
+pub const RA_CACHE_ENTRIES: u64 = 256;
 /// Shadow-stack entries per thread; deeper activations are counted but not timed.
 pub const SHADOW_CAPACITY: u32 = 1024;
 
@@ -170,8 +173,10 @@ pub struct ThreadHeader {
     pub untimed: AtomicU64,
     /// Events dropped because their slot was not below `max_slots`.
     pub bad_slots: AtomicU64,
+    /// Private: the `Root::unwind_count` the return-address cache was filled under.
+    pub ra_cache_gen: AtomicU64,
     /// Padding up to [`SLOTS_OFFSET`].
-    pub reserved: [u64; 19],
+    pub reserved: [u64; 18],
 }
 
 /// Per slot, per thread (32 bytes): slot `i` is at `block + SLOTS_OFFSET + 32 * i`.

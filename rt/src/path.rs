@@ -16,7 +16,7 @@
 use crate::events::{block, bump, exit, pop_gone, push, Now};
 use crate::layout::*;
 use crate::sys;
-use crate::thread::{Block, GSH_RT_ROOT, PATHS_OFF};
+use crate::thread::{Block, GSH_RT_ROOT, PATHS_OFF, RA_CACHE_OFF};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// Linear-probe limit before an activation goes to the "other" record.
@@ -60,6 +60,65 @@ fn lookup(ra: u64) -> Option<UnwindEntry> {
     None
 }
 
+/// Per-thread memo of [`lookup`]: a direct-mapped cache of return address -> packed rule
+/// (bit 63 set when found; then `cfa_off` in bits 0..32, `base` in 32..40, `rbp_save` in
+/// 40..56), 0 when the address is in no table. Binary searches over big tables cost far more
+/// than the rest of the walk. Registering a table flushes it (the generation changes).
+struct RaCache {
+    base: *mut [u64; 2],
+    tables: bool,
+}
+
+impl RaCache {
+    #[inline(always)]
+    fn new(b: Block) -> RaCache {
+        let gen = GSH_RT_ROOT.unwind_count.load(Acquire) as u64;
+        // SAFETY: the cache lies inside the block, `RA_CACHE_ENTRIES` entries of 16 bytes.
+        let base =
+            unsafe { b.as_ptr().add(RA_CACHE_OFF.load(Relaxed) as usize) }.cast::<[u64; 2]>();
+        let h = b.header();
+        if h.ra_cache_gen.load(Relaxed) != gen {
+            // SAFETY: as above; only the owning thread touches its cache.
+            unsafe { std::ptr::write_bytes(base, 0, RA_CACHE_ENTRIES as usize) };
+            h.ra_cache_gen.store(gen, Relaxed);
+        }
+        RaCache {
+            base,
+            tables: gen != 0,
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, ra: u64) -> Option<UnwindEntry> {
+        if !self.tables {
+            return None;
+        }
+        let i = (ra ^ (ra >> 17)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - RA_CACHE_ENTRIES.trailing_zeros());
+        // SAFETY: `i < RA_CACHE_ENTRIES`.
+        let slot = unsafe { &mut *self.base.add(i as usize) };
+        let rule = if slot[0] == ra {
+            slot[1]
+        } else {
+            let rule = lookup(ra).map_or(0, |e| {
+                1 << 63
+                    | e.cfa_off as u64
+                    | (e.base as u64) << 32
+                    | (e.rbp_save as u16 as u64) << 40
+            });
+            *slot = [ra, rule];
+            rule
+        };
+        (rule >> 63 != 0).then_some(UnwindEntry {
+            ra,
+            cfa_off: rule as u32,
+            base: (rule >> 32) as u8,
+            reserved: 0,
+            rbp_save: (rule >> 40) as u16 as i16,
+        })
+    }
+}
+
 /// Reads a stack word already checked to lie in the readable range.
 #[inline(always)]
 fn word(p: u64) -> u64 {
@@ -68,7 +127,9 @@ fn word(p: u64) -> u64 {
 }
 
 /// Walks the return addresses above `rsp` into `ras`; returns how many were found.
-pub fn walk(h: &ThreadHeader, rsp: u64, rbp: u64, ras: &mut [u64; MAX_PATH_DEPTH]) -> usize {
+pub fn walk(b: Block, rsp: u64, rbp: u64, ras: &mut [u64; MAX_PATH_DEPTH]) -> usize {
+    let h = b.header();
+    let cache = RaCache::new(b);
     let (mut lo, mut hi) = (h.stack_lo.load(Relaxed), h.stack_hi.load(Relaxed));
     if rsp < lo || rsp >= hi {
         // Stack grew, or this is another stack (a signal or coroutine stack, a test's fake one).
@@ -86,7 +147,7 @@ pub fn walk(h: &ThreadHeader, rsp: u64, rbp: u64, ras: &mut [u64; MAX_PATH_DEPTH
         }
         ras[n] = ra;
         n += 1;
-        let next = match lookup(ra) {
+        let next = match cache.get(ra) {
             Some(e) => {
                 let cfa = if e.base == UNWIND_BASE_RBP {
                     fp.wrapping_add(e.cfa_off as u64)
@@ -177,7 +238,7 @@ fn path_enter(slot: u32, rsp: u64, rbp: u64, kind: u32) {
     let mut now = Now::default();
     let top = pop_gone(b, h, rsp, true, &mut now);
     let mut ras = [0u64; MAX_PATH_DEPTH];
-    let n = walk(h, rsp, rbp, &mut ras);
+    let n = walk(b, rsp, rbp, &mut ras);
     let idx = find(b, h, slot, &ras[..n]);
     if idx == RECORD_OTHER {
         bump(&h.other_count, 1);

@@ -49,6 +49,8 @@ static WANT_SLOTS: AtomicU32 = AtomicU32::new(DEFAULT_MAX_SLOTS);
 static WANT_PATHS: AtomicU32 = AtomicU32::new(DEFAULT_PATH_CAPACITY);
 /// Hot-path copies of root fields (same cache line, read with plain loads).
 pub static SHADOW_OFF: AtomicU64 = AtomicU64::new(0);
+/// Offset of the return-address cache in a block.
+pub static RA_CACHE_OFF: AtomicU64 = AtomicU64::new(0);
 /// Offset of the path table in a block.
 pub static PATHS_OFF: AtomicU64 = AtomicU64::new(0);
 /// The pthread key whose destructor marks a block dead.
@@ -76,7 +78,8 @@ pub fn init() {
         let slots = WANT_SLOTS.load(Relaxed).max(1);
         let paths = WANT_PATHS.load(Relaxed).max(2).next_power_of_two();
         let shadow = SLOTS_OFFSET + slots as u64 * 32;
-        let path_off = (shadow + SHADOW_CAPACITY as u64 * 32).next_multiple_of(64);
+        let ra_cache = shadow + SHADOW_CAPACITY as u64 * 32;
+        let path_off = (ra_cache + RA_CACHE_ENTRIES * 16).next_multiple_of(64);
         let size = (path_off + paths as u64 * std::mem::size_of::<PathRecord>() as u64)
             .next_multiple_of(4096);
         r.max_slots.store(slots, Relaxed);
@@ -87,6 +90,7 @@ pub fn init() {
         r.block_size.store(size, Relaxed);
         SHADOW_OFF.store(shadow, Relaxed);
         PATHS_OFF.store(path_off, Relaxed);
+        RA_CACHE_OFF.store(ra_cache, Relaxed);
         let mut key: libc::pthread_key_t = 0;
         // SAFETY: `key` is a valid out-pointer; `thread_exit` has the destructor signature.
         if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0 {
