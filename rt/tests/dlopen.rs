@@ -18,8 +18,16 @@ fn sym(lib: *mut c_void, name: &str) -> *mut c_void {
 #[test]
 fn dlopened_library_counts_in_threads_that_predate_it() {
     let exe = std::env::current_exe().expect("exe");
-    let so = exe.parent().and_then(|d| d.parent()).expect("target dir").join("libgsh_rt.so");
-    assert!(so.exists(), "{} not built (cargo builds it with the rlib)", so.display());
+    let so = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("libgsh_rt.so");
+    assert!(
+        so.exists(),
+        "{} not built (cargo builds it with the rlib)",
+        so.display()
+    );
 
     // A thread that exists before the library is loaded.
     let (go_tx, go_rx) = mpsc::channel::<usize>();
@@ -46,7 +54,10 @@ fn dlopened_library_counts_in_threads_that_predate_it() {
     // SAFETY: GSH_RT_ROOT is a `Root` in the loaded library.
     let root = unsafe { &*(sym(lib, "GSH_RT_ROOT") as *const Root) };
     assert_eq!(root.magic, ROOT_MAGIC);
-    assert!(root.tls_offset.load(Relaxed) < 0, "static TLS lies below the thread pointer");
+    assert!(
+        root.tls_offset.load(Relaxed) < 0,
+        "static TLS lies below the thread pointer"
+    );
     let mut total = 0;
     let mut cur = root.threads.load(Acquire);
     while cur != 0 {
