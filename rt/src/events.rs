@@ -1,0 +1,241 @@
+//! The hot path: counting, timing, and the per-thread shadow stack of open activations.
+//!
+//! Every entry point loads the thread block from the initial-exec TLS word, falls back to the
+//! cold `thread::slow` once per thread, and then touches only that thread's memory with plain
+//! loads and stores: no locks, no `lock` prefix, no system calls other than clock reads.
+//!
+//! The shadow stack holds `(slot, kind, rsp at entry)` per open activation. Frames that a
+//! `longjmp`, an exception or a tail call abandoned never see their exit; they are recognised by
+//! their `rsp`: at an enter with stack pointer `sp`, every open entry with `rsp <= sp` is gone
+//! (a live caller's `rsp` is strictly above its callee's, and an equal `rsp` means the return
+//! address slot was reused); at an exit, every entry with `rsp < sp` is gone. Such a frame is
+//! closed as if it had returned at the moment of that later event, so it is credited with its
+//! time up to then: an overestimate bounded by the time between the unwinding and the next
+//! event on the same thread.
+
+use crate::layout::*;
+use crate::thread::{self, Block};
+use crate::{clock, tls};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Bumps a counter with a plain load and store: only the owning thread ever writes it.
+#[inline(always)]
+pub fn bump(c: &std::sync::atomic::AtomicU64, by: u64) {
+    c.store(c.load(Relaxed).wrapping_add(by), Relaxed);
+}
+
+/// The calling thread's block, creating it on first use; `None` if none can be had.
+#[inline(always)]
+pub fn block() -> Option<Block> {
+    match Block::from_trusted(tls::block()) {
+        Some(b) => Some(b),
+        None => thread::slow(),
+    }
+}
+
+/// The record of `slot` in block `b`.
+#[inline(always)]
+pub fn slot<'a>(b: Block, slot: u32) -> &'a SlotRecord {
+    // SAFETY: callers check `slot < max_slots`; the slot array lies inside the block mapping.
+    unsafe {
+        &*b.as_ptr()
+            .add(SLOTS_OFFSET as usize + slot as usize * 32)
+            .cast::<SlotRecord>()
+    }
+}
+
+/// Pointer to shadow-stack entry `i` of block `b`.
+#[inline(always)]
+fn shadow(b: Block, i: u32) -> *mut ShadowEntry {
+    // SAFETY: callers keep `i < shadow_capacity`; the shadow stack lies inside the block.
+    unsafe {
+        b.as_ptr()
+            .add(thread::SHADOW_OFF.load(Relaxed) as usize + i as usize * 32)
+            .cast()
+    }
+}
+
+/// Clock readings taken at most once per event, on demand.
+#[derive(Default)]
+pub struct Now {
+    wall: Option<u64>,
+    cpu: Option<u64>,
+}
+
+impl Now {
+    /// The wall clock (ns).
+    #[inline(always)]
+    pub fn wall(&mut self) -> u64 {
+        *self.wall.get_or_insert_with(clock::wall_ns)
+    }
+
+    /// The thread CPU clock (ns).
+    #[inline(always)]
+    pub fn cpu(&mut self) -> u64 {
+        *self.cpu.get_or_insert_with(clock::cpu_ns)
+    }
+
+    /// The clock that frame kind `kind` measures with.
+    #[inline(always)]
+    pub fn for_kind(&mut self, kind: u32) -> u64 {
+        if kind == FRAME_CPU || kind == FRAME_PATH_CPU {
+            self.cpu()
+        } else {
+            self.wall()
+        }
+    }
+}
+
+/// Closes one activation: credits its slot (outermost activation only) or its path record.
+#[inline(always)]
+fn close(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut Now) {
+    if e.kind == FRAME_WALL || e.kind == FRAME_CPU {
+        let rec = slot(b, e.slot);
+        let depth = rec.depth.load(Relaxed).saturating_sub(1);
+        rec.depth.store(depth, Relaxed);
+        if depth == 0 {
+            let t = now
+                .for_kind(e.kind)
+                .saturating_sub(rec.entry_ns.load(Relaxed));
+            bump(&rec.total_ns, t);
+        }
+    } else {
+        let t = now.for_kind(e.kind).saturating_sub(e.start);
+        if e.record == RECORD_OTHER {
+            bump(&h.other_ns, t);
+        } else {
+            bump(&crate::path::record(b, e.record).total_ns, t);
+        }
+    }
+}
+
+/// Pops every open activation whose frame is gone given stack pointer `sp` (`rsp <= sp` when
+/// `inclusive`, else `rsp < sp`), crediting it up to now. Returns the new top.
+#[inline(always)]
+pub fn pop_gone(b: Block, h: &ThreadHeader, sp: u64, inclusive: bool, now: &mut Now) -> u32 {
+    let mut top = h.shadow_top.load(Relaxed);
+    while top > 0 {
+        // SAFETY: `top - 1 < shadow_capacity`; the entry was written by this thread.
+        let e = unsafe { *shadow(b, top - 1) };
+        let gone = if inclusive { e.rsp <= sp } else { e.rsp < sp };
+        if !gone {
+            break;
+        }
+        top -= 1;
+        close(b, h, &e, now);
+        bump(&h.abandoned_frames, 1);
+        // Activations beyond the shadow stack's capacity were deeper than this one.
+        h.shadow_overflow.store(0, Relaxed);
+    }
+    h.shadow_top.store(top, Relaxed);
+    top
+}
+
+/// Pushes an activation; false (and counted as untimed) if the shadow stack is full.
+#[inline(always)]
+pub fn push(b: Block, h: &ThreadHeader, top: u32, e: ShadowEntry) -> bool {
+    if top >= h.shadow_capacity {
+        h.shadow_overflow
+            .store(h.shadow_overflow.load(Relaxed) + 1, Relaxed);
+        bump(&h.untimed, 1);
+        return false;
+    }
+    // SAFETY: `top < shadow_capacity`.
+    unsafe { shadow(b, top).write(e) };
+    h.shadow_top.store(top + 1, Relaxed);
+    true
+}
+
+/// Counts one call of `slot` on the calling thread.
+#[no_mangle]
+pub extern "C" fn gsh_rt_count(slot: u32) {
+    let Some(b) = block() else { return };
+    let h = b.header();
+    if slot >= h.max_slots {
+        bump(&h.bad_slots, 1);
+        return;
+    }
+    bump(&self::slot(b, slot).count, 1);
+}
+
+#[inline(always)]
+fn enter(slot: u32, rsp: u64, kind: u32) {
+    let Some(b) = block() else { return };
+    let h = b.header();
+    if slot >= h.max_slots {
+        bump(&h.bad_slots, 1);
+        return;
+    }
+    let mut now = Now::default();
+    let top = pop_gone(b, h, rsp, true, &mut now);
+    let rec = self::slot(b, slot);
+    bump(&rec.count, 1);
+    let e = ShadowEntry {
+        rsp,
+        start: 0,
+        slot,
+        kind,
+        record: 0,
+        reserved: 0,
+    };
+    if push(b, h, top, e) {
+        let depth = rec.depth.load(Relaxed);
+        if depth == 0 {
+            rec.entry_ns.store(now.for_kind(kind), Relaxed);
+        }
+        rec.depth.store(depth + 1, Relaxed);
+    }
+}
+
+/// Closes the activation of `slot` whose entry had stack pointer `rsp`, after popping deeper
+/// abandoned ones. Shared by the timers and the path profile.
+#[inline(always)]
+pub fn exit(slot: u32, rsp: u64) {
+    let Some(b) = Block::from_trusted(tls::block()) else {
+        return;
+    };
+    let h = b.header();
+    let mut now = Now::default();
+    let top = pop_gone(b, h, rsp, false, &mut now);
+    if top > 0 {
+        // SAFETY: `top - 1 < shadow_capacity`; written by this thread.
+        let e = unsafe { *shadow(b, top - 1) };
+        if e.rsp == rsp && e.slot == slot {
+            h.shadow_top.store(top - 1, Relaxed);
+            close(b, h, &e, &mut now);
+            return;
+        }
+    }
+    let over = h.shadow_overflow.load(Relaxed);
+    if over > 0 {
+        h.shadow_overflow.store(over - 1, Relaxed);
+    } else {
+        bump(&h.unmatched_exits, 1);
+    }
+}
+
+/// Counts a call of `slot` and opens a wall-clock activation. `rsp` is the stack pointer at the
+/// function's first instruction (pointing at its return address).
+#[no_mangle]
+pub extern "C" fn gsh_rt_enter(slot: u32, rsp: u64) {
+    enter(slot, rsp, FRAME_WALL);
+}
+
+/// Closes the activation opened by `gsh_rt_enter(slot, rsp)`; `rsp` is the stack pointer at the
+/// `ret` (the same value as at entry). Inclusive time goes to the outermost activation only.
+#[no_mangle]
+pub extern "C" fn gsh_rt_exit(slot: u32, rsp: u64) {
+    exit(slot, rsp);
+}
+
+/// As `gsh_rt_enter`, timing thread CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+#[no_mangle]
+pub extern "C" fn gsh_rt_enter_cpu(slot: u32, rsp: u64) {
+    enter(slot, rsp, FRAME_CPU);
+}
+
+/// As `gsh_rt_exit`; the entry remembers which clock it used, so this is the same function.
+#[no_mangle]
+pub extern "C" fn gsh_rt_exit_cpu(slot: u32, rsp: u64) {
+    exit(slot, rsp);
+}

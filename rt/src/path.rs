@@ -1,0 +1,330 @@
+//! Call-path profiles (iPath): on entry to a profiled function, walk the return addresses on the
+//! stack, hash them with the slot, and count the activation (and later its inclusive time) in a
+//! per-thread open-addressing table of path records that the mutator reads and symbolises.
+//!
+//! The walk starts at `rsp` at the function's first instruction, so `ras[0] = [rsp]`. For each
+//! return address `ra` it finds the caller's frame by one of two rules:
+//! - a registered unwind table (`gsh_rt_add_unwind_table`, computed by gsh from `.eh_frame` per
+//!   call site) gives `ra`'s CFA rule: for the usual `rsp`-based frame, the next return address
+//!   is at `p + cfa_off` where `p` is where `ra` was found (`ra = [p]; p += size(ra)`);
+//! - otherwise the frame-pointer chain: next return address at `rbp + 8`, next `rbp = [rbp]`.
+//!
+//! It stops at [`MAX_PATH_DEPTH`], at an implausible return address, or when the next address
+//! would leave the mapping that holds `rsp` (every address between `rsp` and the end of that
+//! mapping is readable, which is what makes reading arbitrary `rbp` values safe).
+
+use crate::events::{block, bump, exit, pop_gone, push, Now};
+use crate::layout::*;
+use crate::sys;
+use crate::thread::{Block, GSH_RT_ROOT, PATHS_OFF, RA_CACHE_OFF};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+/// Linear-probe limit before an activation goes to the "other" record.
+const MAX_PROBE: u32 = 32;
+
+/// Pointer to path record `i` of block `b`.
+#[inline(always)]
+fn record_ptr(b: Block, i: u32) -> *mut PathRecord {
+    // SAFETY: callers keep `i <= path_mask`; the table lies inside the block mapping.
+    unsafe {
+        b.as_ptr()
+            .add(PATHS_OFF.load(Relaxed) as usize + i as usize * size_of::<PathRecord>())
+            .cast()
+    }
+}
+
+/// Path record `i` of block `b`.
+#[inline(always)]
+pub fn record<'a>(b: Block, i: u32) -> &'a PathRecord {
+    // SAFETY: see `record_ptr`; non-atomic fields are written only before `hash` is published.
+    unsafe { &*record_ptr(b, i) }
+}
+
+/// The unwind rule for return address `ra`, if a registered table has one.
+#[inline(always)]
+fn lookup(ra: u64) -> Option<UnwindEntry> {
+    let r = &GSH_RT_ROOT;
+    let n = r.unwind_count.load(Acquire) as usize;
+    for t in &r.unwind[..n.min(MAX_UNWIND_TABLES)] {
+        if ra < t.lo.load(Relaxed) || ra > t.hi.load(Relaxed) {
+            continue;
+        }
+        let base = t.entries.load(Relaxed) as *const UnwindEntry;
+        let len = t.len.load(Relaxed) as usize;
+        // SAFETY: the registrant promised `len` sorted entries that stay mapped.
+        let entries = unsafe { std::slice::from_raw_parts(base, len) };
+        if let Ok(i) = entries.binary_search_by_key(&ra, |e| e.ra) {
+            return Some(entries[i]);
+        }
+    }
+    None
+}
+
+/// Per-thread memo of [`lookup`]: a direct-mapped cache of return address -> packed rule
+/// (bit 63 set when found; then `cfa_off` in bits 0..32, `base` in 32..40, `rbp_save` in
+/// 40..56), 0 when the address is in no table. Binary searches over big tables cost far more
+/// than the rest of the walk. Registering a table flushes it (the generation changes).
+struct RaCache {
+    base: *mut [u64; 2],
+    tables: bool,
+}
+
+impl RaCache {
+    #[inline(always)]
+    fn new(b: Block) -> RaCache {
+        let gen = GSH_RT_ROOT.unwind_count.load(Acquire) as u64;
+        // SAFETY: the cache lies inside the block, `RA_CACHE_ENTRIES` entries of 16 bytes.
+        let base =
+            unsafe { b.as_ptr().add(RA_CACHE_OFF.load(Relaxed) as usize) }.cast::<[u64; 2]>();
+        let h = b.header();
+        if h.ra_cache_gen.load(Relaxed) != gen {
+            // SAFETY: as above; only the owning thread touches its cache.
+            unsafe { std::ptr::write_bytes(base, 0, RA_CACHE_ENTRIES as usize) };
+            h.ra_cache_gen.store(gen, Relaxed);
+        }
+        RaCache {
+            base,
+            tables: gen != 0,
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, ra: u64) -> Option<UnwindEntry> {
+        if !self.tables {
+            return None;
+        }
+        let i = (ra ^ (ra >> 17)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - RA_CACHE_ENTRIES.trailing_zeros());
+        // SAFETY: `i < RA_CACHE_ENTRIES`.
+        let slot = unsafe { &mut *self.base.add(i as usize) };
+        let rule = if slot[0] == ra {
+            slot[1]
+        } else {
+            let rule = lookup(ra).map_or(0, |e| {
+                1 << 63
+                    | e.cfa_off as u64
+                    | (e.base as u64) << 32
+                    | (e.rbp_save as u16 as u64) << 40
+            });
+            *slot = [ra, rule];
+            rule
+        };
+        (rule >> 63 != 0).then_some(UnwindEntry {
+            ra,
+            cfa_off: rule as u32,
+            base: (rule >> 32) as u8,
+            reserved: 0,
+            rbp_save: (rule >> 40) as u16 as i16,
+        })
+    }
+}
+
+/// Reads a stack word already checked to lie in the readable range.
+#[inline(always)]
+fn word(p: u64) -> u64 {
+    // SAFETY: callers check `lo <= p && p + 8 <= hi` for the mapping holding the stack.
+    unsafe { (p as *const u64).read() }
+}
+
+/// Walks the return addresses above `rsp` into `ras`; returns how many were found.
+pub fn walk(b: Block, rsp: u64, rbp: u64, ras: &mut [u64; MAX_PATH_DEPTH]) -> usize {
+    let h = b.header();
+    let cache = RaCache::new(b);
+    let (mut lo, mut hi) = (h.stack_lo.load(Relaxed), h.stack_hi.load(Relaxed));
+    if rsp < lo || rsp >= hi {
+        // Stack grew, or this is another stack (a signal or coroutine stack, a test's fake one).
+        let (l, e) = sys::mapping_containing(rsp).unwrap_or((0, 0));
+        (lo, hi) = (l, e);
+        h.stack_lo.store(lo, Relaxed);
+        h.stack_hi.store(hi, Relaxed);
+    }
+    let ok = |p: u64| p >= rsp && p & 7 == 0 && p.checked_add(8).is_some_and(|e| e <= hi);
+    let (mut p, mut fp, mut n) = (rsp, rbp, 0);
+    while n < MAX_PATH_DEPTH && ok(p) {
+        let ra = word(p);
+        if ra < 0x1000 {
+            break;
+        }
+        ras[n] = ra;
+        n += 1;
+        let next = match cache.get(ra) {
+            Some(e) => {
+                let cfa = if e.base == UNWIND_BASE_RBP {
+                    fp.wrapping_add(e.cfa_off as u64)
+                } else {
+                    p.wrapping_add(8).wrapping_add(e.cfa_off as u64)
+                };
+                if e.rbp_save != 0 {
+                    let at = cfa.wrapping_add(e.rbp_save as i64 as u64);
+                    if !ok(at) {
+                        break;
+                    }
+                    fp = word(at);
+                }
+                cfa.wrapping_sub(8)
+            }
+            None => {
+                if fp <= p || !ok(fp) || !ok(fp + 8) {
+                    break;
+                }
+                let next = fp + 8;
+                fp = word(fp);
+                next
+            }
+        };
+        if next <= p {
+            break;
+        }
+        p = next;
+    }
+    n
+}
+
+/// Hash of a path: the slot and its return addresses. Never 0 (0 marks a free record).
+#[inline(always)]
+pub fn hash(slot: u32, ras: &[u64]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut x = (slot as u64 + 1).wrapping_mul(K);
+    for &ra in ras {
+        x = (x.rotate_left(23) ^ ra).wrapping_mul(K);
+    }
+    x ^= x >> 32;
+    x.max(1)
+}
+
+/// Finds or claims the record for this path; [`RECORD_OTHER`] when the table is full.
+#[inline(always)]
+fn find(b: Block, h: &ThreadHeader, slot: u32, ras: &[u64]) -> u32 {
+    let hv = hash(slot, ras);
+    let mut i = hv as u32 & h.path_mask;
+    for _ in 0..MAX_PROBE.min(h.path_mask + 1) {
+        let p = record_ptr(b, i);
+        // SAFETY: `p` is a record inside the block (see `record_ptr`); only the atomic field is
+        // borrowed while the record may still be written below.
+        let rh = unsafe { (*p).hash.load(Relaxed) };
+        if rh == 0 {
+            let used = h.path_used.load(Relaxed);
+            if used >= (h.path_mask + 1) / 4 * 3 {
+                return RECORD_OTHER;
+            }
+            // SAFETY: a free record is written only by its owning thread, before `hash` is
+            // published with release order; readers ignore it until then.
+            unsafe {
+                (&raw mut (*p).slot).write(slot);
+                (&raw mut (*p).depth).write(ras.len() as u32);
+                let dst = (&raw mut (*p).ras).cast::<u64>();
+                std::ptr::copy_nonoverlapping(ras.as_ptr(), dst, ras.len());
+            }
+            // SAFETY: as above.
+            unsafe { (*p).hash.store(hv, Release) };
+            h.path_used.store(used + 1, Relaxed);
+            return i;
+        }
+        // SAFETY: a published record is no longer written except for its atomic counters.
+        let r = unsafe { &*p };
+        if rh == hv && r.slot == slot && r.depth as usize == ras.len() && r.ras[..ras.len()] == *ras
+        {
+            return i;
+        }
+        i = (i + 1) & h.path_mask;
+    }
+    RECORD_OTHER
+}
+
+#[inline(always)]
+fn path_enter(slot: u32, rsp: u64, rbp: u64, kind: u32) {
+    let Some(b) = block() else { return };
+    let h = b.header();
+    let mut now = Now::default();
+    let top = pop_gone(b, h, rsp, true, &mut now);
+    let mut ras = [0u64; MAX_PATH_DEPTH];
+    let n = walk(b, rsp, rbp, &mut ras);
+    let idx = find(b, h, slot, &ras[..n]);
+    if idx == RECORD_OTHER {
+        bump(&h.other_count, 1);
+    } else {
+        bump(&record(b, idx).count, 1);
+    }
+    if kind == 0 {
+        return;
+    }
+    let start = Now::default().for_kind(kind);
+    push(
+        b,
+        h,
+        top,
+        ShadowEntry {
+            rsp,
+            start,
+            slot,
+            kind,
+            record: idx,
+            reserved: 0,
+        },
+    );
+}
+
+/// Profiles an activation of `slot` by call path with wall time. `rsp` is the stack pointer at
+/// the function's first instruction, `rbp` the frame pointer there (the caller's).
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_enter(slot: u32, rsp: u64, rbp: u64) {
+    path_enter(slot, rsp, rbp, FRAME_PATH_WALL);
+}
+
+/// As `gsh_rt_path_enter`, with thread CPU time.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_enter_cpu(slot: u32, rsp: u64, rbp: u64) {
+    path_enter(slot, rsp, rbp, FRAME_PATH_CPU);
+}
+
+/// Counts an activation of `slot` by call path, untimed: needs no `gsh_rt_path_exit`.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_count(slot: u32, rsp: u64, rbp: u64) {
+    path_enter(slot, rsp, rbp, 0);
+}
+
+/// Closes the activation opened by `gsh_rt_path_enter(_cpu)(slot, rsp, _)`.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_exit(slot: u32, rsp: u64) {
+    exit(slot, rsp);
+}
+
+/// Registers a module's unwind table: `len` [`UnwindEntry`]s sorted by `ra` without duplicates,
+/// which must stay mapped and unchanged for the life of the process. Returns 0, or -1 if the
+/// table is unsorted or the 64 table slots are used up.
+///
+/// # Safety
+/// `entries` must point at `len` readable entries.
+#[no_mangle]
+pub unsafe extern "C" fn gsh_rt_add_unwind_table(entries: *const UnwindEntry, len: usize) -> i32 {
+    if entries.is_null() || len == 0 {
+        return -1;
+    }
+    // SAFETY: the caller guarantees `len` readable entries.
+    let s = unsafe { std::slice::from_raw_parts(entries, len) };
+    if s.windows(2).any(|w| w[0].ra >= w[1].ra) {
+        return -1;
+    }
+    let r = &GSH_RT_ROOT;
+    // Registration is rare and may race with itself (two mutator-injected calls): claim an index
+    // with a CAS loop, fill it, then bump the count that readers trust in order. A slot claimed
+    // but not yet counted is invisible.
+    static CLAIMED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let i = CLAIMED.fetch_add(1, Relaxed) as usize;
+    if i >= MAX_UNWIND_TABLES {
+        return -1;
+    }
+    let t = &r.unwind[i];
+    t.entries.store(entries as u64, Relaxed);
+    t.len.store(len as u64, Relaxed);
+    t.lo.store(s[0].ra, Relaxed);
+    t.hi.store(s[len - 1].ra, Relaxed);
+    while r
+        .unwind_count
+        .compare_exchange_weak(i as u32, i as u32 + 1, Release, Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    0
+}

@@ -1,0 +1,185 @@
+//! The few system services the runtime needs, called with raw `syscall` instructions rather than
+//! through libc: the mutatee's own libc functions (`mmap`, `open`, `read`) may be the ones being
+//! instrumented, and calling them from the runtime's slow path would recurse into it.
+
+use std::arch::asm;
+
+const SYS_READ: u64 = 0;
+const SYS_OPEN: u64 = 2;
+const SYS_CLOSE: u64 = 3;
+const SYS_MMAP: u64 = 9;
+const SYS_GETTID: u64 = 186;
+
+/// Issues a raw system call with up to six arguments and returns the kernel's result (negative
+/// errno on failure).
+///
+/// # Safety
+/// The caller must pass arguments valid for `nr`, as the kernel documents them.
+unsafe fn syscall6(nr: u64, a: [u64; 6]) -> i64 {
+    let ret: i64;
+    // SAFETY: the x86-64 Linux syscall convention: number in rax, arguments in rdi, rsi, rdx,
+    // r10, r8, r9; the kernel clobbers rcx and r11 and returns in rax. Memory effects are the
+    // caller's contract.
+    unsafe {
+        asm!("syscall",
+            inlateout("rax") nr as i64 => ret,
+            in("rdi") a[0], in("rsi") a[1], in("rdx") a[2],
+            in("r10") a[3], in("r8") a[4], in("r9") a[5],
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack));
+    }
+    ret
+}
+
+/// Maps `len` bytes of zeroed anonymous read-write memory, or returns `None`.
+pub fn mmap_anon(len: usize) -> Option<*mut u8> {
+    let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64;
+    // SAFETY: an anonymous private mapping at a kernel-chosen address touches no existing
+    // memory; the kernel returns a page-aligned address or -errno.
+    let ret = unsafe { syscall6(SYS_MMAP, [0, len as u64, prot, flags, u64::MAX, 0]) };
+    if (-4095..0).contains(&ret) {
+        None
+    } else {
+        Some(ret as *mut u8)
+    }
+}
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> u32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { syscall6(SYS_GETTID, [0; 6]) as u32 }
+}
+
+/// Reads the whole of a small file (e.g. under /proc or /sys) into `buf`, calling `sink` with
+/// each chunk. Returns false if the file could not be opened.
+pub fn read_file_chunks(
+    path: &std::ffi::CStr,
+    buf: &mut [u8],
+    mut sink: impl FnMut(&[u8]),
+) -> bool {
+    // SAFETY: `path` is NUL-terminated; O_RDONLY|O_CLOEXEC opens without side effects.
+    let fd = unsafe {
+        syscall6(
+            SYS_OPEN,
+            [
+                path.as_ptr() as u64,
+                (libc::O_RDONLY | libc::O_CLOEXEC) as u64,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    if fd < 0 {
+        return false;
+    }
+    loop {
+        // SAFETY: `buf` is writable for `buf.len()` bytes and `fd` is open.
+        let n = unsafe {
+            syscall6(
+                SYS_READ,
+                [
+                    fd as u64,
+                    buf.as_mut_ptr() as u64,
+                    buf.len() as u64,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        sink(&buf[..n as usize]);
+    }
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { syscall6(SYS_CLOSE, [fd as u64, 0, 0, 0, 0, 0]) };
+    true
+}
+
+/// Finds the readable mapping containing `addr` in `/proc/self/maps`: `(start, end)`.
+///
+/// Used to bound the call-path walk: every address in `[rsp, end)` of the mapping that holds the
+/// stack pointer is readable, since stacks grow down and their guard page lies below.
+pub fn mapping_containing(addr: u64) -> Option<(u64, u64)> {
+    let mut buf = [0u8; 2048];
+    let mut line = [0u8; 64];
+    let mut len = 0usize;
+    let mut skipping = false;
+    let mut found = None;
+    let ok = read_file_chunks(c"/proc/self/maps", &mut buf, |chunk| {
+        for &b in chunk {
+            if found.is_some() {
+                return;
+            }
+            if b == b'\n' {
+                if let Some((lo, hi, readable)) = parse_maps_prefix(&line[..len]) {
+                    if readable && lo <= addr && addr < hi {
+                        found = Some((lo, hi));
+                    }
+                }
+                len = 0;
+                skipping = false;
+            } else if !skipping {
+                if len < line.len() {
+                    line[len] = b;
+                    len += 1;
+                } else {
+                    skipping = true;
+                }
+            }
+        }
+    });
+    if ok {
+        found
+    } else {
+        None
+    }
+}
+
+/// Parses `start-end perms` at the front of a maps line.
+fn parse_maps_prefix(line: &[u8]) -> Option<(u64, u64, bool)> {
+    let mut it = line.split(|&b| b == b' ');
+    let range = it.next()?;
+    let perms = it.next()?;
+    let dash = range.iter().position(|&b| b == b'-')?;
+    let lo = parse_hex(&range[..dash])?;
+    let hi = parse_hex(&range[dash + 1..])?;
+    Some((lo, hi, perms.first() == Some(&b'r')))
+}
+
+fn parse_hex(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &b in s {
+        let d = (b as char).to_digit(16)?;
+        v = (v << 4) | d as u64;
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_stack_is_in_a_mapping() {
+        let local = 0u64;
+        let addr = &local as *const u64 as u64;
+        let (lo, hi) = super::mapping_containing(addr).expect("stack mapping");
+        assert!(lo <= addr && addr < hi);
+    }
+
+    #[test]
+    fn maps_prefix_parses() {
+        let line = b"7ffd0000-7ffe1000 rw-p 00000000 00:00 0 [stack]";
+        assert_eq!(
+            super::parse_maps_prefix(line),
+            Some((0x7ffd0000, 0x7ffe1000, true))
+        );
+        assert_eq!(super::parse_maps_prefix(b"zz-1 r"), None);
+    }
+}

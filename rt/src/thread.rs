@@ -1,0 +1,230 @@
+//! The root, one-time initialisation, and per-thread blocks: allocated with `mmap` on a thread's
+//! first event, pushed onto a lock-free list that is never popped, marked dead (but kept, so its
+//! counts stay in the totals) by a pthread-key destructor when the thread exits.
+
+use crate::layout::*;
+use crate::{clock, sys, tls};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+use std::sync::Once;
+
+/// The root of everything the mutator reads. Find it through the dynamic symbol table of the
+/// loaded `libgsh_rt.so` (or call `gsh_rt_root()`).
+#[no_mangle]
+pub static GSH_RT_ROOT: Root = Root {
+    magic: ROOT_MAGIC,
+    abi_version: ABI_VERSION,
+    state: AtomicU32::new(STATE_UNINIT),
+    clock_kind: AtomicU32::new(0),
+    max_slots: AtomicU32::new(0),
+    path_capacity: AtomicU32::new(0),
+    shadow_capacity: AtomicU32::new(0),
+    max_path_depth: MAX_PATH_DEPTH as u32,
+    block_size: AtomicU64::new(0),
+    slots_offset: AtomicU64::new(SLOTS_OFFSET),
+    shadow_offset: AtomicU64::new(0),
+    paths_offset: AtomicU64::new(0),
+    threads: AtomicU64::new(0),
+    thread_count: AtomicU64::new(0),
+    tsc_mult: AtomicU64::new(0),
+    tsc_base: AtomicU64::new(0),
+    mono_base: AtomicU64::new(0),
+    tls_offset: AtomicI64::new(0),
+    unwind_count: AtomicU32::new(0),
+    reserved: 0,
+    unwind: [const {
+        UnwindTable {
+            entries: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            lo: AtomicU64::new(0),
+            hi: AtomicU64::new(0),
+        }
+    }; MAX_UNWIND_TABLES],
+};
+
+static CLOCK: Once = Once::new();
+static CONFIG: Once = Once::new();
+/// What `gsh_rt_init` asked for; read once by the configuration step.
+static WANT_SLOTS: AtomicU32 = AtomicU32::new(DEFAULT_MAX_SLOTS);
+static WANT_PATHS: AtomicU32 = AtomicU32::new(DEFAULT_PATH_CAPACITY);
+/// Hot-path copies of root fields (same cache line, read with plain loads).
+pub static SHADOW_OFF: AtomicU64 = AtomicU64::new(0);
+/// Offset of the return-address cache in a block.
+pub static RA_CACHE_OFF: AtomicU64 = AtomicU64::new(0);
+/// Offset of the path table in a block.
+pub static PATHS_OFF: AtomicU64 = AtomicU64::new(0);
+/// The pthread key whose destructor marks a block dead.
+static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Calibrates the clock (once per process).
+pub fn init_clock() {
+    CLOCK.call_once(|| {
+        let c = clock::calibrate();
+        let r = &GSH_RT_ROOT;
+        r.tsc_mult.store(c.mult, Relaxed);
+        r.tsc_base.store(c.tsc, Relaxed);
+        r.mono_base.store(c.mono, Relaxed);
+        r.clock_kind.store(c.kind, Relaxed);
+        r.tls_offset.store(tls::offset(), Relaxed);
+    });
+}
+
+/// Freezes the configuration (once per process): slot count, path capacity, block layout.
+pub fn init() {
+    init_clock();
+    CONFIG.call_once(|| {
+        let r = &GSH_RT_ROOT;
+        r.state.store(STATE_BUSY, Relaxed);
+        let slots = WANT_SLOTS.load(Relaxed).max(1);
+        let paths = WANT_PATHS.load(Relaxed).max(2).next_power_of_two();
+        let shadow = SLOTS_OFFSET + slots as u64 * 32;
+        let ra_cache = shadow + SHADOW_CAPACITY as u64 * 32;
+        let path_off = (ra_cache + RA_CACHE_ENTRIES * 16).next_multiple_of(64);
+        let size = (path_off + paths as u64 * std::mem::size_of::<PathRecord>() as u64)
+            .next_multiple_of(4096);
+        r.max_slots.store(slots, Relaxed);
+        r.path_capacity.store(paths, Relaxed);
+        r.shadow_capacity.store(SHADOW_CAPACITY, Relaxed);
+        r.shadow_offset.store(shadow, Relaxed);
+        r.paths_offset.store(path_off, Relaxed);
+        r.block_size.store(size, Relaxed);
+        SHADOW_OFF.store(shadow, Relaxed);
+        PATHS_OFF.store(path_off, Relaxed);
+        RA_CACHE_OFF.store(ra_cache, Relaxed);
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: `key` is a valid out-pointer; `thread_exit` has the destructor signature.
+        if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0 {
+            KEY.store(key, Relaxed);
+        }
+        r.state.store(STATE_READY, Release);
+    });
+}
+
+/// Requests a configuration. Returns 0 if it is (now) in force, -1 if the runtime was already
+/// initialised with different values (the first event freezes the defaults).
+pub fn configure(max_slots: u32, path_capacity: u32) -> i32 {
+    let paths = path_capacity.max(2).next_power_of_two();
+    WANT_SLOTS.store(max_slots.max(1), Relaxed);
+    WANT_PATHS.store(paths, Relaxed);
+    init();
+    let r = &GSH_RT_ROOT;
+    if r.max_slots.load(Relaxed) == max_slots.max(1) && r.path_capacity.load(Relaxed) == paths {
+        0
+    } else {
+        -1
+    }
+}
+
+/// Runs when a thread with a block exits: marks the block dead. The block stays in the list.
+extern "C" fn thread_exit(block: *mut libc::c_void) {
+    if let Some(b) = Block::from_trusted(block.cast()) {
+        b.header().state.store(THREAD_DEAD, Relaxed);
+    }
+}
+
+/// A thread block: a pointer that came from `create`, so it is mapped for the life of the
+/// process and laid out as the root says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Block(std::ptr::NonNull<u8>);
+
+impl Block {
+    /// Wraps a pointer read from the TLS word or the thread list (null gives `None`).
+    #[inline(always)]
+    pub fn from_trusted(p: *mut u8) -> Option<Block> {
+        std::ptr::NonNull::new(p).map(Block)
+    }
+
+    /// The block's address.
+    #[inline(always)]
+    pub fn as_ptr(self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+
+    /// The block's header.
+    #[inline(always)]
+    pub fn header<'a>(self) -> &'a ThreadHeader {
+        // SAFETY: blocks come from `create` (via the TLS word or the list) and are never
+        // unmapped; the header is the start of the block.
+        unsafe { &*self.0.as_ptr().cast::<ThreadHeader>() }
+    }
+}
+
+/// The calling thread's block, creating it on first use. Null if the thread is already inside
+/// this slow path (an instrumented function called from it) or memory is exhausted.
+#[cold]
+#[inline(never)]
+pub fn slow() -> Option<Block> {
+    if let Some(b) = Block::from_trusted(tls::block()) {
+        return Some(b);
+    }
+    if tls::busy() {
+        return None;
+    }
+    tls::set_busy(true);
+    let b = create();
+    tls::set_busy(false);
+    Block::from_trusted(b)
+}
+
+fn create() -> *mut u8 {
+    init();
+    let r = &GSH_RT_ROOT;
+    let size = r.block_size.load(Relaxed) as usize;
+    let Some(b) = sys::mmap_anon(size) else {
+        return std::ptr::null_mut();
+    };
+    let here = 0u8;
+    let (lo, hi) = sys::mapping_containing(&here as *const u8 as u64).unwrap_or((0, 0));
+    // SAFETY: `b` is a fresh zeroed mapping of `size` bytes, larger than the header; nobody
+    // else can see it until it is pushed below.
+    unsafe {
+        let h = b.cast::<ThreadHeader>();
+        (*h).tid = sys::gettid();
+        (*h).state.store(THREAD_LIVE, Relaxed);
+        (*h).max_slots = r.max_slots.load(Relaxed);
+        (*h).shadow_capacity = r.shadow_capacity.load(Relaxed);
+        (*h).path_mask = r.path_capacity.load(Relaxed) - 1;
+        (*h).stack_lo.store(lo, Relaxed);
+        (*h).stack_hi.store(hi, Relaxed);
+    }
+    let mut head = r.threads.load(Relaxed);
+    loop {
+        // SAFETY: as above, the block is still private to this thread.
+        unsafe { (*b.cast::<ThreadHeader>()).next.store(head, Relaxed) };
+        match r
+            .threads
+            .compare_exchange_weak(head, b as u64, Release, Relaxed)
+        {
+            Ok(_) => break,
+            Err(h) => head = h,
+        }
+    }
+    r.thread_count.fetch_add(1, Relaxed);
+    let key = KEY.load(Relaxed);
+    if key != u32::MAX {
+        // SAFETY: `key` came from pthread_key_create; the first 32 keys live inside the thread
+        // descriptor, so this does not allocate.
+        unsafe { libc::pthread_setspecific(key, b.cast()) };
+    }
+    tls::set_block(b);
+    b
+}
+
+/// Iterates over all thread blocks, newest first.
+pub fn blocks() -> impl Iterator<Item = Block> {
+    let mut cur = GSH_RT_ROOT.threads.load(Acquire);
+    std::iter::from_fn(move || {
+        let b = Block::from_trusted(cur as *mut u8)?;
+        cur = b.header().next.load(Relaxed);
+        Some(b)
+    })
+}
+
+/// Runs when the library is loaded: calibrate the clock now rather than on the first event.
+extern "C" fn on_load() {
+    init_clock();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

@@ -1,0 +1,64 @@
+//! Counting: exact totals from many threads without atomic read-modify-writes, and blocks of
+//! exited threads staying in the list, marked dead.
+
+mod common;
+
+use gsh_rt::layout::{THREAD_DEAD, THREAD_LIVE};
+use gsh_rt::thread;
+use std::sync::atomic::Ordering::Relaxed;
+
+#[test]
+fn eight_threads_count_exactly() {
+    const SLOT: u32 = 1;
+    const CALLS: u64 = 1_000_000;
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(|| {
+                for _ in 0..CALLS {
+                    gsh_rt::events::gsh_rt_count(std::hint::black_box(SLOT));
+                }
+                common::me().as_ptr() as usize
+            })
+        })
+        .collect();
+    let blocks: Vec<usize> = threads
+        .into_iter()
+        .map(|t| t.join().expect("worker"))
+        .collect();
+    assert_eq!(common::slot_total(SLOT).0, 8 * CALLS);
+    // Every worker's block survives its thread, marked dead by the pthread-key destructor.
+    for b in thread::blocks().filter(|b| blocks.contains(&(b.as_ptr() as usize))) {
+        assert_eq!(b.header().state.load(Relaxed), THREAD_DEAD);
+        assert_eq!(gsh_rt::events::slot(b, SLOT).count.load(Relaxed), CALLS);
+    }
+    assert_eq!(
+        thread::blocks()
+            .filter(|b| blocks.contains(&(b.as_ptr() as usize)))
+            .count(),
+        8
+    );
+}
+
+#[test]
+fn live_thread_and_bad_slots() {
+    let h = common::header();
+    assert_eq!(h.state.load(Relaxed), THREAD_LIVE);
+    assert_eq!(h.tid as i32, unsafe { libc::gettid() });
+    let before = h.bad_slots.load(Relaxed);
+    gsh_rt::events::gsh_rt_count(u32::MAX);
+    assert_eq!(h.bad_slots.load(Relaxed), before + 1);
+}
+
+#[test]
+fn tls_word_is_inlinable() {
+    // What generated code does: read fs:[offset] and find the block there.
+    let b = common::me().as_ptr() as u64;
+    let off = gsh_rt::gsh_rt_tls_offset();
+    let v: u64;
+    // SAFETY: reads this thread's TLS word at the offset the runtime reported.
+    unsafe { std::arch::asm!("mov {v}, qword ptr fs:[{o}]", v = out(reg) v, o = in(reg) off) };
+    assert_eq!(v, b);
+    let root = unsafe { &*gsh_rt::gsh_rt_root() };
+    assert_eq!(root.tls_offset.load(Relaxed), off);
+    assert_eq!(root.magic, gsh_rt::layout::ROOT_MAGIC);
+}
