@@ -112,26 +112,64 @@ pub struct Live {
     pub messages: Vec<String>,
     /// The declared variables' bytes as the process left them when it exited (base, bytes).
     pub last_data: Option<(u64, Vec<u8>)>,
+    /// How long code changes kept the process stopped, summed (benchmarks reset and read it).
+    pub paused_for: std::time::Duration,
 }
 
 fn canon(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
 }
 
-/// The process as the patcher's address space, remembering what each write covered.
+/// The process as the patcher's address space, staged so that the process is paused only
+/// for the jumps: trampolines go into freshly allocated memory at once, even while the process
+/// runs (nothing reaches them yet), while writes over existing code wait in `pending` until
+/// [`LiveSpace::commit`], which the caller runs with every thread stopped. Reads see the
+/// pending writes, and see the original byte under each of our breakpoints, so the patcher
+/// finds the bytes it expects.
 struct LiveSpace<'p> {
     p: &'p mut Process,
-    /// (address, bytes before the write) of every write.
-    before: Vec<(u64, Vec<u8>)>,
+    /// Memory allocated through this space: written directly.
+    fresh: Vec<std::ops::Range<u64>>,
+    /// Writes over existing code, in order.
+    pending: Vec<(u64, Vec<u8>)>,
+    /// (address, original byte) of every breakpoint in place.
+    hidden: Vec<(u64, u8)>,
+}
+
+impl<'p> LiveSpace<'p> {
+    fn new(p: &'p mut Process, hidden: Vec<(u64, u8)>) -> LiveSpace<'p> {
+        LiveSpace {
+            p,
+            fresh: Vec::new(),
+            pending: Vec::new(),
+            hidden,
+        }
+    }
+}
+
+fn overlay(bytes: &mut [u8], at: u64, src_at: u64, src: &[u8]) {
+    for (i, b) in src.iter().enumerate() {
+        let a = src_at + i as u64;
+        if a >= at && a < at + bytes.len() as u64 {
+            bytes[(a - at) as usize] = *b;
+        }
+    }
 }
 
 impl AddressSpace for LiveSpace<'_> {
     fn read(&self, addr: RuntimeAddr, len: usize) -> Result<Vec<u8>, SpaceError> {
-        self.p.read(addr.0, len).map_err(|e| SpaceError::Access {
+        let mut bytes = self.p.read(addr.0, len).map_err(|e| SpaceError::Access {
             addr,
             len,
             detail: e.to_string(),
-        })
+        })?;
+        for (at, orig) in &self.hidden {
+            overlay(&mut bytes, addr.0, *at, &[*orig]);
+        }
+        for (at, w) in &self.pending {
+            overlay(&mut bytes, addr.0, *at, w);
+        }
+        Ok(bytes)
     }
 
     fn allocate(
@@ -140,7 +178,8 @@ impl AddressSpace for LiveSpace<'_> {
         size: u64,
         kind: AllocKind,
     ) -> Result<RuntimeAddr, SpaceError> {
-        self.p
+        let got = self
+            .p
             .allocate(near.0, size, kind)
             .map(RuntimeAddr)
             .map_err(|e| match e {
@@ -150,18 +189,21 @@ impl AddressSpace for LiveSpace<'_> {
                     len: size as usize,
                     detail: format!("cannot allocate memory near it: {e}"),
                 },
-            })
+            })?;
+        self.fresh.push(got.0..got.0 + size);
+        Ok(got)
     }
 
     fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError> {
-        let err = |e: ProcessError| SpaceError::Access {
-            addr,
-            len: bytes.len(),
-            detail: e.to_string(),
-        };
-        let old = self.p.read(addr.0, bytes.len()).map_err(err)?;
-        self.p.write(addr.0, bytes).map_err(err)?;
-        self.before.push((addr.0, old));
+        let end = addr.0 + bytes.len() as u64;
+        if self.fresh.iter().any(|r| r.start <= addr.0 && end <= r.end) {
+            return self.p.write(addr.0, bytes).map_err(|e| SpaceError::Access {
+                addr,
+                len: bytes.len(),
+                detail: e.to_string(),
+            });
+        }
+        self.pending.push((addr.0, bytes.to_vec()));
         Ok(())
     }
 }
@@ -271,7 +313,8 @@ impl Live {
     }
 
     /// Inserts request `id` of `plan` into every loaded module it reaches; the rest waits for
-    /// its library to be loaded. The process must be stopped (see [`Live::paused`]).
+    /// its library to be loaded. The process may be running: trampolines are written while
+    /// it runs, and it is paused only while the jumps into them are written.
     pub fn insert(
         &mut self,
         p: &mut Process,
@@ -346,16 +389,12 @@ impl Live {
                 });
             }
         }
-        self.lift_breakpoints(p)?;
+        let hidden = self.hidden();
         let loaded = self.loaded.get_mut(&m).expect("checked above");
-        let mut space = LiveSpace {
-            p: &mut *p,
-            before: Vec::new(),
-        };
+        // Trampolines are written while the process runs; it stops only for the jumps.
+        let mut space = LiveSpace::new(&mut *p, hidden);
         let result = loaded.patcher.insert(&loaded.module, &mut space, &reqs);
-        let before = std::mem::take(&mut space.before);
-        move_threads(p, &loaded.patcher, &before)?;
-        self.place_breakpoints(p)?;
+        self.commit(space, m)?;
         let reports = result?;
         for r in &reports {
             *self.tactics.entry(r.tactic).or_insert(0) += 1;
@@ -366,35 +405,83 @@ impl Live {
         Ok(reports)
     }
 
-    /// Removes request `id` everywhere it was inserted. The process must be stopped.
+    /// Removes request `id` everywhere it was inserted; like [`Live::insert`], the process
+    /// may be running and is paused only while code is written.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
         let Some(lr) = self.requests.remove(&id) else {
             return Ok(0);
         };
-        self.lift_breakpoints(p)?;
         let mut removed = 0;
         let mut result = Ok(());
         for m in lr.applied {
+            let hidden = self.hidden();
             let Some(loaded) = self.loaded.get_mut(&m) else {
                 continue;
             };
-            let mut space = LiveSpace {
-                p: &mut *p,
-                before: Vec::new(),
-            };
+            let mut space = LiveSpace::new(&mut *p, hidden);
             let r = loaded.patcher.remove(&loaded.module, &mut space, id);
-            let before = std::mem::take(&mut space.before);
-            move_threads(p, &loaded.patcher, &before)?;
+            self.commit(space, m)?;
             match r {
                 Ok(n) => removed += n,
                 Err(e) => result = Err(e),
             }
         }
-        self.place_breakpoints(p)?;
         result?;
         Ok(removed)
     }
 
+    /// The original bytes under our breakpoints, for a [`LiveSpace`] to show.
+    fn hidden(&self) -> Vec<(u64, u8)> {
+        let mut v: Vec<(u64, u8)> = self.breakpoints.iter().filter_map(|b| b.placed).collect();
+        v.extend(self.once);
+        v
+    }
+
+    /// Writes a space's pending code changes with every thread stopped: breakpoints lifted,
+    /// changes written, threads moved out of changed bytes, breakpoints put back where their
+    /// points' code now is. Written even when the patcher failed half-way, since its records
+    /// already count what it staged.
+    fn commit(&mut self, space: LiveSpace<'_>, m: ModuleId) -> Result<(), LiveError> {
+        let LiveSpace { p, pending, .. } = space;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let running = p.state() == crate::process::State::Running;
+        let t = std::time::Instant::now();
+        if running {
+            p.halt()?;
+        }
+        let result = self.write_pending(p, &pending, m);
+        if running && p.state().is_alive() {
+            p.resume()?;
+        }
+        self.paused_for += t.elapsed();
+        result
+    }
+
+    fn write_pending(
+        &mut self,
+        p: &mut Process,
+        pending: &[(u64, Vec<u8>)],
+        m: ModuleId,
+    ) -> Result<(), LiveError> {
+        self.lift_breakpoints(p)?;
+        let once = self.once.take();
+        if let Some((at, byte)) = once {
+            p.write(at, &[byte])?;
+        }
+        let mut before = Vec::new();
+        for (at, bytes) in pending {
+            before.push((*at, p.read(*at, bytes.len())?));
+            p.write(*at, bytes)?;
+        }
+        move_threads(p, &self.loaded[&m].patcher, &before)?;
+        if let Some((at, _)) = once {
+            // The stop follows its instruction into a trampoline when a site covered it.
+            self.stop_once_at(p, at)?;
+        }
+        self.place_breakpoints(p)
+    }
     /// Removes everything: instrumentation, breakpoints, the one-shot stop. Afterwards the
     /// text is the file's again. The process must be stopped.
     pub fn remove_all(&mut self, p: &mut Process) -> Result<(), LiveError> {

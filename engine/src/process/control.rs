@@ -433,8 +433,11 @@ impl Process {
             if waited > HALT_DEADLINE {
                 return Ok(None);
             }
-            if waited < Duration::from_micros(200) {
-                std::thread::yield_now();
+            // Sleep rather than yield: with the mutatee's threads busy on every core, a
+            // yield hands the core to one of them for a whole time slice (milliseconds),
+            // while a short sleep's wakeup preempts them.
+            if waited < Duration::from_millis(2) {
+                std::thread::sleep(Duration::from_micros(10));
             } else {
                 std::thread::sleep(Duration::from_micros(50));
             }
@@ -553,7 +556,7 @@ impl Process {
                 Ok(None) => {
                     // Spin briefly after activity (breakpoints come in bursts), then sleep.
                     if last_event.elapsed() < Duration::from_micros(500) {
-                        std::thread::yield_now();
+                        std::thread::sleep(Duration::from_micros(10));
                     } else {
                         std::thread::sleep(Duration::from_micros(500));
                     }

@@ -141,11 +141,7 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     ];
     if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
         let (session, plan) = (&ctx.session, &ctx.plan);
-        let inserted = t.with(|p, live| {
-            Ok(engine::instrument::Live::paused(p, |p| {
-                live.insert(p, session, plan, id)
-            })?)
-        });
+        let inserted = t.with(|p, live| Ok(live.insert(p, session, plan, id)?));
         match inserted {
             Ok(reports) => fields.push(("Inserted", Cell::Num(reports.len() as u64))),
             Err(e) => {
@@ -212,13 +208,21 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
         let ids = &ids;
         t.with(|p, live| {
-            Ok(engine::instrument::Live::paused(p, |p| {
-                for id in ids {
-                    live.remove(p, *id)?;
-                    live.remove_breakpoint(p, *id)?;
-                }
-                Ok(())
-            })?)
+            for id in ids {
+                live.remove(p, *id)?;
+            }
+            if ids
+                .iter()
+                .any(|id| live.breakpoints.iter().any(|b| b.id == *id))
+            {
+                engine::instrument::Live::paused(p, |p| {
+                    for id in ids {
+                        live.remove_breakpoint(p, *id)?;
+                    }
+                    Ok(())
+                })?;
+            }
+            Ok(())
         })?;
     }
     for id in ids {
