@@ -66,6 +66,8 @@ struct LiveRequest {
     modules: HashMap<ModuleId, Arc<Module>>,
     /// Modules it has been inserted into.
     applied: Vec<ModuleId>,
+    /// Points it was inserted at, over all modules.
+    points: usize,
 }
 
 /// A `break`: an int3 the tracer reports.
@@ -341,6 +343,7 @@ impl Live {
                 request,
                 modules,
                 applied: Vec::new(),
+                points: 0,
             },
         );
         let targets: Vec<ModuleId> = self.requests[&id]
@@ -401,6 +404,7 @@ impl Live {
         }
         if let Some(lr) = self.requests.get_mut(&id) {
             lr.applied.push(m);
+            lr.points += reports.len();
         }
         Ok(reports)
     }
@@ -428,6 +432,23 @@ impl Live {
         }
         result?;
         Ok(removed)
+    }
+
+    /// Where request `id` stands in the process: `inserted at 12 points`, plus the libraries
+    /// it still waits for.
+    pub fn status(&self, id: u32) -> Option<String> {
+        let lr = self.requests.get(&id)?;
+        let mut text = format!("inserted at {} point(s)", lr.points);
+        let waiting: Vec<&str> = lr
+            .modules
+            .iter()
+            .filter(|(m, _)| !lr.applied.contains(m))
+            .map(|(_, module)| module.name.as_str())
+            .collect();
+        if !waiting.is_empty() {
+            text.push_str(&format!("; waiting for {}", waiting.join(", ")));
+        }
+        Some(text)
     }
 
     /// The original bytes under our breakpoints, for a [`LiveSpace`] to show.

@@ -160,14 +160,48 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let mut t = Table::new(vec!["Id", "Point", "Functions", "Condition", "Snippet"]);
-    for r in &ctx.plan.requests {
+    let mut t = Table::new(vec![
+        "Id",
+        "Point",
+        "Functions",
+        "Condition",
+        "Snippet",
+        "State",
+    ]);
+    let ids: Vec<u32> = ctx.plan.requests.iter().map(|r| r.id).collect();
+    // In a live process, what each request's code is doing there; else it waits for `save`,
+    // `start` or `attach`.
+    let states: Vec<String> = match ctx.target.as_ref().filter(|t| t.gone.is_none()) {
+        Some(target) => target.with(|_, live| {
+            Ok(ids
+                .iter()
+                .map(|id| live.status(*id).unwrap_or_else(|| "not inserted".into()))
+                .collect())
+        })?,
+        None => vec!["planned".into(); ids.len()],
+    };
+    for (r, state) in ctx.plan.requests.iter().zip(states) {
         t.rows.push(vec![
             Cell::Num(u64::from(r.id)),
             Cell::text(r.spec.to_string()),
             Cell::Num(r.funcs.len() as u64),
             Cell::opt(r.cond.clone()),
             Cell::text(r.body.split_whitespace().collect::<Vec<_>>().join(" ")),
+            Cell::text(state),
+        ]);
+    }
+    for b in &ctx.breaks {
+        t.rows.push(vec![
+            Cell::Num(u64::from(b.id)),
+            Cell::text(b.spec.to_string()),
+            Cell::Num(b.funcs.len() as u64),
+            Cell::opt(b.cond.clone()),
+            Cell::text("(breakpoint)"),
+            Cell::text(if ctx.target.is_some() {
+                "set"
+            } else {
+                "planned"
+            }),
         ]);
     }
     t.title = Some(format!(
