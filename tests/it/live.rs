@@ -100,10 +100,13 @@ fn instrumentation_requested_before_start_counts_exactly() {
         let out = scratch(&format!("start-{}", v.suffix()));
         let o = gsh_c(
             &format!(
-                "declare long hits; declare long bytes; \
+                "declare long hits; declare long bytes; declare long before; declare long after; \
                  at handle_request entry {{ hits++; }}; \
                  at parse_header exit {{ bytes += $return; }}; \
-                 start 3 40 > {out}; print hits; continue; print hits; print bytes",
+                 at worker call handle_request before {{ before++; }}; \
+                 at handle_request call parse_header after {{ after += $return > 1000; }}; \
+                 start 3 40 > {out}; print hits; continue; print hits; print bytes; \
+                 print before; print after",
                 out = out.display()
             ),
             &exe,
@@ -124,6 +127,9 @@ fn instrumentation_requested_before_start_counts_exactly() {
             "{v:?}: {}",
             o.stdout
         );
+        assert!(o.stdout.contains("before = 120\n"), "{v:?}: {}", o.stdout);
+        // Lengths over 1000 among i*37 % 8192 for i < 40: i = 28..39, in each of 3 workers.
+        assert!(o.stdout.contains("after = 36\n"), "{v:?}: {}", o.stdout);
         let got = std::fs::read_to_string(&out).expect("output");
         assert_eq!(got, expected(&exe, 3, 40), "{v:?}");
     }
@@ -136,7 +142,9 @@ fn run_reports_the_exit_and_breakpoints_stop_with_arguments() {
     let o = gsh_c(
         &format!(
             "break parse_header entry if (limit == 4096 && r->len > 4000); \
-             run 1 200 > {out}; print r->len; print $1; where; continue; kill",
+             run 1 200 > {out}; print r->len; print $1; where; \
+             execute {{ debug_level = 2; }}; print debug_level; print checksum(7); \
+             continue; delete 1; continue &; wait; status",
             out = out.display()
         ),
         &exe,
@@ -157,6 +165,16 @@ fn run_reports_the_exit_and_breakpoints_stop_with_arguments() {
     assert!(frames[1].contains("handle_request"), "{}", o.stdout);
     assert!(frames[2].contains("worker"), "{}", o.stdout);
     assert!(frames[3].contains("main"), "{}", o.stdout);
+    // `execute` writes the program's memory; `print` calls its functions.
+    assert!(o.stdout.contains("debug_level = 2\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("checksum(7) = 994587\n"), "{}", o.stdout);
+    // The second stop (i = 110: 4070), then, with the breakpoint deleted, to the end.
+    let stops = o.stdout.matches("stopped at breakpoint 1").count();
+    assert_eq!(stops, 2, "{}", o.stdout);
+    assert!(o.stdout.contains("running"), "{}", o.stdout);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+    let got = std::fs::read_to_string(&out).expect("output");
+    assert_eq!(got, expected(&exe, 1, 200));
 }
 
 /// Attach, insert while it runs, read while it runs, delete while it runs, detach.
@@ -176,7 +194,15 @@ fn attach_cycle(threads: u32) {
         ),
         &exe,
     );
-    o.assert_code(0);
+    if !o.success() {
+        let mut child = child;
+        let status = child.wait();
+        panic!(
+            "gsh failed: {}\nthe server ended with {status:?}, having printed {:?}",
+            o.stderr,
+            std::fs::read_to_string(&out)
+        );
+    }
     let hits: Vec<i64> = o
         .stdout
         .lines()
@@ -345,6 +371,14 @@ fn instrumentation_waits_for_a_library_loaded_later() {
         "the library's arrival is reported: {}",
         o.stderr
     );
+    // `load library` into a program that would never load it itself.
+    let o = gsh_c(
+        &format!("start; load library {}; continue", lib.display()),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("loaded "), "{}", o.stdout);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
     let got = std::fs::read_to_string(&out).expect("output");
     assert_eq!(got, "plugin sum: 9900\n");
 }
