@@ -15,19 +15,36 @@ fn sym(lib: *mut c_void, name: &str) -> *mut c_void {
     p
 }
 
-#[test]
-fn dlopened_library_counts_in_threads_that_predate_it() {
+/// `libgsh_rt.so`: next to the test's target directory when a workspace build made it, else
+/// built now into a target directory of its own (`cargo test` builds only the rlib for tests,
+/// and the running cargo holds the lock on the main target directory).
+fn shared_library() -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("exe");
-    let so = exe
+    let target = exe
         .parent()
         .and_then(|d| d.parent())
         .expect("target dir")
-        .join("libgsh_rt.so");
-    assert!(
-        so.exists(),
-        "{} not built (cargo builds it with the rlib)",
-        so.display()
-    );
+        .to_owned();
+    let so = target.join("libgsh_rt.so");
+    if so.exists() {
+        return so;
+    }
+    let own = target.parent().expect("target root").join("rt-cdylib");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "gsh-rt", "--target-dir"])
+        .arg(&own)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo build -p gsh-rt");
+    assert!(status.success(), "cargo build -p gsh-rt failed");
+    let so = own.join("debug/libgsh_rt.so");
+    assert!(so.exists(), "{} not built", so.display());
+    so
+}
+
+#[test]
+fn dlopened_library_counts_in_threads_that_predate_it() {
+    let so = shared_library();
 
     // A thread that exists before the library is loaded.
     let (go_tx, go_rx) = mpsc::channel::<usize>();
