@@ -14,3 +14,4 @@ mod rewrite;
 mod scripts;
 mod session;
 mod stripped;
+mod traps;

@@ -1,17 +1,27 @@
 //! `save`: the plan written into a new ELF file. Declared variables go in the rewriter's new
 //! data segment, trampolines in its new code segment, and the jumps into them over the original
 //! code; the patcher sees all of it through an [`AddressSpace`] over the rewrite.
+//!
+//! Points that only a trap can reach get an `int3`, and the output gets gsh's own SIGTRAP
+//! handler ([`crate::patch::trap`]) with a table from each trap site to its trampoline. The
+//! handler is installed before any instrumented code runs: an executable's `e_entry` leads to
+//! an install stub that then jumps to the original entry; a shared library's `DT_INIT` leads
+//! to it, and it then calls the original `DT_INIT`. A library with no `DT_INIT` and no spare
+//! dynamic entry cannot host the handler, and `save` refuses its traps. Nothing of this is
+//! written when no point needs a trap.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::addr::{LinkAddr, RuntimeAddr};
+use crate::elf::BinaryKind;
+use crate::patch::trap;
 use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
 use crate::point::{self, Point, Query};
-use crate::rewrite::{self, Rewrite};
+use crate::rewrite::{self, InitHook, Rewrite};
 use crate::session::{Module, Session};
 use crate::snippet::env::PointInfo;
 use crate::snippet::types::Type;
@@ -213,12 +223,89 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
             }
         }
     }
-    let mut patcher = Patcher::new(0, PatchOptions::default());
-    let points = patcher.insert(module, &mut space, &requests)?;
+    let hook = match module.binary.kind() {
+        BinaryKind::SharedLibrary => space.rw.init().map(Hook::Init),
+        _ => Ok(Hook::Entry(module.binary.entry())),
+    };
+    let options = PatchOptions {
+        allow_traps: hook.is_ok(),
+        ..PatchOptions::default()
+    };
+    let mut patcher = Patcher::new(0, options);
+    let points = match (patcher.insert(module, &mut space, &requests), &hook) {
+        (Ok(p), _) => p,
+        (Err(patch::PatchError::NeedsTrap { point, addr, why }), Err(e)) => {
+            return Err(patch::PatchError::NeedsTrap {
+                point,
+                addr,
+                why: format!("{why}; and {e}"),
+            }
+            .into())
+        }
+        (Err(e), _) => return Err(e.into()),
+    };
+    let traps = patcher.traps();
+    if !traps.is_empty() {
+        // Traps were allowed only because the hook exists.
+        let hook = hook?;
+        install_trap_handler(&mut space.rw, hook, &traps)?;
+    }
     let file = space.rw.save(out)?;
     Ok(SaveReport {
         points,
         tactics: patcher.tactic_counts(),
         file,
     })
+}
+
+/// Where the SIGTRAP handler's install stub is hooked in.
+#[derive(Clone, Copy, Debug)]
+enum Hook {
+    /// `e_entry`, which held this original entry point.
+    Entry(LinkAddr),
+    /// A library's `DT_INIT`.
+    Init(InitHook),
+}
+
+/// Writes the trap table, the handler and its install stub, and hooks the stub in.
+fn install_trap_handler(
+    rw: &mut Rewrite<'_>,
+    hook: Hook,
+    traps: &[(RuntimeAddr, RuntimeAddr)],
+) -> Result<(), SaveError> {
+    let pairs: Vec<(u64, u64)> = traps.iter().map(|(a, b)| (a.0, b.0)).collect();
+    let table_at = rw.alloc_data(pairs.len() as u64 * trap::ENTRY_SIZE, 16)?;
+    rw.write(table_at, &trap::table(table_at.0, &pairs))?;
+    let previous = rw.alloc_data(trap::ACTION_SIZE, 16)?;
+    let then = match hook {
+        Hook::Entry(entry) => Some(entry.0),
+        Hook::Init(InitHook::Chain { old, .. }) => Some(old.0),
+        Hook::Init(InitHook::Spare { .. }) => None,
+    };
+    let asm = |code: u64| {
+        trap::assemble(&trap::HandlerLayout {
+            code,
+            table: table_at.0,
+            entries: pairs.len(),
+            previous: previous.0,
+            then,
+        })
+        .map_err(patch::PatchError::from)
+    };
+    // Branch sizes may differ once the address is final; the slack covers them.
+    let guess = asm(rw.code_region().0 .0)?;
+    let size = guess.bytes.len() as u64 + 32;
+    let at = rw.alloc_code(size, 16)?;
+    let code = asm(at.0)?;
+    if code.bytes.len() as u64 > size {
+        return Err(
+            patch::PatchError::Layout("the trap handler grew past its allocation".into()).into(),
+        );
+    }
+    rw.write(at, &code.bytes)?;
+    match hook {
+        Hook::Entry(_) => rw.set_entry(at),
+        Hook::Init(h) => rw.set_init(h, at),
+    }
+    Ok(())
 }

@@ -24,15 +24,20 @@
 //! Addresses: planning is in link addresses; everything written is at runtime addresses (link
 //! plus the module's bias, which is 0 for the static rewriter). See [`space`].
 //!
+//! Traps (`int3`, the last resort) need a SIGTRAP handler that sends each trap site to its
+//! trampoline; [`Patcher::traps`] lists the pairs and [`trap`] assembles the handler that the
+//! static rewriter writes into the output (`instrument::save`). Live processes refuse traps.
+//!
 //! Future work: a recursion guard (a snippet calling a function that is itself instrumented
-//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), the
-//! SIGTRAP handler that traps need, and edge trampolines for loop points.
+//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
+//! edge trampolines for loop points.
 
 pub mod layout;
 pub mod plan;
 pub mod reloc;
 pub mod space;
 pub mod tramp;
+pub mod trap;
 
 #[cfg(test)]
 mod tests;
@@ -62,7 +67,7 @@ pub enum PatchError {
     #[error("snippet does not compile:\n{0}")]
     Snippet(String),
     /// Only a trap could reach the point, and traps were not allowed.
-    #[error("{point} at {addr} needs a trap (int3), which needs the runtime library's SIGTRAP handler, not written yet: {why}")]
+    #[error("{point} at {addr} needs a trap (int3), and no SIGTRAP handler can be installed here: {why}")]
     NeedsTrap {
         point: String,
         addr: LinkAddr,
@@ -91,7 +96,8 @@ pub enum PatchError {
 /// Choices the user can make.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PatchOptions {
-    /// Accept `int3` traps as a last resort (they need a SIGTRAP handler not written yet).
+    /// Accept `int3` traps as a last resort; whoever sets this installs the SIGTRAP handler
+    /// that sends [`Patcher::traps`] to their trampolines.
     pub allow_traps: bool,
     /// Save the flags whenever a snippet clobbers them, even where the ABI or a scan of the
     /// following instructions says they are dead.
@@ -453,7 +459,7 @@ impl Patcher {
                 space.write(at, &bytes)
             };
             let mut entry = match (site.tactic, arrival.pad) {
-                // The future SIGTRAP handler finds the trampoline through `origin`'s map.
+                // The SIGTRAP handler finds the trampoline through [`Patcher::traps`].
                 (Tactic::Trap, _) => vec![0xcc],
                 (_, Some(pad)) => {
                     let pad = self.rt(pad);
@@ -476,6 +482,21 @@ impl Patcher {
     pub fn origin(&self, addr: RuntimeAddr) -> Option<Origin> {
         let (_, (end, o)) = self.map.range(..=addr.0).next_back()?;
         (addr.0 < *end).then_some(*o)
+    }
+
+    /// Every trap site written, with the trampoline its SIGTRAP handler must resume at:
+    /// `(address of the int3, trampoline entry)`, runtime addresses, sorted by site.
+    pub fn traps(&self) -> Vec<(RuntimeAddr, RuntimeAddr)> {
+        let mut v: Vec<(RuntimeAddr, RuntimeAddr)> = self
+            .applied
+            .iter()
+            .filter(|a| a.site.tactic == Tactic::Trap)
+            // A trap site copies just its own instruction, and the trampoline begins with the
+            // point's code before that copy.
+            .map(|a| (self.rt(a.site.patch_at), a.tramp))
+            .collect();
+        v.sort_by_key(|p| p.0 .0);
+        v
     }
 
     /// How many sites each tactic placed.

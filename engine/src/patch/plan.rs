@@ -14,8 +14,8 @@
 //!    every point's snippets, and its entry redirected by a jump or a pun. Only for functions
 //!    without calls that return (their return addresses would lead back into the original),
 //!    jump tables or unresolved indirect jumps.
-//! 5. **trap** (tactic (d)): `int3`, which needs the runtime library's SIGTRAP handler; that
-//!    handler does not exist yet, so traps are refused unless asked for.
+//! 5. **trap** (tactic (d)): `int3`, which needs a SIGTRAP handler ([`super::trap`]); `save`
+//!    writes one into the output, live processes refuse traps.
 //!
 //! Local tactics (1–3) are tried for every point of a function; if any point fails, the
 //! function is relocated whole; if that is impossible, the failing points get traps.
@@ -53,7 +53,7 @@ impl Tactic {
             Tactic::JumpBefore => "jump-before",
             Tactic::Pun => "pun",
             Tactic::RelocateFunction => "relocate-function",
-            Tactic::Trap => "trap (unsupported yet)",
+            Tactic::Trap => "trap",
         }
     }
 }

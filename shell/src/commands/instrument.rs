@@ -199,7 +199,10 @@ pub const SAVE: Spec = Spec {
 every declared variable in place. New code and data go in new segments (read-execute and \
 read-write, never both); the jumps into trampolines replace original instructions. The output \
 runs on its own, with no extra files or environment variables. Prints how many points were \
-patched and with which tactic. With nothing inserted, OUTFILE runs exactly like the original.",
+patched and with which tactic. A point no jump can reach gets a trap (int3) as the last \
+resort, and OUTFILE then carries its own SIGTRAP handler, installed at start-up (from the entry \
+point, or a library's DT_INIT); a program that installs its own SIGTRAP handler later replaces \
+it, and its traps then end it. With nothing inserted, OUTFILE runs exactly like the original.",
     examples: &[("save ./app.inst", "")],
     run: save,
 };
@@ -215,7 +218,8 @@ original instructions a jump there would displace and the tactic that makes room
 `jump` (a 5-byte jump over whole instructions of one block), `jump-before` (the jump sits on \
 earlier instructions of the block), `pun` (a 2-byte jump to nearby padding holding the 5-byte \
 one), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
-not supported yet). FUNC may be a glob.",
+handled by a SIGTRAP handler `save` writes into the file; about 100 times slower). FUNC may \
+be a glob.",
     examples: &[("show points main", ""), ("show points 'parse_*'", "")],
     run: show_points,
 };
