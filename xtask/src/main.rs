@@ -11,11 +11,16 @@
 //! - `bench-static [--calls N] [--runs N]`: the added ns per call of a gsh entry counter saved
 //!   into a program, against gcc's `-finstrument-functions` with empty hooks. Run it with
 //!   `--release`.
+//! - `whole-program python3|cc1 [--runs N]`: issue 5's whole-program reports: a counter at every
+//!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
+//!   compared exactly with the original's; prints the tactic counts and run times. Run it with
+//!   `--release`.
 
 mod bench;
 mod bench_static;
 mod coverage;
 mod timing;
+mod whole_program;
 
 use anyhow::{bail, Result};
 
@@ -28,7 +33,10 @@ tasks:
                                   objdump -d (default: gcc 12's cc1, 3 runs; use --release)
   bench-static [--calls N] [--runs N]   ns per call added by a saved gsh entry counter vs
                                   gcc -finstrument-functions (default 200M calls, 5 runs;
-                                  use --release)";
+                                  use --release)
+  whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
+                                  saved; outputs compared exactly, tactics and run times
+                                  printed (default 3 runs; use --release)";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -77,6 +85,7 @@ fn run() -> Result<()> {
         "open-time" => timing::run(rest),
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
+        "whole-program" => whole_program::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {
