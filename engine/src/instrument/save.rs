@@ -54,6 +54,10 @@ pub enum SaveError {
 #[derive(Debug)]
 pub struct SaveReport {
     pub points: Vec<PointReport>,
+    /// Points left alone, and why: their instruction overlaps another instruction of the
+    /// function's CFG (a block decoded from inside an instruction, typically from a jump
+    /// table read past its end), so writing there could corrupt real code.
+    pub skipped: Vec<(Point, String)>,
     pub tactics: BTreeMap<Tactic, usize>,
     pub file: rewrite::Summary,
 }
@@ -206,11 +210,16 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
     };
 
     let mut requests = Vec::new();
+    let mut skipped = Vec::new();
     for r in &plan.requests {
         let source = r.source();
         for f in &r.funcs {
             let func = module.functions().get(f.func);
             for p in points_of(module, r, f.func)? {
+                if let Some(why) = overlapping_code(module, &p) {
+                    skipped.push((p, why));
+                    continue;
+                }
                 let base_env =
                     SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
                 let info = point_info(module, &base_env, r, &p);
@@ -253,6 +262,7 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
     let file = space.rw.save(out)?;
     Ok(SaveReport {
         points,
+        skipped,
         tactics: patcher.tactic_counts(),
         file,
     })
@@ -308,4 +318,25 @@ fn install_trap_handler(
         Hook::Init(h) => rw.set_init(h, at),
     }
     Ok(())
+}
+
+/// Why `p` lies in doubtful code, if it does: another block of its function decodes an
+/// instruction across the point's address, so the two readings of those bytes cannot both be
+/// right. cc1 has one: a jump table read one entry too far gives a "target" inside a `je`,
+/// whose bytes then decode to a `ret imm16` that never runs.
+fn overlapping_code(module: &Module, p: &Point) -> Option<String> {
+    let cfg = &module.analysis().function(p.func).cfg;
+    for b in &cfg.blocks {
+        if !(b.start < p.addr && p.addr < b.end) {
+            continue;
+        }
+        let insns = patch::plan::decode(&module.binary, b.start, b.end.0 - b.start.0);
+        if !insns.iter().any(|i| i.ip() == p.addr.0) {
+            return Some(format!(
+                "the block at {} decodes an instruction across {}",
+                b.start, p.addr
+            ));
+        }
+    }
+    None
 }

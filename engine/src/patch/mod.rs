@@ -14,6 +14,8 @@
 //!                          └─────────────── jmp f+k
 //!
 //!   pun:  f: jmp rel8 pad ──► pad (int3/nop padding): jmp rel32 tramp
+//!   evict: f: jmp rel8 g+5 ──► g: jmp rel32 (g's instructions, moved to their own trampoline)
+//!                              g+5: jmp rel32 tramp
 //! ```
 //!
 //! Several snippets at one point run in insertion order inside one save/restore. Every site
@@ -195,6 +197,9 @@ impl Patcher {
             }
         }
         let mut claimed = self.claimed.clone();
+        let mut wanted: Vec<u64> = points.iter().map(|p| p.addr.0).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();
@@ -208,17 +213,34 @@ impl Patcher {
                 prefix_end: self
                     .prefix_end
                     .get_or_init(|| plan::prefix_ends(module.functions())),
+                analysis: module.analysis(),
+                wanted: &wanted,
             };
-            let mut outside = Claimed::default();
-            let mut inside = Vec::new();
-            for a in &self.applied {
-                if a.func == f {
-                    inside.extend(a.site.points.iter().copied());
-                } else {
-                    outside.add(&a.site);
+            let inside: Vec<LinkAddr> = self
+                .applied
+                .iter()
+                .filter(|a| a.func == f)
+                .flat_map(|a| a.site.points.iter().copied())
+                .collect();
+            // Relocating the function would absorb its own sites, so they do not count
+            // against it; sites planned in this call for other functions do (an eviction
+            // may have claimed bytes of this function). With no site of its own written
+            // (every first insertion), that is just `claimed`.
+            let rebuilt;
+            let outside = if inside.is_empty() {
+                &claimed
+            } else {
+                let mut o = Claimed::default();
+                for a in self.applied.iter().filter(|a| a.func != f) {
+                    o.add(&a.site);
                 }
-            }
-            for s in planner.plan(&addrs, &claimed, &outside, &inside) {
+                for s in &out {
+                    o.add(s);
+                }
+                rebuilt = o;
+                &rebuilt
+            };
+            for s in planner.plan(&addrs, &claimed, outside, &inside) {
                 claimed.add(&s);
                 out.push(s);
             }
@@ -440,6 +462,9 @@ impl Patcher {
         first: bool,
     ) -> Result<Vec<(RuntimeAddr, Vec<u8>)>, PatchError> {
         let mut originals = Vec::new();
+        if let (Some(ev), true) = (&site.evict, first) {
+            self.evict(space, ev, &mut originals)?;
+        }
         let main = plan::Arrival {
             at: site.patch_at,
             overwrite: site.overwrite,
@@ -476,6 +501,40 @@ impl Patcher {
             put(space, at, entry)?;
         }
         Ok(originals)
+    }
+
+    /// Moves the original instructions in `range` to a trampoline of their own and writes a
+    /// jump to it over their first 5 bytes (`int3` over the rest, until a pun's jump lands
+    /// there).
+    fn evict(
+        &mut self,
+        space: &mut dyn AddressSpace,
+        range: &Range<LinkAddr>,
+        originals: &mut Vec<(RuntimeAddr, Vec<u8>)>,
+    ) -> Result<(), PatchError> {
+        let at = self.rt(range.start);
+        let len = (range.end.0 - range.start.0) as usize;
+        let bytes = space.read(at, len)?;
+        let segments = vec![layout::decode_at(&bytes, at.0)];
+        let none = HashMap::new();
+        let guess = layout::lay_out(&segments, &none, at.0)?;
+        let size = guess.bytes.len() as u64 + 64;
+        let tramp = space.allocate(at, size, AllocKind::Code)?;
+        let laid = layout::lay_out(&segments, &none, tramp.0)?;
+        if laid.bytes.len() as u64 > size {
+            return Err(PatchError::Layout(
+                "trampoline grew past its allocation".into(),
+            ));
+        }
+        space.write(tramp, &laid.bytes)?;
+        for (r, o) in &laid.map {
+            self.map.insert(r.start, (r.end, *o));
+        }
+        let mut entry = reloc::jmp_rel32(at.0, tramp.0)?;
+        entry.resize(len, 0xcc);
+        originals.push((at, bytes));
+        space.write(at, &entry)?;
+        Ok(())
     }
 
     /// Where a trampoline address came from, or `None` outside every trampoline.

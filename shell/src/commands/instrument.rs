@@ -217,7 +217,8 @@ pub const SHOW_POINTS: Spec = Spec {
 original instructions a jump there would displace and the tactic that makes room for it: \
 `jump` (a 5-byte jump over whole instructions of one block), `jump-before` (the jump sits on \
 earlier instructions of the block), `pun` (a 2-byte jump to nearby padding holding the 5-byte \
-one), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
+one), `evict` (a 2-byte jump into nearby instructions moved to their own trampoline to make \
+room), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
 handled by a SIGTRAP handler `save` writes into the file; about 100 times slower). FUNC may \
 be a glob.",
     examples: &[("show points main", ""), ("show points 'parse_*'", "")],
@@ -233,23 +234,43 @@ fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .map(|(t, n)| format!("{} {n}", t.as_str()))
         .collect::<Vec<_>>()
         .join(", ");
+    let mut fields = vec![
+        ("Saved", Cell::text(out)),
+        ("Points", Cell::Num(report.points.len() as u64)),
+        (
+            "Tactics",
+            Cell::text(if tactics.is_empty() {
+                "-".into()
+            } else {
+                tactics
+            }),
+        ),
+        ("Size", Cell::Num(report.file.size_after)),
+    ];
+    if !report.skipped.is_empty() {
+        fields.insert(2, ("Skipped", Cell::Num(report.skipped.len() as u64)));
+    }
     Ok(Output::Record(Record {
         title: None,
-        fields: vec![
-            ("Saved", Cell::text(out)),
-            ("Points", Cell::Num(report.points.len() as u64)),
-            (
-                "Tactics",
-                Cell::text(if tactics.is_empty() {
-                    "-".into()
-                } else {
-                    tactics
-                }),
-            ),
-            ("Size", Cell::Num(report.file.size_after)),
-        ],
-        table: None,
+        fields,
+        table: skipped_table(&report.skipped),
     }))
+}
+
+/// The points `save` left alone, when there are any.
+fn skipped_table(skipped: &[(engine::point::Point, String)]) -> Option<(&'static str, Table)> {
+    if skipped.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(vec!["Skipped", "Address", "Why"]);
+    for (p, why) in skipped {
+        t.rows.push(vec![
+            Cell::text(p.kind.as_str()),
+            Cell::Addr(p.addr.0),
+            Cell::text(why.clone()),
+        ]);
+    }
+    Some(("skipped", t))
 }
 
 fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
