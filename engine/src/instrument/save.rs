@@ -67,6 +67,8 @@ struct RewriteSpace<'a> {
     rw: Rewrite<'a>,
     /// Writes over original code, replayed on reads so the patcher sees its own patches.
     patched: BTreeMap<u64, Vec<u8>>,
+    /// The longest of them, so a read looks only at patches that can reach it.
+    longest: u64,
 }
 
 impl AddressSpace for RewriteSpace<'_> {
@@ -82,7 +84,8 @@ impl AddressSpace for RewriteSpace<'_> {
                 detail: "not in the file's loaded bytes".into(),
             })?
             .to_vec();
-        for (&at, patch) in self.patched.range(..addr.0 + len as u64) {
+        let from = addr.0.saturating_sub(self.longest);
+        for (&at, patch) in self.patched.range(from..addr.0 + len as u64) {
             for (i, b) in patch.iter().enumerate() {
                 let a = at + i as u64;
                 if a >= addr.0 && a < addr.0 + len as u64 {
@@ -116,6 +119,7 @@ impl AddressSpace for RewriteSpace<'_> {
                 detail: e.to_string(),
             })?;
         if self.rw.binary().bytes_at(LinkAddr(addr.0), 1).is_some() {
+            self.longest = self.longest.max(bytes.len() as u64);
             self.patched.insert(addr.0, bytes.to_vec());
         }
         Ok(())
@@ -195,6 +199,7 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
     let mut space = RewriteSpace {
         rw: Rewrite::new(&module.binary)?,
         patched: BTreeMap::new(),
+        longest: 0,
     };
     // Declared variables, with their initial values, in the new data segment.
     let (_, size) = plan.layout(0);

@@ -614,6 +614,8 @@ impl Planner<'_> {
         arrivals.dedup();
         let mut taken = claimed.clone();
         let mut placed: Vec<Arrival> = Vec::new();
+        // At most one eviction per site: it makes room for one arrival's pun.
+        let mut evict: Option<Range<u64>> = None;
         for (n, &a) in arrivals.iter().enumerate() {
             let next = arrivals.get(n + 1).copied().unwrap_or(u64::MAX);
             let mut room = 0;
@@ -654,8 +656,22 @@ impl Planner<'_> {
                         && !avoid.iter().any(|v| v.start < r.end && r.start < v.end)
                 })
             });
-            let Some(pad) = pad else {
-                return Err(format!("no padding within reach of {a:#x} for a pun"));
+            let pad = match pad {
+                Some(p) => p,
+                None if evict.is_none() => {
+                    let Some((r, q)) = self.find_eviction(a, &taken, &(a..a + 2)) else {
+                        return Err(format!("no padding within reach of {a:#x} for a pun"));
+                    };
+                    taken.insert(r.clone());
+                    evict = Some(r);
+                    placed.push(Arrival {
+                        at: LinkAddr(a),
+                        overwrite: 2,
+                        pad: Some(LinkAddr(q)),
+                    });
+                    continue;
+                }
+                None => return Err(format!("no padding within reach of {a:#x} for a pun")),
             };
             taken.insert(pad..pad + 5);
             placed.push(Arrival {
@@ -675,7 +691,7 @@ impl Planner<'_> {
             patch_at: first.at,
             overwrite: first.overwrite,
             pad: first.pad,
-            evict: None,
+            evict: evict.map(|r| LinkAddr(r.start)..LinkAddr(r.end)),
             segments,
             points: vec![],
             why: format!(

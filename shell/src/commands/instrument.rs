@@ -253,24 +253,33 @@ fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     Ok(Output::Record(Record {
         title: None,
         fields,
-        table: skipped_table(&report.skipped),
+        table: skipped_table(&report),
     }))
 }
 
-/// The points `save` left alone, when there are any.
-fn skipped_table(skipped: &[(engine::point::Point, String)]) -> Option<(&'static str, Table)> {
-    if skipped.is_empty() {
-        return None;
-    }
-    let mut t = Table::new(vec!["Skipped", "Address", "Why"]);
-    for (p, why) in skipped {
+/// The points `save` left alone and the points that got traps (about 100 times slower than a
+/// jump, so worth knowing), when there are any.
+fn skipped_table(report: &engine::instrument::SaveReport) -> Option<(&'static str, Table)> {
+    let mut t = Table::new(vec!["Point", "Address", "Outcome", "Why"]);
+    for (p, why) in &report.skipped {
         t.rows.push(vec![
             Cell::text(p.kind.as_str()),
             Cell::Addr(p.addr.0),
+            Cell::text("skipped"),
             Cell::text(why.clone()),
         ]);
     }
-    Some(("skipped", t))
+    for p in &report.points {
+        if p.tactic == engine::patch::Tactic::Trap {
+            t.rows.push(vec![
+                Cell::text(p.point.kind.as_str()),
+                Cell::Addr(p.point.addr.0),
+                Cell::text("trap"),
+                Cell::text(p.why.clone()),
+            ]);
+        }
+    }
+    (!t.rows.is_empty()).then_some(("notes", t))
 }
 
 fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
