@@ -44,6 +44,7 @@ pub fn run(args: &[String]) -> Result<()> {
 /// What `save` printed and how long it took.
 struct Saved {
     points: String,
+    skipped: String,
     tactics: String,
     took: Duration,
 }
@@ -72,6 +73,11 @@ fn save_all(original: &Path, out: &Path) -> Result<Saved> {
     };
     Ok(Saved {
         points: field("Points"),
+        skipped: o
+            .stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Skipped"))
+            .map_or_else(|| "0".to_owned(), |v| v.trim().to_owned()),
         tactics: field("Tactics"),
         took,
     })
@@ -94,7 +100,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn report(name: &str, saved: &Saved, original: Duration, rewritten: Duration) {
     println!("{name}: whole program, a counter at every entry and every exit");
-    println!("  points:    {}", saved.points);
+    println!("  points:    {} (skipped: {})", saved.points, saved.skipped);
     println!("  tactics:   {}", saved.tactics);
     println!("  save took: {:.1} s", saved.took.as_secs_f64());
     println!(

@@ -261,8 +261,19 @@ impl Patcher {
             .partition(|r| self.applied_at(r.point.addr).is_some());
         let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
         let sites = self.plan(module, &points);
+        // Maps, not scans: a whole-program insert has 200k requests and 90k sites.
+        let mut site_of: HashMap<u64, usize> = HashMap::new();
+        for (i, s) in sites.iter().enumerate() {
+            for a in &s.points {
+                site_of.entry(a.0).or_insert(i);
+            }
+        }
+        let mut by_addr: HashMap<u64, Vec<&Request>> = HashMap::new();
+        for r in &new {
+            by_addr.entry(r.point.addr.0).or_default().push(r);
+        }
         for p in &points {
-            let Some(site) = sites.iter().find(|s| s.points.contains(&p.addr)) else {
+            let Some(site) = site_of.get(&p.addr.0).map(|&i| &sites[i]) else {
                 return Err(PatchError::NoInstruction(p.addr));
             };
             if site.tactic == Tactic::Trap && !self.options.allow_traps {
@@ -289,11 +300,14 @@ impl Patcher {
             if site.tactic == Tactic::RelocateFunction {
                 // Sites already in this function are absorbed: their snippets move into the
                 // copy and their original bytes come back.
-                let func = new
+                let func = site
+                    .points
                     .iter()
-                    .find(|r| site.points.contains(&r.point.addr))
+                    .find_map(|a| by_addr.get(&a.0))
+                    .and_then(|v| v.first())
                     .map(|r| r.point.func);
                 let mut k = 0;
+                let mut absorbed = false;
                 while k < self.applied.len() {
                     if Some(self.applied[k].func) == func {
                         let a = self.applied.remove(k);
@@ -301,20 +315,23 @@ impl Patcher {
                             space.write(*at, bytes)?;
                         }
                         reqs.extend(a.requests);
+                        absorbed = true;
                     } else {
                         k += 1;
                     }
                 }
-                self.claimed = Claimed::default();
-                for a in &self.applied {
-                    self.claimed.add(&a.site);
+                if absorbed {
+                    self.claimed = Claimed::default();
+                    for a in &self.applied {
+                        self.claimed.add(&a.site);
+                    }
                 }
             }
-            reqs.extend(
-                new.iter()
-                    .filter(|r| site.points.contains(&r.point.addr))
-                    .map(|r| (*r).clone()),
-            );
+            for a in &site.points {
+                if let Some(rs) = by_addr.get(&a.0) {
+                    reqs.extend(rs.iter().map(|r| (*r).clone()));
+                }
+            }
             let func = match reqs.first() {
                 Some(r) => r.point.func,
                 None => continue,
@@ -330,9 +347,15 @@ impl Patcher {
                 originals,
             });
         }
+        let mut applied_of: HashMap<u64, usize> = HashMap::new();
+        for (i, a) in self.applied.iter().enumerate() {
+            for r in &a.requests {
+                applied_of.insert(r.point.addr.0, i);
+            }
+        }
         let mut reports = Vec::new();
         for r in requests {
-            let Some(i) = self.applied_at(r.point.addr) else {
+            let Some(&i) = applied_of.get(&r.point.addr.0) else {
                 continue;
             };
             let a = &self.applied[i];

@@ -171,6 +171,27 @@ impl Claimed {
     }
 }
 
+/// Something that answers "is any of these bytes claimed?".
+pub trait Overlaps {
+    fn overlaps(&self, r: &Range<u64>) -> bool;
+}
+
+impl Overlaps for Claimed {
+    fn overlaps(&self, r: &Range<u64>) -> bool {
+        Claimed::overlaps(self, r)
+    }
+}
+
+/// Two sets of claims seen as one, so planning a function adds its own claims on top of the
+/// module's without copying them (a copy per function made whole-program saves quadratic).
+pub struct Both<'a>(pub &'a Claimed, pub &'a Claimed);
+
+impl Overlaps for Both<'_> {
+    fn overlaps(&self, r: &Range<u64>) -> bool {
+        self.0.overlaps(r) || self.1.overlaps(r)
+    }
+}
+
 /// What planning one function needs.
 pub struct Planner<'a> {
     pub binary: &'a Binary,
@@ -229,6 +250,33 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
         }
         for t in cfg.jump_tables.iter().flat_map(|t| &t.targets) {
             add(t.0);
+        }
+        // Bytes of the function no block covers may be code the analysis missed (a jump
+        // table resolved with too few targets): cc1's may_be_nonaddressable_p loops back to
+        // its entry block's fourth byte from such code, and a jump placed over the entry
+        // block turned that byte into `add esp, ecx`. A linear sweep of the gaps finds their
+        // direct branches.
+        let f = &module.functions().functions()[i];
+        let mut covered: Vec<(u64, u64)> =
+            cfg.blocks.iter().map(|b| (b.start.0, b.end.0)).collect();
+        covered.sort_unstable();
+        let mut at = f.addr.0;
+        let mut gaps = Vec::new();
+        for (s, e) in covered {
+            if s > at {
+                gaps.push(at..s);
+            }
+            at = at.max(e);
+        }
+        if at < f.end().0 {
+            gaps.push(at..f.end().0);
+        }
+        for g in gaps {
+            for insn in decode(&module.binary, LinkAddr(g.start), g.end - g.start) {
+                if insn.is_jcc_short_or_near() || insn.is_jmp_short_or_near() {
+                    add(insn.near_branch_target());
+                }
+            }
         }
     }
     out
@@ -332,7 +380,7 @@ impl Planner<'_> {
         idx: usize,
         need: u64,
         pads: &[Range<u64>],
-        claimed: &Claimed,
+        claimed: &dyn Overlaps,
     ) -> Option<(u64, usize, bool)> {
         let start = insns[s].ip();
         let mut end = start;
@@ -363,7 +411,7 @@ impl Planner<'_> {
     fn find_pad(
         from: u64,
         pads: &[Range<u64>],
-        claimed: &Claimed,
+        claimed: &dyn Overlaps,
         avoid: &Range<u64>,
     ) -> Option<u64> {
         let after = from + 2;
@@ -379,7 +427,7 @@ impl Planner<'_> {
     }
 
     /// Tactics 1–3 for the instruction at `addr`.
-    pub fn place_local(&self, addr: LinkAddr, claimed: &Claimed) -> Option<Site> {
+    pub fn place_local(&self, addr: LinkAddr, claimed: &dyn Overlaps) -> Option<Site> {
         let insns = self.block_insns(addr)?;
         let idx = insns.iter().position(|i| i.ip() == addr.0)?;
         let pads = self.padding();
@@ -473,7 +521,7 @@ impl Planner<'_> {
     fn find_eviction(
         &self,
         from: u64,
-        claimed: &Claimed,
+        claimed: &dyn Overlaps,
         avoid: &Range<u64>,
     ) -> Option<(Range<u64>, u64)> {
         const LEN: u64 = 10;
@@ -612,7 +660,7 @@ impl Planner<'_> {
         );
         arrivals.sort();
         arrivals.dedup();
-        let mut taken = claimed.clone();
+        let mut mine = Claimed::default();
         let mut placed: Vec<Arrival> = Vec::new();
         // At most one eviction per site: it makes room for one arrival's pun.
         let mut evict: Option<Range<u64>> = None;
@@ -628,8 +676,8 @@ impl Planner<'_> {
                 room += 1;
             }
             let r5 = a..a + 5;
-            if room >= 5 && !taken.overlaps(&r5) {
-                taken.insert(r5);
+            if room >= 5 && !Both(claimed, &mine).overlaps(&r5) {
+                mine.insert(r5);
                 placed.push(Arrival {
                     at: LinkAddr(a),
                     overwrite: 5,
@@ -637,12 +685,12 @@ impl Planner<'_> {
                 });
                 continue;
             }
-            if room < 2 || taken.overlaps(&(a..a + 2)) {
+            if room < 2 || Both(claimed, &mine).overlaps(&(a..a + 2)) {
                 return Err(format!(
                     "no room for a jump at {a:#x}, where control arrives"
                 ));
             }
-            taken.insert(a..a + 2);
+            mine.insert(a..a + 2);
             // Pads: dead bytes not at an arrival.
             let pads = &dead;
             let avoid: Vec<Range<u64>> = arrivals.iter().map(|&x| x..x + 2).collect();
@@ -652,17 +700,18 @@ impl Planner<'_> {
                     let r = q..q + 5;
                     (-128..=127).contains(&d)
                         && r.clone().all(is_dead)
-                        && !taken.overlaps(&r)
+                        && !Both(claimed, &mine).overlaps(&r)
                         && !avoid.iter().any(|v| v.start < r.end && r.start < v.end)
                 })
             });
             let pad = match pad {
                 Some(p) => p,
                 None if evict.is_none() => {
-                    let Some((r, q)) = self.find_eviction(a, &taken, &(a..a + 2)) else {
+                    let Some((r, q)) = self.find_eviction(a, &Both(claimed, &mine), &(a..a + 2))
+                    else {
                         return Err(format!("no padding within reach of {a:#x} for a pun"));
                     };
-                    taken.insert(r.clone());
+                    mine.insert(r.clone());
                     evict = Some(r);
                     placed.push(Arrival {
                         at: LinkAddr(a),
@@ -673,7 +722,7 @@ impl Planner<'_> {
                 }
                 None => return Err(format!("no padding within reach of {a:#x} for a pun")),
             };
-            taken.insert(pad..pad + 5);
+            mine.insert(pad..pad + 5);
             placed.push(Arrival {
                 at: LinkAddr(a),
                 overwrite: 2,
@@ -734,14 +783,14 @@ impl Planner<'_> {
         outside: &Claimed,
         inside: &[LinkAddr],
     ) -> Vec<Site> {
-        let mut local = claimed.clone();
+        let mut local = Claimed::default();
         let mut sites: Vec<Site> = Vec::new();
         let mut failed = Vec::new();
         for &a in addrs {
             if sites.iter().any(|s| s.points.contains(&a)) {
                 continue;
             }
-            match self.place_local(a, &local) {
+            match self.place_local(a, &Both(claimed, &local)) {
                 Some(mut site) => {
                     site.points = Self::inside(&site, addrs);
                     local.add(&site);
@@ -766,7 +815,7 @@ impl Planner<'_> {
         for a in failed {
             let why = format!("no room for a jump, and the function cannot be relocated: {reason}");
             if let Some(mut t) = self.place_trap(a, why) {
-                if !local.overlaps(&(a.0..a.0 + 1)) {
+                if !Both(claimed, &local).overlaps(&(a.0..a.0 + 1)) {
                     t.points = vec![a];
                     local.add(&t);
                     sites.push(t);
