@@ -27,9 +27,10 @@ fn save(commands: &str, file: &Path, out: &Path) -> String {
         .to_owned()
 }
 
-const TINY: &str = "declare long gsh_in; declare long gsh_out; \
-    at tiny_ret entry { gsh_in++; }; at tiny_ret exit { gsh_out += 2; }; \
-    at main exit { printf(\"gsh: in=%ld out=%ld\\n\", gsh_in, gsh_out); }";
+const TINY: &str = "declare long gsh_in; declare long gsh_out; declare long gsh_a; \
+    declare long gsh_b; at tiny_ret entry { gsh_in++; }; at tiny_ret exit { gsh_out += 2; }; \
+    at tiny_a entry { gsh_a++; }; at tiny_b entry { gsh_b++; }; \
+    at main exit { printf(\"gsh: in=%ld out=%ld a=%ld b=%ld\\n\", gsh_in, gsh_out, gsh_a, gsh_b); }";
 
 #[test]
 fn a_point_only_a_trap_reaches_counts_exactly_in_pie_and_non_pie() {
@@ -38,14 +39,15 @@ fn a_point_only_a_trap_reaches_counts_exactly_in_pie_and_non_pie() {
         let dir = out_dir(&format!("traps-{}", m.file_name(v)));
         let out = dir.join("traps");
         let tactics = save(TINY, &m.path(v), &out);
-        // tiny_ret's entry and exit are one instruction, one site: one int3. main's exit
+        // tiny_ret's entry and exit are one instruction, one site: one int3; tiny_a and
+        // tiny_b one each, so the handler's table has three entries to search. main's exit
         // gets a jump of some kind.
-        assert!(tactics.ends_with("trap 1"), "{v:?}: {tactics}");
+        assert!(tactics.ends_with("trap 3"), "{v:?}: {tactics}");
         assert_eq!(tactics.matches(',').count(), 1, "{v:?}: {tactics}");
         let run = run_program(&out, &[], &[]);
         assert_eq!(run.status.code(), Some(0), "{v:?}: {run:?}");
-        // work(7) and work(3) call tiny_ret 10 times.
-        let want = format!("{}gsh: in=10 out=20\n", m.expected_stdout());
+        // work(7) and work(3) call tiny_ret 10 times, tiny_a 4 + 2, tiny_b 3 + 1.
+        let want = format!("{}gsh: in=10 out=20 a=6 b=4\n", m.expected_stdout());
         assert_eq!(String::from_utf8_lossy(&run.stdout), want, "{v:?}");
     }
 }
@@ -57,7 +59,7 @@ fn a_genuine_int3_still_ends_the_rewritten_program_with_sigtrap() {
         let dir = out_dir(&format!("genuine-int3-{}", m.file_name(v)));
         let out = dir.join("traps");
         let tactics = save(TINY, &m.path(v), &out);
-        assert!(tactics.contains("trap 1"), "{tactics}");
+        assert!(tactics.contains("trap 3"), "{tactics}");
         for exe in [m.path(v), out] {
             let run = run_program(&exe, &["int3"], &[]);
             assert_eq!(run.status.signal(), Some(5), "{}: {run:?}", exe.display());

@@ -866,3 +866,32 @@ pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod claimed_tests {
+    use super::*;
+
+    #[test]
+    fn claims_merge_and_answer_overlaps_at_their_edges() {
+        let mut c = Claimed::default();
+        c.insert(10..15);
+        c.insert(20..25);
+        c.insert(15..18); // touches the first: merged into 10..18
+        c.insert(0..0); // empty: ignored
+        assert!(c.overlaps(&(17..18)));
+        assert!(!c.overlaps(&(18..20)));
+        assert!(c.overlaps(&(19..21)));
+        assert!(!c.overlaps(&(25..30)));
+        assert!(!c.overlaps(&(0..10)));
+        assert!(c.overlaps(&(0..11)));
+        c.insert(12..22); // bridges both
+        assert_eq!(c.0.len(), 1);
+        assert!(c.overlaps(&(18..20)));
+        // An empty range overlaps a claim holding its position strictly inside.
+        assert!(c.overlaps(&(12..12)));
+        assert!(!c.overlaps(&(10..10)));
+        let top = Claimed::default();
+        assert!(Both(&c, &top).overlaps(&(24..26)));
+        assert!(!Both(&top, &top).overlaps(&(24..26)));
+    }
+}
