@@ -16,3 +16,4 @@ mod rewrite;
 mod scripts;
 mod session;
 mod stripped;
+mod traps;

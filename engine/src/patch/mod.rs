@@ -14,6 +14,8 @@
 //!                          └─────────────── jmp f+k
 //!
 //!   pun:  f: jmp rel8 pad ──► pad (int3/nop padding): jmp rel32 tramp
+//!   evict: f: jmp rel8 g+5 ──► g: jmp rel32 (g's instructions, moved to their own trampoline)
+//!                              g+5: jmp rel32 tramp
 //! ```
 //!
 //! Several snippets at one point run in insertion order inside one save/restore. Every site
@@ -24,15 +26,20 @@
 //! Addresses: planning is in link addresses; everything written is at runtime addresses (link
 //! plus the module's bias, which is 0 for the static rewriter). See [`space`].
 //!
+//! Traps (`int3`, the last resort) need a SIGTRAP handler that sends each trap site to its
+//! trampoline; [`Patcher::traps`] lists the pairs and [`trap`] assembles the handler that the
+//! static rewriter writes into the output (`instrument::save`). Live processes refuse traps.
+//!
 //! Future work: a recursion guard (a snippet calling a function that is itself instrumented
-//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), the
-//! SIGTRAP handler that traps need, and edge trampolines for loop points.
+//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
+//! edge trampolines for loop points.
 
 pub mod layout;
 pub mod plan;
 pub mod reloc;
 pub mod space;
 pub mod tramp;
+pub mod trap;
 
 #[cfg(test)]
 mod tests;
@@ -62,7 +69,7 @@ pub enum PatchError {
     #[error("snippet does not compile:\n{0}")]
     Snippet(String),
     /// Only a trap could reach the point, and traps were not allowed.
-    #[error("{point} at {addr} needs a trap (int3), which needs the runtime library's SIGTRAP handler, not written yet: {why}")]
+    #[error("{point} at {addr} needs a trap (int3), and no SIGTRAP handler can be installed here: {why}")]
     NeedsTrap {
         point: String,
         addr: LinkAddr,
@@ -91,7 +98,8 @@ pub enum PatchError {
 /// Choices the user can make.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PatchOptions {
-    /// Accept `int3` traps as a last resort (they need a SIGTRAP handler not written yet).
+    /// Accept `int3` traps as a last resort; whoever sets this installs the SIGTRAP handler
+    /// that sends [`Patcher::traps`] to their trampolines.
     pub allow_traps: bool,
     /// Save the flags whenever a snippet clobbers them, even where the ABI or a scan of the
     /// following instructions says they are dead.
@@ -194,6 +202,9 @@ impl Patcher {
             }
         }
         let mut claimed = self.claimed.clone();
+        let mut wanted: Vec<u64> = points.iter().map(|p| p.addr.0).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();
@@ -207,17 +218,34 @@ impl Patcher {
                 prefix_end: self
                     .prefix_end
                     .get_or_init(|| plan::prefix_ends(module.functions())),
+                analysis: module.analysis(),
+                wanted: &wanted,
             };
-            let mut outside = Claimed::default();
-            let mut inside = Vec::new();
-            for a in &self.applied {
-                if a.func == f {
-                    inside.extend(a.site.points.iter().copied());
-                } else {
-                    outside.add(&a.site);
+            let inside: Vec<LinkAddr> = self
+                .applied
+                .iter()
+                .filter(|a| a.func == f)
+                .flat_map(|a| a.site.points.iter().copied())
+                .collect();
+            // Relocating the function would absorb its own sites, so they do not count
+            // against it; sites planned in this call for other functions do (an eviction
+            // may have claimed bytes of this function). With no site of its own written
+            // (every first insertion), that is just `claimed`.
+            let rebuilt;
+            let outside = if inside.is_empty() {
+                &claimed
+            } else {
+                let mut o = Claimed::default();
+                for a in self.applied.iter().filter(|a| a.func != f) {
+                    o.add(&a.site);
                 }
-            }
-            for s in planner.plan(&addrs, &claimed, &outside, &inside) {
+                for s in &out {
+                    o.add(s);
+                }
+                rebuilt = o;
+                &rebuilt
+            };
+            for s in planner.plan(&addrs, &claimed, outside, &inside) {
                 claimed.add(&s);
                 out.push(s);
             }
@@ -238,8 +266,19 @@ impl Patcher {
             .partition(|r| self.applied_at(r.point.addr).is_some());
         let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
         let sites = self.plan(module, &points);
+        // Maps, not scans: a whole-program insert has 200k requests and 90k sites.
+        let mut site_of: HashMap<u64, usize> = HashMap::new();
+        for (i, s) in sites.iter().enumerate() {
+            for a in &s.points {
+                site_of.entry(a.0).or_insert(i);
+            }
+        }
+        let mut by_addr: HashMap<u64, Vec<&Request>> = HashMap::new();
+        for r in &new {
+            by_addr.entry(r.point.addr.0).or_default().push(r);
+        }
         for p in &points {
-            let Some(site) = sites.iter().find(|s| s.points.contains(&p.addr)) else {
+            let Some(site) = site_of.get(&p.addr.0).map(|&i| &sites[i]) else {
                 return Err(PatchError::NoInstruction(p.addr));
             };
             if site.tactic == Tactic::Trap && !self.options.allow_traps {
@@ -266,11 +305,14 @@ impl Patcher {
             if site.tactic == Tactic::RelocateFunction {
                 // Sites already in this function are absorbed: their snippets move into the
                 // copy and their original bytes come back.
-                let func = new
+                let func = site
+                    .points
                     .iter()
-                    .find(|r| site.points.contains(&r.point.addr))
+                    .find_map(|a| by_addr.get(&a.0))
+                    .and_then(|v| v.first())
                     .map(|r| r.point.func);
                 let mut k = 0;
+                let mut absorbed = false;
                 while k < self.applied.len() {
                     if Some(self.applied[k].func) == func {
                         let a = self.applied.remove(k);
@@ -278,20 +320,23 @@ impl Patcher {
                             space.write(*at, bytes)?;
                         }
                         reqs.extend(a.requests);
+                        absorbed = true;
                     } else {
                         k += 1;
                     }
                 }
-                self.claimed = Claimed::default();
-                for a in &self.applied {
-                    self.claimed.add(&a.site);
+                if absorbed {
+                    self.claimed = Claimed::default();
+                    for a in &self.applied {
+                        self.claimed.add(&a.site);
+                    }
                 }
             }
-            reqs.extend(
-                new.iter()
-                    .filter(|r| site.points.contains(&r.point.addr))
-                    .map(|r| (*r).clone()),
-            );
+            for a in &site.points {
+                if let Some(rs) = by_addr.get(&a.0) {
+                    reqs.extend(rs.iter().map(|r| (*r).clone()));
+                }
+            }
             let func = match reqs.first() {
                 Some(r) => r.point.func,
                 None => continue,
@@ -308,9 +353,15 @@ impl Patcher {
                 copies,
             });
         }
+        let mut applied_of: HashMap<u64, usize> = HashMap::new();
+        for (i, a) in self.applied.iter().enumerate() {
+            for r in &a.requests {
+                applied_of.insert(r.point.addr.0, i);
+            }
+        }
         let mut reports = Vec::new();
         for r in requests {
-            let Some(i) = self.applied_at(r.point.addr) else {
+            let Some(&i) = applied_of.get(&r.point.addr.0) else {
                 continue;
             };
             let a = &self.applied[i];
@@ -393,6 +444,14 @@ impl Patcher {
             .flat_map(|a| a.copies.iter())
             .find(|c| c.0 == orig.0)
             .map(|c| RuntimeAddr(c.1))
+            .or_else(|| {
+                // Instructions evicted to make room for a neighbour's jump have a copy of
+                // their own, known only to the address map.
+                self.map
+                    .iter()
+                    .find(|(_, (_, o))| *o == Origin::Copy(orig.0))
+                    .map(|(start, _)| RuntimeAddr(*start))
+            })
     }
 
     /// The ranges of original code the written sites cover (jumps, puns and their pads), at
@@ -503,6 +562,9 @@ impl Patcher {
         first: bool,
     ) -> Result<Vec<(RuntimeAddr, Vec<u8>)>, PatchError> {
         let mut originals = Vec::new();
+        if let (Some(ev), true) = (&site.evict, first) {
+            self.evict(space, ev, &mut originals)?;
+        }
         let main = plan::Arrival {
             at: site.patch_at,
             overwrite: site.overwrite,
@@ -522,7 +584,7 @@ impl Patcher {
                 space.write(at, &bytes)
             };
             let mut entry = match (site.tactic, arrival.pad) {
-                // The future SIGTRAP handler finds the trampoline through `origin`'s map.
+                // The SIGTRAP handler finds the trampoline through [`Patcher::traps`].
                 (Tactic::Trap, _) => vec![0xcc],
                 (_, Some(pad)) => {
                     let pad = self.rt(pad);
@@ -541,10 +603,59 @@ impl Patcher {
         Ok(originals)
     }
 
+    /// Moves the original instructions in `range` to a trampoline of their own and writes a
+    /// jump to it over their first 5 bytes (`int3` over the rest, until a pun's jump lands
+    /// there).
+    fn evict(
+        &mut self,
+        space: &mut dyn AddressSpace,
+        range: &Range<LinkAddr>,
+        originals: &mut Vec<(RuntimeAddr, Vec<u8>)>,
+    ) -> Result<(), PatchError> {
+        let at = self.rt(range.start);
+        let len = (range.end.0 - range.start.0) as usize;
+        let bytes = space.read(at, len)?;
+        let segments = vec![layout::decode_at(&bytes, at.0)];
+        let none = HashMap::new();
+        let guess = layout::lay_out(&segments, &none, at.0)?;
+        let size = guess.bytes.len() as u64 + 64;
+        let tramp = space.allocate(at, size, AllocKind::Code)?;
+        let laid = layout::lay_out(&segments, &none, tramp.0)?;
+        if laid.bytes.len() as u64 > size {
+            return Err(PatchError::Layout(
+                "trampoline grew past its allocation".into(),
+            ));
+        }
+        space.write(tramp, &laid.bytes)?;
+        for (r, o) in &laid.map {
+            self.map.insert(r.start, (r.end, *o));
+        }
+        let mut entry = reloc::jmp_rel32(at.0, tramp.0)?;
+        entry.resize(len, 0xcc);
+        originals.push((at, bytes));
+        space.write(at, &entry)?;
+        Ok(())
+    }
+
     /// Where a trampoline address came from, or `None` outside every trampoline.
     pub fn origin(&self, addr: RuntimeAddr) -> Option<Origin> {
         let (_, (end, o)) = self.map.range(..=addr.0).next_back()?;
         (addr.0 < *end).then_some(*o)
+    }
+
+    /// Every trap site written, with the trampoline its SIGTRAP handler must resume at:
+    /// `(address of the int3, trampoline entry)`, runtime addresses, sorted by site.
+    pub fn traps(&self) -> Vec<(RuntimeAddr, RuntimeAddr)> {
+        let mut v: Vec<(RuntimeAddr, RuntimeAddr)> = self
+            .applied
+            .iter()
+            .filter(|a| a.site.tactic == Tactic::Trap)
+            // A trap site copies just its own instruction, and the trampoline begins with the
+            // point's code before that copy.
+            .map(|a| (self.rt(a.site.patch_at), a.tramp))
+            .collect();
+        v.sort_by_key(|p| p.0 .0);
+        v
     }
 
     /// How many sites each tactic placed.

@@ -10,26 +10,31 @@
 //!    the point's snippets run at their place inside the trampoline (`pop rbx; ret`).
 //! 3. **pun** (tactic (b), e9patch's punning): a 2-byte `jmp rel8` to nearby padding (the
 //!    `int3`/`nop` bytes between functions) that holds the 5-byte `jmp rel32`.
-//! 4. **relocate-function** (tactic (c)): the whole function is copied into one trampoline with
+//! 4. **evict** (e9patch's neighbour eviction): no padding nearby, so 10 or more bytes of
+//!    plain instructions within rel8 reach (of this or another function) move to their own
+//!    trampoline, entered by a `jmp rel32` over their first 5 bytes; the next 5 bytes hold
+//!    the point's `jmp rel32`, reached by the 2-byte `jmp rel8`.
+//! 5. **relocate-function** (tactic (c)): the whole function is copied into one trampoline with
 //!    every point's snippets, and its entry redirected by a jump or a pun. Only for functions
 //!    without calls that return (their return addresses would lead back into the original),
 //!    jump tables or unresolved indirect jumps.
-//! 5. **trap** (tactic (d)): `int3`, which needs the runtime library's SIGTRAP handler; that
-//!    handler does not exist yet, so traps are refused unless asked for.
+//! 6. **trap** (tactic (d)): `int3`, which needs a SIGTRAP handler ([`super::trap`]); `save`
+//!    writes one into the output, live processes refuse traps.
 //!
-//! Local tactics (1–3) are tried for every point of a function; if any point fails, the
+//! Local tactics (1–4) are tried for every point of a function; if any point fails, the
 //! function is relocated whole; if that is impossible, the failing points get traps.
 //!
 //! Not checked yet: `.eh_frame` landing pads as branch targets (C++ code whose landing pad
-//! falls inside a displaced range), and e9patch's eviction tactics.
+//! falls inside a displaced range), and e9patch's successor eviction.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
 
 use super::reloc::falls_through;
 use crate::addr::LinkAddr;
+use crate::analysis::Analysis;
 use crate::cfg::{BlockId, Cfg, Exit};
 use crate::elf::Binary;
 use crate::session::Module;
@@ -42,6 +47,7 @@ pub enum Tactic {
     Jump,
     JumpBefore,
     Pun,
+    Evict,
     RelocateFunction,
     Trap,
 }
@@ -52,8 +58,9 @@ impl Tactic {
             Tactic::Jump => "jump",
             Tactic::JumpBefore => "jump-before",
             Tactic::Pun => "pun",
+            Tactic::Evict => "evict",
             Tactic::RelocateFunction => "relocate-function",
-            Tactic::Trap => "trap (unsupported yet)",
+            Tactic::Trap => "trap",
         }
     }
 }
@@ -68,6 +75,10 @@ pub struct Site {
     pub overwrite: u64,
     /// For a pun: the padding that receives the 5-byte `jmp rel32`.
     pub pad: Option<LinkAddr>,
+    /// For an eviction: the original instructions (of this or a neighbouring function) that
+    /// move to a trampoline of their own, entered by a `jmp rel32` over their first 5 bytes;
+    /// their next 5 bytes are the pun's `pad`.
+    pub evict: Option<Range<LinkAddr>>,
     /// Runs of original code copied into the trampoline, in layout order.
     pub segments: Vec<Range<LinkAddr>>,
     /// Addresses of instructions in the segments that have snippets before them.
@@ -88,6 +99,9 @@ impl Site {
         if let Some(p) = self.pad {
             v.push(p.0..p.0 + 5);
         }
+        if let Some(e) = &self.evict {
+            v.push(e.start.0..e.end.0);
+        }
         for a in &self.arrivals {
             v.push(a.at.0..a.at.0 + a.overwrite);
             if let Some(p) = a.pad {
@@ -107,17 +121,74 @@ pub struct Arrival {
     pub pad: Option<LinkAddr>,
 }
 
-/// Byte ranges of original code already overwritten.
+/// Byte ranges of original code already overwritten, kept sorted and merged so a query costs
+/// a lookup, not a scan: a whole-program save claims a hundred thousand ranges.
 #[derive(Clone, Debug, Default)]
-pub struct Claimed(Vec<Range<u64>>);
+pub struct Claimed(BTreeMap<u64, u64>);
 
 impl Claimed {
     pub fn overlaps(&self, r: &Range<u64>) -> bool {
-        self.0.iter().any(|c| c.start < r.end && r.start < c.end)
+        if r.is_empty() {
+            // An empty range overlaps a claim that holds its position strictly inside.
+            return self
+                .0
+                .range(..r.start)
+                .next_back()
+                .is_some_and(|(_, &e)| e > r.start);
+        }
+        self.0
+            .range(..r.end)
+            .next_back()
+            .is_some_and(|(_, &e)| e > r.start)
     }
 
     pub fn add(&mut self, site: &Site) {
-        self.0.extend(site.claims());
+        for r in site.claims() {
+            self.insert(r);
+        }
+    }
+
+    pub fn insert(&mut self, r: Range<u64>) {
+        if r.is_empty() {
+            return;
+        }
+        let (mut start, mut end) = (r.start, r.end);
+        // Every claim touching [start, end]: starts at or before `end`, and, going down,
+        // until one ends before `start` (the claims are disjoint and sorted).
+        let touching: Vec<(u64, u64)> = self
+            .0
+            .range(..=end)
+            .rev()
+            .take_while(|(_, &e)| e >= start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            self.0.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.0.insert(start, end);
+    }
+}
+
+/// Something that answers "is any of these bytes claimed?".
+pub trait Overlaps {
+    fn overlaps(&self, r: &Range<u64>) -> bool;
+}
+
+impl Overlaps for Claimed {
+    fn overlaps(&self, r: &Range<u64>) -> bool {
+        Claimed::overlaps(self, r)
+    }
+}
+
+/// Two sets of claims seen as one, so planning a function adds its own claims on top of the
+/// module's without copying them (a copy per function made whole-program saves quadratic).
+pub struct Both<'a>(pub &'a Claimed, pub &'a Claimed);
+
+impl Overlaps for Both<'_> {
+    fn overlaps(&self, r: &Range<u64>) -> bool {
+        self.0.overlaps(r) || self.1.overlaps(r)
     }
 }
 
@@ -131,6 +202,10 @@ pub struct Planner<'a> {
     pub foreign: &'a HashSet<u64>,
     /// [`prefix_ends`] of `table`.
     pub prefix_end: &'a [u64],
+    /// Every function's CFG, for evicting a neighbour's instructions.
+    pub analysis: &'a Analysis,
+    /// The addresses of every point being planned, sorted: evictions keep clear of them.
+    pub wanted: &'a [u64],
 }
 
 /// For each function of `table` (sorted by address), the largest end of it and every function
@@ -175,6 +250,33 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
         }
         for t in cfg.jump_tables.iter().flat_map(|t| &t.targets) {
             add(t.0);
+        }
+        // Bytes of the function no block covers may be code the analysis missed (a jump
+        // table resolved with too few targets): cc1's may_be_nonaddressable_p loops back to
+        // its entry block's fourth byte from such code, and a jump placed over the entry
+        // block turned that byte into `add esp, ecx`. A linear sweep of the gaps finds their
+        // direct branches.
+        let f = &module.functions().functions()[i];
+        let mut covered: Vec<(u64, u64)> =
+            cfg.blocks.iter().map(|b| (b.start.0, b.end.0)).collect();
+        covered.sort_unstable();
+        let mut at = f.addr.0;
+        let mut gaps = Vec::new();
+        for (s, e) in covered {
+            if s > at {
+                gaps.push(at..s);
+            }
+            at = at.max(e);
+        }
+        if at < f.end().0 {
+            gaps.push(at..f.end().0);
+        }
+        for g in gaps {
+            for insn in decode(&module.binary, LinkAddr(g.start), g.end - g.start) {
+                if insn.is_jcc_short_or_near() || insn.is_jmp_short_or_near() {
+                    add(insn.near_branch_target());
+                }
+            }
         }
     }
     out
@@ -278,7 +380,7 @@ impl Planner<'_> {
         idx: usize,
         need: u64,
         pads: &[Range<u64>],
-        claimed: &Claimed,
+        claimed: &dyn Overlaps,
     ) -> Option<(u64, usize, bool)> {
         let start = insns[s].ip();
         let mut end = start;
@@ -309,7 +411,7 @@ impl Planner<'_> {
     fn find_pad(
         from: u64,
         pads: &[Range<u64>],
-        claimed: &Claimed,
+        claimed: &dyn Overlaps,
         avoid: &Range<u64>,
     ) -> Option<u64> {
         let after = from + 2;
@@ -325,11 +427,12 @@ impl Planner<'_> {
     }
 
     /// Tactics 1–3 for the instruction at `addr`.
-    pub fn place_local(&self, addr: LinkAddr, claimed: &Claimed) -> Option<Site> {
+    pub fn place_local(&self, addr: LinkAddr, claimed: &dyn Overlaps) -> Option<Site> {
         let insns = self.block_insns(addr)?;
         let idx = insns.iter().position(|i| i.ip() == addr.0)?;
         let pads = self.padding();
         let starts = std::iter::once(idx).chain((0..idx).rev());
+        let starts_again = starts.clone();
         for s in starts.clone() {
             if let Some((len, k, padded)) = self.cover(&insns, s, idx, 5, &pads, claimed) {
                 let start = insns[s].ip();
@@ -354,6 +457,7 @@ impl Planner<'_> {
                     patch_at: LinkAddr(start),
                     overwrite: len,
                     pad: None,
+                    evict: None,
                     segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
                     points: vec![],
                     arrivals: vec![],
@@ -371,6 +475,7 @@ impl Planner<'_> {
                         patch_at: LinkAddr(start),
                         overwrite: len,
                         pad: Some(LinkAddr(pad)),
+                        evict: None,
                         segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
                         points: vec![],
                     arrivals: vec![],
@@ -378,6 +483,109 @@ impl Planner<'_> {
                             "block too short for 5 bytes; jmp rel8 to padding at {pad:#x} holding a jmp rel32"
                         ),
                     });
+                }
+            }
+        }
+        // e9patch's neighbour eviction: no padding nearby, so make some. Instructions within
+        // rel8 reach move to their own trampoline, and the bytes after the jump to it hold
+        // this point's jump.
+        for s in starts_again {
+            if let Some((len, k, _)) = self.cover(&insns, s, idx, 2, &pads, claimed) {
+                let start = insns[s].ip();
+                let avoid = start..start + len;
+                if let Some((evict, pad)) = self.find_eviction(start, claimed, &avoid) {
+                    return Some(Site {
+                        tactic: Tactic::Evict,
+                        patch_at: LinkAddr(start),
+                        overwrite: len,
+                        pad: Some(LinkAddr(pad)),
+                        why: format!(
+                            "block too short for 5 bytes and no padding near; jmp rel8 to {pad:#x}, inside the instructions at {:#x}..{:#x} moved to their own trampoline",
+                            evict.start, evict.end
+                        ),
+                        evict: Some(LinkAddr(evict.start)..LinkAddr(evict.end)),
+                        segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
+                        points: vec![],
+                        arrivals: vec![],
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// At least 10 bytes of whole, plain (non-branching) instructions of one block of any
+    /// function, whose bytes 5..10 are within `jmp rel8` reach of an instruction at `from`,
+    /// that nothing jumps into the middle of and no point being planned needs. Returns them
+    /// and the pad address (their start plus 5).
+    fn find_eviction(
+        &self,
+        from: u64,
+        claimed: &dyn Overlaps,
+        avoid: &Range<u64>,
+    ) -> Option<(Range<u64>, u64)> {
+        const LEN: u64 = 10;
+        let after = from + 2;
+        // Eviction starts e with e + 5 in [after - 128, after + 127].
+        let lo = after.saturating_sub(133);
+        let hi = after + 122;
+        let funcs = self.table.functions();
+        let first = self.prefix_end.partition_point(|&e| e <= lo);
+        for (i, f) in funcs.iter().enumerate().skip(first) {
+            if f.addr.0 > hi {
+                break;
+            }
+            let cfg = &self.analysis.function(FuncId(i as u32)).cfg;
+            for b in &cfg.blocks {
+                if b.end.0 <= lo || b.start.0 > hi {
+                    continue;
+                }
+                let insns = decode(self.binary, b.start, b.end.0 - b.start.0);
+                for j in 0..insns.len() {
+                    let e = insns[j].ip();
+                    if e < lo || e > hi {
+                        continue;
+                    }
+                    let mut end = e;
+                    let mut k = j;
+                    while end - e < LEN
+                        && k < insns.len()
+                        && insns[k].flow_control() == FlowControl::Next
+                    {
+                        end = insns[k].next_ip();
+                        k += 1;
+                    }
+                    let r = e..end;
+                    if end - e < LEN
+                        || claimed.overlaps(&r)
+                        || (r.start < avoid.end && avoid.start < r.end)
+                    {
+                        continue;
+                    }
+                    let inside_target = (e + 1..end).any(|a| {
+                        cfg.block_at(LinkAddr(a)).is_some()
+                            || self.table.at(LinkAddr(a)).is_some()
+                            || self.foreign.contains(&a)
+                            || cfg
+                                .jump_tables
+                                .iter()
+                                .any(|t| t.targets.contains(&LinkAddr(a)))
+                    });
+                    // A point's own jump covers up to 5 bytes from it. Function entries are
+                    // kept clear too, for points inserted later.
+                    let w = self.wanted.partition_point(|&p| p + 5 <= e);
+                    let near_point = self.wanted.get(w).is_some_and(|&p| p < end)
+                        || (e.saturating_sub(4)..end).any(|a| self.table.at(LinkAddr(a)).is_some());
+                    // Bytes two blocks claim are doubtful code (one reading is wrong).
+                    let shared = cfg
+                        .blocks
+                        .iter()
+                        .filter(|o| o.start.0 < end && e < o.end.0)
+                        .count()
+                        > 1;
+                    if !inside_target && !near_point && !shared {
+                        return Some((r, e + 5));
+                    }
                 }
             }
         }
@@ -452,8 +660,10 @@ impl Planner<'_> {
         );
         arrivals.sort();
         arrivals.dedup();
-        let mut taken = claimed.clone();
+        let mut mine = Claimed::default();
         let mut placed: Vec<Arrival> = Vec::new();
+        // At most one eviction per site: it makes room for one arrival's pun.
+        let mut evict: Option<Range<u64>> = None;
         for (n, &a) in arrivals.iter().enumerate() {
             let next = arrivals.get(n + 1).copied().unwrap_or(u64::MAX);
             let mut room = 0;
@@ -466,8 +676,8 @@ impl Planner<'_> {
                 room += 1;
             }
             let r5 = a..a + 5;
-            if room >= 5 && !taken.overlaps(&r5) {
-                taken.0.push(r5);
+            if room >= 5 && !Both(claimed, &mine).overlaps(&r5) {
+                mine.insert(r5);
                 placed.push(Arrival {
                     at: LinkAddr(a),
                     overwrite: 5,
@@ -475,12 +685,12 @@ impl Planner<'_> {
                 });
                 continue;
             }
-            if room < 2 || taken.overlaps(&(a..a + 2)) {
+            if room < 2 || Both(claimed, &mine).overlaps(&(a..a + 2)) {
                 return Err(format!(
                     "no room for a jump at {a:#x}, where control arrives"
                 ));
             }
-            taken.0.push(a..a + 2);
+            mine.insert(a..a + 2);
             // Pads: dead bytes not at an arrival.
             let pads = &dead;
             let avoid: Vec<Range<u64>> = arrivals.iter().map(|&x| x..x + 2).collect();
@@ -490,14 +700,29 @@ impl Planner<'_> {
                     let r = q..q + 5;
                     (-128..=127).contains(&d)
                         && r.clone().all(is_dead)
-                        && !taken.overlaps(&r)
+                        && !Both(claimed, &mine).overlaps(&r)
                         && !avoid.iter().any(|v| v.start < r.end && r.start < v.end)
                 })
             });
-            let Some(pad) = pad else {
-                return Err(format!("no padding within reach of {a:#x} for a pun"));
+            let pad = match pad {
+                Some(p) => p,
+                None if evict.is_none() => {
+                    let Some((r, q)) = self.find_eviction(a, &Both(claimed, &mine), &(a..a + 2))
+                    else {
+                        return Err(format!("no padding within reach of {a:#x} for a pun"));
+                    };
+                    mine.insert(r.clone());
+                    evict = Some(r);
+                    placed.push(Arrival {
+                        at: LinkAddr(a),
+                        overwrite: 2,
+                        pad: Some(LinkAddr(q)),
+                    });
+                    continue;
+                }
+                None => return Err(format!("no padding within reach of {a:#x} for a pun")),
             };
-            taken.0.push(pad..pad + 5);
+            mine.insert(pad..pad + 5);
             placed.push(Arrival {
                 at: LinkAddr(a),
                 overwrite: 2,
@@ -515,6 +740,7 @@ impl Planner<'_> {
             patch_at: first.at,
             overwrite: first.overwrite,
             pad: first.pad,
+            evict: evict.map(|r| LinkAddr(r.start)..LinkAddr(r.end)),
             segments,
             points: vec![],
             why: format!(
@@ -539,6 +765,7 @@ impl Planner<'_> {
             patch_at: addr,
             overwrite: 1,
             pad: None,
+            evict: None,
             segments: vec![addr..LinkAddr(i.next_ip())],
             points: vec![],
             arrivals: vec![],
@@ -556,14 +783,14 @@ impl Planner<'_> {
         outside: &Claimed,
         inside: &[LinkAddr],
     ) -> Vec<Site> {
-        let mut local = claimed.clone();
+        let mut local = Claimed::default();
         let mut sites: Vec<Site> = Vec::new();
         let mut failed = Vec::new();
         for &a in addrs {
             if sites.iter().any(|s| s.points.contains(&a)) {
                 continue;
             }
-            match self.place_local(a, &local) {
+            match self.place_local(a, &Both(claimed, &local)) {
                 Some(mut site) => {
                     site.points = Self::inside(&site, addrs);
                     local.add(&site);
@@ -588,7 +815,7 @@ impl Planner<'_> {
         for a in failed {
             let why = format!("no room for a jump, and the function cannot be relocated: {reason}");
             if let Some(mut t) = self.place_trap(a, why) {
-                if !local.overlaps(&(a.0..a.0 + 1)) {
+                if !Both(claimed, &local).overlaps(&(a.0..a.0 + 1)) {
                     t.points = vec![a];
                     local.add(&t);
                     sites.push(t);
@@ -638,4 +865,33 @@ pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod claimed_tests {
+    use super::*;
+
+    #[test]
+    fn claims_merge_and_answer_overlaps_at_their_edges() {
+        let mut c = Claimed::default();
+        c.insert(10..15);
+        c.insert(20..25);
+        c.insert(15..18); // touches the first: merged into 10..18
+        c.insert(0..0); // empty: ignored
+        assert!(c.overlaps(&(17..18)));
+        assert!(!c.overlaps(&(18..20)));
+        assert!(c.overlaps(&(19..21)));
+        assert!(!c.overlaps(&(25..30)));
+        assert!(!c.overlaps(&(0..10)));
+        assert!(c.overlaps(&(0..11)));
+        c.insert(12..22); // bridges both
+        assert_eq!(c.0.len(), 1);
+        assert!(c.overlaps(&(18..20)));
+        // An empty range overlaps a claim holding its position strictly inside.
+        assert!(c.overlaps(&(12..12)));
+        assert!(!c.overlaps(&(10..10)));
+        let top = Claimed::default();
+        assert!(Both(&c, &top).overlaps(&(24..26)));
+        assert!(!Both(&top, &top).overlaps(&(24..26)));
+    }
 }

@@ -148,6 +148,9 @@ pub fn emit(rw: &Rewrite<'_>) -> Result<(Vec<u8>, Summary)> {
         detail: format!("{} program headers do not fit in e_phnum", phdrs.len()),
     })?;
     raw::put_u16(&mut out, raw::E_PHNUM, phnum);
+    if let Some(entry) = rw.entry {
+        raw::put_u64(&mut out, raw::E_ENTRY, entry);
+    }
     raw::put_u64(&mut out, raw::E_PHOFF, table_offset);
 
     if !shdrs.is_empty() {

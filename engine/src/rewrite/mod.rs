@@ -93,6 +93,9 @@ pub enum Error {
         len: usize,
         why: String,
     },
+    /// A shared library's initializer cannot be hooked (see [`Rewrite::init`]).
+    #[error("cannot run code at load time: {detail}")]
+    NoInitHook { detail: String },
     /// The output file could not be written.
     #[error("cannot write {path}: {source}")]
     Io {
@@ -114,6 +117,18 @@ pub struct Rewrite<'a> {
     data: Vec<u8>,
     /// Patches over original bytes, applied in order: `(file offset, bytes)`.
     patches: Vec<(u64, Vec<u8>)>,
+    /// A new `e_entry`, when [`Rewrite::set_entry`] was called.
+    entry: Option<u64>,
+}
+
+/// Where a shared library's load-time hook goes ([`Rewrite::init`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitHook {
+    /// `DT_INIT` exists: the hook replaces it and must call (or jump to) the old function.
+    Chain { old: LinkAddr, entry_offset: u64 },
+    /// No `DT_INIT`, but the dynamic table has a spare `DT_NULL` after its terminator: the
+    /// terminator becomes `DT_INIT`, and the spare one ends the table.
+    Spare { entry_offset: u64 },
 }
 
 /// What [`Rewrite::save`] did, for reports and tests.
@@ -158,7 +173,68 @@ impl<'a> Rewrite<'a> {
             code: Vec::new(),
             data: Vec::new(),
             patches: Vec::new(),
+            entry: None,
         })
+    }
+
+    /// Makes the output start at `addr` (`e_entry`) instead of the original entry point.
+    pub fn set_entry(&mut self, addr: LinkAddr) {
+        self.entry = Some(addr.0);
+    }
+
+    /// How a function can be made to run when the output is loaded as a library: through
+    /// `DT_INIT`, which `ld.so` calls before `DT_INIT_ARRAY`. Fails when the file has no
+    /// dynamic table, or has no `DT_INIT` and no spare `DT_NULL` to turn into one.
+    pub fn init(&self) -> Result<InitHook> {
+        let data = self.binary.data();
+        let entries = self.orig.dynamic(data);
+        if let Some(&(at, _, v)) = entries
+            .iter()
+            .find(|&&(_, t, _)| t == i64::from(object::elf::DT_INIT))
+        {
+            return Ok(InitHook::Chain {
+                old: LinkAddr(v),
+                entry_offset: at,
+            });
+        }
+        let Some(dynamic) = self
+            .orig
+            .phdrs
+            .iter()
+            .find(|p| p.p_type == object::elf::PT_DYNAMIC)
+        else {
+            return Err(Error::NoInitHook {
+                detail: "the file has no dynamic table".into(),
+            });
+        };
+        let terminator = dynamic.offset + entries.len() as u64 * raw::DYN_SIZE;
+        let spare = terminator + raw::DYN_SIZE;
+        let spare_is_null = spare + raw::DYN_SIZE <= dynamic.offset + dynamic.filesz
+            && raw::slice(data, spare, raw::DYN_SIZE, "the dynamic table")
+                .is_ok_and(|b| raw::u64_at(b, 0) == u64::from(object::elf::DT_NULL));
+        if !spare_is_null {
+            return Err(Error::NoInitHook {
+                detail:
+                    "the library has no DT_INIT and its dynamic table has no spare entry for one"
+                        .into(),
+            });
+        }
+        Ok(InitHook::Spare {
+            entry_offset: terminator,
+        })
+    }
+
+    /// Points `DT_INIT` at `addr`, as `hook` (from [`Rewrite::init`]) says.
+    pub fn set_init(&mut self, hook: InitHook, addr: LinkAddr) {
+        let (at, tag) = match hook {
+            InitHook::Chain { entry_offset, .. } => (entry_offset, None),
+            InitHook::Spare { entry_offset } => (entry_offset, Some(object::elf::DT_INIT)),
+        };
+        if let Some(tag) = tag {
+            self.patches
+                .push((at, u64::from(tag).to_le_bytes().to_vec()));
+        }
+        self.patches.push((at + 8, addr.0.to_le_bytes().to_vec()));
     }
 
     pub fn binary(&self) -> &'a Binary {
@@ -292,7 +368,7 @@ impl<'a> Rewrite<'a> {
 
     /// True when nothing was allocated: the output is the input plus patches.
     fn only_patches(&self) -> bool {
-        self.code.is_empty() && self.data.is_empty()
+        self.code.is_empty() && self.data.is_empty() && self.entry.is_none()
     }
 
     /// Writes the new ELF to `out` (mode 0755), replacing any file there. The file is written

@@ -14,6 +14,7 @@ pub const SYM_SIZE: u64 = 24;
 pub const DYN_SIZE: u64 = 16;
 
 // Offsets of the file header fields the rewriter reads or changes.
+pub const E_ENTRY: usize = 24;
 pub const E_PHOFF: usize = 32;
 pub const E_SHOFF: usize = 40;
 pub const E_PHENTSIZE: usize = 54;

@@ -278,7 +278,10 @@ pub const SAVE: Spec = Spec {
 every declared variable in place. New code and data go in new segments (read-execute and \
 read-write, never both); the jumps into trampolines replace original instructions. The output \
 runs on its own, with no extra files or environment variables. Prints how many points were \
-patched and with which tactic. With nothing inserted, OUTFILE runs exactly like the original.",
+patched and with which tactic. A point no jump can reach gets a trap (int3) as the last \
+resort, and OUTFILE then carries its own SIGTRAP handler, installed at start-up (from the entry \
+point, or a library's DT_INIT); a program that installs its own SIGTRAP handler later replaces \
+it, and its traps then end it. With nothing inserted, OUTFILE runs exactly like the original.",
     examples: &[("save ./app.inst", "")],
     run: save,
 };
@@ -293,8 +296,10 @@ pub const SHOW_POINTS: Spec = Spec {
 original instructions a jump there would displace and the tactic that makes room for it: \
 `jump` (a 5-byte jump over whole instructions of one block), `jump-before` (the jump sits on \
 earlier instructions of the block), `pun` (a 2-byte jump to nearby padding holding the 5-byte \
-one), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
-not supported yet). FUNC may be a glob.",
+one), `evict` (a 2-byte jump into nearby instructions moved to their own trampoline to make \
+room), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
+handled by a SIGTRAP handler `save` writes into the file; about 100 times slower). FUNC may \
+be a glob.",
     examples: &[("show points main", ""), ("show points 'parse_*'", "")],
     run: show_points,
 };
@@ -308,23 +313,52 @@ fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .map(|(t, n)| format!("{} {n}", t.as_str()))
         .collect::<Vec<_>>()
         .join(", ");
+    let mut fields = vec![
+        ("Saved", Cell::text(out)),
+        ("Points", Cell::Num(report.points.len() as u64)),
+        (
+            "Tactics",
+            Cell::text(if tactics.is_empty() {
+                "-".into()
+            } else {
+                tactics
+            }),
+        ),
+        ("Size", Cell::Num(report.file.size_after)),
+    ];
+    if !report.skipped.is_empty() {
+        fields.insert(2, ("Skipped", Cell::Num(report.skipped.len() as u64)));
+    }
     Ok(Output::Record(Record {
         title: None,
-        fields: vec![
-            ("Saved", Cell::text(out)),
-            ("Points", Cell::Num(report.points.len() as u64)),
-            (
-                "Tactics",
-                Cell::text(if tactics.is_empty() {
-                    "-".into()
-                } else {
-                    tactics
-                }),
-            ),
-            ("Size", Cell::Num(report.file.size_after)),
-        ],
-        table: None,
+        fields,
+        table: skipped_table(&report),
     }))
+}
+
+/// The points `save` left alone and the points that got traps (about 100 times slower than a
+/// jump, so worth knowing), when there are any.
+fn skipped_table(report: &engine::instrument::SaveReport) -> Option<(&'static str, Table)> {
+    let mut t = Table::new(vec!["Point", "Address", "Outcome", "Why"]);
+    for (p, why) in &report.skipped {
+        t.rows.push(vec![
+            Cell::text(p.kind.as_str()),
+            Cell::Addr(p.addr.0),
+            Cell::text("skipped"),
+            Cell::text(why.clone()),
+        ]);
+    }
+    for p in &report.points {
+        if p.tactic == engine::patch::Tactic::Trap {
+            t.rows.push(vec![
+                Cell::text(p.point.kind.as_str()),
+                Cell::Addr(p.point.addr.0),
+                Cell::text("trap"),
+                Cell::text(p.why.clone()),
+            ]);
+        }
+    }
+    (!t.rows.is_empty()).then_some(("notes", t))
 }
 
 fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
