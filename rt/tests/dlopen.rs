@@ -15,21 +15,17 @@ fn sym(lib: *mut c_void, name: &str) -> *mut c_void {
     p
 }
 
-/// `libgsh_rt.so`: next to the test's target directory when a workspace build made it, else
-/// built now into a target directory of its own (`cargo test` builds only the rlib for tests,
-/// and the running cargo holds the lock on the main target directory).
+/// `libgsh_rt.so`, built now into a target directory of its own: `cargo test` builds only
+/// the rlib for tests, so a `libgsh_rt.so` beside the test binary may be missing or stale,
+/// and the running cargo holds the lock on the main target directory.
 fn shared_library() -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("exe");
-    let target = exe
+    let own = exe
         .parent()
         .and_then(|d| d.parent())
-        .expect("target dir")
-        .to_owned();
-    let so = target.join("libgsh_rt.so");
-    if so.exists() {
-        return so;
-    }
-    let own = target.parent().expect("target root").join("rt-cdylib");
+        .and_then(|d| d.parent())
+        .expect("target root")
+        .join("rt-cdylib");
     let status = std::process::Command::new(env!("CARGO"))
         .args(["build", "-q", "-p", "gsh-rt", "--target-dir"])
         .arg(&own)
