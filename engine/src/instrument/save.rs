@@ -168,6 +168,7 @@ pub(crate) fn point_info(
         loop_name: p.loop_name.clone(),
         id: r.id,
         return_type,
+        internal: false,
     }
 }
 
