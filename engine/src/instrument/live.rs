@@ -482,6 +482,9 @@ impl Live {
     /// it still waits for.
     pub fn status(&self, id: u32) -> Option<String> {
         let lr = self.requests.get(&id)?;
+        if measure::is_count(&lr.request) && self.measure.runtime.is_none() {
+            return Some("waiting for main (the runtime library loads there)".to_owned());
+        }
         let mut text = format!("inserted at {} point(s)", lr.points);
         let waiting: Vec<&str> = lr
             .modules

@@ -118,9 +118,12 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .tracer
         .with(|p, live| -> Result<(bool, Vec<CountValue>)> {
             if p.state().is_alive() {
-                Ok((true, live.measure.values(&p.reader())?))
-            } else {
-                Ok((false, live.measure.last.clone().unwrap_or_default()))
+                return Ok((true, live.measure.values(&p.reader())?));
+            }
+            match &live.measure.last {
+                Some(last) => Ok((false, last.clone())),
+                None if live.measure.counters.is_empty() => Ok((false, Vec::new())),
+                None => bail!("process {pid} ended before its counts could be read (killed?)"),
             }
         })??;
     if values.is_empty() {
