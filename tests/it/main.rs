@@ -10,6 +10,7 @@ mod discovery;
 mod dwarf;
 mod instrument;
 mod live;
+mod measure;
 mod mutatees;
 mod process;
 mod rewrite;

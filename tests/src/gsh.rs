@@ -205,7 +205,9 @@ fn build_gsh() -> PathBuf {
     cmd.arg("build")
         .arg("--manifest-path")
         .arg(workspace_root().join("Cargo.toml"))
-        .args(["-p", "gsh", "--bin", "gsh", "--message-format=json"])
+        // gsh-rt's cdylib too: gsh loads it from its own directory for `count`.
+        .args(["-p", "gsh", "--bin", "gsh", "-p", "gsh-rt", "--lib"])
+        .arg("--message-format=json")
         .arg("--target-dir")
         .arg(target_dir());
     if let Some(profile) = current_profile() {

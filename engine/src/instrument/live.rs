@@ -28,6 +28,7 @@ use crate::snippet::env::PointInfo;
 use crate::snippet::ir::Program;
 
 use super::env::{Declaration, SessionEnv};
+use super::measure::{self, Measure, MeasureError};
 use super::request::{Plan, Request};
 use super::save::{point_info, points_of, SaveError};
 
@@ -49,6 +50,8 @@ pub enum LiveError {
     DataFull,
     #[error("no instrumentation or breakpoint {0}")]
     UnknownId(u32),
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
     #[error("{0}")]
     Message(String),
 }
@@ -116,6 +119,8 @@ pub struct Live {
     pub last_data: Option<(u64, Vec<u8>)>,
     /// How long code changes kept the process stopped, summed (benchmarks reset and read it).
     pub paused_for: std::time::Duration,
+    /// `count` requests' runtime and counters (see [`super::measure`]).
+    pub measure: Measure,
 }
 
 fn canon(p: &Path) -> PathBuf {
@@ -346,6 +351,10 @@ impl Live {
                 points: 0,
             },
         );
+        if measure::is_count(&self.requests[&id].request) && self.measure.runtime.is_none() {
+            // Waits for [`Live::start_measuring`].
+            return Ok(Vec::new());
+        }
         let targets: Vec<ModuleId> = self.requests[&id]
             .modules
             .keys()
@@ -355,6 +364,34 @@ impl Live {
         let mut reports = Vec::new();
         for m in targets {
             reports.extend(self.apply(p, id, m)?);
+        }
+        Ok(reports)
+    }
+
+    /// Loads the runtime library (once) and inserts the `count` requests that waited for it.
+    /// The process must be stopped past libc's start-up (at `main`, or attached).
+    pub fn start_measuring(&mut self, p: &mut Process) -> Result<Vec<PointReport>, LiveError> {
+        let waiting: Vec<u32> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| measure::is_count(&r.request) && r.applied.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        if waiting.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.measure.load(p)?;
+        let mut reports = Vec::new();
+        for id in waiting {
+            let modules: Vec<ModuleId> = self.requests[&id]
+                .modules
+                .keys()
+                .copied()
+                .filter(|m| self.loaded.contains_key(m))
+                .collect();
+            for m in modules {
+                reports.extend(self.apply(p, id, m)?);
+            }
         }
         Ok(reports)
     }
@@ -370,10 +407,16 @@ impl Live {
         let r = &lr.request;
         let loaded = &self.loaded[&m];
         let module = &*loaded.module;
-        let source = r.source();
+        let count = measure::is_count(r);
         let mut reqs = Vec::new();
         for f in r.funcs.iter().filter(|f| f.module == m) {
             let func = module.functions().get(f.func);
+            let source = if count {
+                let name = || func.display_name().to_owned();
+                self.measure.source(name, id, m, f.func)?
+            } else {
+                r.source()
+            };
             for pt in points_of(module, r, f.func)? {
                 let base = SessionEnv::new(
                     module,
@@ -382,7 +425,8 @@ impl Live {
                     PointInfo::default(),
                     loaded.bias,
                 );
-                let info = point_info(module, &base, r, &pt);
+                let mut info = point_info(module, &base, r, &pt);
+                info.internal = count;
                 let env = SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias);
                 reqs.push(patch::Request {
                     tag: id,
@@ -438,6 +482,9 @@ impl Live {
     /// it still waits for.
     pub fn status(&self, id: u32) -> Option<String> {
         let lr = self.requests.get(&id)?;
+        if measure::is_count(&lr.request) && self.measure.runtime.is_none() {
+            return Some("waiting for main (the runtime library loads there)".to_owned());
+        }
         let mut text = format!("inserted at {} point(s)", lr.points);
         let waiting: Vec<&str> = lr
             .modules
@@ -660,6 +707,8 @@ impl Live {
             .requests
             .iter()
             .filter(|(_, r)| r.modules.contains_key(&id) && !r.applied.contains(&id))
+            // Counts wait for the runtime, not only for their library.
+            .filter(|(_, r)| !measure::is_count(&r.request) || self.measure.runtime.is_some())
             .map(|(k, _)| *k)
             .collect();
         for rid in waiting {
@@ -813,6 +862,7 @@ impl Hooks for Live {
     }
 
     fn exiting(&mut self, p: &mut Process, _tid: i32) {
+        self.measure.snapshot(p);
         let (Some(base), Some(last)) = (self.data, self.declared.last()) else {
             return;
         };

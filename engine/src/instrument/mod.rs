@@ -13,5 +13,6 @@ pub mod save;
 pub use save::{save, SaveError, SaveReport};
 pub mod eval;
 pub mod live;
+pub mod measure;
 
 pub use live::Live;

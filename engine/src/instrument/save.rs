@@ -186,6 +186,7 @@ pub(crate) fn point_info(
         loop_name: p.loop_name.clone(),
         id: r.id,
         return_type,
+        internal: false,
     }
 }
 
@@ -193,6 +194,12 @@ pub(crate) fn point_info(
 pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, SaveError> {
     let module = session.main()?;
     for r in &plan.requests {
+        if super::measure::is_count(r) {
+            return Err(SaveError::Unsupported {
+                id: r.id,
+                what: "`count`s in a saved file (they need a live process)",
+            });
+        }
         if let Some(f) = r.funcs.iter().find(|f| f.module != module.id) {
             return Err(SaveError::OtherModule {
                 id: r.id,

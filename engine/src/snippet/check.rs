@@ -131,7 +131,50 @@ fn is_null_constant(e: &Expr) -> bool {
     matches!(e.kind, E::Int(0)) && e.ty.is_int()
 }
 
+/// The reserved name of gsh's inline runtime counter (see [`ir::Stmt::RtCount`]).
+pub const RT_COUNT: &str = "__gsh_rt_count";
+
+fn is_rt_count(e: &ast::Expr) -> bool {
+    matches!(&e.kind, A::Call(f, _) if matches!(&f.kind, A::Name(n) if n == RT_COUNT))
+}
+
 impl Checker<'_> {
+    /// `__gsh_rt_count(SLOT, TLS_OFFSET, THREAD_FN);`: three integer literals, in gsh's own
+    /// snippets only (a user who writes it gets an error, not a counter that assumes a
+    /// runtime library the process may not have).
+    fn rt_count(&mut self, e: &ast::Expr) -> Option<ir::Stmt> {
+        if !self.env.point().internal {
+            self.diags.push(
+                Diagnostic::error(e.span, format!("`{RT_COUNT}` is reserved for gsh"))
+                    .with_hint("use the `count FUNC` command to count calls"),
+            );
+            return None;
+        }
+        let A::Call(_, args) = &e.kind else {
+            return None;
+        };
+        let lits: Vec<u64> = args
+            .iter()
+            .filter_map(|a| match &a.kind {
+                A::Int(l) => Some(l.value),
+                _ => None,
+            })
+            .collect();
+        let [slot, tls_offset, thread_fn] = lits[..] else {
+            self.error(e.span, format!("`{RT_COUNT}` takes three integer literals"));
+            return None;
+        };
+        let Ok(slot) = u32::try_from(slot) else {
+            self.error(e.span, format!("slot {slot} is too large"));
+            return None;
+        };
+        Some(ir::Stmt::RtCount {
+            slot,
+            tls_offset: tls_offset as i64,
+            thread_fn,
+        })
+    }
+
     fn error(&mut self, span: Span, message: impl Into<String>) {
         self.diags.push(Diagnostic::error(span, message));
     }
@@ -142,6 +185,7 @@ impl Checker<'_> {
 
     fn stmt(&mut self, s: &ast::Stmt) -> Vec<ir::Stmt> {
         match &s.kind {
+            StmtKind::Expr(e) if is_rt_count(e) => self.rt_count(e).into_iter().collect(),
             StmtKind::Expr(e) => {
                 let Some(v) = self.expr(e) else {
                     return Vec::new();

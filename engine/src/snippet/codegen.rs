@@ -151,6 +151,7 @@ macro_rules! op2 {
 
 mod arith;
 mod lower;
+mod rtcount;
 
 /// Generates code for `program` to run at runtime address `addr`.
 pub fn generate(program: &Program, addr: u64) -> Res<Code> {
@@ -165,6 +166,7 @@ pub fn generate(program: &Program, addr: u64) -> Res<Code> {
         req: Requirements::default(),
         calls_out: false,
         stack: false,
+        self_saved: Vec::new(),
     };
     g.stmts(&program.stmts)?;
     g.finish(&program.strings)
@@ -202,6 +204,9 @@ struct Gen {
     req: Requirements,
     calls_out: bool,
     stack: bool,
+    /// Instruction ranges that save and restore every register they change themselves (the
+    /// runtime counter's slow path): left out of the clobber scan.
+    self_saved: Vec<std::ops::Range<usize>>,
 }
 
 fn disp32(v: i64) -> Res<i64> {
@@ -444,7 +449,11 @@ impl Gen {
             ..Clobbers::default()
         };
         let mut factory = InstructionInfoFactory::new();
-        for insn in &self.insns {
+        for (i, insn) in self.insns.iter().enumerate() {
+            if self.self_saved.iter().any(|r| r.contains(&i)) {
+                c.flags = true;
+                continue;
+            }
             if insn.code() == Op::DeclareByte {
                 continue;
             }

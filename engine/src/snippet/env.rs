@@ -57,6 +57,9 @@ pub struct PointInfo {
     pub id: u32,
     /// The type of `$return` (the function's or callee's return type); `long` when unknown.
     pub return_type: Option<Type>,
+    /// The snippet is gsh's own (e.g. `count`'s), so it may use the reserved
+    /// `__gsh_rt_count(SLOT, TLS_OFFSET, THREAD_FN)`; user snippets never may.
+    pub internal: bool,
 }
 
 /// Names and facts a snippet is checked against.

@@ -189,6 +189,9 @@ impl Interp<'_> {
                         self.stmts(o)?;
                     }
                 }
+                Stmt::RtCount { .. } => {
+                    return Err("gsh's runtime counter runs only in a process".into());
+                }
             }
         }
         Ok(())

@@ -20,6 +20,16 @@ pub enum Stmt {
     Expr(Expr),
     /// `cond` is a scalar: true when not zero (for doubles: not `0.0`, so NaN is true).
     If(Expr, Vec<Stmt>, Vec<Stmt>),
+    /// gsh's own per-thread counter (`count`), never written by users: adds one to `slot` of
+    /// the calling thread's runtime block, found through the initial-exec TLS word at
+    /// `fs:[tls_offset]`; a thread without a block yet gets one from `thread_fn`
+    /// (`gsh_rt_thread`), with every register it may change saved around the call. See
+    /// `rt/LAYOUT.md` and [`crate::snippet::codegen`].
+    RtCount {
+        slot: u32,
+        tls_offset: i64,
+        thread_fn: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -10,6 +10,7 @@ mod disas;
 mod files;
 mod instrument;
 mod loops;
+mod measure;
 mod misc;
 pub mod process;
 mod process_stack;
@@ -95,6 +96,8 @@ pub static COMMANDS: &[Spec] = &[
     instrument::DELETE,
     instrument::SHOW_POINTS,
     instrument::SAVE,
+    measure::COUNT,
+    measure::REPORT,
     process::START,
     process::RUN,
     process::ATTACH,

@@ -336,6 +336,10 @@ fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
             if !matches!(stop, Stop::Breakpoint { .. }) {
                 return Ok((notes, Some(stop)));
             }
+            // `count`s wait for libc to be up, which it is at main.
+            let mut notes = notes;
+            notes.extend(super::measure::start_measuring(p, live)?);
+            return Ok((notes, None));
         }
         Ok((notes, None))
     });
@@ -391,7 +395,11 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     let mut t = Target::new(tracer, false);
     let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
-    let result = t.with(|p, live| target::install(session, plan, breaks, p, live));
+    let result = t.with(|p, live| {
+        let mut notes = target::install(session, plan, breaks, p, live)?;
+        notes.extend(super::measure::start_measuring(p, live)?);
+        Ok(notes)
+    });
     let notes = match result {
         Ok(n) => n,
         Err(e) => {

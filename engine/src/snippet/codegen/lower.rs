@@ -17,6 +17,11 @@ impl Gen {
                         self.expr(e)?;
                     }
                 }
+                Stmt::RtCount {
+                    slot,
+                    tls_offset,
+                    thread_fn,
+                } => self.rt_count(*slot, *tls_offset, *thread_fn)?,
                 Stmt::If(c, then, otherwise) => {
                     let else_l = self.new_label();
                     self.branch(c, false, else_l)?;
