@@ -131,11 +131,11 @@ pub fn install(
     live.sync_declared(p, plan)?;
     let mut notes = Vec::new();
     for r in &plan.requests {
-        let reports = live.insert(p, session, plan, r.id)?;
+        live.insert(p, session, plan, r.id)?;
         notes.push(format!(
-            "instrumentation {}: {} point(s) inserted",
+            "instrumentation {}: {}",
             r.id,
-            reports.len()
+            live.status(r.id).unwrap_or_else(|| "not inserted".into())
         ));
     }
     for b in breaks {
