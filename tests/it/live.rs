@@ -142,7 +142,7 @@ fn run_reports_the_exit_and_breakpoints_stop_with_arguments() {
     let o = gsh_c(
         &format!(
             "break parse_header entry if (limit == 4096 && r->len > 4000); \
-             run 1 200 > {out}; print r->len; print $1; where; \
+             run 1 200 > {out}; print r->len; print $1; where; up 2; down; \
              execute {{ debug_level = 2; }}; print debug_level; print checksum(7); \
              continue; delete 1; continue &; wait; status",
             out = out.display()
@@ -165,6 +165,21 @@ fn run_reports_the_exit_and_breakpoints_stop_with_arguments() {
     assert!(frames[1].contains("handle_request"), "{}", o.stdout);
     assert!(frames[2].contains("worker"), "{}", o.stdout);
     assert!(frames[3].contains("main"), "{}", o.stdout);
+    // `up 2` selects worker's frame, `down` handle_request's.
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l.starts_with("*#2") && l.contains("worker")),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l.starts_with("*#1") && l.contains("handle_request")),
+        "{}",
+        o.stdout
+    );
     // `execute` writes the program's memory; `print` calls its functions.
     assert!(o.stdout.contains("debug_level = 2\n"), "{}", o.stdout);
     assert!(o.stdout.contains("checksum(7) = 994587\n"), "{}", o.stdout);
