@@ -522,20 +522,7 @@ impl Patcher {
                 ));
             }
         }
-        let near = self.rt(site.patch_at);
-        let guess = layout::lay_out(&segments, &codes, near.0)?;
-        let size = guess.bytes.len() as u64 + 64;
-        let tramp = space.allocate(near, size, AllocKind::Code)?;
-        let laid = layout::lay_out(&segments, &codes, tramp.0)?;
-        if laid.bytes.len() as u64 > size {
-            return Err(PatchError::Layout(
-                "trampoline grew past its allocation".into(),
-            ));
-        }
-        space.write(tramp, &laid.bytes)?;
-        for (r, o) in &laid.map {
-            self.map.insert(r.start, (r.end, *o));
-        }
+        let (tramp, laid) = self.place(space, &segments, &codes, self.rt(site.patch_at))?;
         for (a, plan) in &laid.saves {
             self.saves.insert(*a, plan.describe());
         }
@@ -603,6 +590,32 @@ impl Patcher {
         Ok(originals)
     }
 
+    /// Lays out a trampoline for `segments` (with the point code in `codes`), allocates it
+    /// within reach of `near`, writes it and records its address map. Laid out twice: once
+    /// to learn its size, once for the address it got (branch forms may differ).
+    fn place(
+        &mut self,
+        space: &mut dyn AddressSpace,
+        segments: &[Vec<iced_x86::Instruction>],
+        codes: &HashMap<u64, PointCode>,
+        near: RuntimeAddr,
+    ) -> Result<(RuntimeAddr, layout::Laid), PatchError> {
+        let guess = layout::lay_out(segments, codes, near.0)?;
+        let size = guess.bytes.len() as u64 + 64;
+        let tramp = space.allocate(near, size, AllocKind::Code)?;
+        let laid = layout::lay_out(segments, codes, tramp.0)?;
+        if laid.bytes.len() as u64 > size {
+            return Err(PatchError::Layout(
+                "trampoline grew past its allocation".into(),
+            ));
+        }
+        space.write(tramp, &laid.bytes)?;
+        for (r, o) in &laid.map {
+            self.map.insert(r.start, (r.end, *o));
+        }
+        Ok((tramp, laid))
+    }
+
     /// Moves the original instructions in `range` to a trampoline of their own and writes a
     /// jump to it over their first 5 bytes (`int3` over the rest, until a pun's jump lands
     /// there).
@@ -616,20 +629,7 @@ impl Patcher {
         let len = (range.end.0 - range.start.0) as usize;
         let bytes = space.read(at, len)?;
         let segments = vec![layout::decode_at(&bytes, at.0)];
-        let none = HashMap::new();
-        let guess = layout::lay_out(&segments, &none, at.0)?;
-        let size = guess.bytes.len() as u64 + 64;
-        let tramp = space.allocate(at, size, AllocKind::Code)?;
-        let laid = layout::lay_out(&segments, &none, tramp.0)?;
-        if laid.bytes.len() as u64 > size {
-            return Err(PatchError::Layout(
-                "trampoline grew past its allocation".into(),
-            ));
-        }
-        space.write(tramp, &laid.bytes)?;
-        for (r, o) in &laid.map {
-            self.map.insert(r.start, (r.end, *o));
-        }
+        let (tramp, _) = self.place(space, &segments, &HashMap::new(), at)?;
         let mut entry = reloc::jmp_rel32(at.0, tramp.0)?;
         entry.resize(len, 0xcc);
         originals.push((at, bytes));
