@@ -4,87 +4,20 @@
 //! be the file's bytes again. Also the error paths: no process, a pid that is gone, ourselves.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gsh_tests::server::{expected, spawn, text_matches_file, wait_output};
 use gsh_tests::{gsh_c, Gsh, Mutatee, Variant};
 
 fn server(v: Variant) -> std::path::PathBuf {
     Mutatee::new("server").path(v)
 }
 
-/// The lines `server THREADS ROUNDS` prints, from an uninstrumented run.
-fn expected(exe: &Path, threads: u32, rounds: u32) -> String {
-    let o = Command::new(exe)
-        .args([threads.to_string(), rounds.to_string()])
-        .output()
-        .expect("run server");
-    assert!(o.status.success());
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Starts `server THREADS ROUNDS` outside gsh, its stdout to a file.
-fn spawn(exe: &Path, threads: u32, rounds: u32, out: &Path) -> Child {
-    let file = std::fs::File::create(out).expect("stdout file");
-    let child = Command::new(exe)
-        .args([threads.to_string(), rounds.to_string()])
-        .stdout(file)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn server");
-    // Attach only once it is the server (not the test's fork on its way to exec).
-    let want = std::fs::canonicalize(exe).expect("exe");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_link(format!("/proc/{}/exe", child.id())).ok() != Some(want.clone()) {
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child
-}
-
-/// The executable's loaded text, as the running process has it, compared with the file.
 fn assert_text_is_files(pid: u32, exe: &Path) {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-    let exe = std::fs::canonicalize(exe).expect("exe path");
-    let file = std::fs::read(&exe).expect("read exe");
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open mem");
-    let mut checked = 0;
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || !f[1].contains('x') || Path::new(f[5]) != exe {
-            continue;
-        }
-        let (lo, hi) = f[0].split_once('-').expect("range");
-        let lo = u64::from_str_radix(lo, 16).expect("lo");
-        let hi = u64::from_str_radix(hi, 16).expect("hi");
-        let off = u64::from_str_radix(f[2], 16).expect("offset") as usize;
-        let len = ((hi - lo) as usize).min(file.len().saturating_sub(off));
-        let mut buf = vec![0u8; len];
-        std::os::unix::fs::FileExt::read_exact_at(&mem, &mut buf, lo).expect("read text");
-        assert!(
-            buf == file[off..off + len],
-            "process {pid}: text at {lo:#x} differs from the file"
-        );
-        checked += len;
+    if let Err(e) = text_matches_file(pid, exe) {
+        panic!("{e}");
     }
-    assert!(
-        checked > 0,
-        "no executable mapping of {} found",
-        exe.display()
-    );
-}
-
-fn wait_output(mut child: Child, out: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            assert!(status.success(), "server ended with {status}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "server did not finish");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::fs::read_to_string(out).expect("server output")
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {

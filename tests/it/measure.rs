@@ -3,10 +3,9 @@
 //! event dropped while a thread gets its block), readable while the process runs, and the
 //! program's output must be unchanged.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gsh_tests::server::{expected, spawn};
 use gsh_tests::{gsh_c, gsh_json_all, Mutatee, Variant};
 
 /// The `Calls` of `function` in every `report` table of a plain-text transcript, in order.
@@ -87,32 +86,6 @@ fn report_without_counts_or_process_explains() {
     let o = gsh_c("count no_such_function_here", &exe);
     assert_ne!(o.code, Some(0));
     assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-}
-
-fn expected(exe: &Path, threads: u32, rounds: u32) -> String {
-    let o = Command::new(exe)
-        .args([threads.to_string(), rounds.to_string()])
-        .output()
-        .expect("run server");
-    assert!(o.status.success());
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn spawn(exe: &Path, threads: u32, rounds: u32, out: &Path) -> Child {
-    let file = std::fs::File::create(out).expect("stdout file");
-    let child = Command::new(exe)
-        .args([threads.to_string(), rounds.to_string()])
-        .stdout(file)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn server");
-    let want = std::fs::canonicalize(exe).expect("exe");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_link(format!("/proc/{}/exe", child.id())).ok() != Some(want.clone()) {
-        assert!(Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child
 }
 
 #[test]

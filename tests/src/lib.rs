@@ -12,6 +12,7 @@ mod gsh;
 mod mutatee;
 mod paths;
 mod program;
+pub mod server;
 pub mod truth;
 
 pub use command::run_tool;

@@ -190,7 +190,7 @@ fn measure(exe: &Path, pid: i32, runs: usize) -> Result<()> {
     if !matches!(state, Some('R' | 'S')) {
         bail!("after the soak the program is not running (state {state:?})");
     }
-    text_matches_file(pid, exe)?;
+    gsh_tests::server::text_matches_file(pid as u32, exe).map_err(anyhow::Error::msg)?;
     println!(
         "pause of a running 4-thread program, median of {runs} runs (target: < 20 ms for 1,000)\n\
          (the machine's cores are shared with the program's 4 busy threads, so stopping them\n\
@@ -209,31 +209,5 @@ fn measure(exe: &Path, pid: i32, runs: usize) -> Result<()> {
          afterwards it runs on and its text is the file's",
         soak.as_secs_f64()
     );
-    Ok(())
-}
-
-/// The executable's loaded text in process `pid`, compared with the file.
-fn text_matches_file(pid: i32, exe: &Path) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    let exe = std::fs::canonicalize(exe)?;
-    let file = std::fs::read(&exe)?;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 6 || !f[1].contains('x') || Path::new(f[5]) != exe {
-            continue;
-        }
-        let (lo, hi) = f[0].split_once('-').context("maps range")?;
-        let lo = u64::from_str_radix(lo, 16)?;
-        let hi = u64::from_str_radix(hi, 16)?;
-        let off = usize::from_str_radix(f[2], 16)?;
-        let len = ((hi - lo) as usize).min(file.len().saturating_sub(off));
-        let mut buf = vec![0u8; len];
-        mem.read_exact_at(&mut buf, lo)?;
-        if buf != file[off..off + len] {
-            bail!("the text at {lo:#x} differs from the file after detaching");
-        }
-    }
     Ok(())
 }

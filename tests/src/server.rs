@@ -1,0 +1,84 @@
+//! A running mutatee for the live-process tests and benchmarks: `tests/mutatees/server.c`
+//! started outside gsh (so gsh can attach to it), its uninstrumented output for comparison,
+//! and the check that a process's loaded text is its file's bytes again after gsh let go.
+
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The lines `server THREADS ROUNDS` prints, from an uninstrumented run.
+pub fn expected(exe: &Path, threads: u32, rounds: u32) -> String {
+    let o = Command::new(exe)
+        .args([threads.to_string(), rounds.to_string()])
+        .output()
+        .expect("run server");
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Starts `server THREADS ROUNDS` outside gsh, its stdout to `out`, and returns once it is
+/// the server (not the test's fork on its way to exec).
+pub fn spawn(exe: &Path, threads: u32, rounds: u32, out: &Path) -> Child {
+    let file = std::fs::File::create(out).expect("stdout file");
+    let child = Command::new(exe)
+        .args([threads.to_string(), rounds.to_string()])
+        .stdout(file)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn server");
+    let want = std::fs::canonicalize(exe).expect("exe");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_link(format!("/proc/{}/exe", child.id())).ok() != Some(want.clone()) {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+/// Waits (at most a minute) for the server to exit 0 and returns what it printed.
+pub fn wait_output(mut child: Child, out: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "server ended with {status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "server did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::read_to_string(out).expect("server output")
+}
+
+/// Compares the executable's loaded text in process `pid` with the file `exe`: `Err` names
+/// the first mapping that differs (or why it could not be read).
+pub fn text_matches_file(pid: u32, exe: &Path) -> Result<(), String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| e.to_string())?;
+    let exe = std::fs::canonicalize(exe).map_err(|e| e.to_string())?;
+    let file = std::fs::read(&exe).map_err(|e| e.to_string())?;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| e.to_string())?;
+    let mut checked = 0;
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || !f[1].contains('x') || Path::new(f[5]) != exe {
+            continue;
+        }
+        let bad = || format!("bad maps line `{line}`");
+        let hex = |s: &str| u64::from_str_radix(s, 16).map_err(|_| bad());
+        let (lo, hi) = f[0].split_once('-').ok_or_else(bad)?;
+        let (lo, hi, off) = (hex(lo)?, hex(hi)?, hex(f[2])? as usize);
+        let len = ((hi - lo) as usize).min(file.len().saturating_sub(off));
+        let mut buf = vec![0u8; len];
+        mem.read_exact_at(&mut buf, lo).map_err(|e| e.to_string())?;
+        if buf != file[off..off + len] {
+            return Err(format!(
+                "process {pid}: text at {lo:#x} differs from the file"
+            ));
+        }
+        checked += len;
+    }
+    if checked == 0 {
+        return Err(format!("no executable mapping of {} found", exe.display()));
+    }
+    Ok(())
+}
