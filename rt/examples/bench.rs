@@ -32,7 +32,10 @@ fn sym(lib: *mut c_void, name: &str) -> *mut c_void {
     let c = CString::new(name).expect("symbol name");
     // SAFETY: `lib` is a live dlopen handle and `c` a NUL-terminated name.
     let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
-    assert!(!p.is_null(), "{name} not exported");
+    assert!(
+        !p.is_null(),
+        "{name} not exported (a stale libgsh_rt.so? build it first: cargo build --release -p gsh-rt --features probes)"
+    );
     p
 }
 
