@@ -113,23 +113,20 @@ impl TimeHistogram {
 
     /// How many buckets time has reached: the last of them may be only partly covered.
     pub fn filled(&self) -> usize {
-        let n = self.end.as_secs_f64() / self.width.as_secs_f64();
-        (n.ceil() as usize).min(self.buckets.len())
+        let n = self.end.as_nanos().div_ceil(self.width.as_nanos());
+        usize::try_from(n).map_or(self.buckets.len(), |n| n.min(self.buckets.len()))
     }
 
     /// The rate in each bucket time has reached, in amount per second: a bucket's amount
     /// divided by how much of the bucket has elapsed, so the current, partly covered bucket
     /// is not understated.
     pub fn rates(&self) -> Vec<f64> {
-        let (w, end) = (self.width.as_secs_f64(), self.end.as_secs_f64());
+        let (w, end) = (self.width.as_nanos(), self.end.as_nanos());
         (0..self.filled())
             .map(|i| {
-                let covered = (end - i as f64 * w).clamp(0.0, w);
-                if covered > 0.0 {
-                    self.buckets[i] / covered
-                } else {
-                    0.0
-                }
+                // `filled` guarantees the bucket starts before `end`.
+                let covered = end.saturating_sub(i as u128 * w).min(w);
+                self.buckets[i] / (covered as f64 / 1e9)
             })
             .collect()
     }
@@ -157,31 +154,29 @@ impl TimeHistogram {
 
     /// Adds `amount` over `[from, to)`, in proportion to each bucket's share of it. The last
     /// bucket touched takes what rounding left over, so the buckets sum to the amount.
+    /// Bucket boundaries are computed in whole nanoseconds, so a sample taken exactly at a
+    /// boundary never spills a sliver into the next bucket.
     fn spread(&mut self, from: Duration, to: Duration, amount: u64) {
         if amount == 0 {
             return;
         }
         let last_index = self.buckets.len() - 1;
-        let w = self.width.as_secs_f64();
-        let (from, to) = (from.as_secs_f64(), to.as_secs_f64());
-        let index = |t: f64| ((t / w).floor() as usize).min(last_index);
+        let w = self.width.as_nanos();
+        let (from, to) = (from.as_nanos(), to.as_nanos());
+        let index = |t: u128| usize::try_from(t / w).map_or(last_index, |i| i.min(last_index));
         let amount = amount as f64;
-        let len = to - from;
-        if len <= 0.0 {
+        if to <= from {
             self.buckets[index(from)] += amount;
             return;
         }
+        let len = (to - from) as f64;
         // The bucket holding the interval's last instant: `to` itself belongs to the next.
-        let first = index(from);
-        let last = ((to / w).ceil() as usize)
-            .saturating_sub(1)
-            .min(last_index)
-            .max(first);
+        let (first, last) = (index(from), index(to - 1));
         let mut given = 0.0;
         for i in first..last {
-            let lo = from.max(i as f64 * w);
-            let hi = to.min((i + 1) as f64 * w);
-            let share = amount * ((hi - lo).max(0.0) / len);
+            let lo = from.max(i as u128 * w);
+            let hi = to.min((i as u128 + 1) * w);
+            let share = amount * (hi.saturating_sub(lo) as f64 / len);
             self.buckets[i] += share;
             given += share;
         }

@@ -16,6 +16,7 @@ pub mod process;
 mod process_stack;
 mod stats;
 mod symbols;
+mod watch;
 mod whatis;
 
 use anyhow::{anyhow, Result};
@@ -98,6 +99,7 @@ pub static COMMANDS: &[Spec] = &[
     instrument::SAVE,
     measure::COUNT,
     measure::REPORT,
+    watch::WATCH,
     process::START,
     process::RUN,
     process::ATTACH,
