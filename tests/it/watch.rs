@@ -84,6 +84,37 @@ fn watch_samples_an_attached_server_without_disturbing_it() {
 }
 
 #[test]
+fn a_long_watch_folds_its_history_into_wider_buckets() {
+    let exe = Mutatee::new("server").path(Variant::O2);
+    let out = scratch("folds");
+    // 80 samples of 50 ms outgrow the 64 buckets once: 40 buckets of 100 ms.
+    let docs = gsh_json_all(
+        &format!(
+            "count handle_request; start 1 20000 > {}; continue &; watch 0.05 --for 4; kill",
+            out.display()
+        ),
+        &exe,
+    );
+    let tables = samples(&docs);
+    assert_eq!(tables.len(), 80, "{:#?}", tables.last());
+    let at = |k: usize| row(tables[k - 1], "handle_request calls");
+    assert_eq!(at(64)["bucket"], "50ms");
+    assert_eq!(
+        at(64)["history"].as_str().map(|h| h.chars().count()),
+        Some(64)
+    );
+    assert_eq!(at(65)["bucket"], "100ms");
+    assert_eq!(
+        at(65)["history"].as_str().map(|h| h.chars().count()),
+        Some(33)
+    );
+    assert_eq!(
+        at(80)["history"].as_str().map(|h| h.chars().count()),
+        Some(40)
+    );
+}
+
+#[test]
 fn watch_ends_with_the_final_values_when_the_process_exits() {
     let exe = Mutatee::new("server").path(Variant::O2);
     let out = scratch("exits");
@@ -133,6 +164,35 @@ fn watch_shows_a_stopped_process_once_and_does_not_resume_it() {
     assert_eq!(
         docs.last().expect("status")["state"],
         "stopped",
+        "{docs:#?}"
+    );
+}
+
+#[test]
+fn watch_ends_when_a_breakpoint_stops_the_process() {
+    let exe = Mutatee::new("server").path(Variant::O2);
+    let out = scratch("breakpoint");
+    // checksum's argument passes 4500 a few hundred requests in (tests/mutatees/server.c).
+    let docs = gsh_json_all(
+        &format!(
+            "count handle_request; break checksum entry if ($0 > 4500); start 1 3000 > {}; \
+             continue &; watch 0.1 --for 30; report; kill",
+            out.display()
+        ),
+        &exe,
+    );
+    let tables = samples(&docs);
+    let last = tables.last().expect("at least one table");
+    assert!(
+        last["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("is stopped")),
+        "{last}"
+    );
+    let report = &docs[docs.len() - 2];
+    assert_eq!(
+        row(last, "handle_request calls")["total"],
+        report["rows"][0]["calls"],
         "{docs:#?}"
     );
 }
