@@ -18,3 +18,4 @@ mod scripts;
 mod session;
 mod stripped;
 mod traps;
+mod watch;
