@@ -5,6 +5,7 @@
 mod analysis;
 mod architecture;
 mod bad_input;
+mod callee;
 mod cli;
 mod discovery;
 mod dwarf;
