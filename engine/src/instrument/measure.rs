@@ -414,6 +414,18 @@ impl Measure {
     /// Every measured function's value now, summed over the threads' blocks, read with
     /// `reader` (a [`MemReader`] needs no stop).
     pub fn values(&self, reader: &MemReader) -> Result<Vec<CountValue>, MeasureError> {
+        self.values_with(reader, &HashMap::new())
+    }
+
+    /// [`Measure::values`], knowing the stack pointers of stopped threads (by tid): an open
+    /// activation whose frame lies below its thread's stack pointer is gone (left by an
+    /// exception or `longjmp` and never entered again) and is not credited beyond its last
+    /// event.
+    fn values_with(
+        &self,
+        reader: &MemReader,
+        sps: &HashMap<u32, u64>,
+    ) -> Result<Vec<CountValue>, MeasureError> {
         let Some(rt) = &self.runtime else {
             return Ok(self.zero());
         };
@@ -438,13 +450,15 @@ impl Measure {
                 break;
             }
             let slots = read(block + slots_offset, 32 * top as usize)?;
+            let sp = sps.get(&u32_at(&read(block + 8, 4)?, 0)).copied();
             for (i, c) in self.counters.iter().enumerate() {
                 let rec = &slots[32 * c.slot as usize..32 * c.slot as usize + 32];
                 calls[i] += u64_at(rec, 0);
                 match c.metric {
                     Metric::Time if rt.tsc => {
                         let mut ticks = u64_at(rec, 8);
-                        if u64_at(rec, 16) != 0 {
+                        let open_sp = u64_at(rec, 16);
+                        if open_sp != 0 && sp.is_none_or(|sp| open_sp >= sp) {
                             ticks += now.saturating_sub(u64_at(rec, 24));
                         }
                         ns[i] += to_ns(ticks);
@@ -539,7 +553,12 @@ impl Measure {
             return;
         }
         let reader = p.reader();
-        if let Ok(v) = self.values(&reader) {
+        let sps: HashMap<u32, u64> = p
+            .threads()
+            .iter()
+            .filter_map(|t| Some((t.tid as u32, p.regs(t.tid).ok()?.rsp)))
+            .collect();
+        if let Ok(v) = self.values_with(&reader, &sps) {
             self.last = Some(v);
         }
         if let Ok(v) = self.paths(&reader) {
