@@ -9,9 +9,23 @@
 //! to it, and it then calls the original `DT_INIT`. A library with no `DT_INIT` and no spare
 //! dynamic entry cannot host the handler, and `save` refuses its traps. Nothing of this is
 //! written when no point needs a trap.
+//!
+//! # Measuring in a saved file
+//!
+//! `count` requests (and the other measuring requests of [`super::measure`]) need gsh's
+//! runtime library in the running program. The output names it, by absolute path, in a new
+//! `DT_NEEDED` entry ([`Rewrite::add_needed`]), so `ld.so` loads it and runs its constructor
+//! before the program's. The constructor finds the *measuring descriptor* this module writes in
+//! the new data segment through a `PT_GSH_MEASURE` program header, and fills in the runtime's
+//! TLS offset and functions there; the generated code reads them RIP-relatively from the
+//! descriptor and does nothing while its TLS offset is 0 (the runtime is missing). The
+//! descriptor also holds the results file the runtime writes at exit and a JSON text saying
+//! what each slot measures (`rt/LAYOUT.md`, "Measuring descriptor"). A file with no spare
+//! dynamic entry still measures when run with `LD_PRELOAD=<runtime>`; [`Measuring::needed`]
+//! says which. A static executable loads no library, so `save` refuses to measure in one.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::addr::{LinkAddr, RuntimeAddr};
@@ -21,12 +35,14 @@ use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
 use crate::point::{self, Point, Query};
-use crate::rewrite::{self, InitHook, Rewrite};
+use crate::rewrite::{self, InitHook, Rewrite, PT_GSH_MEASURE};
 use crate::session::{Module, Session};
-use crate::snippet::env::PointInfo;
+use crate::snippet::env::{PointInfo, PointKind as SnippetPointKind};
 use crate::snippet::types::Type;
+use crate::symbols::FuncId;
 
 use super::env::{Declaration, SessionEnv};
+use super::measure::{self, MeasureError};
 use super::request::{Plan, Request, Where};
 
 /// Why `save` failed. Nothing is written when it fails.
@@ -48,7 +64,57 @@ pub enum SaveError {
     /// A kind of point the patcher does not place yet.
     #[error("instrumentation {id}: {what} are not supported yet")]
     Unsupported { id: u32, what: &'static str },
+    /// Measuring needs the runtime library, and this file cannot load one.
+    #[error("instrumentation {id} measures, which needs gsh's runtime library loaded into the program, and {file} {why}")]
+    CannotMeasure { id: u32, file: String, why: String },
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
 }
+
+/// How `save` writes a file; [`SaveOptions::default`] is what `save OUT` does.
+#[derive(Clone, Debug, Default)]
+pub struct SaveOptions {
+    /// Where a saved file that measures writes its results when it exits. Default: the output
+    /// path with `.gsh.json` appended. Made absolute (against the current directory), so the
+    /// program writes the same file wherever it is run from.
+    pub results: Option<PathBuf>,
+}
+
+/// The measuring part of a saved file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Measuring {
+    /// The runtime library, as named in the file.
+    pub runtime: PathBuf,
+    /// True when the file loads the runtime itself (`DT_NEEDED`); false when its dynamic table
+    /// had no room, and it measures only when run with `LD_PRELOAD=<runtime>`.
+    pub needed: bool,
+    /// The results file, absolute.
+    pub results: PathBuf,
+    /// The descriptor's link address.
+    pub descriptor: LinkAddr,
+    pub slots: Vec<SavedSlot>,
+}
+
+/// What one slot of a saved file measures (also written into the descriptor's meta JSON).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SavedSlot {
+    pub slot: u32,
+    /// The request's id.
+    pub id: u32,
+    /// `count` (and, as the measuring requests grow, `time`, `time-cpu`, `profile`).
+    pub kind: &'static str,
+    pub function: String,
+}
+
+/// Magic and version of the measuring descriptor (`rt/LAYOUT.md`).
+const DESCRIPTOR_MAGIC: &[u8; 8] = b"GSHMEAS\0";
+const DESCRIPTOR_VERSION: u32 = 1;
+/// The descriptor's fixed part; its strings follow.
+const DESCRIPTOR_HEADER: usize = 128;
+/// Offsets of the fields `save` writes.
+const DESC_SLOTS: usize = 12;
+const DESC_OUTPUT: usize = 96;
+const DESC_META: usize = 104;
 
 /// What `save` did.
 #[derive(Debug)]
@@ -60,6 +126,8 @@ pub struct SaveReport {
     pub skipped: Vec<(Point, String)>,
     pub tactics: BTreeMap<Tactic, usize>,
     pub file: rewrite::Summary,
+    /// Present when the file measures (`count` and the like).
+    pub measuring: Option<Measuring>,
 }
 
 /// The rewrite as the patcher's address space: link addresses are where code runs (bias 0).
@@ -190,16 +258,83 @@ pub(crate) fn point_info(
     }
 }
 
+/// What a measuring request measures, as the meta JSON says it; `None` for other requests.
+fn measure_kind(r: &Request) -> Option<&'static str> {
+    measure::is_count(r).then_some("count")
+}
+
+/// The snippet of a measuring point in a saved file: the runtime's fields are read from the
+/// descriptor at `desc`.
+// Until `measure::saved_source` exists, every measuring request is a `count` at entry.
+fn saved_source(_r: &Request, slot: u32, desc: u64, _kind: SnippetPointKind) -> String {
+    format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});")
+}
+
+/// The descriptor's bytes: header, results path and meta JSON (each NUL-terminated; the
+/// lengths do not count the NUL).
+fn descriptor_bytes(slots: u32, results: &[u8], meta: &[u8]) -> Vec<u8> {
+    let mut d = vec![0u8; DESCRIPTOR_HEADER];
+    d[..8].copy_from_slice(DESCRIPTOR_MAGIC);
+    d[8..12].copy_from_slice(&DESCRIPTOR_VERSION.to_le_bytes());
+    d[DESC_SLOTS..DESC_SLOTS + 4].copy_from_slice(&slots.to_le_bytes());
+    for (field, text) in [(DESC_OUTPUT, results), (DESC_META, meta)] {
+        let off = d.len() as u32;
+        d[field..field + 4].copy_from_slice(&off.to_le_bytes());
+        d[field + 4..field + 8].copy_from_slice(&(text.len() as u32).to_le_bytes());
+        d.extend_from_slice(text);
+        d.push(0);
+    }
+    d
+}
+
+/// The results file for `out`: as given, or `OUT.gsh.json`, made absolute.
+fn results_path(out: &Path, given: Option<&Path>) -> Result<PathBuf, SaveError> {
+    let path = match given {
+        Some(p) => p.to_owned(),
+        None => {
+            let mut p = out.as_os_str().to_owned();
+            p.push(".gsh.json");
+            PathBuf::from(p)
+        }
+    };
+    std::path::absolute(&path).map_err(|e| {
+        SaveError::Rewrite(rewrite::Error::Io {
+            path: path.clone(),
+            source: e,
+        })
+    })
+}
+
 /// Writes the main module of `session` with everything in `plan` to `out`.
 pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, SaveError> {
+    save_with(session, plan, out, &SaveOptions::default())
+}
+
+/// [`save`] with options.
+pub fn save_with(
+    session: &Session,
+    plan: &Plan,
+    out: &Path,
+    options: &SaveOptions,
+) -> Result<SaveReport, SaveError> {
     let module = session.main()?;
-    for r in &plan.requests {
-        if super::measure::is_count(r) {
-            return Err(SaveError::Unsupported {
+    let measured: Vec<&Request> = plan
+        .requests
+        .iter()
+        .filter(|r| measure_kind(r).is_some())
+        .collect();
+    if let Some(r) = measured.first() {
+        let binary = &module.binary;
+        let static_exe = binary.kind() != BinaryKind::SharedLibrary && binary.interp().is_none();
+        if static_exe {
+            return Err(SaveError::CannotMeasure {
                 id: r.id,
-                what: "`count`s in a saved file (they need a live process)",
+                file: module.name.clone(),
+                why: "is statically linked (no dynamic loader runs to load it)".into(),
             });
         }
+    }
+    for r in &plan.requests {
         if let Some(f) = r.funcs.iter().find(|f| f.module != module.id) {
             return Err(SaveError::OtherModule {
                 id: r.id,
@@ -208,10 +343,22 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
             });
         }
     }
+    let layout = rewrite::Options {
+        extra_headers: usize::from(!measured.is_empty()),
+        ..rewrite::Options::default()
+    };
     let mut space = RewriteSpace {
-        rw: Rewrite::new(&module.binary)?,
+        rw: Rewrite::with_options(&module.binary, layout)?,
         patched: BTreeMap::new(),
         longest: 0,
+    };
+    // Before the trap handler's hook (`init`) claims a spare dynamic entry: loading the
+    // runtime matters more, and a library's hook can still chain an existing DT_INIT.
+    let (measuring, slot_of) = if measured.is_empty() {
+        (None, Vec::new())
+    } else {
+        let (m, slot_of) = plan_measuring(&mut space.rw, module, &measured, out, options)?;
+        (Some(m), slot_of)
     };
     // Declared variables, with their initial values, in the new data segment.
     let (_, size) = plan.layout(0);
@@ -232,6 +379,12 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
         let source = r.source();
         for f in &r.funcs {
             let func = module.functions().get(f.func);
+            let slot = measuring.as_ref().and_then(|m| {
+                slot_of
+                    .iter()
+                    .find(|&&(id, fid, _)| id == r.id && fid == f.func)
+                    .map(|&(_, _, slot)| (slot, m.descriptor.0))
+            });
             for p in points_of(module, r, f.func)? {
                 if let Some(why) = overlapping_code(module, &p) {
                     skipped.push((p, why));
@@ -240,12 +393,16 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
                 let base_env =
                     SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
                 let info = point_info(module, &base_env, r, &p);
+                let source = match slot {
+                    Some((slot, desc)) => saved_source(r, slot, desc, info.kind),
+                    None => source.clone(),
+                };
                 let env = SessionEnv::new(module, Some(func), &declared, info, 0);
                 requests.push(patch::Request {
                     tag: r.id,
                     point: p,
-                    source: source.clone(),
                     env: Arc::new(env.snapshot(&source)),
+                    source,
                 });
             }
         }
@@ -283,7 +440,65 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
         skipped,
         tactics: patcher.tactic_counts(),
         file,
+        measuring,
     })
+}
+
+/// Gives every measured function a slot, writes the descriptor and its header, and names the
+/// runtime in the file (or says it must be preloaded).
+fn plan_measuring(
+    rw: &mut Rewrite<'_>,
+    module: &Module,
+    measured: &[&Request],
+    out: &Path,
+    options: &SaveOptions,
+) -> Result<(Measuring, Vec<(u32, FuncId, u32)>), SaveError> {
+    let mut slots = Vec::new();
+    // (request id, function, slot)
+    let mut slot_of: Vec<(u32, FuncId, u32)> = Vec::new();
+    for r in measured {
+        let kind = measure_kind(r).unwrap_or("count");
+        for f in &r.funcs {
+            if slot_of
+                .iter()
+                .any(|&(id, fid, _)| id == r.id && fid == f.func)
+            {
+                continue;
+            }
+            let slot = slots.len() as u32;
+            slot_of.push((r.id, f.func, slot));
+            slots.push(SavedSlot {
+                slot,
+                id: r.id,
+                kind,
+                function: module.functions().get(f.func).display_name().to_owned(),
+            });
+        }
+    }
+    let runtime = measure::find_runtime()?;
+    let runtime = std::path::absolute(&runtime).unwrap_or(runtime);
+    let results = results_path(out, options.results.as_deref())?;
+    let meta = serde_json::json!({ "version": 1, "slots": slots }).to_string();
+    let bytes = descriptor_bytes(
+        slots.len() as u32,
+        results.as_os_str().as_encoded_bytes(),
+        meta.as_bytes(),
+    );
+    let descriptor = rw.alloc_data_with(&bytes, 64)?;
+    rw.add_phdr(PT_GSH_MEASURE, descriptor, bytes.len() as u64)?;
+    let needed = match rw.add_needed(runtime.as_os_str().as_encoded_bytes()) {
+        Ok(()) => true,
+        Err(rewrite::Error::NoDynamicRoom { .. }) => false,
+        Err(e) => return Err(e.into()),
+    };
+    let m = Measuring {
+        runtime,
+        needed,
+        results,
+        descriptor,
+        slots,
+    };
+    Ok((m, slot_of))
 }
 
 /// Where the SIGTRAP handler's install stub is hooked in.
