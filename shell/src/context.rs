@@ -31,6 +31,8 @@ pub struct Context {
     pub target: Option<crate::target::Target>,
     /// `break` requests, kept to place them in every process started or attached later.
     pub breaks: Vec<crate::target::BreakRequest>,
+    /// What was measured in a process gsh detached from, for `report`.
+    pub measured: Option<crate::commands::measure::Results>,
     /// Set by Ctrl-C while a command waits for the process.
     pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,
     depth: usize,
@@ -54,6 +56,7 @@ impl Context {
             quit: false,
             target: None,
             breaks: Vec::new(),
+            measured: None,
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,
             out,

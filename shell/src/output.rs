@@ -127,6 +127,8 @@ pub enum Output {
     Sections(Vec<(&'static str, Output)>),
     /// Nothing to show; `{}` in JSON so every command still prints one document.
     Nothing,
+    /// A JSON document, printed as it is in both renderings (`report --json`).
+    Json(Value),
 }
 
 /// How to print for people.
@@ -168,6 +170,7 @@ pub fn render_text(out: &Output, style: Style) -> String {
         Output::Table(t) => render_table(t, style),
         Output::Record(r) => render_record(r, style),
         Output::Text(t) => t.clone(),
+        Output::Json(v) => serde_json::to_string_pretty(v).unwrap_or_default() + "\n",
         Output::Sections(parts) => parts
             .iter()
             .map(|(_, part)| render_text(part, style))
@@ -211,6 +214,7 @@ fn json_value(out: &Output) -> Value {
             Value::Object(m)
         }
         Output::Text(t) => json!({ "text": t }),
+        Output::Json(v) => v.clone(),
         Output::Sections(parts) => Value::Object(
             parts
                 .iter()

@@ -15,7 +15,7 @@ fn calls(stdout: &str, function: &str) -> Vec<u64> {
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             match f[..] {
-                [_, name, n] if name == function => n.parse().ok(),
+                [_, name, "count", n, ..] if name == function => n.parse().ok(),
                 _ => None,
             }
         })
@@ -34,7 +34,7 @@ fn four_threads_count_exactly_with_run() {
             "{v:?}: {}",
             o.stdout
         );
-        assert!(o.stdout.contains("final counts"), "{v:?}: {}", o.stdout);
+        assert!(o.stdout.contains("final values"), "{v:?}: {}", o.stdout);
         assert_eq!(calls(&o.stdout, "work_item"), [4000], "{v:?}: {}", o.stdout);
         assert_eq!(calls(&o.stdout, "worker"), [4], "{v:?}: {}", o.stdout);
         // The program's own output is untouched.
@@ -63,7 +63,7 @@ fn report_as_json_and_counting_started_at_main() {
         &exe,
     );
     let report = docs.last().expect("a report");
-    let rows = report["rows"].as_array().expect("rows");
+    let rows = report["values"].as_array().expect("values");
     assert_eq!(rows.len(), 1, "{report}");
     assert_eq!(rows[0]["function"], "work_item", "{report}");
     assert_eq!(rows[0]["calls"], 4000, "{report}");
@@ -101,7 +101,7 @@ fn count_on_an_attached_server_while_it_runs() {
     let o = gsh_c(
         &format!(
             "attach {pid}; count handle_request; continue &; sleep 0.3; report; sleep 0.3; \
-             report; delete 1; detach"
+             report; delete 1; detach; report"
         ),
         &exe,
     );
@@ -110,7 +110,12 @@ fn count_on_an_attached_server_while_it_runs() {
         panic!("gsh failed: {}\nserver: {status:?}", o.stderr);
     }
     let seen = calls(&o.stdout, "handle_request");
-    assert_eq!(seen.len(), 2, "{}", o.stdout);
+    assert_eq!(seen.len(), 3, "{}", o.stdout);
+    assert!(
+        o.stdout.contains("values when gsh detached"),
+        "kept after detach: {}",
+        o.stdout
+    );
     assert!(seen[0] > 0, "counted while running: {}", o.stdout);
     assert!(seen[1] > seen[0], "still counting: {}", o.stdout);
     assert!(o.stdout.contains("detached"), "{}", o.stdout);
@@ -125,4 +130,186 @@ fn count_on_an_attached_server_while_it_runs() {
     }
     let got = std::fs::read_to_string(&out).expect("server output");
     assert_eq!(got, expected(&exe, threads, rounds));
+}
+
+/// Runs `commands` (which must `start` the program) on `exe` with the program's output sent
+/// to a scratch file, and returns the last JSON document (a `report`'s) and the program's
+/// output.
+fn measure_json(commands: &str, exe: &std::path::Path, tag: &str) -> (serde_json::Value, String) {
+    let dir = gsh_tests::target_dir().join("measure-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let out = dir.join(format!("{tag}.out"));
+    let commands = commands.replace("start", &format!("start > {}", out.display()));
+    let docs = gsh_json_all(&commands, exe);
+    let program = std::fs::read_to_string(&out).expect("program output");
+    (docs.last().expect("a report").clone(), program)
+}
+
+/// The report's row for `function` measured as `metric`: (calls, ns).
+fn value(report: &serde_json::Value, function: &str, metric: &str) -> (u64, u64) {
+    let rows = report["values"].as_array().expect("values");
+    let row = rows
+        .iter()
+        .find(|r| r["function"] == function && r["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {metric} row for {function}: {report}"));
+    (
+        row["calls"].as_u64().expect("calls"),
+        row["ns"].as_u64().unwrap_or(0),
+    )
+}
+
+const MS: u64 = 1_000_000;
+
+/// Inclusive wall time of known sleeps, a recursive function timed once, and a function left
+/// by longjmp three times; the program's last 100 ms (after the measured work) count nowhere.
+#[test]
+fn timers_of_sleeps_recursion_and_longjmp() {
+    let m = Mutatee::new("timing");
+    for v in [Variant::O0, Variant::O2, Variant::NoPie] {
+        let exe = m.path(v);
+        let (report, program) = measure_json(
+            "time nap descend jumper; start; continue; report",
+            &exe,
+            &format!("timers-{v:?}"),
+        );
+        assert_eq!(program, m.expected_stdout(), "{v:?}");
+        // nap: 10 + 20 + 30 from main, 20 from descend, 4 x 10 from jumper.
+        let (calls, ns) = value(&report, "nap", "time");
+        assert_eq!(calls, 8, "{v:?}: {report}");
+        assert!((120 * MS..160 * MS).contains(&ns), "{v:?} nap {ns}: {report}");
+        // descend(5) recurses 5 levels (gcc -O2 turns the recursion into a loop: 1 call);
+        // its 20 ms are counted once, not once per level.
+        let (calls, ns) = value(&report, "descend", "time");
+        assert!(calls == 6 || (v != Variant::O0 && calls == 1), "{v:?}: {report}");
+        assert!((20 * MS..40 * MS).contains(&ns), "{v:?} descend {ns}: {report}");
+        // jumper: three activations left by longjmp, each closed at the next entry, and one
+        // normal return. Without the active-stack check the later calls would look nested
+        // (and go untimed) or the open one would run on through main's final 100 ms.
+        let (calls, ns) = value(&report, "jumper", "time");
+        assert_eq!(calls, 4, "{v:?}: {report}");
+        assert!((40 * MS..80 * MS).contains(&ns), "{v:?} jumper {ns}: {report}");
+    }
+}
+
+#[test]
+fn cpu_time_of_a_sleeping_function_is_small() {
+    let m = Mutatee::new("timing");
+    let (report, _) = measure_json(
+        "time nap; time nap --cpu; start; continue; report",
+        &m.path(Variant::O2),
+        "cpu",
+    );
+    let (wall_calls, wall) = value(&report, "nap", "time");
+    let (cpu_calls, cpu) = value(&report, "nap", "time-cpu");
+    assert_eq!((wall_calls, cpu_calls), (8, 8), "{report}");
+    assert!(wall >= 120 * MS, "{report}");
+    assert!(cpu > 0 && cpu < wall / 10, "sleeping costs little CPU: {report}");
+}
+
+/// The call paths of `leaf` as (callers from `main` on, calls), sorted.
+fn leaf_paths(report: &serde_json::Value) -> Vec<(String, u64)> {
+    let mut rows: Vec<(String, u64)> = report["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .filter(|p| p["function"] == "leaf")
+        .map(|p| {
+            let callers: Vec<&str> = p["callers"]
+                .as_array()
+                .expect("callers")
+                .iter()
+                .map(|c| c.as_str().expect("name"))
+                .collect();
+            // Frames below main (libc's start-up) differ between machines.
+            let from_main = callers
+                .iter()
+                .position(|c| *c == "main")
+                .map_or(callers.clone(), |i| callers[i..].to_vec());
+            (from_main.join(" > "), p["calls"].as_u64().expect("calls"))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// leaf is reached along three call paths a known number of times each; checked row by row,
+/// with frame pointers (-O0) and without them (-O2, walked with the unwind tables gsh gives
+/// the runtime), sibling calls off so the paths are those of the source.
+#[test]
+fn profile_of_three_call_paths_row_by_row() {
+    let m = Mutatee::new("timing");
+    let dir = gsh_tests::target_dir().join("measure-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let no_fp = dir.join("timing-O2-nosibling");
+    let status = std::process::Command::new("gcc")
+        .args(["-O2", "-g", "-fomit-frame-pointer", "-fno-optimize-sibling-calls"])
+        .arg(gsh_tests::mutatee_source_dir().join("timing.c"))
+        .arg("-o")
+        .arg(&no_fp)
+        .status()
+        .expect("gcc");
+    assert!(status.success());
+    let want = vec![
+        ("main > path_a".to_owned(), 2),
+        ("main > path_b".to_owned(), 3),
+        ("main > path_c > path_b".to_owned(), 4),
+    ];
+    for exe in [m.path(Variant::O0), no_fp] {
+        let (report, program) = measure_json(
+            "profile leaf; start; continue; report",
+            &exe,
+            "profile",
+        );
+        assert_eq!(program, m.expected_stdout());
+        assert_eq!(leaf_paths(&report), want, "{}: {report}", exe.display());
+        let (calls, ns) = value(&report, "leaf", "profile");
+        assert_eq!(calls, 9, "{report}");
+        assert!(ns > 0, "{report}");
+    }
+}
+
+/// `report --folded` writes stacks a flame graph renderer (inferno, the Rust port of
+/// flamegraph.pl) accepts, and `report --svg` renders one.
+#[test]
+fn folded_stacks_render_as_a_flame_graph() {
+    let exe = Mutatee::new("timing").path(Variant::O0);
+    let dir = gsh_tests::target_dir().join("measure-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let (folded, svg) = (dir.join("leaf.folded"), dir.join("leaf.svg"));
+    let o = gsh_c(
+        &format!(
+            "profile leaf --count; run; report --folded {} --svg {}",
+            folded.display(),
+            svg.display()
+        ),
+        &exe,
+    );
+    o.assert_success();
+    let text = std::fs::read_to_string(&folded).expect("folded file");
+    let mut counts: Vec<(String, u64)> = text
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').expect("`STACK COUNT`");
+            let from_main = &stack[stack.find("main;").expect("main in the stack")..];
+            (from_main.to_owned(), n.parse().expect("a count"))
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            ("main;path_a;leaf".to_owned(), 2),
+            ("main;path_b;leaf".to_owned(), 3),
+            ("main;path_c;path_b;leaf".to_owned(), 4),
+        ]
+    );
+    let mut rendered = Vec::new();
+    let mut options = inferno::flamegraph::Options::default();
+    inferno::flamegraph::from_files(&mut options, &[folded.clone()], &mut rendered)
+        .expect("inferno accepts the folded stacks");
+    let rendered = String::from_utf8(rendered).expect("utf-8 svg");
+    assert!(rendered.contains("path_c") && rendered.contains("leaf"));
+    let ours = std::fs::read_to_string(&svg).expect("svg file");
+    assert!(ours.starts_with("<?xml") && ours.contains("<svg"), "{ours:.200}");
+    assert!(ours.contains("path_b") && ours.contains("leaf"));
 }

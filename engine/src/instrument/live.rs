@@ -377,10 +377,29 @@ impl Live {
             .filter(|(_, r)| measure::is_count(&r.request) && r.applied.is_empty())
             .map(|(id, _)| *id)
             .collect();
-        if waiting.is_empty() {
+        if waiting.is_empty() && self.measure.runtime.is_none() {
             return Ok(Vec::new());
         }
         self.measure.load(p)?;
+        // Profiles walk stacks through the main program and the profiled functions' modules.
+        let mut walked: Vec<ModuleId> = self.loaded.keys().copied().min().into_iter().collect();
+        for r in self.requests.values() {
+            if measure::metric(&r.request).is_some_and(|m| m.is_profile()) {
+                walked.extend(r.modules.keys().copied());
+            }
+        }
+        if self
+            .requests
+            .values()
+            .any(|r| measure::metric(&r.request).is_some_and(|m| m.is_profile()))
+        {
+            for m in walked {
+                if let Some(l) = self.loaded.get(&m) {
+                    let (module, bias) = (l.module.clone(), l.bias);
+                    self.measure.add_unwind_table(p, m, &module, bias)?;
+                }
+            }
+        }
         let mut reports = Vec::new();
         for id in waiting {
             let modules: Vec<ModuleId> = self.requests[&id]
@@ -407,33 +426,39 @@ impl Live {
         let r = &lr.request;
         let loaded = &self.loaded[&m];
         let module = &*loaded.module;
-        let count = measure::is_count(r);
+        let metric = measure::metric(r);
+        let exit = measure::exit_request(r);
         let mut reqs = Vec::new();
         for f in r.funcs.iter().filter(|f| f.module == m) {
             let func = module.functions().get(f.func);
-            let source = if count {
-                let name = || func.display_name().to_owned();
-                self.measure.source(name, id, m, f.func)?
-            } else {
-                r.source()
-            };
-            for pt in points_of(module, r, f.func)? {
-                let base = SessionEnv::new(
-                    module,
-                    Some(func),
-                    &self.declared,
-                    PointInfo::default(),
-                    loaded.bias,
-                );
-                let mut info = point_info(module, &base, r, &pt);
-                info.internal = count;
-                let env = SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias);
-                reqs.push(patch::Request {
-                    tag: id,
-                    point: pt,
-                    source: source.clone(),
-                    env: Arc::new(env.snapshot(&source)),
-                });
+            for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
+                let Some(req) = req else { continue };
+                let source = match metric {
+                    Some(metric) => {
+                        let name = || func.display_name().to_owned();
+                        self.measure.source(name, id, m, f.func, metric, at_exit)?
+                    }
+                    None => r.source(),
+                };
+                for pt in points_of(module, req, f.func)? {
+                    let base = SessionEnv::new(
+                        module,
+                        Some(func),
+                        &self.declared,
+                        PointInfo::default(),
+                        loaded.bias,
+                    );
+                    let mut info = point_info(module, &base, req, &pt);
+                    info.internal = metric.is_some();
+                    let env =
+                        SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias);
+                    reqs.push(patch::Request {
+                        tag: id,
+                        point: pt,
+                        source: source.clone(),
+                        env: Arc::new(env.snapshot(&source)),
+                    });
+                }
             }
         }
         let hidden = self.hidden();

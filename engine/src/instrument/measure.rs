@@ -13,25 +13,101 @@
 //! call), so a count asked for before `start`/`run` waits until the process stops at `main`
 //! ([`super::Live::start_measuring`]); on an attached process it goes in at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSymbol};
 
 use crate::process::{MemReader, Process, ProcessError};
 use crate::session::{FuncRef, ModuleId, Session};
+use crate::snippet::check::RT_SAVE_FULL;
 use crate::symbols::FuncId;
 
-use super::request::{Plan, PointSpec, Request, RequestError};
+use super::request::{Plan, PointSpec, Request, RequestError, Where};
 
-/// The body of every `count` request: the marker [`super::Live`] recognises.
-pub const COUNT_BODY: &str = "__gsh_rt_count();";
-/// Counter slots per thread (`gsh_rt_init`'s `max_slots`): one per counted function.
+/// Counter slots per thread (`gsh_rt_init`'s `max_slots`): one per measured function.
 const MAX_SLOTS: u32 = 16384;
 /// Call-path records per thread (`gsh_rt_init`'s `path_capacity`): its default.
 const PATH_CAPACITY: u32 = 4096;
 const ROOT_MAGIC: u32 = 0x5452_5347;
 const ROOT_ABI: u32 = 2;
+/// `PathRecord` size and its fields (`rt/LAYOUT.md`).
+const PATH_RECORD: usize = 288;
+const MAX_PATH_DEPTH: usize = 32;
+/// The measuring descriptor's function cells (`rt/LAYOUT.md`): `fns[k]` at `32 + 8k`.
+const DESC_FNS: u64 = 32;
+
+/// What a measuring request measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Metric {
+    /// Calls (`count`).
+    Count,
+    /// Calls and inclusive wall time (`time`).
+    Time,
+    /// Calls and inclusive thread CPU time (`time --cpu`).
+    TimeCpu,
+    /// Calls and wall time per distinct call path (`profile`).
+    Profile,
+    /// Calls and thread CPU time per call path (`profile --cpu`).
+    ProfileCpu,
+    /// Calls per call path (`profile --count`).
+    ProfileCount,
+}
+
+impl Metric {
+    const ALL: [Metric; 6] = [
+        Metric::Count,
+        Metric::Time,
+        Metric::TimeCpu,
+        Metric::Profile,
+        Metric::ProfileCpu,
+        Metric::ProfileCount,
+    ];
+
+    /// The body of the plan request: a marker [`super::Live`] recognises and no user snippet
+    /// can contain (the checker rejects the reserved names outside gsh's own snippets).
+    pub fn body(self) -> &'static str {
+        match self {
+            Metric::Count => "__gsh_rt_count();",
+            Metric::Time => "__gsh_rt_time_enter();",
+            Metric::TimeCpu => "__gsh_rt_time_enter(1);",
+            Metric::Profile => "__gsh_rt_call();",
+            Metric::ProfileCpu => "__gsh_rt_call(1);",
+            Metric::ProfileCount => "__gsh_rt_call(2);",
+        }
+    }
+
+    /// The command that asks for it, as `show instrumentation` shows it.
+    pub fn command(self) -> &'static str {
+        match self {
+            Metric::Count => "count",
+            Metric::Time => "time",
+            Metric::TimeCpu => "time --cpu",
+            Metric::Profile => "profile",
+            Metric::ProfileCpu => "profile --cpu",
+            Metric::ProfileCount => "profile --count",
+        }
+    }
+
+    /// Does it need the function's exits too?
+    pub fn has_exit(self) -> bool {
+        !matches!(self, Metric::Count | Metric::ProfileCount)
+    }
+
+    /// Does it keep call paths?
+    pub fn is_profile(self) -> bool {
+        matches!(
+            self,
+            Metric::Profile | Metric::ProfileCpu | Metric::ProfileCount
+        )
+    }
+
+    /// Does it measure time?
+    pub fn is_timed(self) -> bool {
+        !matches!(self, Metric::Count | Metric::ProfileCount)
+    }
+}
 
 /// Why measuring failed.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +122,14 @@ pub enum MeasureError {
     SlotsFull,
 }
 
+/// A runtime function generated code calls, and the vector state to save around it.
+#[derive(Clone, Copy, Debug)]
+pub struct RtFn {
+    pub addr: u64,
+    /// `__gsh_rt_call`'s SAVE: an `xmm` mask, or [`RT_SAVE_FULL`].
+    pub save: u64,
+}
+
 /// The runtime as loaded in the process.
 #[derive(Clone, Debug)]
 pub struct Runtime {
@@ -56,26 +140,50 @@ pub struct Runtime {
     pub thread_fn: u64,
     /// `fs`-relative offset of the TLS word holding the thread's block.
     pub tls_offset: i64,
+    /// Its clock is the TSC (`clock_kind` 1), so timers can be inlined.
+    pub tsc: bool,
+    /// Nanoseconds per TSC tick, 32.32 fixed point.
+    pub tsc_mult: u64,
+    /// The functions calls go to, by name (`gsh_rt_path_enter`, ...).
+    pub fns: HashMap<&'static str, RtFn>,
 }
 
-/// One counted function.
+/// One measured function.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Counter {
-    /// The `count` request's id.
+    /// The request's id.
     pub id: u32,
     pub module: ModuleId,
     pub func: FuncId,
     /// The function as users name it.
     pub name: String,
     pub slot: u32,
+    pub metric: Metric,
 }
 
-/// A counter's value.
+/// A measured function's value: calls, and for timers the inclusive time.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct CountValue {
     pub id: u32,
     pub function: String,
     pub calls: u64,
+    pub metric: Metric,
+    /// Inclusive time (wall or thread CPU), for timed metrics; activations open now are
+    /// credited up to now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns: Option<u64>,
+}
+
+/// One distinct call path to a profiled function, summed over threads.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PathValue {
+    pub id: u32,
+    pub function: String,
+    pub metric: Metric,
+    /// Return addresses, innermost first (`ras[0]` is in the profiled function's caller).
+    pub ras: Vec<u64>,
+    pub calls: u64,
+    pub ns: u64,
 }
 
 /// Measuring state of one process; [`super::Live`] holds it.
@@ -83,8 +191,11 @@ pub struct CountValue {
 pub struct Measure {
     pub runtime: Option<Runtime>,
     pub counters: Vec<Counter>,
-    /// Counts as the process left them when it exited.
+    /// Values as the process left them when it exited (or gsh detached).
     pub last: Option<Vec<CountValue>>,
+    pub last_paths: Option<Vec<PathValue>>,
+    /// Modules whose call-site unwind tables the runtime has (for profiles' stack walks).
+    pub unwound: Vec<ModuleId>,
 }
 
 /// Where `libgsh_rt.so` is: `$GSH_RT`, else next to the running executable (and its parent,
@@ -118,11 +229,12 @@ pub fn find_runtime() -> Result<PathBuf, MeasureError> {
     )))
 }
 
-/// Adds a `count` request for the functions `glob` names (entries), as one id.
-pub fn add_count<'p>(
+/// Adds a measuring request for the functions `glob` names, as one id.
+pub fn add<'p>(
     plan: &'p mut Plan,
     session: &mut Session,
     glob: &str,
+    metric: Metric,
 ) -> Result<&'p Request, RequestError> {
     let spec = PointSpec::parse(&[glob, "entry"]).map_err(RequestError::NoPoint)?;
     let funcs: Vec<FuncRef> = session.resolve_functions(glob)?;
@@ -145,16 +257,64 @@ pub fn add_count<'p>(
         id,
         spec,
         cond: None,
-        body: COUNT_BODY.to_owned(),
+        body: metric.body().to_owned(),
         funcs,
         warnings: Vec::new(),
     });
     Ok(plan.requests.last().expect("just pushed"))
 }
 
-/// Is this plan request a `count`?
+/// Adds a `count` request (see [`add`]).
+pub fn add_count<'p>(
+    plan: &'p mut Plan,
+    session: &mut Session,
+    glob: &str,
+) -> Result<&'p Request, RequestError> {
+    add(plan, session, glob, Metric::Count)
+}
+
+/// What a plan request measures, if it is a measuring request.
+pub fn metric(r: &Request) -> Option<Metric> {
+    if r.cond.is_some() {
+        return None;
+    }
+    Metric::ALL.into_iter().find(|m| m.body() == r.body)
+}
+
+/// Is this plan request a measuring one (`count`, `time`, `profile`)?
 pub fn is_count(r: &Request) -> bool {
-    r.body == COUNT_BODY && r.cond.is_none()
+    metric(r).is_some()
+}
+
+/// The same request at the function's exits, for the metrics that need them.
+pub fn exit_request(r: &Request) -> Option<Request> {
+    metric(r).filter(|m| m.has_exit())?;
+    let mut e = r.clone();
+    e.spec.at = Where::Exit;
+    Some(e)
+}
+
+/// The snippet a rewritten binary runs at a point of `metric`'s slot `slot`, finding the
+/// runtime through the measuring descriptor at `desc` (`rt/LAYOUT.md`). Calls save all vector
+/// state: the runtime that will be loaded is not known when the file is written.
+pub fn saved_source(metric: Metric, at_exit: bool, slot: u32, desc: u64) -> String {
+    let call = |k: u64| {
+        format!(
+            "__gsh_rt_call({:#x}, {RT_SAVE_FULL:#x}, {slot}, 0, 0, {desc:#x});",
+            desc + DESC_FNS + 8 * k
+        )
+    };
+    match (metric, at_exit) {
+        (Metric::Count, _) => format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});"),
+        (Metric::Time, false) => format!("__gsh_rt_time_enter({slot}, 0, 0, {desc:#x});"),
+        (Metric::Time, true) => format!("__gsh_rt_time_exit({slot}, 0, 0, {desc:#x});"),
+        (Metric::TimeCpu, false) => call(2),
+        (Metric::TimeCpu, true) => call(3),
+        (Metric::Profile, false) => call(4),
+        (Metric::ProfileCpu, false) => call(6),
+        (Metric::Profile | Metric::ProfileCpu, true) => call(5),
+        (Metric::ProfileCount, _) => call(7),
+    }
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -167,7 +327,7 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 
 impl Measure {
     /// Loads the runtime into the process (once), initialises it and learns its root, TLS
-    /// offset and slow-path function. The process must be stopped past libc's start-up.
+    /// offset and functions. The process must be stopped past libc's start-up.
     pub fn load(&mut self, p: &mut Process) -> Result<&Runtime, MeasureError> {
         if self.runtime.is_none() {
             let path = find_runtime()?;
@@ -176,47 +336,83 @@ impl Measure {
         Ok(self.runtime.as_ref().expect("just set"))
     }
 
-    /// The snippet counting calls to `func` for request `id`, with a slot given on first use.
-    pub fn source(
+    /// The slot of request `id`'s function `func`, given on first use.
+    fn slot(
         &mut self,
-        session_name: impl FnOnce() -> String,
+        name: impl FnOnce() -> String,
         id: u32,
         module: ModuleId,
         func: FuncId,
-    ) -> Result<String, MeasureError> {
-        let rt = self
-            .runtime
-            .as_ref()
-            .ok_or_else(|| MeasureError::NoRuntime("not loaded in the process yet".into()))?;
-        let slot = match self
+        metric: Metric,
+    ) -> Result<u32, MeasureError> {
+        if let Some(c) = self
             .counters
             .iter()
             .find(|c| c.id == id && c.module == module && c.func == func)
         {
-            Some(c) => c.slot,
-            None => {
-                let slot = self.counters.len() as u32;
-                if slot >= MAX_SLOTS {
-                    return Err(MeasureError::SlotsFull);
-                }
-                self.counters.push(Counter {
-                    id,
-                    module,
-                    func,
-                    name: session_name(),
-                    slot,
-                });
-                slot
-            }
-        };
-        Ok(format!(
-            "__gsh_rt_count({slot}, {:#x}, {:#x});",
-            rt.tls_offset as u64, rt.thread_fn
-        ))
+            return Ok(c.slot);
+        }
+        let slot = self.counters.len() as u32;
+        if slot >= MAX_SLOTS {
+            return Err(MeasureError::SlotsFull);
+        }
+        self.counters.push(Counter {
+            id,
+            module,
+            func,
+            name: name(),
+            slot,
+            metric,
+        });
+        Ok(slot)
     }
 
-    /// Every counter's value now, summed over the threads' blocks, read with `read` (a
-    /// [`MemReader`] needs no stop).
+    /// The snippet measuring `func` for request `id` at its entry or (`at_exit`) its exits.
+    pub fn source(
+        &mut self,
+        name: impl FnOnce() -> String,
+        id: u32,
+        module: ModuleId,
+        func: FuncId,
+        metric: Metric,
+        at_exit: bool,
+    ) -> Result<String, MeasureError> {
+        if self.runtime.is_none() {
+            return Err(MeasureError::NoRuntime(
+                "not loaded in the process yet".into(),
+            ));
+        }
+        let slot = self.slot(name, id, module, func, metric)?;
+        let rt = self.runtime.as_ref().expect("checked above");
+        let access = format!("{slot}, {:#x}, {:#x}", rt.tls_offset as u64, rt.thread_fn);
+        let call = |name: &str| -> Result<String, MeasureError> {
+            let f = rt.fns.get(name).ok_or_else(|| MeasureError::BadRuntime {
+                path: rt.path.clone(),
+                detail: format!("it does not export `{name}`"),
+            })?;
+            Ok(format!(
+                "__gsh_rt_call({:#x}, {:#x}, {access});",
+                f.addr, f.save
+            ))
+        };
+        match (metric, at_exit) {
+            (Metric::Count, _) => Ok(format!("__gsh_rt_count({access});")),
+            (Metric::Time, false) if rt.tsc => Ok(format!("__gsh_rt_time_enter({access});")),
+            (Metric::Time, true) if rt.tsc => Ok(format!("__gsh_rt_time_exit({access});")),
+            // Without an invariant TSC the runtime's own clock (CLOCK_MONOTONIC) times.
+            (Metric::Time, false) => call("gsh_rt_enter"),
+            (Metric::Time, true) => call("gsh_rt_exit"),
+            (Metric::TimeCpu, false) => call("gsh_rt_enter_cpu"),
+            (Metric::TimeCpu, true) => call("gsh_rt_exit_cpu"),
+            (Metric::Profile, false) => call("gsh_rt_path_enter"),
+            (Metric::ProfileCpu, false) => call("gsh_rt_path_enter_cpu"),
+            (Metric::Profile | Metric::ProfileCpu, true) => call("gsh_rt_path_exit"),
+            (Metric::ProfileCount, _) => call("gsh_rt_path_count"),
+        }
+    }
+
+    /// Every measured function's value now, summed over the threads' blocks, read with
+    /// `reader` (a [`MemReader`] needs no stop).
     pub fn values(&self, reader: &MemReader) -> Result<Vec<CountValue>, MeasureError> {
         let Some(rt) = &self.runtime else {
             return Ok(self.zero());
@@ -224,35 +420,101 @@ impl Measure {
         let read = |a: u64, n: usize| reader.read(a, n);
         let root = read(rt.root, 72)?;
         let slots_offset = u64_at(&root, 40);
-        let mut sums = vec![0u64; self.counters.len()];
+        let mut calls = vec![0u64; self.counters.len()];
+        let mut ns = vec![0u64; self.counters.len()];
         let top = self
             .counters
             .iter()
             .map(|c| c.slot)
             .max()
             .map_or(0, |s| s + 1);
-        let mut block = u64_at(&root, 64);
-        // A corrupted list must not loop forever: threads are bounded by the pid space.
-        let mut seen = 0;
-        while block != 0 && seen < 1 << 22 {
-            let head = read(block, 8)?;
-            if top > 0 {
-                let slots = read(block + slots_offset, 32 * top as usize)?;
-                for (i, c) in self.counters.iter().enumerate() {
-                    sums[i] += u64_at(&slots, 32 * c.slot as usize);
+        // Inline timers keep TSC ticks; open activations are credited up to now, on the same
+        // (synchronised, invariant) TSC the process reads.
+        // SAFETY: rdtsc has no preconditions; the runtime uses it only with an invariant TSC.
+        let now = unsafe { core::arch::x86_64::_rdtsc() };
+        let to_ns = |ticks: u64| ((u128::from(ticks) * u128::from(rt.tsc_mult)) >> 32) as u64;
+        for block in blocks(reader, &root)? {
+            if top == 0 {
+                break;
+            }
+            let slots = read(block + slots_offset, 32 * top as usize)?;
+            for (i, c) in self.counters.iter().enumerate() {
+                let rec = &slots[32 * c.slot as usize..32 * c.slot as usize + 32];
+                calls[i] += u64_at(rec, 0);
+                match c.metric {
+                    Metric::Time if rt.tsc => {
+                        let mut ticks = u64_at(rec, 8);
+                        if u64_at(rec, 16) != 0 {
+                            ticks += now.saturating_sub(u64_at(rec, 24));
+                        }
+                        ns[i] += to_ns(ticks);
+                    }
+                    m if m.is_timed() => ns[i] += u64_at(rec, 8),
+                    _ => {}
                 }
             }
-            block = u64_at(&head, 0);
-            seen += 1;
         }
         Ok(self
             .counters
             .iter()
-            .zip(sums)
-            .map(|(c, calls)| CountValue {
+            .enumerate()
+            .map(|(i, c)| CountValue {
                 id: c.id,
                 function: c.name.clone(),
-                calls,
+                calls: calls[i],
+                metric: c.metric,
+                ns: (c.metric.is_timed() && !c.metric.is_profile()).then_some(ns[i]),
+            })
+            .collect())
+    }
+
+    /// Every profiled function's call paths now, merged over threads by (function, path).
+    pub fn paths(&self, reader: &MemReader) -> Result<Vec<PathValue>, MeasureError> {
+        let Some(rt) = &self.runtime else {
+            return Ok(Vec::new());
+        };
+        if !self.counters.iter().any(|c| c.metric.is_profile()) {
+            return Ok(Vec::new());
+        }
+        let root = reader.read(rt.root, 72)?;
+        let paths_offset = u64_at(&root, 56);
+        let capacity = u32_at(&root, 20) as usize;
+        let by_slot: HashMap<u32, &Counter> = self
+            .counters
+            .iter()
+            .filter(|c| c.metric.is_profile())
+            .map(|c| (c.slot, c))
+            .collect();
+        let mut merged: BTreeMap<(u32, Vec<u64>), (u64, u64)> = BTreeMap::new();
+        for block in blocks(reader, &root)? {
+            let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
+            for rec in table.chunks_exact(PATH_RECORD) {
+                if u64_at(rec, 0) == 0 {
+                    continue;
+                }
+                let slot = u32_at(rec, 8);
+                if !by_slot.contains_key(&slot) {
+                    continue;
+                }
+                let depth = (u32_at(rec, 12) as usize).min(MAX_PATH_DEPTH);
+                let ras: Vec<u64> = (0..depth).map(|k| u64_at(rec, 32 + 8 * k)).collect();
+                let e = merged.entry((slot, ras)).or_default();
+                e.0 += u64_at(rec, 16);
+                e.1 += u64_at(rec, 24);
+            }
+        }
+        Ok(merged
+            .into_iter()
+            .map(|((slot, ras), (calls, ns))| {
+                let c = by_slot[&slot];
+                PathValue {
+                    id: c.id,
+                    function: c.name.clone(),
+                    metric: c.metric,
+                    ras,
+                    calls,
+                    ns,
+                }
             })
             .collect())
     }
@@ -264,19 +526,118 @@ impl Measure {
                 id: c.id,
                 function: c.name.clone(),
                 calls: 0,
+                metric: c.metric,
+                ns: (c.metric.is_timed() && !c.metric.is_profile()).then_some(0),
             })
             .collect()
     }
 
-    /// Keeps the final counts (the process is exiting; its memory is readable one last time).
+    /// Keeps the final values (the process is exiting, or gsh is leaving it; its memory is
+    /// readable one last time).
     pub fn snapshot(&mut self, p: &Process) {
         if self.counters.is_empty() {
             return;
         }
-        if let Ok(v) = self.values(&p.reader()) {
+        let reader = p.reader();
+        if let Ok(v) = self.values(&reader) {
             self.last = Some(v);
         }
+        if let Ok(v) = self.paths(&reader) {
+            self.last_paths = Some(v);
+        }
     }
+}
+
+/// The runtime's call-site unwind table for `module` (`rt/LAYOUT.md`, `UnwindEntry`): one
+/// entry per call instruction of every analysed function whose CFI is simple, sorted by
+/// runtime return address.
+pub fn unwind_table(module: &crate::Module, bias: u64) -> Vec<u8> {
+    use crate::unwind::{UnwindModule, Unwinder};
+    let unwinder = Unwinder::new(vec![UnwindModule {
+        binary: &module.binary,
+        bias,
+    }]);
+    let analysis = module.analysis();
+    let mut ras: Vec<u64> = module
+        .functions()
+        .functions()
+        .iter()
+        .flat_map(|f| {
+            analysis
+                .function(f.id)
+                .cfg
+                .blocks
+                .iter()
+                .filter(|b| b.call.is_some())
+                .map(|b| b.end.0.wrapping_add(bias))
+        })
+        .collect();
+    ras.sort_unstable();
+    ras.dedup();
+    let mut out = Vec::with_capacity(16 * ras.len());
+    for ra in ras {
+        let Some(rule) = unwinder.call_site(ra) else {
+            continue;
+        };
+        out.extend_from_slice(&ra.to_le_bytes());
+        out.extend_from_slice(&rule.cfa_offset.to_le_bytes());
+        out.push(u8::from(rule.cfa_from_rbp));
+        out.push(0);
+        out.extend_from_slice(&rule.rbp_saved_at.unwrap_or(0).to_le_bytes());
+    }
+    out
+}
+
+impl Measure {
+    /// Gives the runtime `module`'s call-site unwind table, once, so profiles walk through
+    /// its frames without frame pointers. The process must be stopped.
+    pub fn add_unwind_table(
+        &mut self,
+        p: &mut Process,
+        id: ModuleId,
+        module: &crate::Module,
+        bias: u64,
+    ) -> Result<usize, MeasureError> {
+        if self.unwound.contains(&id) {
+            return Ok(0);
+        }
+        let Some(rt) = &self.runtime else {
+            return Ok(0);
+        };
+        let (Some(alloc), Some(add)) = (
+            rt.fns.get("gsh_rt_alloc"),
+            rt.fns.get("gsh_rt_add_unwind_table"),
+        ) else {
+            return Ok(0);
+        };
+        let (alloc, add) = (alloc.addr, add.addr);
+        self.unwound.push(id);
+        let table = unwind_table(module, bias);
+        if table.is_empty() {
+            return Ok(0);
+        }
+        let at = p.call(alloc, &[table.len() as u64])?;
+        if at == 0 {
+            return Ok(0);
+        }
+        p.write(at, &table)?;
+        let n = table.len() / 16;
+        // -1: the runtime's table of tables is full; walks there use frame pointers.
+        let rc = p.call(add, &[at, n as u64])?;
+        Ok(if rc as i32 == 0 { n } else { 0 })
+    }
+}
+
+/// The threads' blocks, newest first (the runtime's list from the root).
+fn blocks(reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
+    let mut out = Vec::new();
+    let mut block = u64_at(root, 64);
+    // A corrupted list must not loop forever: threads are bounded by the pid space.
+    while block != 0 && out.len() < 1 << 22 {
+        out.push(block);
+        block = u64_at(&reader.read(block, 8)?, 0);
+    }
+    Ok(out)
 }
 
 /// Per-request counters in a map by id, for callers that group (the shell's report).
@@ -326,7 +687,7 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
     }
     let tls_offset = p.call(tls.wrapping_add(bias), &[])? as i64;
     let root = root.wrapping_add(bias);
-    let head = p.read(root, 8)?;
+    let head = p.read(root, 88)?;
     if u32_at(&head, 0) != ROOT_MAGIC || u32_at(&head, 4) != ROOT_ABI {
         return Err(bad(format!(
             "its root has magic {:#x}, ABI {} (gsh reads ABI {ROOT_ABI})",
@@ -337,10 +698,36 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
     if tls_offset == 0 || i32::try_from(tls_offset).is_err() {
         return Err(bad(format!("its TLS offset {tls_offset} is unusable")));
     }
+    let mut fns = HashMap::new();
+    for name in [
+        "gsh_rt_enter",
+        "gsh_rt_exit",
+        "gsh_rt_enter_cpu",
+        "gsh_rt_exit_cpu",
+        "gsh_rt_path_enter",
+        "gsh_rt_path_exit",
+        "gsh_rt_path_enter_cpu",
+        "gsh_rt_path_count",
+        "gsh_rt_alloc",
+        "gsh_rt_add_unwind_table",
+    ] {
+        if let Ok(addr) = symbol(name) {
+            fns.insert(
+                name,
+                RtFn {
+                    addr: addr.wrapping_add(bias),
+                    save: RT_SAVE_FULL,
+                },
+            );
+        }
+    }
     Ok(Runtime {
         path: canon,
         root,
         thread_fn: thread.wrapping_add(bias),
         tls_offset,
+        tsc: u32_at(&head, 12) == 1,
+        tsc_mult: u64_at(&head, 80),
+        fns,
     })
 }

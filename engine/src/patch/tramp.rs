@@ -28,7 +28,7 @@
 
 use iced_x86::code_asm::*;
 
-use crate::snippet::abi::{arg_offset, xmm_offset, RAX_OFFSET, SAVED_REGS_SIZE};
+use crate::snippet::abi::{arg_offset, xmm_offset, RAX_OFFSET, SAVED_REGS_SIZE, SP_OFFSET};
 use crate::snippet::{Clobbers, Code as SnippetCode, Requirements};
 
 /// How vector state is saved around snippets that call out.
@@ -201,6 +201,17 @@ pub fn prologue(plan: &SavePlan, needs: &Needs) -> Result<CodeAssembler, IcedErr
             if reads & (1 << (8 + x)) != 0 {
                 a.movq(qword_ptr(rsp + xmm_offset(x) as i32), XMM[x as usize])?;
             }
+        }
+        if reads & (1 << (SP_OFFSET / 8)) != 0 {
+            // rbx is pushed and not yet the base: a free register for the point's rsp.
+            let above = SAVED_REGS_SIZE as i32
+                + 16 * plan.xmms.len() as i32
+                + 8
+                + 8 * plan.gprs.len() as i32
+                + if plan.flags { 8 } else { 0 }
+                + if plan.red_zone { RED_ZONE } else { 0 };
+            a.lea(rbx, ptr(rsp + above))?;
+            a.mov(qword_ptr(rsp + SP_OFFSET as i32), rbx)?;
         }
         a.mov(rbx, rsp)?;
     }

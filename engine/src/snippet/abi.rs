@@ -22,8 +22,9 @@ pub struct SavedRegs {
     pub args: [u64; 6],
     /// `rax`: the integer `$return`.
     pub rax: u64,
-    /// Keeps `xmm` 16-byte aligned.
-    pub reserved: u64,
+    /// `rsp` at the point, as the instrumented code had it (at a function's entry and at its
+    /// `ret`, it points at the return address). Read-only; gsh's runtime operations use it.
+    pub sp: u64,
     /// The low 64 bits of `xmm0..xmm7`: double arguments; `xmm[0]` is the double `$return`.
     pub xmm: [u64; 8],
 }
@@ -36,6 +37,9 @@ pub const fn arg_offset(n: u32) -> u32 {
 /// Byte offset of the saved `rax`.
 pub const RAX_OFFSET: u32 = 48;
 
+/// Byte offset of `rsp` at the point.
+pub const SP_OFFSET: u32 = 56;
+
 /// Byte offset of the saved low half of `xmmN`.
 pub const fn xmm_offset(n: u32) -> u32 {
     64 + n * 8
@@ -46,4 +50,5 @@ pub const SAVED_REGS_SIZE: u32 = 128;
 
 const _: () = assert!(std::mem::size_of::<SavedRegs>() == SAVED_REGS_SIZE as usize);
 const _: () = assert!(std::mem::offset_of!(SavedRegs, rax) == RAX_OFFSET as usize);
+const _: () = assert!(std::mem::offset_of!(SavedRegs, sp) == SP_OFFSET as usize);
 const _: () = assert!(std::mem::offset_of!(SavedRegs, xmm) == xmm_offset(0) as usize);

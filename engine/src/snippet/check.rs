@@ -131,22 +131,42 @@ fn is_null_constant(e: &Expr) -> bool {
     matches!(e.kind, E::Int(0)) && e.ty.is_int()
 }
 
-/// The reserved name of gsh's inline runtime counter (see [`ir::Stmt::RtCount`]).
-pub const RT_COUNT: &str = "__gsh_rt_count";
+/// The reserved names of gsh's runtime operations (see [`ir::Stmt::Rt`]), in gsh's own
+/// snippets only. All arguments are integer literals:
+///
+/// - `__gsh_rt_count(SLOT, TLS_OFFSET, THREAD_FN)`, and the same for `__gsh_rt_time_enter` and
+///   `__gsh_rt_time_exit`;
+/// - `__gsh_rt_call(FUNC, SAVE, SLOT, TLS_OFFSET, THREAD_FN)`, `SAVE` an `xmm` mask, or
+///   `0x10000` for all vector state;
+/// - each with a last argument `DESC` (and `TLS_OFFSET`, `THREAD_FN` 0) for a rewritten binary:
+///   the runtime is found through the measuring descriptor at `DESC`, and `FUNC` is the
+///   address of the cell holding the function.
+pub const RT_NAMES: [&str; 4] = [
+    "__gsh_rt_count",
+    "__gsh_rt_time_enter",
+    "__gsh_rt_time_exit",
+    "__gsh_rt_call",
+];
 
-fn is_rt_count(e: &ast::Expr) -> bool {
-    matches!(&e.kind, A::Call(f, _) if matches!(&f.kind, A::Name(n) if n == RT_COUNT))
+/// `SAVE` of `__gsh_rt_call` asking for all vector state.
+pub const RT_SAVE_FULL: u64 = 0x1_0000;
+
+fn rt_name(e: &ast::Expr) -> Option<&str> {
+    match &e.kind {
+        A::Call(f, _) => match &f.kind {
+            A::Name(n) => RT_NAMES.iter().find(|r| **r == n.as_str()).copied(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 impl Checker<'_> {
-    /// `__gsh_rt_count(SLOT, TLS_OFFSET, THREAD_FN);`: three integer literals, in gsh's own
-    /// snippets only (a user who writes it gets an error, not a counter that assumes a
-    /// runtime library the process may not have).
-    fn rt_count(&mut self, e: &ast::Expr) -> Option<ir::Stmt> {
+    fn rt_op(&mut self, e: &ast::Expr, name: &str) -> Option<ir::Stmt> {
         if !self.env.point().internal {
             self.diags.push(
-                Diagnostic::error(e.span, format!("`{RT_COUNT}` is reserved for gsh"))
-                    .with_hint("use the `count FUNC` command to count calls"),
+                Diagnostic::error(e.span, format!("`{name}` is reserved for gsh"))
+                    .with_hint("use the `count`, `time` or `profile` commands to measure"),
             );
             return None;
         }
@@ -160,19 +180,52 @@ impl Checker<'_> {
                 _ => None,
             })
             .collect();
-        let [slot, tls_offset, thread_fn] = lits[..] else {
-            self.error(e.span, format!("`{RT_COUNT}` takes three integer literals"));
-            return None;
+        let call = name == "__gsh_rt_call";
+        let (head, rest) = lits.split_at(if call { 2.min(lits.len()) } else { 0 });
+        let (slot, access) = match rest {
+            [slot, tls, thread] if lits.len() == args.len() => (
+                *slot,
+                ir::RtAccess::Direct {
+                    tls_offset: *tls as i64,
+                    thread_fn: *thread,
+                },
+            ),
+            [slot, 0, 0, desc] if lits.len() == args.len() => {
+                (*slot, ir::RtAccess::Descriptor(*desc))
+            }
+            _ => {
+                self.error(
+                    e.span,
+                    format!("`{name}`: wrong arguments for gsh's runtime operation"),
+                );
+                return None;
+            }
         };
         let Ok(slot) = u32::try_from(slot) else {
             self.error(e.span, format!("slot {slot} is too large"));
             return None;
         };
-        Some(ir::Stmt::RtCount {
-            slot,
-            tls_offset: tls_offset as i64,
-            thread_fn,
-        })
+        let op = match (name, head) {
+            ("__gsh_rt_count", _) => ir::RtOp::Count,
+            ("__gsh_rt_time_enter", _) => ir::RtOp::TimeEnter,
+            ("__gsh_rt_time_exit", _) => ir::RtOp::TimeExit,
+            (_, &[func, save]) => ir::RtOp::Call {
+                func: match access {
+                    ir::RtAccess::Direct { .. } => ir::RtFunc::Addr(func),
+                    ir::RtAccess::Descriptor(_) => ir::RtFunc::Cell(func),
+                },
+                save: if save == RT_SAVE_FULL {
+                    ir::VectorSaving::Full
+                } else {
+                    ir::VectorSaving::Xmm(save as u16)
+                },
+            },
+            _ => {
+                self.error(e.span, format!("`{name}` needs FUNC and SAVE"));
+                return None;
+            }
+        };
+        Some(ir::Stmt::Rt { op, slot, access })
     }
 
     fn error(&mut self, span: Span, message: impl Into<String>) {
@@ -185,7 +238,10 @@ impl Checker<'_> {
 
     fn stmt(&mut self, s: &ast::Stmt) -> Vec<ir::Stmt> {
         match &s.kind {
-            StmtKind::Expr(e) if is_rt_count(e) => self.rt_count(e).into_iter().collect(),
+            StmtKind::Expr(e) if rt_name(e).is_some() => {
+                let name = rt_name(e).unwrap_or_default();
+                self.rt_op(e, name).into_iter().collect()
+            }
             StmtKind::Expr(e) => {
                 let Some(v) = self.expr(e) else {
                     return Vec::new();

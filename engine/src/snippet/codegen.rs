@@ -151,7 +151,7 @@ macro_rules! op2 {
 
 mod arith;
 mod lower;
-mod rtcount;
+mod rt;
 
 /// Generates code for `program` to run at runtime address `addr`.
 pub fn generate(program: &Program, addr: u64) -> Res<Code> {

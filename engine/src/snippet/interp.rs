@@ -189,8 +189,8 @@ impl Interp<'_> {
                         self.stmts(o)?;
                     }
                 }
-                Stmt::RtCount { .. } => {
-                    return Err("gsh's runtime counter runs only in a process".into());
+                Stmt::Rt { .. } => {
+                    return Err("gsh's runtime operations run only in a process".into());
                 }
             }
         }

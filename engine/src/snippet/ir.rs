@@ -20,16 +20,61 @@ pub enum Stmt {
     Expr(Expr),
     /// `cond` is a scalar: true when not zero (for doubles: not `0.0`, so NaN is true).
     If(Expr, Vec<Stmt>, Vec<Stmt>),
-    /// gsh's own per-thread counter (`count`), never written by users: adds one to `slot` of
-    /// the calling thread's runtime block, found through the initial-exec TLS word at
-    /// `fs:[tls_offset]`; a thread without a block yet gets one from `thread_fn`
-    /// (`gsh_rt_thread`), with every register it may change saved around the call. See
-    /// `rt/LAYOUT.md` and [`crate::snippet::codegen`].
-    RtCount {
+    /// One of gsh's own measuring operations (`count`, `time`, `profile`), never written by
+    /// users: it acts on the calling thread's `gsh-rt` block (see `rt/LAYOUT.md` and
+    /// [`crate::snippet::codegen`]'s `rt` module). A thread without a block yet gets one first,
+    /// with every register the runtime may change saved around the call.
+    Rt {
+        op: RtOp,
         slot: u32,
-        tls_offset: i64,
-        thread_fn: u64,
+        access: RtAccess,
     },
+}
+
+/// What an [`Stmt::Rt`] does to its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtOp {
+    /// `count++`, inline.
+    Count,
+    /// Opens a wall-clock activation, inline: counts, and unless an outer activation of the
+    /// same slot is still open on this thread, records the TSC and the stack pointer.
+    TimeEnter,
+    /// Closes the activation whose stack pointer matches, adding the elapsed TSC ticks.
+    TimeExit,
+    /// Calls a runtime function `f(slot, sp, rbp)`, where `sp` and `rbp` are the values at the
+    /// point, saving every general register the call may change and the vector state `save`
+    /// names.
+    Call { func: RtFunc, save: VectorSaving },
+}
+
+/// How the generated code finds the runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtAccess {
+    /// Known when the code is generated (a live process): the `fs`-relative offset of the TLS
+    /// word holding the thread's block, and `gsh_rt_thread`'s address.
+    Direct { tls_offset: i64, thread_fn: u64 },
+    /// Read at run time from a measuring descriptor at this address (a rewritten binary): the
+    /// TLS offset at `+16` (0 when the runtime is not loaded: the operation is skipped) and
+    /// `gsh_rt_thread` at `+24`.
+    Descriptor(u64),
+}
+
+/// The runtime function an [`RtOp::Call`] calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtFunc {
+    Addr(u64),
+    /// The address of a cell holding the function's address (a descriptor's `fns[k]`).
+    Cell(u64),
+}
+
+/// The vector state saved around an [`RtOp::Call`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VectorSaving {
+    /// These `xmm` registers' low 128 bits (bit N = `xmmN`): enough for a callee proven to use
+    /// only legacy-SSE encodings, which leave the upper halves alone.
+    Xmm(u16),
+    /// All of it (`xsave64`).
+    Full,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -214,6 +214,17 @@ impl Frame {
 
 type Slice<'a> = EndianSlice<'a, LittleEndian>;
 
+/// How to find a caller's frame from a call site, in the simple form a runtime walker uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallSiteRule {
+    /// The CFA is `rbp + cfa_offset`; else `rsp + cfa_offset`, `rsp` as it is at the call
+    /// instruction (just after the callee returns).
+    pub cfa_from_rbp: bool,
+    pub cfa_offset: u32,
+    /// The caller's caller's `rbp` is saved at `CFA + this`; `None`: `rbp` is unchanged here.
+    pub rbp_saved_at: Option<i16>,
+}
+
 /// One FDE's link-address range and where it sits in `.eh_frame`.
 #[derive(Clone, Copy, Debug)]
 struct FdeSpan {
@@ -433,6 +444,42 @@ impl<'a> Unwinder<'a> {
         }
         self.frame_pointer(mem, regs, frame.pc_is_exact())
             .or_else(|| self.scan(mem, regs))
+    }
+
+    /// The frame rule at a call site, for a runtime's own fast walker (`gsh-rt`'s unwind
+    /// tables): `ra` is the runtime return address. `None` when the CFI there is not the
+    /// simple kind: a CFA of `rsp` or `rbp` plus an offset, the return address at `CFA - 8`, and
+    /// `rbp` either unchanged or saved at a fixed offset from the CFA.
+    pub fn call_site(&self, ra: u64) -> Option<CallSiteRule> {
+        let rule = self.rule_for(ra.wrapping_sub(1))?;
+        let (from_rbp, offset) = match &rule.cfa {
+            CfaRule::RegisterAndOffset { register, offset } if register.0 == reg::RSP => {
+                (false, *offset)
+            }
+            CfaRule::RegisterAndOffset { register, offset } if register.0 == reg::RBP => {
+                (true, *offset)
+            }
+            _ => return None,
+        };
+        if rule.ra != reg::RA
+            || rule.signal
+            || !matches!(
+                rule.regs[usize::from(reg::RA)],
+                Some(RegisterRule::Offset(-8))
+            )
+        {
+            return None;
+        }
+        let rbp_saved_at = match &rule.regs[usize::from(reg::RBP)] {
+            None | Some(RegisterRule::SameValue) => None,
+            Some(RegisterRule::Offset(o)) => Some(i16::try_from(*o).ok().filter(|o| *o != 0)?),
+            Some(_) => return None,
+        };
+        Some(CallSiteRule {
+            cfa_from_rbp: from_rbp,
+            cfa_offset: u32::try_from(offset).ok()?,
+            rbp_saved_at,
+        })
     }
 
     /// The cached rule for runtime address `addr`, computing it on a miss.

@@ -48,6 +48,17 @@ impl Args {
         Ok(None)
     }
 
+    /// Removes an unquoted `--name` flag and says whether it was there.
+    pub fn flag(&mut self, name: &str) -> bool {
+        match self.words.iter().position(|w| !w.quoted && w.text == name) {
+            Some(i) => {
+                self.words.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Removes an unquoted `KEYWORD VALUE` pair (`in libc.so.6`) and returns the value.
     pub fn keyword(&mut self, keyword: &str) -> Result<Option<String>> {
         let Some(i) = self

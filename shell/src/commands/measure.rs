@@ -1,10 +1,15 @@
-//! Measuring commands: `count FUNC...` (calls per function, counted inline by the runtime
-//! library `gsh-rt` in the process) and `report` (the counts, read from the process's memory
-//! while it runs, or as it left them when it exited). The engine side is
-//! `engine::instrument::measure`.
+//! Measuring commands: `count FUNC...` (calls), `time FUNC... [--cpu]` (inclusive wall or
+//! thread-CPU time), `profile FUNC... [--cpu|--count]` (iPath call-path profiles), all kept by
+//! the runtime library `gsh-rt` in the process, and `report` (their values, read from the
+//! process's memory while it runs, as it left them when it exited or gsh detached, or from a
+//! rewritten binary's results file), as tables, JSON, folded stacks or a flame graph. The
+//! engine side is `engine::instrument::measure`.
 
-use anyhow::{anyhow, bail, Result};
-use engine::instrument::measure::{self, CountValue};
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use engine::instrument::measure::{self, CountValue, Metric, PathValue};
 use engine::instrument::Live;
 use engine::process::Process;
 
@@ -34,29 +39,113 @@ instrumentation id that `delete` removes; `report` shows the counts. Asked for b
     run: count,
 };
 
+pub const TIME: Spec = Spec {
+    name: "time",
+    aliases: &[],
+    usage: "FUNC... [--cpu]",
+    complete: Complete::Function,
+    summary: "time functions (inclusive wall or thread-CPU time) in the live process",
+    help: "Counts the calls to each FUNC and sums the inclusive time spent in it, per thread, \
+from its entry to its return. Wall time is read inline from the TSC (two `rdtsc`s per call, no \
+call into the runtime); `--cpu` measures the thread's CPU time instead (a system call at entry \
+and exit, so microseconds per call). Recursion is timed once, for the outermost activation. An \
+activation that never returns through its exit (left by longjmp or an exception) is closed at \
+the next entry of the function on that thread whose stack pointer shows the frame is gone \
+(iPath's active-stack check). Activations still open are credited up to the moment `report` \
+reads them.",
+    examples: &[
+        (
+            "time handle_request",
+            "calls and wall time of handle_request",
+        ),
+        (
+            "time 'parse_*' --cpu",
+            "thread CPU time of each parse function",
+        ),
+    ],
+    run: time,
+};
+
+pub const PROFILE: Spec = Spec {
+    name: "profile",
+    aliases: &[],
+    usage: "FUNC... [--cpu|--count]",
+    complete: Complete::Function,
+    summary: "call-path profile of functions: one row per distinct call path",
+    help: "Walks the stack at the entry of each FUNC (frame pointers, and the unwind tables \
+gsh gives the runtime where there are none) and keeps one record per distinct call path per \
+thread, with its calls and inclusive wall time (`--cpu`: thread CPU time; `--count`: calls \
+only, no exit instrumentation), as iPath does. Only the chosen functions pay for the walk. \
+`report` shows one row per path with calls, total, mean and its share of the function; \
+`report --folded FILE` and `report --svg FILE` write folded stacks and a flame graph.",
+    examples: &[
+        (
+            "profile malloc",
+            "who calls malloc, and how long it takes per path",
+        ),
+        ("profile parse --count", "call paths to parse, counted only"),
+    ],
+    run: profile,
+};
+
 pub const REPORT: Spec = Spec {
     name: "report",
     aliases: &[],
-    usage: "",
-    complete: Complete::Nothing,
-    summary: "show the counts of `count` so far",
-    help: "Shows, for every counted function, the calls so far summed over all threads. The \
-counts are read from the process's memory without stopping it, so `report` may be repeated \
-while the process runs after `continue &`. Once the process has exited, the counts are those it \
-had when it exited.",
-    examples: &[(
-        "report",
-        "every counted function's calls so far (`gsh --json` for JSON)",
-    )],
+    usage: "[RESULTS] [--json | --folded FILE | --svg FILE]",
+    complete: Complete::File,
+    summary: "show what `count`, `time` and `profile` measured so far",
+    help: "Shows, for every measured function, the calls and the inclusive time so far, summed \
+over all threads, and for profiles one row per call path. The values are read from the \
+process's memory without stopping it, so `report` may be repeated while the process runs after \
+`continue &`. Once the process has exited, the values are those it had when it exited; after \
+`detach`, those it had when gsh detached. RESULTS names a results file written at exit by a \
+binary that `save` rewrote with measuring in it. `--json` prints everything as one JSON \
+document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
+ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
+flame graph itself.",
+    examples: &[
+        ("report", "every measured function's values so far"),
+        ("report --svg flame.svg", "a flame graph of the profiles"),
+        (
+            "report run.gsh.json",
+            "the results a rewritten binary wrote",
+        ),
+    ],
     run: report,
 };
 
 fn count(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let globs = args.positionals(1, usize::MAX)?;
+    measure_cmd(ctx, globs, Metric::Count)
+}
+
+fn time(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let metric = if args.flag("--cpu") {
+        Metric::TimeCpu
+    } else {
+        Metric::Time
+    };
+    let globs = args.positionals(1, usize::MAX)?;
+    measure_cmd(ctx, globs, metric)
+}
+
+fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let metric = match (args.flag("--cpu"), args.flag("--count")) {
+        (true, true) => return Err(args.usage_error("`--cpu` and `--count` exclude each other")),
+        (true, false) => Metric::ProfileCpu,
+        (false, true) => Metric::ProfileCount,
+        (false, false) => Metric::Profile,
+    };
+    let globs = args.positionals(1, usize::MAX)?;
+    measure_cmd(ctx, globs, metric)
+}
+
+/// One request per glob; inserted at once into a live process, else when it reaches main.
+fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<Output> {
     ctx.session.main()?;
     let mut t = Table::new(vec!["Instrumentation", "Functions", "Inserted"]);
     for glob in globs {
-        let r = measure::add_count(&mut ctx.plan, &mut ctx.session, &glob)?;
+        let r = measure::add(&mut ctx.plan, &mut ctx.session, &glob, metric)?;
         let (id, funcs) = (r.id, r.funcs.len());
         if funcs == 0 {
             let _ = ctx.plan.delete(id);
@@ -76,7 +165,7 @@ fn count(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                     // Nothing half-done: the request goes, as if never made.
                     let _ = target.with(|p, live| Ok(live.remove(p, id)?));
                     let _ = ctx.plan.delete(id);
-                    return Err(e.context(format!("count {glob}: not inserted")));
+                    return Err(e.context(format!("{} {glob}: not inserted", metric.command())));
                 }
             }
         }
@@ -89,15 +178,15 @@ fn count(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     Ok(Output::Table(t))
 }
 
-/// Loads the runtime and inserts the waiting counts, if there are any; for `start` (at main)
-/// and `attach`. Returns notes for the user.
+/// Loads the runtime and inserts the waiting measuring requests, if there are any; for
+/// `start` (at main) and `attach`. Returns notes for the user.
 pub fn start_measuring(p: &mut Process, live: &mut Live) -> Result<Vec<String>> {
     let reports = live.start_measuring(p)?;
     if reports.is_empty() {
         return Ok(Vec::new());
     }
     Ok(vec![format!(
-        "counting: {} point(s) inserted, runtime {}",
+        "measuring: {} point(s) inserted, runtime {}",
         reports.len(),
         live.measure
             .runtime
@@ -106,41 +195,344 @@ pub fn start_measuring(p: &mut Process, live: &mut Live) -> Result<Vec<String>> 
     )])
 }
 
-fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
-    args.positionals(0, 0)?;
-    let t = ctx.target.as_ref().ok_or_else(|| {
-        anyhow!("there is no process to read counts from; `count FUNC`, then `run`")
-    })?;
-    let pid = t.pid();
-    // The tracer thread outlives the process: the live layer is there either way. Reading
-    // goes through process_vm_readv, so a running process keeps running.
-    let (alive, values) = t
-        .tracer
-        .with(|p, live| -> Result<(bool, Vec<CountValue>)> {
-            if p.state().is_alive() {
-                return Ok((true, live.measure.values(&p.reader())?));
-            }
-            match &live.measure.last {
-                Some(last) => Ok((false, last.clone())),
-                None if live.measure.counters.is_empty() => Ok((false, Vec::new())),
-                None => bail!("process {pid} ended before its counts could be read (killed?)"),
-            }
-        })??;
-    if values.is_empty() {
-        bail!("nothing is counted in process {pid}; `count FUNC` first");
+/// One call path of a profile, symbolised.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PathRow {
+    pub id: u32,
+    pub function: String,
+    pub metric: Metric,
+    /// The callers, outermost first (`main`, ..., the profiled function's caller).
+    pub callers: Vec<String>,
+    pub calls: u64,
+    pub ns: u64,
+}
+
+/// Everything measured, ready to show.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Results {
+    pub title: String,
+    pub values: Vec<CountValue>,
+    pub paths: Vec<PathRow>,
+}
+
+/// The name of the function a return address `ra` returns into, as users see it.
+fn caller_name(live: &Live, ra: u64) -> String {
+    // The call instruction is before `ra`: `ra` itself may be past the end of a function
+    // whose last instruction is a call that does not return.
+    let at = ra.wrapping_sub(1);
+    let at = live.origin(at).map_or(at, |(_, orig)| orig);
+    for (m, bias) in live.loaded() {
+        let link = engine::addr::LinkAddr(at.wrapping_sub(bias));
+        if let Some(f) = m.functions().containing(link) {
+            return f.display_name().to_owned();
+        }
     }
-    let mut table = Table::new(vec!["Instrumentation", "Function", "Calls"]);
-    table.title = Some(if alive {
-        format!("process {pid}, counts now")
+    format!("{ra:#x}")
+}
+
+/// Names the paths' frames and merges paths that differ only in call sites within the same
+/// functions (two calls of `leaf` in `path_a` are one path, `main > path_a`).
+fn symbolise(live: &Live, paths: Vec<PathValue>) -> Vec<PathRow> {
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut merged: Vec<PathRow> = Vec::new();
+    let mut index: HashMap<(u32, String, Vec<String>), usize> = HashMap::new();
+    for p in paths {
+        let mut callers: Vec<String> = p
+            .ras
+            .iter()
+            .map(|&ra| {
+                names
+                    .entry(ra)
+                    .or_insert_with(|| caller_name(live, ra))
+                    .clone()
+            })
+            .collect();
+        callers.reverse();
+        let key = (p.id, p.function.clone(), callers.clone());
+        match index.get(&key) {
+            Some(&i) => {
+                merged[i].calls += p.calls;
+                merged[i].ns += p.ns;
+            }
+            None => {
+                index.insert(key, merged.len());
+                merged.push(PathRow {
+                    id: p.id,
+                    function: p.function,
+                    metric: p.metric,
+                    callers,
+                    calls: p.calls,
+                    ns: p.ns,
+                });
+            }
+        }
+    }
+    merged
+}
+
+/// A profiled function's calls and time are its paths' sums.
+fn profile_totals(values: &mut [CountValue], paths: &[PathRow]) {
+    for v in values.iter_mut().filter(|v| v.metric.is_profile()) {
+        let mine = paths
+            .iter()
+            .filter(|p| p.id == v.id && p.function == v.function);
+        let (calls, ns) = mine.fold((0, 0), |(c, n), p| (c + p.calls, n + p.ns));
+        v.calls = calls;
+        v.ns = v.metric.is_timed().then_some(ns);
+    }
+}
+
+/// What the live layer measured: now when the process is alive, else its last values.
+pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
+    let alive = p.state().is_alive();
+    let (values, paths) = if alive {
+        let reader = p.reader();
+        (live.measure.values(&reader)?, live.measure.paths(&reader)?)
     } else {
-        format!("process {pid} has exited: its final counts")
-    });
-    for v in values {
-        table.rows.push(vec![
+        match (&live.measure.last, &live.measure.last_paths) {
+            (Some(v), paths) => (v.clone(), paths.clone().unwrap_or_default()),
+            (None, _) if live.measure.counters.is_empty() => (Vec::new(), Vec::new()),
+            (None, _) => bail!("process {pid} ended before its values could be read (killed?)"),
+        }
+    };
+    let mut values = values;
+    let paths = symbolise(live, paths);
+    profile_totals(&mut values, &paths);
+    Ok(Results {
+        title: if alive {
+            format!("process {pid}, values now")
+        } else {
+            format!("process {pid} has exited: its final values")
+        },
+        values,
+        paths,
+    })
+}
+
+/// Keeps what was measured before gsh lets go of the process (`detach`), for `report`.
+pub fn keep_on_detach(ctx_measured: &mut Option<Results>, pid: i32, p: &Process, live: &mut Live) {
+    if live.measure.counters.is_empty() {
+        return;
+    }
+    live.measure.snapshot(p);
+    if let (Some(values), paths) = (&live.measure.last, &live.measure.last_paths) {
+        let mut values = values.clone();
+        let paths = symbolise(live, paths.clone().unwrap_or_default());
+        profile_totals(&mut values, &paths);
+        *ctx_measured = Some(Results {
+            title: format!("process {pid}, values when gsh detached"),
+            values,
+            paths,
+        });
+    }
+}
+
+fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let json = args.flag("--json");
+    let folded = args.option("--folded")?;
+    let svg = args.option("--svg")?;
+    let file = args.positionals(0, 1)?.pop();
+    let results = match (&file, &ctx.target) {
+        (Some(f), _) => results_file::read(&ctx.session, Path::new(f))?,
+        (None, Some(t)) => {
+            let pid = t.pid();
+            t.tracer.with(|p, live| live_results(pid, p, live))??
+        }
+        (None, None) => ctx.measured.clone().ok_or_else(|| {
+            anyhow!("there is no process to read values from; `count FUNC`, then `run`")
+        })?,
+    };
+    if results.values.is_empty() {
+        bail!("nothing is measured; `count`, `time` or `profile FUNC` first");
+    }
+    let mut notes = Vec::new();
+    if let Some(out) = &folded {
+        let lines = folded_lines(&results)?;
+        std::fs::write(out, lines.join("\n") + "\n")
+            .with_context(|| format!("cannot write {out}"))?;
+        notes.push(format!("{} folded stack(s) written to {out}", lines.len()));
+    }
+    if let Some(out) = &svg {
+        write_svg(&results, Path::new(out))?;
+        notes.push(format!("flame graph written to {out}"));
+    }
+    if json || ctx.json {
+        return Ok(Output::Json(serde_json::to_value(&results)?));
+    }
+    let mut parts = vec![("values", Output::Table(values_table(&results)))];
+    if !results.paths.is_empty() {
+        parts.push(("paths", Output::Table(paths_table(&results))));
+    }
+    if !notes.is_empty() {
+        parts.push(("notes", Output::Text(notes.join("\n") + "\n")));
+    }
+    Ok(if parts.len() == 1 {
+        parts.remove(0).1
+    } else {
+        Output::Sections(parts)
+    })
+}
+
+/// `1.234 s`, `56.7 ms`, `812 ns`.
+fn duration(ns: u64) -> String {
+    let f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", f / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3} ms", f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.3} µs", f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+fn values_table(r: &Results) -> Table {
+    let mut t = Table::new(vec![
+        "Instrumentation",
+        "Function",
+        "Measure",
+        "Calls",
+        "Total",
+        "Mean",
+    ]);
+    t.title = Some(r.title.clone());
+    for v in &r.values {
+        let (total, mean) = match v.ns {
+            Some(ns) => (
+                Cell::text(duration(ns)),
+                ns.checked_div(v.calls)
+                    .map_or(Cell::Empty, |m| Cell::text(duration(m))),
+            ),
+            None => (Cell::Empty, Cell::Empty),
+        };
+        t.rows.push(vec![
             Cell::Num(u64::from(v.id)),
-            Cell::text(v.function),
+            Cell::text(v.function.clone()),
+            Cell::text(v.metric.command()),
             Cell::Num(v.calls),
+            total,
+            mean,
         ]);
     }
-    Ok(Output::Table(table))
+    t
+}
+
+fn paths_table(r: &Results) -> Table {
+    let mut t = Table::new(vec![
+        "Instrumentation",
+        "Function",
+        "Call path",
+        "Calls",
+        "Total",
+        "Mean",
+        "%",
+    ]);
+    t.title = Some("call paths (outermost caller first)".into());
+    let mut whole: HashMap<(u32, &str), u64> = HashMap::new();
+    let share = |p: &PathRow| {
+        if p.metric == Metric::ProfileCount {
+            p.calls
+        } else {
+            p.ns
+        }
+    };
+    for p in &r.paths {
+        *whole.entry((p.id, &p.function)).or_default() += share(p);
+    }
+    let mut rows: Vec<&PathRow> = r.paths.iter().collect();
+    rows.sort_by(|a, b| {
+        (a.id, &a.function)
+            .cmp(&(b.id, &b.function))
+            .then(share(b).cmp(&share(a)))
+            .then(a.callers.cmp(&b.callers))
+    });
+    for p in rows {
+        let total = whole[&(p.id, p.function.as_str())];
+        let pct = if total > 0 {
+            format!("{:.1}", 100.0 * share(p) as f64 / total as f64)
+        } else {
+            "-".into()
+        };
+        let timed = p.metric != Metric::ProfileCount;
+        t.rows.push(vec![
+            Cell::Num(u64::from(p.id)),
+            Cell::text(p.function.clone()),
+            Cell::text(p.callers.join(" > ")),
+            Cell::Num(p.calls),
+            if timed {
+                Cell::text(duration(p.ns))
+            } else {
+                Cell::Empty
+            },
+            match p.ns.checked_div(p.calls) {
+                Some(m) if timed => Cell::text(duration(m)),
+                _ => Cell::Empty,
+            },
+            Cell::text(pct),
+        ]);
+    }
+    t
+}
+
+/// Folded stacks, one line per call path: `main;parse;malloc 1234` (outermost first, then
+/// the profiled function; the value is ns, or calls for `profile --count`). Frame names have
+/// `;` replaced, since it separates frames.
+fn folded_lines(r: &Results) -> Result<Vec<String>> {
+    if r.paths.is_empty() {
+        bail!("no call paths to fold; `profile FUNC` records them");
+    }
+    let clean = |s: &str| s.replace([';', '\n'], ":").replace(' ', "_");
+    let mut lines: Vec<String> = r
+        .paths
+        .iter()
+        .map(|p| {
+            let mut frames: Vec<String> = p.callers.iter().map(|c| clean(c)).collect();
+            frames.push(clean(&p.function));
+            let value = if p.metric == Metric::ProfileCount {
+                p.calls
+            } else {
+                p.ns
+            };
+            format!("{} {value}", frames.join(";"))
+        })
+        .collect();
+    lines.sort();
+    Ok(lines)
+}
+
+fn write_svg(r: &Results, out: &Path) -> Result<()> {
+    let lines = folded_lines(r)?;
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = "gsh profile".into();
+    options.count_name = if r.paths.iter().all(|p| p.metric == Metric::ProfileCount) {
+        "calls".into()
+    } else {
+        "ns".into()
+    };
+    let file =
+        std::fs::File::create(out).with_context(|| format!("cannot write {}", out.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut w)
+        .map_err(|e| anyhow!("cannot render the flame graph: {e}"))?;
+    use std::io::Write as _;
+    w.flush()?;
+    Ok(())
+}
+
+/// The results file a rewritten binary writes at exit (`rt/LAYOUT.md`, exit output).
+mod results_file {
+    use super::*;
+
+    pub fn read(session: &engine::Session, path: &Path) -> Result<Results> {
+        let _ = session;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read results file {}", path.display()))?;
+        let _: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a gsh results file (not JSON)", path.display()))?;
+        bail!(
+            "{}: reading a rewritten binary's results is not supported yet",
+            path.display()
+        )
+    }
 }

@@ -10,7 +10,7 @@ mod disas;
 mod files;
 mod instrument;
 mod loops;
-mod measure;
+pub mod measure;
 mod misc;
 pub mod process;
 mod process_stack;
@@ -97,6 +97,8 @@ pub static COMMANDS: &[Spec] = &[
     instrument::SHOW_POINTS,
     instrument::SAVE,
     measure::COUNT,
+    measure::TIME,
+    measure::PROFILE,
     measure::REPORT,
     process::START,
     process::RUN,

@@ -427,7 +427,9 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if t.gone.is_some() {
         return Ok(line(format!("process {pid} is gone already")));
     }
+    let measured = &mut ctx.measured;
     t.tracer.with(|p, live| -> Result<()> {
+        super::measure::keep_on_detach(measured, pid, p, live);
         Live::paused(p, |p| live.remove_all(p))?;
         p.detach()?;
         Ok(())

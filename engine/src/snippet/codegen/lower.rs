@@ -17,11 +17,7 @@ impl Gen {
                         self.expr(e)?;
                     }
                 }
-                Stmt::RtCount {
-                    slot,
-                    tls_offset,
-                    thread_fn,
-                } => self.rt_count(*slot, *tls_offset, *thread_fn)?,
+                Stmt::Rt { op, slot, access } => self.rt(*op, *slot, *access)?,
                 Stmt::If(c, then, otherwise) => {
                     let else_l = self.new_label();
                     self.branch(c, false, else_l)?;
