@@ -37,12 +37,12 @@ use crate::patch::{
 use crate::point::{self, Point, Query};
 use crate::rewrite::{self, InitHook, Rewrite, PT_GSH_MEASURE};
 use crate::session::{Module, Session};
-use crate::snippet::env::{PointInfo, PointKind as SnippetPointKind};
+use crate::snippet::env::PointInfo;
 use crate::snippet::types::Type;
 use crate::symbols::FuncId;
 
 use super::env::{Declaration, SessionEnv};
-use super::measure::{self, MeasureError};
+use super::measure::{self, MeasureError, Metric};
 use super::request::{Plan, Request, Where};
 
 /// Why `save` failed. Nothing is written when it fails.
@@ -101,8 +101,8 @@ pub struct SavedSlot {
     pub slot: u32,
     /// The request's id.
     pub id: u32,
-    /// `count` (and, as the measuring requests grow, `time`, `time-cpu`, `profile`).
-    pub kind: &'static str,
+    /// `count`, `time`, `time-cpu`, `profile`, `profile-cpu` or `profile-count`.
+    pub kind: Metric,
     pub function: String,
 }
 
@@ -258,18 +258,6 @@ pub(crate) fn point_info(
     }
 }
 
-/// What a measuring request measures, as the meta JSON says it; `None` for other requests.
-fn measure_kind(r: &Request) -> Option<&'static str> {
-    measure::is_count(r).then_some("count")
-}
-
-/// The snippet of a measuring point in a saved file: the runtime's fields are read from the
-/// descriptor at `desc`.
-// Until `measure::saved_source` exists, every measuring request is a `count` at entry.
-fn saved_source(_r: &Request, slot: u32, desc: u64, _kind: SnippetPointKind) -> String {
-    format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});")
-}
-
 /// The descriptor's bytes: header, results path and meta JSON (each NUL-terminated; the
 /// lengths do not count the NUL).
 fn descriptor_bytes(slots: u32, results: &[u8], meta: &[u8]) -> Vec<u8> {
@@ -321,7 +309,7 @@ pub fn save_with(
     let measured: Vec<&Request> = plan
         .requests
         .iter()
-        .filter(|r| measure_kind(r).is_some())
+        .filter(|r| measure::metric(r).is_some())
         .collect();
     if let Some(r) = measured.first() {
         let binary = &module.binary;
@@ -376,34 +364,41 @@ pub fn save_with(
     let mut requests = Vec::new();
     let mut skipped = Vec::new();
     for r in &plan.requests {
-        let source = r.source();
+        let metric = measure::metric(r);
+        // Measuring requests name only entries; the metrics that time also go at the exits.
+        let exit = measure::exit_request(r);
         for f in &r.funcs {
             let func = module.functions().get(f.func);
-            let slot = measuring.as_ref().and_then(|m| {
-                slot_of
-                    .iter()
-                    .find(|&&(id, fid, _)| id == r.id && fid == f.func)
-                    .map(|&(_, _, slot)| (slot, m.descriptor.0))
-            });
-            for p in points_of(module, r, f.func)? {
-                if let Some(why) = overlapping_code(module, &p) {
-                    skipped.push((p, why));
-                    continue;
-                }
-                let base_env =
-                    SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
-                let info = point_info(module, &base_env, r, &p);
-                let source = match slot {
-                    Some((slot, desc)) => saved_source(r, slot, desc, info.kind),
-                    None => source.clone(),
+            for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
+                let Some(req) = req else { continue };
+                let source = match (metric, &measuring) {
+                    (Some(metric), Some(m)) => {
+                        let slot = slot_of
+                            .iter()
+                            .find(|&&(id, fid, _)| id == r.id && fid == f.func)
+                            .map_or(0, |&(_, _, slot)| slot);
+                        measure::saved_source(metric, at_exit, slot, m.descriptor.0)
+                    }
+                    _ => r.source(),
                 };
-                let env = SessionEnv::new(module, Some(func), &declared, info, 0);
-                requests.push(patch::Request {
-                    tag: r.id,
-                    point: p,
-                    env: Arc::new(env.snapshot(&source)),
-                    source,
-                });
+                for p in points_of(module, req, f.func)? {
+                    if let Some(why) = overlapping_code(module, &p) {
+                        skipped.push((p, why));
+                        continue;
+                    }
+                    let base_env =
+                        SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
+                    let mut info = point_info(module, &base_env, req, &p);
+                    // gsh's own snippet: the runtime's reserved operations are allowed.
+                    info.internal = metric.is_some();
+                    let env = SessionEnv::new(module, Some(func), &declared, info, 0);
+                    requests.push(patch::Request {
+                        tag: r.id,
+                        point: p,
+                        env: Arc::new(env.snapshot(&source)),
+                        source: source.clone(),
+                    });
+                }
             }
         }
     }
@@ -457,7 +452,9 @@ fn plan_measuring(
     // (request id, function, slot)
     let mut slot_of: Vec<(u32, FuncId, u32)> = Vec::new();
     for r in measured {
-        let kind = measure_kind(r).unwrap_or("count");
+        let Some(kind) = measure::metric(r) else {
+            continue;
+        };
         for f in &r.funcs {
             if slot_of
                 .iter()
