@@ -58,7 +58,12 @@ pub struct Descriptor {
     /// Descriptor-relative JSON text: what each slot measures.
     pub meta_off: u32,
     pub meta_len: u32,
-    pub reserved: [u8; 16],
+    /// Descriptor-relative `UnwindEntry[unwind_count]` (16-aligned) of the object's call
+    /// sites, with link-time return addresses: registered, moved by the load bias, for
+    /// profiles' stack walks. 0 = none.
+    pub unwind_off: u32,
+    pub unwind_count: u32,
+    pub reserved: [u8; 8],
 }
 
 const _: () = {
@@ -70,6 +75,7 @@ const _: () = {
     assert!(offset_of!(Descriptor, fns) == 32);
     assert!(offset_of!(Descriptor, output_off) == 96);
     assert!(offset_of!(Descriptor, meta_off) == 104);
+    assert!(offset_of!(Descriptor, unwind_off) == 112);
     assert!(size_of::<Descriptor>() == HEADER_SIZE);
 };
 
@@ -104,12 +110,13 @@ pub enum Refused {
     Config,
 }
 
-/// Serves the descriptor at `desc` (`len` bytes, writable): fills it and configures the
-/// runtime. Called by the constructor for each `PT_GSH_MEASURE` it finds.
+/// Serves the descriptor at `desc` (`len` bytes, writable) of an object loaded with bias
+/// `bias`: fills it, configures the runtime and registers its unwind table. Called by the
+/// constructor for each `PT_GSH_MEASURE` it finds.
 ///
 /// # Safety
 /// `desc` must point at `len` bytes of writable memory that stay mapped for the process's life.
-pub unsafe fn serve(desc: *mut u8, len: usize) -> Result<(), Refused> {
+pub unsafe fn serve(desc: *mut u8, len: usize, bias: u64) -> Result<(), Refused> {
     if len < HEADER_SIZE || desc.is_null() || !(desc as usize).is_multiple_of(8) {
         return Err(Refused::NotOurs);
     }
@@ -124,7 +131,11 @@ pub unsafe fn serve(desc: *mut u8, len: usize) -> Result<(), Refused> {
                 .checked_add(n as usize)
                 .is_some_and(|e| e <= len)
     };
-    if !within(d.output_off, d.output_len) || !within(d.meta_off, d.meta_len) {
+    let unwind_bytes = d.unwind_count.checked_mul(UNWIND_ENTRY as u32);
+    if !within(d.output_off, d.output_len)
+        || !within(d.meta_off, d.meta_len)
+        || !unwind_bytes.is_some_and(|n| within(d.unwind_off, n))
+    {
         return Err(Refused::BadStrings);
     }
     if SERVED
@@ -150,6 +161,10 @@ pub unsafe fn serve(desc: *mut u8, len: usize) -> Result<(), Refused> {
             unsafe { output::gsh_rt_set_output(c.as_ptr().cast()) };
         }
     }
+    if d.unwind_count > 0 {
+        // SAFETY: the range was checked to lie inside the descriptor.
+        unsafe { register_unwind(desc.add(d.unwind_off as usize), d.unwind_count, bias) };
+    }
     d.thread_fn
         .store(crate::gsh_rt_thread as *const () as u64, Relaxed);
     for (slot, f) in d.fns.iter().zip(fns()) {
@@ -158,6 +173,38 @@ pub unsafe fn serve(desc: *mut u8, len: usize) -> Result<(), Refused> {
     // Last: non-zero tells generated code that everything above is in place.
     d.tls_offset.store(tls::offset(), Release);
     Ok(())
+}
+
+/// Bytes per `UnwindEntry`.
+const UNWIND_ENTRY: usize = std::mem::size_of::<layout::UnwindEntry>();
+
+/// Registers a copy of the `count` entries at `at` with `bias` added to each return address.
+/// A table that cannot be registered (unsorted, no room) only costs profiles their depth.
+///
+/// # Safety
+/// `at` must point at `count` readable entries.
+unsafe fn register_unwind(at: *const u8, count: u32, bias: u64) {
+    let n = count as usize;
+    let Some(copy) = crate::sys::mmap_anon(n * UNWIND_ENTRY) else {
+        return;
+    };
+    let copy = copy.cast::<layout::UnwindEntry>();
+    for i in 0..n {
+        // SAFETY: entry `i` of the source is readable (maybe unaligned); the copy is a fresh
+        // mapping of `n` entries.
+        unsafe {
+            let mut e = at
+                .add(i * UNWIND_ENTRY)
+                .cast::<layout::UnwindEntry>()
+                .read_unaligned();
+            e.ra = e.ra.wrapping_add(bias);
+            copy.add(i).write(e);
+        }
+    }
+    // SAFETY: `copy` holds `n` entries and is never unmapped.
+    if unsafe { path::gsh_rt_add_unwind_table(copy, n) } != 0 {
+        warn(b"the saved file's unwind table was refused; profiles walk by frame pointers\n");
+    }
 }
 
 /// The bytes of a descriptor string (without its NUL), if present.
@@ -234,7 +281,7 @@ unsafe extern "C" fn visit(
             continue;
         }
         // SAFETY: the range lies in a writable, mapped segment of a loaded object.
-        match unsafe { serve(desc as *mut u8, p.p_memsz as usize) } {
+        match unsafe { serve(desc as *mut u8, p.p_memsz as usize, bias) } {
             Ok(()) | Err(Refused::NotOurs) => {}
             Err(Refused::AlreadyServing) => warn(
                 b"another rewritten object is already measured in this process; this one's measurements are off\n",
@@ -332,7 +379,7 @@ mod tests {
         foreign.0[7] = b'X';
         // SAFETY: the buffer is 256 writable bytes that outlive the test (leaked below).
         assert_eq!(
-            unsafe { serve(foreign.0.as_mut_ptr(), 256) },
+            unsafe { serve(foreign.0.as_mut_ptr(), 256, 0) },
             Err(Refused::NotOurs)
         );
         let mut bad = descriptor(b"", b"");
@@ -340,13 +387,28 @@ mod tests {
         bad.0[100..104].copy_from_slice(&10u32.to_le_bytes());
         // SAFETY: as above.
         assert_eq!(
-            unsafe { serve(bad.0.as_mut_ptr(), 256) },
+            unsafe { serve(bad.0.as_mut_ptr(), 256, 0) },
             Err(Refused::BadStrings)
         );
 
         let d = Box::leak(descriptor(b"", b"{\"version\":1,\"slots\":[]}"));
+        // Two unwind entries at 192, with link-time return addresses 0x1100 and 0x1200.
+        d.0[112..116].copy_from_slice(&192u32.to_le_bytes());
+        d.0[116..120].copy_from_slice(&2u32.to_le_bytes());
+        for (i, ra) in [0x1100u64, 0x1200].into_iter().enumerate() {
+            d.0[192 + 16 * i..200 + 16 * i].copy_from_slice(&ra.to_le_bytes());
+        }
+        let tables = thread::GSH_RT_ROOT.unwind_count.load(Relaxed) as usize;
         // SAFETY: leaked, so mapped for the process's life.
-        unsafe { serve(d.0.as_mut_ptr(), 256) }.expect("served");
+        unsafe { serve(d.0.as_mut_ptr(), 256, 0x1000) }.expect("served");
+        let root = &thread::GSH_RT_ROOT;
+        let t = (0..root.unwind_count.load(Relaxed) as usize)
+            .skip(tables)
+            .map(|i| &root.unwind[i])
+            .find(|t| t.lo.load(Relaxed) == 0x2100)
+            .expect("the table is registered, moved by the bias");
+        assert_eq!(t.hi.load(Relaxed), 0x2200);
+        assert_eq!(t.len.load(Relaxed), 2);
         let desc = unsafe { &*d.0.as_ptr().cast::<Descriptor>() };
         assert_eq!(desc.tls_offset.load(Relaxed), tls::offset());
         assert_ne!(desc.tls_offset.load(Relaxed), 0);
@@ -362,7 +424,7 @@ mod tests {
         let again = Box::leak(descriptor(b"", b""));
         // SAFETY: leaked.
         assert_eq!(
-            unsafe { serve(again.0.as_mut_ptr(), 256) },
+            unsafe { serve(again.0.as_mut_ptr(), 256, 0) },
             Err(Refused::AlreadyServing)
         );
         assert_eq!(

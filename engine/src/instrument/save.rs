@@ -115,6 +115,9 @@ const DESCRIPTOR_HEADER: usize = 128;
 const DESC_SLOTS: usize = 12;
 const DESC_OUTPUT: usize = 96;
 const DESC_META: usize = 104;
+const DESC_UNWIND: usize = 112;
+/// Bytes per runtime `UnwindEntry`.
+const UNWIND_ENTRY: usize = 16;
 
 /// What `save` did.
 #[derive(Debug)]
@@ -259,8 +262,9 @@ pub(crate) fn point_info(
 }
 
 /// The descriptor's bytes: header, results path and meta JSON (each NUL-terminated; the
-/// lengths do not count the NUL).
-fn descriptor_bytes(slots: u32, results: &[u8], meta: &[u8]) -> Vec<u8> {
+/// lengths do not count the NUL), then the unwind table (16-aligned; `unwind` holds whole
+/// 16-byte entries).
+fn descriptor_bytes(slots: u32, results: &[u8], meta: &[u8], unwind: &[u8]) -> Vec<u8> {
     let mut d = vec![0u8; DESCRIPTOR_HEADER];
     d[..8].copy_from_slice(DESCRIPTOR_MAGIC);
     d[8..12].copy_from_slice(&DESCRIPTOR_VERSION.to_le_bytes());
@@ -271,6 +275,14 @@ fn descriptor_bytes(slots: u32, results: &[u8], meta: &[u8]) -> Vec<u8> {
         d[field + 4..field + 8].copy_from_slice(&(text.len() as u32).to_le_bytes());
         d.extend_from_slice(text);
         d.push(0);
+    }
+    if !unwind.is_empty() {
+        d.resize(d.len().next_multiple_of(16), 0);
+        let off = d.len() as u32;
+        let count = (unwind.len() / UNWIND_ENTRY) as u32;
+        d[DESC_UNWIND..DESC_UNWIND + 4].copy_from_slice(&off.to_le_bytes());
+        d[DESC_UNWIND + 4..DESC_UNWIND + 8].copy_from_slice(&count.to_le_bytes());
+        d.extend_from_slice(unwind);
     }
     d
 }
@@ -439,6 +451,9 @@ pub fn save_with(
     })
 }
 
+/// `(request id, function, slot)` of every measured function.
+type SlotMap = Vec<(u32, FuncId, u32)>;
+
 /// Gives every measured function a slot, writes the descriptor and its header, and names the
 /// runtime in the file (or says it must be preloaded).
 fn plan_measuring(
@@ -447,10 +462,9 @@ fn plan_measuring(
     measured: &[&Request],
     out: &Path,
     options: &SaveOptions,
-) -> Result<(Measuring, Vec<(u32, FuncId, u32)>), SaveError> {
+) -> Result<(Measuring, SlotMap), SaveError> {
     let mut slots = Vec::new();
-    // (request id, function, slot)
-    let mut slot_of: Vec<(u32, FuncId, u32)> = Vec::new();
+    let mut slot_of: SlotMap = Vec::new();
     for r in measured {
         let Some(kind) = measure::metric(r) else {
             continue;
@@ -476,11 +490,26 @@ fn plan_measuring(
     let runtime = std::path::absolute(&runtime).unwrap_or(runtime);
     let results = results_path(out, options.results.as_deref())?;
     let meta = serde_json::json!({ "version": 1, "slots": slots }).to_string();
+    // Profiles walk the stack: without the module's call-site table the runtime could only
+    // follow frame pointers, which optimised code rarely keeps. Link addresses: the runtime
+    // adds the load bias.
+    let unwind = if slots.iter().any(|s| s.kind.is_profile()) {
+        measure::unwind_table(module, 0)
+    } else {
+        Vec::new()
+    };
     let bytes = descriptor_bytes(
         slots.len() as u32,
         results.as_os_str().as_encoded_bytes(),
         meta.as_bytes(),
+        &unwind,
     );
+    if u32::try_from(bytes.len()).is_err() {
+        return Err(rewrite::Error::OutOfReach {
+            detail: format!("a measuring descriptor of {:#x} bytes", bytes.len()),
+        }
+        .into());
+    }
     let descriptor = rw.alloc_data_with(&bytes, 64)?;
     rw.add_phdr(PT_GSH_MEASURE, descriptor, bytes.len() as u64)?;
     let needed = match rw.add_needed(runtime.as_os_str().as_encoded_bytes()) {
