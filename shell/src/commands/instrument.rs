@@ -283,14 +283,15 @@ resort, and OUTFILE then carries its own SIGTRAP handler, installed at start-up 
 point, or a library's DT_INIT); a program that installs its own SIGTRAP handler later replaces \
 it, and its traps then end it. With nothing inserted, OUTFILE runs exactly like the original.
 
-With `count` requests, OUTFILE measures too: it loads gsh's runtime library (named by its \
-absolute path, so keep it there) before the program starts, and when the program exits the \
-runtime writes the results as JSON to FILE (`--results`; default OUTFILE.gsh.json; a relative \
-name is taken from the current directory now, not when the program runs). Setting \
-GSH_RT_OUTPUT when running OUTFILE writes them elsewhere. If OUTFILE's dynamic table has no \
-room for the runtime, `save` says so and OUTFILE measures only when run with \
-LD_PRELOAD=<runtime>; without the runtime it runs normally and measures nothing. A \
-statically linked program cannot measure.",
+With `count`, `time` or `profile` requests, OUTFILE measures too: it loads gsh's runtime \
+library (named by its absolute path: OUTFILE does not start if the library is gone) before the \
+program starts, and when the program exits the runtime writes the results as JSON to FILE \
+(`--results`; default OUTFILE.gsh.json; a relative name is taken from the current directory \
+now, not when the program runs), which `report FILE` reads. Setting GSH_RT_OUTPUT when running \
+OUTFILE writes them elsewhere; a forked child that exits writes FILE.PID. If OUTFILE's dynamic \
+table has no room to name the runtime, `save` says so and OUTFILE measures only when run with \
+LD_PRELOAD=<runtime>; without it, it runs normally and measures nothing. A statically linked \
+program cannot measure.",
     examples: &[
         ("save ./app.inst", ""),
         ("save ./app.inst --results /tmp/app-counts.json", ""),
