@@ -31,6 +31,7 @@
 
 pub mod addr;
 pub mod analysis;
+pub mod callee;
 pub mod cfg;
 pub mod demangle;
 pub mod disasm;

@@ -74,6 +74,10 @@ fn main() {
         tls_offset,
         add_table,
         gd_count,
+        enter_tsc,
+        exit_tsc,
+        path_enter_tsc,
+        path_exit_tsc,
     ) = unsafe {
         (
             std::mem::transmute::<*mut c_void, Count>(sym(lib, "gsh_rt_count")),
@@ -91,6 +95,10 @@ fn main() {
                 sym(lib, "gsh_rt_add_unwind_table"),
             ),
             std::mem::transmute::<*mut c_void, Count>(sym(lib, "gsh_rt_probe_gd_count")),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_enter_tsc")),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_exit_tsc")),
+            std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, "gsh_rt_path_enter_tsc")),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_path_exit_tsc")),
         )
     };
     let empty: Count = black_box(empty);
@@ -121,6 +129,10 @@ fn main() {
     let r_time = measure(N / 4, |_| {
         enter(2, sp);
         exit(2, sp);
+    });
+    let r_time_tsc = measure(N / 4, |_| {
+        enter_tsc(2, sp);
+        exit_tsc(2, sp);
     });
     let r_cpu = measure(200_000, |_| {
         enter_cpu(3, sp);
@@ -174,6 +186,14 @@ fn main() {
         path_enter(5, rsp_tab, 0);
         path_exit(5, rsp_tab);
     });
+    let r_path_fp_tsc = measure(N / 10, |_| {
+        path_enter_tsc(4, rsp_fp, rbp_fp);
+        path_exit_tsc(4, rsp_fp);
+    });
+    let r_path_tab_tsc = measure(N / 10, |_| {
+        path_enter_tsc(5, rsp_tab, 0);
+        path_exit_tsc(5, rsp_tab);
+    });
 
     println!(
         "gsh-rt bench: {} (dlopen'd), ns per iteration, best of 5",
@@ -187,9 +207,12 @@ fn main() {
     row("  same, global-dynamic TLS (probe)", r_gd);
     row("inlined fs:[off] + inc", r_inline);
     row("gsh_rt_enter + gsh_rt_exit (wall)", r_time);
+    row("  same, _tsc variants", r_time_tsc);
     row("gsh_rt_enter_cpu + gsh_rt_exit_cpu", r_cpu);
     row("gsh_rt_path_enter + exit, fp depth 8", r_path_fp);
     row("gsh_rt_path_enter + exit, table depth 8", r_path_tab);
+    row("  _tsc variants, fp depth 8", r_path_fp_tsc);
+    row("  _tsc variants, table depth 8", r_path_tab_tsc);
     row("  rdtsc", r_rdtsc);
     row("  clock_gettime(CLOCK_MONOTONIC)", r_mono);
 }

@@ -2,6 +2,8 @@
 //! against `CLOCK_MONOTONIC` once at initialisation, when the TSC is invariant (the kernel uses
 //! it as its clocksource, or CPUID says so); otherwise the vDSO `clock_gettime(CLOCK_MONOTONIC)`.
 //! Thread CPU time is `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`, a real system call on Linux.
+//! The `_tsc` entry points read only [`tsc_ns`] and [`cpu_ns_raw`], which never call out of
+//! the library.
 //!
 //! Measured on the 2-core AMD EPYC KVM guest this was written on (see `examples/bench.rs`):
 //! `rdtsc` ~8 ns, vDSO `CLOCK_MONOTONIC` ~20 ns, `CLOCK_THREAD_CPUTIME_ID` ~250 ns.
@@ -49,6 +51,22 @@ pub fn wall_ns() -> u64 {
 #[inline(always)]
 pub fn cpu_ns() -> u64 {
     posix_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Wall-clock nanoseconds from the TSC alone, for the `_tsc` entry points: no branch to the
+/// vDSO, so nothing outside the library is reachable. Only meaningful when the root's
+/// `clock_kind` is [`CLOCK_RDTSC`] (otherwise the multiplier is 1.0 and this returns ticks).
+#[inline(always)]
+pub fn tsc_ns() -> u64 {
+    ((rdtsc() as u128 * MULT.load(Relaxed) as u128) >> 32) as u64
+}
+
+/// Thread CPU-time nanoseconds through a raw `syscall` rather than libc's `clock_gettime`,
+/// for the `_tsc` entry points (the vDSO has no fast path for CPU-time clocks: it makes the
+/// same system call).
+#[inline(always)]
+pub fn cpu_ns_raw() -> u64 {
+    crate::sys::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Result of [`calibrate`]: what the root records.

@@ -33,6 +33,19 @@ pub fn block() -> Option<Block> {
     }
 }
 
+/// The calling thread's block for an entry point of flavour `TSC`: the `_tsc` entry points
+/// never create it (that calls libc: `mmap` aside, `pthread_setspecific`), so that nothing
+/// outside the library is reachable from them; their events are dropped until the thread's
+/// first `gsh_rt_thread` (or other entry point).
+#[inline(always)]
+pub fn block_for<const TSC: bool>() -> Option<Block> {
+    if TSC {
+        Block::from_trusted(tls::block())
+    } else {
+        block()
+    }
+}
+
 /// The record of `slot` in block `b`.
 #[inline(always)]
 pub fn slot<'a>(b: Block, slot: u32) -> &'a SlotRecord {
@@ -55,24 +68,37 @@ fn shadow(b: Block, i: u32) -> *mut ShadowEntry {
     }
 }
 
-/// Clock readings taken at most once per event, on demand.
+/// Clock readings taken at most once per event, on demand. With `TSC` the wall clock is
+/// `rdtsc` alone and the CPU clock a raw system call: what the `_tsc` entry points read.
 #[derive(Default)]
-pub struct Now {
+pub struct Now<const TSC: bool> {
     wall: Option<u64>,
     cpu: Option<u64>,
 }
 
-impl Now {
+impl<const TSC: bool> Now<TSC> {
     /// The wall clock (ns).
     #[inline(always)]
     pub fn wall(&mut self) -> u64 {
-        *self.wall.get_or_insert_with(clock::wall_ns)
+        *self.wall.get_or_insert_with(|| {
+            if TSC {
+                clock::tsc_ns()
+            } else {
+                clock::wall_ns()
+            }
+        })
     }
 
     /// The thread CPU clock (ns).
     #[inline(always)]
     pub fn cpu(&mut self) -> u64 {
-        *self.cpu.get_or_insert_with(clock::cpu_ns)
+        *self.cpu.get_or_insert_with(|| {
+            if TSC {
+                clock::cpu_ns_raw()
+            } else {
+                clock::cpu_ns()
+            }
+        })
     }
 
     /// The clock that frame kind `kind` measures with.
@@ -88,7 +114,7 @@ impl Now {
 
 /// Closes one activation: credits its slot (outermost activation only) or its path record.
 #[inline(always)]
-fn close(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut Now) {
+fn close<const TSC: bool>(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut Now<TSC>) {
     if e.kind == FRAME_WALL || e.kind == FRAME_CPU {
         let rec = slot(b, e.slot);
         let depth = rec.depth.load(Relaxed).saturating_sub(1);
@@ -112,7 +138,13 @@ fn close(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut Now) {
 /// Pops every open activation whose frame is gone given stack pointer `sp` (`rsp <= sp` when
 /// `inclusive`, else `rsp < sp`), crediting it up to now. Returns the new top.
 #[inline(always)]
-pub fn pop_gone(b: Block, h: &ThreadHeader, sp: u64, inclusive: bool, now: &mut Now) -> u32 {
+pub fn pop_gone<const TSC: bool>(
+    b: Block,
+    h: &ThreadHeader,
+    sp: u64,
+    inclusive: bool,
+    now: &mut Now<TSC>,
+) -> u32 {
     let mut top = h.shadow_top.load(Relaxed);
     while top > 0 {
         // SAFETY: `top - 1 < shadow_capacity`; the entry was written by this thread.
@@ -159,14 +191,16 @@ pub extern "C" fn gsh_rt_count(slot: u32) {
 }
 
 #[inline(always)]
-fn enter(slot: u32, rsp: u64, kind: u32) {
-    let Some(b) = block() else { return };
+fn enter<const TSC: bool>(slot: u32, rsp: u64, kind: u32) {
+    let Some(b) = block_for::<TSC>() else {
+        return;
+    };
     let h = b.header();
     if slot >= h.max_slots {
         bump(&h.bad_slots, 1);
         return;
     }
-    let mut now = Now::default();
+    let mut now = Now::<TSC>::default();
     let top = pop_gone(b, h, rsp, true, &mut now);
     let rec = self::slot(b, slot);
     bump(&rec.count, 1);
@@ -183,19 +217,19 @@ fn enter(slot: u32, rsp: u64, kind: u32) {
         if depth == 0 {
             rec.entry_ns.store(now.for_kind(kind), Relaxed);
         }
-        rec.depth.store(depth + 1, Relaxed);
+        rec.depth.store(depth.wrapping_add(1), Relaxed);
     }
 }
 
 /// Closes the activation of `slot` whose entry had stack pointer `rsp`, after popping deeper
 /// abandoned ones. Shared by the timers and the path profile.
 #[inline(always)]
-pub fn exit(slot: u32, rsp: u64) {
+pub fn exit<const TSC: bool>(slot: u32, rsp: u64) {
     let Some(b) = Block::from_trusted(tls::block()) else {
         return;
     };
     let h = b.header();
-    let mut now = Now::default();
+    let mut now = Now::<TSC>::default();
     let top = pop_gone(b, h, rsp, false, &mut now);
     if top > 0 {
         // SAFETY: `top - 1 < shadow_capacity`; written by this thread.
@@ -218,24 +252,54 @@ pub fn exit(slot: u32, rsp: u64) {
 /// function's first instruction (pointing at its return address).
 #[no_mangle]
 pub extern "C" fn gsh_rt_enter(slot: u32, rsp: u64) {
-    enter(slot, rsp, FRAME_WALL);
+    enter::<false>(slot, rsp, FRAME_WALL);
 }
 
 /// Closes the activation opened by `gsh_rt_enter(slot, rsp)`; `rsp` is the stack pointer at the
 /// `ret` (the same value as at entry). Inclusive time goes to the outermost activation only.
 #[no_mangle]
 pub extern "C" fn gsh_rt_exit(slot: u32, rsp: u64) {
-    exit(slot, rsp);
+    exit::<false>(slot, rsp);
 }
 
 /// As `gsh_rt_enter`, timing thread CPU time (`CLOCK_THREAD_CPUTIME_ID`).
 #[no_mangle]
 pub extern "C" fn gsh_rt_enter_cpu(slot: u32, rsp: u64) {
-    enter(slot, rsp, FRAME_CPU);
+    enter::<false>(slot, rsp, FRAME_CPU);
 }
 
 /// As `gsh_rt_exit`; the entry remembers which clock it used, so this is the same function.
 #[no_mangle]
 pub extern "C" fn gsh_rt_exit_cpu(slot: u32, rsp: u64) {
-    exit(slot, rsp);
+    exit::<false>(slot, rsp);
+}
+
+/// As `gsh_rt_enter`, reading the wall clock with `rdtsc` only and never calling out of the
+/// library, so a trampoline need save only the registers `engine::callee` finds it writes. Use
+/// only when the root's `clock_kind` is 1 (rdtsc), and only once the thread has its block
+/// (`gsh_rt_thread`): without one the event is dropped.
+#[no_mangle]
+pub extern "C" fn gsh_rt_enter_tsc(slot: u32, rsp: u64) {
+    enter::<true>(slot, rsp, FRAME_WALL);
+}
+
+/// As `gsh_rt_exit`, under the conditions of `gsh_rt_enter_tsc`. Closing a CPU-time frame
+/// found abandoned reads the thread CPU clock with a raw system call.
+#[no_mangle]
+pub extern "C" fn gsh_rt_exit_tsc(slot: u32, rsp: u64) {
+    exit::<true>(slot, rsp);
+}
+
+/// As `gsh_rt_enter_cpu`, under the conditions of `gsh_rt_enter_tsc`: the thread CPU clock is
+/// read with a raw `syscall` (which the kernel makes preserve all but `rax`, `rcx`, `r11`).
+#[no_mangle]
+pub extern "C" fn gsh_rt_enter_cpu_tsc(slot: u32, rsp: u64) {
+    enter::<true>(slot, rsp, FRAME_CPU);
+}
+
+/// As `gsh_rt_exit_cpu`, under the conditions of `gsh_rt_enter_tsc` (the same function as
+/// `gsh_rt_exit_tsc`).
+#[no_mangle]
+pub extern "C" fn gsh_rt_exit_cpu_tsc(slot: u32, rsp: u64) {
+    exit::<true>(slot, rsp);
 }

@@ -125,7 +125,7 @@ type OpenCredits = (Vec<(u32, u64)>, Vec<(u32, u64)>);
 fn open_credits(b: Block) -> OpenCredits {
     let (mut slots, mut paths) = (Vec::new(), Vec::new());
     let h = b.header();
-    let mut now = Now::default();
+    let mut now = Now::<false>::default();
     let top = h.shadow_top.load(Relaxed).min(h.shadow_capacity);
     let off = GSH_RT_ROOT.shadow_offset.load(Relaxed) as usize;
     for i in 0..top as usize {

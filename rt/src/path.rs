@@ -13,7 +13,7 @@
 //! would leave the mapping that holds `rsp` (every address between `rsp` and the end of that
 //! mapping is readable, which is what makes reading arbitrary `rbp` values safe).
 
-use crate::events::{block, bump, exit, pop_gone, push, Now};
+use crate::events::{block_for, bump, exit, pop_gone, push, Now};
 use crate::layout::*;
 use crate::sys;
 use crate::thread::{Block, GSH_RT_ROOT, PATHS_OFF, RA_CACHE_OFF};
@@ -78,8 +78,13 @@ impl RaCache {
             unsafe { b.as_ptr().add(RA_CACHE_OFF.load(Relaxed) as usize) }.cast::<[u64; 2]>();
         let h = b.header();
         if h.ra_cache_gen.load(Relaxed) != gen {
-            // SAFETY: as above; only the owning thread touches its cache.
-            unsafe { std::ptr::write_bytes(base, 0, RA_CACHE_ENTRIES as usize) };
+            // Word by word with volatile stores: `write_bytes` compiles to a call of libc's
+            // `memset`, which the `_tsc` entry points must not reach.
+            for i in 0..RA_CACHE_ENTRIES as usize * 2 {
+                // SAFETY: as above (two words per entry); only the owning thread touches its
+                // cache.
+                unsafe { base.cast::<u64>().add(i).write_volatile(0) };
+            }
             h.ra_cache_gen.store(gen, Relaxed);
         }
         RaCache {
@@ -212,8 +217,13 @@ fn find(b: Block, h: &ThreadHeader, slot: u32, ras: &[u64]) -> u32 {
             unsafe {
                 (&raw mut (*p).slot).write(slot);
                 (&raw mut (*p).depth).write(ras.len() as u32);
+                // Word by word with volatile stores: a `copy_nonoverlapping` of unknown length
+                // compiles to a call of libc's `memcpy`, which the `_tsc` entry points must
+                // not reach (and which may be the very function being measured).
                 let dst = (&raw mut (*p).ras).cast::<u64>();
-                std::ptr::copy_nonoverlapping(ras.as_ptr(), dst, ras.len());
+                for (k, &ra) in ras.iter().enumerate() {
+                    dst.add(k).write_volatile(ra);
+                }
             }
             // SAFETY: as above.
             unsafe { (*p).hash.store(hv, Release) };
@@ -222,7 +232,11 @@ fn find(b: Block, h: &ThreadHeader, slot: u32, ras: &[u64]) -> u32 {
         }
         // SAFETY: a published record is no longer written except for its atomic counters.
         let r = unsafe { &*p };
-        if rh == hv && r.slot == slot && r.depth as usize == ras.len() && r.ras[..ras.len()] == *ras
+        // Compared word by word: a slice comparison compiles to a call of libc's `bcmp`.
+        if rh == hv
+            && r.slot == slot
+            && r.depth as usize == ras.len()
+            && r.ras.iter().zip(ras).all(|(a, b)| a == b)
         {
             return i;
         }
@@ -232,10 +246,12 @@ fn find(b: Block, h: &ThreadHeader, slot: u32, ras: &[u64]) -> u32 {
 }
 
 #[inline(always)]
-fn path_enter(slot: u32, rsp: u64, rbp: u64, kind: u32) {
-    let Some(b) = block() else { return };
+fn path_enter<const TSC: bool>(slot: u32, rsp: u64, rbp: u64, kind: u32) {
+    let Some(b) = block_for::<TSC>() else {
+        return;
+    };
     let h = b.header();
-    let mut now = Now::default();
+    let mut now = Now::<TSC>::default();
     let top = pop_gone(b, h, rsp, true, &mut now);
     let mut ras = [0u64; MAX_PATH_DEPTH];
     let n = walk(b, rsp, rbp, &mut ras);
@@ -248,7 +264,7 @@ fn path_enter(slot: u32, rsp: u64, rbp: u64, kind: u32) {
     if kind == 0 {
         return;
     }
-    let start = Now::default().for_kind(kind);
+    let start = Now::<TSC>::default().for_kind(kind);
     push(
         b,
         h,
@@ -268,25 +284,53 @@ fn path_enter(slot: u32, rsp: u64, rbp: u64, kind: u32) {
 /// the function's first instruction, `rbp` the frame pointer there (the caller's).
 #[no_mangle]
 pub extern "C" fn gsh_rt_path_enter(slot: u32, rsp: u64, rbp: u64) {
-    path_enter(slot, rsp, rbp, FRAME_PATH_WALL);
+    path_enter::<false>(slot, rsp, rbp, FRAME_PATH_WALL);
 }
 
 /// As `gsh_rt_path_enter`, with thread CPU time.
 #[no_mangle]
 pub extern "C" fn gsh_rt_path_enter_cpu(slot: u32, rsp: u64, rbp: u64) {
-    path_enter(slot, rsp, rbp, FRAME_PATH_CPU);
+    path_enter::<false>(slot, rsp, rbp, FRAME_PATH_CPU);
 }
 
 /// Counts an activation of `slot` by call path, untimed: needs no `gsh_rt_path_exit`.
 #[no_mangle]
 pub extern "C" fn gsh_rt_path_count(slot: u32, rsp: u64, rbp: u64) {
-    path_enter(slot, rsp, rbp, 0);
+    path_enter::<false>(slot, rsp, rbp, 0);
 }
 
 /// Closes the activation opened by `gsh_rt_path_enter(_cpu)(slot, rsp, _)`.
 #[no_mangle]
 pub extern "C" fn gsh_rt_path_exit(slot: u32, rsp: u64) {
-    exit(slot, rsp);
+    exit::<false>(slot, rsp);
+}
+
+/// As `gsh_rt_path_enter`, reading the wall clock with `rdtsc` only and never calling out of
+/// the library, so a trampoline need save only the registers `engine::callee` finds it writes.
+/// Use only when the root's `clock_kind` is 1 (rdtsc), and only once the thread has its block
+/// (`gsh_rt_thread`): without one the event is dropped.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_enter_tsc(slot: u32, rsp: u64, rbp: u64) {
+    path_enter::<true>(slot, rsp, rbp, FRAME_PATH_WALL);
+}
+
+/// As `gsh_rt_path_enter_cpu`, under the conditions of `gsh_rt_path_enter_tsc`; the thread CPU
+/// clock is read with a raw `syscall`.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_enter_cpu_tsc(slot: u32, rsp: u64, rbp: u64) {
+    path_enter::<true>(slot, rsp, rbp, FRAME_PATH_CPU);
+}
+
+/// As `gsh_rt_path_count`, under the conditions of `gsh_rt_path_enter_tsc`.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_count_tsc(slot: u32, rsp: u64, rbp: u64) {
+    path_enter::<true>(slot, rsp, rbp, 0);
+}
+
+/// As `gsh_rt_path_exit`, under the conditions of `gsh_rt_path_enter_tsc`.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_exit_tsc(slot: u32, rsp: u64) {
+    exit::<true>(slot, rsp);
 }
 
 /// Registers a module's unwind table: `len` [`UnwindEntry`]s sorted by `ra` without duplicates,

@@ -9,6 +9,7 @@ const SYS_OPEN: u64 = 2;
 const SYS_CLOSE: u64 = 3;
 const SYS_MMAP: u64 = 9;
 const SYS_GETTID: u64 = 186;
+const SYS_CLOCK_GETTIME: u64 = 228;
 
 /// Issues a raw system call with up to six arguments and returns the kernel's result (negative
 /// errno on failure).
@@ -43,6 +44,27 @@ pub fn mmap_anon(len: usize) -> Option<*mut u8> {
     } else {
         Some(ret as *mut u8)
     }
+}
+
+/// Reads a POSIX clock in nanoseconds with the raw system call (0 if the clock is
+/// unavailable).
+#[inline(always)]
+pub fn clock_gettime(clock: libc::clockid_t) -> u64 {
+    let mut ts = [0i64; 2];
+    // SAFETY: `ts` has the layout of a `struct timespec` (two i64s on x86-64) and the kernel
+    // only writes it.
+    let ret = unsafe {
+        syscall6(
+            SYS_CLOCK_GETTIME,
+            [clock as u64, ts.as_mut_ptr() as u64, 0, 0, 0, 0],
+        )
+    };
+    if ret != 0 {
+        return 0;
+    }
+    (ts[0] as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts[1] as u64)
 }
 
 /// The calling thread's kernel thread id.
@@ -105,12 +127,24 @@ pub fn read_file_chunks(
 /// Used to bound the call-path walk: every address in `[rsp, end)` of the mapping that holds the
 /// stack pointer is readable, since stacks grow down and their guard page lies below.
 pub fn mapping_containing(addr: u64) -> Option<(u64, u64)> {
-    let mut buf = [0u8; 2048];
+    let mut words = std::mem::MaybeUninit::<[u64; 256]>::uninit();
+    // Zeroed word by word with volatile stores: `[0u8; 2048]` compiles to a call of libc's
+    // `memset`, which the call-path walk of the `_tsc` entry points must not reach.
+    for i in 0..256 {
+        // SAFETY: `i < 256` words of the local buffer.
+        unsafe { words.as_mut_ptr().cast::<u64>().add(i).write_volatile(0) };
+    }
+    // SAFETY: every word was initialised above; borrowed in place (a move could copy it with
+    // `memcpy`), and any byte pattern is a valid `u8`.
+    let buf = unsafe {
+        let words = words.assume_init_mut();
+        std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), 2048)
+    };
     let mut line = [0u8; 64];
     let mut len = 0usize;
     let mut skipping = false;
     let mut found = None;
-    let ok = read_file_chunks(c"/proc/self/maps", &mut buf, |chunk| {
+    let ok = read_file_chunks(c"/proc/self/maps", buf, |chunk| {
         for &b in chunk {
             if found.is_some() {
                 return;

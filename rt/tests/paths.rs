@@ -6,7 +6,8 @@ mod common;
 
 use gsh_rt::layout::*;
 use gsh_rt::path::{
-    gsh_rt_add_unwind_table, gsh_rt_path_count, gsh_rt_path_enter, gsh_rt_path_exit, record,
+    gsh_rt_add_unwind_table, gsh_rt_path_count, gsh_rt_path_count_tsc, gsh_rt_path_enter,
+    gsh_rt_path_enter_tsc, gsh_rt_path_exit, gsh_rt_path_exit_tsc, record,
 };
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -194,4 +195,25 @@ fn a_full_table_counts_into_other() {
     })
     .join()
     .expect("filling thread");
+}
+
+#[test]
+fn tsc_variants_count_the_same_paths() {
+    let paths = [
+        (vec![0x41_1000, 0x41_2000, 0x41_3000], 4),
+        (vec![0x41_1100, 0x41_2000], 2),
+    ];
+    common::me(); // the `_tsc` entry points never create the thread's block
+    let mut stack = Stack::new();
+    for (ras, n) in &paths {
+        let (rsp, rbp) = stack.fp_chain(ras);
+        for _ in 0..*n {
+            gsh_rt_path_enter_tsc(240, rsp, rbp);
+            gsh_rt_path_exit_tsc(240, rsp);
+            gsh_rt_path_count_tsc(241, rsp, rbp);
+        }
+    }
+    assert_eq!(sorted(records(240)), sorted(paths.to_vec()));
+    assert_eq!(sorted(records(241)), sorted(paths.to_vec()));
+    assert_eq!(common::header().shadow_top.load(Relaxed), 0);
 }

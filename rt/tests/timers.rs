@@ -5,7 +5,10 @@
 
 mod common;
 
-use gsh_rt::events::{gsh_rt_enter, gsh_rt_enter_cpu, gsh_rt_exit, gsh_rt_exit_cpu, slot};
+use gsh_rt::events::{
+    gsh_rt_enter, gsh_rt_enter_cpu, gsh_rt_enter_cpu_tsc, gsh_rt_enter_tsc, gsh_rt_exit,
+    gsh_rt_exit_cpu, gsh_rt_exit_cpu_tsc, gsh_rt_exit_tsc, slot,
+};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -135,4 +138,44 @@ fn activations_deeper_than_the_shadow_stack_are_counted_not_timed() {
     })
     .join()
     .expect("deep thread");
+}
+
+#[test]
+fn tsc_variants_time_once_the_thread_has_its_block() {
+    // A thread without a block: the `_tsc` entry points drop the event rather than create it.
+    std::thread::spawn(|| {
+        gsh_rt_enter_tsc(160, 0x7000);
+        gsh_rt_exit_tsc(160, 0x7000);
+        assert!(
+            gsh_rt::tls::block().is_null(),
+            "a _tsc entry point created a block"
+        );
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(common::slot_total(160).0, 0);
+
+    common::me();
+    gsh_rt_enter_tsc(161, 0x7000);
+    sleep_ms(10);
+    gsh_rt_exit_tsc(161, 0x7000);
+    let (count, ns) = common::slot_total(161);
+    assert_eq!(count, 1);
+    let kind = gsh_rt::thread::GSH_RT_ROOT.clock_kind.load(Relaxed);
+    if kind == gsh_rt::layout::CLOCK_RDTSC {
+        assert_about(ns, 10);
+    } else {
+        eprintln!(
+            "NOT CHECKED: the clock is not rdtsc here (kind {kind}), so _tsc times are ticks"
+        );
+    }
+
+    gsh_rt_enter_cpu_tsc(162, 0x7000);
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(10) {
+        std::hint::spin_loop();
+    }
+    gsh_rt_exit_cpu_tsc(162, 0x7000);
+    let ns = common::slot_total(162).1;
+    assert!(ns > MS && ns < 15 * MS, "{ns} ns of CPU for a 10 ms spin");
 }

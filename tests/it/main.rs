@@ -5,6 +5,7 @@
 mod analysis;
 mod architecture;
 mod bad_input;
+mod callee;
 mod cli;
 mod discovery;
 mod dwarf;
@@ -19,3 +20,4 @@ mod scripts;
 mod session;
 mod stripped;
 mod traps;
+mod watch;

@@ -251,7 +251,7 @@ fn run_once(b: &Build, func: &str, calls: u64) -> Result<u64> {
     Ok(ns)
 }
 
-fn tool(program: &str, args: &[&str]) -> Result<()> {
+pub fn tool(program: &str, args: &[&str]) -> Result<()> {
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -268,7 +268,7 @@ fn tool(program: &str, args: &[&str]) -> Result<()> {
 }
 
 /// `p` as a command-line argument. gsh scripts embed paths as text, so they must be UTF-8.
-fn path(p: &Path) -> Result<&str> {
+pub fn path(p: &Path) -> Result<&str> {
     p.to_str()
         .with_context(|| format!("{} is not UTF-8; set CARGO_TARGET_DIR", p.display()))
 }

@@ -20,6 +20,7 @@
 
 mod bench;
 mod bench_live;
+mod bench_measure;
 mod bench_static;
 mod coverage;
 mod timing;
@@ -37,6 +38,9 @@ tasks:
   bench-static [--calls N] [--runs N]   ns per call added by a saved gsh entry counter vs
                                   gcc -finstrument-functions (default 200M calls, 5 runs;
                                   use --release)
+  bench-measure [--calls N] [--runs N]   ns per call added by live count, time, time --cpu,
+                                  profile vs -finstrument-functions (default 50M calls, 5
+                                  runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
   whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
@@ -91,6 +95,7 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),

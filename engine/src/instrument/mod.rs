@@ -12,6 +12,7 @@ pub mod save;
 
 pub use save::{save, SaveError, SaveReport};
 pub mod eval;
+pub mod histogram;
 pub mod live;
 pub mod measure;
 

@@ -16,6 +16,7 @@ pub mod process;
 mod process_stack;
 mod stats;
 mod symbols;
+mod watch;
 mod whatis;
 
 use anyhow::{anyhow, Result};
@@ -100,6 +101,7 @@ pub static COMMANDS: &[Spec] = &[
     measure::TIME,
     measure::PROFILE,
     measure::REPORT,
+    watch::WATCH,
     process::START,
     process::RUN,
     process::ATTACH,

@@ -1,0 +1,438 @@
+//! `watch [SECONDS]`: a live view of what `count` (and, later, `time` and `profile`) measure.
+//! Every SECONDS it reads the metrics the way `report` does, from the process's memory without
+//! stopping it, feeds one Paradyn time histogram per metric
+//! (`engine::instrument::histogram`) with the growth since the last sample, and shows a table:
+//! total, rate over the last interval, and the histogram as a sparkline. On a terminal the
+//! table is redrawn in place; anywhere else (pipes, scripts, tests, `--json`) each sample is
+//! its own table, and the last one is the command's output.
+
+use std::io::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use engine::instrument::histogram::{TimeHistogram, DEFAULT_BUCKETS};
+use engine::process::State;
+
+use super::args::parse_count;
+use super::{Args, Complete, Spec};
+use crate::context::Context;
+use crate::output::{render_text, Cell, Output, Table};
+use crate::target::{self, Target};
+
+/// The shortest interval: below it, sampling costs more than the view is worth (each sample
+/// walks every thread's counter block with process_vm_readv).
+const MIN_INTERVAL: f64 = 0.05;
+/// The longest interval or `--for`, as for `sleep`.
+const MAX_SECONDS: f64 = 86_400.0;
+/// How often the wait between samples looks at Ctrl-C and whether the process still runs.
+const POLL: Duration = Duration::from_millis(20);
+/// The sparkline's levels, lowest first; a bucket where nothing happened is a space.
+const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+pub const WATCH: Spec = Spec {
+    name: "watch",
+    aliases: &[],
+    usage: "[SECONDS] [--samples N] [--for SECONDS]",
+    complete: Complete::Nothing,
+    summary: "live view of the measurements, refreshed, with a time history per metric",
+    help: "Reads every measured metric (each function of `count`) every SECONDS (default 1; \
+fractions such as 0.2 are fine, at least 0.05) from the process's memory without stopping it, \
+and shows for each its total, its rate per second over the last interval, and its history as a \
+sparkline of bars scaled to its busiest bucket (a space where nothing happened). The history is a Paradyn time histogram of \
+64 buckets, one per interval at first; when the watch outlasts them, neighbouring buckets merge \
+in pairs and a bucket covers twice the time (the Bucket column), so an hours-long watch costs no \
+more memory than a short one. On a terminal the table is redrawn in place; otherwise (a pipe, a \
+script, --json) every sample prints its own table.
+
+The watch ends on Ctrl-C (the process keeps running; `halt` stops it), when the process exits \
+(the last table then holds its final values), when it stops (a breakpoint, a signal), after \
+--samples N tables, or after --for SECONDS. The first table comes one interval after the start. \
+`watch` never resumes a process: on a stopped one (after `start`, `attach` or a breakpoint) it \
+shows the values once and says so; `continue &` lets the process run, then `watch` follows it.",
+    examples: &[
+        (
+            "watch",
+            "every second until Ctrl-C (after `count FUNC` and `continue &`)",
+        ),
+        (
+            "watch 0.2 --samples 5",
+            "five tables, a fifth of a second apart, for scripts and tests",
+        ),
+        (
+            "watch 10 --for 3600",
+            "an hour in 10-second steps; the history folds to keep 64 buckets",
+        ),
+    ],
+    run: watch,
+};
+
+/// One measured quantity: an instrumentation id, a name, and a value that only grows while
+/// the process lives (calls so far; the lead's `time` and `profile` add their own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Metric {
+    id: u32,
+    name: String,
+    value: u64,
+}
+
+/// One look at the process.
+struct Reading {
+    state: State,
+    metrics: Vec<Metric>,
+}
+
+/// Reads every metric, as `report` does: live from memory while the process is alive, else
+/// the values it had when it exited.
+fn read(t: &Target) -> Result<Reading> {
+    let pid = t.pid();
+    t.tracer.with(|p, live| -> Result<Reading> {
+        let state = p.state();
+        let counts = if state.is_alive() {
+            live.measure.values(&p.reader())?
+        } else {
+            match &live.measure.last {
+                Some(last) => last.clone(),
+                None if live.measure.counters.is_empty() => Vec::new(),
+                None => bail!("process {pid} ended before its counts could be read (killed?)"),
+            }
+        };
+        let metrics = counts
+            .into_iter()
+            .map(|c| Metric {
+                id: c.id,
+                name: format!("{} calls", c.function),
+                value: c.calls,
+            })
+            .collect();
+        Ok(Reading { state, metrics })
+    })?
+}
+
+/// One row of the view: a metric, its last value and its history.
+struct Row {
+    id: u32,
+    name: String,
+    value: u64,
+    /// Growth per second over the last interval; `None` before the second reading.
+    rate: Option<f64>,
+    history: TimeHistogram,
+}
+
+/// Everything `watch` remembers between samples.
+struct View {
+    /// The histograms' initial bucket width: one sample interval.
+    width: Duration,
+    rows: Vec<Row>,
+    /// When the last reading was taken, since the watch began.
+    at: Duration,
+}
+
+impl View {
+    fn new(width: Duration) -> View {
+        View {
+            width,
+            rows: Vec::new(),
+            at: Duration::ZERO,
+        }
+    }
+
+    /// Takes in a reading made `at` after the watch began. A metric seen for the first time
+    /// gets a histogram that is empty up to `at`, so every histogram folds at the same
+    /// moments; a metric no longer measured (its id deleted) leaves the view.
+    fn update(&mut self, at: Duration, reading: &Reading) -> Result<()> {
+        let dt = at.saturating_sub(self.at).as_secs_f64();
+        let mut rows = Vec::with_capacity(reading.metrics.len());
+        for m in &reading.metrics {
+            let known = self
+                .rows
+                .iter()
+                .position(|r| r.id == m.id && r.name == m.name);
+            let row = match known {
+                Some(i) => {
+                    let mut row = self.rows.swap_remove(i);
+                    // A value that shrank was reset (re-inserted counters start at zero):
+                    // count its growth from zero.
+                    let grew = m.value.checked_sub(row.value).unwrap_or(m.value);
+                    row.history.record(at, grew)?;
+                    row.rate = (dt > 0.0).then(|| grew as f64 / dt);
+                    row.value = m.value;
+                    row
+                }
+                None => {
+                    let mut history = TimeHistogram::new(DEFAULT_BUCKETS, self.width)?;
+                    history.record(at, 0)?;
+                    Row {
+                        id: m.id,
+                        name: m.name.clone(),
+                        value: m.value,
+                        rate: None,
+                        history,
+                    }
+                }
+            };
+            rows.push(row);
+        }
+        self.rows = rows;
+        self.at = at;
+        Ok(())
+    }
+
+    /// The view as a table, its sparklines at most `spark` characters wide.
+    fn table(&self, title: String, note: Option<String>, spark: usize) -> Table {
+        let mut t = Table::new(vec![
+            "Instrumentation",
+            "Metric",
+            "Total",
+            "Per second",
+            "History",
+            "Bucket",
+        ]);
+        t.title = Some(title);
+        t.note = note;
+        for r in &self.rows {
+            t.rows.push(vec![
+                Cell::Num(u64::from(r.id)),
+                Cell::text(&r.name),
+                Cell::Num(r.value),
+                r.rate.map_or(Cell::Empty, |x| Cell::Num(x.round() as u64)),
+                Cell::text(sparkline(&r.history.rates(), spark)),
+                Cell::text(duration_text(r.history.width())),
+            ]);
+        }
+        t
+    }
+}
+
+/// Rates as bars scaled to the largest, merged in neighbouring pairs (averaged, as a folding
+/// histogram would) until they fit in `max` characters.
+pub(crate) fn sparkline(rates: &[f64], max: usize) -> String {
+    let mut rates = rates.to_vec();
+    while rates.len() > max.max(1) {
+        rates = rates
+            .chunks(2)
+            .map(|pair| pair.iter().sum::<f64>() / pair.len() as f64)
+            .collect();
+    }
+    let top = rates.iter().copied().fold(0.0, f64::max);
+    rates
+        .iter()
+        .map(|&r| {
+            if r <= 0.0 || top <= 0.0 {
+                ' '
+            } else {
+                let level = (r / top * BARS.len() as f64).ceil() as usize;
+                BARS[level.clamp(1, BARS.len()) - 1]
+            }
+        })
+        .collect()
+}
+
+/// `200ms`, `1.6s`, `3m12s`, `2h05m`: a bucket width as people read it.
+pub(crate) fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        let text = format!("{s:.1}");
+        return format!("{}s", text.strip_suffix(".0").unwrap_or(&text));
+    }
+    let s = d.as_secs();
+    if s < 3600 {
+        return format!("{}m{:02}s", s / 60, s % 60);
+    }
+    format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+}
+
+/// Parses a number of seconds between `min` and a day.
+fn seconds(what: &str, s: &str, min: f64) -> Result<Duration> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && (min..=MAX_SECONDS).contains(&x) => {
+            Ok(Duration::from_secs_f64(x))
+        }
+        _ => bail!("{what} must be a number of seconds from {min} to {MAX_SECONDS}, not `{s}`"),
+    }
+}
+
+/// Why the wait for the next sample ended.
+enum Wake {
+    /// The sample is due.
+    Due,
+    /// Ctrl-C.
+    Interrupted,
+    /// The process is no longer running (exited, killed, stopped).
+    Stopped,
+}
+
+/// Sleeps until `due`, looking at Ctrl-C and the process's state every [`POLL`].
+fn wait_until(t: &Target, due: Instant, interrupt: &std::sync::atomic::AtomicBool) -> Wake {
+    loop {
+        if interrupt.load(Ordering::SeqCst) {
+            return Wake::Interrupted;
+        }
+        // An error here means the tracer is gone with the process: the next reading says so.
+        if !matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running)) {
+            return Wake::Stopped;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return Wake::Due;
+        }
+        std::thread::sleep((due - now).min(POLL));
+    }
+}
+
+/// Why a process that is not running cannot be watched further, as a table note.
+fn not_running(pid: i32, state: State) -> String {
+    match state {
+        State::Exited(_) | State::Signaled(_) => {
+            format!("process {pid} {state}: these are its final values")
+        }
+        State::Stopped => format!(
+            "process {pid} is stopped, so these values stand still; `continue &` lets it run \
+             while `watch` follows it"
+        ),
+        State::Detached => format!("gsh let process {pid} go: these are its last values"),
+        State::Running => format!("process {pid} is running"),
+    }
+}
+
+/// Prints tables, redrawing the previous one in place on a terminal.
+struct Screen {
+    /// Redraw in place: a terminal and tables for people.
+    redraw: bool,
+    /// Lines of the table on screen, to move back over.
+    lines: usize,
+    /// Sparkline width that fits beside the other columns.
+    spark: usize,
+}
+
+impl Screen {
+    fn new(ctx: &Context) -> Screen {
+        let redraw = ctx.style.terminal && !ctx.json;
+        let spark = if redraw {
+            // The other columns take about 70 characters with their borders.
+            crossterm::terminal::size().map_or(DEFAULT_BUCKETS, |(w, _)| {
+                usize::from(w).saturating_sub(70).clamp(16, DEFAULT_BUCKETS)
+            })
+        } else {
+            DEFAULT_BUCKETS
+        };
+        Screen {
+            redraw,
+            lines: 0,
+            spark,
+        }
+    }
+
+    /// The output that shows `table`: on a terminal, text that first moves back over and
+    /// clears the previous table.
+    fn output(&mut self, ctx: &Context, table: Table) -> Result<Output> {
+        if !self.redraw {
+            return Ok(Output::Table(table));
+        }
+        let text = render_text(&Output::Table(table), ctx.style);
+        let mut bytes = Vec::new();
+        if self.lines > 0 {
+            let up = u16::try_from(self.lines).unwrap_or(u16::MAX);
+            crossterm::queue!(
+                bytes,
+                crossterm::cursor::MoveToPreviousLine(up),
+                crossterm::terminal::Clear(crossterm::terminal::ClearType::FromCursorDown)
+            )?;
+        }
+        bytes.write_all(text.as_bytes())?;
+        self.lines = text.lines().count();
+        Ok(Output::Text(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+}
+
+fn the_target(ctx: &Context) -> Result<&Target> {
+    ctx.target.as_ref().ok_or_else(|| {
+        anyhow!("there is no process to watch; `count FUNC`, then `run` (or `attach PID`)")
+    })
+}
+
+fn watch(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let samples = match args.option("--samples")? {
+        Some(s) => match parse_count("--samples", &s)? {
+            0 => bail!("--samples must be at least 1"),
+            n => Some(n),
+        },
+        None => None,
+    };
+    let limit = match args.option("--for")? {
+        Some(s) => Some(seconds("--for", &s, MIN_INTERVAL)?),
+        None => None,
+    };
+    let interval = match args.positionals(0, 1)?.first() {
+        Some(s) => seconds("the interval", s, MIN_INTERVAL)?,
+        None => Duration::from_secs(1),
+    };
+    let pid = the_target(ctx)?.pid();
+    let flag = ctx.interrupt.clone();
+    let _ctrl_c = target::CtrlC::catch(&flag);
+    let start = Instant::now();
+    let first = read(the_target(ctx)?)?;
+    if first.metrics.is_empty() {
+        bail!("nothing is measured in process {pid}; `count FUNC` first");
+    }
+    let mut view = View::new(interval);
+    view.update(Duration::ZERO, &first)?;
+    let mut screen = Screen::new(ctx);
+    if first.state != State::Running {
+        let title = format!("process {pid}, {}", first.state);
+        let table = view.table(title, Some(not_running(pid, first.state)), screen.spark);
+        return screen.output(ctx, table);
+    }
+    let mut shown = 0usize;
+    loop {
+        // Due times are multiples of the interval from the start, so samples do not drift.
+        let mut due = interval.saturating_mul(u32::try_from(shown + 1).unwrap_or(u32::MAX));
+        if let Some(limit) = limit {
+            due = due.min(limit);
+        }
+        let wake = wait_until(the_target(ctx)?, start + due, &flag);
+        // A sample on time is stamped with its due time, so it fills exactly one bucket
+        // instead of spilling a sliver into the next; an early one (Ctrl-C, an exit) with
+        // the time it was taken.
+        let at = start.elapsed().min(due);
+        let reading = read(the_target(ctx)?)?;
+        view.update(at, &reading)?;
+        shown += 1;
+        let of = samples.map_or_else(String::new, |n| format!(" of {n}"));
+        let title = format!(
+            "process {pid}, sample {shown}{of}, {} watched",
+            duration_text(at)
+        );
+        let note = if reading.state != State::Running {
+            Some(not_running(pid, reading.state))
+        } else if matches!(wake, Wake::Interrupted) {
+            Some(format!(
+                "watch interrupted; process {pid} runs on (`halt` stops it)"
+            ))
+        } else {
+            // Due, or a stop that was over by the time of the reading: go on.
+            None
+        };
+        let done = note.is_some()
+            || samples.is_some_and(|n| shown >= n)
+            || limit.is_some_and(|l| due >= l);
+        let table = view.table(title, note, screen.spark);
+        let out = screen.output(ctx, table)?;
+        if done {
+            return Ok(out);
+        }
+        ctx.emit(&out)?;
+        if ctx.quit {
+            // Nobody reads the output any more (`gsh ... | head`).
+            return Ok(Output::Nothing);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "watch_tests.rs"]
+mod tests;
