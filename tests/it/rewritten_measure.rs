@@ -112,9 +112,9 @@ fn saved_counts_and_times_are_exact_with_four_threads() {
             "{v:?}: {r}"
         );
         assert!(
-            modules
-                .iter()
-                .any(|m| m["name"].as_str().is_some_and(|n| n.ends_with("libgsh_rt.so"))),
+            modules.iter().any(|m| m["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("libgsh_rt.so"))),
             "{v:?}: {r}"
         );
     }
@@ -135,7 +135,10 @@ fn saved_profile_walks_through_the_program() {
         .iter()
         .flat_map(|t| t["paths"].as_array().expect("paths"))
         .collect();
-    let calls: u64 = paths.iter().map(|p| p["count"].as_u64().expect("count")).sum();
+    let calls: u64 = paths
+        .iter()
+        .map(|p| p["count"].as_u64().expect("count"))
+        .sum();
     assert_eq!(calls, 4000, "{r}");
     // The call-site table in the descriptor lets the walk leave `worker` without frame
     // pointers: every path has its return address in worker and the one into the thread start.
@@ -153,7 +156,11 @@ fn results_default_next_to_the_output_and_gsh_rt_output_overrides() {
     let o = gsh_c(&format!("count worker; save {}", out.display()), &exe);
     assert!(o.success(), "{}", o.stderr);
     let default = dir.join("threads.out.gsh.json");
-    assert!(o.stdout.contains(&*default.to_string_lossy()), "{}", o.stdout);
+    assert!(
+        o.stdout.contains(&*default.to_string_lossy()),
+        "{}",
+        o.stdout
+    );
     run_like_original(&m, &out, &[]);
     assert_eq!(by_function(&read_json(&default))["worker"].1, 4);
 
@@ -227,7 +234,11 @@ fn static_executables_cannot_measure() {
         .arg(&src)
         .output()
         .expect("gcc");
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let o = gsh_c(
         &format!("count main; save {}", dir.join("out").display()),
         &exe,
@@ -257,4 +268,68 @@ fn saved_counting_costs_little() {
     };
     let (before, after) = (best(&exe), best(&out));
     eprintln!("threads: original {before:?}, saved with counts {after:?} (best of 5)");
+}
+
+#[test]
+fn a_measuring_file_is_not_measured_again() {
+    let m = Mutatee::new("threads");
+    let dir = out_dir("again");
+    let (out, results) = (dir.join("threads.out"), dir.join("r.json"));
+    save(&m.path(Variant::O2), "count worker", &out, &results);
+    let o = gsh_c(
+        &format!("count work_item; save {}", dir.join("again").display()),
+        &out,
+    );
+    assert_ne!(o.code, Some(0), "{}", o.stdout);
+    assert!(o.stderr.contains("already measures"), "{}", o.stderr);
+}
+
+#[test]
+fn a_saved_shared_library_measures_in_the_program_that_loads_it() {
+    let dir = out_dir("shared");
+    let (link, saved) = (dir.join("link"), dir.join("saved"));
+    for d in [&link, &saved] {
+        std::fs::create_dir_all(d).expect("dir");
+    }
+    let lib = link.join("libshared.so");
+    std::fs::copy(Mutatee::new("libshared").path(Variant::O2), &lib).expect("copy");
+    let source = dir.join("user.c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\n\
+         int shared_add(int, int); int shared_hash(const char *);\n\
+         int main(void) { printf(\"%d %d\\n\", shared_add(2, 3), shared_hash(\"gsh\")); return 0; }\n",
+    )
+    .expect("write user.c");
+    let user = dir.join("user");
+    let built = std::process::Command::new("gcc")
+        .arg(&source)
+        .arg(format!("-L{}", link.display()))
+        .args(["-lshared", "-o"])
+        .arg(&user)
+        .output()
+        .expect("gcc");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let results = dir.join("r.json");
+    save(
+        &lib,
+        "count mix; count shared_add",
+        &saved.join("libshared.so"),
+        &results,
+    );
+    let run = |libs: &Path| run_program(&user, &[], &[("LD_LIBRARY_PATH", libs)]);
+    let (original, measured) = (run(&link), run(&saved));
+    assert!(
+        measured.status.success(),
+        "{}",
+        String::from_utf8_lossy(&measured.stderr)
+    );
+    assert_eq!(measured.stdout, original.stdout);
+    let f = by_function(&read_json(&results));
+    // shared_hash("gsh"): mix per character, then once more in shared_internal.
+    assert_eq!((f["mix"].1, f["shared_add"].1), (4, 1), "{f:?}");
 }

@@ -65,7 +65,7 @@ pub enum SaveError {
     #[error("instrumentation {id}: {what} are not supported yet")]
     Unsupported { id: u32, what: &'static str },
     /// Measuring needs the runtime library, and this file cannot load one.
-    #[error("instrumentation {id} measures, which needs gsh's runtime library loaded into the program, and {file} {why}")]
+    #[error("instrumentation {id} cannot measure in {file}: {why}")]
     CannotMeasure { id: u32, file: String, why: String },
     #[error(transparent)]
     Measure(#[from] MeasureError),
@@ -330,7 +330,8 @@ pub fn save_with(
             return Err(SaveError::CannotMeasure {
                 id: r.id,
                 file: module.name.clone(),
-                why: "is statically linked (no dynamic loader runs to load it)".into(),
+                why: "it is statically linked, so no dynamic loader runs to load gsh's runtime library"
+                    .into(),
             });
         }
     }
@@ -485,6 +486,15 @@ fn plan_measuring(
                 function: module.functions().get(f.func).display_name().to_owned(),
             });
         }
+    }
+    if rw.has_phdr(PT_GSH_MEASURE) {
+        // The runtime serves one descriptor per process: the old one would win.
+        return Err(SaveError::CannotMeasure {
+            id: measured.first().map_or(0, |r| r.id),
+            file: module.name.clone(),
+            why: "it already measures (gsh saved it with measuring); save from the original file"
+                .into(),
+        });
     }
     let runtime = measure::find_runtime()?;
     let runtime = std::path::absolute(&runtime).unwrap_or(runtime);

@@ -389,6 +389,11 @@ impl<'a> Rewrite<'a> {
         self.patches.push((at + 8, addr.0.to_le_bytes().to_vec()));
     }
 
+    /// True when the input already has a program header of type `p_type`.
+    pub fn has_phdr(&self, p_type: u32) -> bool {
+        self.orig.phdrs.iter().any(|p| p.p_type == p_type)
+    }
+
     pub fn binary(&self) -> &'a Binary {
         self.binary
     }
