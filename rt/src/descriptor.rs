@@ -218,6 +218,13 @@ fn string<'a>(desc: *const u8, off: u32, len: u32) -> Option<&'a [u8]> {
     Some(&bytes[..end]).filter(|b| !b.is_empty())
 }
 
+/// The served descriptor's slot count, if one is served.
+pub fn slots() -> Option<u32> {
+    let d = SERVED.load(Acquire);
+    // SAFETY: a served descriptor stays mapped for the process's life.
+    (!d.is_null()).then(|| unsafe { (*d).slots })
+}
+
 /// The served descriptor's meta JSON text, if any.
 pub fn meta() -> Option<&'static str> {
     let d = SERVED.load(Acquire);

@@ -160,7 +160,11 @@ pub fn render() -> String {
         "{{\"abi\":{},\"clock\":\"{clock}\",\"ns_per_tick\":{ns_per_tick}",
         r.abi_version
     );
-    let max_slots = r.max_slots.load(Relaxed) as usize;
+    // A saved file uses only its descriptor's slots: scanning the rest of every thread's slot
+    // array would fault in zero pages by the hundred.
+    let max_slots = descriptor::slots().map_or(r.max_slots.load(Relaxed), |s| {
+        s.min(r.max_slots.load(Relaxed))
+    }) as usize;
     let mut totals = vec![(0u64, 0u64); max_slots];
     let mut threads = String::new();
     let me = Block::from_trusted(tls::block());
@@ -200,7 +204,13 @@ pub fn render() -> String {
         }
         threads.push_str("],\"paths\":[");
         let mut first = true;
-        for i in 0..=h.path_mask {
+        // No record claimed: skip the table (reading it would fault in every page).
+        let records = if h.path_used.load(Relaxed) == 0 {
+            0
+        } else {
+            h.path_mask + 1
+        };
+        for i in 0..records {
             let rec = path::record(b, i);
             if rec.hash.load(Acquire) == 0 {
                 continue;
