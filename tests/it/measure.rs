@@ -176,18 +176,30 @@ fn timers_of_sleeps_recursion_and_longjmp() {
         // nap: 10 + 20 + 30 from main, 20 from descend, 4 x 10 from jumper.
         let (calls, ns) = value(&report, "nap", "time");
         assert_eq!(calls, 8, "{v:?}: {report}");
-        assert!((120 * MS..160 * MS).contains(&ns), "{v:?} nap {ns}: {report}");
+        assert!(
+            (120 * MS..160 * MS).contains(&ns),
+            "{v:?} nap {ns}: {report}"
+        );
         // descend(5) recurses 5 levels (gcc -O2 turns the recursion into a loop: 1 call);
         // its 20 ms are counted once, not once per level.
         let (calls, ns) = value(&report, "descend", "time");
-        assert!(calls == 6 || (v != Variant::O0 && calls == 1), "{v:?}: {report}");
-        assert!((20 * MS..40 * MS).contains(&ns), "{v:?} descend {ns}: {report}");
+        assert!(
+            calls == 6 || (v != Variant::O0 && calls == 1),
+            "{v:?}: {report}"
+        );
+        assert!(
+            (20 * MS..40 * MS).contains(&ns),
+            "{v:?} descend {ns}: {report}"
+        );
         // jumper: three activations left by longjmp, each closed at the next entry, and one
         // normal return. Without the active-stack check the later calls would look nested
         // (and go untimed) or the open one would run on through main's final 100 ms.
         let (calls, ns) = value(&report, "jumper", "time");
         assert_eq!(calls, 4, "{v:?}: {report}");
-        assert!((40 * MS..80 * MS).contains(&ns), "{v:?} jumper {ns}: {report}");
+        assert!(
+            (40 * MS..80 * MS).contains(&ns),
+            "{v:?} jumper {ns}: {report}"
+        );
     }
 }
 
@@ -203,7 +215,10 @@ fn cpu_time_of_a_sleeping_function_is_small() {
     let (cpu_calls, cpu) = value(&report, "nap", "time-cpu");
     assert_eq!((wall_calls, cpu_calls), (8, 8), "{report}");
     assert!(wall >= 120 * MS, "{report}");
-    assert!(cpu > 0 && cpu < wall / 10, "sleeping costs little CPU: {report}");
+    assert!(
+        cpu > 0 && cpu < wall / 10,
+        "sleeping costs little CPU: {report}"
+    );
 }
 
 /// The call paths of `leaf` as (callers from `main` on, calls), sorted.
@@ -242,7 +257,12 @@ fn profile_of_three_call_paths_row_by_row() {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let no_fp = dir.join("timing-O2-nosibling");
     let status = std::process::Command::new("gcc")
-        .args(["-O2", "-g", "-fomit-frame-pointer", "-fno-optimize-sibling-calls"])
+        .args([
+            "-O2",
+            "-g",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+        ])
         .arg(gsh_tests::mutatee_source_dir().join("timing.c"))
         .arg("-o")
         .arg(&no_fp)
@@ -255,11 +275,8 @@ fn profile_of_three_call_paths_row_by_row() {
         ("main > path_c > path_b".to_owned(), 4),
     ];
     for exe in [m.path(Variant::O0), no_fp] {
-        let (report, program) = measure_json(
-            "profile leaf; start; continue; report",
-            &exe,
-            "profile",
-        );
+        let (report, program) =
+            measure_json("profile leaf; start; continue; report", &exe, "profile");
         assert_eq!(program, m.expected_stdout());
         assert_eq!(leaf_paths(&report), want, "{}: {report}", exe.display());
         let (calls, ns) = value(&report, "leaf", "profile");
@@ -310,6 +327,9 @@ fn folded_stacks_render_as_a_flame_graph() {
     let rendered = String::from_utf8(rendered).expect("utf-8 svg");
     assert!(rendered.contains("path_c") && rendered.contains("leaf"));
     let ours = std::fs::read_to_string(&svg).expect("svg file");
-    assert!(ours.starts_with("<?xml") && ours.contains("<svg"), "{ours:.200}");
+    assert!(
+        ours.starts_with("<?xml") && ours.contains("<svg"),
+        "{ours:.200}"
+    );
     assert!(ours.contains("path_b") && ours.contains("leaf"));
 }

@@ -192,7 +192,7 @@ fn watch_ends_when_a_breakpoint_stops_the_process() {
     let report = &docs[docs.len() - 2];
     assert_eq!(
         row(last, "handle_request calls")["total"],
-        report["rows"][0]["calls"],
+        report["values"][0]["calls"],
         "{docs:#?}"
     );
 }

@@ -215,7 +215,14 @@ fn run_measured(exe: &Path, measure: &str, n: u64, dir: &Path) -> Result<u64> {
     );
     let n_text = n.to_string();
     let o = Gsh::new()
-        .args(["--json", "-c", script.as_str(), path(exe)?, FUNC, n_text.as_str()])
+        .args([
+            "--json",
+            "-c",
+            script.as_str(),
+            path(exe)?,
+            FUNC,
+            n_text.as_str(),
+        ])
         .run();
     if !o.success() {
         bail!("gsh failed ({measure}):\n{o}");

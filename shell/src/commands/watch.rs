@@ -88,23 +88,23 @@ fn read(t: &Target) -> Result<Reading> {
     let pid = t.pid();
     t.tracer.with(|p, live| -> Result<Reading> {
         let state = p.state();
-        let counts = if state.is_alive() {
-            live.measure.values(&p.reader())?
-        } else {
-            match &live.measure.last {
-                Some(last) => last.clone(),
-                None if live.measure.counters.is_empty() => Vec::new(),
-                None => bail!("process {pid} ended before its counts could be read (killed?)"),
+        let results = super::measure::live_results(pid, p, live)?;
+        let mut metrics = Vec::new();
+        for v in results.values {
+            metrics.push(Metric {
+                id: v.id,
+                name: format!("{} calls", v.function),
+                value: v.calls,
+            });
+            // Time as a cumulative metric too: its rate is the time spent per second.
+            if let Some(ns) = v.ns {
+                metrics.push(Metric {
+                    id: v.id,
+                    name: format!("{} {} µs", v.function, v.metric.command()),
+                    value: ns / 1000,
+                });
             }
-        };
-        let metrics = counts
-            .into_iter()
-            .map(|c| Metric {
-                id: c.id,
-                name: format!("{} calls", c.function),
-                value: c.calls,
-            })
-            .collect();
+        }
         Ok(Reading { state, metrics })
     })?
 }
