@@ -10,6 +10,7 @@
 //! than reading a clock. x86-64 Linux only, like the rest of gsh.
 
 pub mod clock;
+pub mod descriptor;
 pub mod events;
 pub mod layout;
 pub mod output;
@@ -55,7 +56,8 @@ pub extern "C" fn gsh_rt_thread() -> *mut u8 {
 }
 
 /// The `fs`-relative offset of the initial-exec TLS word holding the calling thread's block
-/// address (0 until the thread's first event). Constant for the life of the process.
+/// address. Valid from the moment the library is relocated (before any event or constructor)
+/// and constant for the life of the process.
 #[no_mangle]
 pub extern "C" fn gsh_rt_tls_offset() -> i64 {
     tls::offset()

@@ -7,16 +7,21 @@
 //! (per thread: `tid`, `alive`, the same `slots`, `paths` with `slot`, `count`, `ns`, `ras` as
 //! hex strings innermost first, `other`, and the anomaly counters). Times include activations
 //! still open on the exiting thread (e.g. `main`, which never returns when the program calls
-//! `exit`), credited up to the moment of writing. This code allocates freely: it runs once,
-//! outside any instrumented function.
+//! `exit`), credited up to the moment of writing. Then `meta`, the JSON text `save` stored in
+//! the measuring descriptor ([`crate::descriptor`]; `null` without one), and `modules`, the
+//! loaded objects with their load bias, so return addresses can be symbolised later.
+//!
+//! The process that loaded the runtime writes the named file; a forked child that exits
+//! writes `FILE.PID` instead of overwriting its parent's. This code allocates freely: it runs
+//! once, outside any instrumented function.
 
 use crate::events::Now;
 use crate::layout::*;
 use crate::thread::{self, Block, GSH_RT_ROOT};
-use crate::{path, tls};
+use crate::{descriptor, path, tls};
 use std::fmt::Write;
-use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicU8};
 
 const PATH_MAX: usize = 4096;
 /// The output path, NUL-terminated; empty when unset. Bytes are atomics so setting it needs no
@@ -76,10 +81,36 @@ fn output_path() -> Option<std::ffi::CString> {
     std::ffi::CString::new(env.into_vec()).ok()
 }
 
+/// The process that loaded the runtime (0 until its constructor ran).
+static LOAD_PID: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_load() {
+    // SAFETY: getpid has no preconditions.
+    LOAD_PID.store(unsafe { libc::getpid() }, Relaxed);
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;
+
 extern "C" fn on_exit() {
-    if let Some(p) = output_path() {
-        // SAFETY: `p` is a CString.
-        unsafe { gsh_rt_write(p.as_ptr()) };
+    let Some(p) = output_path() else {
+        return;
+    };
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let mut bytes = p.into_bytes();
+    if LOAD_PID.load(Relaxed) != pid {
+        bytes.extend_from_slice(format!(".{pid}").as_bytes());
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::OsStr::from_bytes(&bytes);
+    if let Err(e) = std::fs::write(path, render()) {
+        // The program's own output is not ours to change, but a lost result must be said.
+        eprintln!(
+            "gsh-rt: cannot write the results to {}: {e}",
+            path.to_string_lossy()
+        );
     }
 }
 
@@ -129,7 +160,11 @@ pub fn render() -> String {
         "{{\"abi\":{},\"clock\":\"{clock}\",\"ns_per_tick\":{ns_per_tick}",
         r.abi_version
     );
-    let max_slots = r.max_slots.load(Relaxed) as usize;
+    // A saved file uses only its descriptor's slots: scanning the rest of every thread's slot
+    // array would fault in zero pages by the hundred.
+    let max_slots = descriptor::slots().map_or(r.max_slots.load(Relaxed), |s| {
+        s.min(r.max_slots.load(Relaxed))
+    }) as usize;
     let mut totals = vec![(0u64, 0u64); max_slots];
     let mut threads = String::new();
     let me = Block::from_trusted(tls::block());
@@ -169,7 +204,13 @@ pub fn render() -> String {
         }
         threads.push_str("],\"paths\":[");
         let mut first = true;
-        for i in 0..=h.path_mask {
+        // No record claimed: skip the table (reading it would fault in every page).
+        let records = if h.path_used.load(Relaxed) == 0 {
+            0
+        } else {
+            h.path_mask + 1
+        };
+        for i in 0..records {
             let rec = path::record(b, i);
             if rec.hash.load(Acquire) == 0 {
                 continue;
@@ -219,6 +260,33 @@ pub fn render() -> String {
         first = false;
         let _ = write!(out, "{sep}{{\"slot\":{i},\"count\":{count},\"ns\":{ns}}}");
     }
-    let _ = writeln!(out, "],\"threads\":[{threads}]}}");
+    let _ = write!(out, "],\"threads\":[{threads}]");
+    let _ = write!(out, ",\"meta\":{}", descriptor::meta().unwrap_or("null"));
+    out.push_str(",\"modules\":[");
+    for (i, (name, base)) in descriptor::modules().iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(
+            out,
+            "{sep}{{\"name\":\"{}\",\"base\":\"{base:#x}\"}}",
+            escape(name)
+        );
+    }
+    out.push_str("]}\n");
+    out
+}
+
+/// `s` as the inside of a JSON string.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
     out
 }

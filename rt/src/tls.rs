@@ -86,7 +86,9 @@ pub fn set_busy(on: bool) {
 }
 
 /// The `fs`-relative offset of the block-pointer word (negative: static TLS sits below the
-/// thread pointer on x86-64).
+/// thread pointer on x86-64). `ld.so` writes it into the GOT when it relocates the library, so
+/// it is valid from then on, before any constructor or event (the descriptor constructor
+/// relies on that).
 pub fn offset() -> i64 {
     let off: i64;
     // SAFETY: loads the TP offset the dynamic linker stored in the GOT for the IE access.

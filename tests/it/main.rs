@@ -15,6 +15,7 @@ mod measure;
 mod mutatees;
 mod process;
 mod rewrite;
+mod rewritten_measure;
 mod scripts;
 mod session;
 mod stripped;

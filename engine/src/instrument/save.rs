@@ -9,9 +9,23 @@
 //! to it, and it then calls the original `DT_INIT`. A library with no `DT_INIT` and no spare
 //! dynamic entry cannot host the handler, and `save` refuses its traps. Nothing of this is
 //! written when no point needs a trap.
+//!
+//! # Measuring in a saved file
+//!
+//! `count` requests (and the other measuring requests of [`super::measure`]) need gsh's
+//! runtime library in the running program. The output names it, by absolute path, in a new
+//! `DT_NEEDED` entry ([`Rewrite::add_needed`]), so `ld.so` loads it and runs its constructor
+//! before the program's. The constructor finds the *measuring descriptor* this module writes in
+//! the new data segment through a `PT_GSH_MEASURE` program header, and fills in the runtime's
+//! TLS offset and functions there; the generated code reads them RIP-relatively from the
+//! descriptor and does nothing while its TLS offset is 0 (the runtime is missing). The
+//! descriptor also holds the results file the runtime writes at exit and a JSON text saying
+//! what each slot measures (`rt/LAYOUT.md`, "Measuring descriptor"). A file with no spare
+//! dynamic entry still measures when run with `LD_PRELOAD=<runtime>`; [`Measuring::needed`]
+//! says which. A static executable loads no library, so `save` refuses to measure in one.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::addr::{LinkAddr, RuntimeAddr};
@@ -21,12 +35,14 @@ use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
 use crate::point::{self, Point, Query};
-use crate::rewrite::{self, InitHook, Rewrite};
+use crate::rewrite::{self, InitHook, Rewrite, PT_GSH_MEASURE};
 use crate::session::{Module, Session};
 use crate::snippet::env::PointInfo;
 use crate::snippet::types::Type;
+use crate::symbols::FuncId;
 
 use super::env::{Declaration, SessionEnv};
+use super::measure::{self, MeasureError, Metric};
 use super::request::{Plan, Request, Where};
 
 /// Why `save` failed. Nothing is written when it fails.
@@ -48,7 +64,60 @@ pub enum SaveError {
     /// A kind of point the patcher does not place yet.
     #[error("instrumentation {id}: {what} are not supported yet")]
     Unsupported { id: u32, what: &'static str },
+    /// Measuring needs the runtime library, and this file cannot load one.
+    #[error("instrumentation {id} cannot measure in {file}: {why}")]
+    CannotMeasure { id: u32, file: String, why: String },
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
 }
+
+/// How `save` writes a file; [`SaveOptions::default`] is what `save OUT` does.
+#[derive(Clone, Debug, Default)]
+pub struct SaveOptions {
+    /// Where a saved file that measures writes its results when it exits. Default: the output
+    /// path with `.gsh.json` appended. Made absolute (against the current directory), so the
+    /// program writes the same file wherever it is run from.
+    pub results: Option<PathBuf>,
+}
+
+/// The measuring part of a saved file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Measuring {
+    /// The runtime library, as named in the file.
+    pub runtime: PathBuf,
+    /// True when the file loads the runtime itself (`DT_NEEDED`); false when its dynamic table
+    /// had no room, and it measures only when run with `LD_PRELOAD=<runtime>`.
+    pub needed: bool,
+    /// The results file, absolute.
+    pub results: PathBuf,
+    /// The descriptor's link address.
+    pub descriptor: LinkAddr,
+    pub slots: Vec<SavedSlot>,
+}
+
+/// What one slot of a saved file measures (also written into the descriptor's meta JSON).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SavedSlot {
+    pub slot: u32,
+    /// The request's id.
+    pub id: u32,
+    /// `count`, `time`, `time-cpu`, `profile`, `profile-cpu` or `profile-count`.
+    pub kind: Metric,
+    pub function: String,
+}
+
+/// Magic and version of the measuring descriptor (`rt/LAYOUT.md`).
+const DESCRIPTOR_MAGIC: &[u8; 8] = b"GSHMEAS\0";
+const DESCRIPTOR_VERSION: u32 = 1;
+/// The descriptor's fixed part; its strings follow.
+const DESCRIPTOR_HEADER: usize = 128;
+/// Offsets of the fields `save` writes.
+const DESC_SLOTS: usize = 12;
+const DESC_OUTPUT: usize = 96;
+const DESC_META: usize = 104;
+const DESC_UNWIND: usize = 112;
+/// Bytes per runtime `UnwindEntry`.
+const UNWIND_ENTRY: usize = 16;
 
 /// What `save` did.
 #[derive(Debug)]
@@ -60,6 +129,8 @@ pub struct SaveReport {
     pub skipped: Vec<(Point, String)>,
     pub tactics: BTreeMap<Tactic, usize>,
     pub file: rewrite::Summary,
+    /// Present when the file measures (`count` and the like).
+    pub measuring: Option<Measuring>,
 }
 
 /// The rewrite as the patcher's address space: link addresses are where code runs (bias 0).
@@ -190,16 +261,81 @@ pub(crate) fn point_info(
     }
 }
 
+/// The descriptor's bytes: header, results path and meta JSON (each NUL-terminated; the
+/// lengths do not count the NUL), then the unwind table (16-aligned; `unwind` holds whole
+/// 16-byte entries).
+fn descriptor_bytes(slots: u32, results: &[u8], meta: &[u8], unwind: &[u8]) -> Vec<u8> {
+    let mut d = vec![0u8; DESCRIPTOR_HEADER];
+    d[..8].copy_from_slice(DESCRIPTOR_MAGIC);
+    d[8..12].copy_from_slice(&DESCRIPTOR_VERSION.to_le_bytes());
+    d[DESC_SLOTS..DESC_SLOTS + 4].copy_from_slice(&slots.to_le_bytes());
+    for (field, text) in [(DESC_OUTPUT, results), (DESC_META, meta)] {
+        let off = d.len() as u32;
+        d[field..field + 4].copy_from_slice(&off.to_le_bytes());
+        d[field + 4..field + 8].copy_from_slice(&(text.len() as u32).to_le_bytes());
+        d.extend_from_slice(text);
+        d.push(0);
+    }
+    if !unwind.is_empty() {
+        d.resize(d.len().next_multiple_of(16), 0);
+        let off = d.len() as u32;
+        let count = (unwind.len() / UNWIND_ENTRY) as u32;
+        d[DESC_UNWIND..DESC_UNWIND + 4].copy_from_slice(&off.to_le_bytes());
+        d[DESC_UNWIND + 4..DESC_UNWIND + 8].copy_from_slice(&count.to_le_bytes());
+        d.extend_from_slice(unwind);
+    }
+    d
+}
+
+/// The results file for `out`: as given, or `OUT.gsh.json`, made absolute.
+fn results_path(out: &Path, given: Option<&Path>) -> Result<PathBuf, SaveError> {
+    let path = match given {
+        Some(p) => p.to_owned(),
+        None => {
+            let mut p = out.as_os_str().to_owned();
+            p.push(".gsh.json");
+            PathBuf::from(p)
+        }
+    };
+    std::path::absolute(&path).map_err(|e| {
+        SaveError::Rewrite(rewrite::Error::Io {
+            path: path.clone(),
+            source: e,
+        })
+    })
+}
+
 /// Writes the main module of `session` with everything in `plan` to `out`.
 pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, SaveError> {
+    save_with(session, plan, out, &SaveOptions::default())
+}
+
+/// [`save`] with options.
+pub fn save_with(
+    session: &Session,
+    plan: &Plan,
+    out: &Path,
+    options: &SaveOptions,
+) -> Result<SaveReport, SaveError> {
     let module = session.main()?;
-    for r in &plan.requests {
-        if super::measure::is_count(r) {
-            return Err(SaveError::Unsupported {
+    let measured: Vec<&Request> = plan
+        .requests
+        .iter()
+        .filter(|r| measure::metric(r).is_some())
+        .collect();
+    if let Some(r) = measured.first() {
+        let binary = &module.binary;
+        let static_exe = binary.kind() != BinaryKind::SharedLibrary && binary.interp().is_none();
+        if static_exe {
+            return Err(SaveError::CannotMeasure {
                 id: r.id,
-                what: "`count`s in a saved file (they need a live process)",
+                file: module.name.clone(),
+                why: "it is statically linked, so no dynamic loader runs to load gsh's runtime library"
+                    .into(),
             });
         }
+    }
+    for r in &plan.requests {
         if let Some(f) = r.funcs.iter().find(|f| f.module != module.id) {
             return Err(SaveError::OtherModule {
                 id: r.id,
@@ -208,10 +344,22 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
             });
         }
     }
+    let layout = rewrite::Options {
+        extra_headers: usize::from(!measured.is_empty()),
+        ..rewrite::Options::default()
+    };
     let mut space = RewriteSpace {
-        rw: Rewrite::new(&module.binary)?,
+        rw: Rewrite::with_options(&module.binary, layout)?,
         patched: BTreeMap::new(),
         longest: 0,
+    };
+    // Before the trap handler's hook (`init`) claims a spare dynamic entry: loading the
+    // runtime matters more, and a library's hook can still chain an existing DT_INIT.
+    let (measuring, slot_of) = if measured.is_empty() {
+        (None, Vec::new())
+    } else {
+        let (m, slot_of) = plan_measuring(&mut space.rw, module, &measured, out, options)?;
+        (Some(m), slot_of)
     };
     // Declared variables, with their initial values, in the new data segment.
     let (_, size) = plan.layout(0);
@@ -229,24 +377,41 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
     let mut requests = Vec::new();
     let mut skipped = Vec::new();
     for r in &plan.requests {
-        let source = r.source();
+        let metric = measure::metric(r);
+        // Measuring requests name only entries; the metrics that time also go at the exits.
+        let exit = measure::exit_request(r);
         for f in &r.funcs {
             let func = module.functions().get(f.func);
-            for p in points_of(module, r, f.func)? {
-                if let Some(why) = overlapping_code(module, &p) {
-                    skipped.push((p, why));
-                    continue;
+            for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
+                let Some(req) = req else { continue };
+                let source = match (metric, &measuring) {
+                    (Some(metric), Some(m)) => {
+                        let slot = slot_of
+                            .iter()
+                            .find(|&&(id, fid, _)| id == r.id && fid == f.func)
+                            .map_or(0, |&(_, _, slot)| slot);
+                        measure::saved_source(metric, at_exit, slot, m.descriptor.0)
+                    }
+                    _ => r.source(),
+                };
+                for p in points_of(module, req, f.func)? {
+                    if let Some(why) = overlapping_code(module, &p) {
+                        skipped.push((p, why));
+                        continue;
+                    }
+                    let base_env =
+                        SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
+                    let mut info = point_info(module, &base_env, req, &p);
+                    // gsh's own snippet: the runtime's reserved operations are allowed.
+                    info.internal = metric.is_some();
+                    let env = SessionEnv::new(module, Some(func), &declared, info, 0);
+                    requests.push(patch::Request {
+                        tag: r.id,
+                        point: p,
+                        env: Arc::new(env.snapshot(&source)),
+                        source: source.clone(),
+                    });
                 }
-                let base_env =
-                    SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
-                let info = point_info(module, &base_env, r, &p);
-                let env = SessionEnv::new(module, Some(func), &declared, info, 0);
-                requests.push(patch::Request {
-                    tag: r.id,
-                    point: p,
-                    source: source.clone(),
-                    env: Arc::new(env.snapshot(&source)),
-                });
             }
         }
     }
@@ -283,7 +448,93 @@ pub fn save(session: &Session, plan: &Plan, out: &Path) -> Result<SaveReport, Sa
         skipped,
         tactics: patcher.tactic_counts(),
         file,
+        measuring,
     })
+}
+
+/// `(request id, function, slot)` of every measured function.
+type SlotMap = Vec<(u32, FuncId, u32)>;
+
+/// Gives every measured function a slot, writes the descriptor and its header, and names the
+/// runtime in the file (or says it must be preloaded).
+fn plan_measuring(
+    rw: &mut Rewrite<'_>,
+    module: &Module,
+    measured: &[&Request],
+    out: &Path,
+    options: &SaveOptions,
+) -> Result<(Measuring, SlotMap), SaveError> {
+    let mut slots = Vec::new();
+    let mut slot_of: SlotMap = Vec::new();
+    for r in measured {
+        let Some(kind) = measure::metric(r) else {
+            continue;
+        };
+        for f in &r.funcs {
+            if slot_of
+                .iter()
+                .any(|&(id, fid, _)| id == r.id && fid == f.func)
+            {
+                continue;
+            }
+            let slot = slots.len() as u32;
+            slot_of.push((r.id, f.func, slot));
+            slots.push(SavedSlot {
+                slot,
+                id: r.id,
+                kind,
+                function: module.functions().get(f.func).display_name().to_owned(),
+            });
+        }
+    }
+    if rw.has_phdr(PT_GSH_MEASURE) {
+        // The runtime serves one descriptor per process: the old one would win.
+        return Err(SaveError::CannotMeasure {
+            id: measured.first().map_or(0, |r| r.id),
+            file: module.name.clone(),
+            why: "it already measures (gsh saved it with measuring); save from the original file"
+                .into(),
+        });
+    }
+    let runtime = measure::find_runtime()?;
+    let runtime = std::path::absolute(&runtime).unwrap_or(runtime);
+    let results = results_path(out, options.results.as_deref())?;
+    let meta = serde_json::json!({ "version": 1, "slots": slots }).to_string();
+    // Profiles walk the stack: without the module's call-site table the runtime could only
+    // follow frame pointers, which optimised code rarely keeps. Link addresses: the runtime
+    // adds the load bias.
+    let unwind = if slots.iter().any(|s| s.kind.is_profile()) {
+        measure::unwind_table(module, 0)
+    } else {
+        Vec::new()
+    };
+    let bytes = descriptor_bytes(
+        slots.len() as u32,
+        results.as_os_str().as_encoded_bytes(),
+        meta.as_bytes(),
+        &unwind,
+    );
+    if u32::try_from(bytes.len()).is_err() {
+        return Err(rewrite::Error::OutOfReach {
+            detail: format!("a measuring descriptor of {:#x} bytes", bytes.len()),
+        }
+        .into());
+    }
+    let descriptor = rw.alloc_data_with(&bytes, 64)?;
+    rw.add_phdr(PT_GSH_MEASURE, descriptor, bytes.len() as u64)?;
+    let needed = match rw.add_needed(runtime.as_os_str().as_encoded_bytes()) {
+        Ok(()) => true,
+        Err(rewrite::Error::NoDynamicRoom { .. }) => false,
+        Err(e) => return Err(e.into()),
+    };
+    let m = Measuring {
+        runtime,
+        needed,
+        results,
+        descriptor,
+        slots,
+    };
+    Ok((m, slot_of))
 }
 
 /// Where the SIGTRAP handler's install stub is hooked in.

@@ -80,6 +80,22 @@ pub fn emit(rw: &Rewrite<'_>) -> Result<(Vec<u8>, Summary)> {
         .ok_or(Error::NoLoadSegments)?;
     let at = last_load + 1;
     phdrs.splice(at..at, new_loads.iter().copied());
+    // Extra headers at the end, with file offsets from the segment holding their bytes.
+    for extra in &rw.extra_phdrs {
+        let mut p = *extra;
+        let holder = phdrs
+            .iter()
+            .filter(|s| s.p_type == elf::PT_LOAD)
+            .find(|s| p.vaddr >= s.vaddr && p.vaddr + p.memsz <= s.vaddr + s.filesz)
+            .ok_or_else(|| Error::Malformed {
+                detail: format!(
+                    "a new program header describes {:#x} bytes at {:#x}, outside every segment's file bytes",
+                    p.memsz, p.vaddr
+                ),
+            })?;
+        p.offset = holder.offset + (p.vaddr - holder.vaddr);
+        phdrs.push(p);
+    }
     summary.phdrs_after = phdrs.len();
 
     // Where the table lives now, and PT_PHDR describing it.

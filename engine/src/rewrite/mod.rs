@@ -41,6 +41,18 @@
 //!   plus `e_phoff`, so the segment is placed where that sum is right (its `vaddr - offset`
 //!   equals the first segment's) whenever this costs under 64 MiB of padding.
 //!
+//! Beyond the new segments, a rewrite created with [`Options::extra_headers`] may add that many
+//! non-loadable headers ([`Rewrite::add_phdr`]); they go at the end of the table.
+//!
+//! # Libraries to load
+//!
+//! [`Rewrite::add_needed`] makes `ld.so` load one more library: `.dynstr` is copied into the
+//! new data segment with the library's name appended, `DT_STRTAB`/`DT_STRSZ` point at the
+//! copy (the original stays, unchanged, for the section headers and anything else that reads
+//! it), and a spare `DT_NULL` after the table's terminator becomes the `DT_NEEDED`. Linkers
+//! leave such spares; one `DT_NULL` always stays to end the table. The same spares give a
+//! library without `DT_INIT` its load-time hook ([`Rewrite::init`]); each is used once.
+//!
 //! The `PT_NOTE`-to-`PT_LOAD` trick was not used: it loses the notes that tools and `ld.so`
 //! read (build id, `.note.gnu.property` for CET).
 //!
@@ -61,6 +73,9 @@ use crate::addr::LinkAddr;
 use crate::elf::{Binary, BinaryKind};
 
 pub use plan::{Block, Room, DEFAULT_CODE_RESERVE};
+
+/// The program header type of a measuring descriptor (`rt/LAYOUT.md`), in the OS-specific range.
+pub const PT_GSH_MEASURE: u32 = 0x6473_6801;
 
 /// The page size new segments are aligned to (x86-64's base page).
 pub const PAGE: u64 = 0x1000;
@@ -96,6 +111,12 @@ pub enum Error {
     /// A shared library's initializer cannot be hooked (see [`Rewrite::init`]).
     #[error("cannot run code at load time: {detail}")]
     NoInitHook { detail: String },
+    /// The dynamic table has no spare entry left for a new tag (see [`Rewrite::add_needed`]).
+    #[error("no room for a new dynamic entry: {detail}")]
+    NoDynamicRoom { detail: String },
+    /// More program headers than the rewrite was created with room for.
+    #[error("no room for another program header: the rewrite was created with room for {0} extra")]
+    NoHeaderRoom(usize),
     /// The output file could not be written.
     #[error("cannot write {path}: {source}")]
     Io {
@@ -119,6 +140,29 @@ pub struct Rewrite<'a> {
     patches: Vec<(u64, Vec<u8>)>,
     /// A new `e_entry`, when [`Rewrite::set_entry`] was called.
     entry: Option<u64>,
+    /// Non-loadable headers to append ([`Rewrite::add_phdr`]).
+    extra_phdrs: Vec<raw::Phdr>,
+    extra_headers: usize,
+    /// File offsets of the spare dynamic entries already given a tag.
+    claimed: Vec<u64>,
+}
+
+/// How a [`Rewrite`] is laid out; fixed when it is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Address space for new code (see [`DEFAULT_CODE_RESERVE`]).
+    pub code_reserve: u64,
+    /// Program headers [`Rewrite::add_phdr`] may add.
+    pub extra_headers: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            code_reserve: DEFAULT_CODE_RESERVE,
+            extra_headers: 0,
+        }
+    }
 }
 
 /// Where a shared library's load-time hook goes ([`Rewrite::init`]).
@@ -153,6 +197,17 @@ impl<'a> Rewrite<'a> {
     /// Starts a rewrite whose code segment may grow to `reserve` bytes (rounded up to a page,
     /// and shrunk if the binary is so large that the reserve would break rel32 reach).
     pub fn with_code_reserve(binary: &'a Binary, reserve: u64) -> Result<Rewrite<'a>> {
+        Rewrite::with_options(
+            binary,
+            Options {
+                code_reserve: reserve,
+                ..Options::default()
+            },
+        )
+    }
+
+    /// Starts a rewrite laid out as `options` says.
+    pub fn with_options(binary: &'a Binary, options: Options) -> Result<Rewrite<'a>> {
         let kind = match binary.kind() {
             BinaryKind::Executable | BinaryKind::PieExecutable | BinaryKind::SharedLibrary => None,
             BinaryKind::Relocatable => Some("relocatable object"),
@@ -165,7 +220,7 @@ impl<'a> Rewrite<'a> {
             });
         }
         let orig = plan::Original::read(binary)?;
-        let plan = plan::make_plan(binary, &orig, reserve)?;
+        let plan = plan::make_plan(binary, &orig, options.code_reserve, options.extra_headers)?;
         Ok(Rewrite {
             binary,
             orig,
@@ -174,7 +229,110 @@ impl<'a> Rewrite<'a> {
             data: Vec::new(),
             patches: Vec::new(),
             entry: None,
+            extra_phdrs: Vec::new(),
+            extra_headers: options.extra_headers,
+            claimed: Vec::new(),
         })
+    }
+
+    /// Adds a non-loadable program header of type `p_type` describing `size` bytes at `addr`
+    /// (its file offset is derived from the segment holding `addr`: new data, new code, or an
+    /// original segment). Goes at the end of the table. Fails beyond
+    /// [`Options::extra_headers`], or for a `PT_LOAD` (new segments come from allocation).
+    pub fn add_phdr(&mut self, p_type: u32, addr: LinkAddr, size: u64) -> Result<()> {
+        if self.extra_phdrs.len() >= self.extra_headers {
+            return Err(Error::NoHeaderRoom(self.extra_headers));
+        }
+        if p_type == object::elf::PT_LOAD {
+            return Err(Error::Malformed {
+                detail: "add_phdr adds only non-loadable headers".into(),
+            });
+        }
+        self.extra_phdrs.push(raw::Phdr {
+            p_type,
+            flags: object::elf::PF_R,
+            // Filled in when the segments' offsets are known (emit).
+            offset: 0,
+            vaddr: addr.0,
+            paddr: addr.0,
+            filesz: size,
+            memsz: size,
+            align: 8,
+        });
+        Ok(())
+    }
+
+    /// Makes `ld.so` load the library `name` (normally an absolute path) with the output, as a
+    /// `DT_NEEDED` after the existing ones. Allocates a copy of `.dynstr` in the data segment.
+    /// Fails with [`Error::NoDynamicRoom`] when the file has no dynamic string table or no
+    /// spare `DT_NULL`; then nothing changed.
+    pub fn add_needed(&mut self, name: &[u8]) -> Result<()> {
+        let no_room = |detail: &str| Error::NoDynamicRoom {
+            detail: detail.to_owned(),
+        };
+        if name.is_empty() || name.contains(&0) {
+            return Err(no_room(
+                "a library name must be non-empty and hold no NUL byte",
+            ));
+        }
+        let entries = self.orig.dynamic(self.binary.data());
+        let tag = |want: u32| {
+            entries
+                .iter()
+                .find(|&&(_, t, _)| t == i64::from(want))
+                .map(|&(at, _, v)| (at, v))
+        };
+        let (Some((strtab_at, strtab)), Some((strsz_at, strsz))) =
+            (tag(object::elf::DT_STRTAB), tag(object::elf::DT_STRSZ))
+        else {
+            return Err(no_room("the file has no dynamic string table"));
+        };
+        let spare = self
+            .spare_dynamic_entry()
+            .ok_or_else(|| no_room("the dynamic table has no spare DT_NULL entry"))?;
+        let old = self
+            .binary
+            .bytes_at(LinkAddr(strtab), strsz)
+            .filter(|b| b.len() as u64 == strsz)
+            .ok_or_else(|| Error::Malformed {
+                detail: format!(
+                    "DT_STRTAB {strtab:#x} with DT_STRSZ {strsz:#x} is not in the file's bytes"
+                ),
+            })?;
+        let mut table = old.to_vec();
+        table.extend_from_slice(name);
+        table.push(0);
+        let at = self.alloc_data_with(&table, 8)?;
+        let le = |v: u64| v.to_le_bytes().to_vec();
+        self.patches.push((strtab_at + 8, le(at.0)));
+        self.patches.push((strsz_at + 8, le(table.len() as u64)));
+        self.patches
+            .push((spare, le(u64::from(object::elf::DT_NEEDED))));
+        self.patches.push((spare + 8, le(strsz)));
+        self.claimed.push(spare);
+        Ok(())
+    }
+
+    /// The file offset of the next unused `DT_NULL` after the table's terminator that has
+    /// another `DT_NULL` after it (the one that stays the terminator).
+    fn spare_dynamic_entry(&self) -> Option<u64> {
+        let data = self.binary.data();
+        let dynamic = self
+            .orig
+            .phdrs
+            .iter()
+            .find(|p| p.p_type == object::elf::PT_DYNAMIC)?;
+        let used = self.orig.dynamic(data).len() as u64;
+        let end = dynamic.offset + dynamic.filesz;
+        let is_null = |at: u64| {
+            at + raw::DYN_SIZE <= end
+                && raw::slice(data, at, raw::DYN_SIZE, "the dynamic table")
+                    .is_ok_and(|b| raw::u64_at(b, 0) == u64::from(object::elf::DT_NULL))
+        };
+        (used..)
+            .map(|i| dynamic.offset + i * raw::DYN_SIZE)
+            .take_while(|&at| is_null(at))
+            .find(|&at| !self.claimed.contains(&at) && is_null(at + raw::DYN_SIZE))
     }
 
     /// Makes the output start at `addr` (`e_entry`) instead of the original entry point.
@@ -197,31 +355,24 @@ impl<'a> Rewrite<'a> {
                 entry_offset: at,
             });
         }
-        let Some(dynamic) = self
+        if !self
             .orig
             .phdrs
             .iter()
-            .find(|p| p.p_type == object::elf::PT_DYNAMIC)
-        else {
+            .any(|p| p.p_type == object::elf::PT_DYNAMIC)
+        {
             return Err(Error::NoInitHook {
                 detail: "the file has no dynamic table".into(),
             });
-        };
-        let terminator = dynamic.offset + entries.len() as u64 * raw::DYN_SIZE;
-        let spare = terminator + raw::DYN_SIZE;
-        let spare_is_null = spare + raw::DYN_SIZE <= dynamic.offset + dynamic.filesz
-            && raw::slice(data, spare, raw::DYN_SIZE, "the dynamic table")
-                .is_ok_and(|b| raw::u64_at(b, 0) == u64::from(object::elf::DT_NULL));
-        if !spare_is_null {
+        }
+        let Some(entry_offset) = self.spare_dynamic_entry() else {
             return Err(Error::NoInitHook {
                 detail:
                     "the library has no DT_INIT and its dynamic table has no spare entry for one"
                         .into(),
             });
-        }
-        Ok(InitHook::Spare {
-            entry_offset: terminator,
-        })
+        };
+        Ok(InitHook::Spare { entry_offset })
     }
 
     /// Points `DT_INIT` at `addr`, as `hook` (from [`Rewrite::init`]) says.
@@ -233,8 +384,14 @@ impl<'a> Rewrite<'a> {
         if let Some(tag) = tag {
             self.patches
                 .push((at, u64::from(tag).to_le_bytes().to_vec()));
+            self.claimed.push(at);
         }
         self.patches.push((at + 8, addr.0.to_le_bytes().to_vec()));
+    }
+
+    /// True when the input already has a program header of type `p_type`.
+    pub fn has_phdr(&self, p_type: u32) -> bool {
+        self.orig.phdrs.iter().any(|p| p.p_type == p_type)
     }
 
     pub fn binary(&self) -> &'a Binary {
@@ -368,7 +525,10 @@ impl<'a> Rewrite<'a> {
 
     /// True when nothing was allocated: the output is the input plus patches.
     fn only_patches(&self) -> bool {
-        self.code.is_empty() && self.data.is_empty() && self.entry.is_none()
+        self.code.is_empty()
+            && self.data.is_empty()
+            && self.entry.is_none()
+            && self.extra_phdrs.is_empty()
     }
 
     /// Writes the new ELF to `out` (mode 0755), replacing any file there. The file is written

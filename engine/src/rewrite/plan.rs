@@ -240,7 +240,13 @@ pub fn page_up(x: u64) -> u64 {
     x.div_ceil(PAGE) * PAGE
 }
 
-pub fn make_plan(binary: &Binary, orig: &Original, code_reserve: u64) -> Result<Plan> {
+/// Plans a rewrite with room for `extra_headers` program headers beyond the new segments'.
+pub fn make_plan(
+    binary: &Binary,
+    orig: &Original,
+    code_reserve: u64,
+    extra_headers: usize,
+) -> Result<Plan> {
     let first = orig.loads().next().ok_or(Error::NoLoadSegments)?;
     let max_end = orig
         .loads()
@@ -261,17 +267,19 @@ pub fn make_plan(binary: &Binary, orig: &Original, code_reserve: u64) -> Result<
 
     // Two new segments (code, data) fit if the bytes after the table are free; otherwise a
     // third, read-only one holds what moves out of the way.
-    let room = if is_free(binary, orig, table_end, in_place(2)) {
+    let room = if is_free(binary, orig, table_end, in_place(2 + extra_headers)) {
         Room::Free
-    } else if let Some(block) = movable_block(binary, orig, table_end, in_place(3)) {
+    } else if let Some(block) = movable_block(binary, orig, table_end, in_place(3 + extra_headers))
+    {
         Room::Move(block)
     } else {
         Room::Relocate { congruent: false }
     };
-    let max_phnum = match room {
-        Room::Free => phnum + 2,
-        _ => phnum + 3,
-    };
+    let max_phnum = extra_headers
+        + match room {
+            Room::Free => phnum + 2,
+            _ => phnum + 3,
+        };
 
     let mut ro_offset = page_up(orig.kept_len);
     let mut ro_vaddr = page_up(max_end);

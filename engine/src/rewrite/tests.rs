@@ -222,3 +222,113 @@ fn corrupted_headers_never_panic() {
         }
     }
 }
+
+const NEEDED_LIB: &str = r#"
+#include <stdio.h>
+__attribute__((constructor)) static void hello(void) { printf("needed library loaded\n"); }
+"#;
+
+/// The bytes of `exe` with its `PT_DYNAMIC` cut right after the terminating `DT_NULL`, so no
+/// spare entry is left (linkers always leave some).
+fn without_spare_dynamic_entries(exe: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(exe).expect("read");
+    let binary = Binary::open(exe).expect("open");
+    let orig = plan::Original::read(&binary).expect("headers");
+    let used = orig.dynamic(binary.data()).len() as u64;
+    let at = orig
+        .phdrs
+        .iter()
+        .position(|p| p.p_type == object::elf::PT_DYNAMIC)
+        .expect("PT_DYNAMIC");
+    let field = orig.phoff as usize + at * raw::PHDR_SIZE as usize;
+    let size = (used + 1) * raw::DYN_SIZE;
+    raw::put_u64(&mut bytes, field + 32, size);
+    raw::put_u64(&mut bytes, field + 40, size);
+    let out = exe.with_file_name(format!(
+        "{}-nospare",
+        exe.file_name().expect("name").to_string_lossy()
+    ));
+    std::fs::write(&out, &bytes).expect("write");
+    out
+}
+
+#[test]
+fn needed_library_is_loaded_and_extra_header_is_listed() {
+    let lib = compile("libgsh_needed.so", NEEDED_LIB, false, &["-shared", "-fPIC"]);
+    for (name, flags) in [
+        ("rw_needed_pie", &["-O1", "-pie", "-fPIE"][..]),
+        ("rw_needed_nopie", &["-O1", "-no-pie", "-fno-pie"][..]),
+    ] {
+        let exe = compile(name, HELLO, false, flags);
+        let binary = Binary::open(&exe).expect("open");
+        let options = Options {
+            extra_headers: 1,
+            ..Options::default()
+        };
+        let mut rw = Rewrite::with_options(&binary, options).expect("plan");
+        rw.add_needed(lib.as_os_str().as_encoded_bytes())
+            .expect("needed");
+        let desc = rw.alloc_data_with(&[7; 128], 64).expect("descriptor");
+        rw.add_phdr(PT_GSH_MEASURE, desc, 128).expect("header");
+        assert!(matches!(
+            rw.add_phdr(PT_GSH_MEASURE, desc, 128),
+            Err(Error::NoHeaderRoom(1))
+        ));
+        let out = exe.with_extension("needed");
+        let summary = rw.save(&out).expect("save");
+        // The read-only segment (moved sections), the data segment and the new header.
+        assert_eq!(summary.phdrs_after, summary.phdrs_before + 3, "{name}");
+        let (code, stdout) = run(&out);
+        let (code0, stdout0) = run(&exe);
+        assert_eq!(code, code0, "{name}");
+        assert_eq!(
+            stdout,
+            format!("needed library loaded\n{stdout0}"),
+            "{name}"
+        );
+        // readelf names libraries from the `.dynstr` section, which is the unchanged original,
+        // so the new entry shows as a number; the run above shows ld.so reads the copy.
+        let needed = |p: &Path| readelf("-dW", p).matches("(NEEDED)").count();
+        assert_eq!(needed(&out), needed(&exe) + 1, "{name}");
+        let headers = readelf("-lW", &out);
+        let line = headers
+            .lines()
+            .find(|l| l.contains("LOOS+0x4736801"))
+            .unwrap_or_else(|| panic!("{name}: no PT_GSH_MEASURE\n{headers}"));
+        assert!(
+            line.contains(&format!("{:#018x}", desc.0)),
+            "{name}: {line}"
+        );
+    }
+}
+
+#[test]
+fn no_spare_dynamic_entry_is_an_error_that_changes_nothing() {
+    let exe = compile("rw_nospare", HELLO, false, &["-O1"]);
+    let bare = without_spare_dynamic_entries(&exe);
+    let binary = Binary::open(&bare).expect("open");
+    let mut rw = Rewrite::new(&binary).expect("plan");
+    assert!(matches!(
+        rw.add_needed(b"/nonexistent/libx.so"),
+        Err(Error::NoDynamicRoom { .. })
+    ));
+    assert!(!matches!(rw.init(), Ok(InitHook::Spare { .. })));
+    assert_eq!(rw.to_bytes().expect("bytes"), binary.data());
+}
+
+#[test]
+fn spare_entries_are_used_once() {
+    let exe = compile("rw_spares", HELLO, false, &["-O1"]);
+    let binary = Binary::open(&exe).expect("open");
+    let mut rw = Rewrite::new(&binary).expect("plan");
+    let mut added = 0;
+    while rw.add_needed(b"libc.so.6").is_ok() {
+        added += 1;
+        assert!(added < 100, "spares never run out");
+    }
+    assert!(added >= 1, "gcc's linker leaves spare DT_NULL entries");
+    let out = exe.with_extension("spares");
+    rw.save(&out).expect("save");
+    // Every spare but the last became a DT_NEEDED; the table still ends, and the program runs.
+    assert_eq!(run(&exe), run(&out));
+}

@@ -271,7 +271,7 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 pub const SAVE: Spec = Spec {
     name: "save",
     aliases: &[],
-    usage: "OUTFILE",
+    usage: "OUTFILE [--results FILE]",
     complete: Complete::File,
     summary: "write the open file with all current instrumentation",
     help: "Writes OUTFILE: the open executable or library with every `at` request inserted and \
@@ -281,8 +281,21 @@ runs on its own, with no extra files or environment variables. Prints how many p
 patched and with which tactic. A point no jump can reach gets a trap (int3) as the last \
 resort, and OUTFILE then carries its own SIGTRAP handler, installed at start-up (from the entry \
 point, or a library's DT_INIT); a program that installs its own SIGTRAP handler later replaces \
-it, and its traps then end it. With nothing inserted, OUTFILE runs exactly like the original.",
-    examples: &[("save ./app.inst", "")],
+it, and its traps then end it. With nothing inserted, OUTFILE runs exactly like the original.
+
+With `count`, `time` or `profile` requests, OUTFILE measures too: it loads gsh's runtime \
+library (named by its absolute path: OUTFILE does not start if the library is gone) before the \
+program starts, and when the program exits the runtime writes the results as JSON to FILE \
+(`--results`; default OUTFILE.gsh.json; a relative name is taken from the current directory \
+now, not when the program runs), which `report FILE` reads. Setting GSH_RT_OUTPUT when running \
+OUTFILE writes them elsewhere; a forked child that exits writes FILE.PID. If OUTFILE's dynamic \
+table has no room to name the runtime, `save` says so and OUTFILE measures only when run with \
+LD_PRELOAD=<runtime>; without it, it runs normally and measures nothing. A statically linked \
+program cannot measure.",
+    examples: &[
+        ("save ./app.inst", ""),
+        ("save ./app.inst --results /tmp/app-counts.json", ""),
+    ],
     run: save,
 };
 
@@ -305,8 +318,17 @@ be a glob.",
 };
 
 fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let results = args.option("--results")?;
     let out = args.positionals(1, 1)?.remove(0);
-    let report = engine::instrument::save(&ctx.session, &ctx.plan, std::path::Path::new(&out))?;
+    let options = engine::instrument::save::SaveOptions {
+        results: results.map(std::path::PathBuf::from),
+    };
+    let report = engine::instrument::save::save_with(
+        &ctx.session,
+        &ctx.plan,
+        std::path::Path::new(&out),
+        &options,
+    )?;
     let tactics = report
         .tactics
         .iter()
@@ -328,6 +350,19 @@ fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     ];
     if !report.skipped.is_empty() {
         fields.insert(2, ("Skipped", Cell::Num(report.skipped.len() as u64)));
+    }
+    if let Some(m) = &report.measuring {
+        fields.push(("Measured", Cell::Num(m.slots.len() as u64)));
+        fields.push(("Results", Cell::text(m.results.display().to_string())));
+        let runtime = if m.needed {
+            format!("{} (loaded by the file)", m.runtime.display())
+        } else {
+            format!(
+                "{0} (no room to name it in the file: run it with LD_PRELOAD={0})",
+                m.runtime.display()
+            )
+        };
+        fields.push(("Runtime", Cell::text(runtime)));
     }
     Ok(Output::Record(Record {
         title: None,
