@@ -91,7 +91,7 @@ fn report_without_counts_or_process_explains() {
 #[test]
 fn count_on_an_attached_server_while_it_runs() {
     let exe = Mutatee::new("server").path(Variant::O2);
-    let (threads, rounds) = (4, 1500);
+    let (threads, rounds) = (4, 3000);
     let dir = gsh_tests::target_dir().join("measure-tests");
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let out = dir.join("attach");
@@ -322,7 +322,7 @@ fn folded_stacks_render_as_a_flame_graph() {
     );
     let mut rendered = Vec::new();
     let mut options = inferno::flamegraph::Options::default();
-    inferno::flamegraph::from_files(&mut options, &[folded.clone()], &mut rendered)
+    inferno::flamegraph::from_files(&mut options, std::slice::from_ref(&folded), &mut rendered)
         .expect("inferno accepts the folded stacks");
     let rendered = String::from_utf8(rendered).expect("utf-8 svg");
     assert!(rendered.contains("path_c") && rendered.contains("leaf"));
@@ -332,4 +332,51 @@ fn folded_stacks_render_as_a_flame_graph() {
         "{ours:.200}"
     );
     assert!(ours.contains("path_b") && ours.contains("leaf"));
+}
+
+/// The same measures in a rewritten binary: results written at exit to the file the user
+/// named, and `report FILE` reads them back with the paths named.
+#[test]
+fn rewritten_binary_results_read_by_report() {
+    let m = Mutatee::new("timing");
+    let exe = m.path(Variant::O0);
+    let dir = gsh_tests::target_dir().join("measure-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let (saved, results) = (dir.join("timing-saved"), dir.join("timing-results.json"));
+    let _ = std::fs::remove_file(&results);
+    let o = gsh_c(
+        &format!(
+            "time nap jumper; profile leaf; count path_b; save {} --results {}",
+            saved.display(),
+            results.display()
+        ),
+        &exe,
+    );
+    o.assert_success();
+    let run = std::process::Command::new(&saved)
+        .output()
+        .expect("run the saved program");
+    assert!(run.status.success());
+    assert_eq!(String::from_utf8_lossy(&run.stdout), m.expected_stdout());
+    let docs = gsh_json_all(&format!("report {}", results.display()), &exe);
+    let report = docs.last().expect("a report");
+    let (calls, ns) = value(report, "nap", "time");
+    assert_eq!(calls, 8, "{report}");
+    assert!((120 * MS..160 * MS).contains(&ns), "nap {ns}: {report}");
+    let (calls, ns) = value(report, "jumper", "time");
+    assert_eq!(calls, 4, "{report}");
+    assert!((40 * MS..80 * MS).contains(&ns), "jumper {ns}: {report}");
+    assert_eq!(value(report, "path_b", "count").0, 7, "{report}");
+    assert_eq!(
+        leaf_paths(report),
+        vec![
+            ("main > path_a".to_owned(), 2),
+            ("main > path_b".to_owned(), 3),
+            ("main > path_c > path_b".to_owned(), 4),
+        ],
+        "{report}"
+    );
+    let o = gsh_c("report /etc/passwd", &exe);
+    assert_ne!(o.code, Some(0));
+    assert!(o.stderr.contains("not the results file"), "{}", o.stderr);
 }

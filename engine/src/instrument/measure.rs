@@ -38,7 +38,7 @@ const MAX_PATH_DEPTH: usize = 32;
 const DESC_FNS: u64 = 32;
 
 /// What a measuring request measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Metric {
     /// Calls (`count`).
@@ -144,8 +144,61 @@ pub struct Runtime {
     pub tsc: bool,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     pub tsc_mult: u64,
-    /// The functions calls go to, by name (`gsh_rt_path_enter`, ...).
+    /// The functions calls go to, by name (`gsh_rt_path_enter`, ...), chosen on first use.
     pub fns: HashMap<&'static str, RtFn>,
+    /// The measuring entry points' link addresses, and the library's load bias.
+    syms: HashMap<&'static str, u64>,
+    bias: u64,
+}
+
+/// Each measuring call, and its variant that only reads the TSC and never leaves the library.
+const CALLS: [(&str, &str); 8] = [
+    ("gsh_rt_enter", "gsh_rt_enter_tsc"),
+    ("gsh_rt_exit", "gsh_rt_exit_tsc"),
+    ("gsh_rt_enter_cpu", "gsh_rt_enter_cpu_tsc"),
+    ("gsh_rt_exit_cpu", "gsh_rt_exit_cpu_tsc"),
+    ("gsh_rt_path_enter", "gsh_rt_path_enter_tsc"),
+    ("gsh_rt_path_exit", "gsh_rt_path_exit_tsc"),
+    ("gsh_rt_path_enter_cpu", "gsh_rt_path_enter_cpu_tsc"),
+    ("gsh_rt_path_count", "gsh_rt_path_count_tsc"),
+];
+
+impl Runtime {
+    /// The function a measuring call `name` goes to, and what to save around it: the TSC-only
+    /// variant when the callee analysis bounds what it changes (then only the xmm registers it
+    /// writes are saved, instead of all vector state: xsave costs ~180 ns here), else `name`
+    /// itself with everything saved. The analysis runs on first use, so counts never pay it.
+    fn call_fn(&mut self, name: &str) -> Result<RtFn, MeasureError> {
+        if let Some(f) = self.fns.get(name) {
+            return Ok(*f);
+        }
+        let missing = || MeasureError::BadRuntime {
+            path: self.path.clone(),
+            detail: format!("it does not export `{name}`"),
+        };
+        let &(key, fast) = CALLS.iter().find(|(n, _)| *n == name).ok_or_else(missing)?;
+        let lean = self.syms.get(fast).filter(|_| self.tsc).and_then(|&addr| {
+            let m = rt_module(&self.path)?;
+            let e = crate::callee::effects(&m, crate::LinkAddr(addr)).ok()?;
+            (!e.mxcsr).then_some(RtFn {
+                addr: addr.wrapping_add(self.bias),
+                save: u64::from(e.xmms),
+            })
+        });
+        let f = match lean {
+            Some(f) => f,
+            None => RtFn {
+                addr: self
+                    .syms
+                    .get(key)
+                    .ok_or_else(missing)?
+                    .wrapping_add(self.bias),
+                save: RT_SAVE_FULL,
+            },
+        };
+        self.fns.insert(key, f);
+        Ok(f)
+    }
 }
 
 /// One measured function.
@@ -383,13 +436,11 @@ impl Measure {
             ));
         }
         let slot = self.slot(name, id, module, func, metric)?;
-        let rt = self.runtime.as_ref().expect("checked above");
+        let rt = self.runtime.as_mut().expect("checked above");
         let access = format!("{slot}, {:#x}, {:#x}", rt.tls_offset as u64, rt.thread_fn);
-        let call = |name: &str| -> Result<String, MeasureError> {
-            let f = rt.fns.get(name).ok_or_else(|| MeasureError::BadRuntime {
-                path: rt.path.clone(),
-                detail: format!("it does not export `{name}`"),
-            })?;
+        let tsc = rt.tsc;
+        let mut call = |name: &str| -> Result<String, MeasureError> {
+            let f = rt.call_fn(name)?;
             Ok(format!(
                 "__gsh_rt_call({:#x}, {:#x}, {access});",
                 f.addr, f.save
@@ -397,8 +448,8 @@ impl Measure {
         };
         match (metric, at_exit) {
             (Metric::Count, _) => Ok(format!("__gsh_rt_count({access});")),
-            (Metric::Time, false) if rt.tsc => Ok(format!("__gsh_rt_time_enter({access});")),
-            (Metric::Time, true) if rt.tsc => Ok(format!("__gsh_rt_time_exit({access});")),
+            (Metric::Time, false) if tsc => Ok(format!("__gsh_rt_time_enter({access});")),
+            (Metric::Time, true) if tsc => Ok(format!("__gsh_rt_time_exit({access});")),
             // Without an invariant TSC the runtime's own clock (CLOCK_MONOTONIC) times.
             (Metric::Time, false) => call("gsh_rt_enter"),
             (Metric::Time, true) => call("gsh_rt_exit"),
@@ -751,39 +802,13 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
             );
         }
     }
-    // Each measuring call, and its variant that only reads the TSC and never leaves the
-    // library: when the analysis bounds what that one changes, only the xmm registers it
-    // writes are saved around it instead of all vector state (xsave costs ~180 ns here).
-    let analysed = if tsc { rt_module(&canon) } else { None };
-    for (name, fast) in [
-        ("gsh_rt_enter", "gsh_rt_enter_tsc"),
-        ("gsh_rt_exit", "gsh_rt_exit_tsc"),
-        ("gsh_rt_enter_cpu", "gsh_rt_enter_cpu_tsc"),
-        ("gsh_rt_exit_cpu", "gsh_rt_exit_cpu_tsc"),
-        ("gsh_rt_path_enter", "gsh_rt_path_enter_tsc"),
-        ("gsh_rt_path_exit", "gsh_rt_path_exit_tsc"),
-        ("gsh_rt_path_enter_cpu", "gsh_rt_path_enter_cpu_tsc"),
-        ("gsh_rt_path_count", "gsh_rt_path_count_tsc"),
-    ] {
-        let lean = analysed.as_ref().and_then(|m| {
-            let addr = symbol(fast).ok()?;
-            let e = crate::callee::effects(m, crate::LinkAddr(addr)).ok()?;
-            (!e.mxcsr).then_some(RtFn {
-                addr: addr.wrapping_add(bias),
-                save: u64::from(e.xmms),
-            })
-        });
-        let f = match lean {
-            Some(f) => f,
-            None => match symbol(name) {
-                Ok(addr) => RtFn {
-                    addr: addr.wrapping_add(bias),
-                    save: RT_SAVE_FULL,
-                },
-                Err(_) => continue,
-            },
-        };
-        fns.insert(name, f);
+    let mut syms = HashMap::new();
+    for (name, fast) in CALLS {
+        for n in [name, fast] {
+            if let Ok(addr) = symbol(n) {
+                syms.insert(n, addr);
+            }
+        }
     }
     Ok(Runtime {
         path: canon,
@@ -793,5 +818,7 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         tsc,
         tsc_mult: u64_at(&head, 80),
         fns,
+        syms,
+        bias,
     })
 }
