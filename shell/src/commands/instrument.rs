@@ -186,7 +186,11 @@ fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             Cell::text(r.spec.to_string()),
             Cell::Num(r.funcs.len() as u64),
             Cell::opt(r.cond.clone()),
-            Cell::text(r.body.split_whitespace().collect::<Vec<_>>().join(" ")),
+            Cell::text(match engine::instrument::measure::metric(r) {
+                // A measure's body is an internal marker; show the command that made it.
+                Some(m) => format!("({})", m.command()),
+                None => r.body.split_whitespace().collect::<Vec<_>>().join(" "),
+            }),
             Cell::text(state),
         ]);
     }
