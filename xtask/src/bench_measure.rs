@@ -14,13 +14,11 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::bench_static::{path, tool};
+use crate::bench_static::{build_plain_and_cyg, calls_and_runs, median, path};
 
 use anyhow::{bail, Context, Result};
 use gsh_tests::{target_dir, Gsh};
 
-const SOURCE: &str = include_str!("../bench/static_calls.c");
-const HOOKS: &str = include_str!("../bench/cyg_hooks.c");
 const DEFAULT_CALLS: u64 = 50_000_000;
 const DEFAULT_RUNS: usize = 5;
 const FUNC: &str = "f10";
@@ -90,55 +88,10 @@ const VARIANTS: [Variant; 7] = [
 ];
 
 pub fn run(args: &[String]) -> Result<()> {
-    let mut calls = DEFAULT_CALLS;
-    let mut runs = DEFAULT_RUNS;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut number = |name: &str| -> Result<u64> {
-            let n = it
-                .next()
-                .with_context(|| format!("{name} needs a number"))?;
-            let v: u64 = n
-                .parse()
-                .with_context(|| format!("{name}: `{n}` is not a number"))?;
-            if v == 0 {
-                bail!("{name} must be at least 1");
-            }
-            Ok(v)
-        };
-        match arg.as_str() {
-            "--calls" => calls = number("--calls")?,
-            "--runs" => runs = number("--runs")? as usize,
-            other => {
-                bail!("unexpected argument `{other}`; usage: bench-measure [--calls N] [--runs N]")
-            }
-        }
-    }
-    if cfg!(debug_assertions) {
-        eprintln!("warning: built without optimisation; run with `cargo run --release -p xtask`");
-    }
+    let (calls, runs) = calls_and_runs(args, "bench-measure", (DEFAULT_CALLS, DEFAULT_RUNS))?;
     let dir = target_dir().join("bench-measure");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let source = dir.join("static_calls.c");
-    let hooks = dir.join("cyg_hooks.c");
-    std::fs::write(&source, SOURCE)?;
-    std::fs::write(&hooks, HOOKS)?;
-    let plain = dir.join("plain");
-    tool("gcc", &["-O2", path(&source)?, "-o", path(&plain)?])?;
-    let hooks_o = dir.join("cyg_hooks.o");
-    tool("gcc", &["-O2", "-c", path(&hooks)?, "-o", path(&hooks_o)?])?;
-    let cyg = dir.join("cyg");
-    tool(
-        "gcc",
-        &[
-            "-O2",
-            "-finstrument-functions",
-            path(&source)?,
-            path(&hooks_o)?,
-            "-o",
-            path(&cyg)?,
-        ],
-    )?;
+    let (plain, cyg) = build_plain_and_cyg(&dir)?;
 
     // per_call[variant] = ns per call of each run (loop time / calls).
     let mut per_call = vec![Vec::with_capacity(runs); VARIANTS.len()];
@@ -154,11 +107,6 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         eprintln!("run {}/{runs} done", r + 1);
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let base = median(&per_call[0]);
     let cyg_added = median(&per_call[VARIANTS.len() - 1]) - base;
     println!(

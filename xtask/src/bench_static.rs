@@ -35,9 +35,13 @@ struct Build {
     tactics: Option<String>,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let mut calls = DEFAULT_CALLS;
-    let mut runs = DEFAULT_RUNS;
+/// Parses `[--calls N] [--runs N]` (both at least 1) for the loop benchmarks; `task` names
+/// the task in the usage line. Warns when xtask was built without optimisation.
+pub fn calls_and_runs(
+    args: &[String],
+    task: &str,
+    (mut calls, mut runs): (u64, usize),
+) -> Result<(u64, usize)> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut number = |name: &str| -> Result<u64> {
@@ -55,15 +59,50 @@ pub fn run(args: &[String]) -> Result<()> {
         match arg.as_str() {
             "--calls" => calls = number("--calls")?,
             "--runs" => runs = number("--runs")? as usize,
-            other => {
-                bail!("unexpected argument `{other}`; usage: bench-static [--calls N] [--runs N]")
-            }
+            other => bail!("unexpected argument `{other}`; usage: {task} [--calls N] [--runs N]"),
         }
     }
     if cfg!(debug_assertions) {
         eprintln!("warning: built without optimisation; run with `cargo run --release -p xtask`");
     }
+    Ok((calls, runs))
+}
 
+/// The median of a run's figures.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Writes the loop mutatee into `dir` and builds it plain (`gcc -O2`) and with
+/// `-finstrument-functions` and empty hooks; returns (plain, cyg).
+pub fn build_plain_and_cyg(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let source = dir.join("static_calls.c");
+    let hooks = dir.join("cyg_hooks.c");
+    std::fs::write(&source, SOURCE)?;
+    std::fs::write(&hooks, HOOKS)?;
+    let plain = dir.join("plain");
+    tool("gcc", &["-O2", path(&source)?, "-o", path(&plain)?])?;
+    let hooks_o = dir.join("cyg_hooks.o");
+    tool("gcc", &["-O2", "-c", path(&hooks)?, "-o", path(&hooks_o)?])?;
+    let cyg = dir.join("cyg");
+    tool(
+        "gcc",
+        &[
+            "-O2",
+            "-finstrument-functions",
+            path(&source)?,
+            path(&hooks_o)?,
+            "-o",
+            path(&cyg)?,
+        ],
+    )?;
+    Ok((plain, cyg))
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let (calls, runs) = calls_and_runs(args, "bench-static", (DEFAULT_CALLS, DEFAULT_RUNS))?;
     let dir = target_dir().join("bench-static");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let builds = build_all(&dir)?;
@@ -82,11 +121,6 @@ pub fn run(args: &[String]) -> Result<()> {
         eprintln!("run {}/{runs} done", r + 1);
     }
 
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     println!("{calls} calls per run, median of {runs} runs (gcc -O2)");
     for (fi, func) in FUNCTIONS.iter().enumerate() {
         let base = median(&times[0][fi]);
@@ -125,27 +159,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
 /// Compiles the plain and `-finstrument-functions` builds and rewrites the plain one with gsh.
 fn build_all(dir: &Path) -> Result<Vec<Build>> {
-    let source = dir.join("static_calls.c");
-    let hooks = dir.join("cyg_hooks.c");
-    std::fs::write(&source, SOURCE)?;
-    std::fs::write(&hooks, HOOKS)?;
-    let plain = dir.join("plain");
-    tool("gcc", &["-O2", path(&source)?, "-o", path(&plain)?])?;
-    let hooks_o = dir.join("cyg_hooks.o");
-    tool("gcc", &["-O2", "-c", path(&hooks)?, "-o", path(&hooks_o)?])?;
-    let cyg = dir.join("cyg");
-    tool(
-        "gcc",
-        &[
-            "-O2",
-            "-finstrument-functions",
-            path(&source)?,
-            path(&hooks_o)?,
-            "-o",
-            path(&cyg)?,
-        ],
-    )?;
-
+    let (plain, cyg) = build_plain_and_cyg(dir)?;
     let mut builds = vec![Build {
         label: "plain".into(),
         exe: plain.clone(),
