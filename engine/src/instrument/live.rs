@@ -119,7 +119,7 @@ pub struct Live {
     pub last_data: Option<(u64, Vec<u8>)>,
     /// How long code changes kept the process stopped, summed (benchmarks reset and read it).
     pub paused_for: std::time::Duration,
-    /// `count` requests' runtime and counters (see [`super::measure`]).
+    /// Measuring requests' runtime and slots (see [`super::measure`]).
     pub measure: Measure,
 }
 
@@ -351,7 +351,7 @@ impl Live {
                 points: 0,
             },
         );
-        if measure::is_count(&self.requests[&id].request) && self.measure.runtime.is_none() {
+        if measure::is_measure(&self.requests[&id].request) && self.measure.runtime.is_none() {
             // Waits for [`Live::start_measuring`].
             return Ok(Vec::new());
         }
@@ -368,13 +368,14 @@ impl Live {
         Ok(reports)
     }
 
-    /// Loads the runtime library (once) and inserts the `count` requests that waited for it.
+    /// Loads the runtime library (once), gives it unwind tables for profiles, and inserts the
+    /// measuring requests that waited for it.
     /// The process must be stopped past libc's start-up (at `main`, or attached).
     pub fn start_measuring(&mut self, p: &mut Process) -> Result<Vec<PointReport>, LiveError> {
         let waiting: Vec<u32> = self
             .requests
             .iter()
-            .filter(|(_, r)| measure::is_count(&r.request) && r.applied.is_empty())
+            .filter(|(_, r)| measure::is_measure(&r.request) && r.applied.is_empty())
             .map(|(id, _)| *id)
             .collect();
         if waiting.is_empty() && self.measure.runtime.is_none() {
@@ -507,7 +508,7 @@ impl Live {
     /// it still waits for.
     pub fn status(&self, id: u32) -> Option<String> {
         let lr = self.requests.get(&id)?;
-        if measure::is_count(&lr.request) && self.measure.runtime.is_none() {
+        if measure::is_measure(&lr.request) && self.measure.runtime.is_none() {
             return Some("waiting for main (the runtime library loads there)".to_owned());
         }
         let mut text = format!("inserted at {} point(s)", lr.points);
@@ -733,7 +734,7 @@ impl Live {
             .iter()
             .filter(|(_, r)| r.modules.contains_key(&id) && !r.applied.contains(&id))
             // Counts wait for the runtime, not only for their library.
-            .filter(|(_, r)| !measure::is_count(&r.request) || self.measure.runtime.is_some())
+            .filter(|(_, r)| !measure::is_measure(&r.request) || self.measure.runtime.is_some())
             .map(|(k, _)| *k)
             .collect();
         for rid in waiting {

@@ -1,16 +1,18 @@
-//! Measuring in a live process with the runtime library `gsh-rt` (`rt/LAYOUT.md`): `count`
-//! requests, the runtime loaded once per process, one counter slot per counted function, and
-//! the counts read from the threads' blocks without stopping the process.
+//! Measuring with the runtime library `gsh-rt` (`rt/LAYOUT.md`): `count`, `time` and
+//! `profile` requests, the runtime loaded once per live process, one slot per measured
+//! function, and the values read from the threads' blocks without stopping the process.
 //!
-//! A `count` is an ordinary plan request (so `delete`, `show instrumentation` and ids work as
-//! for `at`) whose body is the marker [`COUNT_BODY`], which no user snippet can contain (the
-//! checker rejects the reserved name outside gsh's own snippets). [`super::Live`] compiles it,
-//! per function, to the inline counter of [`crate::snippet::codegen`]'s `rtcount`: a TLS load,
-//! a test and an `inc`, with a slow path that creates the thread's block on its first event.
-//! Every event is counted: a thread without a block gets one before its count is taken.
+//! A measure is an ordinary plan request (so `delete`, `show instrumentation` and ids work as
+//! for `at`) whose body is the marker of its [`Metric`], which no user snippet can contain (the
+//! checker rejects the reserved names outside gsh's own snippets). [`super::Live`] compiles it,
+//! per function and point, to one of the runtime operations of [`crate::snippet::codegen`]'s
+//! `rt` module: an inline counter, an inline `rdtsc` timer, or a call into the runtime with
+//! only what the callee may change saved. Every event is counted: a thread without a block
+//! gets one before its event is taken. A rewritten binary gets the same operations, finding
+//! the runtime through a measuring descriptor ([`saved_source`]).
 //!
 //! The runtime cannot be loaded before the program's libc is initialised (`dlopen` is a libc
-//! call), so a count asked for before `start`/`run` waits until the process stops at `main`
+//! call), so a measure asked for before `start`/`run` waits until the process stops at `main`
 //! ([`super::Live::start_measuring`]); on an attached process it goes in at once.
 
 use std::collections::{BTreeMap, HashMap};
@@ -317,15 +319,6 @@ pub fn add<'p>(
     Ok(plan.requests.last().expect("just pushed"))
 }
 
-/// Adds a `count` request (see [`add`]).
-pub fn add_count<'p>(
-    plan: &'p mut Plan,
-    session: &mut Session,
-    glob: &str,
-) -> Result<&'p Request, RequestError> {
-    add(plan, session, glob, Metric::Count)
-}
-
 /// What a plan request measures, if it is a measuring request.
 pub fn metric(r: &Request) -> Option<Metric> {
     if r.cond.is_some() {
@@ -335,7 +328,7 @@ pub fn metric(r: &Request) -> Option<Metric> {
 }
 
 /// Is this plan request a measuring one (`count`, `time`, `profile`)?
-pub fn is_count(r: &Request) -> bool {
+pub fn is_measure(r: &Request) -> bool {
     metric(r).is_some()
 }
 
@@ -501,7 +494,11 @@ impl Measure {
                 break;
             }
             let slots = read(block + slots_offset, 32 * top as usize)?;
-            let sp = sps.get(&u32_at(&read(block + 8, 4)?, 0)).copied();
+            let sp = if sps.is_empty() {
+                None
+            } else {
+                sps.get(&u32_at(&read(block + 8, 4)?, 0)).copied()
+            };
             for (i, c) in self.counters.iter().enumerate() {
                 let rec = &slots[32 * c.slot as usize..32 * c.slot as usize + 32];
                 calls[i] += u64_at(rec, 0);
@@ -708,15 +705,6 @@ fn blocks(reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
         block = u64_at(&reader.read(block, 8)?, 0);
     }
     Ok(out)
-}
-
-/// Per-request counters in a map by id, for callers that group (the shell's report).
-pub fn by_id(values: &[CountValue]) -> BTreeMap<u32, Vec<&CountValue>> {
-    let mut m: BTreeMap<u32, Vec<&CountValue>> = BTreeMap::new();
-    for v in values {
-        m.entry(v.id).or_default().push(v);
-    }
-    m
 }
 
 /// The runtime library as an analysed module (for [`crate::callee::effects`]), once per

@@ -270,15 +270,23 @@ fn merge_paths(paths: Vec<PathValue>, name: impl Fn(u64) -> String) -> Vec<PathR
     merged
 }
 
-/// A profiled function's calls and time are its paths' sums.
-fn profile_totals(values: &mut [CountValue], paths: &[PathRow]) {
-    for v in values.iter_mut().filter(|v| v.metric.is_profile()) {
-        let mine = paths
-            .iter()
-            .filter(|p| p.id == v.id && p.function == v.function);
-        let (calls, ns) = mine.fold((0, 0), |(c, n), p| (c + p.calls, n + p.ns));
-        v.calls = calls;
-        v.ns = v.metric.is_timed().then_some(ns);
+impl Results {
+    /// The values and paths under `title`; a profiled function's calls and time are its
+    /// paths' sums (the runtime keeps them per path only).
+    fn new(title: String, mut values: Vec<CountValue>, paths: Vec<PathRow>) -> Results {
+        for v in values.iter_mut().filter(|v| v.metric.is_profile()) {
+            let mine = paths
+                .iter()
+                .filter(|p| p.id == v.id && p.function == v.function);
+            let (calls, ns) = mine.fold((0, 0), |(c, n), p| (c + p.calls, n + p.ns));
+            v.calls = calls;
+            v.ns = v.metric.is_timed().then_some(ns);
+        }
+        Results {
+            title,
+            values,
+            paths,
+        }
     }
 }
 
@@ -295,18 +303,12 @@ pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
             (None, _) => bail!("process {pid} ended before its values could be read (killed?)"),
         }
     };
-    let mut values = values;
-    let paths = symbolise(live, paths);
-    profile_totals(&mut values, &paths);
-    Ok(Results {
-        title: if alive {
-            format!("process {pid}, values now")
-        } else {
-            format!("process {pid} has exited: its final values")
-        },
-        values,
-        paths,
-    })
+    let title = if alive {
+        format!("process {pid}, values now")
+    } else {
+        format!("process {pid} has exited: its final values")
+    };
+    Ok(Results::new(title, values, symbolise(live, paths)))
 }
 
 /// Keeps what was measured before gsh lets go of the process (`detach`), for `report`.
@@ -316,14 +318,11 @@ pub fn keep_on_detach(ctx_measured: &mut Option<Results>, pid: i32, p: &Process,
     }
     live.measure.snapshot(p);
     if let (Some(values), paths) = (&live.measure.last, &live.measure.last_paths) {
-        let mut values = values.clone();
-        let paths = symbolise(live, paths.clone().unwrap_or_default());
-        profile_totals(&mut values, &paths);
-        *ctx_measured = Some(Results {
-            title: format!("process {pid}, values when gsh detached"),
-            values,
-            paths,
-        });
+        *ctx_measured = Some(Results::new(
+            format!("process {pid}, values when gsh detached"),
+            values.clone(),
+            symbolise(live, paths.clone().unwrap_or_default()),
+        ));
     }
 }
 
@@ -645,12 +644,11 @@ mod results_file {
         }
         let names = Names::new(session, &file.modules);
         let paths = super::merge_paths(paths, |ra| names.name(ra));
-        super::profile_totals(&mut values, &paths);
-        Ok(Results {
-            title: format!("results file {}", path.display()),
+        Ok(Results::new(
+            format!("results file {}", path.display()),
             values,
             paths,
-        })
+        ))
     }
 
     /// Names return addresses through the modules the program had loaded, opened from their
