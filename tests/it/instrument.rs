@@ -343,3 +343,47 @@ fn exit_snippets_fire_for_tail_call_exits() {
         assert_eq!(stdout, want, "{v:?}");
     }
 }
+
+/// Calls in snippets are checked against the callee's prototype, from the C library's table
+/// when the callee is an import the program's DWARF does not describe: `printf(1, 2)` used
+/// to check (any arguments went) and the program died of SIGSEGV in printf.
+#[test]
+fn calls_to_the_c_library_are_checked_against_its_prototypes() {
+    let m = Mutatee::new("basic");
+    let o = gsh_c(
+        "at add entry { printf(1, 2); }; show instrumentation; run",
+        &m.path(Variant::O0),
+    );
+    o.assert_code(1);
+    assert!(
+        o.stderr.contains("error: cannot use `int` as `char *`")
+            && o.stderr.contains("1 | printf(1, 2);\n  |        ^ cast it: `(char *)...`"),
+        "{o}"
+    );
+    assert!(!o.stdout.contains("Instrumentation"), "nothing inserted:\n{o}");
+
+    // The format string is matched with its arguments; what cannot be right is refused.
+    let o = gsh_c(
+        "at add entry { printf(\"%s and %f\\n\", a, b); }",
+        &m.path(Variant::O0),
+    );
+    o.assert_code(1);
+    assert!(o.stderr.contains("`%s` needs a `char *`, not `int`"), "{o}");
+    assert!(o.stderr.contains("`%f` needs a `double`, not `int`"), "{o}");
+
+    // Debian's programs import the fortified `__printf_chk`: its format is checked too.
+    let o = gsh_c(
+        "at main exit { __printf_chk(1, \"%s\\n\", 42); }",
+        Path::new("/bin/ls"),
+    );
+    o.assert_code(1);
+    assert!(o.stderr.contains("`%s` needs a `char *`, not `int`"), "{o}");
+
+    // What is right still runs, live.
+    let o = gsh_c(
+        "at add entry { printf(\"gsh: %d+%d\\n\", a, b); }; run",
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("gsh: 2+3\ngsh: 5+11\n"), "{o}");
+}

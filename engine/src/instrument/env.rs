@@ -175,7 +175,8 @@ impl<'a> SessionEnv<'a> {
             .by_name(name)
             .next()
             .or_else(|| table.by_name(&plt).next())?;
-        let sig = self
+        let libc = crate::snippet::libc::prototype(name);
+        let mut sig = self
             .debug()
             .and_then(|d| d.function(f.addr))
             .filter(|info| info.name == name || f.name == name)
@@ -186,20 +187,21 @@ impl<'a> SessionEnv<'a> {
                     .iter()
                     .map(|p| self.c_type(&p.type_name))
                     .collect::<Option<Vec<_>>>()?;
-                Some(FnSig {
-                    ret,
-                    params: Some(params),
-                    variadic: info.variadic,
-                })
+                Some(FnSig::new(ret, params, info.variadic))
             })
+            // An import (DWARF describes only what the module defines) or a module without
+            // DWARF: the C library's prototype when it is a libc function gsh knows.
+            .or_else(|| libc.cloned())
             // Known only from a symbol: take any arguments, as a variadic function, so that
             // doubles are passed in xmm registers with `al` set (harmless for a prototyped
             // callee), and return a `long`.
-            .unwrap_or(FnSig {
-                ret: Type::LONG,
-                params: Some(Vec::new()),
-                variadic: true,
-            });
+            .unwrap_or(FnSig::new(Type::LONG, Vec::new(), true));
+        // DWARF does not record GCC's format attribute; the table does.
+        if sig.variadic && sig.printf_format.is_none() {
+            sig.printf_format = libc
+                .filter(|l| l.params.as_ref().map(Vec::len) == sig.params.as_ref().map(Vec::len))
+                .and_then(|l| l.printf_format);
+        }
         Some(Binding::Func {
             addr: f.addr.0.wrapping_add(self.bias),
             sig,
