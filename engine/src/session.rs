@@ -72,8 +72,21 @@ impl Module {
 
     /// Like [`Module::functions`], reporting progress if the table must be built now.
     pub fn functions_with(&self, progress: &dyn Progress) -> &FunctionTable {
-        self.table
-            .get_or_init(|| FunctionTable::build(&self.binary, progress))
+        self.table.get_or_init(|| {
+            let debug = self.debug_file_symbols();
+            FunctionTable::build_with_debug_file(&self.binary, debug.as_ref(), progress)
+        })
+    }
+
+    /// The separate debug file, opened for its `.symtab`, when the binary has none of its
+    /// own (stripped, as Debian's libraries are, with `libc6-dbg` or a `-dbgsym` package
+    /// installed).
+    fn debug_file_symbols(&self) -> Option<Binary> {
+        if self.binary.sections().iter().any(|s| s.name == ".symtab") {
+            return None;
+        }
+        let path = crate::dwarf::locate::separate_debug_file(&self.binary, &self.debug_dirs)?;
+        Binary::open(&path).ok()
     }
 
     /// CFGs, loops, call graph and metrics of every function, computed on first call.

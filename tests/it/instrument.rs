@@ -357,10 +357,14 @@ fn calls_to_the_c_library_are_checked_against_its_prototypes() {
     o.assert_code(1);
     assert!(
         o.stderr.contains("error: cannot use `int` as `char *`")
-            && o.stderr.contains("1 | printf(1, 2);\n  |        ^ cast it: `(char *)...`"),
+            && o.stderr
+                .contains("1 | printf(1, 2);\n  |        ^ cast it: `(char *)...`"),
         "{o}"
     );
-    assert!(!o.stdout.contains("Instrumentation"), "nothing inserted:\n{o}");
+    assert!(
+        !o.stdout.contains("Instrumentation"),
+        "nothing inserted:\n{o}"
+    );
 
     // The format string is matched with its arguments; what cannot be right is refused.
     let o = gsh_c(

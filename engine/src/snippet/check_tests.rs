@@ -119,7 +119,9 @@ fn printf_formats_match_their_arguments() {
     assert!(errors("printf(\"%f\", count);").contains("`%f` needs a `double`, not `long`"));
     assert!(errors("printf(\"%f\", count);").contains("cast it: `(double)...`"));
     assert!(errors("printf(\"%d\", ratio);").contains("`%d` needs an integer, not `double`"));
-    assert!(errors("printf(\"%ld\", 5);").contains("`%ld` reads a 8-byte integer, but this is `int`"));
+    assert!(
+        errors("printf(\"%ld\", 5);").contains("`%ld` reads a 8-byte integer, but this is `int`")
+    );
     assert!(errors("printf(\"%p\", ratio);").contains("`%p` needs a pointer"));
     assert!(errors("printf(\"%n\", count);").contains("`%n` needs a pointer"));
     assert!(errors("printf(\"%Lf\", ratio);").contains("`long double`"));
@@ -132,14 +134,30 @@ fn printf_formats_match_their_arguments() {
 #[test]
 fn printf_formats_that_print_something_sensible_warn() {
     for (src, warning) in [
-        ("printf(\"%d\\n\", count);", "`%d` prints only the low 32 bits of this `long`"),
-        ("printf(\"%d\\n\", 1, 2);", "the format reads 1 argument(s); the rest are not printed"),
-        ("printf(\"%lx\\n\", name);", "`%lx` prints this pointer as an integer"),
-        ("printf(\"%s\\n\", node);", "`%s` prints a `char *`, and this is `struct node *`"),
+        (
+            "printf(\"%d\\n\", count);",
+            "`%d` prints only the low 32 bits of this `long`",
+        ),
+        (
+            "printf(\"%d\\n\", 1, 2);",
+            "the format reads 1 argument(s); the rest are not printed",
+        ),
+        (
+            "printf(\"%lx\\n\", name);",
+            "`%lx` prints this pointer as an integer",
+        ),
+        (
+            "printf(\"%s\\n\", node);",
+            "`%s` prints a `char *`, and this is `struct node *`",
+        ),
     ] {
         let (p, d) = check_source(src, &env());
         assert!(p.is_some(), "{}", render_all(&d, src));
-        assert!(render_all(&d, src).contains(warning), "{}", render_all(&d, src));
+        assert!(
+            render_all(&d, src).contains(warning),
+            "{}",
+            render_all(&d, src)
+        );
     }
     for src in [
         "printf(\"%c %hd %hhu %5.2f %-8s %p %zu %%\\n\", 'a', 1, 2, ratio, name, name, count);",
@@ -149,7 +167,11 @@ fn printf_formats_that_print_something_sensible_warn() {
         "printf(\"%m\\n\");",
     ] {
         let (p, d) = check_source(src, &env());
-        assert!(p.is_some() && d.is_empty(), "{src}: {}", render_all(&d, src));
+        assert!(
+            p.is_some() && d.is_empty(),
+            "{src}: {}",
+            render_all(&d, src)
+        );
     }
 }
 

@@ -209,7 +209,11 @@ mod tests {
         let m = prototype("memcpy").unwrap();
         assert_eq!(
             m.params,
-            Some(vec![Type::ptr(Type::Void), Type::ptr(Type::Void), Type::ULONG])
+            Some(vec![
+                Type::ptr(Type::Void),
+                Type::ptr(Type::Void),
+                Type::ULONG
+            ])
         );
         assert_eq!(m.ret, Type::ptr(Type::Void));
         assert!(!m.variadic);

@@ -66,10 +66,7 @@ fn parse(format: &[u8]) -> Result<Option<Vec<Part>>, BadFormat> {
         if j > i && format.get(j) == Some(&b'$') {
             return Ok(None);
         }
-        while format
-            .get(i)
-            .is_some_and(|c| b"-+ #0'I".contains(c))
-        {
+        while format.get(i).is_some_and(|c| b"-+ #0'I".contains(c)) {
             i += 1;
         }
         let mut stars = 0;
@@ -89,10 +86,7 @@ fn parse(format: &[u8]) -> Result<Option<Vec<Part>>, BadFormat> {
             }
         }
         let len_start = i;
-        while format
-            .get(i)
-            .is_some_and(|c| b"hlLqjzZt".contains(c))
-        {
+        while format.get(i).is_some_and(|c| b"hlLqjzZt".contains(c)) {
             i += 1;
         }
         let length = &format[len_start..i];
@@ -108,9 +102,7 @@ fn parse(format: &[u8]) -> Result<Option<Vec<Part>>, BadFormat> {
         let reads = match conv {
             b'%' if i - start == 2 => None,
             b'm' => None,
-            b'd' | b'i' | b'o' | b'u' | b'x' | b'X' => {
-                Some(Reads::Int(if long { 8 } else { 4 }))
-            }
+            b'd' | b'i' | b'o' | b'u' | b'x' | b'X' => Some(Reads::Int(if long { 8 } else { 4 })),
             b'c' => Some(Reads::Int(4)),
             b'e' | b'E' | b'f' | b'F' | b'g' | b'G' | b'a' | b'A' if length == b"L" => {
                 Some(Reads::LongDouble)
@@ -233,10 +225,9 @@ impl Checker<'_> {
         };
         // Where a byte of the format is in the source: exact for a literal without escapes.
         let span_of = |at: (usize, usize)| match &fmt_arg.kind {
-            A::Str(s) if fmt_arg.span.end - fmt_arg.span.start == s.len() + 2 => Span::new(
-                fmt_arg.span.start + 1 + at.0,
-                fmt_arg.span.start + 1 + at.1,
-            ),
+            A::Str(s) if fmt_arg.span.end - fmt_arg.span.start == s.len() + 2 => {
+                Span::new(fmt_arg.span.start + 1 + at.0, fmt_arg.span.start + 1 + at.1)
+            }
             _ => fmt_arg.span,
         };
         let parts = match parse(&format) {
@@ -265,7 +256,9 @@ impl Checker<'_> {
                             parts.len()
                         ),
                     )
-                    .with_hint("pass one argument per conversion, or write `%%` for a percent sign"),
+                    .with_hint(
+                        "pass one argument per conversion, or write `%%` for a percent sign",
+                    ),
                 );
                 return;
             };
@@ -280,7 +273,9 @@ impl Checker<'_> {
             }
         }
         if rest.len() > parts.len() {
-            let extra = rest_args[parts.len()].span.to(rest_args[rest.len() - 1].span);
+            let extra = rest_args[parts.len()]
+                .span
+                .to(rest_args[rest.len() - 1].span);
             self.diags.push(
                 Diagnostic::warning(
                     extra,
@@ -345,6 +340,9 @@ mod tests {
         let bad = parse(b"ok %").unwrap_err();
         assert_eq!(bad.at, (3, 4));
         let bad = parse(b"x %y").unwrap_err();
-        assert_eq!((bad.at, bad.message.as_str()), ((2, 4), "unknown conversion `%y`"));
+        assert_eq!(
+            (bad.at, bad.message.as_str()),
+            ((2, 4), "unknown conversion `%y`")
+        );
     }
 }
