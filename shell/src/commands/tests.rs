@@ -68,6 +68,18 @@ fn did_you_mean() {
         unknown(&["xyzzy"]).to_string(),
         "unknown command `xyzzy`; `help` lists the commands"
     );
+    // Only when close: a two-letter word is not a typo of the one-letter alias `b`, and gdb's
+    // `info` is nothing like any command.
+    for far in ["bp", "br", "bx", "info", "x"] {
+        assert_eq!(
+            unknown(&[far]).to_string(),
+            format!("unknown command `{far}`; `help` lists the commands")
+        );
+    }
+    assert_eq!(
+        unknown(&["stauts"]).to_string(),
+        "unknown command `stauts`; did you mean `status`?"
+    );
     assert_eq!(
         closest("disa", ["disas", "open"].into_iter()),
         Some("disas")
