@@ -213,7 +213,10 @@ pub fn run(ctx: &mut Context) -> Result<()> {
                     refresh_functions(h, ctx);
                 }
                 if ctx.quit {
-                    break;
+                    if confirm_quit(&mut rl, ctx)? {
+                        break;
+                    }
+                    ctx.quit = false;
                 }
             }
             // Ctrl-C abandons the line being typed and halts a running process, as Dyner did.
@@ -234,7 +237,11 @@ pub fn run(ctx: &mut Context) -> Result<()> {
                 }
                 continue;
             }
-            Err(ReadlineError::Eof) => break,
+            Err(ReadlineError::Eof) => {
+                if confirm_quit(&mut rl, ctx)? {
+                    break;
+                }
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -244,6 +251,46 @@ pub fn run(ctx: &mut Context) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Before leaving with a live process, asks as gdb does, since leaving kills a process gsh
+/// started (and detaches one it attached to). True when gsh should quit. End of input
+/// answers yes, as in gdb; Ctrl-C answers no.
+fn confirm_quit(rl: &mut Editor<GshHelper, DefaultHistory>, ctx: &mut Context) -> Result<bool> {
+    let Some(t) = ctx.target.as_mut() else {
+        return Ok(true);
+    };
+    t.events();
+    if t.gone.is_some() {
+        return Ok(true);
+    }
+    let fate = if t.started {
+        "will be killed"
+    } else {
+        "will be detached (its instrumentation removed)"
+    };
+    eprintln!(
+        "A debugging session is active.\n\n\tProcess {} {fate}.\n",
+        t.pid()
+    );
+    loop {
+        match rl.readline("Quit anyway? (y or n) ") {
+            Ok(answer) => match answer.trim() {
+                "y" | "Y" | "yes" => return Ok(true),
+                "n" | "N" | "no" => {
+                    eprintln!("Not confirmed.");
+                    return Ok(false);
+                }
+                _ => eprintln!("Please answer y or n."),
+            },
+            Err(ReadlineError::Eof) => return Ok(true),
+            Err(ReadlineError::Interrupted) => {
+                eprintln!("Not confirmed.");
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 #[cfg(test)]

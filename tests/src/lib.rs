@@ -13,6 +13,7 @@ mod mutatee;
 mod packages;
 mod paths;
 mod program;
+pub mod pty;
 pub mod server;
 pub mod truth;
 
