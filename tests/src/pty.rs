@@ -34,7 +34,12 @@ impl PtyGsh {
         };
         assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
         // SAFETY: both descriptors were just opened by openpty and are owned by nobody else.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master_fd), OwnedFd::from_raw_fd(slave_fd)) };
+        let (master, slave) = unsafe {
+            (
+                OwnedFd::from_raw_fd(master_fd),
+                OwnedFd::from_raw_fd(slave_fd),
+            )
+        };
         let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the pty slave"));
         let child = Command::new(crate::Gsh::binary())
             .args(args)
@@ -67,7 +72,9 @@ impl PtyGsh {
 
     /// Types `text` at the terminal.
     pub fn send(&mut self, text: &str) {
-        self.master.write_all(text.as_bytes()).expect("write to the pty");
+        self.master
+            .write_all(text.as_bytes())
+            .expect("write to the pty");
     }
 
     /// Waits until the output since the last `expect` contains `needle`, and returns what

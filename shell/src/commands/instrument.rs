@@ -33,7 +33,7 @@ pub const AT: Spec = Spec {
     name: "at",
     aliases: &[],
     usage: "POINT [if (COND)] { SNIPPET }",
-    complete: Complete::Function,
+    complete: Complete::Point,
     summary: "insert a snippet at a point",
     help: "Inserts SNIPPET (a subset of C: `help snippets`) at POINT, which is `FUNC entry`, \
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \

@@ -35,6 +35,9 @@ pub enum Complete {
     File,
     /// Function names of the open module.
     Function,
+    /// A point: a function, then `entry`, `exit`, `call [CALLEE] before|after` or `loop LOOP
+    /// entry|...`, with the function's callees and loops offered.
+    Point,
     /// Command names (`help`).
     Command,
 }

@@ -149,7 +149,7 @@ pub const BREAK: Spec = Spec {
     name: "break",
     aliases: &["b"],
     usage: "POINT [if (COND)]",
-    complete: Complete::Function,
+    complete: Complete::Point,
     summary: "stop the process at a point",
     help: "Stops the process when a thread reaches POINT (as for `at`: `FUNC entry`, `FUNC \
 exit`, `FUNC call [CALLEE] before|after`), and only when COND holds if given; COND is a \
@@ -390,9 +390,25 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .filter(|p| *p > 0)
         .ok_or_else(|| anyhow!("`{pid_text}` is not a process id"))?;
     make_room(ctx)?;
+    // A FILE that is not what the process runs would place instrumentation by the wrong
+    // addresses: say so before anything is inserted.
+    if let Ok(main) = ctx.session.main() {
+        let file = main.binary.path();
+        if engine::process::is_executable_of(pid, file) == Some(false) {
+            let runs = engine::process::executable_path(pid)
+                .map_or_else(|| "another program".into(), |p| p.display().to_string());
+            eprintln!(
+                "warning: {} is not the program process {pid} runs ({runs}): its functions \
+                 and addresses are {}'s; open the process's own (`gsh -p {pid}` alone) to \
+                 instrument it",
+                file.display(),
+                file.display()
+            );
+        }
+    }
     let tracer = Tracer::attach(pid, Live::default())?;
     if ctx.session.main().is_err() {
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        let exe = engine::process::executable_path(pid)
             .with_context(|| format!("cannot find process {pid}'s executable"))?;
         ctx.session.open(&exe)?;
     }
