@@ -629,8 +629,10 @@ fn whole_library(path: &Path) {
         .timeout(Duration::from_secs(300))
         .run();
     out.assert_success();
-    let s: Value = serde_json::from_str(out.stdout.trim())
-        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    let s: Value = gsh_tests::json_stream(&out)
+        .pop()
+        .map(|mut line| line["result"].take())
+        .unwrap_or_else(|| panic!("no JSON:\n{out}"));
     let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {s}"));
     assert!(n("functions") > 1000, "{s}");
     assert!(n("blocks") > 5 * n("functions"), "{s}");

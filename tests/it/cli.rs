@@ -128,6 +128,59 @@ fn json_prints_one_document_per_command() {
     assert_eq!(docs.len(), 2, "{docs:?}");
 }
 
+/// `--json` is a stream: one object per line tagged with its command, errors as objects too,
+/// and the started program's output kept out of it (it went to stdout between the
+/// documents, and errors were only text on stderr).
+#[test]
+fn json_is_a_stream_of_tagged_answers_and_errors() {
+    let m = Mutatee::new("basic");
+    let exe = m.path(Variant::O0);
+    let o = Gsh::new()
+        .current_dir(exe.parent().expect("dir"))
+        .args([
+            "--json",
+            "-c",
+            "whatis add; run; show functions 'ad*'; bogus; whatis inc",
+        ])
+        .arg(exe.file_name().expect("name"))
+        .run();
+    o.assert_code(1);
+    let lines = gsh_tests::json_stream(&o);
+    let commands: Vec<&str> = lines
+        .iter()
+        .map(|l| l["command"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        commands,
+        ["whatis add", "run", "show functions 'ad*'", "bogus"],
+        "{o}"
+    );
+    assert_eq!(lines[0]["result"]["function"], "add", "{o}");
+    assert_eq!(
+        lines[3]["error"], "line 1: unknown command `bogus`; `help` lists the commands",
+        "{o}"
+    );
+    // The program ran, and its output went to stderr, not into the stream.
+    for line in m.expected_stdout().lines() {
+        assert!(o.stderr.contains(line), "{line:?} not on stderr:\n{o}");
+    }
+
+    // An error before any command is in the stream too.
+    let o = Gsh::new()
+        .args(["--json", "-c", "whatis main", "/no/such/file"])
+        .run();
+    o.assert_code(1);
+    let lines = gsh_tests::json_stream(&o);
+    assert_eq!(lines.len(), 1, "{o}");
+    assert!(lines[0]["command"].is_null(), "{o}");
+    assert!(
+        lines[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("/no/such/file")),
+        "{o}"
+    );
+}
+
 #[test]
 fn harness_paths_are_inside_the_target_directory() {
     let exe = basic();
