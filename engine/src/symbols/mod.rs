@@ -167,6 +167,10 @@ pub struct FunctionTable {
 pub trait Progress: Sync {
     /// `done` of `total` units of work are finished.
     fn update(&self, done: u64, total: u64);
+
+    /// A new step of the work begins (`building control-flow graphs`); the `update`s that
+    /// follow count its units, from 0 again. A step with no units still says it is running.
+    fn phase(&self, _what: &str) {}
 }
 
 /// A [`Progress`] that ignores everything.
@@ -255,6 +259,7 @@ impl FunctionTable {
                 .found
                 .insert(Found::ENTRY);
         }
+        progress.phase("finding functions");
         for target in scan::call_targets(binary, progress) {
             if in_code(target.0) {
                 cands.entry(target.0).or_default().found.insert(Found::CALL);
