@@ -706,7 +706,16 @@ fn analysis_reports_each_step_it_takes() {
     );
     // Every step that counts reaches its total before the next begins, and the last event
     // is a step starting or finishing, never silence after a full bar.
-    let cfgs = events.iter().position(|e| e == "building control-flow graphs").unwrap();
-    let never = events.iter().position(|e| e == "finding functions that never return").unwrap();
-    assert!(events[cfgs..never].iter().any(|e| e == "100%"), "{events:?}");
+    let cfgs = events
+        .iter()
+        .position(|e| e == "building control-flow graphs")
+        .unwrap();
+    let never = events
+        .iter()
+        .position(|e| e == "finding functions that never return")
+        .unwrap();
+    assert!(
+        events[cfgs..never].iter().any(|e| e == "100%"),
+        "{events:?}"
+    );
 }

@@ -238,3 +238,37 @@ fn parameters_hiding_declared_variables_are_warned_about() {
     );
     assert_eq!(out.stderr, "");
 }
+
+/// The README's main job (`./gsh -b scripts/tour-ls.gsh /bin/ls`) explores ls, measures a live
+/// run of it and runs a rewritten copy: every part must work on this machine's `/bin/ls`.
+#[test]
+fn the_readme_tour_of_ls_explores_measures_and_rewrites() {
+    let script = gsh_tests::workspace_root().join("scripts/tour-ls.gsh");
+    let o = Gsh::new()
+        .arg("-b")
+        .arg(&script)
+        .arg("/bin/ls")
+        .timeout(std::time::Duration::from_secs(240))
+        .run();
+    o.assert_success();
+    let rows: Vec<Vec<&str>> = o
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let counted = |f: &str| {
+        rows.iter()
+            .find(|r| r.len() > 4 && r[1] == f && r[2] == "count")
+            .and_then(|r| r[3].parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no count of {f}:\n{o}"))
+    };
+    assert!(counted("readdir") > 100, "{o}");
+    assert!(counted("malloc") > 100, "{o}");
+    assert!(o.stdout.contains("Saved    /tmp/ls.counted"), "{o}");
+    let made = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ls made "))
+        .unwrap_or_else(|| panic!("the rewritten ls did not report:\n{o}"));
+    assert!(made.ends_with(" calls to its own functions"), "{made}");
+}

@@ -452,7 +452,10 @@ fn finish(binary: &Binary, cands: BTreeMap<u64, Candidate>) -> Vec<Function> {
             let underscores = name.len() - name.trim_start_matches('_').len();
             (*source, underscores, *rank, name.len(), name.clone())
         });
-        c.names.dedup_by(|a, b| a.0 == b.0);
+        // One entry per name, its best source first: the debug file's `.symtab` repeats
+        // `.dynsym`'s names (`readdir64` from both).
+        let mut seen = std::collections::HashSet::new();
+        c.names.retain(|(name, _, _)| seen.insert(name.clone()));
         let (name, name_source, global) = match c.names.first() {
             Some((n, s, rank)) => (n.clone(), *s, *rank < 2),
             // The ELF entry point of a stripped executable is crt1's `_start`; name it so,
