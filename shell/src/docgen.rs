@@ -180,7 +180,8 @@ failing command gives {\"command\": C, \"error\": MESSAGE} (also printed on stan
 and ends a batch with status 1; an error outside any command (a FILE that cannot be opened) \
 has \"command\": null. A program gsh starts writes its standard output to gsh's standard error \
 (unless start > FILE sends it elsewhere), so it never mixes with the stream; gsh's notes \
-(libraries loaded, exit codes) are on standard error too.";
+(libraries loaded, threads started, instrumentation waiting for main) are on standard error \
+too.";
 
 /// A `--json` transcript, for the man page.
 const JSON_EXAMPLE: &str = r#"$ gsh --json -c 'count mix; run; report; bogus' ./a.out 2>/dev/null

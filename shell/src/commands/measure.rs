@@ -27,8 +27,10 @@ pub const COUNT: Spec = Spec {
 library's) at its entry, per thread and exactly, with a counter inlined in the trampoline: a \
 thread-local load, a test and an increment. The runtime library libgsh_rt.so is loaded into the \
 process the first time (found next to the gsh executable, or at $GSH_RT). Each FUNC gets an \
-instrumentation id that `delete` removes; `report` shows the counts. Asked for before `start` or \
-`run`, the counting begins when the process reaches main.",
+instrumentation id that `delete` removes; the table printed names what each id counts (the \
+function, or the glob and how many functions it matched) and how many points went in. `report` \
+shows the counts. Asked for before `start` or `run`, the counting begins when the process \
+reaches main.",
     examples: &[
         ("count work_item", "calls to work_item"),
         (
@@ -52,7 +54,7 @@ and exit, so microseconds per call). Recursion is timed once, for the outermost 
 activation that never returns through its exit (left by longjmp or an exception) is closed at \
 the next entry of the function on that thread whose stack pointer shows the frame is gone \
 (iPath's active-stack check). Activations still open are credited up to the moment `report` \
-reads them.",
+reads them. As for `count`, the table printed names what each id times.",
     examples: &[
         (
             "time handle_request",
@@ -99,8 +101,9 @@ over all threads, and for profiles one row per call path. The values are read fr
 process's memory without stopping it, so `report` may be repeated while the process runs after \
 `continue &`. Once the process has exited, the values are those it had when it exited; after \
 `detach`, those it had when gsh detached. RESULTS names a results file written at exit by a \
-binary that `save` rewrote with measuring in it. `--json` prints everything as one JSON \
-document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
+binary that `save` rewrote with measuring in it. A measure that was deleted keeps the \
+values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
+everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
 flame graph itself.",
     examples: &[
