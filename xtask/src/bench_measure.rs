@@ -179,9 +179,9 @@ fn run_measured(exe: &Path, measure: &str, n: u64, dir: &Path) -> Result<u64> {
     let report: serde_json::Value = o
         .stdout
         .lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
-        .last()
+        .find_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
         .context("gsh printed no report")?;
     let measured = report["values"]
         .as_array()
