@@ -211,7 +211,10 @@ impl<'a> SessionEnv<'a> {
             // DWARF: the C library's prototype when it is a libc function gsh knows, else the
             // DWARF of the open module that defines it.
             .or_else(|| libc.cloned())
-            .or_else(|| self.imported_prototype(name))
+            .or_else(|| {
+                let import = f.name.ends_with("@plt");
+                import.then(|| self.imported_prototype(name)).flatten()
+            })
             // Known only from a symbol: take any arguments, as a variadic function, so that
             // doubles are passed in xmm registers with `al` set (harmless for a prototyped
             // callee), and return a `long`.
