@@ -1,5 +1,5 @@
 # Count every function call ls makes, in a rewritten copy of /bin/ls:
-#   cargo run -q -p gsh -- -b scripts/count-ls-calls.gsh /bin/ls && /tmp/ls.counted -la /
+#   ./gsh -b scripts/count-ls-calls.gsh /bin/ls && /tmp/ls.counted /usr
 # `main` is found even though ls is stripped (gsh infers it from _start). A rewritten file can
 # call only functions it has or imports: ls imports the fortified __printf_chk, not printf.
 

@@ -1,5 +1,5 @@
 # A first look at /bin/ls, stripped or not, on any x86-64 Linux machine:
-#   cargo run -q -p gsh -- -b scripts/explore-ls.gsh /bin/ls
+#   ./gsh -b scripts/explore-ls.gsh /bin/ls
 
 echo '== the file, and what it needs at run time'
 show modules

@@ -45,6 +45,7 @@ fn main() {
             ret: Type::INT,
             params: Some(vec![Type::Ptr(Box::new(Type::Int(IntKind::Char)))]),
             variadic: true,
+            printf_format: None,
         },
     );
     for round in 0..rounds {

@@ -107,6 +107,7 @@ impl Analysis {
             };
             cfg::build(&ctx, &funcs[i])
         };
+        progress.phase("building control-flow graphs");
         let mut cfgs: Vec<Cfg> = (0..funcs.len())
             .into_par_iter()
             .map(|i| {
@@ -121,8 +122,10 @@ impl Analysis {
 
         // Only a function whose CFG was rebuilt can newly turn out never to return: the rest
         // are unchanged since they were last checked.
+        progress.phase("finding functions that never return");
         let mut candidates: Vec<usize> = (0..funcs.len()).collect();
-        for _ in 0..MAX_ROUNDS {
+        for round in 0..MAX_ROUNDS {
+            progress.update(round as u64, MAX_ROUNDS as u64);
             let fresh: Vec<u64> = candidates
                 .par_iter()
                 .filter(|&&i| !noret.contains(&funcs[i].addr.0) && never_returns(&cfgs[i], &noret))
@@ -160,10 +163,16 @@ impl Analysis {
             }
         }
 
+        progress.phase("finding loops and calls");
+        done.store(0, std::sync::atomic::Ordering::Relaxed);
         let functions: Vec<FunctionAnalysis> = cfgs
             .into_par_iter()
             .zip(funcs.par_iter())
             .map(|(cfg, f)| {
+                let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if d.is_multiple_of(256) || d == total {
+                    progress.update(d, total);
+                }
                 let loops = loops::find(&cfg);
                 let mut callees: Vec<FuncId> = cfg
                     .calls()
@@ -191,6 +200,7 @@ impl Analysis {
             })
             .collect();
 
+        progress.phase("building the call graph");
         let mut callers = vec![Vec::new(); functions.len()];
         for (i, a) in functions.iter().enumerate() {
             for c in &a.callees {

@@ -45,6 +45,7 @@ pub mod process;
 pub mod rewrite;
 pub mod session;
 pub mod snippet;
+pub mod suggest;
 pub mod symbols;
 #[cfg(test)]
 mod testutil;

@@ -72,8 +72,21 @@ impl Module {
 
     /// Like [`Module::functions`], reporting progress if the table must be built now.
     pub fn functions_with(&self, progress: &dyn Progress) -> &FunctionTable {
-        self.table
-            .get_or_init(|| FunctionTable::build(&self.binary, progress))
+        self.table.get_or_init(|| {
+            let debug = self.debug_file_symbols();
+            FunctionTable::build_with_debug_file(&self.binary, debug.as_ref(), progress)
+        })
+    }
+
+    /// The separate debug file, opened for its `.symtab`, when the binary has none of its
+    /// own (stripped, as Debian's libraries are, with `libc6-dbg` or a `-dbgsym` package
+    /// installed).
+    fn debug_file_symbols(&self) -> Option<Binary> {
+        if self.binary.sections().iter().any(|s| s.name == ".symtab") {
+            return None;
+        }
+        let path = crate::dwarf::locate::separate_debug_file(&self.binary, &self.debug_dirs)?;
+        Binary::open(&path).ok()
     }
 
     /// CFGs, loops, call graph and metrics of every function, computed on first call.
@@ -392,23 +405,15 @@ impl Session {
 
     /// The function name closest to `name`, for "did you mean" hints.
     pub fn nearest_function_name(&self, name: &str, modules: &[ModuleId]) -> Option<String> {
-        let mut best: Option<(f64, String)> = None;
-        for &m in modules {
-            for f in self.module(m).functions().functions() {
-                let candidate = f.demangled.as_deref().map(strip_params).unwrap_or(&f.name);
-                let score = strsim_ratio(name, candidate);
-                if best.as_ref().is_none_or(|(s, _)| score > *s) {
-                    best = Some((score, candidate.to_owned()));
-                }
-            }
-        }
-        best.filter(|(s, _)| *s >= 0.7).map(|(_, n)| n)
+        let names = modules.iter().flat_map(|&m| {
+            self.module(m)
+                .functions()
+                .functions()
+                .iter()
+                .map(|f| f.demangled.as_deref().map(strip_params).unwrap_or(&f.name))
+        });
+        crate::suggest::closest(name, names).map(str::to_owned)
     }
-}
-
-/// Similarity in 0..=1 (Jaro-Winkler), good at typos and dropped letters in short names.
-fn strsim_ratio(a: &str, b: &str) -> f64 {
-    strsim::jaro_winkler(a, b)
 }
 
 /// Where the dynamic linker would find `name` for `binary`: its `DT_RUNPATH`/`DT_RPATH` (with

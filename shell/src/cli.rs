@@ -39,7 +39,8 @@ pub struct Cli {
     #[arg(short = 'p', value_name = "PID")]
     pub pid: Option<u32>,
 
-    /// Print each command's output as one JSON document instead of a table
+    /// Print a JSON stream instead of tables: one object per line, {"command": ..., "result":
+    /// ...} or {"command": ..., "error": ...}; the program's own output goes to stderr
     #[arg(long)]
     pub json: bool,
 
@@ -70,12 +71,43 @@ pub fn main() -> i32 {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let mut ctx = Context::new(cli.json);
+    let mut ctx = if cli.json {
+        Context::with_writer(true, crate::output::Style::PLAIN, json_stream()?)
+    } else {
+        Context::new(false)
+    };
     let result = session(&mut ctx, cli);
     // Whatever happened, a process gsh started dies with it and one it attached to runs on
     // with its code restored.
     let finished = ctx.finish();
-    result.and(finished)
+    let result = result.and(finished);
+    if let Err(e) = &result {
+        // Errors outside any command (a FILE that cannot be opened) join the stream too.
+        if e.downcast_ref::<crate::context::Reported>().is_none() {
+            ctx.emit_error(e);
+        }
+    }
+    result
+}
+
+/// Where `--json` writes: the original standard output, which from now on holds only the
+/// stream. gsh's own descriptor 1 becomes a copy of stderr, so a program gsh starts (which
+/// inherits it unless `start > FILE` says otherwise) writes its output there, never into
+/// the stream.
+fn json_stream() -> Result<Box<dyn std::io::Write>> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: dup(1) returns a new descriptor (or -1) for gsh's stdout; nothing else owns it.
+    let fd = unsafe { libc::dup(1) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot set up the JSON stream");
+    }
+    // SAFETY: dup2(2, 1) makes descriptor 1 a copy of 2; both are gsh's own, and Rust's
+    // stdout handle keeps writing to descriptor 1, now stderr.
+    if unsafe { libc::dup2(2, 1) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot set up the JSON stream");
+    }
+    // SAFETY: `fd` is a fresh descriptor from dup, owned by the File from here on.
+    Ok(Box::new(unsafe { std::fs::File::from_raw_fd(fd) }))
 }
 
 fn session(ctx: &mut Context, cli: Cli) -> Result<()> {

@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context as _, Result};
 use engine::{FunctionTable, ModuleId, Session};
 
 use crate::commands;
-use crate::output::{render_json, render_text, Output, Style};
+use crate::output::{json_value, render_text, Output, Style};
 use crate::progress::Bar;
 use crate::script;
 
@@ -20,7 +20,8 @@ pub struct Context {
     pub session: Session,
     /// Declared variables and `at` requests, until `save` writes them out.
     pub plan: engine::instrument::Plan,
-    /// Print one JSON document per command instead of tables.
+    /// Print the JSON stream (one object per line per answer or error, see `JSON OUTPUT` in
+    /// the man page) instead of tables.
     pub json: bool,
     pub style: Style,
     /// The program arguments given after FILE on the command line (used by `start`/`run`).
@@ -37,6 +38,8 @@ pub struct Context {
     pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,
     depth: usize,
     out: Box<dyn Write>,
+    /// The command running now, as typed: what `--json` answers are tagged with.
+    command: Option<String>,
 }
 
 impl Context {
@@ -60,6 +63,7 @@ impl Context {
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,
             out,
+            command: None,
         }
     }
 
@@ -82,15 +86,34 @@ impl Context {
         })
     }
 
-    /// Prints one command's output.
+    /// Prints one command's output: for people, or (`--json`) as one line of the stream,
+    /// `{"command": "...", "result": ...}`.
     pub fn emit(&mut self, out: &Output) -> Result<()> {
         let text = if self.json {
-            let mut s = render_json(out);
+            let mut line = serde_json::Map::new();
+            line.insert("command".into(), serde_json::json!(self.command));
+            line.insert("result".into(), json_value(out));
+            let mut s = serde_json::Value::Object(line).to_string();
             s.push('\n');
             s
         } else {
             render_text(out, self.style)
         };
+        self.write(&text)
+    }
+
+    /// With `--json`, puts an error in the stream as `{"command": "...", "error": "..."}`
+    /// (`"command": null` for errors outside any command, such as a FILE that cannot be
+    /// opened); without, does nothing (errors go to stderr as `gsh: ...`).
+    pub fn emit_error(&mut self, e: &anyhow::Error) {
+        if !self.json {
+            return;
+        }
+        let line = serde_json::json!({ "command": self.command, "error": error_line(e) });
+        let _ = self.write(&format!("{line}\n"));
+    }
+
+    fn write(&mut self, text: &str) -> Result<()> {
         let written = self
             .out
             .write_all(text.as_bytes())
@@ -117,17 +140,28 @@ impl Context {
             None => anyhow!("{e}"),
         })?;
         let many = cmds.len() > 1 || origin.is_some();
+        let outer = self.command.take();
+        let mut result = Ok(());
         for cmd in &cmds {
             if self.quit {
                 break;
             }
-            let result = commands::run(self, cmd).and_then(|out| self.emit(&out));
+            self.command = Some(cmd.display());
+            let done = commands::run(self, cmd).and_then(|out| self.emit(&out));
             self.print_events();
-            if let Err(e) = result {
-                return Err(if many { e.context(at(cmd.line)) } else { e });
+            if let Err(e) = done {
+                let e = if many { e.context(at(cmd.line)) } else { e };
+                // A failure inside `source` is the stream's once, tagged with the command
+                // that failed, not again with `source`.
+                if e.downcast_ref::<Reported>().is_none() {
+                    self.emit_error(&e);
+                }
+                result = Err(if self.json { e.context(Reported) } else { e });
+                break;
             }
         }
-        Ok(())
+        self.command = outer;
+        result
     }
 
     /// Prints, on stderr, what happened to the process since the last command (a thread
@@ -166,6 +200,17 @@ impl Context {
     }
 }
 
+/// Marks an error already put in the `--json` stream.
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Empty: it adds nothing to the message, which `error_line` joins.
+        f.write_str("")
+    }
+}
+
 /// An error as the one line users see after `gsh: `: the context chain, outermost first.
 /// Snippet diagnostics keep their lines, since their caret points under the source line.
 pub fn error_line(e: &anyhow::Error) -> String {
@@ -176,7 +221,7 @@ pub fn error_line(e: &anyhow::Error) -> String {
         )
     });
     let mut line = String::new();
-    for part in e.chain().map(|c| c.to_string()) {
+    for part in e.chain().map(|c| c.to_string()).filter(|p| !p.is_empty()) {
         // Engine errors already print their source (`cannot read x: No such file`); don't
         // repeat it.
         if line.ends_with(&part) {

@@ -168,6 +168,28 @@ fn roff(s: &str) -> String {
     }
 }
 
+/// What `--json` prints, for the man page.
+pub const JSON_STREAM: &str = "With --json, standard output carries only a stream of JSON \
+objects, one per line, in the order commands run. Each command's answer is \
+{\"command\": C, \"result\": R}, where C is the command as typed (words re-quoted, its { ... } \
+block included) and R its output: a table as {\"title\", \"rows\": [...], \"note\"} with one \
+object per row keyed by the lower-cased column names, a record as one object, text as \
+{\"text\": ...}, nothing as {}. Addresses are \"0x...\" strings, sizes and counts numbers. A \
+command that prints several times (watch) gives one line per print, each tagged with it. A \
+failing command gives {\"command\": C, \"error\": MESSAGE} (also printed on standard error) \
+and ends a batch with status 1; an error outside any command (a FILE that cannot be opened) \
+has \"command\": null. A program gsh starts writes its standard output to gsh's standard error \
+(unless start > FILE sends it elsewhere), so it never mixes with the stream; gsh's notes \
+(libraries loaded, threads started, instrumentation waiting for main) are on standard error \
+too.";
+
+/// A `--json` transcript, for the man page.
+const JSON_EXAMPLE: &str = r#"$ gsh --json -c 'count mix; run; report; bogus' ./a.out 2>/dev/null
+{"command":"count mix","result":{"note":"inserted when the process reaches main (`start` or `run`); `report` shows the values","rows":[{"function":"mix","instrumentation":1,"measure":"count","points":null}]}}
+{"command":"run","result":{"text":"exited with code 0\n"}}
+{"command":"report","result":{"paths":[],"title":"process 4242 has exited: its final values","values":[{"calls":1,"deleted":false,"function":"mix","id":1,"metric":"count"}]}}
+{"command":"bogus","error":"line 1: unknown command `bogus`; `help` lists the commands"}"#;
+
 /// The man page, `man/gsh.1`.
 pub fn man_page() -> String {
     let mut m = String::new();
@@ -191,7 +213,7 @@ pub fn man_page() -> String {
 about it: its functions (found even in stripped binaries, from .eh_frame, PLT relocations and \
 call targets), variables, libraries and code. Without -b or -c it reads commands at a prompt \
 with history and tab completion. Tables go to standard output, diagnostics to standard error; \
-with --json each command prints one JSON document instead.",
+with --json standard output is a JSON stream instead (see JSON OUTPUT).",
     ));
     m.push('\n');
     m.push_str(".SH OPTIONS\n");
@@ -239,6 +261,15 @@ belongs whole to the command before it. A function may be named NAME, MODULE!NAM
     }
     m.push_str(".SH SNIPPETS\n.nf\n");
     for line in engine::snippet::GRAMMAR.lines() {
+        m.push_str(&roff(line));
+        m.push('\n');
+    }
+    m.push_str(".fi\n");
+    m.push_str(".SH JSON OUTPUT\n");
+    m.push_str(&roff(JSON_STREAM));
+    m.push('\n');
+    m.push_str(".IP\n.nf\n");
+    for line in JSON_EXAMPLE.lines() {
         m.push_str(&roff(line));
         m.push('\n');
     }

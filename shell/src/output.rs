@@ -1,5 +1,6 @@
 //! What commands produce, and how it is printed: a small output model rendered either as a
-//! table for people (comfy-table) or as one JSON document per command for programs.
+//! table for people (comfy-table) or as JSON for programs (each command's `result` in the
+//! `--json` stream, see `Context::emit`).
 //!
 //! Commands never print; they return an [`Output`], so every command gets both renderings and
 //! the same stable field names. In JSON, addresses are always `"0x..."` strings and sizes and
@@ -190,7 +191,8 @@ pub fn render_json(out: &Output) -> String {
     json_value(out).to_string()
 }
 
-fn json_value(out: &Output) -> Value {
+/// `out` as a JSON value (the `result` of a `--json` stream line).
+pub fn json_value(out: &Output) -> Value {
     match out {
         Output::Table(t) => {
             let mut m = Map::new();

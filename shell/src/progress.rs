@@ -1,7 +1,9 @@
 //! A progress bar for long analysis (building a big binary's function table), on stderr.
 //!
 //! It appears only when stderr is a terminal and only once the work has taken half a second,
-//! so quick commands and piped output never see it.
+//! so quick commands and piped output never see it. Each step of the work (finding functions,
+//! building control-flow graphs, finding loops...) names itself and counts from 0 again, and
+//! the clock ticks on its own, so a step after the bar's last update never looks frozen.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -18,6 +20,8 @@ pub struct Bar {
     started: Instant,
     enabled: bool,
     bar: Mutex<Option<ProgressBar>>,
+    /// The step running now, shown after the label.
+    phase: Mutex<Option<String>>,
 }
 
 impl Bar {
@@ -28,6 +32,15 @@ impl Bar {
             started: Instant::now(),
             enabled: std::io::stderr().is_terminal(),
             bar: Mutex::new(None),
+            phase: Mutex::new(None),
+        }
+    }
+
+    /// `analysing cc1: building control-flow graphs`.
+    fn message(&self) -> String {
+        match self.phase.lock().ok().and_then(|p| p.clone()) {
+            Some(p) => format!("{}: {p}", self.label),
+            None => self.label.clone(),
         }
     }
 }
@@ -47,11 +60,30 @@ impl engine::symbols::Progress for Bar {
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> ");
             bar.set_style(style);
-            bar.set_message(self.label.clone());
+            bar.set_message(self.message());
+            // Redraw (and so advance the clock) even between updates.
+            bar.enable_steady_tick(Duration::from_millis(250));
             bar
         });
         bar.set_length(total);
         bar.set_position(done);
+    }
+
+    fn phase(&self, what: &str) {
+        if let Ok(mut p) = self.phase.lock() {
+            *p = Some(what.to_owned());
+        }
+        if !self.enabled || self.started.elapsed() < DELAY {
+            return;
+        }
+        // A step starts at 0% under its own name; one that never reports units stays there
+        // with the clock running, which is true, unlike a bar stuck at 100%.
+        self.update(0, 1);
+        if let Ok(slot) = self.bar.lock() {
+            if let Some(bar) = slot.as_ref() {
+                bar.set_message(self.message());
+            }
+        }
     }
 }
 

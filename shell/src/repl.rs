@@ -4,6 +4,7 @@
 //! continues the input on the next line.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
 use rustyline::completion::{Completer, FilenameCompleter, Pair};
@@ -11,6 +12,8 @@ use rustyline::error::ReadlineError;
 use rustyline::history::DefaultHistory;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{CompletionType, Config, Editor, Helper, Highlighter, Hinter};
+
+use engine::{FuncId, Module};
 
 use crate::commands::{self, Complete};
 use crate::context::{error_line, Context};
@@ -33,6 +36,81 @@ struct GshHelper {
     functions: Vec<String>,
     /// Which table `functions` came from: (module path, function count).
     functions_of: Option<(PathBuf, usize)>,
+    /// The main module, for a function's callees and loops.
+    module: Option<Arc<Module>>,
+}
+
+/// What completion offers beyond the command table: names from the open binary.
+pub trait Known {
+    /// Function names, sorted.
+    fn functions(&self) -> &[String];
+    /// The functions `func` calls, as `at FUNC call CALLEE` names them.
+    fn callees(&self, func: &str) -> Vec<String>;
+    /// `func`'s loops (`loop_1`, `loop_1.1`).
+    fn loops(&self, func: &str) -> Vec<String>;
+}
+
+/// Function names alone (no analysis to ask about callees or loops).
+impl Known for Vec<String> {
+    fn functions(&self) -> &[String] {
+        self
+    }
+
+    fn callees(&self, _: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn loops(&self, _: &str) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl GshHelper {
+    /// The analysis of `func` in the main module, if analysing is cheap or already done: a
+    /// tab press must not start minutes of work on cc1.
+    fn with_analysis<T>(&self, func: &str, f: impl FnOnce(&Module, FuncId) -> T) -> Option<T> {
+        let module = self.module.as_deref()?;
+        if !module.analysis_ready() {
+            let code: u64 = module.binary.code_sections().map(|s| s.size).sum();
+            if code > CHEAP_CODE_BYTES {
+                return None;
+            }
+        }
+        let id = module.functions().by_name(func).next()?.id;
+        Some(f(module, id))
+    }
+}
+
+impl Known for GshHelper {
+    fn functions(&self) -> &[String] {
+        &self.functions
+    }
+
+    fn callees(&self, func: &str) -> Vec<String> {
+        self.with_analysis(func, |m, id| {
+            let table = m.functions();
+            let mut names: Vec<String> = m
+                .analysis()
+                .function(id)
+                .cfg
+                .calls()
+                .filter_map(|c| table.at(c.target?))
+                .map(|f| f.name.trim_end_matches("@plt").to_owned())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        })
+        .unwrap_or_default()
+    }
+
+    fn loops(&self, func: &str) -> Vec<String> {
+        self.with_analysis(func, |m, id| {
+            let a = m.analysis().function(id);
+            a.loops.loops.iter().map(|l| l.name.clone()).collect()
+        })
+        .unwrap_or_default()
+    }
 }
 
 impl Completer for GshHelper {
@@ -45,7 +123,7 @@ impl Completer for GshHelper {
         _: &rustyline::Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let before = line.get(..pos).unwrap_or(line);
-        match complete_words(before, &self.functions) {
+        match complete_words(before, self) {
             Completion::Words(start, words) => Ok((
                 start,
                 words
@@ -81,8 +159,8 @@ pub enum Completion {
 }
 
 /// Completion for the text before the cursor: command words first, then what the command's
-/// arguments take. `functions` must be sorted.
-pub fn complete_words(before: &str, functions: &[String]) -> Completion {
+/// arguments take.
+pub fn complete_words(before: &str, known: &dyn Known) -> Completion {
     // Only the command being typed matters: the text after the last separator.
     let seg_start = before.rfind([';', '\n']).map_or(0, |i| i + 1);
     let segment = &before[seg_start..];
@@ -121,22 +199,51 @@ pub fn complete_words(before: &str, functions: &[String]) -> Completion {
             [first] => pick(commands::second_words(first)),
             _ => Completion::Words(start, Vec::new()),
         },
+        Complete::Point => {
+            let after_func = |func: &str, rest: &[&str]| -> Vec<String> {
+                let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+                match rest {
+                    [] => words(&["entry", "exit", "call", "loop"]),
+                    ["call"] => {
+                        let mut v = known.callees(func);
+                        v.extend(words(&["before", "after"]));
+                        v
+                    }
+                    ["call", _] => words(&["before", "after"]),
+                    ["loop"] => known.loops(func),
+                    ["loop", _] => words(&["entry", "exit", "iter-begin", "iter-end"]),
+                    _ => Vec::new(),
+                }
+            };
+            match &done[used..] {
+                [] => function_names(known.functions(), prefix, start),
+                [func, rest @ ..] => {
+                    let func = func.trim_matches(['\'', '"']);
+                    let cands = after_func(func, rest);
+                    pick(cands.iter().map(String::as_str).collect())
+                }
+            }
+        }
         Complete::Function => {
             if done.last() == Some(&"in") {
                 return Completion::Words(start, Vec::new());
             }
-            // A quote typed before the name stays; complete what follows it.
-            let bare = prefix.trim_start_matches(['\'', '"']);
-            let from = functions.partition_point(|f| f.as_str() < bare);
-            let names = functions[from..]
-                .iter()
-                .take_while(|f| f.starts_with(bare))
-                .take(MAX_CANDIDATES)
-                .cloned()
-                .collect();
-            Completion::Words(start + (prefix.len() - bare.len()), names)
+            function_names(known.functions(), prefix, start)
         }
     }
+}
+
+/// Function names starting with `prefix` (after a quote, which stays), from `start`.
+fn function_names(functions: &[String], prefix: &str, start: usize) -> Completion {
+    let bare = prefix.trim_start_matches(['\'', '"']);
+    let from = functions.partition_point(|f| f.as_str() < bare);
+    let names = functions[from..]
+        .iter()
+        .take_while(|f| f.starts_with(bare))
+        .take(MAX_CANDIDATES)
+        .cloned()
+        .collect();
+    Completion::Words(start + (prefix.len() - bare.len()), names)
 }
 
 /// Refreshes the helper's function names when the main module's table is built or changed.
@@ -144,8 +251,10 @@ fn refresh_functions(helper: &mut GshHelper, ctx: &Context) {
     let Ok(main) = ctx.session.main() else {
         helper.functions.clear();
         helper.functions_of = None;
+        helper.module = None;
         return;
     };
+    helper.module = Some(ctx.session.module_arc(main.id));
     if !main.functions_ready() {
         // Discovering a small module's functions takes milliseconds: worth it for completion.
         // A big one (cc1's 20 MB of code) waits until a command needs its table.
@@ -191,6 +300,7 @@ pub fn run(ctx: &mut Context) -> Result<()> {
         files: FilenameCompleter::new(),
         functions: Vec::new(),
         functions_of: None,
+        module: None,
     };
     refresh_functions(&mut helper, ctx);
     rl.set_helper(Some(helper));
@@ -213,7 +323,10 @@ pub fn run(ctx: &mut Context) -> Result<()> {
                     refresh_functions(h, ctx);
                 }
                 if ctx.quit {
-                    break;
+                    if confirm_quit(&mut rl, ctx)? {
+                        break;
+                    }
+                    ctx.quit = false;
                 }
             }
             // Ctrl-C abandons the line being typed and halts a running process, as Dyner did.
@@ -234,7 +347,11 @@ pub fn run(ctx: &mut Context) -> Result<()> {
                 }
                 continue;
             }
-            Err(ReadlineError::Eof) => break,
+            Err(ReadlineError::Eof) => {
+                if confirm_quit(&mut rl, ctx)? {
+                    break;
+                }
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -244,6 +361,46 @@ pub fn run(ctx: &mut Context) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Before leaving with a live process, asks as gdb does, since leaving kills a process gsh
+/// started (and detaches one it attached to). True when gsh should quit. End of input
+/// answers yes, as in gdb; Ctrl-C answers no.
+fn confirm_quit(rl: &mut Editor<GshHelper, DefaultHistory>, ctx: &mut Context) -> Result<bool> {
+    let Some(t) = ctx.target.as_mut() else {
+        return Ok(true);
+    };
+    t.events();
+    if t.gone.is_some() {
+        return Ok(true);
+    }
+    let fate = if t.started {
+        "will be killed"
+    } else {
+        "will be detached (its instrumentation removed)"
+    };
+    eprintln!(
+        "A debugging session is active.\n\n\tProcess {} {fate}.\n",
+        t.pid()
+    );
+    loop {
+        match rl.readline("Quit anyway? (y or n) ") {
+            Ok(answer) => match answer.trim() {
+                "y" | "Y" | "yes" => return Ok(true),
+                "n" | "N" | "no" => {
+                    eprintln!("Not confirmed.");
+                    return Ok(false);
+                }
+                _ => eprintln!("Please answer y or n."),
+            },
+            Err(ReadlineError::Eof) => return Ok(true),
+            Err(ReadlineError::Interrupted) => {
+                eprintln!("Not confirmed.");
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -41,6 +41,26 @@ impl Command {
     pub fn texts(&self) -> Vec<&str> {
         self.words.iter().map(|w| w.text.as_str()).collect()
     }
+
+    /// The command as it could be typed again: words (quoted where they were quoted or hold
+    /// spaces) and the block. `--json` tags each answer with it.
+    pub fn display(&self) -> String {
+        let mut out: Vec<String> = self
+            .words
+            .iter()
+            .map(|w| {
+                if w.quoted || w.text.is_empty() || w.text.contains(char::is_whitespace) {
+                    format!("'{}'", w.text.replace('\'', "'\\''"))
+                } else {
+                    w.text.clone()
+                }
+            })
+            .collect();
+        if let Some(b) = &self.block {
+            out.push(format!("{{ {} }}", b.text.trim()));
+        }
+        out.join(" ")
+    }
 }
 
 /// Why a text does not split into commands.

@@ -128,6 +128,59 @@ fn json_prints_one_document_per_command() {
     assert_eq!(docs.len(), 2, "{docs:?}");
 }
 
+/// `--json` is a stream: one object per line tagged with its command, errors as objects too,
+/// and the started program's output kept out of it (it went to stdout between the
+/// documents, and errors were only text on stderr).
+#[test]
+fn json_is_a_stream_of_tagged_answers_and_errors() {
+    let m = Mutatee::new("basic");
+    let exe = m.path(Variant::O0);
+    let o = Gsh::new()
+        .current_dir(exe.parent().expect("dir"))
+        .args([
+            "--json",
+            "-c",
+            "whatis add; run; show functions 'ad*'; bogus; whatis inc",
+        ])
+        .arg(exe.file_name().expect("name"))
+        .run();
+    o.assert_code(1);
+    let lines = gsh_tests::json_stream(&o);
+    let commands: Vec<&str> = lines
+        .iter()
+        .map(|l| l["command"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        commands,
+        ["whatis add", "run", "show functions 'ad*'", "bogus"],
+        "{o}"
+    );
+    assert_eq!(lines[0]["result"]["function"], "add", "{o}");
+    assert_eq!(
+        lines[3]["error"], "line 1: unknown command `bogus`; `help` lists the commands",
+        "{o}"
+    );
+    // The program ran, and its output went to stderr, not into the stream.
+    for line in m.expected_stdout().lines() {
+        assert!(o.stderr.contains(line), "{line:?} not on stderr:\n{o}");
+    }
+
+    // An error before any command is in the stream too.
+    let o = Gsh::new()
+        .args(["--json", "-c", "whatis main", "/no/such/file"])
+        .run();
+    o.assert_code(1);
+    let lines = gsh_tests::json_stream(&o);
+    assert_eq!(lines.len(), 1, "{o}");
+    assert!(lines[0]["command"].is_null(), "{o}");
+    assert!(
+        lines[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("/no/such/file")),
+        "{o}"
+    );
+}
+
 #[test]
 fn harness_paths_are_inside_the_target_directory() {
     let exe = basic();
@@ -184,4 +237,38 @@ fn parameters_hiding_declared_variables_are_warned_about() {
         &basic(),
     );
     assert_eq!(out.stderr, "");
+}
+
+/// The README's main job (`./gsh -b scripts/tour-ls.gsh /bin/ls`) explores ls, measures a live
+/// run of it and runs a rewritten copy: every part must work on this machine's `/bin/ls`.
+#[test]
+fn the_readme_tour_of_ls_explores_measures_and_rewrites() {
+    let script = gsh_tests::workspace_root().join("scripts/tour-ls.gsh");
+    let o = Gsh::new()
+        .arg("-b")
+        .arg(&script)
+        .arg("/bin/ls")
+        .timeout(std::time::Duration::from_secs(240))
+        .run();
+    o.assert_success();
+    let rows: Vec<Vec<&str>> = o
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let counted = |f: &str| {
+        rows.iter()
+            .find(|r| r.len() > 4 && r[1] == f && r[2] == "count")
+            .and_then(|r| r[3].parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no count of {f}:\n{o}"))
+    };
+    assert!(counted("readdir") > 100, "{o}");
+    assert!(counted("malloc") > 100, "{o}");
+    assert!(o.stdout.contains("Saved    /tmp/ls.counted"), "{o}");
+    let made = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ls made "))
+        .unwrap_or_else(|| panic!("the rewritten ls did not report:\n{o}"));
+    assert!(made.ends_with(" calls to its own functions"), "{made}");
 }

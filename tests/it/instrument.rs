@@ -343,3 +343,103 @@ fn exit_snippets_fire_for_tail_call_exits() {
         assert_eq!(stdout, want, "{v:?}");
     }
 }
+
+/// Calls in snippets are checked against the callee's prototype, from the C library's table
+/// when the callee is an import the program's DWARF does not describe: `printf(1, 2)` used
+/// to check (any arguments went) and the program died of SIGSEGV in printf.
+#[test]
+fn calls_to_the_c_library_are_checked_against_its_prototypes() {
+    let m = Mutatee::new("basic");
+    let o = gsh_c(
+        "at add entry { printf(1, 2); }; show instrumentation; run",
+        &m.path(Variant::O0),
+    );
+    o.assert_code(1);
+    assert!(
+        o.stderr.contains("error: cannot use `int` as `char *`")
+            && o.stderr
+                .contains("1 | printf(1, 2);\n  |        ^ cast it: `(char *)...`"),
+        "{o}"
+    );
+    assert!(
+        !o.stdout.contains("Instrumentation"),
+        "nothing inserted:\n{o}"
+    );
+
+    // The format string is matched with its arguments; what cannot be right is refused.
+    let o = gsh_c(
+        "at add entry { printf(\"%s and %f\\n\", a, b); }",
+        &m.path(Variant::O0),
+    );
+    o.assert_code(1);
+    assert!(o.stderr.contains("`%s` needs a `char *`, not `int`"), "{o}");
+    assert!(o.stderr.contains("`%f` needs a `double`, not `int`"), "{o}");
+
+    // Debian's programs import the fortified `__printf_chk`: its format is checked too.
+    let o = gsh_c(
+        "at main exit { __printf_chk(1, \"%s\\n\", 42); }",
+        Path::new("/bin/ls"),
+    );
+    o.assert_code(1);
+    assert!(o.stderr.contains("`%s` needs a `char *`, not `int`"), "{o}");
+
+    // What is right still runs, live.
+    let o = gsh_c(
+        "at add entry { printf(\"gsh: %d+%d\\n\", a, b); }; run",
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("gsh: 2+3\ngsh: 5+11\n"), "{o}");
+}
+
+/// A call to a function another library defines is checked against that library's DWARF
+/// (the program's own DWARF does not describe its imports), once gsh has the library open:
+/// named in a command, or loaded in a live process.
+#[test]
+fn calls_into_a_library_are_checked_against_its_dwarf() {
+    let dir = out_path("shared-prototypes");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let lib = dir.join("libshared.so");
+    std::fs::copy(Mutatee::new("libshared").path(Variant::O0), &lib).expect("copy libshared");
+    let source = dir.join("user.c");
+    std::fs::write(
+        &source,
+        "int shared_hash(const char *);\nint main(void) { return shared_hash(\"gsh\") == 42; }\n",
+    )
+    .expect("write user.c");
+    let user = dir.join("user");
+    let mut rpath = std::ffi::OsString::from("-Wl,-rpath,");
+    rpath.push(&dir);
+    let mut link = std::ffi::OsString::from("-L");
+    link.push(&dir);
+    gsh_tests::run_tool(
+        "gcc",
+        &[
+            source.into_os_string(),
+            link,
+            rpath,
+            "-lshared".into(),
+            "-o".into(),
+            user.clone().into_os_string(),
+        ],
+    );
+    // Static: the library is open once a command named it.
+    let o = gsh_c(
+        "whatis libshared.so!shared_hash; at main entry { shared_hash(42); }",
+        &user,
+    );
+    o.assert_code(1);
+    assert!(o.stderr.contains("cannot use `int` as `char *`"), "{o}");
+    // Live: the library is loaded when the snippet goes in.
+    let o = gsh_c("at main entry { shared_hash(42); }; start", &user);
+    o.assert_code(1);
+    assert!(o.stderr.contains("cannot use `int` as `char *`"), "{o}");
+    // A right call runs (the program imports nothing else to print with).
+    let o = gsh_c(
+        "declare long h; at main entry { h = shared_hash(\"gsh\"); }; start; continue; print h",
+        &user,
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("h = "), "{o}");
+}

@@ -353,3 +353,34 @@ fn libc_functions_can_be_instrumented_in_a_live_process() {
     let got = std::fs::read_to_string(&out).expect("output");
     assert_eq!(got, expected(&exe, 2, 30));
 }
+
+/// `gsh -p PID FILE` with a FILE that is not what the process runs warns before attaching
+/// (gsh would find functions by FILE's addresses); the right FILE, or a copy of it, does not.
+#[test]
+fn attaching_with_another_programs_file_warns() {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("start sleep");
+    let pid = sleeper.id().to_string();
+    let attach = |file: &str| {
+        let o = Gsh::new().args(["-p", &pid, "-c", "detach", file]).run();
+        o.assert_code(0);
+        o.stderr
+    };
+    let wrong = attach("/bin/ls");
+    let right = attach("/usr/bin/sleep");
+    let copy = gsh_tests::target_dir().join("sleep-copy");
+    std::fs::copy("/usr/bin/sleep", &copy).expect("copy sleep");
+    let same_build = attach(copy.to_str().expect("utf-8 path"));
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(
+        wrong.contains(&format!(
+            "warning: /bin/ls is not the program process {pid} runs"
+        )),
+        "{wrong}"
+    );
+    assert!(!right.contains("warning"), "{right}");
+    assert!(!same_build.contains("warning"), "{same_build}");
+}

@@ -14,6 +14,7 @@ mod live;
 mod measure;
 mod mutatees;
 mod process;
+mod prompt;
 mod rewrite;
 mod rewritten_measure;
 mod scripts;

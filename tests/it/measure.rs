@@ -307,8 +307,13 @@ fn folded_stacks_render_as_a_flame_graph() {
         .lines()
         .map(|l| {
             let (stack, n) = l.rsplit_once(' ').expect("`STACK COUNT`");
-            let from_main = &stack[stack.find("main;").expect("main in the stack")..];
-            (from_main.to_owned(), n.parse().expect("a count"))
+            // From main on: libc's frames below it (`__libc_start_call_main`) vary.
+            let frames: Vec<&str> = stack.split(';').collect();
+            let main = frames
+                .iter()
+                .position(|f| *f == "main")
+                .expect("main in the stack");
+            (frames[main..].join(";"), n.parse().expect("a count"))
         })
         .collect();
     counts.sort();
@@ -379,4 +384,77 @@ fn rewritten_binary_results_read_by_report() {
     let o = gsh_c("report /etc/passwd", &exe);
     assert_ne!(o.code, Some(0));
     assert!(o.stderr.contains("not the results file"), "{}", o.stderr);
+}
+
+/// `count` and `time` say what each id measures (they printed only how many functions), and
+/// `report` keeps a deleted measure's values, marked, instead of showing them as if counting
+/// went on.
+#[test]
+fn measuring_tables_name_the_function_and_report_marks_deleted_ones() {
+    let exe = Mutatee::new("threads").path(Variant::O2);
+    let o = gsh_c(
+        "count work_item; time worker 'work_*'; start; delete 1; continue; report; report --json",
+        &exe,
+    );
+    o.assert_code(0);
+    let out = &o.stdout;
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for row in [
+        &["Instrumentation", "Function", "Measure", "Points"][..],
+        &["1", "work_item", "count", "-"],
+        &["2", "worker", "time", "-"],
+        &["3", "work_item", "time", "-"],
+    ] {
+        assert!(rows.iter().any(|r| r == row), "no row {row:?}:\n{o}");
+    }
+    assert!(
+        out.contains("inserted when the process reaches main"),
+        "{o}"
+    );
+    // Deleted before it ran: it counted nothing, and says it was deleted.
+    let row = out
+        .lines()
+        .find(|l| l.contains("work_item") && l.contains("count (deleted)"))
+        .unwrap_or_else(|| panic!("no deleted row:\n{o}"));
+    assert!(row.split_whitespace().any(|w| w == "0"), "{row}");
+    assert!(out.contains("(deleted): values as they were when the instrumentation was deleted"));
+    assert!(
+        out.lines()
+            .any(|l| l.contains("worker") && l.contains(" time ") && !l.contains("deleted")),
+        "{o}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&out[out.rfind("\n{").expect("the JSON report") + 1..])
+            .expect("report --json is JSON");
+    let values = json["values"].as_array().expect("values");
+    let deleted: Vec<bool> = values.iter().map(|v| v["deleted"] == true).collect();
+    assert_eq!(deleted, [true, false, false], "{json}");
+}
+
+/// libc's static functions are named from its separate debug file (Debian's `libc6-dbg`,
+/// found by build id): a thread's call path starts in `start_thread`, not `sub_88ef0`.
+#[test]
+fn call_paths_name_libc_functions_from_its_debug_file() {
+    gsh_tests::ensure_package("libc6-dbg");
+    let exe = Mutatee::new("threads").path(Variant::O2);
+    let (report, _) = measure_json(
+        "profile worker --count; start; continue; report",
+        &exe,
+        "dbg",
+    );
+    let paths = report["paths"].as_array().expect("paths");
+    assert!(!paths.is_empty(), "{report}");
+    for p in paths {
+        let callers: Vec<&str> = p["callers"]
+            .as_array()
+            .expect("callers")
+            .iter()
+            .filter_map(|c| c.as_str())
+            .collect();
+        assert!(callers.contains(&"start_thread"), "{report}");
+        assert!(!callers.iter().any(|c| c.starts_with("sub_")), "{report}");
+    }
 }

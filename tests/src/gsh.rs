@@ -271,18 +271,41 @@ pub fn gsh_json(command: &str, file: &Path) -> serde_json::Value {
     docs.remove(0)
 }
 
-/// Runs `gsh --json -c COMMANDS FILE`, requires success, and parses stdout as a stream of JSON
-/// documents, one per command.
+/// Runs `gsh --json -c COMMANDS FILE`, requires success, and returns the `result` of each
+/// line of the stream (see [`json_stream`]), one per command (more for `watch`).
 pub fn gsh_json_all(commands: &str, file: &Path) -> Vec<serde_json::Value> {
     let out = gsh_in_dir_of(file)
         .args(["--json", "-c", commands])
         .arg(file_name(file))
         .run();
     out.assert_success();
-    serde_json::Deserializer::from_str(&out.stdout)
-        .into_iter::<serde_json::Value>()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap_or_else(|e| panic!("gsh --json printed something that is not JSON ({e}):\n{out}"))
+    json_stream(&out)
+        .into_iter()
+        .map(|mut line| {
+            line.get_mut("result")
+                .map(serde_json::Value::take)
+                .unwrap_or_else(|| panic!("a stream line without a result: {line}\n{out}"))
+        })
+        .collect()
+}
+
+/// The lines of a `--json` run's stdout, each checked to be one JSON object tagged with its
+/// command and holding a `result` or an `error`. Panics, showing the output, otherwise.
+pub fn json_stream(out: &GshOutput) -> Vec<serde_json::Value> {
+    out.stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| {
+                panic!("gsh --json printed a line that is not one JSON object ({e}): {l:?}\n{out}")
+            });
+            assert!(
+                v.get("command").is_some()
+                    && (v.get("result").is_some() != v.get("error").is_some()),
+                "not a stream line (command and result or error): {v}\n{out}"
+            );
+            v
+        })
+        .collect()
 }
 
 fn gsh_in_dir_of(file: &Path) -> Gsh {

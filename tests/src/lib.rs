@@ -10,13 +10,16 @@
 mod command;
 mod gsh;
 mod mutatee;
+mod packages;
 mod paths;
 mod program;
+pub mod pty;
 pub mod server;
 pub mod truth;
 
 pub use command::run_tool;
-pub use gsh::{gsh_c, gsh_json, gsh_json_all, Gsh, GshOutput};
+pub use gsh::{gsh_c, gsh_json, gsh_json_all, json_stream, Gsh, GshOutput};
 pub use mutatee::{Mutatee, Variant, LIBRARIES, MUTATEES};
+pub use packages::ensure_package;
 pub use paths::{mutatee_source_dir, scripts_dir, target_dir, workspace_root};
 pub use program::run_program;

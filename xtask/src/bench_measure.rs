@@ -175,10 +175,13 @@ fn run_measured(exe: &Path, measure: &str, n: u64, dir: &Path) -> Result<u64> {
     if !o.success() {
         bail!("gsh failed ({measure}):\n{o}");
     }
-    let report: serde_json::Value = serde_json::Deserializer::from_str(&o.stdout)
-        .into_iter::<serde_json::Value>()
-        .filter_map(Result::ok)
-        .last()
+    // The `--json` stream: one `{"command", "result"}` object per line; the report is last.
+    let report: serde_json::Value = o
+        .stdout
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
         .context("gsh printed no report")?;
     let measured = report["values"]
         .as_array()

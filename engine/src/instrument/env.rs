@@ -34,6 +34,8 @@ pub struct SessionEnv<'a> {
     point: PointInfo,
     /// Added to link addresses to get the addresses code runs at (0 when rewriting a file).
     bias: u64,
+    /// Other modules of the program, whose DWARF may declare what `module` imports.
+    others: Vec<&'a Module>,
 }
 
 impl<'a> SessionEnv<'a> {
@@ -52,7 +54,23 @@ impl<'a> SessionEnv<'a> {
             declared,
             point,
             bias,
+            others: Vec::new(),
         }
+    }
+
+    /// Lets calls to imports find their prototypes in the DWARF of `others` (the library that
+    /// defines them), when the C library table does not know them.
+    pub fn with_modules(mut self, others: impl IntoIterator<Item = &'a Module>) -> SessionEnv<'a> {
+        self.others = others
+            .into_iter()
+            .filter(|m| m.id != self.module.id)
+            .collect();
+        self
+    }
+
+    /// [`SessionEnv::with_modules`] with the session's open modules.
+    pub fn with_session(self, session: &'a Session) -> SessionEnv<'a> {
+        self.with_modules(session.modules().iter().map(|m| &**m))
     }
 
     /// An environment for `declare` initializers and `print`: declared names and globals only.
@@ -175,7 +193,8 @@ impl<'a> SessionEnv<'a> {
             .by_name(name)
             .next()
             .or_else(|| table.by_name(&plt).next())?;
-        let sig = self
+        let libc = crate::snippet::libc::prototype(name);
+        let mut sig = self
             .debug()
             .and_then(|d| d.function(f.addr))
             .filter(|info| info.name == name || f.name == name)
@@ -186,23 +205,49 @@ impl<'a> SessionEnv<'a> {
                     .iter()
                     .map(|p| self.c_type(&p.type_name))
                     .collect::<Option<Vec<_>>>()?;
-                Some(FnSig {
-                    ret,
-                    params: Some(params),
-                    variadic: info.variadic,
-                })
+                Some(FnSig::new(ret, params, info.variadic))
+            })
+            // An import (DWARF describes only what the module defines) or a module without
+            // DWARF: the C library's prototype when it is a libc function gsh knows, else the
+            // DWARF of the open module that defines it.
+            .or_else(|| libc.cloned())
+            .or_else(|| {
+                let import = f.name.ends_with("@plt");
+                import.then(|| self.imported_prototype(name)).flatten()
             })
             // Known only from a symbol: take any arguments, as a variadic function, so that
             // doubles are passed in xmm registers with `al` set (harmless for a prototyped
             // callee), and return a `long`.
-            .unwrap_or(FnSig {
-                ret: Type::LONG,
-                params: Some(Vec::new()),
-                variadic: true,
-            });
+            .unwrap_or(FnSig::new(Type::LONG, Vec::new(), true));
+        // DWARF does not record GCC's format attribute; the table does.
+        if sig.variadic && sig.printf_format.is_none() {
+            sig.printf_format = libc
+                .filter(|l| l.params.as_ref().map(Vec::len) == sig.params.as_ref().map(Vec::len))
+                .and_then(|l| l.printf_format);
+        }
         Some(Binding::Func {
             addr: f.addr.0.wrapping_add(self.bias),
             sig,
+        })
+    }
+
+    /// The prototype of `name` from the DWARF of another open module that defines it (a
+    /// library the instrumented module calls through its PLT).
+    fn imported_prototype(&self, name: &str) -> Option<FnSig> {
+        self.others.iter().find_map(|m| {
+            let f = m
+                .functions()
+                .by_name(name)
+                .find(|f| f.global && !f.name.ends_with("@plt"))?;
+            let info = m.debug_info()?.function(f.addr)?;
+            let other = SessionEnv::new(m, None, &[], PointInfo::default(), 0);
+            let ret = other.c_type(&info.return_type)?;
+            let params = info
+                .params
+                .iter()
+                .map(|p| other.c_type(&p.type_name))
+                .collect::<Option<Vec<_>>>()?;
+            Some(FnSig::new(ret, params, info.variadic))
         })
     }
 

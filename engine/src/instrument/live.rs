@@ -427,6 +427,7 @@ impl Live {
         let r = &lr.request;
         let loaded = &self.loaded[&m];
         let module = &*loaded.module;
+        let others: Vec<&Module> = self.loaded.values().map(|l| &*l.module).collect();
         let metric = measure::metric(r);
         let exit = measure::exit_request(r);
         let mut reqs = Vec::new();
@@ -452,7 +453,8 @@ impl Live {
                     let mut info = point_info(module, &base, req, &pt);
                     info.internal = metric.is_some();
                     let env =
-                        SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias);
+                        SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias)
+                            .with_modules(others.iter().copied());
                     reqs.push(patch::Request {
                         tag: id,
                         point: pt,

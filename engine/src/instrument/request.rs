@@ -354,7 +354,8 @@ impl Plan {
                 id: self.next_id + 1,
                 ..PointInfo::default()
             };
-            let env = SessionEnv::new(module, Some(func), &declared, point, 0);
+            let env =
+                SessionEnv::new(module, Some(func), &declared, point, 0).with_session(session);
             let (_, diags) = snippet::check_source(&source, &env);
             if diags.iter().any(|d| d.is_error()) {
                 return Err(RequestError::Snippet(format!(

@@ -404,7 +404,8 @@ pub fn save_with(
                     let mut info = point_info(module, &base_env, req, &p);
                     // gsh's own snippet: the runtime's reserved operations are allowed.
                     info.internal = metric.is_some();
-                    let env = SessionEnv::new(module, Some(func), &declared, info, 0);
+                    let env = SessionEnv::new(module, Some(func), &declared, info, 0)
+                        .with_session(session);
                     requests.push(patch::Request {
                         tag: r.id,
                         point: p,

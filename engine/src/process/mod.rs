@@ -22,6 +22,7 @@
 
 mod control;
 mod error;
+mod exe;
 mod inject;
 mod maps;
 mod memory;
@@ -35,6 +36,7 @@ use std::path::PathBuf;
 pub use crate::patch::space::AllocKind;
 pub use control::Process;
 pub use error::ProcessError;
+pub use exe::{executable_path, is_executable_of};
 pub use maps::{MappedModule, Mapping};
 pub use memory::{ChildMemory, MemReader};
 pub use ptrace::signal_name;

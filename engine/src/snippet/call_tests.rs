@@ -78,6 +78,7 @@ fn fn_sig(ret: Type, params: &[Type], variadic: bool) -> FnSig {
         ret,
         params: Some(params.to_vec()),
         variadic,
+        printf_format: None,
     }
 }
 
@@ -123,6 +124,7 @@ fn run(
             ret: l.clone(),
             params: None,
             variadic: false,
+            printf_format: None,
         },
     )
     .func(

@@ -71,6 +71,7 @@ pub fn resolve_type(t: &ast::TypeExpr, env: &dyn Env) -> Result<Type, Diagnostic
     Ok(ty)
 }
 
+mod format;
 mod ops;
 mod places;
 

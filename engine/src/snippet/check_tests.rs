@@ -5,6 +5,10 @@ use super::diag::render_all;
 use super::env::{MapEnv, PointInfo, PointKind, VarPlace};
 use super::types::{common_type, Field, FnSig, IntKind, StructLayout, Type};
 
+fn prototype(name: &str) -> FnSig {
+    super::libc::prototype(name).cloned().expect("in the table")
+}
+
 fn env() -> MapEnv {
     let mut e = MapEnv::default()
         .var("count", Type::LONG, VarPlace::Absolute(0x1000))
@@ -18,15 +22,10 @@ fn env() -> MapEnv {
             }),
             VarPlace::Absolute(0x1018),
         )
-        .func(
-            "printf",
-            0x2000,
-            FnSig {
-                ret: Type::INT,
-                params: Some(vec![Type::char_ptr()]),
-                variadic: true,
-            },
-        );
+        .func("printf", 0x2000, prototype("printf"))
+        .func("puts", 0x2010, prototype("puts"))
+        .func("memcpy", 0x2020, prototype("memcpy"))
+        .func("sqrt", 0x2030, prototype("sqrt"));
     e.structs.push(StructLayout {
         name: "node".into(),
         size: 16,
@@ -89,6 +88,91 @@ fn type_errors() {
     assert!(errors("node.value = 1;").contains("use `->` on a pointer"));
     assert!(errors("$7 = 1;").contains("`$7` does not exist"));
     assert!(errors("$fucntion;").contains("did you mean `$function`?"));
+}
+
+#[test]
+fn calls_follow_the_c_library_prototypes() {
+    assert_eq!(
+        errors("printf(1, 2);"),
+        "error: cannot use `int` as `char *`\n  |\n1 | printf(1, 2);\n  |        ^ cast it: `(char *)...`\n"
+    );
+    assert!(errors("puts(count);").contains("cannot use `long` as `char *`"));
+    assert!(errors("puts();").contains("`puts` takes 1 argument, but 0 were given"));
+    assert!(errors("puts(name, name);").contains("takes 1 argument, but 2 were given"));
+    assert!(errors("memcpy(name, ratio, 4);").contains("cannot use `double` as `void *`"));
+    assert!(errors("count = sqrt(name);").contains("cannot use `char *` as `double`"));
+    // Integers convert as C converts them: `sqrt(2)` passes 2.0 in xmm0.
+    let (p, d) = check_source("ratio = sqrt(2); memcpy(name, node, 4); puts(0);", &env());
+    assert!(p.is_some(), "{}", render_all(&d, ""));
+}
+
+#[test]
+fn printf_formats_match_their_arguments() {
+    assert_eq!(
+        errors("printf(\"%s\\n\", count);"),
+        "error: `%s` needs a `char *`, not `long`\n  |\n1 | printf(\"%s\\n\", count);\n  |                ^^^^^ use `%ld` for this `long`\n"
+    );
+    assert_eq!(
+        errors("printf(\"%d and %d\", 1);"),
+        "error: `%d` has no argument: `printf` is given 1 after its format, and the format reads 2\n  |\n1 | printf(\"%d and %d\", 1);\n  |                ^^ pass one argument per conversion, or write `%%` for a percent sign\n"
+    );
+    assert!(errors("printf(\"%f\", count);").contains("`%f` needs a `double`, not `long`"));
+    assert!(errors("printf(\"%f\", count);").contains("cast it: `(double)...`"));
+    assert!(errors("printf(\"%d\", ratio);").contains("`%d` needs an integer, not `double`"));
+    assert!(
+        errors("printf(\"%ld\", 5);").contains("`%ld` reads a 8-byte integer, but this is `int`")
+    );
+    assert!(errors("printf(\"%p\", ratio);").contains("`%p` needs a pointer"));
+    assert!(errors("printf(\"%n\", count);").contains("`%n` needs a pointer"));
+    assert!(errors("printf(\"%Lf\", ratio);").contains("`long double`"));
+    assert!(errors("printf(\"100%\");").contains("the format ends in the middle of a conversion"));
+    assert!(errors("printf(\"%y\", 1);").contains("unknown conversion `%y`"));
+    // `*` widths read an int first.
+    assert!(errors("printf(\"%*d\", 3);").contains("`%*d` has no argument"));
+}
+
+#[test]
+fn printf_formats_that_print_something_sensible_warn() {
+    for (src, warning) in [
+        (
+            "printf(\"%d\\n\", count);",
+            "`%d` prints only the low 32 bits of this `long`",
+        ),
+        (
+            "printf(\"%d\\n\", 1, 2);",
+            "the format reads 1 argument(s); the rest are not printed",
+        ),
+        (
+            "printf(\"%lx\\n\", name);",
+            "`%lx` prints this pointer as an integer",
+        ),
+        (
+            "printf(\"%s\\n\", node);",
+            "`%s` prints a `char *`, and this is `struct node *`",
+        ),
+    ] {
+        let (p, d) = check_source(src, &env());
+        assert!(p.is_some(), "{}", render_all(&d, src));
+        assert!(
+            render_all(&d, src).contains(warning),
+            "{}",
+            render_all(&d, src)
+        );
+    }
+    for src in [
+        "printf(\"%c %hd %hhu %5.2f %-8s %p %zu %%\\n\", 'a', 1, 2, ratio, name, name, count);",
+        "printf(\"%*.*s|\", 4, 2, name);",
+        "printf(\"%1$d %1$d\", 5);",
+        "printf(name, count);",
+        "printf(\"%m\\n\");",
+    ] {
+        let (p, d) = check_source(src, &env());
+        assert!(
+            p.is_some() && d.is_empty(),
+            "{src}: {}",
+            render_all(&d, src)
+        );
+    }
 }
 
 #[test]

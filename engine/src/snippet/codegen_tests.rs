@@ -86,6 +86,7 @@ fn calls_report_caller_saved_registers_and_vector_state() {
             ret: Type::Void,
             params: Some(vec![]),
             variadic: false,
+            printf_format: None,
         },
     );
     let c = compile("f();", &env, AT).expect("compiles");
@@ -213,6 +214,7 @@ fn disassembly_shows_strings_as_data() {
             ret: Type::INT,
             params: Some(vec![Type::char_ptr()]),
             variadic: false,
+            printf_format: None,
         },
     );
     let c = compile("puts(\"hi\");", &env, AT).expect("compiles");

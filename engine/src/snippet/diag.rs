@@ -113,10 +113,5 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 
 /// The known name closest to `name`, if it is close enough to be a likely typo.
 pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    known
-        .into_iter()
-        .map(|k| (strsim::damerau_levenshtein(name, k), k))
-        .filter(|&(d, k)| d > 0 && d <= (name.len().max(k.len()) / 3).max(1))
-        .min()
-        .map(|(_, k)| format!("did you mean `{k}`?"))
+    crate::suggest::closest(name, known).map(|k| format!("did you mean `{k}`?"))
 }

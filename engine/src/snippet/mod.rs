@@ -60,6 +60,7 @@ pub mod env;
 pub mod interp;
 pub mod ir;
 pub mod lexer;
+pub mod libc;
 pub mod parser;
 pub mod types;
 

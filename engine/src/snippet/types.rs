@@ -151,4 +151,19 @@ pub struct FnSig {
     pub ret: Type,
     pub params: Option<Vec<Type>>,
     pub variadic: bool,
+    /// The parameter (0-based) holding a printf-style format that the variadic arguments
+    /// must match, as GCC's `__attribute__((format(printf, N, N+1)))` says.
+    pub printf_format: Option<usize>,
+}
+
+impl FnSig {
+    /// A prototype with no format string.
+    pub fn new(ret: Type, params: Vec<Type>, variadic: bool) -> FnSig {
+        FnSig {
+            ret,
+            params: Some(params),
+            variadic,
+            printf_format: None,
+        }
+    }
 }

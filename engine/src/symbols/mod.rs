@@ -4,7 +4,9 @@
 //! (named `name@plt` from their relocations), `.eh_frame` FDEs (exact start and end of nearly
 //! every compiled function), and the targets of direct calls. Each function remembers where its
 //! name came from ([`NameSource`]) and which sources saw it ([`Found`]), so users can tell a real
-//! name from a made-up `sub_401136`.
+//! name from a made-up `sub_401136`. A stripped binary's separate debug file (Debian's
+//! `libc6-dbg`, `-dbgsym` packages) keeps the `.symtab` the binary lost; its names come next,
+//! so libc's `start_thread` is not `sub_88ef0`.
 
 pub mod ehframe;
 mod plt;
@@ -15,7 +17,7 @@ pub use scan::main_from_entry;
 use std::collections::BTreeMap;
 
 use object::elf;
-use object::read::elf::ElfFile64;
+use object::read::elf::{ElfFile64, ElfSymbol64};
 use object::{Endianness, Object, ObjectSymbol, SymbolKind};
 
 use crate::addr::LinkAddr;
@@ -35,6 +37,8 @@ pub enum NameSource {
     Symtab,
     /// The dynamic symbol table, `.dynsym`.
     Dynsym,
+    /// The `.symtab` of the separate debug file of a stripped binary.
+    DebugSymtab,
     /// A PLT stub, named from its jump-slot relocation.
     Plt,
     /// Inferred from code: `_start` at the ELF entry, `main` from the argument `_start` passes
@@ -49,6 +53,7 @@ impl NameSource {
         match self {
             NameSource::Symtab => "symtab",
             NameSource::Dynsym => "dynsym",
+            NameSource::DebugSymtab => "debug symtab",
             NameSource::Plt => "plt",
             NameSource::Inferred => "inferred",
             NameSource::Synthetic => "synthetic",
@@ -162,6 +167,10 @@ pub struct FunctionTable {
 pub trait Progress: Sync {
     /// `done` of `total` units of work are finished.
     fn update(&self, done: u64, total: u64);
+
+    /// A new step of the work begins (`building control-flow graphs`); the `update`s that
+    /// follow count its units, from 0 again. A step with no units still says it is running.
+    fn phase(&self, _what: &str) {}
 }
 
 /// A [`Progress`] that ignores everything.
@@ -182,6 +191,16 @@ struct Candidate {
 impl FunctionTable {
     /// Discovers the functions and variables of `binary`.
     pub fn build(binary: &Binary, progress: &dyn Progress) -> FunctionTable {
+        FunctionTable::build_with_debug_file(binary, None, progress)
+    }
+
+    /// Like [`FunctionTable::build`], also naming functions from `debug_file`'s `.symtab`
+    /// (the separate debug file of `binary`, which must be stripped of its own) .
+    pub fn build_with_debug_file(
+        binary: &Binary,
+        debug_file: Option<&Binary>,
+        progress: &dyn Progress,
+    ) -> FunctionTable {
         let file = binary.elf();
         let mut cands: BTreeMap<u64, Candidate> = BTreeMap::new();
         let in_code = |addr: u64| {
@@ -191,7 +210,19 @@ impl FunctionTable {
         };
 
         let mut variables = Vec::new();
-        read_symbols(&file, binary, &mut cands, &mut variables, &in_code);
+        let mut seen_vars = std::collections::HashSet::new();
+        let mut sink = Symbols {
+            binary,
+            cands: &mut cands,
+            variables: &mut variables,
+            seen_vars: &mut seen_vars,
+            in_code: &in_code,
+        };
+        read_symbols(&file, &mut sink);
+        if let Some(debug) = debug_file {
+            let debug = debug.elf();
+            sink.add(debug.symbols(), NameSource::DebugSymtab, Found::SYMTAB);
+        }
         let got = plt::got_slot_names(&file);
         for (addr, name) in plt::stubs(binary, &got) {
             let c = cands.entry(addr.0).or_default();
@@ -228,6 +259,7 @@ impl FunctionTable {
                 .found
                 .insert(Found::ENTRY);
         }
+        progress.phase("finding functions");
         for target in scan::call_targets(binary, progress) {
             if in_code(target.0) {
                 cands.entry(target.0).or_default().found.insert(Found::CALL);
@@ -323,27 +355,30 @@ pub fn strip_params(demangled: &str) -> &str {
     demangled
 }
 
-fn read_symbols(
-    file: &ElfFile64<'_, Endianness>,
-    binary: &Binary,
-    cands: &mut BTreeMap<u64, Candidate>,
-    variables: &mut Vec<Variable>,
-    in_code: &dyn Fn(u64) -> bool,
-) {
-    let tables: [(_, NameSource, Found); 2] = [
-        (
-            file.symbols().collect::<Vec<_>>(),
-            NameSource::Symtab,
-            Found::SYMTAB,
-        ),
-        (
-            file.dynamic_symbols().collect::<Vec<_>>(),
-            NameSource::Dynsym,
-            Found::DYNSYM,
-        ),
-    ];
-    let mut seen_vars = std::collections::HashSet::new();
-    for (symbols, source, found) in tables {
+/// Adds the binary's own `.symtab` and `.dynsym`.
+fn read_symbols(file: &ElfFile64<'_, Endianness>, sink: &mut Symbols<'_>) {
+    sink.add(file.symbols(), NameSource::Symtab, Found::SYMTAB);
+    sink.add(file.dynamic_symbols(), NameSource::Dynsym, Found::DYNSYM);
+}
+
+/// Where symbol tables' functions and variables go while a table is built.
+struct Symbols<'a> {
+    binary: &'a Binary,
+    cands: &'a mut BTreeMap<u64, Candidate>,
+    variables: &'a mut Vec<Variable>,
+    /// (name, address) of every variable added, so each is listed once.
+    seen_vars: &'a mut std::collections::HashSet<(String, u64)>,
+    in_code: &'a dyn Fn(u64) -> bool,
+}
+
+impl Symbols<'_> {
+    /// Adds one symbol table's functions (names from `source`) and variables.
+    fn add<'d: 'f, 'f>(
+        &mut self,
+        symbols: impl Iterator<Item = ElfSymbol64<'d, 'f, Endianness>>,
+        source: NameSource,
+        found: Found,
+    ) {
         for sym in symbols {
             if sym.is_undefined() {
                 continue;
@@ -362,8 +397,10 @@ fn read_symbols(
             };
             let global = rank < 2;
             match sym.kind() {
-                SymbolKind::Text if in_code(sym.address()) || st_type == elf::STT_GNU_IFUNC => {
-                    let c = cands.entry(sym.address()).or_default();
+                SymbolKind::Text
+                    if (self.in_code)(sym.address()) || st_type == elf::STT_GNU_IFUNC =>
+                {
+                    let c = self.cands.entry(sym.address()).or_default();
                     c.found.insert(found);
                     if sym.size() > 0 {
                         c.size.get_or_insert(sym.size());
@@ -371,15 +408,15 @@ fn read_symbols(
                     c.names.push((name.to_owned(), source, rank));
                 }
                 SymbolKind::Data | SymbolKind::Tls => {
-                    if !seen_vars.insert((name.to_owned(), sym.address())) {
+                    if !self.seen_vars.insert((name.to_owned(), sym.address())) {
                         continue;
                     }
                     let section = sym
                         .section_index()
-                        .and_then(|i| binary.sections().iter().find(|s| s.index == i.0))
+                        .and_then(|i| self.binary.sections().iter().find(|s| s.index == i.0))
                         .map(|s| s.name.clone())
                         .unwrap_or_default();
-                    variables.push(Variable {
+                    self.variables.push(Variable {
                         name: name.to_owned(),
                         demangled: demangle(name),
                         addr: LinkAddr(sym.address()),
@@ -415,7 +452,10 @@ fn finish(binary: &Binary, cands: BTreeMap<u64, Candidate>) -> Vec<Function> {
             let underscores = name.len() - name.trim_start_matches('_').len();
             (*source, underscores, *rank, name.len(), name.clone())
         });
-        c.names.dedup_by(|a, b| a.0 == b.0);
+        // One entry per name, its best source first: the debug file's `.symtab` repeats
+        // `.dynsym`'s names (`readdir64` from both).
+        let mut seen = std::collections::HashSet::new();
+        c.names.retain(|(name, _, _)| seen.insert(name.clone()));
         let (name, name_source, global) = match c.names.first() {
             Some((n, s, rank)) => (n.clone(), *s, *rank < 2),
             // The ELF entry point of a stripped executable is crt1's `_start`; name it so,

@@ -33,7 +33,7 @@ pub const AT: Spec = Spec {
     name: "at",
     aliases: &[],
     usage: "POINT [if (COND)] { SNIPPET }",
-    complete: Complete::Function,
+    complete: Complete::Point,
     summary: "insert a snippet at a point",
     help: "Inserts SNIPPET (a subset of C: `help snippets`) at POINT, which is `FUNC entry`, \
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
@@ -41,7 +41,9 @@ pub const AT: Spec = Spec {
 entry|exit|iter-begin|iter-end`. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
 Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
-at every one of them now.",
+at every one of them now, its calls against their callees' prototypes (DWARF, or glibc's for \
+common C library functions) and printf formats against their arguments, so what cannot be right \
+is refused before anything is inserted.",
     examples: &[
         ("at work entry { calls++; }", ""),
         (

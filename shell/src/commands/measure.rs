@@ -27,8 +27,10 @@ pub const COUNT: Spec = Spec {
 library's) at its entry, per thread and exactly, with a counter inlined in the trampoline: a \
 thread-local load, a test and an increment. The runtime library libgsh_rt.so is loaded into the \
 process the first time (found next to the gsh executable, or at $GSH_RT). Each FUNC gets an \
-instrumentation id that `delete` removes; `report` shows the counts. Asked for before `start` or \
-`run`, the counting begins when the process reaches main.",
+instrumentation id that `delete` removes; the table printed names what each id counts (the \
+function, or the glob and how many functions it matched) and how many points went in. `report` \
+shows the counts. Asked for before `start` or `run`, the counting begins when the process \
+reaches main.",
     examples: &[
         ("count work_item", "calls to work_item"),
         (
@@ -52,7 +54,7 @@ and exit, so microseconds per call). Recursion is timed once, for the outermost 
 activation that never returns through its exit (left by longjmp or an exception) is closed at \
 the next entry of the function on that thread whose stack pointer shows the frame is gone \
 (iPath's active-stack check). Activations still open are credited up to the moment `report` \
-reads them.",
+reads them. As for `count`, the table printed names what each id times.",
     examples: &[
         (
             "time handle_request",
@@ -99,8 +101,9 @@ over all threads, and for profiles one row per call path. The values are read fr
 process's memory without stopping it, so `report` may be repeated while the process runs after \
 `continue &`. Once the process has exited, the values are those it had when it exited; after \
 `detach`, those it had when gsh detached. RESULTS names a results file written at exit by a \
-binary that `save` rewrote with measuring in it. `--json` prints everything as one JSON \
-document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
+binary that `save` rewrote with measuring in it. A measure that was deleted keeps the \
+values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
+everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
 flame graph itself.",
     examples: &[
@@ -141,13 +144,15 @@ fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 }
 
 /// One request per glob; inserted at once into a live process, else when it reaches main.
+/// The table names what each id measures: the function, or the glob and how many it matched.
 fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<Output> {
     ctx.session.main()?;
-    let mut t = Table::new(vec!["Instrumentation", "Functions", "Inserted"]);
+    let mut t = Table::new(vec!["Instrumentation", "Function", "Measure", "Points"]);
+    let live = ctx.target.as_ref().is_some_and(|t| t.gone.is_none());
     for glob in globs {
         let r = measure::add(&mut ctx.plan, &mut ctx.session, &glob, metric)?;
-        let (id, funcs) = (r.id, r.funcs.len());
-        if funcs == 0 {
+        let (id, funcs) = (r.id, r.funcs.clone());
+        if funcs.is_empty() {
             let _ = ctx.plan.delete(id);
             bail!("no function matches `{glob}`");
         }
@@ -169,11 +174,22 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
                 }
             }
         }
+        let name = match funcs.as_slice() {
+            [f] => ctx.session.func(*f).display_name().to_owned(),
+            many => format!("{glob} ({} functions)", many.len()),
+        };
         t.rows.push(vec![
             Cell::Num(u64::from(id)),
-            Cell::Num(funcs as u64),
+            Cell::text(name),
+            Cell::text(metric.command()),
             inserted,
         ]);
+    }
+    if !live {
+        t.note = Some(
+            "inserted when the process reaches main (`start` or `run`); `report` shows the values"
+                .into(),
+        );
     }
     Ok(Output::Table(t))
 }
@@ -344,6 +360,20 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if results.values.is_empty() {
         bail!("nothing is measured; `count`, `time` or `profile FUNC` first");
     }
+    // Deleted measures keep the values they had when deleted: users who delete and then
+    // report expect to see what was measured, marked so they know it stopped counting.
+    let deleted: Vec<u32> = if file.is_some() {
+        Vec::new()
+    } else {
+        let mut ids: Vec<u32> = results
+            .values
+            .iter()
+            .map(|v| v.id)
+            .filter(|id| !ctx.plan.requests.iter().any(|r| r.id == *id))
+            .collect();
+        ids.dedup();
+        ids
+    };
     let mut notes = Vec::new();
     if let Some(out) = &folded {
         let lines = folded_lines(&results)?;
@@ -356,9 +386,16 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         notes.push(format!("flame graph written to {out}"));
     }
     if json || ctx.json {
-        return Ok(Output::Json(serde_json::to_value(&results)?));
+        let mut doc = serde_json::to_value(&results)?;
+        if let Some(values) = doc.get_mut("values").and_then(|v| v.as_array_mut()) {
+            for v in values {
+                let id = v.get("id").and_then(|i| i.as_u64()).unwrap_or(0);
+                v["deleted"] = serde_json::json!(deleted.contains(&(id as u32)));
+            }
+        }
+        return Ok(Output::Json(doc));
     }
-    let mut parts = vec![("values", Output::Table(values_table(&results)))];
+    let mut parts = vec![("values", Output::Table(values_table(&results, &deleted)))];
     if !results.paths.is_empty() {
         parts.push(("paths", Output::Table(paths_table(&results))));
     }
@@ -386,7 +423,7 @@ fn duration(ns: u64) -> String {
     }
 }
 
-fn values_table(r: &Results) -> Table {
+fn values_table(r: &Results, deleted: &[u32]) -> Table {
     let mut t = Table::new(vec![
         "Instrumentation",
         "Function",
@@ -405,14 +442,22 @@ fn values_table(r: &Results) -> Table {
             ),
             None => (Cell::Empty, Cell::Empty),
         };
+        let measure = if deleted.contains(&v.id) {
+            format!("{} (deleted)", v.metric.command())
+        } else {
+            v.metric.command().to_owned()
+        };
         t.rows.push(vec![
             Cell::Num(u64::from(v.id)),
             Cell::text(v.function.clone()),
-            Cell::text(v.metric.command()),
+            Cell::text(measure),
             Cell::Num(v.calls),
             total,
             mean,
         ]);
+    }
+    if !deleted.is_empty() {
+        t.note = Some("(deleted): values as they were when the instrumentation was deleted".into());
     }
     t
 }

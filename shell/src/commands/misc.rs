@@ -66,7 +66,10 @@ pub const QUIT: Spec = Spec {
     usage: "",
     complete: Complete::Nothing,
     summary: "leave gsh",
-    help: "Stops reading commands. At the prompt, Ctrl-D does the same.",
+    help: "Stops reading commands and leaves gsh: a process gsh started is killed, one it \
+attached to is detached with its instrumentation removed. At the prompt, with such a process \
+alive, it first asks `Quit anyway? (y or n)` as gdb does; Ctrl-D does the same as `quit`. \
+Scripts, `-c` and piped commands never ask.",
     examples: &[("quit", "")],
     run: quit,
 };

@@ -35,6 +35,9 @@ pub enum Complete {
     File,
     /// Function names of the open module.
     Function,
+    /// A point: a function, then `entry`, `exit`, `call [CALLEE] before|after` or `loop LOOP
+    /// entry|...`, with the function's callees and loops offered.
+    Point,
     /// Command names (`help`).
     Command,
 }
@@ -199,13 +202,10 @@ pub fn unknown(words: &[&str]) -> anyhow::Error {
     }
 }
 
-/// The candidate most like `typed`, if any is like it enough to be a plausible typo.
+/// The candidate most like `typed`, if any is like it enough to be a plausible typo (the
+/// engine's one rule: a few edits, never a one-letter alias for a longer word).
 pub fn closest<'a>(typed: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .map(|c| (strsim::jaro_winkler(typed, c), c))
-        .filter(|(score, _)| *score >= 0.75)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+    engine::suggest::closest(typed, candidates)
 }
 
 /// Runs one parsed command.

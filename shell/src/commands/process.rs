@@ -124,9 +124,12 @@ pub const STATUS: Spec = Spec {
     aliases: &[],
     usage: "",
     complete: Complete::Nothing,
-    summary: "the process's state, pid and threads",
-    help: "Shows whether there is a process, its pid, whether gsh started it or attached, its \
-state (running, stopped, exited with its code) and how many threads it has.",
+    summary: "what the process is doing: stopped where, running, or exited",
+    help: "Says in one sentence what the process is doing, as gdb's `info program` does: stopped \
+(where, and in which thread), running, or gone (its exit code or the signal that killed it); \
+then its pid, the program, whether gsh started it (`kill` or quitting gsh ends it) or attached \
+to it (`detach` or quitting lets it run on, instrumentation removed), and how many threads it \
+has. Without a process it says how to get one.",
     examples: &[("status", "")],
     run: status,
 };
@@ -146,7 +149,7 @@ pub const BREAK: Spec = Spec {
     name: "break",
     aliases: &["b"],
     usage: "POINT [if (COND)]",
-    complete: Complete::Function,
+    complete: Complete::Point,
     summary: "stop the process at a point",
     help: "Stops the process when a thread reaches POINT (as for `at`: `FUNC entry`, `FUNC \
 exit`, `FUNC call [CALLEE] before|after`), and only when COND holds if given; COND is a \
@@ -387,9 +390,25 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .filter(|p| *p > 0)
         .ok_or_else(|| anyhow!("`{pid_text}` is not a process id"))?;
     make_room(ctx)?;
+    // A FILE that is not what the process runs would place instrumentation by the wrong
+    // addresses: say so before anything is inserted.
+    if let Ok(main) = ctx.session.main() {
+        let file = main.binary.path();
+        if engine::process::is_executable_of(pid, file) == Some(false) {
+            let runs = engine::process::executable_path(pid)
+                .map_or_else(|| "another program".into(), |p| p.display().to_string());
+            eprintln!(
+                "warning: {} is not the program process {pid} runs ({runs}): its functions \
+                 and addresses are {}'s; open the process's own (`gsh -p {pid}` alone) to \
+                 instrument it",
+                file.display(),
+                file.display()
+            );
+        }
+    }
     let tracer = Tracer::attach(pid, Live::default())?;
     if ctx.session.main().is_err() {
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        let exe = engine::process::executable_path(pid)
             .with_context(|| format!("cannot find process {pid}'s executable"))?;
         ctx.session.open(&exe)?;
     }
@@ -528,30 +547,74 @@ fn wait(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     Ok(line(resume_and_wait(ctx, false)?))
 }
 
+/// Says in one sentence what the process is doing, as gdb's `info program` does, then the
+/// facts: which program, who started it (and so what quitting does), its threads.
 fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
+    let program = ctx
+        .session
+        .main()
+        .ok()
+        .map(|m| m.binary.path().display().to_string());
     let Some(t) = ctx.target.as_mut() else {
+        let how = match &program {
+            Some(p) => format!("`start` or `run` starts {p}; `attach PID` takes a running one"),
+            None => "`open FILE` then `start`, or `attach PID`".into(),
+        };
         return Ok(Output::Record(Record {
-            title: None,
+            title: Some(format!("There is no process: {how}.")),
             fields: vec![("State", Cell::text("no process"))],
             table: None,
         }));
     };
     t.events();
     let pid = t.pid();
-    let how = if t.started { "started" } else { "attached" };
-    let (state, threads) = match &t.gone {
-        Some(why) => (why.clone(), 0),
-        None => t.with(|p, _| Ok((p.state().to_string(), p.threads().len())))?,
+    // The thread of the last stop, else the main thread.
+    let current = t.thread.unwrap_or(pid);
+    let session = &ctx.session;
+    let (state, at, threads) = match &t.gone {
+        Some(why) => (why.clone(), None, 0),
+        None => t.with(|p, live| {
+            let state = p.state();
+            let at = match state {
+                engine::process::State::Stopped => p
+                    .regs(current)
+                    .ok()
+                    .map(|r| (current, target::where_is(session, live, r.rip))),
+                _ => None,
+            };
+            Ok((state.to_string(), at, p.threads().len()))
+        })?,
     };
+    let sentence = match (&t.gone, &at) {
+        (Some(why), _) => format!("Process {pid} is gone: {why}."),
+        (None, Some((tid, place))) => {
+            format!("Process {pid} is stopped at {place} in thread {tid}.")
+        }
+        (None, None) if state == "running" => format!(
+            "Process {pid} is running; `halt` (or Ctrl-C at the prompt) stops it, `wait` waits."
+        ),
+        (None, None) => format!("Process {pid} is {state}."),
+    };
+    let control = if t.started {
+        "started by gsh: `kill` or quitting gsh ends it"
+    } else {
+        "attached: `detach` or quitting gsh lets it run on, instrumentation removed"
+    };
+    let mut fields = vec![
+        ("Process", Cell::Num(pid as u64)),
+        ("Program", Cell::opt(program)),
+        ("Control", Cell::text(control)),
+        ("State", Cell::text(state)),
+    ];
+    if let Some((tid, place)) = at {
+        fields.push(("Where", Cell::text(place)));
+        fields.push(("Thread", Cell::Num(tid as u64)));
+    }
+    fields.push(("Threads", Cell::Num(threads as u64)));
     Ok(Output::Record(Record {
-        title: None,
-        fields: vec![
-            ("Process", Cell::Num(pid as u64)),
-            ("Control", Cell::text(how)),
-            ("State", Cell::text(state)),
-            ("Threads", Cell::Num(threads as u64)),
-        ],
+        title: Some(sentence),
+        fields,
         table: None,
     }))
 }

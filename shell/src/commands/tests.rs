@@ -68,6 +68,18 @@ fn did_you_mean() {
         unknown(&["xyzzy"]).to_string(),
         "unknown command `xyzzy`; `help` lists the commands"
     );
+    // Only when close: a two-letter word is not a typo of the one-letter alias `b`, and gdb's
+    // `info` is nothing like any command.
+    for far in ["bp", "br", "bx", "info", "x"] {
+        assert_eq!(
+            unknown(&[far]).to_string(),
+            format!("unknown command `{far}`; `help` lists the commands")
+        );
+    }
+    assert_eq!(
+        unknown(&["stauts"]).to_string(),
+        "unknown command `stauts`; did you mean `status`?"
+    );
     assert_eq!(
         closest("disa", ["disas", "open"].into_iter()),
         Some("disas")
@@ -102,16 +114,42 @@ fn echo_and_quit() {
 }
 
 #[test]
-fn json_prints_one_document_per_command() {
+fn json_prints_one_tagged_line_per_command() {
     let (out, r) = run_text("echo a; sleep 0; help echo", true);
     assert!(r.is_ok());
-    let docs: Vec<serde_json::Value> = out
+    let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).expect("valid JSON"))
         .collect();
-    assert_eq!(docs.len(), 3);
-    assert_eq!(docs[0]["text"], "a");
-    assert_eq!(docs[1], serde_json::json!({}));
+    assert_eq!(lines.len(), 3);
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"command": "echo a", "result": {"text": "a"}})
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"command": "sleep 0", "result": {}})
+    );
+    assert_eq!(lines[2]["command"], "help echo");
+}
+
+#[test]
+fn json_errors_are_lines_of_the_stream_once() {
+    let (out, r) = run_text("echo 'a b'; bogus; echo never", true);
+    assert!(r.is_err());
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("valid JSON"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0]["command"], "echo 'a b'");
+    assert_eq!(
+        lines[1],
+        serde_json::json!({
+            "command": "bogus",
+            "error": "line 1: unknown command `bogus`; `help` lists the commands"
+        })
+    );
 }
 
 #[test]
@@ -198,7 +236,7 @@ fn looks_around_in_a_real_binary() {
     r.expect("every command succeeds");
     let docs: Vec<serde_json::Value> = out
         .lines()
-        .map(|l| serde_json::from_str(l).expect("valid JSON"))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("valid JSON")["result"].take())
         .collect();
     assert_eq!(docs.len(), 3);
     assert_eq!(docs[1]["function"], "main");

@@ -123,8 +123,12 @@ fn function_record(ctx: &Context, r: FuncRef) -> Record {
             "Binding",
             // Only a symbol has a binding; PLT stubs and made-up names do not.
             match f.name_source {
-                NameSource::Symtab | NameSource::Dynsym if f.global => Cell::text("global"),
-                NameSource::Symtab | NameSource::Dynsym => Cell::text("local"),
+                NameSource::Symtab | NameSource::Dynsym | NameSource::DebugSymtab if f.global => {
+                    Cell::text("global")
+                }
+                NameSource::Symtab | NameSource::Dynsym | NameSource::DebugSymtab => {
+                    Cell::text("local")
+                }
                 _ => Cell::Empty,
             },
         ),

@@ -150,6 +150,7 @@ impl Fixture {
                 ret: Type::Void,
                 params: Some(vec![Type::Int(IntKind::Long)]),
                 variadic: false,
+                printf_format: None,
             },
         )
     }

@@ -468,6 +468,9 @@ impl Checker<'_> {
             };
             out.push(v);
         }
+        if let Some(at) = sig.printf_format {
+            self.check_printf_format(name, at, &out, args);
+        }
         if !sig.ret.is_scalar() && sig.ret != Type::Void {
             self.error(
                 span,
