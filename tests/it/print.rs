@@ -116,3 +116,64 @@ fn globals_of_every_module_are_found_wherever_the_process_stopped() {
         o.stderr
     );
 }
+
+#[test]
+fn locals_registers_memory_and_literals_of_the_selected_frame() {
+    let m = Mutatee::new("shapes");
+    for v in [Variant::O0, Variant::O2] {
+        let out = scratch(&format!("shapes-locals-{}", v.suffix()));
+        // After the call that weighed the third shape (78): the first two weighed 14 + 40,
+        // and one of them was a polygon. At -O2 `total`, `count` and `s` live in registers
+        // that location lists name.
+        let o = gsh_c(
+            &format!(
+                "break classify call weigh after if ($return == 78); run > {}; print total; \
+                 print count; print s->id; print s->pts[3]; x/4dw s->pts; print $rip; \
+                 show registers; print \"hi\\n\"; print 'a'; up; \
+                 print global_sum",
+                out.display()
+            ),
+            &m.path(v),
+        );
+        o.assert_code(0);
+        let got = masked(&o.stdout);
+        for want in [
+            "total = 54\n",
+            "count = 1\n",
+            "s->id = 12\n",
+            "s->pts[3] = {x = 5, y = 9}\n",
+            "0x? <shapes+192>:\t2\t0\t3\t3\n",
+            "$rip = (void (*)()) 0x? <classify+",
+            "\"hi\\n\" = 0x? \"hi\\n\"\n",
+            "'a' = 97\n",
+            "global_sum = 100\n",
+        ] {
+            assert!(got.contains(want), "{v:?}: want {want:?} in {got}");
+        }
+        assert!(
+            o.stdout.lines().any(|l| l.starts_with("rsp ")),
+            "{v:?}: {}",
+            o.stdout
+        );
+    }
+    // A caller's locals, by unwinding to its frame (at -O0 they are in memory there).
+    let out = scratch("shapes-up");
+    let o = gsh_c(
+        &format!(
+            "break weigh entry if (s->id == 12); run > {}; up; print total; print count; \
+             print s; print head->id",
+            out.display()
+        ),
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    let got = masked(&o.stdout);
+    for want in [
+        "total = 54\n",
+        "count = 1\n",
+        "s = (struct shape *) 0x? <shapes+176>\n",
+        "head->id = 10\n",
+    ] {
+        assert!(got.contains(want), "want {want:?} in {got}");
+    }
+}

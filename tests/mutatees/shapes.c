@@ -1,8 +1,9 @@
 /* shapes.c: data of every shape `print` must show as gdb does: an 88-byte struct holding an
  * enum, a nested struct, an array of structs, a char array, bit-fields, a union and a
- * pointer to the next one, in a list `classify` walks (its parameter, locals and a loop
- * give -O2 location lists something to do). `global_sum` is a global of the program that
- * `print` must find while stopped in libc (`puts`). Deterministic output. */
+ * pointer to the next one, in a list `classify` walks, calling `weigh` for each (its locals
+ * live across the call, in registers at -O2, where location lists say which). `global_sum`
+ * is a global of the program that `print` must find while stopped in libc (`puts`).
+ * Deterministic output. */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,17 +39,23 @@ long global_sum;
 int zeros[16];
 const char *greeting = "hello";
 
+NOINLINE long weigh(const struct shape *s) {
+    long area = 0;
+    for (int i = 0; i < 4; i++)
+        area += (long)s->pts[i].x * s->pts[i].y;
+    return area;
+}
+
 NOINLINE int classify(struct shape *head) {
     int count = 0;
-    long area = 0;
+    long total = 0;
     for (struct shape *s = head; s; s = s->next) {
-        for (int i = 0; i < 4; i++)
-            area += (long)s->pts[i].x * s->pts[i].y;
+        total += weigh(s);
         count += s->kind == KIND_POLY;
     }
-    global_sum += area;
+    global_sum += total;
     puts(head->name);
-    return count * 1000 + (int)(area % 1000);
+    return count * 1000 + (int)(total % 1000);
 }
 
 int main(void) {

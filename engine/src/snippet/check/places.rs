@@ -43,8 +43,8 @@ impl Checker<'_> {
                         d = d.with_hint(format!("declare it first: `declare long {name}`"));
                     } else {
                         d = d.with_hint(
-                            "it is no declared variable, and no global, parameter or function \
-                             the program's debug info or symbols name",
+                            "no parameter, local, declared variable, global or function is \
+                             named so here",
                         );
                     }
                     self.diags.push(d);
