@@ -2,12 +2,17 @@
  * default 1, the main thread included) spin on `counter` with short sleeps until someone
  * outside sets `stop` (gsh's tests write it through the tracer). Then it prints fixed lines,
  * so a test can check that halting, injecting and detaching changed nothing, and that
- * signals sent to it arrived (SIGUSR1 is counted).
+ * signals sent to it arrived (SIGUSR1 is counted). With a second argument "shared" it first
+ * maps what nginx keeps for its zones and a memfd: /proc/PID/maps then shows
+ * `/dev/zero (deleted)` and `/memfd:live (deleted)`, which are not modules.
  * Not in MUTATEES: run alone it never ends. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noipa, used))
@@ -38,6 +43,16 @@ int main(int argc, char **argv) {
     if (n < 1 || n > MAXTHREADS)
         n = 1;
     signal(SIGUSR1, on_usr1);
+    if (argc > 2 && strcmp(argv[2], "shared") == 0) {
+        char *zone = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        int fd = memfd_create("live", 0);
+        if (zone == MAP_FAILED || fd < 0 || ftruncate(fd, 4096) != 0 ||
+            mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED) {
+            perror("shared mappings");
+            return 1;
+        }
+        zone[0] = 1;
+    }
     pthread_t threads[MAXTHREADS];
     for (int i = 1; i < n; i++)
         if (pthread_create(&threads[i], NULL, spin, NULL) != 0) {
