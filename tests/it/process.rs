@@ -290,6 +290,52 @@ fn shared_anonymous_and_memfd_mappings_are_not_modules() {
     t.with(|p, _| p.detach()).unwrap().unwrap();
 }
 
+/// A program whose pool starts and ends threads all the time: after running attached, the
+/// thread list is exactly the process's threads (a thread's first stop seen before its
+/// creator's clone event was once listed again by that event, forever "starting", and each
+/// halt waited 5 s for it), and halting is quick.
+#[test]
+fn short_lived_threads_leave_an_exact_thread_list() {
+    let (guard, mut out) = spawn_live_with(&["2", "churn"]);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    for _ in 0..5 {
+        t.with(|p, _| p.resume()).unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        let listed = t
+            .with(|p, _| {
+                p.halt().unwrap();
+                p.threads()
+            })
+            .unwrap();
+        let halt = started.elapsed();
+        let mut listed: Vec<i32> = listed.iter().map(|t| t.tid).collect();
+        listed.sort();
+        let mut tasks: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        tasks.sort();
+        assert_eq!(
+            listed, tasks,
+            "the thread list is not the process's threads"
+        );
+        assert!(halt < Duration::from_secs(1), "halting took {halt:?}");
+    }
+    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "2 threads stopped\nadd3(1, 2, 3) = 321\n");
+}
+
 #[test]
 fn four_threads_halted_and_resumed_100_times_finish_exactly() {
     let out = out_file("live4");

@@ -4,7 +4,8 @@
  * so a test can check that halting, injecting and detaching changed nothing, and that
  * signals sent to it arrived (SIGUSR1 is counted). With a second argument "shared" it first
  * maps what nginx keeps for its zones and a memfd: /proc/PID/maps then shows
- * `/dev/zero (deleted)` and `/memfd:live (deleted)`, which are not modules.
+ * `/dev/zero (deleted)` and `/memfd:live (deleted)`, which are not modules. With "churn" one
+ * more thread creates and joins short-lived threads until `stop` (a thread pool's pattern).
  * Not in MUTATEES: run alone it never ends. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -38,6 +39,18 @@ NOINLINE void *spin(void *arg) {
     return NULL;
 }
 
+NOINLINE void *nothing(void *arg) { return arg; }
+
+NOINLINE void *churn(void *arg) {
+    (void)arg;
+    while (!stop) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, nothing, NULL) == 0)
+            pthread_join(t, NULL);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 1;
     if (n < 1 || n > MAXTHREADS)
@@ -54,6 +67,12 @@ int main(int argc, char **argv) {
         zone[0] = 1;
     }
     pthread_t threads[MAXTHREADS];
+    pthread_t churner;
+    int churning = argc > 2 && strcmp(argv[2], "churn") == 0;
+    if (churning && pthread_create(&churner, NULL, churn, NULL) != 0) {
+        perror("pthread_create");
+        return 1;
+    }
     for (int i = 1; i < n; i++)
         if (pthread_create(&threads[i], NULL, spin, NULL) != 0) {
             perror("pthread_create");
@@ -64,6 +83,8 @@ int main(int argc, char **argv) {
     spin(NULL);
     for (int i = 1; i < n; i++)
         pthread_join(threads[i], NULL);
+    if (churning)
+        pthread_join(churner, NULL);
     printf("%d threads stopped\n", n);
     printf("add3(1, 2, 3) = %ld\n", add3(1, 2, 3));
     if (usr1)

@@ -663,6 +663,10 @@ impl Process {
             }
             return Ok(self.thread_gone(tid, ev));
         }
+        let first_stop = match self.threads.get(&tid) {
+            Some(t) => t.state == ThreadState::Starting,
+            None => true,
+        };
         if !self.threads.contains_key(&tid) {
             if !self.is_our_thread(tid) {
                 self.early_children.insert(tid);
@@ -710,6 +714,15 @@ impl Process {
             WaitEvent::EventStop(_) => {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.job = false;
+                }
+                if first_stop && tid != self.pid {
+                    // It inherited the leader's options, exit stop included.
+                    let extra = if self.started {
+                        libc::PTRACE_O_EXITKILL
+                    } else {
+                        0
+                    };
+                    let _ = ptrace::set_options(tid, ptrace::THREAD_OPTIONS | extra);
                 }
                 self.resume_thread(tid)?
             }

@@ -425,7 +425,12 @@ fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
             if seized.contains(&tid) {
                 continue;
             }
-            match ptrace::seize(tid, ptrace::OPTIONS) {
+            let options = if tid == pid {
+                ptrace::OPTIONS
+            } else {
+                ptrace::THREAD_OPTIONS
+            };
+            match ptrace::seize(tid, options) {
                 Ok(()) => {
                     seized.push(tid);
                     new = true;
