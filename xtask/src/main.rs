@@ -13,12 +13,16 @@
 //!   `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
+//! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
+//!   attached to with nothing inserted, against the same program not attached. Run it with
+//!   `--release`.
 //! - `whole-program python3|cc1 [--runs N]`: issue 5's whole-program reports: a counter at every
 //!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
 //!   compared exactly with the original's; prints the tactic counts and run times. Run it with
 //!   `--release`.
 
 mod bench;
+mod bench_attached;
 mod bench_live;
 mod bench_measure;
 mod bench_static;
@@ -43,6 +47,9 @@ tasks:
                                   runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
+  bench-attached [--runs N]       thread creation and signal delivery while attached with
+                                  nothing inserted, vs not attached (default 7 runs; use
+                                  --release)
   whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
                                   saved; outputs compared exactly, tactics and run times
                                   printed (default 3 runs; use --release)";
@@ -95,6 +102,7 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.

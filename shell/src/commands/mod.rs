@@ -128,6 +128,7 @@ pub static COMMANDS: &[Spec] = &[
     misc::SOURCE,
     misc::ECHO,
     misc::SLEEP,
+    misc::SET,
     misc::HELP,
     misc::QUIT,
 ];
