@@ -177,3 +177,23 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
         assert!(got.contains(want), "want {want:?} in {got}");
     }
 }
+
+#[test]
+fn entry_values_are_found_at_the_callers_call_site() {
+    // At -O2, when classify calls puts, `head` is no longer in any register: its location
+    // list says "the value rdi had at entry", which main's call site says is `&shapes[0]`.
+    let m = Mutatee::new("shapes");
+    let out = scratch("shapes-entry");
+    let o = gsh_c(
+        &format!(
+            "break libc.so.6!puts entry; run > {}; up; print head; print head->id",
+            out.display()
+        ),
+        &m.path(Variant::O2),
+    );
+    o.assert_code(0);
+    let got = masked(&o.stdout);
+    for want in ["head = (struct shape *) 0x? <shapes>\n", "head->id = 10\n"] {
+        assert!(got.contains(want), "want {want:?} in {got}");
+    }
+}

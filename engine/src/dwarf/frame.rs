@@ -4,9 +4,14 @@
 //! its location list that covers the pc (optimized code) — against the frame's registers,
 //! its frame base (`DW_AT_frame_base`, usually the CFA) and memory.
 //!
+//! An entry value (`DW_OP_entry_value(DW_OP_regN)`, what a register held when the function
+//! was entered) is the register itself while the frame is at its entry, else the value the
+//! caller's call site says it passed (`DW_TAG_call_site_parameter`), evaluated in the
+//! caller's frame, as gdb finds `x@entry`.
+//!
 //! What cannot be located is [`VarLocation::OptimizedOut`]: no location, no list entry at
-//! the pc, or an expression needing what a stopped frame does not give (`DW_OP_entry_value`
-//! of a register the callee has changed, TLS, another DIE's location).
+//! the pc, or an expression needing what a stopped frame does not give (an entry value with
+//! no call site to say it, TLS, another DIE's location).
 
 use gimli::{AttributeValue, EvaluationResult, Location, Reader as _};
 
@@ -26,6 +31,29 @@ pub trait FrameRegs {
     fn read(&self, addr: u64, len: usize) -> Option<Vec<u8>>;
     /// The module's load bias (added to `DW_OP_addr` operands).
     fn bias(&self) -> u64;
+    /// The frame that called this one, when it was unwound and is in the same module: an
+    /// entry value (`DW_OP_entry_value`) is found at its call site.
+    fn caller(&self) -> Option<&dyn FrameRegs> {
+        None
+    }
+    /// This frame's return address (a runtime address in the caller).
+    fn return_address(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// What evaluating one frame's expressions needs besides the frame.
+struct Ctx<'s> {
+    state: &'s State,
+    loclists: &'s gimli::LocationLists<R>,
+    /// The function's DIE and its entry (link address).
+    func: DieRef,
+    entry: Option<u64>,
+    /// The pc (link address) the frame is at.
+    pc: u64,
+    frame_base: Option<u64>,
+    /// Entry values followed through callers so far.
+    depth: u32,
 }
 
 /// Where a variable is at the frame's pc.
@@ -48,6 +76,49 @@ pub struct FrameVariable {
 /// Steps a location expression may take (a loop in malformed DWARF ends here).
 const MAX_STEPS: u32 = 10_000;
 
+/// Entry values followed through callers at the most.
+const MAX_ENTRY_DEPTH: u32 = 4;
+
+/// The context of the frame at link address `pc` in the function whose DIE is `func`.
+fn context<'s>(
+    state: &'s State,
+    loclists: &'s gimli::LocationLists<R>,
+    func: DieRef,
+    pc: u64,
+    frame: &dyn FrameRegs,
+    depth: u32,
+) -> Option<Ctx<'s>> {
+    let units = &state.units;
+    let unit = &units.get(func.unit)?.unit;
+    let func_die = units.entry(func)?;
+    let entry = func_die
+        .attr_value(gimli::DW_AT_low_pc)
+        .and_then(|v| units.dwarf.attr_address(unit, v).ok().flatten());
+    let mut ctx = Ctx {
+        state,
+        loclists,
+        func,
+        entry,
+        pc,
+        frame_base: None,
+        depth,
+    };
+    ctx.frame_base = func_die
+        .attr_value(gimli::DW_AT_frame_base)
+        .and_then(|v| match v {
+            AttributeValue::Exprloc(e) => evaluate(&ctx, e, frame),
+            _ => None,
+        })
+        .and_then(|loc| match loc {
+            VarLocation::Address(a) => Some(a),
+            VarLocation::Value(v) if v.len() >= 8 => {
+                Some(u64::from_le_bytes(v[..8].try_into().ok()?))
+            }
+            _ => None,
+        });
+    Some(ctx)
+}
+
 /// The variables visible at link address `pc` in the function whose DIE is `func`.
 pub(super) fn frame_variables(
     state: &State,
@@ -61,22 +132,9 @@ pub(super) fn frame_variables(
         return Vec::new();
     };
     let unit = &data.unit;
-    let Some(func_die) = units.entry(func) else {
+    let Some(ctx) = context(state, loclists, func, pc, frame, 0) else {
         return Vec::new();
     };
-    let frame_base = func_die
-        .attr_value(gimli::DW_AT_frame_base)
-        .and_then(|v| match v {
-            AttributeValue::Exprloc(e) => evaluate(units, func.unit, e, None, frame),
-            _ => None,
-        })
-        .and_then(|loc| match loc {
-            VarLocation::Address(a) => Some(a),
-            VarLocation::Value(v) if v.len() >= 8 => {
-                Some(u64::from_le_bytes(v[..8].try_into().ok()?))
-            }
-            _ => None,
-        });
     // Scopes around the pc, outermost first.
     let mut scopes = vec![func];
     let mut at = func;
@@ -107,14 +165,12 @@ pub(super) fn frame_variables(
                 continue;
             }
             let location = match die.attr_value(gimli::DW_AT_location) {
-                Some(AttributeValue::Exprloc(e)) => {
-                    evaluate(units, func.unit, e, frame_base, frame)
-                }
+                Some(AttributeValue::Exprloc(e)) => evaluate(&ctx, e, frame),
                 Some(
                     v @ (AttributeValue::LocationListsRef(_)
                     | AttributeValue::DebugLocListsIndex(_)),
                 ) => list_entry(units, loclists, func.unit, v, pc)
-                    .and_then(|e| evaluate(units, func.unit, e, frame_base, frame)),
+                    .and_then(|e| evaluate(&ctx, e, frame)),
                 _ => None,
             };
             // A static local's address is its location.
@@ -183,13 +239,13 @@ fn list_entry(
 /// Evaluates a location expression; `None` when it cannot be (the variable is then
 /// optimized out here).
 fn evaluate(
-    units: &Units,
-    unit_index: usize,
+    ctx: &Ctx<'_>,
     expr: gimli::Expression<R>,
-    frame_base: Option<u64>,
     frame: &dyn FrameRegs,
 ) -> Option<VarLocation> {
-    let unit = &units.get(unit_index)?.unit;
+    let units = &ctx.state.units;
+    let frame_base = ctx.frame_base;
+    let unit = &units.get(ctx.func.unit)?.unit;
     let mut eval = expr.evaluation(unit.encoding());
     eval.set_max_iterations(MAX_STEPS);
     let mut result = eval.evaluate().ok()?;
@@ -237,7 +293,12 @@ fn evaluate(
                 let value_type = gimli::ValueType::from_encoding(encoding, size)?;
                 eval.resume_with_base_type(value_type).ok()?
             }
-            // Entry values, TLS, other DIEs' locations: not known in a stopped frame.
+            EvaluationResult::RequiresEntryValue(e) => {
+                let v = entry_value(ctx, e, frame)?;
+                eval.resume_with_entry_value(gimli::Value::Generic(v))
+                    .ok()?
+            }
+            // TLS, other DIEs' locations: not known in a stopped frame.
             _ => return None,
         };
     }
@@ -257,6 +318,101 @@ fn evaluate(
         bytes.extend(piece_bytes(&piece.location, len, frame)?);
     }
     Some(VarLocation::Value(bytes))
+}
+
+/// The value register `DW_OP_regN` (the whole of `expr`) had when the frame's function was
+/// entered: the register itself while the frame is still at the entry, else what the caller's
+/// call site says it passed (`DW_TAG_call_site_parameter`'s `DW_AT_call_value`, evaluated in
+/// the caller's frame), as gdb finds `x@entry`.
+fn entry_value(ctx: &Ctx<'_>, expr: gimli::Expression<R>, frame: &dyn FrameRegs) -> Option<u64> {
+    let units = &ctx.state.units;
+    let unit = &units.get(ctx.func.unit)?.unit;
+    let mut ops = expr.operations(unit.encoding());
+    let reg = match ops.next().ok()?? {
+        gimli::Operation::Register { register } => register.0,
+        _ => return None,
+    };
+    if ops.next().ok()?.is_some() {
+        return None;
+    }
+    if ctx.entry == Some(ctx.pc) {
+        return frame.reg(reg);
+    }
+    if ctx.depth >= MAX_ENTRY_DEPTH {
+        return None;
+    }
+    let caller = frame.caller()?;
+    let ra = frame.return_address()?.wrapping_sub(caller.bias());
+    let caller_func = ctx.state.function_die(ra.wrapping_sub(1))?;
+    let site = find_call_site(units, caller_func, ra, 0)?;
+    let caller_ctx = context(
+        ctx.state,
+        ctx.loclists,
+        caller_func,
+        ra.wrapping_sub(1),
+        caller,
+        ctx.depth + 1,
+    )?;
+    for (_, param) in children(units, site) {
+        if !matches!(
+            param.tag(),
+            gimli::DW_TAG_call_site_parameter | gimli::DW_TAG_GNU_call_site_parameter
+        ) {
+            continue;
+        }
+        let Some(AttributeValue::Exprloc(loc)) = param.attr_value(gimli::DW_AT_location) else {
+            continue;
+        };
+        let names_reg = matches!(
+            loc.operations(unit.encoding()).next(),
+            Ok(Some(gimli::Operation::Register { register })) if register.0 == reg
+        );
+        if !names_reg {
+            continue;
+        }
+        let value = param
+            .attr_value(gimli::DW_AT_call_value)
+            .or_else(|| param.attr_value(gimli::DW_AT_GNU_call_site_value));
+        let Some(AttributeValue::Exprloc(value)) = value else {
+            return None;
+        };
+        return match evaluate(&caller_ctx, value, caller)? {
+            VarLocation::Address(v) => Some(v),
+            VarLocation::Value(b) if b.len() >= 8 => {
+                Some(u64::from_le_bytes(b[..8].try_into().ok()?))
+            }
+            _ => None,
+        };
+    }
+    None
+}
+
+/// The call site in the function (or block) `r` whose return address is `ra` (link).
+fn find_call_site(units: &Units, r: DieRef, ra: u64, depth: u32) -> Option<DieRef> {
+    if depth > 16 {
+        return None;
+    }
+    let unit = &units.get(r.unit)?.unit;
+    for (child, die) in children(units, r) {
+        match die.tag() {
+            gimli::DW_TAG_call_site | gimli::DW_TAG_GNU_call_site => {
+                let at = die
+                    .attr_value(gimli::DW_AT_call_return_pc)
+                    .or_else(|| die.attr_value(gimli::DW_AT_low_pc))
+                    .and_then(|v| units.dwarf.attr_address(unit, v).ok().flatten());
+                if at == Some(ra) {
+                    return Some(child);
+                }
+            }
+            gimli::DW_TAG_lexical_block | gimli::DW_TAG_inlined_subroutine => {
+                if let Some(found) = find_call_site(units, child, ra, depth + 1) {
+                    return Some(found);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `len` bytes of one piece.

@@ -602,6 +602,10 @@ pub struct StoppedFrame<'r> {
     pub cfa: u64,
     pub bias: u64,
     pub read: &'r dyn Fn(u64, usize) -> Option<Vec<u8>>,
+    /// The frame that called this one, when it is in the same module.
+    pub caller: Option<Box<StoppedFrame<'r>>>,
+    /// This frame's return address (the caller's pc).
+    pub return_address: Option<u64>,
 }
 
 impl FrameRegs for StoppedFrame<'_> {
@@ -619,5 +623,13 @@ impl FrameRegs for StoppedFrame<'_> {
 
     fn bias(&self) -> u64 {
         self.bias
+    }
+
+    fn caller(&self) -> Option<&dyn FrameRegs> {
+        self.caller.as_deref().map(|c| c as &dyn FrameRegs)
+    }
+
+    fn return_address(&self) -> Option<u64> {
+        self.return_address
     }
 }

@@ -93,17 +93,40 @@ pub fn stopped_scope<'a>(
 ) -> (Scope<'a>, Option<u64>) {
     let regs = tid.and_then(|t| p.regs(t).ok());
     let rip = regs.filter(|_| n == 0).map(|r| r.rip);
-    let selected = regs.and_then(|r| super::process_stack::frame(live, p, &r, n));
+    let found = regs.and_then(|r| super::process_stack::frame(live, p, &r, n));
+    let selected = found.map(|(f, _)| f);
     let mut scope = scope(session, live, selected.map(|f| f.lookup_pc()));
     scope.regs = selected.map(|f| f.regs);
-    if let (Some(f), Some((module, _))) = (selected, scope.frame) {
+    if let (Some((f, caller)), Some((module, _))) = (found, scope.frame) {
         let bias = live.bias(module.id).unwrap_or(0);
         let read = |a: u64, len: usize| p.read(a, len).ok();
+        // Entry values are looked up at the caller's call site, in the same module's DWARF.
+        let in_module = |pc: u64| {
+            module
+                .functions()
+                .containing(engine::addr::LinkAddr(pc.wrapping_sub(bias)))
+                .is_some()
+        };
+        let caller = caller
+            .filter(|c| c.cfa != 0 || c.regs.get(7).is_some())
+            .filter(|c| in_module(c.lookup_pc()))
+            .map(|c| {
+                Box::new(StoppedFrame {
+                    regs: c.regs,
+                    cfa: c.cfa,
+                    bias,
+                    read: &read,
+                    caller: None,
+                    return_address: None,
+                })
+            });
         let stopped = StoppedFrame {
             regs: f.regs,
             cfa: f.cfa,
             bias,
             read: &read,
+            return_address: caller.as_ref().map(|c| c.regs.rip),
+            caller,
         };
         let pc = engine::addr::LinkAddr(f.lookup_pc().wrapping_sub(bias));
         scope.locals = module

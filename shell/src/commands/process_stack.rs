@@ -59,13 +59,16 @@ fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
     }
 }
 
-/// Frame `n` (0 is the innermost) of the thread with registers `r`, with its registers and
-/// CFA as the unwinder recovered them.
-pub fn frame(live: &Live, p: &Process, r: &libc::user_regs_struct, n: usize) -> Option<Frame> {
-    unwinder(live)
-        .walk(&ProcMemory(p), top_regs(live, r), n + 2)
-        .get(n)
-        .copied()
+/// Frame `n` (0 is the innermost) of the thread with registers `r` and its caller, with
+/// their registers and CFAs as the unwinder recovered them.
+pub fn frame(
+    live: &Live,
+    p: &Process,
+    r: &libc::user_regs_struct,
+    n: usize,
+) -> Option<(Frame, Option<Frame>)> {
+    let frames = unwinder(live).walk(&ProcMemory(p), top_regs(live, r), n + 3);
+    Some((*frames.get(n)?, frames.get(n + 1).copied()))
 }
 
 /// (pc, one-line description) per frame, innermost first.
