@@ -79,7 +79,9 @@ enum Target<'p> {
 
 struct LiveMachine<'p> {
     target: Target<'p>,
-    saved: [u8; SAVED_REGS_SIZE as usize],
+    /// The saved-register block, then the values of the frame's register-held locals
+    /// (read-only slots `PrintEnv` binds them to).
+    saved: Vec<u8>,
     saved_dirty: bool,
     strings: Vec<Vec<u8>>,
     string_addrs: Vec<Option<u64>>,
@@ -137,6 +139,11 @@ impl Machine for LiveMachine<'_> {
                 .stopped("change its memory")?
                 .write(a, bytes)
                 .map_err(|e| e.to_string()),
+            Addr::Saved(off) if off >= SAVED_REGS_SIZE => Err(
+                "that variable lives in a register of a frame gsh does not write; \
+                 `print` reads it only"
+                    .into(),
+            ),
             Addr::Saved(off) => {
                 self.stopped("change its registers")?;
                 let off = off as usize;
@@ -218,8 +225,8 @@ fn check(source: &str, env: &dyn Env) -> Result<Program, EvalError> {
     }
 }
 
-fn saved_from(p: &Process, tid: Option<i32>) -> Result<[u8; SAVED_REGS_SIZE as usize], EvalError> {
-    let mut saved = [0u8; SAVED_REGS_SIZE as usize];
+fn saved_from(p: &Process, tid: Option<i32>) -> Result<Vec<u8>, EvalError> {
+    let mut saved = vec![0u8; SAVED_REGS_SIZE as usize];
     if let Some(tid) = tid {
         let r = p.regs(tid)?;
         let ints = [r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9];
@@ -303,7 +310,7 @@ pub fn print_exited(
 ) -> Result<Printed, EvalError> {
     let mut m = LiveMachine {
         target: Target::Exited(base, bytes),
-        saved: [0; SAVED_REGS_SIZE as usize],
+        saved: vec![0; SAVED_REGS_SIZE as usize],
         saved_dirty: false,
         strings: Vec::new(),
         string_addrs: Vec::new(),
@@ -321,13 +328,29 @@ pub fn print_running(
 ) -> Result<Printed, EvalError> {
     let mut m = LiveMachine {
         target: Target::Running(reader),
-        saved: [0; SAVED_REGS_SIZE as usize],
+        saved: vec![0; SAVED_REGS_SIZE as usize],
         saved_dirty: false,
         strings: Vec::new(),
         string_addrs: Vec::new(),
         near: 0,
     };
     print_with(&mut m, env, scope, expr, None)
+}
+
+/// Appends the values of the frame's register-held locals to the machine's saved block, so
+/// snippet expressions can read them (`total + 1`): (name, offset) of each.
+fn register_slots(m: &mut LiveMachine<'_>, scope: &Scope<'_>) -> Vec<(String, u32)> {
+    let mut slots = Vec::new();
+    for v in &scope.locals {
+        if let crate::dwarf::VarLocation::Value(bytes) = &v.location {
+            let off = m.saved.len();
+            let mut padded = bytes.clone();
+            padded.resize(bytes.len().next_multiple_of(16).max(16), 0);
+            m.saved.extend_from_slice(&padded);
+            slots.push((v.info.name.clone(), off as u32));
+        }
+    }
+    slots
 }
 
 /// A [`LiveMachine`] as paths see it.
@@ -414,7 +437,12 @@ fn print_with(
         .qualify(expr.trim().trim_end_matches(';'))
         .map_err(EvalError::Machine)?;
     let scope = &*scope;
-    let env = PrintEnv { inner: env, scope };
+    let slots = register_slots(m, scope);
+    let env = PrintEnv {
+        inner: env,
+        scope,
+        slots,
+    };
     let source = format!("{text};");
     // An access path over variables DWARF types: printed whole, with DWARF's types.
     let (ast, diags) = crate::snippet::parser::parse(&source);
@@ -511,7 +539,12 @@ pub fn address(
     };
     let text = scope.qualify(expr.trim()).map_err(EvalError::Machine)?;
     let scope = &*scope;
-    let env = PrintEnv { inner: env, scope };
+    let slots = register_slots(&mut m, scope);
+    let env = PrintEnv {
+        inner: env,
+        scope,
+        slots,
+    };
     let source = format!("{text};");
     let (ast, diags) = crate::snippet::parser::parse(&source);
     if let (false, [stmt]) = (diags.iter().any(|d| d.is_error()), &ast.stmts[..]) {

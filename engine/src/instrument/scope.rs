@@ -543,6 +543,9 @@ fn find_member(
 pub struct PrintEnv<'e, 'a> {
     pub inner: &'e dyn Env,
     pub scope: &'e Scope<'a>,
+    /// The frame's register-held locals: where in the interpreter's saved block each value
+    /// was put.
+    pub slots: Vec<(String, u32)>,
 }
 
 impl Env for PrintEnv<'_, '_> {
@@ -568,13 +571,15 @@ impl Env for PrintEnv<'_, '_> {
             Some(l) => l,
             None => self.scope.global(name)?,
         };
-        let Loc::Mem(addr) = found.loc else {
-            return None;
+        let place = match found.loc {
+            Loc::Mem(addr) => VarPlace::Absolute(addr),
+            Loc::Value(_) => VarPlace::Saved(self.slots.iter().find(|(n, _)| n == name)?.1),
+            Loc::OptimizedOut => return None,
         };
         let env = SessionEnv::new(found.module, None, &[], PointInfo::default(), 0);
         Some(Binding::Var {
             ty: env.c_type(&found.type_name)?,
-            place: VarPlace::Absolute(addr),
+            place,
         })
     }
 
