@@ -711,13 +711,15 @@ pub fn place_break(
         for pt in engine::instrument::save::points_of(module, &request, f.func)? {
             let cond = match &b.cond {
                 Some(c) => {
-                    let info = PointInfo {
-                        kind: pt.kind.snippet_kind(),
-                        function: func.display_name().to_owned(),
-                        module: module.name.clone(),
-                        id: b.id,
-                        ..PointInfo::default()
-                    };
+                    // The point's own facts ($line, $callee), as `at` checks them.
+                    let base = SessionEnv::new(
+                        module,
+                        Some(func),
+                        live.declared(),
+                        PointInfo::default(),
+                        bias,
+                    );
+                    let info = engine::instrument::save::point_info(module, &base, &request, &pt);
                     let env = SessionEnv::new(module, Some(func), live.declared(), info, bias);
                     Some(eval::check_condition(c, &env).map_err(|e| anyhow!("{e}"))?)
                 }
