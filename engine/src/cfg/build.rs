@@ -20,8 +20,8 @@ const MAX_INSNS: usize = 200_000;
 /// analysis's time in a `BTreeMap`.
 pub(super) type Insns = foldhash::HashMap<u64, Instruction>;
 
-/// The direct branches (`jmp` and `jcc`) of a function by target: a block's predecessors for
-/// walking back into a jump table's index.
+/// The direct branches (`jmp` and `jcc`) and resolved table jumps of a function by target: a
+/// block's predecessors for walking back into a jump table's index.
 pub(super) type BranchesTo = foldhash::HashMap<u64, Vec<u64>>;
 
 /// What a CFG build needs besides the function itself.
@@ -195,8 +195,10 @@ impl Builder<'_, '_> {
                     jumptable::resolve(self.ctx.binary, self.func, &self.insns, &branches, &insn);
                 match found {
                     Ok(table) => {
+                        // A switch's cases are its own code, even in a part of it split off
+                        // (`.cold`) that a stripped binary's FDEs show as a function of its own.
                         for &t in &table.targets {
-                            if self.is_local(t.0) {
+                            if self.ctx.code_end(t.0).is_some() {
                                 self.push_start(t.0);
                             }
                         }
@@ -221,6 +223,12 @@ impl Builder<'_, '_> {
         for (&addr, insn) in &self.insns {
             if let Flow::Cond(t) | Flow::Jump(t) = flow_of(insn) {
                 map.entry(t).or_default().push(addr);
+            }
+        }
+        // A case block's way in is its table's jump.
+        for (&jump, table) in &self.tables {
+            for t in &table.targets {
+                map.entry(t.0).or_default().push(jump);
             }
         }
         map
@@ -441,7 +449,7 @@ impl Builder<'_, '_> {
                 Flow::JumpIndirect => match self.tables.get(&last) {
                     Some(table) => {
                         for &t in &table.targets {
-                            if self.is_local(t.0) {
+                            if self.ctx.code_end(t.0).is_some() {
                                 edge(t.0, EdgeKind::JumpTable, block);
                             }
                         }

@@ -118,6 +118,8 @@ enum Sym {
         /// register holding a constant), when some operand is not constant: the table's start
         /// as the instruction itself names it.
         anchor: Option<i64>,
+        /// The index register's value and scale, when the operand has one.
+        index: Option<(Lin, u32)>,
         size: u32,
         signed: bool,
     },
@@ -127,6 +129,7 @@ enum Sym {
 struct Address {
     lin: Lin,
     anchor: Option<i64>,
+    index: Option<(Lin, u32)>,
 }
 
 /// One step of the path into the jump.
@@ -146,6 +149,11 @@ struct Eval {
     flags: Option<(Lin, u64)>,
     /// Values known to be below a count: `(value, count)`, oldest first.
     bounds: Vec<(Lin, u64)>,
+    /// The low bytes of values (`al` of `rax`): `(value, size, symbol)`, so that `cmp al, N`
+    /// and a later `movzx eax, al` name the same thing.
+    narrowed: Vec<(Lin, u32, Lin)>,
+    /// Loads already made since the last store: `(address, size, symbol)`.
+    loads: Vec<(Lin, u32, Lin)>,
     info: InstructionInfoFactory,
 }
 
@@ -157,6 +165,8 @@ impl Eval {
             syms: Vec::new(),
             flags: None,
             bounds: Vec::new(),
+            narrowed: Vec::new(),
+            loads: Vec::new(),
             info: InstructionInfoFactory::new(),
         }
     }
@@ -180,6 +190,40 @@ impl Eval {
         self.regs.insert(r.full_register(), v);
     }
 
+    /// The low `size` bytes of `v`, as one symbol per value and size.
+    fn narrow(&mut self, v: Lin, size: u32) -> Lin {
+        if size >= 4 {
+            return v;
+        }
+        if let Some(k) = v.as_konst() {
+            return Lin::konst(k & ((1i64 << (8 * size)) - 1));
+        }
+        if let Some((0, s, 1)) = v.single() {
+            if matches!(self.syms[s as usize], Sym::Load { size: loaded, .. } if loaded <= size) {
+                return v;
+            }
+        }
+        if let Some((_, _, n)) = self
+            .narrowed
+            .iter()
+            .find(|(at, sz, _)| *sz == size && *at == v)
+        {
+            return n.clone();
+        }
+        let n = self.fresh(Sym::Unknown);
+        self.narrowed.push((v, size, n.clone()));
+        n
+    }
+
+    /// The value of a register operand of any width: the full register's, narrowed.
+    fn reg_narrow(&mut self, r: Register) -> Option<Lin> {
+        if matches!(r, Register::AH | Register::BH | Register::CH | Register::DH) {
+            return None;
+        }
+        let v = self.reg(r);
+        Some(self.narrow(v, r.size() as u32))
+    }
+
     fn clobber(&mut self, r: Register) {
         let v = self.fresh(Sym::Unknown);
         self.set(r, v);
@@ -194,31 +238,29 @@ impl Eval {
             return Some(Address {
                 lin: Lin::konst(insn.ip_rel_memory_address() as i64),
                 anchor: None,
+                index: None,
             });
         }
-        let mut lin = Lin::konst(insn.memory_displacement64() as i64);
-        let mut anchor = lin.konst;
-        let mut variable = false;
-        let mut part = |v: Lin| {
-            match v.as_konst() {
-                Some(k) => anchor = anchor.wrapping_add(k),
-                None => variable = true,
-            }
-            lin = lin.add(&v);
+        let disp = insn.memory_displacement64() as i64;
+        let base = (insn.memory_base() != Register::None).then(|| self.reg(insn.memory_base()));
+        let scale = insn.memory_index_scale();
+        let index =
+            (insn.memory_index() != Register::None).then(|| (self.reg(insn.memory_index()), scale));
+        let zero = Lin::konst(0);
+        let b = base.as_ref().unwrap_or(&zero);
+        let i = index
+            .as_ref()
+            .map_or(zero.clone(), |(v, s)| v.scale(i64::from(*s)));
+        let lin = Lin::konst(disp).add(b).add(&i);
+        // The anchor is what stays when the index is taken away: the displacement plus the
+        // base, or at -O0 (`[rdx + rax]`, rdx the scaled index, rax the table) the other way
+        // round. A constant index (a loop's first pass, `xor r9d, r9d`) still is the index.
+        let anchor = match (b.as_konst(), i.as_konst()) {
+            (Some(kb), _) if index.is_some() => Some(disp.wrapping_add(kb)),
+            (None, Some(ki)) => Some(disp.wrapping_add(ki)),
+            _ => None,
         };
-        if insn.memory_base() != Register::None {
-            part(self.reg(insn.memory_base()));
-        }
-        if insn.memory_index() != Register::None {
-            let i = self
-                .reg(insn.memory_index())
-                .scale(i64::from(insn.memory_index_scale()));
-            part(i);
-        }
-        Some(Address {
-            lin,
-            anchor: variable.then_some(anchor),
-        })
+        Some(Address { lin, anchor, index })
     }
 
     /// The value loaded by `insn`'s memory operand: what the path stored there, or a fresh load.
@@ -226,21 +268,32 @@ impl Eval {
         let Some(a) = self.address(insn) else {
             return self.fresh(Sym::Unknown);
         };
+        let size = insn.memory_size().size() as u32;
         if let Some((_, v)) = self.mem.iter().rev().find(|(at, _)| *at == a.lin) {
+            return self.narrow(v.clone(), size);
+        }
+        if let Some((_, _, v)) = self
+            .loads
+            .iter()
+            .find(|(at, sz, _)| *sz == size && *at == a.lin)
+        {
             return v.clone();
         }
-        let size = insn.memory_size().size() as u32;
-        self.fresh(Sym::Load {
-            addr: a.lin,
+        let v = self.fresh(Sym::Load {
+            addr: a.lin.clone(),
             anchor: a.anchor,
+            index: a.index,
             size,
             signed: false,
-        })
+        });
+        self.loads.push((a.lin, size, v.clone()));
+        v
     }
 
     /// Records a store of `value` to `insn`'s memory operand; stores the path cannot place
     /// forget every spill.
     fn store(&mut self, insn: &Instruction, value: Option<Lin>) {
+        self.loads.clear();
         let Some(a) = self.address(insn) else {
             self.mem.clear();
             return;
@@ -279,7 +332,10 @@ impl Eval {
             self.branch(step);
             return;
         }
-        if insn.flow_control() == FlowControl::UnconditionalBranch {
+        if matches!(
+            insn.flow_control(),
+            FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
+        ) {
             return;
         }
         if matches!(
@@ -292,6 +348,7 @@ impl Eval {
             self.clobber(Register::RAX);
             self.clobber(Register::RDX);
             self.mem.clear();
+            self.loads.clear();
             self.flags = None;
             return;
         }
@@ -327,8 +384,14 @@ impl Eval {
                 true
             }
             (Mnemonic::Movzx, Some(d)) => {
-                let v = self.operand(insn, 1);
-                self.set(d, v);
+                let v = match insn.op1_kind() {
+                    OpKind::Register => self.reg_narrow(insn.op1_register()),
+                    _ => Some(self.operand(insn, 1)),
+                };
+                match v {
+                    Some(v) => self.set(d, v),
+                    None => self.clobber(d),
+                }
                 true
             }
             (Mnemonic::Cdqe, _) => {
@@ -396,14 +459,20 @@ impl Eval {
                 true
             }
             (Mnemonic::Cmp, _) if is_imm(insn.op1_kind()) => {
-                let width = match insn.op0_kind() {
-                    OpKind::Register => insn.op0_register().size(),
-                    _ => insn.memory_size().size(),
+                // `cmp al, N` bounds the low byte, which a `movzx` then takes as the index.
+                let (v, width) = match insn.op0_kind() {
+                    OpKind::Register => (
+                        self.reg_narrow(insn.op0_register()),
+                        insn.op0_register().size(),
+                    ),
+                    _ => (Some(self.operand(insn, 0)), insn.memory_size().size()),
                 };
-                if width >= 4 {
-                    let v = self.operand(insn, 0);
-                    flags = Some((v, insn.immediate(1)));
-                }
+                let mask = if width >= 8 {
+                    u64::MAX
+                } else {
+                    (1u64 << (8 * width)) - 1
+                };
+                flags = v.map(|v| (v, insn.immediate(1) & mask));
                 true
             }
             (Mnemonic::Push, _) => {
@@ -469,6 +538,7 @@ impl Eval {
                 self.store(insn, None);
             } else {
                 self.mem.clear();
+                self.loads.clear();
             }
         }
     }
@@ -496,6 +566,7 @@ impl Eval {
             if let Sym::Load {
                 addr,
                 anchor,
+                index,
                 size: 4,
                 ..
             } = self.syms[s as usize].clone()
@@ -503,6 +574,7 @@ impl Eval {
                 return self.fresh(Sym::Load {
                     addr,
                     anchor,
+                    index,
                     size: 4,
                     signed: true,
                 });
@@ -613,11 +685,22 @@ fn resolve_path(
         eval.step(step);
     }
     let target = eval.operand(jump, 0);
-    let Some((addr, anchor, stride, base)) = match_shape(&eval, &target) else {
+    let Some(Shape {
+        addr,
+        anchor,
+        index,
+        stride,
+        base,
+    }) = match_shape(&eval, &target)
+    else {
         return Err(Unresolved::Other);
     };
-    // The table from the latest bound whose index the access scales: `A - stride·g`.
+    // The table from the latest bound whose index the access scales: `A - stride·g`. A
+    // constant bounded value must be the index itself.
     let placed = eval.bounds.iter().rev().find_map(|(g, n)| {
+        if g.as_konst().is_some() && index.as_ref() != Some(g) {
+            return None;
+        }
         let table = addr.sub(&g.scale(stride as i64)).as_konst()?;
         Some((table as u64, Some(*n)))
     });
@@ -679,9 +762,22 @@ fn resolve_path(
     })
 }
 
-/// `(entry address form, the access's anchor, entry size, base for relative entries)` when
-/// `target` has a table shape.
-fn match_shape(eval: &Eval, target: &Lin) -> Option<(Lin, Option<i64>, u64, Option<u64>)> {
+/// How a jump's target is read from a table.
+struct Shape {
+    /// The entry's address.
+    addr: Lin,
+    /// The table's start as the access names it (see [`Sym::Load`]).
+    anchor: Option<i64>,
+    /// The index register's value.
+    index: Option<Lin>,
+    /// The entry size.
+    stride: u64,
+    /// The base relative entries are added to.
+    base: Option<u64>,
+}
+
+/// The table shape of `target`, if it has one.
+fn match_shape(eval: &Eval, target: &Lin) -> Option<Shape> {
     let (k, s, c) = target.single()?;
     if c != 1 {
         return None;
@@ -689,6 +785,7 @@ fn match_shape(eval: &Eval, target: &Lin) -> Option<(Lin, Option<i64>, u64, Opti
     let Sym::Load {
         addr,
         anchor,
+        index,
         size,
         signed,
     } = &eval.syms[s as usize]
@@ -703,10 +800,14 @@ fn match_shape(eval: &Eval, target: &Lin) -> Option<(Lin, Option<i64>, u64, Opti
     // A table is indexed by a scaled index: an address with no variable part is a pointer,
     // and one with a variable part not scaled by the entry size a structure's field (a call
     // through a vtable, `jmp [rax+0x10]`).
-    let indexed = !addr.terms.is_empty() && addr.terms.iter().all(|&(_, c)| c % stride == 0);
-    indexed.then(|| {
-        let base = (stride == 4).then_some(k as u64);
-        (addr.clone(), *anchor, stride as u64, base)
+    let indexed = !addr.terms.is_empty() && addr.terms.iter().all(|&(_, c)| c % stride == 0)
+        || index.as_ref().is_some_and(|(_, s)| i64::from(*s) == stride);
+    indexed.then(|| Shape {
+        addr: addr.clone(),
+        anchor: *anchor,
+        index: index.as_ref().map(|(v, _)| v.clone()),
+        stride: stride as u64,
+        base: (stride == 4).then_some(k as u64),
     })
 }
 
