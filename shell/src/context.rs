@@ -34,6 +34,8 @@ pub struct Context {
     pub breaks: Vec<crate::target::BreakRequest>,
     /// What was measured in a process gsh detached from, for `report`.
     pub measured: Option<crate::commands::measure::Results>,
+    /// `set thread-events`: print each thread start and exit, not one summary line.
+    pub thread_events: bool,
     /// Set by Ctrl-C while a command waits for the process.
     pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,
     depth: usize,
@@ -60,6 +62,7 @@ impl Context {
             target: None,
             breaks: Vec::new(),
             measured: None,
+            thread_events: false,
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,
             out,
@@ -168,7 +171,7 @@ impl Context {
     /// started, a library was loaded, it exited).
     pub fn print_events(&mut self) {
         if let Some(t) = &mut self.target {
-            for e in t.events() {
+            for e in t.events(self.thread_events) {
                 eprintln!("{e}");
             }
         }

@@ -384,3 +384,35 @@ fn attaching_with_another_programs_file_warns() {
     assert!(!right.contains("warning"), "{right}");
     assert!(!same_build.contains("warning"), "{same_build}");
 }
+
+/// Thread starts and exits are one summary line by default (a pool makes thousands a second),
+/// each its own line with `set thread-events on`; `set` lists the setting and refuses typos.
+#[test]
+fn thread_events_are_summarised_unless_asked_for() {
+    let exe = Mutatee::new("threads").path(Variant::O2);
+    let o = gsh_c("run", &exe);
+    o.assert_code(0);
+    assert!(!o.stderr.contains("[new thread"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("[4 threads started, 4 exited]"),
+        "{}",
+        o.stderr
+    );
+    let o = gsh_c("set thread-events on; set; run", &exe);
+    o.assert_code(0);
+    assert_eq!(o.stderr.matches("[new thread ").count(), 4, "{}", o.stderr);
+    let exits = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("[thread ") && l.ends_with(" exited]"))
+        .count();
+    assert_eq!(exits, 4, "{}", o.stderr);
+    assert!(o.stdout.contains("thread-events  on"), "{}", o.stdout);
+    let o = gsh_c("set thread-event on", &exe);
+    o.assert_code(1);
+    assert!(
+        o.stderr.contains("did you mean `thread-events`"),
+        "{}",
+        o.stderr
+    );
+}

@@ -13,6 +13,9 @@
 //!   `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
+//! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
+//!   attached to with nothing inserted, against the same program not attached. Run it with
+//!   `--release`.
 //! - `whole-program python3|cc1 [--runs N]`: issue 5's whole-program reports: a counter at every
 //!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
 //!   compared exactly with the original's; prints the tactic counts and run times. Run it with
@@ -22,6 +25,7 @@
 //!   gsh's CFGs.
 
 mod bench;
+mod bench_attached;
 mod bench_live;
 mod bench_measure;
 mod bench_static;
@@ -47,6 +51,9 @@ tasks:
                                   runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
+  bench-attached [--runs N]       thread creation and signal delivery while attached with
+                                  nothing inserted, vs not attached (default 7 runs; use
+                                  --release)
   whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
                                   saved; outputs compared exactly, tactics and run times
                                   printed (default 3 runs; use --release)
@@ -101,6 +108,7 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),

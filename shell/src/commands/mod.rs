@@ -125,6 +125,7 @@ pub static COMMANDS: &[Spec] = &[
     misc::SOURCE,
     misc::ECHO,
     misc::SLEEP,
+    misc::SET,
     misc::HELP,
     misc::QUIT,
 ];

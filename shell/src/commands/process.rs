@@ -297,7 +297,7 @@ fn target(ctx: &mut Context) -> Result<&mut Target> {
 /// Replaces a finished target with nothing; refuses to replace a live one.
 fn make_room(ctx: &mut Context) -> Result<()> {
     if let Some(t) = &mut ctx.target {
-        t.events();
+        t.events(false);
         if t.gone.is_none() {
             bail!(
                 "process {} is still under control; `kill` or `detach` it first",
@@ -567,7 +567,7 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             table: None,
         }));
     };
-    t.events();
+    t.events(false);
     let pid = t.pid();
     // The thread of the last stop, else the main thread.
     let current = t.thread.unwrap_or(pid);
