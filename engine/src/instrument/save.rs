@@ -426,7 +426,10 @@ pub fn save_with(
     };
     let mut patcher = Patcher::new(0, options);
     let points = match (patcher.insert(module, &mut space, &requests), &hook) {
-        (Ok(p), _) => p,
+        (Ok(done), _) => {
+            skipped.extend(done.skipped);
+            done.points
+        }
         (Err(patch::PatchError::NeedsTrap { point, addr, why }), Err(e)) => {
             return Err(patch::PatchError::NeedsTrap {
                 point,

@@ -317,8 +317,10 @@ original instructions a jump there would displace and the tactic that makes room
 earlier instructions of the block), `pun` (a 2-byte jump to nearby padding holding the 5-byte \
 one), `evict` (a 2-byte jump into nearby instructions moved to their own trampoline to make \
 room), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
-handled by a SIGTRAP handler `save` writes into the file; about 100 times slower). FUNC may \
-be a glob.",
+handled by a SIGTRAP handler `save` writes into the file; about 100 times slower); \
+`skipped` when no site may take the point (its instruction runs across a function's start, \
+or its bytes belong to another site), with why. No two sites share a byte: each owns what \
+it overwrites, the padding it borrows and the instructions it copies. FUNC may be a glob.",
     examples: &[("show points main", ""), ("show points 'parse_*'", "")],
     run: show_points,
 };
@@ -430,7 +432,7 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             .iter()
             .flat_map(|p| engine::patch::describe_points(module, patcher, std::slice::from_ref(p)));
         for row in rows {
-            let displaced = if row.tactic == engine::patch::Tactic::RelocateFunction {
+            let displaced = if row.tactic == Some(engine::patch::Tactic::RelocateFunction) {
                 format!("(the whole function, {} instructions)", row.displaced.len())
             } else {
                 row.displaced.join("; ")
@@ -441,7 +443,7 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 Cell::Addr(row.addr.0),
                 Cell::opt(row.callee),
                 Cell::text(displaced),
-                Cell::text(row.tactic.as_str()),
+                Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
                 Cell::text(row.why),
             ]);
         }
