@@ -34,6 +34,7 @@
 //! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
 //! edge trampolines for loop points.
 
+pub mod interpose;
 pub mod layout;
 pub mod plan;
 pub mod reloc;
