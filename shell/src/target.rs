@@ -180,7 +180,7 @@ pub fn describe_stop(
     match stop {
         Stop::Breakpoint { tid, .. } => {
             let rip = p.regs(*tid).map(|r| r.rip).unwrap_or(0);
-            let bps = live.breakpoints_at(rip);
+            let bps = live.breakpoints_hit(*tid, rip);
             let at = where_is(session, live, rip);
             if bps.is_empty() {
                 format!("stopped at {at} in thread {tid}")

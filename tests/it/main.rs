@@ -20,6 +20,7 @@ mod rewrite;
 mod rewritten_measure;
 mod scripts;
 mod session;
+mod sites;
 mod stripped;
 mod traps;
 mod watch;
