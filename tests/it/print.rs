@@ -128,7 +128,7 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
         let o = gsh_c(
             &format!(
                 "break classify call weigh after if ($return == 78); run > {}; print total; \
-                 print count; print s->id; print total + 1; print count * 2 + s->id; print s->pts[3]; x/4dw s->pts; print $rip; \
+                 print count; print s->id; print total + 1; print count * 2 + s->id; print s->pts[3]; x/4dw s->pts; print $rip; print $rax * 2; \
                  show registers; print \"hi\\n\"; print 'a'; up; \
                  print global_sum",
                 out.display()
@@ -146,6 +146,7 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
             "s->pts[3] = {x = 5, y = 9}\n",
             "0x? <shapes+192>:\t2\t0\t3\t3\n",
             "$rip = (void (*)()) 0x? <classify+",
+            "$rax * 2 = 156\n",
             "\"hi\\n\" = 0x? \"hi\\n\"\n",
             "'a' = 97\n",
             "global_sum = 100\n",

@@ -341,13 +341,27 @@ pub fn print_running(
 /// snippet expressions can read them (`total + 1`): (name, offset) of each.
 fn register_slots(m: &mut LiveMachine<'_>, scope: &Scope<'_>) -> Vec<(String, u32)> {
     let mut slots = Vec::new();
+    let mut add = |name: String, bytes: &[u8]| {
+        let off = m.saved.len();
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().next_multiple_of(16).max(16), 0);
+        m.saved.extend_from_slice(&padded);
+        slots.push((name, off as u32));
+    };
+    if let Some(regs) = &scope.regs {
+        let aliases = ["pc", "sp", "fp"];
+        for name in super::scope::REGISTERS.iter().chain(&aliases) {
+            if let Some(v) = super::scope::register_number(name).and_then(|n| regs.get(n)) {
+                add(
+                    format!("{}{name}", super::scope::REGISTER_PREFIX),
+                    &v.to_le_bytes(),
+                );
+            }
+        }
+    }
     for v in &scope.locals {
         if let crate::dwarf::VarLocation::Value(bytes) = &v.location {
-            let off = m.saved.len();
-            let mut padded = bytes.clone();
-            padded.resize(bytes.len().next_multiple_of(16).max(16), 0);
-            m.saved.extend_from_slice(&padded);
-            slots.push((v.info.name.clone(), off as u32));
+            add(v.info.name.clone(), bytes);
         }
     }
     slots
@@ -460,7 +474,13 @@ fn print_with(
     }
     let program = match check(&source, &env) {
         Ok(p) => p,
-        Err(e) => return aggregate(m, &env, scope, &text).ok_or(e)?,
+        Err(e) => {
+            let e = match e {
+                EvalError::Snippet(text) => EvalError::Snippet(scope.unqualify(&text)),
+                other => other,
+            };
+            return aggregate(m, &env, scope, &text).ok_or(e)?;
+        }
     };
     let [Stmt::Expr(e)] = &program.stmts[..] else {
         return Err(EvalError::NotAnExpression);

@@ -109,6 +109,17 @@ impl<'a> Scope<'a> {
                 Some(q) if c == q => quote = None,
                 Some(_) => {}
                 None if c == b'"' || c == b'\'' => quote = Some(c),
+                // `$rsp`: a register, named so that snippet expressions can use it too.
+                None if c == b'$' => {
+                    let end = bytes[i + 1..].iter().take_while(|&&b| word(b)).count();
+                    let name = &expr[i + 1..i + 1 + end];
+                    if register_number(name).is_some() {
+                        out.push_str(REGISTER_PREFIX);
+                        out.push_str(name);
+                        i += 1 + end;
+                        continue;
+                    }
+                }
                 None if c == b'!'
                     && bytes
                         .get(i + 1)
@@ -139,15 +150,16 @@ impl<'a> Scope<'a> {
                 }
                 None => {}
             }
-            out.push(c as char);
-            i += 1;
+            let ch = expr[i..].chars().next().unwrap_or('?');
+            out.push(ch);
+            i += ch.len_utf8().max(1);
         }
         Ok(out)
     }
 
     /// The user's spelling of a placeholder `qualify` made.
     pub fn unqualify(&self, text: &str) -> String {
-        let mut s = text.to_owned();
+        let mut s = text.replace(REGISTER_PREFIX, "$");
         for (p, m, n) in self.qualified.iter().rev() {
             s = s.replace(p, &format!("{}!{n}", self.modules[*m].0.name));
         }
@@ -249,6 +261,9 @@ impl<'a> Scope<'a> {
     /// What `name` denotes for a path: a parameter, else a global; `None` for declared
     /// variables (the snippet interpreter has them) and unknown names.
     fn variable(&self, name: &str, env: &dyn Env, m: &dyn PathMachine) -> Option<Found<'a>> {
+        if let Some(reg) = name.strip_prefix(REGISTER_PREFIX) {
+            return self.register(reg)?.ok();
+        }
         if let Some(p) = self.parameter(name, env, m) {
             return Some(p);
         }
@@ -448,6 +463,10 @@ impl<'a> Scope<'a> {
     }
 }
 
+/// What `$rsp` becomes in an expression, so it is a name the snippet checker and the scope
+/// resolve (`$rsp + 8`).
+pub const REGISTER_PREFIX: &str = "__gsh_reg_";
+
 /// The DWARF number of register `name` (`rip`, gdb's `pc`, `sp` and `fp` too).
 pub fn register_number(name: &str) -> Option<u16> {
     Some(match name {
@@ -550,6 +569,14 @@ pub struct PrintEnv<'e, 'a> {
 
 impl Env for PrintEnv<'_, '_> {
     fn lookup(&self, name: &str) -> Option<Binding> {
+        if let Some(reg) = name.strip_prefix(REGISTER_PREFIX) {
+            let found = self.scope.register(reg)?.ok()?;
+            let env = SessionEnv::new(found.module, None, &[], PointInfo::default(), 0);
+            return Some(Binding::Var {
+                ty: env.c_type(&found.type_name)?,
+                place: VarPlace::Saved(self.slots.iter().find(|(n, _)| n == name)?.1),
+            });
+        }
         let qualified = self.scope.qualified.iter().any(|(p, ..)| p == name);
         let saved = matches!(
             self.inner.lookup(name),
