@@ -34,7 +34,8 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
                 "break classify entry; run > {}; print *head; print head->pts[3]; \
                  print head->name; print shapes[1].kind; print head->next->sides; \
                  print head->next->level; print zeros; print greeting; print head; \
-                 print shapes[2].v; print head->pts[1].y + 10; print *&shapes[1].origin",
+                 print shapes[2].v; print head->pts[1].y + 10; print *&shapes[1].origin; \
+                 p/x head->pts[3]; print/x head->id + 5",
                 out.display()
             ),
             &m.path(v),
@@ -59,6 +60,13 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
             "*&shapes[1].origin = {x = 1, y = -1}\n",
         ] {
             assert!(got.contains(want), "{v:?}: want {want}in {got}");
+        }
+        // `print/x`, unmasked.
+        for want in [
+            "head->pts[3] = {x = 0x3, y = 0x3}\n",
+            "head->id + 5 = 0xf\n",
+        ] {
+            assert!(o.stdout.contains(want), "{v:?}: want {want}in {}", o.stdout);
         }
     }
 }

@@ -433,6 +433,7 @@ fn show_found(
         types,
         read: &mut read,
         symbol: &symbol,
+        format: scope.format,
     };
     Ok(match f.bits {
         Some((shift, n)) => printer.bitfield(&f.type_name, &bytes, shift, n),
@@ -496,9 +497,13 @@ fn print_with(
             write_back(p, tid, &m.saved)?;
         }
     }
-    Ok(Printed {
-        shown: scalar_text(value, &e.ty, text),
-    })
+    let shown = match (scope.format, value) {
+        (Some(f), Value::Int(v)) => {
+            values::formatted(v, e.ty.size().min(8) * 8, f, &|a| scope.symbol(a))
+        }
+        _ => scalar_text(value, &e.ty, text),
+    };
+    Ok(Printed { shown })
 }
 
 /// A whole struct that is no access path (`*(struct pt *)p`): its address from the snippet

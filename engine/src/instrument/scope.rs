@@ -62,6 +62,8 @@ pub struct Scope<'a> {
     pub locals: Vec<FrameVariable>,
     /// The selected frame's registers (`$rip`, `$rsp`, ...), as far as they are known.
     pub regs: Option<crate::unwind::Regs>,
+    /// gdb's `print/F` format for the values shown ([`super::values::formatted`]).
+    pub format: Option<char>,
     pub declared: &'a [Declaration],
     /// `MODULE!NAME` spellings replaced in the expression by placeholders: (placeholder,
     /// module index in `modules`, name).
@@ -84,6 +86,7 @@ impl<'a> Scope<'a> {
             frame: None,
             locals: Vec::new(),
             regs: None,
+            format: None,
             declared,
             qualified: Vec::new(),
         }
