@@ -639,13 +639,15 @@ pub struct StoppedFrame<'r> {
     pub read: &'r dyn Fn(u64, usize) -> Option<Vec<u8>>,
     /// The frame that called this one, when it is in the same module.
     pub caller: Option<Box<StoppedFrame<'r>>>,
+    /// A register the unwinder did not recover, found another way ([`preserved_register`]).
+    pub recover: Option<&'r dyn Fn(u16) -> Option<u64>>,
     /// This frame's return address (the caller's pc).
     pub return_address: Option<u64>,
 }
 
 impl FrameRegs for StoppedFrame<'_> {
     fn reg(&self, n: u16) -> Option<u64> {
-        self.regs.get(n)
+        self.regs.get(n).or_else(|| self.recover.and_then(|r| r(n)))
     }
 
     fn cfa(&self) -> Option<u64> {
@@ -667,4 +669,33 @@ impl FrameRegs for StoppedFrame<'_> {
     fn return_address(&self) -> Option<u64> {
         self.return_address
     }
+}
+
+/// Register `reg` (DWARF numbering) of frame `n` of `frames` (innermost first) when the
+/// unwinder could not recover it, as a caller-saved register above the innermost frame: it
+/// still holds the innermost frame's value when no function from frame 0 up to frame `n - 1`
+/// may write it, as the callee analysis ([`crate::callee::effects`]) proves. gcc relies on
+/// exactly that when it keeps a value in a caller-saved register across a call to a function
+/// it knows leaves the register alone (interprocedural register allocation).
+pub fn preserved_register(
+    modules: &[(&Module, u64)],
+    frames: &[crate::unwind::Frame],
+    n: usize,
+    reg: u16,
+) -> Option<u64> {
+    // DWARF numbering to the hardware numbering `CalleeEffects::gprs` uses.
+    const HARDWARE: [u16; 16] = [0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15];
+    let bit = 1u16 << *HARDWARE.get(usize::from(reg))?;
+    for f in frames.get(..n)? {
+        let pc = f.lookup_pc();
+        let (module, func) = modules.iter().find_map(|(m, bias)| {
+            let link = LinkAddr(pc.wrapping_sub(*bias));
+            m.functions().containing(link).map(|f| (*m, f.addr))
+        })?;
+        let effects = crate::callee::effects(module, func).ok()?;
+        if effects.gprs & bit != 0 {
+            return None;
+        }
+    }
+    frames.first()?.regs.get(reg)
 }
