@@ -35,7 +35,7 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
                  print head->name; print shapes[1].kind; print head->next->sides; \
                  print head->next->level; print zeros; print greeting; print head; \
                  print shapes[2].v; print head->pts[1].y + 10; print *&shapes[1].origin; \
-                 p/x head->pts[3]; print/x head->id + 5",
+                 p/x head->pts[3]; print/x head->id + 5; print &shapes[1]",
                 out.display()
             ),
             &m.path(v),
@@ -58,6 +58,7 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
             "shapes[2].v = {l = 4613937818241073152, d = 3}\n",
             "head->pts[1].y + 10 = 11\n",
             "*&shapes[1].origin = {x = 1, y = -1}\n",
+            "&shapes[1] = (struct shape *) 0x? <shapes+88>\n",
         ] {
             assert!(got.contains(want), "{v:?}: want {want}in {got}");
         }

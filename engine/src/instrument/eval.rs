@@ -45,13 +45,30 @@ impl std::fmt::Display for Printed {
 }
 
 /// A scalar the snippet interpreter computed, shown as gdb shows it.
-fn scalar_text(value: Value, ty: &Type, text: Option<String>) -> String {
+/// `symbol` names what a pointer points into; a pointer other than a `char *` is prefixed
+/// with its type, as gdb does (`(struct shape *) 0x4040a0 <shapes+88>`).
+fn scalar_text(
+    value: Value,
+    ty: &Type,
+    text: Option<String>,
+    symbol: &dyn Fn(u64) -> Option<String>,
+) -> String {
     match (value, ty) {
         (Value::Double(d), _) => format!("{d}"),
-        (Value::Int(v), Type::Ptr(_)) => match text {
-            Some(t) => format!("{v:#x} {t}"),
-            None => format!("{v:#x}"),
-        },
+        (Value::Int(v), Type::Ptr(_)) => {
+            let mut s = if is_char_ptr(ty) {
+                format!("{v:#x}")
+            } else {
+                format!("({ty}) {v:#x}")
+            };
+            if let Some(name) = (v != 0).then(|| symbol(v)).flatten() {
+                s.push_str(&format!(" <{name}>"));
+            }
+            if let Some(t) = text {
+                s.push_str(&format!(" {t}"));
+            }
+            s
+        }
         (Value::Int(v), Type::Int(k)) if k.size() == 1 => {
             let signed = if k.signed() {
                 v as u8 as i8 as i64
@@ -501,7 +518,7 @@ fn print_with(
         (Some(f), Value::Int(v)) => {
             values::formatted(v, e.ty.size().min(8) * 8, f, &|a| scope.symbol(a))
         }
-        _ => scalar_text(value, &e.ty, text),
+        _ => scalar_text(value, &e.ty, text, &|a| scope.symbol(a)),
     };
     Ok(Printed { shown })
 }
