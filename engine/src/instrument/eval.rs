@@ -54,7 +54,7 @@ fn scalar_text(
     symbol: &dyn Fn(u64) -> Option<String>,
 ) -> String {
     match (value, ty) {
-        (Value::Double(d), _) => format!("{d}"),
+        (Value::Double(d), _) => values::float_text(d, 17),
         (Value::Int(v), Type::Ptr(_)) => {
             let mut s = if is_char_ptr(ty) {
                 format!("{v:#x}")
@@ -425,9 +425,10 @@ fn show_found(
     f: &Found<'_>,
 ) -> Result<String, EvalError> {
     let types = Types::new(f.module.debug_info());
-    let size = match f.bits {
-        Some((shift, n)) => (shift + n).div_ceil(8),
-        None => types.size(&f.type_name).ok_or_else(|| {
+    let size = match (f.bits, &f.inline) {
+        (Some((shift, n)), _) => (shift + n).div_ceil(8),
+        (None, Some(l)) => l.size.unwrap_or(0),
+        (None, None) => types.size(&f.type_name).ok_or_else(|| {
             EvalError::Machine(format!("the size of `{}` is not known", f.type_name))
         })?,
     };
@@ -452,9 +453,10 @@ fn show_found(
         symbol: &symbol,
         format: scope.format,
     };
-    Ok(match f.bits {
-        Some((shift, n)) => printer.bitfield(&f.type_name, &bytes, shift, n),
-        None => printer.top(&f.type_name, &bytes),
+    Ok(match (f.bits, &f.inline) {
+        (Some((shift, n)), _) => printer.bitfield(&f.type_name, &bytes, shift, n),
+        (None, Some(l)) => printer.aggregate(l, &bytes, 0),
+        (None, None) => printer.top(&f.type_name, &bytes),
     })
 }
 
@@ -556,6 +558,7 @@ fn aggregate(
         type_name: spelling,
         module,
         bits: None,
+        inline: None,
     };
     Some(show_found(m, scope, &found).map(|shown| Printed { shown }))
 }
