@@ -138,7 +138,7 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
             &format!(
                 "break classify call weigh after if ($return == 78); run > {}; print total; \
                  print count; print s->id; print total + 1; print count * 2 + s->id; print s->pts[3]; x/4dw s->pts; print $rip; print $rax * 2; \
-                 show registers; print \"hi\\n\"; print 'a'; up; \
+                 show registers; print \"hi\\n\"; print 'a'; show locals; up; \
                  print global_sum",
                 out.display()
             ),
@@ -166,6 +166,11 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
             o.stdout.lines().any(|l| l.starts_with("rsp ")),
             "{v:?}: {}",
             o.stdout
+        );
+        // `show locals`: the parameter, the loop's `s`, then the function's own locals.
+        assert!(
+            got.contains("head = (struct shape *) 0x? <shapes>\ns = (struct shape *) 0x? <shapes+176>\ncount = 1\ntotal = 54\n"),
+            "{v:?}: {got}"
         );
     }
     // A caller's locals, by unwinding to its frame: at -O0 in memory there; at -O2 in

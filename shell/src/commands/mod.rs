@@ -121,6 +121,7 @@ pub static COMMANDS: &[Spec] = &[
     process::PRINT,
     examine::EXAMINE,
     examine::SHOW_REGISTERS,
+    examine::SHOW_LOCALS,
     process::EXECUTE,
     process::WHERE,
     process::UP,
