@@ -13,10 +13,11 @@
 //!   `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
-//! - `whole-program python3|cc1 [--runs N]`: issue 5's whole-program reports: a counter at every
-//!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
-//!   compared exactly with the original's; prints the tactic counts and run times. Run it with
-//!   `--release`.
+//! - `whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]`: issue 12's
+//!   whole-program reports: a counter at every function's entry and every exit of Debian's
+//!   program (all five by default), saved, and the copy's output on a workload compared
+//!   exactly with the original's; prints the tactic counts, the run-time ratio and the
+//!   per-function entry/exit balance. Run it with `--release`.
 
 mod bench;
 mod bench_live;
@@ -43,9 +44,10 @@ tasks:
                                   runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
-  whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
-                                  saved; outputs compared exactly, tactics and run times
-                                  printed (default 3 runs; use --release)";
+  whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]
+                                  a counter at every entry and exit of the program, saved;
+                                  outputs compared exactly, tactics, run-time ratios and
+                                  entry/exit balance printed (default all, 3 runs; --release)";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
