@@ -370,7 +370,7 @@ fn confirm_quit(rl: &mut Editor<GshHelper, DefaultHistory>, ctx: &mut Context) -
     let Some(t) = ctx.target.as_mut() else {
         return Ok(true);
     };
-    t.events();
+    t.events(false);
     if t.gone.is_some() {
         return Ok(true);
     }

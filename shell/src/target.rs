@@ -60,14 +60,29 @@ impl Target {
         self.tracer.with(f)?
     }
 
-    /// Events the tracer recorded while nobody waited, and the live layer's messages.
-    pub fn events(&mut self) -> Vec<String> {
+    /// Events the tracer recorded while nobody waited, and the live layer's messages. Thread
+    /// starts and exits are one summary line unless `each_thread` (`set thread-events on`):
+    /// a thread pool makes thousands a second.
+    pub fn events(&mut self, each_thread: bool) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
+        let (mut started, mut exited) = (0usize, 0usize);
         for e in self.tracer.take_events() {
-            if let Event::Exited { .. } | Event::Killed { .. } = e {
-                self.gone = Some(e.to_string());
+            match e {
+                Event::Exited { .. } | Event::Killed { .. } => self.gone = Some(e.to_string()),
+                Event::ThreadStarted(_) if !each_thread => {
+                    started += 1;
+                    continue;
+                }
+                Event::ThreadExited(_) if !each_thread => {
+                    exited += 1;
+                    continue;
+                }
+                _ => {}
             }
             out.push(e.to_string());
+        }
+        if started + exited > 0 {
+            out.insert(0, thread_summary(started, exited));
         }
         // The tracer thread outlives the process, so its messages are there to collect.
         if let Ok(msgs) = self
@@ -96,6 +111,16 @@ impl Target {
             Ok(())
         })??;
         Ok(())
+    }
+}
+
+/// `[3 threads started, 2 exited]`.
+fn thread_summary(started: usize, exited: usize) -> String {
+    let threads = |n: usize| if n == 1 { "thread" } else { "threads" };
+    match (started, exited) {
+        (s, 0) => format!("[{s} {} started]", threads(s)),
+        (0, x) => format!("[{x} {} exited]", threads(x)),
+        (s, x) => format!("[{s} {} started, {x} exited]", threads(s)),
     }
 }
 
@@ -155,7 +180,7 @@ pub fn describe_stop(
     match stop {
         Stop::Breakpoint { tid, .. } => {
             let rip = p.regs(*tid).map(|r| r.rip).unwrap_or(0);
-            let bps = live.breakpoints_at(rip);
+            let bps = live.breakpoints_hit(*tid, rip);
             let at = where_is(session, live, rip);
             if bps.is_empty() {
                 format!("stopped at {at} in thread {tid}")

@@ -384,3 +384,63 @@ fn attaching_with_another_programs_file_warns() {
     assert!(!right.contains("warning"), "{right}");
     assert!(!same_build.contains("warning"), "{same_build}");
 }
+
+/// Thread starts and exits are one summary line by default (a pool makes thousands a second),
+/// each its own line with `set thread-events on`; `set` lists the setting and refuses typos.
+#[test]
+fn thread_events_are_summarised_unless_asked_for() {
+    let exe = Mutatee::new("threads").path(Variant::O2);
+    let o = gsh_c("run", &exe);
+    o.assert_code(0);
+    assert!(!o.stderr.contains("[new thread"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("[4 threads started, 4 exited]"),
+        "{}",
+        o.stderr
+    );
+    let o = gsh_c("set thread-events on; set; run", &exe);
+    o.assert_code(0);
+    assert_eq!(o.stderr.matches("[new thread ").count(), 4, "{}", o.stderr);
+    let exits = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("[thread ") && l.ends_with(" exited]"))
+        .count();
+    assert_eq!(exits, 4, "{}", o.stderr);
+    assert!(o.stdout.contains("thread-events  on"), "{}", o.stdout);
+    let o = gsh_c("set thread-event on", &exe);
+    o.assert_code(1);
+    assert!(
+        o.stderr.contains("did you mean `thread-events`"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// A conditional breakpoint in a program whose threads all call the function: every run
+/// stops where the condition holds (the int3 was once lifted to step each false hit over it,
+/// and the other threads, running meanwhile, passed it unseen), and beside an unconditional
+/// breakpoint at the same place only the one that held is reported.
+#[test]
+fn conditional_breakpoints_in_threads_stop_every_run_and_report_only_what_held() {
+    let exe = Mutatee::new("threads").path(Variant::O2);
+    let runs = "run; print $0; kill; ".repeat(6);
+    let o = gsh_c(&format!("break work_item entry if ($0 == 5); {runs}"), &exe);
+    o.assert_code(0);
+    assert_eq!(o.stdout.matches("$0 = 5\n").count(), 6, "{}", o.stdout);
+    let o = gsh_c(
+        "break work_item entry if ($0 == 5); break work_item entry; run; print $0",
+        &exe,
+    );
+    o.assert_code(0);
+    let stop = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("stopped at"))
+        .unwrap_or_else(|| panic!("no stop:\n{}", o.stdout));
+    assert!(
+        stop.contains("breakpoint 2 (work_item entry) in thread"),
+        "{stop}"
+    );
+    assert!(!o.stdout.contains("$0 = 5\n"), "{}", o.stdout);
+}

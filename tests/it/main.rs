@@ -13,6 +13,7 @@ mod instrument;
 mod live;
 mod measure;
 mod mutatees;
+mod print;
 mod process;
 mod prompt;
 mod rewrite;

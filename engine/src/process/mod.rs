@@ -7,7 +7,8 @@
 //!
 //! The kernel binds a tracee to the one thread that attached it, so a [`Tracer`] owns a
 //! dedicated tracer thread that makes every request. Callers hand it work with
-//! [`Tracer::with`]; between jobs the thread keeps serving a process that runs in the
+//! [`Tracer::with`]; between jobs the thread sleeps until SIGCHLD or the next job, and keeps
+//! serving a process that runs in the
 //! background (forwarding signals, following threads, library loads and forks, and recording
 //! user-visible stops as [`Event`]s for [`Tracer::take_events`]). The per-thread state machine
 //! is in [`Process`]; nothing here is multi-threaded beyond that one channel.
@@ -19,6 +20,8 @@
 //! - `inject.rs`: injected syscalls and calls, memory pools, `dlopen`.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
+//! - `wake.rs`: what the tracer thread sleeps on (SIGCHLD and jobs), so every stop is handled
+//!   as soon as the kernel reports it.
 
 mod control;
 mod error;
@@ -29,6 +32,7 @@ mod memory;
 mod ptrace;
 mod rendezvous;
 mod tracer;
+mod wake;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -74,7 +74,10 @@ impl Process {
                 .map(|m| m.bias)
                 .unwrap_or(0),
         };
-        let entries = self.mem.read(vaddr.wrapping_add(bias), size as usize)?;
+        // A dynamic section is a few hundred bytes; a corrupt size must not become a huge read.
+        let entries = self
+            .mem
+            .read(vaddr.wrapping_add(bias), size.min(64 << 10) as usize)?;
         for e in entries.chunks_exact(16) {
             let (tag, val) = (field(e, 0), field(e, 8));
             if tag == 0 {
@@ -90,7 +93,7 @@ impl Process {
     fn clone_modules(&self) -> Result<Vec<maps::MappedModule>, ProcessError> {
         let maps = maps::read_maps(self.pid)?;
         let exe = std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok();
-        maps::ModuleCache::default().modules(self.pid, &maps, exe.as_deref())
+        maps::ModuleCache::default().modules(&maps, exe.as_deref())
     }
 
     /// Installs the `int3` at `r_brk`, if the program has a dynamic linker. Every thread must
