@@ -32,6 +32,8 @@ pub struct Target {
     pub frame: usize,
     /// Set once the process has exited or was killed: the one-line reason.
     pub gone: Option<String>,
+    /// A library was loaded since the session last learnt the process's modules.
+    pub modules_changed: bool,
 }
 
 impl Target {
@@ -42,6 +44,7 @@ impl Target {
             thread: None,
             frame: 0,
             gone: None,
+            modules_changed: false,
         }
     }
 
@@ -69,6 +72,7 @@ impl Target {
         for e in self.tracer.take_events() {
             match e {
                 Event::Exited { .. } | Event::Killed { .. } => self.gone = Some(e.to_string()),
+                Event::LibraryLoaded { .. } | Event::Exec { .. } => self.modules_changed = true,
                 Event::ThreadStarted(_) if !each_thread => {
                     started += 1;
                     continue;
@@ -92,6 +96,16 @@ impl Target {
             out.extend(msgs.into_iter().map(|m| format!("[{m}]")));
         }
         out
+    }
+
+    /// Opens in the session the libraries the process loaded since the last call (`load
+    /// library`, `dlopen`), so `show modules`, `whatis LIB!FN`, `at`, `break` and snippet calls
+    /// reach them like the libraries it started with.
+    pub fn learn_modules(&mut self, session: &mut Session) -> Result<()> {
+        if !std::mem::take(&mut self.modules_changed) || self.gone.is_some() {
+            return Ok(());
+        }
+        self.with(|p, live| Ok(live.learn_modules(session, p)?))
     }
 
     /// Ends control: an attached process gets its original code back and runs on; one gsh

@@ -444,3 +444,33 @@ fn conditional_breakpoints_in_threads_stop_every_run_and_report_only_what_held()
     );
     assert!(!o.stdout.contains("$0 = 5\n"), "{}", o.stdout);
 }
+
+/// A library the process loads at run time (`load library`, or its own `dlopen`) joins the
+/// session: `show modules` lists it, `whatis LIB!FN` describes its functions and snippets
+/// call them by name (it was "no module named" before).
+#[test]
+fn libraries_loaded_at_run_time_join_the_session() {
+    let exe = Mutatee::new("basic").path(Variant::O2);
+    let lib = std::fs::canonicalize(Mutatee::new("libshared").path(Variant::O2)).unwrap();
+    let name = lib.file_name().unwrap().to_string_lossy().into_owned();
+    let o = gsh_c(
+        &format!(
+            "start; load library {}; show modules; whatis {name}!shared_add; \
+             print shared_add(2, 3); kill",
+            lib.display()
+        ),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with(&format!("{name} "))),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("int shared_add(int a, int b)"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("shared_add(2, 3) = 5\n"), "{}", o.stdout);
+}

@@ -816,14 +816,18 @@ fn eval_env<'a>(
                     ..PointInfo::default()
                 };
                 return Ok((
-                    SessionEnv::new(module, Some(func), live.declared(), info, bias),
+                    SessionEnv::new(module, Some(func), live.declared(), info, bias)
+                        .with_session(session)
+                        .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
                     rip,
                 ));
             }
         }
     }
     Ok((
-        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias),
+        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias)
+            .with_session(session)
+            .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
         main_bias.wrapping_add(main.binary.entry().0),
     ))
 }
