@@ -15,6 +15,7 @@ mod paths;
 mod program;
 pub mod pty;
 pub mod server;
+pub mod switches;
 pub mod truth;
 
 pub use command::run_tool;

@@ -20,6 +20,9 @@
 //!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
 //!   compared exactly with the original's; prints the tactic counts and run times. Run it with
 //!   `--release`.
+//! - `check-switches BINARY...`: every jump table an independent decoder finds
+//!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
+//!   gsh's CFGs.
 
 mod bench;
 mod bench_attached;
@@ -27,6 +30,7 @@ mod bench_live;
 mod bench_measure;
 mod bench_static;
 mod coverage;
+mod switches;
 mod timing;
 mod whole_program;
 
@@ -52,7 +56,9 @@ tasks:
                                   --release)
   whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
                                   saved; outputs compared exactly, tactics and run times
-                                  printed (default 3 runs; use --release)";
+                                  printed (default 3 runs; use --release)
+  check-switches BINARY...        jump tables an independent decoder finds whose case targets
+                                  are not all block starts in gsh's CFGs";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -105,6 +111,7 @@ fn run() -> Result<()> {
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
+        "check-switches" => switches::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {

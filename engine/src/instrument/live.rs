@@ -478,7 +478,15 @@ impl Live {
         let mut space = LiveSpace::new(&mut *p, hidden);
         let result = loaded.patcher.insert(&loaded.module, &mut space, &reqs);
         self.commit(space, m)?;
-        let reports = result?;
+        let done = result?;
+        for (pt, why) in &done.skipped {
+            self.messages.push(format!(
+                "instrumentation {id}: {} at {} skipped: {why}",
+                pt.kind.as_str(),
+                pt.addr
+            ));
+        }
+        let reports = done.points;
         for r in &reports {
             *self.tactics.entry(r.tactic).or_insert(0) += 1;
         }

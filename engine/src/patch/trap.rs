@@ -25,11 +25,12 @@
 //! trampoline), sorted by site, so it needs no relocation in a PIE or a shared library: the
 //! handler finds the table RIP-relatively and works in differences only.
 //!
-//! Limits (also Dyninst's): a program that installs its own SIGTRAP handler later replaces
-//! this one, and its traps then kill it or reach its handler; a trap executed while SIGTRAP is
-//! blocked kills the process (the kernel forces the default action); code that runs before the
-//! install stub (IFUNC resolvers, other objects' constructors that call in early) must not hit
-//! a trap.
+//! A program that installs its own SIGTRAP handler or blocks SIGTRAP would replace this one,
+//! or make the kernel kill it at the next trap; [`super::interpose`] keeps both from happening
+//! for calls through the file's PLT, and records the program's handler in `previous`, where
+//! the handler above finds it. Limits: such calls made elsewhere (libraries, raw system
+//! calls) still replace or block it; code that runs before the install stub (IFUNC
+//! resolvers, other objects' constructors that call in early) must not hit a trap.
 
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, Code, Instruction, MemoryOperand, Register};

@@ -128,6 +128,7 @@ fn ending(ctx: &Context, m: ModuleId, cfg: &Cfg, b: &Block) -> (&'static str, Op
         Some(Exit::Return) => return ("return", None),
         Some(Exit::TailCall { target }) => return ("tail-call", name(*target)),
         Some(Exit::Indirect) => return ("indirect", None),
+        Some(Exit::Unresolved) => return ("unresolved", None),
         Some(Exit::NoReturnCall { target }) => return ("noreturn-call", name(*target)),
         Some(Exit::Trap) => return ("trap", None),
         Some(Exit::Invalid) => return ("invalid", None),

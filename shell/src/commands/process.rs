@@ -11,7 +11,7 @@ use engine::process::{Launch, Process, State, Stop, Tracer};
 use engine::session::Session;
 use engine::snippet::env::{PointInfo, PointKind};
 
-use super::{Args, Complete, Spec};
+use super::{examine, Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
 use crate::target::{self, BreakRequest, Target};
@@ -184,13 +184,27 @@ pub const PRINT: Spec = Spec {
     aliases: &["p"],
     usage: "EXPR",
     complete: Complete::Nothing,
-    summary: "evaluate a snippet expression in the process",
-    help: "Evaluates EXPR (snippet syntax: declared variables, the program's globals, `$0..$5`, \
-and at a function's entry its parameters by name) and prints its value. A running process is \
-read without stopping it; calls and assignments need it stopped.",
+    summary: "evaluate an expression in the process, as gdb prints it",
+    help: "Evaluates EXPR and prints its value as gdb does. Names are the selected frame's \
+parameters and locals (located by the debug info at its pc, registers and location lists in \
+optimized code included; `<optimized out>` where the debug info does not say where one is), \
+declared variables, then the globals of every loaded module, the frame's own module first \
+(`MODULE!NAME` names one module's: `libc.so.6!environ`, `prog!count`); `$0..$5` and, at a \
+function's entry, its parameters come from the argument registers; `$rip`, `$rsp` and the other \
+general registers are the selected frame's. An access path (`*head`, `head->pts[3]`, \
+`shapes[1].name`) prints whole with its debug-info type: structs and unions as `{a = 1, b = {x \
+= 2}}`, arrays as `{1, 2, 3}` with runs of more than ten equal elements as `0 <repeats 16 \
+times>`, char arrays as strings, enums by name, bit-fields by their bits, pointers with the \
+symbol they point into and the string a `char *` points to. Other expressions are snippet \
+expressions (arithmetic, calls to the program's functions, `\"...\"` and `'a'` literals, \
+quoted as C quotes them). A running process is read without stopping it; calls and \
+assignments need it stopped.",
     examples: &[
         ("print hits", "a declared counter, read live"),
-        ("print request->len", ""),
+        ("print *head", "a whole struct"),
+        ("print head->pts[3].x + 1", ""),
+        ("print libc.so.6!environ", "a global of one module"),
+        ("print $rsp", "a register of the selected frame"),
     ],
     run: print,
 };
@@ -291,7 +305,7 @@ fn launch(ctx: &Context, args: &mut Args) -> Result<Launch> {
     Ok(launch)
 }
 
-fn no_process() -> anyhow::Error {
+pub(super) fn no_process() -> anyhow::Error {
     anyhow!("there is no process; `start`, `run` or `attach PID` first")
 }
 
@@ -837,7 +851,7 @@ fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 /// The environment `print`/`execute` check against: at a breakpoint at a function's entry,
 /// its parameters by name and `$0..$5`; elsewhere declared variables and globals.
-fn eval_env<'a>(
+pub(super) fn eval_env<'a>(
     session: &'a Session,
     live: &'a Live,
     rip: Option<u64>,
@@ -879,7 +893,7 @@ fn eval_env<'a>(
 }
 
 fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
-    let expr = args.rest_joined();
+    let expr = args.rest_raw();
     if expr.trim().is_empty() {
         return Err(args.usage_error("missing expression"));
     }
@@ -893,7 +907,8 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .clone()
                 .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
             let (env, _) = eval_env(session, live, None)?;
-            eval::print_exited(base, &bytes, &env, &expr).map_err(|e| anyhow!("{e}"))
+            let mut scope = examine::scope(session, live, None);
+            eval::print_exited(base, &bytes, &env, &mut scope, &expr).map_err(|e| anyhow!("{e}"))
         })??;
         return Ok(line(format!("{expr} = {printed}")));
     }
@@ -903,15 +918,14 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let printed = t.with(|p, live| {
         if p.state() == State::Running {
             let (env, _) = eval_env(session, live, None)?;
-            return eval::print_running(&reader, &env, &expr).map_err(|e| anyhow!("{e}"));
+            let mut scope = examine::scope(session, live, None);
+            return eval::print_running(&reader, &env, &mut scope, &expr)
+                .map_err(|e| anyhow!("{e}"));
         }
         let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
-        let rip = match (tid, frame) {
-            (Some(t), 0) => p.regs(t).ok().map(|r| r.rip),
-            _ => None,
-        };
+        let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
         let (env, near) = eval_env(session, live, rip)?;
-        eval::print_stopped(p, tid, &env, near, &expr).map_err(|e| anyhow!("{e}"))
+        eval::print_stopped(p, tid, &env, &mut scope, near, &expr).map_err(|e| anyhow!("{e}"))
     })?;
     Ok(line(format!("{expr} = {printed}")))
 }
