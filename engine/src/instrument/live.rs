@@ -461,7 +461,8 @@ impl Live {
                     info.internal = metric.is_some();
                     let env =
                         SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias)
-                            .with_modules(others.iter().copied());
+                            .with_modules(others.iter().copied())
+                            .with_loaded(self.loaded.values().map(|l| (&*l.module, l.bias)));
                     reqs.push(patch::Request {
                         tag: id,
                         point: pt,
