@@ -506,4 +506,15 @@ fn context_variables_say_each_points_facts_when_saved_and_live() {
     o.assert_code(0);
     let live = std::fs::read_to_string(format!("{}.live", out.display())).expect("output");
     assert_eq!(live, want);
+    // And in a breakpoint's condition: stop only at the second call to add (whose second
+    // argument is inc(10)).
+    let o = gsh_c(
+        &format!(
+            "break main call add before if ($line == {second_add}); run > {}.break; print $1",
+            out.display()
+        ),
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("$1 = 11\n"), "{}", o.stdout);
 }
