@@ -16,6 +16,7 @@
 
 use std::fmt;
 
+pub mod proclab;
 pub mod sample;
 
 /// Why a program may be slow: one of the "why" axis' hypotheses.
