@@ -49,13 +49,16 @@ fatal signal, Ctrl-C).",
 pub const ATTACH: Spec = Spec {
     name: "attach",
     aliases: &[],
-    usage: "PID",
+    usage: "[--clean] PID",
     complete: Complete::Nothing,
     summary: "take control of a running process",
     help: "Attaches to process PID and stops all its threads. Opens its executable when no \
-file is open. Instrumentation and breakpoints requested before are inserted. `detach` lets it \
-go again with its code as it was.",
-    examples: &[("attach 4242", "")],
+file is open. Its code is compared with its files first: what an earlier gsh left there (it \
+was killed while attached: an int3 at a breakpoint or at the dynamic linker's hook, jumps into \
+trampolines) is reported, and with --clean put back as the files have it; other differences \
+are reported only. Instrumentation and breakpoints requested before are inserted. `detach` \
+lets it go again with its code as it was.",
+    examples: &[("attach 4242", ""), ("attach --clean 4242", "")],
     run: attach,
 };
 
@@ -65,8 +68,10 @@ pub const DETACH: Spec = Spec {
     usage: "",
     complete: Complete::Nothing,
     summary: "remove all instrumentation and let the process run on",
-    help: "Removes every trampoline jump and breakpoint (the text is again exactly the \
-file's), then releases the process, which runs on without gsh.",
+    help: "Removes every trampoline jump and breakpoint, and what an earlier gsh left in the \
+code, then compares the text with the files: it says the code is as the files have it only \
+when every byte is, and lists what still differs. Then releases the process, which runs on \
+without gsh.",
     examples: &[("detach", "")],
     run: detach,
 };
@@ -400,6 +405,7 @@ fn run(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 }
 
 fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let clean = args.flag("--clean");
     let pid_text = args.positionals(1, 1)?.remove(0);
     let pid: i32 = pid_text
         .parse()
@@ -430,6 +436,40 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ctx.session.open(&exe)?;
     }
     let mut t = Target::new(tracer, false);
+    // What an earlier gsh left (it was killed while attached), before anything of ours.
+    let changes = t.with(|p, _| Ok(p.text_changes()?))?;
+    let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
+    if !leftovers.is_empty() {
+        let bytes: usize = leftovers.iter().map(|c| c.file.len()).sum();
+        let traps = leftovers
+            .iter()
+            .filter(|c| c.kind == engine::process::ChangeKind::Breakpoint)
+            .count();
+        let what = format!(
+            "{} change{} ({bytes} bytes: {traps} int3, {} jump{} into trampolines) that an \
+             earlier gsh left in its code",
+            leftovers.len(),
+            if leftovers.len() == 1 { "" } else { "s" },
+            leftovers.len() - traps,
+            if leftovers.len() - traps == 1 {
+                ""
+            } else {
+                "s"
+            },
+        );
+        if clean {
+            t.with(|p, _| Ok(p.restore_text(&leftovers)?))?;
+            eprintln!("removed {what}");
+        } else {
+            eprintln!(
+                "warning: process {pid} has {what}; `attach --clean {pid}` removes them, and \
+                 so does `detach`"
+            );
+        }
+    }
+    if !other.is_empty() {
+        eprintln!("note: {}", target::differences(pid, &other));
+    }
     let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
     let result = t.with(|p, live| {
         let mut notes = target::install(session, plan, breaks, p, live)?;
@@ -464,15 +504,21 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Ok(line(format!("process {pid} is gone already")));
     }
     let measured = &mut ctx.measured;
-    t.tracer.with(|p, live| -> Result<()> {
-        super::measure::keep_on_detach(measured, pid, p, live);
-        Live::paused(p, |p| live.remove_all(p))?;
-        p.detach()?;
-        Ok(())
-    })??;
+    let left = t
+        .tracer
+        .with(|p, live| -> Result<Vec<engine::process::TextChange>> {
+            super::measure::keep_on_detach(measured, pid, p, live);
+            target::let_go(p, live)
+        })??;
     let _ = started;
+    if !left.is_empty() {
+        eprintln!("{}", target::differences(pid, &left));
+        return Ok(line(format!(
+            "detached from process {pid}; gsh's changes are gone from its code"
+        )));
+    }
     Ok(line(format!(
-        "detached from process {pid}; its code is as it was"
+        "detached from process {pid}; its code is as the files have it"
     )))
 }
 
@@ -835,14 +881,18 @@ pub(super) fn eval_env<'a>(
                     ..PointInfo::default()
                 };
                 return Ok((
-                    SessionEnv::new(module, Some(func), live.declared(), info, bias),
+                    SessionEnv::new(module, Some(func), live.declared(), info, bias)
+                        .with_session(session)
+                        .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
                     rip,
                 ));
             }
         }
     }
     Ok((
-        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias),
+        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias)
+            .with_session(session)
+            .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
         main_bias.wrapping_add(main.binary.entry().0),
     ))
 }
