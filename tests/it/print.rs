@@ -35,7 +35,8 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
                  print head->name; print shapes[1].kind; print head->next->sides; \
                  print head->next->level; print zeros; print greeting; print head; \
                  print shapes[2].v; print head->pts[1].y + 10; print *&shapes[1].origin; \
-                 p/x head->pts[3]; print/x head->id + 5; print &shapes[1]",
+                 p/x head->pts[3]; print/x head->id + 5; print &shapes[1]; \
+                 print head->pts[1]@2; print shapes[1].name[0]@6",
                 out.display()
             ),
             &m.path(v),
@@ -59,6 +60,8 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
             "head->pts[1].y + 10 = 11\n",
             "*&shapes[1].origin = {x = 1, y = -1}\n",
             "&shapes[1] = (struct shape *) 0x? <shapes+88>\n",
+            "head->pts[1]@2 = {{x = 1, y = 1}, {x = 2, y = 2}}\n",
+            "shapes[1].name[0]@6 = \"shape1\"\n",
         ] {
             assert!(got.contains(want), "{v:?}: want {want}in {got}");
         }

@@ -384,6 +384,24 @@ fn register_slots(m: &mut LiveMachine<'_>, scope: &Scope<'_>) -> Vec<(String, u3
     slots
 }
 
+/// `FIRST@COUNT` split at its `@`, outside quotes.
+fn split_at_sign(text: &str) -> Option<(&str, &str)> {
+    let mut quote = None;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '@') => return Some((text[..i].trim(), text[i + 1..].trim())),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// A [`LiveMachine`] as paths see it.
 struct Paths<'m, 'p> {
     m: &'m mut LiveMachine<'p>,
@@ -477,6 +495,52 @@ fn print_with(
         scope,
         slots,
     };
+    // gdb's artificial array `FIRST@COUNT`: COUNT objects from where FIRST lies.
+    if let Some((first, count)) = split_at_sign(&text) {
+        let source = format!("{first};");
+        let (ast, diags) = crate::snippet::parser::parse(&source);
+        let e = match (diags.iter().any(|d| d.is_error()), &ast.stmts[..]) {
+            (false, [stmt]) => match &stmt.kind {
+                StmtKind::Expr(e) => Some(e.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let mut paths = Paths { m, env: &env };
+        let found = match e {
+            Some(e) => scope.path(&e, &source, &env, &mut paths),
+            None => Ok(None),
+        }
+        .map_err(EvalError::Machine)?;
+        let n = paths.int(count).map_err(EvalError::Machine)?;
+        let Some(mut f) = found.filter(|f| matches!(f.loc, Loc::Mem(_)) && f.bits.is_none()) else {
+            return Err(EvalError::Machine(format!(
+                "`@` needs an object in memory on its left: `{}` is not one",
+                scope.unqualify(first)
+            )));
+        };
+        if !(1..=100_000).contains(&n) {
+            return Err(EvalError::Machine(format!(
+                "`@{count}`: the count is 1 to 100000"
+            )));
+        }
+        // An array of arrays keeps its own dimensions inside the new one.
+        f.type_name = match f
+            .type_name
+            .find('[')
+            .filter(|_| !f.type_name.contains("(*"))
+        {
+            Some(open) => format!(
+                "{} [{n}]{}",
+                f.type_name[..open].trim_end(),
+                &f.type_name[open..]
+            ),
+            None => format!("{} [{n}]", f.type_name),
+        };
+        return Ok(Printed {
+            shown: show_found(m, scope, &f)?,
+        });
+    }
     let source = format!("{text};");
     // An access path over variables DWARF types: printed whole, with DWARF's types.
     let (ast, diags) = crate::snippet::parser::parse(&source);

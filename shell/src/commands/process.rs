@@ -192,7 +192,8 @@ declared variables, then the globals of every loaded module, the frame's own mod
 (`MODULE!NAME` names one module's: `libc.so.6!environ`, `prog!count`); `$0..$5` and, at a \
 function's entry, its parameters come from the argument registers; `$rip`, `$rsp` and the other \
 general registers are the selected frame's. An access path (`*head`, `head->pts[3]`, \
-`shapes[1].name`) prints whole with its debug-info type: structs and unions as `{a = 1, b = {x \
+`shapes[1].name`, and gdb's `FIRST@COUNT`: COUNT objects from where FIRST lies) prints whole \
+with its debug-info type: structs and unions as `{a = 1, b = {x \
 = 2}}`, arrays as `{1, 2, 3}` with runs of more than ten equal elements as `0 <repeats 16 \
 times>`, char arrays as strings, enums by name, bit-fields by their bits, pointers with the \
 symbol they point into and the string a `char *` points to. Other expressions are snippet \
@@ -208,6 +209,7 @@ stopping it; calls and assignments need it stopped.",
         ("print libc.so.6!environ", "a global of one module"),
         ("print $rsp", "a register of the selected frame"),
         ("print/x head->id", "in hex"),
+        ("print head->pts[1]@2", "two elements from the second"),
     ],
     run: print,
 };
