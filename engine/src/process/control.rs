@@ -53,7 +53,7 @@ pub struct Process {
     early_children: HashSet<i32>,
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
-    early_threads: HashSet<i32>,
+    pub(crate) early_threads: HashSet<i32>,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -727,6 +727,9 @@ impl Process {
                 self.resume_thread(tid)?
             }
             WaitEvent::Signal(libc::SIGTRAP) => return self.trap(tid, hooks),
+            WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                self.rendezvous_signal(tid, hooks)?;
+            }
             WaitEvent::Signal(sig) if is_fault(sig) => {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.pending.push(sig);
