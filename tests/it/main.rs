@@ -24,3 +24,4 @@ mod sites;
 mod stripped;
 mod traps;
 mod watch;
+mod whole_program;

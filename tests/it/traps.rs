@@ -186,8 +186,37 @@ fn traps_survive_a_program_that_installs_and_blocks_sigtrap() {
         }
         let run = run_program(&out, &[], &[]);
         assert_eq!(run.status.code(), Some(0), "{v:?}: {run:?}");
-        // tiny runs 4 + 3 + 2 times from work, once from the SIGUSR1 handler.
-        let want = format!("{}gsh: n=10\n", m.expected_stdout());
+        // tiny runs 4 + 3 + 2 times from work, once from the SIGUSR1 handler, once after
+        // the ignored SIGTRAP.
+        let want = format!("{}gsh: n=11\n", m.expected_stdout());
         assert_eq!(String::from_utf8_lossy(&run.stdout), want, "{v:?}");
     }
+}
+
+/// Every trap says why no jump fitted, in `show points` (with a count in the title) and in
+/// `save`'s notes.
+#[test]
+fn traps_say_why_no_jump_fitted() {
+    let m = Mutatee::new("traps");
+    let o = gsh_c("show points tiny_a", &m.path(Variant::Pie));
+    o.assert_code(0);
+    assert!(o.stdout.contains("would need a trap"), "{}", o.stdout);
+    let why = "block too small for a 5-byte jump (1 byte(s): 0 before the point, 1 from it)";
+    assert!(o.stdout.contains(why), "{}", o.stdout);
+    let dir = out_dir("traps-why");
+    let o = gsh_c(
+        &format!(
+            "declare long n; at tiny_a entry {{ n++; }}; save {}",
+            dir.join("traps").display()
+        ),
+        &m.path(Variant::Pie),
+    );
+    o.assert_code(0);
+    let note = o
+        .stdout
+        .lines()
+        .skip_while(|l| !l.contains("notes"))
+        .find(|l| l.contains(" trap "))
+        .unwrap_or_else(|| panic!("no trap note: {}", o.stdout));
+    assert!(note.contains(why), "{note}");
 }

@@ -2,7 +2,8 @@
  * handler (with sigaction, then signal), blocks SIGTRAP (sigprocmask, pthread_sigmask), runs
  * a handler whose mask blocks every signal, and meanwhile calls `tiny`, a 1-byte function
  * packed between two others that only a trap reaches. Its own SIGTRAPs (`raise` and a
- * genuine `int3`) must still reach its handler. Deterministic: always prints the same lines
+ * genuine `int3`) must still reach its handler, and one it ignores must stay ignored.
+ * Deterministic: always prints the same lines
  * and exits 0. */
 #include <signal.h>
 #include <stdio.h>
@@ -95,5 +96,9 @@ int main(void) {
     genuine();
     printf("SIGTRAPs the program saw: %d\n", (int)seen);
     printf("signal returns on_trap: %d\n", signal(SIGTRAP, SIG_DFL) == on_trap);
+    signal(SIGTRAP, SIG_IGN);
+    raise(SIGTRAP);
+    tiny();
+    printf("an ignored SIGTRAP is ignored\n");
     return 0;
 }

@@ -144,14 +144,13 @@ impl Builder<'_, '_> {
         if self.ctx.code_end(target).is_none() {
             return false;
         }
-        // Outside our bounds: another function's entry is a tail call; a `.cold` part split
-        // off by gcc, or code no function claims, is still ours.
+        // Outside our bounds: another function's entry is a tail call. A jump into the middle
+        // of another function's range is not (tail calls go to entries): that range is a part
+        // split off from ours (`.cold`, which a stripped binary's FDEs show as a function of
+        // its own); so is code no function claims.
         match self.ctx.functions.containing(LinkAddr(target)) {
             None => true,
-            Some(other) => {
-                other.addr.0 != target && other.name.contains(".cold")
-                    || other.addr.0 == target && other.name.ends_with(".cold")
-            }
+            Some(other) => other.addr.0 != target || other.name.ends_with(".cold"),
         }
     }
 
@@ -191,8 +190,13 @@ impl Builder<'_, '_> {
             let branches = self.branches_to();
             let mut resolved = false;
             for insn in std::mem::take(&mut self.pending) {
+                // The function's own code: its range, and the region the jump is in (a part
+                // split off from it).
+                let region = |a: LinkAddr| self.ctx.functions.containing(a).map(|f| f.id);
+                let home = region(LinkAddr(insn.ip()));
+                let ours = |t: LinkAddr| self.func.contains(t) || region(t) == home;
                 let found =
-                    jumptable::resolve(self.ctx.binary, self.func, &self.insns, &branches, &insn);
+                    jumptable::resolve(self.ctx.binary, &ours, &self.insns, &branches, &insn);
                 match found {
                     Ok(table) => {
                         // A switch's cases are its own code, even in a part of it split off

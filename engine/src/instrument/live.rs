@@ -472,6 +472,8 @@ impl Live {
                 }
             }
         }
+        // Slots a previous owner used start from zero, before any code counts in them.
+        self.measure.prepare_slots(p)?;
         let hidden = self.hidden();
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         // Trampolines are written while the process runs; it stops only for the jumps.
@@ -499,8 +501,10 @@ impl Live {
 
     /// Removes request `id` everywhere it was inserted; like [`Live::insert`], the process
     /// may be running and is paused only while code is written.
+    /// A measuring request's values stay for `report` and its slots are freed for reuse.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
         let Some(lr) = self.requests.remove(&id) else {
+            self.measure.release(&p.reader(), id, true);
             return Ok(0);
         };
         let mut removed = 0;
@@ -518,8 +522,16 @@ impl Live {
                 Err(e) => result = Err(e),
             }
         }
+        // Its code is gone: the values are final and the slots free. (Code that could not
+        // be removed may still count, so its slots stay taken.)
         result?;
+        self.measure.release(&p.reader(), id, true);
         Ok(removed)
+    }
+
+    /// Forgets what request `id` measured: it was removed because inserting it failed.
+    pub fn forget(&mut self, id: u32) {
+        self.measure.forget(id);
     }
 
     /// Where request `id` stands in the process: `inserted at 12 points`, plus the libraries

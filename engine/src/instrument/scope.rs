@@ -62,6 +62,8 @@ pub struct Scope<'a> {
     pub locals: Vec<FrameVariable>,
     /// The selected frame's registers (`$rip`, `$rsp`, ...), as far as they are known.
     pub regs: Option<crate::unwind::Regs>,
+    /// gdb's `print/F` format for the values shown ([`super::values::formatted`]).
+    pub format: Option<char>,
     pub declared: &'a [Declaration],
     /// `MODULE!NAME` spellings replaced in the expression by placeholders: (placeholder,
     /// module index in `modules`, name).
@@ -84,6 +86,7 @@ impl<'a> Scope<'a> {
             frame: None,
             locals: Vec::new(),
             regs: None,
+            format: None,
             declared,
             qualified: Vec::new(),
         }
@@ -109,6 +112,17 @@ impl<'a> Scope<'a> {
                 Some(q) if c == q => quote = None,
                 Some(_) => {}
                 None if c == b'"' || c == b'\'' => quote = Some(c),
+                // `$rsp`: a register, named so that snippet expressions can use it too.
+                None if c == b'$' => {
+                    let end = bytes[i + 1..].iter().take_while(|&&b| word(b)).count();
+                    let name = &expr[i + 1..i + 1 + end];
+                    if register_number(name).is_some() {
+                        out.push_str(REGISTER_PREFIX);
+                        out.push_str(name);
+                        i += 1 + end;
+                        continue;
+                    }
+                }
                 None if c == b'!'
                     && bytes
                         .get(i + 1)
@@ -139,15 +153,16 @@ impl<'a> Scope<'a> {
                 }
                 None => {}
             }
-            out.push(c as char);
-            i += 1;
+            let ch = expr[i..].chars().next().unwrap_or('?');
+            out.push(ch);
+            i += ch.len_utf8().max(1);
         }
         Ok(out)
     }
 
     /// The user's spelling of a placeholder `qualify` made.
     pub fn unqualify(&self, text: &str) -> String {
-        let mut s = text.to_owned();
+        let mut s = text.replace(REGISTER_PREFIX, "$");
         for (p, m, n) in self.qualified.iter().rev() {
             s = s.replace(p, &format!("{}!{n}", self.modules[*m].0.name));
         }
@@ -249,6 +264,9 @@ impl<'a> Scope<'a> {
     /// What `name` denotes for a path: a parameter, else a global; `None` for declared
     /// variables (the snippet interpreter has them) and unknown names.
     fn variable(&self, name: &str, env: &dyn Env, m: &dyn PathMachine) -> Option<Found<'a>> {
+        if let Some(reg) = name.strip_prefix(REGISTER_PREFIX) {
+            return self.register(reg)?.ok();
+        }
         if let Some(p) = self.parameter(name, env, m) {
             return Some(p);
         }
@@ -448,6 +466,10 @@ impl<'a> Scope<'a> {
     }
 }
 
+/// What `$rsp` becomes in an expression, so it is a name the snippet checker and the scope
+/// resolve (`$rsp + 8`).
+pub const REGISTER_PREFIX: &str = "__gsh_reg_";
+
 /// The DWARF number of register `name` (`rip`, gdb's `pc`, `sp` and `fp` too).
 pub fn register_number(name: &str) -> Option<u16> {
     Some(match name {
@@ -543,10 +565,21 @@ fn find_member(
 pub struct PrintEnv<'e, 'a> {
     pub inner: &'e dyn Env,
     pub scope: &'e Scope<'a>,
+    /// The frame's register-held locals: where in the interpreter's saved block each value
+    /// was put.
+    pub slots: Vec<(String, u32)>,
 }
 
 impl Env for PrintEnv<'_, '_> {
     fn lookup(&self, name: &str) -> Option<Binding> {
+        if let Some(reg) = name.strip_prefix(REGISTER_PREFIX) {
+            let found = self.scope.register(reg)?.ok()?;
+            let env = SessionEnv::new(found.module, None, &[], PointInfo::default(), 0);
+            return Some(Binding::Var {
+                ty: env.c_type(&found.type_name)?,
+                place: VarPlace::Saved(self.slots.iter().find(|(n, _)| n == name)?.1),
+            });
+        }
         let qualified = self.scope.qualified.iter().any(|(p, ..)| p == name);
         let saved = matches!(
             self.inner.lookup(name),
@@ -568,13 +601,15 @@ impl Env for PrintEnv<'_, '_> {
             Some(l) => l,
             None => self.scope.global(name)?,
         };
-        let Loc::Mem(addr) = found.loc else {
-            return None;
+        let place = match found.loc {
+            Loc::Mem(addr) => VarPlace::Absolute(addr),
+            Loc::Value(_) => VarPlace::Saved(self.slots.iter().find(|(n, _)| n == name)?.1),
+            Loc::OptimizedOut => return None,
         };
         let env = SessionEnv::new(found.module, None, &[], PointInfo::default(), 0);
         Some(Binding::Var {
             ty: env.c_type(&found.type_name)?,
-            place: VarPlace::Absolute(addr),
+            place,
         })
     }
 
@@ -604,13 +639,15 @@ pub struct StoppedFrame<'r> {
     pub read: &'r dyn Fn(u64, usize) -> Option<Vec<u8>>,
     /// The frame that called this one, when it is in the same module.
     pub caller: Option<Box<StoppedFrame<'r>>>,
+    /// A register the unwinder did not recover, found another way ([`preserved_register`]).
+    pub recover: Option<&'r dyn Fn(u16) -> Option<u64>>,
     /// This frame's return address (the caller's pc).
     pub return_address: Option<u64>,
 }
 
 impl FrameRegs for StoppedFrame<'_> {
     fn reg(&self, n: u16) -> Option<u64> {
-        self.regs.get(n)
+        self.regs.get(n).or_else(|| self.recover.and_then(|r| r(n)))
     }
 
     fn cfa(&self) -> Option<u64> {
@@ -632,4 +669,33 @@ impl FrameRegs for StoppedFrame<'_> {
     fn return_address(&self) -> Option<u64> {
         self.return_address
     }
+}
+
+/// Register `reg` (DWARF numbering) of frame `n` of `frames` (innermost first) when the
+/// unwinder could not recover it, as a caller-saved register above the innermost frame: it
+/// still holds the innermost frame's value when no function from frame 0 up to frame `n - 1`
+/// may write it, as the callee analysis ([`crate::callee::effects`]) proves. gcc relies on
+/// exactly that when it keeps a value in a caller-saved register across a call to a function
+/// it knows leaves the register alone (interprocedural register allocation).
+pub fn preserved_register(
+    modules: &[(&Module, u64)],
+    frames: &[crate::unwind::Frame],
+    n: usize,
+    reg: u16,
+) -> Option<u64> {
+    // DWARF numbering to the hardware numbering `CalleeEffects::gprs` uses.
+    const HARDWARE: [u16; 16] = [0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15];
+    let bit = 1u16 << *HARDWARE.get(usize::from(reg))?;
+    for f in frames.get(..n)? {
+        let pc = f.lookup_pc();
+        let (module, func) = modules.iter().find_map(|(m, bias)| {
+            let link = LinkAddr(pc.wrapping_sub(*bias));
+            m.functions().containing(link).map(|f| (*m, f.addr))
+        })?;
+        let effects = crate::callee::effects(module, func).ok()?;
+        if effects.gprs & bit != 0 {
+            return None;
+        }
+    }
+    frames.first()?.regs.get(reg)
 }

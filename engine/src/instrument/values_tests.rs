@@ -34,6 +34,10 @@ int main(void) { return one.id + zeros[0] + mixed[0]; }
 "#;
 
 fn printed(name: &str) -> String {
+    printed_as(name, None)
+}
+
+fn printed_as(name: &str, format: Option<char>) -> String {
     let path = compile("values", SOURCE, false, &["-O0", "-g", "-no-pie"]);
     let session = open(&path);
     let module = session.main().unwrap();
@@ -52,6 +56,7 @@ fn printed(name: &str) -> String {
         types,
         read: &mut read,
         symbol: &symbol,
+        format,
     };
     p.top(&var.type_name, &bytes)
 }
@@ -76,6 +81,19 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
     );
     assert_eq!(printed("yes"), "true");
     assert_eq!(printed("letter"), "97 'a'");
+}
+
+#[test]
+fn print_formats_apply_to_every_scalar_inside() {
+    assert_eq!(
+        printed_as("mixed", Some('x')),
+        "{0x1, 0x2, 0x0 <repeats 12 times>}"
+    );
+    assert_eq!(printed_as("letter", Some('x')), "0x61");
+    assert_eq!(printed_as("letter", Some('t')), "1100001");
+    assert_eq!(printed_as("letter", Some('z')), "0x61");
+    assert!(printed_as("one", Some('x')).starts_with("{id = 0x7, kind = 0x3, origin = {x = 0x1"));
+    assert!(printed_as("long_name", Some('d')).starts_with("{97, 98, 99, 0 <repeats 29 times>}"));
 }
 
 #[test]

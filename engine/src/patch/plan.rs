@@ -891,7 +891,10 @@ impl Planner<'_> {
             Err(e) => e,
         };
         for a in failed {
-            let why = format!("no room for a jump, and the function cannot be relocated: {reason}");
+            let why = format!(
+                "{}, and the function cannot be relocated: {reason}",
+                self.why_no_jump(a)
+            );
             let Some(mut t) = self.place_trap(a, why) else {
                 refused.push((a, format!("no instruction at {a} in its function's CFG")));
                 continue;
@@ -912,6 +915,34 @@ impl Planner<'_> {
             sites.push(t);
         }
         (sites, refused)
+    }
+
+    /// Why no local tactic placed a jump at `addr`, in the block's own terms: how many bytes
+    /// the block has around the point, and that neither padding nor evictable instructions
+    /// lie within a `jmp rel8`'s reach.
+    fn why_no_jump(&self, addr: LinkAddr) -> String {
+        let Some(b) = self.cfg.block_containing(addr).map(|b| self.cfg.block(b)) else {
+            return "no block holds it".to_owned();
+        };
+        let after = b.end.0 - addr.0;
+        let before = addr.0 - b.start.0;
+        let room = if after + before < 5 {
+            format!(
+                "block too small for a 5-byte jump ({} byte(s): {before} before the point, {after} from it)",
+                after + before
+            )
+        } else if let Some(t) = (b.start.0 + 1..b.end.0).find(|&t| self.is_target(t)) {
+            format!(
+                "its block ({} bytes) has a branch target inside, at {t:#x} (a jump-table case, or a jump from another function), which a jump over it would swallow",
+                after + before
+            )
+        } else {
+            format!(
+                "the {} bytes of its block are taken by other sites",
+                after + before
+            )
+        };
+        format!("{room}; no padding within jmp rel8 reach for a pun, and nothing to evict")
     }
 
     fn inside(site: &Site, addrs: &[LinkAddr]) -> Vec<LinkAddr> {

@@ -3,7 +3,9 @@
 //! (the selected frame's registers, parameters and locals, every module's globals).
 
 use anyhow::{anyhow, bail, Result};
-use engine::instrument::scope::{register_number, Scope, StoppedFrame, REGISTERS};
+use engine::instrument::scope::{
+    preserved_register, register_number, Scope, StoppedFrame, REGISTERS,
+};
 use engine::instrument::{eval, Live};
 use engine::process::{Process, State};
 use engine::session::{Module, Session};
@@ -93,7 +95,10 @@ pub fn stopped_scope<'a>(
 ) -> (Scope<'a>, Option<u64>) {
     let regs = tid.and_then(|t| p.regs(t).ok());
     let rip = regs.filter(|_| n == 0).map(|r| r.rip);
-    let found = regs.and_then(|r| super::process_stack::frame(live, p, &r, n));
+    let frames = regs
+        .map(|r| super::process_stack::frames_to(live, p, &r, n))
+        .unwrap_or_default();
+    let found = frames.get(n).map(|f| (*f, frames.get(n + 1).copied()));
     let selected = found.map(|(f, _)| f);
     let mut scope = scope(session, live, selected.map(|f| f.lookup_pc()));
     scope.regs = selected.map(|f| f.regs);
@@ -118,8 +123,11 @@ pub fn stopped_scope<'a>(
                     read: &read,
                     caller: None,
                     return_address: None,
+                    recover: None,
                 })
             });
+        let modules = scope.modules.clone();
+        let recover = |reg: u16| preserved_register(&modules, &frames, n, reg);
         let stopped = StoppedFrame {
             regs: f.regs,
             cfa: f.cfa,
@@ -127,6 +135,7 @@ pub fn stopped_scope<'a>(
             read: &read,
             return_address: caller.as_ref().map(|c| c.regs.rip),
             caller,
+            recover: Some(&recover),
         };
         let pc = engine::addr::LinkAddr(f.lookup_pc().wrapping_sub(bias));
         scope.locals = module

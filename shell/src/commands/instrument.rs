@@ -467,6 +467,23 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             ]);
         }
     }
-    t.title = Some(format!("{} points", t.rows.len()));
+    let traps = t
+        .rows
+        .iter()
+        .filter(|r| matches!(&r[5], Cell::Text(s) if s == "trap"))
+        .count();
+    let skipped = t
+        .rows
+        .iter()
+        .filter(|r| matches!(&r[5], Cell::Text(s) if s == "skipped"))
+        .count();
+    let mut title = format!("{} points", t.rows.len());
+    if traps > 0 {
+        title.push_str(&format!(", {traps} would need a trap (see Why)"));
+    }
+    if skipped > 0 {
+        title.push_str(&format!(", {skipped} would be skipped"));
+    }
+    t.title = Some(title);
     Ok(Output::Table(t))
 }

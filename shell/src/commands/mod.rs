@@ -212,13 +212,13 @@ pub fn closest<'a>(typed: &str, candidates: impl Iterator<Item = &'a str>) -> Op
     engine::suggest::closest(typed, candidates)
 }
 
-/// gdb's `x/8xg ADDR`: the format glued to the command's name becomes a word of its own,
-/// `x /8xg ADDR`.
+/// gdb's `x/8xg ADDR` and `print/x EXPR`: the format glued to the command's name becomes
+/// a word of its own, `x /8xg ADDR`.
 pub fn glued_format(cmd: &script::Command) -> script::Command {
     let mut cmd = cmd.clone();
     if let Some(first) = cmd.words.first().filter(|w| !w.quoted) {
         if let Some((name, format)) = first.text.split_once('/') {
-            if name == examine::EXAMINE.name {
+            if name == examine::EXAMINE.name || process::PRINT.spellings().any(|w| w == [name]) {
                 let slash = format!("/{format}");
                 let word = |text: &str| script::Word {
                     text: text.to_owned(),

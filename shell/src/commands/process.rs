@@ -182,7 +182,7 @@ Instrumentation waiting for the library is inserted as it appears.",
 pub const PRINT: Spec = Spec {
     name: "print",
     aliases: &["p"],
-    usage: "EXPR",
+    usage: "[/F] EXPR",
     complete: Complete::Nothing,
     summary: "evaluate an expression in the process, as gdb prints it",
     help: "Evaluates EXPR and prints its value as gdb does. Names are the selected frame's \
@@ -197,14 +197,17 @@ general registers are the selected frame's. An access path (`*head`, `head->pts[
 times>`, char arrays as strings, enums by name, bit-fields by their bits, pointers with the \
 symbol they point into and the string a `char *` points to. Other expressions are snippet \
 expressions (arithmetic, calls to the program's functions, `\"...\"` and `'a'` literals, \
-quoted as C quotes them). A running process is read without stopping it; calls and \
-assignments need it stopped.",
+quoted as C quotes them). `print/F` shows every integer, character, enum and pointer in the \
+value in format F, as gdb's: `x` hex, `z` zero-padded hex, `o` octal, `t` binary, `d` signed, \
+`u` unsigned, `c` character, `a` address and symbol. A running process is read without \
+stopping it; calls and assignments need it stopped.",
     examples: &[
         ("print hits", "a declared counter, read live"),
         ("print *head", "a whole struct"),
         ("print head->pts[3].x + 1", ""),
         ("print libc.so.6!environ", "a global of one module"),
         ("print $rsp", "a register of the selected frame"),
+        ("print/x head->id", "in hex"),
     ],
     run: print,
 };
@@ -757,13 +760,15 @@ pub fn place_break(
         for pt in engine::instrument::save::points_of(module, &request, f.func)? {
             let cond = match &b.cond {
                 Some(c) => {
-                    let info = PointInfo {
-                        kind: pt.kind.snippet_kind(),
-                        function: func.display_name().to_owned(),
-                        module: module.name.clone(),
-                        id: b.id,
-                        ..PointInfo::default()
-                    };
+                    // The point's own facts ($line, $callee), as `at` checks them.
+                    let base = SessionEnv::new(
+                        module,
+                        Some(func),
+                        live.declared(),
+                        PointInfo::default(),
+                        bias,
+                    );
+                    let info = engine::instrument::save::point_info(module, &base, &request, &pt);
                     let env = SessionEnv::new(module, Some(func), live.declared(), info, bias);
                     Some(eval::check_condition(c, &env).map_err(|e| anyhow!("{e}"))?)
                 }
@@ -893,7 +898,21 @@ pub(super) fn eval_env<'a>(
 }
 
 fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
-    let expr = args.rest_raw();
+    let mut expr = args.rest_raw();
+    let mut format = None;
+    // gdb's `print/x EXPR`.
+    if let Some(rest) = expr.strip_prefix('/') {
+        let (f, e) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let mut letters = f.chars();
+        match (letters.next(), letters.next()) {
+            (Some(c), None) if engine::instrument::values::FORMATS.contains(c) => format = Some(c),
+            _ => bail!(
+                "`print/{f}`: a format is one of x z o t d u c a (hex, zero-padded hex, octal, \
+                 binary, signed, unsigned, character, address)"
+            ),
+        }
+        expr = e.trim().to_owned();
+    }
     if expr.trim().is_empty() {
         return Err(args.usage_error("missing expression"));
     }
@@ -908,6 +927,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
             let (env, _) = eval_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
+            scope.format = format;
             eval::print_exited(base, &bytes, &env, &mut scope, &expr).map_err(|e| anyhow!("{e}"))
         })??;
         return Ok(line(format!("{expr} = {printed}")));
@@ -919,11 +939,13 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         if p.state() == State::Running {
             let (env, _) = eval_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
+            scope.format = format;
             return eval::print_running(&reader, &env, &mut scope, &expr)
                 .map_err(|e| anyhow!("{e}"));
         }
         let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
         let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
+        scope.format = format;
         let (env, near) = eval_env(session, live, rip)?;
         eval::print_stopped(p, tid, &env, &mut scope, near, &expr).map_err(|e| anyhow!("{e}"))
     })?;
