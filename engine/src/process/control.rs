@@ -423,14 +423,9 @@ impl Process {
 
     /// True when `tid` is a thread of this process (not a fork child).
     fn is_our_thread(&self, tid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{tid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Tgid:"))
-                    .and_then(|v| v.trim().parse::<i32>().ok())
-            })
-            .is_some_and(|tgid| tgid == self.pid)
+        // One stat rather than reading and parsing /proc/TID/status: this runs for every new
+        // thread whose first stop comes before its creator's clone event.
+        std::fs::symlink_metadata(format!("/proc/{}/task/{tid}", self.pid)).is_ok()
     }
 
     /// Waits for the next status of `who` without blocking forever, sleeping until the kernel
