@@ -13,6 +13,8 @@
 //!   `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
+//! - `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms
+//!   sees during `count '*'`, against the one it sees during a bare halt + resume.
 //! - `whole-program python3|cc1 [--runs N]`: issue 5's whole-program reports: a counter at every
 //!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
 //!   compared exactly with the original's; prints the tactic counts and run times. Run it with
@@ -21,6 +23,7 @@
 mod bench;
 mod bench_live;
 mod bench_measure;
+mod bench_stall;
 mod bench_static;
 mod coverage;
 mod timing;
@@ -43,6 +46,8 @@ tasks:
                                   runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
+  bench-stall [--runs N]          longest reply of redis-server pinged every 1 ms during
+                                  `count '*'`, against halt + resume (use --release)
   whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
                                   saved; outputs compared exactly, tactics and run times
                                   printed (default 3 runs; use --release)";
@@ -95,6 +100,7 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-stall" => bench_stall::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
