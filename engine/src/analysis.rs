@@ -267,7 +267,10 @@ fn never_returns(cfg: &Cfg, noret: &HashSet) -> bool {
     let mut saw_exit = false;
     for b in &cfg.blocks {
         match &b.exit {
-            Some(Exit::Return) | Some(Exit::Indirect) | Some(Exit::Invalid) => return false,
+            Some(Exit::Return)
+            | Some(Exit::Indirect)
+            | Some(Exit::Unresolved)
+            | Some(Exit::Invalid) => return false,
             Some(Exit::TailCall { target }) => {
                 if !noret.contains(&target.0) {
                     return false;

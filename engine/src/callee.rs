@@ -256,6 +256,7 @@ pub fn effects_in(
                     work.push((target, block.last));
                 }
                 Some(Exit::Invalid) => return Err(Unknown::Decode { at: block.end }),
+                Some(Exit::Unresolved) => return Err(Unknown::IndirectJump { at: block.last }),
             }
             if let Some(call) = &block.call {
                 match call.target {

@@ -15,6 +15,7 @@
 //!   there through trampolines, via a narrow address-space trait.
 //! - [`process`] controls live processes under ptrace: start, attach, halt, memory, injected
 //!   calls, threads, forks, library loads.
+//! - [`consult`] is the automated bottleneck search over a measuring lab.
 //! - [`session`] ties modules together and resolves the names users type.
 //!
 //! # Naming conventions
@@ -33,6 +34,7 @@ pub mod addr;
 pub mod analysis;
 pub mod callee;
 pub mod cfg;
+pub mod consult;
 pub mod demangle;
 pub mod disasm;
 pub mod dwarf;

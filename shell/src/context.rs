@@ -34,6 +34,8 @@ pub struct Context {
     pub breaks: Vec<crate::target::BreakRequest>,
     /// What was measured in a process gsh detached from, for `report`.
     pub measured: Option<crate::commands::measure::Results>,
+    /// `set thread-events`: print each thread start and exit, not one summary line.
+    pub thread_events: bool,
     /// Set by Ctrl-C while a command waits for the process.
     pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,
     depth: usize,
@@ -60,6 +62,7 @@ impl Context {
             target: None,
             breaks: Vec::new(),
             measured: None,
+            thread_events: false,
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,
             out,
@@ -131,9 +134,23 @@ impl Context {
     /// Splits `text` into commands and runs them in order, stopping at the first error or at
     /// `quit`. `origin` names the script file, for error messages (`explore.gsh:3: ...`).
     pub fn run_text(&mut self, text: &str, origin: Option<&Path>) -> Result<()> {
-        let at = |line: usize| match origin {
-            Some(p) => format!("{}:{line}", p.display()),
-            None => format!("line {line}"),
+        self.run_text_from(text, origin, 1)
+    }
+
+    /// [`Context::run_text`] for text that starts at line `first_line` of `origin` (commands
+    /// piped in run a few lines at a time).
+    pub fn run_text_from(
+        &mut self,
+        text: &str,
+        origin: Option<&Path>,
+        first_line: usize,
+    ) -> Result<()> {
+        let at = |line: usize| {
+            let line = line + first_line - 1;
+            match origin {
+                Some(p) => format!("{}:{line}", p.display()),
+                None => format!("line {line}"),
+            }
         };
         let cmds = script::split(text).map_err(|e| match origin {
             Some(p) => anyhow!("{}: {e}", p.display()),
@@ -168,8 +185,11 @@ impl Context {
     /// started, a library was loaded, it exited).
     pub fn print_events(&mut self) {
         if let Some(t) = &mut self.target {
-            for e in t.events() {
+            for e in t.events(self.thread_events) {
                 eprintln!("{e}");
+            }
+            if let Err(e) = t.learn_modules(&mut self.session) {
+                eprintln!("gsh: cannot open the libraries the process loaded: {e:#}");
             }
         }
     }

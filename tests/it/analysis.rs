@@ -719,3 +719,23 @@ fn analysis_reports_each_step_it_takes() {
         "{events:?}"
     );
 }
+
+/// Every jump table an independent decoder finds in Debian's gzip and bash (by pattern, over a
+/// linear sweep: `gsh_tests::switches`) has each case target starting a block in gsh's CFGs.
+/// Biased indexes (`sub eax, K` before the compare) used to place tables `K` entries early.
+#[test]
+fn every_case_target_of_gzip_and_bash_starts_a_block() {
+    for path in ["/usr/bin/gzip", "/bin/bash"] {
+        let report = gsh_tests::switches::check(Path::new(path)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            report.tables.len() >= 5,
+            "{path}: only {} tables decoded",
+            report.tables.len()
+        );
+        let missing: Vec<String> = report
+            .with_missing()
+            .map(|t| format!("jmp {:#x} table {:#x}: {:x?}", t.jump, t.table, t.missing))
+            .collect();
+        assert!(missing.is_empty(), "{path}: {missing:#?}");
+    }
+}

@@ -131,6 +131,32 @@ fn every_entry_and_exit_of_ls_keeps_its_output() {
     }
 }
 
+/// The README's `scripts/count-ls-calls.gsh`: `main`'s exit prints the count once, however many
+/// options ls parses. Its option switch (a table indexed by `getopt_long`'s result less 0x83,
+/// its base set before the loop) used to stay unresolved and count as an exit, so each option
+/// printed one more line.
+#[test]
+fn the_readme_ls_count_prints_once_whatever_the_options() {
+    let script =
+        std::fs::read_to_string(gsh_tests::workspace_root().join("scripts/count-ls-calls.gsh"))
+            .expect("read scripts/count-ls-calls.gsh");
+    let out = out_path("ls-count-calls");
+    let script = script.replace("save /tmp/ls.counted", &format!("save {}", out.display()));
+    assert!(
+        script.contains(&out.display().to_string()),
+        "the script no longer saves to /tmp/ls.counted"
+    );
+    let ls = Path::new("/bin/ls");
+    let o = gsh_c(&script, ls);
+    assert_eq!(o.code, Some(0), "{o}");
+    let dir = gsh_tests::mutatee_source_dir();
+    let b = run_program(&out, &["-a", "-l", "-d", "-h", dir.to_str().unwrap()], &[]);
+    assert_eq!(b.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&b.stdout);
+    let lines = stdout.lines().filter(|l| l.starts_with("ls made ")).count();
+    assert_eq!(lines, 1, "{stdout}");
+}
+
 #[test]
 fn save_refuses_what_it_cannot_do() {
     let m = Mutatee::new("loops");
@@ -442,4 +468,53 @@ fn calls_into_a_library_are_checked_against_its_dwarf() {
     );
     o.assert_code(0);
     assert!(o.stdout.contains("h = "), "{o}");
+}
+
+/// The source line of `needle`'s first occurrence in the mutatee's source.
+fn source_line(file: &str, needle: &str) -> usize {
+    let path = gsh_tests::mutatee_source_dir().join(file);
+    let text = std::fs::read_to_string(&path).expect("mutatee source");
+    text.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("`{needle}` is not in {}", path.display()))
+}
+
+#[test]
+fn context_variables_say_each_points_facts_when_saved_and_live() {
+    let m = Mutatee::new("basic");
+    let script = "at main call add after { printf(\"after %s in %s at %s:%d\\n\", $callee, $function, $file, $line); }; \
+                  at inc entry { printf(\"entry %s %s:%d\\n\", $function, $file, $line); }";
+    let first_add = source_line("basic.c", "int s = add(2, 3);");
+    let second_add = source_line("basic.c", "s = add(s, inc(10));");
+    let inc = source_line("basic.c", "NOINLINE int inc(int x)");
+    let want = format!(
+        "after add in main at mutatees/basic.c:{first_add}\nentry inc mutatees/basic.c:{inc}\n\
+         after add in main at mutatees/basic.c:{second_add}\n{}",
+        m.expected_stdout()
+    );
+    let out = out_path("context-basic");
+    instrument(script, &m.path(Variant::O0), &out);
+    let (code, stdout) = stdout_of(&out, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(stdout, want);
+    // The same requests inserted into a live process.
+    let o = gsh_c(
+        &format!("{script}; run > {}.live", out.display()),
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    let live = std::fs::read_to_string(format!("{}.live", out.display())).expect("output");
+    assert_eq!(live, want);
+    // And in a breakpoint's condition: stop only at the second call to add (whose second
+    // argument is inc(10)).
+    let o = gsh_c(
+        &format!(
+            "break main call add before if ($line == {second_add}); run > {}.break; print $1",
+            out.display()
+        ),
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("$1 = 11\n"), "{}", o.stdout);
 }

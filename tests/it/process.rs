@@ -72,8 +72,13 @@ fn symbol(p: &mut Process, exe: &Path, name: &str) -> u64 {
 
 /// Spawns `live N` with stdout piped and waits for its "ready" line.
 fn spawn_live(threads: u32) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
+    spawn_live_with(&[&threads.to_string()])
+}
+
+/// Spawns `live ARGS...` with stdout piped and waits for its "ready" line.
+fn spawn_live_with(args: &[&str]) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(live())
-        .arg(threads.to_string())
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -247,6 +252,88 @@ fn attach_read_halt_inject_allocate_load_detach() {
     assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
     let mut guard = guard;
     assert!(guard.0.wait().unwrap().success());
+}
+
+/// A shared anonymous mapping shows as `/dev/zero (deleted)` in /proc/PID/maps (nginx keeps
+/// its zones in one), a memfd as `/memfd:NAME (deleted)`: neither is a module, and attaching
+/// reads neither (gsh once read /dev/zero as a module until the OOM killer came).
+#[test]
+fn shared_anonymous_and_memfd_mappings_are_not_modules() {
+    let (guard, _out) = spawn_live_with(&["1", "shared"]);
+    let pid = guard.0.id() as i32;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(maps.contains("/dev/zero (deleted)"), "{maps}");
+    assert!(maps.contains("/memfd:live (deleted)"), "{maps}");
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Tracer::attach(pid, hooks).unwrap();
+    let modules = t.with(|p, _| p.modules()).unwrap().unwrap();
+    let names: Vec<String> = modules
+        .iter()
+        .map(|m| m.path.display().to_string())
+        .collect();
+    assert!(names.iter().any(|n| n.contains("libc.so")), "{names:?}");
+    assert!(modules.iter().any(|m| m.is_main), "{names:?}");
+    for n in names.iter().chain(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .iter(),
+    ) {
+        assert!(
+            !n.starts_with("/dev/") && !n.starts_with("/memfd:"),
+            "{n} taken for a module"
+        );
+    }
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+}
+
+/// A program whose pool starts and ends threads all the time: after running attached, the
+/// thread list is exactly the process's threads (a thread's first stop seen before its
+/// creator's clone event was once listed again by that event, forever "starting", and each
+/// halt waited 5 s for it), and halting is quick.
+#[test]
+fn short_lived_threads_leave_an_exact_thread_list() {
+    let (guard, mut out) = spawn_live_with(&["2", "churn"]);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    for _ in 0..5 {
+        t.with(|p, _| p.resume()).unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        let listed = t
+            .with(|p, _| {
+                p.halt().unwrap();
+                p.threads()
+            })
+            .unwrap();
+        let halt = started.elapsed();
+        let mut listed: Vec<i32> = listed.iter().map(|t| t.tid).collect();
+        listed.sort();
+        let mut tasks: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        tasks.sort();
+        assert_eq!(
+            listed, tasks,
+            "the thread list is not the process's threads"
+        );
+        assert!(halt < Duration::from_secs(1), "halting took {halt:?}");
+    }
+    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "2 threads stopped\nadd3(1, 2, 3) = 321\n");
 }
 
 #[test]

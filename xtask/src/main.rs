@@ -14,18 +14,28 @@
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
 //! - `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms
-//!   sees during `count '*'`, against the one it sees during a bare halt + resume.
-//! - `whole-program python3|cc1 [--runs N]`: issue 5's whole-program reports: a counter at every
-//!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
-//!   compared exactly with the original's; prints the tactic counts and run times. Run it with
+//!   sees during `count '*'`, against the one it sees during a bare halt + resume. Run it
+//!   with `--release`.
+//! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
+//!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
+//! - `whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]`: issue 12's
+//!   whole-program reports: a counter at every function's entry and every exit of Debian's
+//!   program (all five by default), saved, and the copy's output on a workload compared
+//!   exactly with the original's; prints the tactic counts, the run-time ratio and the
+//!   per-function entry/exit balance. Run it with `--release`.
+//! - `check-switches BINARY...`: every jump table an independent decoder finds
+//!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
+//!   gsh's CFGs.
 
 mod bench;
+mod bench_attached;
 mod bench_live;
 mod bench_measure;
 mod bench_stall;
 mod bench_static;
 mod coverage;
+mod switches;
 mod timing;
 mod whole_program;
 
@@ -48,9 +58,15 @@ tasks:
                                   into 1/100/1000 functions and deleted (use --release)
   bench-stall [--runs N]          longest reply of redis-server pinged every 1 ms during
                                   `count '*'`, against halt + resume (use --release)
-  whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
-                                  saved; outputs compared exactly, tactics and run times
-                                  printed (default 3 runs; use --release)";
+  bench-attached [--runs N]       thread creation and signal delivery while attached with
+                                  nothing inserted, vs not attached (default 7 runs; use
+                                  --release)
+  whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]
+                                  a counter at every entry and exit of the program, saved;
+                                  outputs compared exactly, tactics, run-time ratios and
+                                  entry/exit balance printed (default all, 3 runs; --release)
+  check-switches BINARY...        jump tables an independent decoder finds whose case targets
+                                  are not all block starts in gsh's CFGs";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -101,8 +117,10 @@ fn run() -> Result<()> {
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
         "bench-stall" => bench_stall::run(rest),
+        "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
+        "check-switches" => switches::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {

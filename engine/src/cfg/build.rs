@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 
+use super::jumptable::Unresolved;
 use super::landing::LandingPads;
 use super::{jumptable, Block, BlockId, CallSite, Cfg, Edge, EdgeKind, Exit, JumpTable};
 use crate::addr::LinkAddr;
@@ -18,6 +19,10 @@ const MAX_INSNS: usize = 200_000;
 /// module the size of cc1 these lookups, one or more per instruction, were most of the
 /// analysis's time in a `BTreeMap`.
 pub(super) type Insns = foldhash::HashMap<u64, Instruction>;
+
+/// The direct branches (`jmp` and `jcc`) and resolved table jumps of a function by target: a
+/// block's predecessors for walking back into a jump table's index.
+pub(super) type BranchesTo = foldhash::HashMap<u64, Vec<u64>>;
 
 /// What a CFG build needs besides the function itself.
 pub struct Context<'a> {
@@ -103,7 +108,8 @@ pub fn build(ctx: &Context<'_>, func: &Function) -> Cfg {
         ),
         work: vec![func.addr.0],
         tables: BTreeMap::new(),
-        unresolved: Vec::new(),
+        pending: Vec::new(),
+        unresolved: BTreeMap::new(),
     };
     b.starts.insert(func.addr.0);
     b.explore();
@@ -123,7 +129,10 @@ struct Builder<'a, 'c> {
     starts: foldhash::HashSet<u64>,
     work: Vec<u64>,
     tables: BTreeMap<u64, JumpTable>,
-    unresolved: Vec<LinkAddr>,
+    /// Indirect jumps not resolved yet: tables are read once the code around them is known.
+    pending: Vec<Instruction>,
+    /// Indirect jumps left unresolved, and why.
+    unresolved: BTreeMap<u64, Unresolved>,
 }
 
 impl Builder<'_, '_> {
@@ -135,14 +144,13 @@ impl Builder<'_, '_> {
         if self.ctx.code_end(target).is_none() {
             return false;
         }
-        // Outside our bounds: another function's entry is a tail call; a `.cold` part split
-        // off by gcc, or code no function claims, is still ours.
+        // Outside our bounds: another function's entry is a tail call. A jump into the middle
+        // of another function's range is not (tail calls go to entries): that range is a part
+        // split off from ours (`.cold`, which a stripped binary's FDEs show as a function of
+        // its own); so is code no function claims.
         match self.ctx.functions.containing(LinkAddr(target)) {
             None => true,
-            Some(other) => {
-                other.addr.0 != target && other.name.contains(".cold")
-                    || other.addr.0 == target && other.name.ends_with(".cold")
-            }
+            Some(other) => other.addr.0 != target || other.name.ends_with(".cold"),
         }
     }
 
@@ -170,7 +178,67 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// Explores from the work list, then resolves the indirect jumps met with all the code
+    /// found so far (a table's guard may sit in a block found later), and explores their
+    /// targets, until no more resolve.
     fn explore(&mut self) {
+        loop {
+            self.explore_work();
+            if self.pending.is_empty() || self.insns.len() >= MAX_INSNS {
+                break;
+            }
+            let branches = self.branches_to();
+            let mut resolved = false;
+            for insn in std::mem::take(&mut self.pending) {
+                // The function's own code: its range, and the region the jump is in (a part
+                // split off from it).
+                let region = |a: LinkAddr| self.ctx.functions.containing(a).map(|f| f.id);
+                let home = region(LinkAddr(insn.ip()));
+                let ours = |t: LinkAddr| self.func.contains(t) || region(t) == home;
+                let found =
+                    jumptable::resolve(self.ctx.binary, &ours, &self.insns, &branches, &insn);
+                match found {
+                    Ok(table) => {
+                        // A switch's cases are its own code, even in a part of it split off
+                        // (`.cold`) that a stripped binary's FDEs show as a function of its own.
+                        for &t in &table.targets {
+                            if self.ctx.code_end(t.0).is_some() {
+                                self.push_start(t.0);
+                            }
+                        }
+                        self.tables.insert(insn.ip(), table);
+                        self.unresolved.remove(&insn.ip());
+                        resolved = true;
+                    }
+                    Err(why) => {
+                        self.unresolved.insert(insn.ip(), why);
+                        self.pending.push(insn);
+                    }
+                }
+            }
+            if !resolved {
+                break;
+            }
+        }
+    }
+
+    fn branches_to(&self) -> BranchesTo {
+        let mut map = BranchesTo::default();
+        for (&addr, insn) in &self.insns {
+            if let Flow::Cond(t) | Flow::Jump(t) = flow_of(insn) {
+                map.entry(t).or_default().push(addr);
+            }
+        }
+        // A case block's way in is its table's jump.
+        for (&jump, table) in &self.tables {
+            for t in &table.targets {
+                map.entry(t.0).or_default().push(jump);
+            }
+        }
+        map
+    }
+
+    fn explore_work(&mut self) {
         while let Some(start) = self.work.pop() {
             if self.insns.len() >= MAX_INSNS {
                 return;
@@ -236,17 +304,60 @@ impl Builder<'_, '_> {
         if insn.is_ip_rel_memory_operand() {
             return;
         }
-        match jumptable::resolve(self.ctx.binary, self.func, &self.insns, insn) {
-            Some(table) => {
-                for &t in &table.targets {
-                    if self.is_local(t.0) {
-                        self.push_start(t.0);
-                    }
+        self.pending.push(*insn);
+    }
+
+    /// How an indirect jump that is no table ends its block: a tail call when the stack is
+    /// as at entry, else a jump inside the function whose targets are unknown.
+    fn unresolved_exit(&self, jump: u64, heights: &mut Option<StackHeights>) -> Exit {
+        match self.unresolved.get(&jump) {
+            None => Exit::Indirect,
+            Some(Unresolved::Switch) => Exit::Unresolved,
+            Some(Unresolved::Other) => {
+                let heights = heights.get_or_insert_with(|| self.stack_heights());
+                match heights.get(&jump) {
+                    Some(0) => Exit::Indirect,
+                    _ => Exit::Unresolved,
                 }
-                self.tables.insert(insn.ip(), table);
             }
-            None => self.unresolved.push(LinkAddr(insn.ip())),
         }
+    }
+
+    /// The stack pointer before each instruction, relative to its value at entry (0 there,
+    /// -8 after a `push`), where flow from the entry determines it.
+    fn stack_heights(&self) -> StackHeights {
+        let mut heights = StackHeights::default();
+        // (address, rsp height, rbp height when rbp holds a stack address)
+        let mut work = vec![(self.func.addr.0, 0i64, None::<i64>)];
+        while let Some((mut addr, mut sp, mut bp)) = work.pop() {
+            while let Some(insn) = self.insns.get(&addr) {
+                if heights.insert(addr, sp).is_some() {
+                    break;
+                }
+                let Some((next_sp, next_bp)) = stack_effect(insn, sp, bp) else {
+                    break;
+                };
+                let next = insn.next_ip();
+                match flow_of(insn) {
+                    Flow::Next => {}
+                    Flow::Cond(t) => work.push((t, next_sp, next_bp)),
+                    Flow::Jump(t) => {
+                        work.push((t, next_sp, next_bp));
+                        break;
+                    }
+                    Flow::JumpIndirect => {
+                        for t in self.tables.get(&addr).into_iter().flat_map(|t| &t.targets) {
+                            work.push((t.0, next_sp, next_bp));
+                        }
+                        break;
+                    }
+                    Flow::Call(_) => {}
+                    Flow::Ret | Flow::Trap => break,
+                }
+                (addr, sp, bp) = (next, next_sp, next_bp);
+            }
+        }
+        heights
     }
 
     fn finish(self) -> Cfg {
@@ -289,6 +400,7 @@ impl Builder<'_, '_> {
             starts.binary_search(&addr).ok().map(|i| BlockId(i as u32))
         };
         let mut edges = Vec::new();
+        let mut heights = None;
         for (i, (last, flow)) in last_flow.into_iter().enumerate() {
             let from = BlockId(i as u32);
             let block = &mut blocks[i];
@@ -341,12 +453,12 @@ impl Builder<'_, '_> {
                 Flow::JumpIndirect => match self.tables.get(&last) {
                     Some(table) => {
                         for &t in &table.targets {
-                            if self.is_local(t.0) {
+                            if self.ctx.code_end(t.0).is_some() {
                                 edge(t.0, EdgeKind::JumpTable, block);
                             }
                         }
                     }
-                    None => block.exit = Some(Exit::Indirect),
+                    None => block.exit = Some(self.unresolved_exit(last, &mut heights)),
                 },
                 Flow::Call(target) => {
                     let noreturn = target.is_some_and(|t| (self.ctx.is_noreturn)(LinkAddr(t)))
@@ -374,12 +486,77 @@ impl Builder<'_, '_> {
         // Duplicate targets in a jump table give one edge per distinct target.
         edges.sort_by_key(|e| (e.from, e.to, e.kind as u8));
         edges.dedup();
+        let unresolved = blocks
+            .iter()
+            .filter(|b| b.exit == Some(Exit::Unresolved))
+            .map(|b| b.last)
+            .collect();
         Cfg {
+            unresolved,
             entry: self.func.addr,
             blocks,
             edges,
             jump_tables: self.tables.into_values().collect(),
-            unresolved: self.unresolved,
         }
     }
+}
+
+/// Stack heights by instruction address: see [`Builder::stack_heights`].
+type StackHeights = foldhash::HashMap<u64, i64>;
+
+/// The `(rsp, rbp)` heights after `insn`, or `None` when rsp's becomes unknown.
+fn stack_effect(insn: &Instruction, sp: i64, bp: Option<i64>) -> Option<(i64, Option<i64>)> {
+    use iced_x86::Register::{RBP, RSP};
+    let op0 =
+        |r| insn.op_count() > 0 && insn.op0_kind() == OpKind::Register && insn.op0_register() == r;
+    let imm = || match insn.op1_kind() {
+        OpKind::Immediate8to64
+        | OpKind::Immediate32to64
+        | OpKind::Immediate8
+        | OpKind::Immediate32 => Some(insn.immediate(1) as i64),
+        _ => None,
+    };
+    let lea_from = |base| {
+        (insn.memory_base() == base && insn.memory_index() == iced_x86::Register::None)
+            .then(|| insn.memory_displacement64() as i64)
+    };
+    match insn.mnemonic() {
+        // A call returns with the stack as it was.
+        _ if matches!(flow_of(insn), Flow::Call(_)) => return Some((sp, bp)),
+        Mnemonic::Leave => return Some((bp? + 8, None)),
+        Mnemonic::Sub if op0(RSP) => return Some((sp - imm()?, bp)),
+        Mnemonic::Add if op0(RSP) => return Some((sp + imm()?, bp)),
+        Mnemonic::Lea if op0(RSP) => {
+            return match (lea_from(RSP), lea_from(RBP)) {
+                (Some(d), _) => Some((sp + d, bp)),
+                (None, Some(d)) => Some((bp? + d, bp)),
+                _ => None,
+            }
+        }
+        Mnemonic::Mov if op0(RSP) => {
+            return (insn.op1_kind() == OpKind::Register && insn.op1_register() == RBP)
+                .then_some(())
+                .and(bp.map(|b| (b, bp)));
+        }
+        Mnemonic::Mov
+            if op0(RBP) && insn.op1_kind() == OpKind::Register && insn.op1_register() == RSP =>
+        {
+            return Some((sp, Some(sp)));
+        }
+        Mnemonic::Lea if op0(RBP) => return Some((sp, lea_from(RSP).map(|d| sp + d))),
+        _ => {}
+    }
+    let sp = sp + i64::from(insn.stack_pointer_increment());
+    // Anything else that writes rbp leaves it no stack address we know; a `pop rbp` restores
+    // the caller's.
+    let writes = |r| {
+        insn.op_count() > 0
+            && insn.op0_kind() == OpKind::Register
+            && insn.op0_register().full_register() == r
+    };
+    if writes(RSP) && insn.stack_pointer_increment() == 0 {
+        return None;
+    }
+    let bp = if writes(RBP) { None } else { bp };
+    Some((sp, bp))
 }

@@ -1,29 +1,37 @@
 //! Jump-table resolution for `switch` statements.
 //!
-//! The instructions that fall through into an indirect `jmp` are evaluated symbolically, each
-//! register holding a linear form `k + Σ cᵢ·sᵢ` over opaque symbols (a register's unknown value,
-//! or a load from memory). The jump's target must come out as one of the shapes gcc and clang
-//! emit at `-O0`..`-O3`:
+//! A path of instructions leading to an indirect `jmp` (straight-line flow, over calls, and
+//! taken branches when a block has one predecessor) is evaluated symbolically, each register and
+//! each spilled stack slot holding a linear form `k + Σ cᵢ·sᵢ` over opaque symbols (a
+//! register's unknown value, or a load from memory). The jump's target must come out as one of
+//! the shapes gcc and clang emit at `-O0`..`-O3`:
 //!
-//! - absolute: `load64(T + 8·i)` — non-PIE `jmp [T + rax*8]`, or via a register at `-O0`;
-//! - relative: `B + sext(load32(T + 4·i))` — PIE `lea; movsxd; add; jmp reg` (and `-O0`'s
+//! - absolute: `load64(A)` — non-PIE `jmp [T + rax*8]`, or via a register at `-O0`;
+//! - relative: `B + sext(load32(A))` — PIE `lea; movsxd; add; jmp reg` (and `-O0`'s
 //!   `mov eax, [..]; cdqe`).
 //!
-//! The table's length comes from the guarding `cmp i, N` + `ja`/`jae` before it; without one,
-//! entries are read while they point into the function.
+//! The table is found from the access itself, never by folding the index's bias into it: the
+//! guarding compare (`cmp i, N` or clang's `sub i, N` then `ja`/`jae` falling through, or
+//! `jbe`/`jb` taken) gives the index `g` the table is bounded by, and the table starts at
+//! `A - stride·g`, which must be a constant. A switch on `c - 'a'` computes `g = c - 0x61`
+//! before the compare; `A` is `T + 4·(c - 0x61)` and the table is `T`, not `T - 0x184`. With
+//! no guard (an index masked by `and`, bounded by the mask, counts as guarded) the table is the
+//! constant part of the access's own operands, and entries are read while they point into the
+//! function.
 
 use std::collections::HashMap;
 
-use iced_x86::{FlowControl, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{
+    FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
+};
 
-use super::build::Insns;
+use super::build::{BranchesTo, Insns};
 use super::JumpTable;
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
-use crate::symbols::Function;
 
 /// Instructions looked at before the jump.
-const LOOKBACK: usize = 24;
+const LOOKBACK: usize = 160;
 /// Entries read from an unbounded table at the most.
 const MAX_UNBOUNDED: u64 = 512;
 /// Entries read from a bounded table at the most.
@@ -64,23 +72,25 @@ impl Lin {
         out
     }
 
+    fn sub(&self, other: &Lin) -> Lin {
+        self.add(&other.scale(-1))
+    }
+
     fn scale(&self, by: i64) -> Lin {
-        Lin {
+        let mut out = Lin {
             konst: self.konst.wrapping_mul(by),
             terms: self
                 .terms
                 .iter()
                 .map(|&(s, c)| (s, c.wrapping_mul(by)))
                 .collect(),
-        }
+        };
+        out.terms.retain(|t| t.1 != 0);
+        out
     }
 
-    /// The constant of `konst + stride·(index)`, when every symbol's coefficient is a multiple
-    /// of `stride`: the table's address. The index may be a sum of several symbols: for
-    /// `switch (v % 12)` gcc computes `v - 12·(v / 12)`.
-    fn table_base(&self, stride: i64) -> Option<i64> {
-        (!self.terms.is_empty() && self.terms.iter().all(|&(_, c)| c % stride == 0))
-            .then_some(self.konst)
+    fn as_konst(&self) -> Option<i64> {
+        self.terms.is_empty().then_some(self.konst)
     }
 
     /// `konst + scale·s` with a single symbol, if that is the form.
@@ -90,21 +100,80 @@ impl Lin {
             _ => None,
         }
     }
+
+    /// True when both forms have the same symbols with the same coefficients.
+    fn same_terms(&self, other: &Lin) -> bool {
+        self.terms.len() == other.terms.len() && self.terms.iter().all(|t| other.terms.contains(t))
+    }
 }
 
 /// What a symbol stands for.
 #[derive(Clone, Debug)]
 enum Sym {
     Unknown,
-    Load { addr: Lin, size: u32, signed: bool },
+    Load {
+        addr: Lin,
+        /// The constant part of the access's own operands (displacement plus any base or index
+        /// register holding a constant), when some operand is not constant: the table's start
+        /// as the instruction itself names it.
+        anchor: Option<i64>,
+        /// The index register's value and scale, when the operand has one.
+        index: Option<(Lin, u32)>,
+        size: u32,
+        signed: bool,
+    },
+}
+
+/// An address computed by a memory operand.
+struct Address {
+    lin: Lin,
+    anchor: Option<i64>,
+    index: Option<(Lin, u32)>,
+}
+
+/// One step of the path into the jump.
+#[derive(Clone, Copy)]
+struct Step {
+    insn: Instruction,
+    /// For a conditional branch: the path continues at its target rather than after it.
+    taken: bool,
 }
 
 struct Eval {
     regs: HashMap<Register, Lin>,
+    /// Values stored to memory on the path (spills), by address.
+    mem: Vec<(Lin, Lin)>,
     syms: Vec<Sym>,
+    /// The operands of the last compare: `(value, immediate)`.
+    flags: Option<(Lin, u64)>,
+    /// Values known to be below a count: `(value, count)`, oldest first.
+    bounds: Vec<(Lin, u64)>,
+    /// Values below 256 because a byte was zero-extended: bounds to fall back on when no
+    /// compare or mask bounds the index.
+    bytes: Vec<Lin>,
+    /// The low bytes of values (`al` of `rax`): `(value, size, symbol)`, so that `cmp al, N`
+    /// and a later `movzx eax, al` name the same thing.
+    narrowed: Vec<(Lin, u32, Lin)>,
+    /// Loads already made since the last store: `(address, size, symbol)`.
+    loads: Vec<(Lin, u32, Lin)>,
+    info: InstructionInfoFactory,
 }
 
 impl Eval {
+    fn new() -> Eval {
+        Eval {
+            regs: HashMap::new(),
+            mem: Vec::new(),
+            syms: Vec::new(),
+            flags: None,
+            bounds: Vec::new(),
+            bytes: Vec::new(),
+            narrowed: Vec::new(),
+            loads: Vec::new(),
+            info: InstructionInfoFactory::new(),
+        }
+    }
+
     fn fresh(&mut self, sym: Sym) -> Lin {
         self.syms.push(sym);
         Lin::sym(self.syms.len() as u32 - 1)
@@ -124,31 +193,127 @@ impl Eval {
         self.regs.insert(r.full_register(), v);
     }
 
+    /// The low `size` bytes of `v`, as one symbol per value and size.
+    fn narrow(&mut self, v: Lin, size: u32) -> Lin {
+        if size >= 4 {
+            return v;
+        }
+        if let Some(k) = v.as_konst() {
+            return Lin::konst(k & ((1i64 << (8 * size)) - 1));
+        }
+        if let Some((0, s, 1)) = v.single() {
+            if matches!(self.syms[s as usize], Sym::Load { size: loaded, .. } if loaded <= size) {
+                return v;
+            }
+        }
+        // A value already bounded below 2^(8·size) is its own low bytes.
+        let limit = 1u64 << (8 * size);
+        if self.bounds.iter().any(|(b, n)| *b == v && *n <= limit) {
+            return v;
+        }
+        if let Some((_, _, n)) = self
+            .narrowed
+            .iter()
+            .find(|(at, sz, _)| *sz == size && *at == v)
+        {
+            return n.clone();
+        }
+        let n = self.fresh(Sym::Unknown);
+        self.narrowed.push((v, size, n.clone()));
+        n
+    }
+
+    /// The value of a register operand of any width: the full register's, narrowed.
+    fn reg_narrow(&mut self, r: Register) -> Option<Lin> {
+        if matches!(r, Register::AH | Register::BH | Register::CH | Register::DH) {
+            return None;
+        }
+        let v = self.reg(r);
+        Some(self.narrow(v, r.size() as u32))
+    }
+
     fn clobber(&mut self, r: Register) {
         let v = self.fresh(Sym::Unknown);
         self.set(r, v);
     }
 
     /// The address a memory operand computes, or `None` for segment-based addressing.
-    fn address(&mut self, insn: &Instruction) -> Option<Lin> {
+    fn address(&mut self, insn: &Instruction) -> Option<Address> {
         if insn.segment_prefix() == Register::FS || insn.segment_prefix() == Register::GS {
             return None;
         }
         if insn.is_ip_rel_memory_operand() {
-            return Some(Lin::konst(insn.ip_rel_memory_address() as i64));
+            return Some(Address {
+                lin: Lin::konst(insn.ip_rel_memory_address() as i64),
+                anchor: None,
+                index: None,
+            });
         }
-        let mut a = Lin::konst(insn.memory_displacement64() as i64);
-        if insn.memory_base() != Register::None {
-            let b = self.reg(insn.memory_base());
-            a = a.add(&b);
+        let disp = insn.memory_displacement64() as i64;
+        let base = (insn.memory_base() != Register::None).then(|| self.reg(insn.memory_base()));
+        let scale = insn.memory_index_scale();
+        let index =
+            (insn.memory_index() != Register::None).then(|| (self.reg(insn.memory_index()), scale));
+        let zero = Lin::konst(0);
+        let b = base.as_ref().unwrap_or(&zero);
+        let i = index
+            .as_ref()
+            .map_or(zero.clone(), |(v, s)| v.scale(i64::from(*s)));
+        let lin = Lin::konst(disp).add(b).add(&i);
+        // The anchor is what stays when the index is taken away: the displacement plus the
+        // base, or at -O0 (`[rdx + rax]`, rdx the scaled index, rax the table) the other way
+        // round. A constant index (a loop's first pass, `xor r9d, r9d`) still is the index.
+        let anchor = match (b.as_konst(), i.as_konst()) {
+            (Some(kb), _) if index.is_some() => Some(disp.wrapping_add(kb)),
+            (None, Some(ki)) => Some(disp.wrapping_add(ki)),
+            _ => None,
+        };
+        Some(Address { lin, anchor, index })
+    }
+
+    /// The value loaded by `insn`'s memory operand: what the path stored there, or a fresh load.
+    fn load(&mut self, insn: &Instruction) -> Lin {
+        let Some(a) = self.address(insn) else {
+            return self.fresh(Sym::Unknown);
+        };
+        let size = insn.memory_size().size() as u32;
+        if let Some((_, v)) = self.mem.iter().rev().find(|(at, _)| *at == a.lin) {
+            return self.narrow(v.clone(), size);
         }
-        if insn.memory_index() != Register::None {
-            let i = self
-                .reg(insn.memory_index())
-                .scale(i64::from(insn.memory_index_scale()));
-            a = a.add(&i);
+        if let Some((_, _, v)) = self
+            .loads
+            .iter()
+            .find(|(at, sz, _)| *sz == size && *at == a.lin)
+        {
+            return v.clone();
         }
-        Some(a)
+        let v = self.fresh(Sym::Load {
+            addr: a.lin.clone(),
+            anchor: a.anchor,
+            index: a.index,
+            size,
+            signed: false,
+        });
+        self.loads.push((a.lin, size, v.clone()));
+        v
+    }
+
+    /// Records a store of `value` to `insn`'s memory operand; stores the path cannot place
+    /// forget every spill.
+    fn store(&mut self, insn: &Instruction, value: Option<Lin>) {
+        self.loads.clear();
+        let Some(a) = self.address(insn) else {
+            self.mem.clear();
+            return;
+        };
+        let size = insn.memory_size().size() as i64;
+        // Slots at the same symbolic base a known distance away survive; others may alias.
+        self.mem.retain(|(at, _)| {
+            at.same_terms(&a.lin) && (at.konst.wrapping_sub(a.lin.konst)).abs() >= size.max(8)
+        });
+        if let Some(v) = value {
+            self.mem.push((a.lin, v));
+        }
     }
 
     /// The value of operand `n` as a source.
@@ -163,80 +328,274 @@ impl Eval {
             | OpKind::Immediate8to32
             | OpKind::Immediate8to64
             | OpKind::Immediate32to64 => Lin::konst(insn.immediate(n) as i64),
-            OpKind::Memory => match self.address(insn) {
-                Some(addr) => {
-                    let size = insn.memory_size().size() as u32;
-                    self.fresh(Sym::Load {
-                        addr,
-                        size,
-                        signed: false,
-                    })
-                }
-                None => self.fresh(Sym::Unknown),
-            },
+            OpKind::Memory => self.load(insn),
             _ => self.fresh(Sym::Unknown),
         }
     }
 
     /// Interprets one instruction; anything not modelled clobbers what it writes.
-    fn step(&mut self, insn: &Instruction) {
-        let dst_reg = (insn.op_count() > 0 && insn.op0_kind() == OpKind::Register)
-            .then(|| insn.op0_register());
-        match (insn.mnemonic(), dst_reg) {
+    fn step(&mut self, step: &Step) {
+        let insn = &step.insn;
+        if insn.flow_control() == FlowControl::ConditionalBranch {
+            self.branch(step);
+            return;
+        }
+        if matches!(
+            insn.flow_control(),
+            FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
+        ) {
+            return;
+        }
+        if matches!(
+            insn.flow_control(),
+            FlowControl::Call | FlowControl::IndirectCall
+        ) {
+            // A call returns its value in rax (and rdx). Any other register the code after it
+            // reads without setting the callee kept: the System V ABI's rbx, rbp and r12-r15,
+            // or more when gcc's interprocedural allocation knows the callee (`-fipa-ra`).
+            self.clobber(Register::RAX);
+            self.clobber(Register::RDX);
+            self.mem.clear();
+            self.loads.clear();
+            self.flags = None;
+            return;
+        }
+        let op0 = (insn.op_count() > 0).then(|| insn.op0_kind());
+        // A destination narrower than 32 bits keeps the register's upper bits: not modelled.
+        let dst = match op0 {
+            Some(OpKind::Register) if insn.op0_register().size() >= 4 => Some(insn.op0_register()),
+            _ => None,
+        };
+        let mut flags = None;
+        let handled = match (insn.mnemonic(), dst) {
+            (Mnemonic::Xor | Mnemonic::Sub, Some(d))
+                if insn.op1_kind() == OpKind::Register
+                    && insn.op1_register().full_register() == d.full_register() =>
+            {
+                self.set(d, Lin::konst(0));
+                true
+            }
             (Mnemonic::Mov, Some(d)) => {
                 let v = self.operand(insn, 1);
                 self.set(d, v);
+                true
+            }
+            (Mnemonic::Mov, None) if op0 == Some(OpKind::Memory) => {
+                let v = (insn.memory_size().size() >= 4).then(|| self.operand(insn, 1));
+                self.store(insn, v);
+                true
             }
             (Mnemonic::Movsxd | Mnemonic::Movsx, Some(d)) => {
                 let v = self.operand(insn, 1);
                 let v = self.signed(v);
                 self.set(d, v);
+                true
             }
             (Mnemonic::Movzx, Some(d)) => {
-                let v = self.operand(insn, 1);
-                self.set(d, v);
+                let v = match insn.op1_kind() {
+                    OpKind::Register => self.reg_narrow(insn.op1_register()),
+                    _ => Some(self.operand(insn, 1)),
+                };
+                match v {
+                    Some(v) => {
+                        // A byte indexes at most 256 entries (CPython's computed-goto
+                        // dispatch: `movzx eax, sil; mov rax, [T + rax*8]; jmp rax`).
+                        let byte = match insn.op1_kind() {
+                            OpKind::Register => insn.op1_register().size() == 1,
+                            _ => insn.memory_size().size() == 1,
+                        };
+                        if byte && v.as_konst().is_none() {
+                            self.bytes.push(v.clone());
+                        }
+                        self.set(d, v);
+                    }
+                    None => self.clobber(d),
+                }
+                true
             }
             (Mnemonic::Cdqe, _) => {
                 let v = self.reg(Register::RAX);
                 let v = self.signed(v);
                 self.set(Register::RAX, v);
+                true
             }
-            (Mnemonic::Lea, Some(d)) => match self.address(insn) {
-                Some(a) => self.set(d, a),
-                None => self.clobber(d),
-            },
+            (Mnemonic::Lea, Some(d)) => {
+                match self.address(insn) {
+                    Some(a) => self.set(d, a.lin),
+                    None => self.clobber(d),
+                }
+                true
+            }
             (Mnemonic::Add, Some(d)) => {
                 let a = self.reg(d);
                 let b = self.operand(insn, 1);
                 self.set(d, a.add(&b));
+                true
             }
             (Mnemonic::Sub, Some(d)) => {
                 let a = self.reg(d);
                 let b = self.operand(insn, 1);
-                self.set(d, a.add(&b.scale(-1)));
+                // clang compares with `sub i, N` when it keeps `i - N` for nothing else.
+                if let Some(k) = b.as_konst() {
+                    flags = Some((a.clone(), k as u64));
+                }
+                self.set(d, a.sub(&b));
+                true
+            }
+            (Mnemonic::Inc | Mnemonic::Dec, Some(d)) => {
+                let k = if insn.mnemonic() == Mnemonic::Inc {
+                    1
+                } else {
+                    -1
+                };
+                let a = self.reg(d);
+                self.set(d, a.add(&Lin::konst(k)));
+                true
+            }
+            (Mnemonic::Neg, Some(d)) => {
+                let a = self.reg(d);
+                self.set(d, a.scale(-1));
+                true
             }
             (Mnemonic::Shl, Some(d)) if insn.op1_kind() == OpKind::Immediate8 => {
                 let a = self.reg(d);
                 self.set(d, a.scale(1i64 << (insn.immediate8() & 63)));
+                true
             }
-            (Mnemonic::Cmp | Mnemonic::Test | Mnemonic::Nop | Mnemonic::Endbr64, _) => {}
-            _ => {
-                if insn.flow_control() == FlowControl::ConditionalBranch {
-                    return;
-                }
-                if let Some(d) = dst_reg {
-                    self.clobber(d);
-                }
+            (Mnemonic::Imul, Some(d)) if insn.op_count() == 3 => {
+                let a = self.operand(insn, 1);
+                self.set(d, a.scale(insn.immediate(2) as i64));
+                true
             }
+            (Mnemonic::And, Some(d)) if is_imm(insn.op1_kind()) => {
+                // `i & (2^k - 1)` is below 2^k: a bound as good as a compare.
+                let mask = insn.immediate(1);
+                let v = self.fresh(Sym::Unknown);
+                if mask > 0 && mask < 1 << 20 && (mask + 1).is_power_of_two() {
+                    self.bounds.push((v.clone(), mask + 1));
+                }
+                self.set(d, v);
+                true
+            }
+            (Mnemonic::Cmp, _) if is_imm(insn.op1_kind()) => {
+                // `cmp al, N` bounds the low byte, which a `movzx` then takes as the index.
+                let (v, width) = match insn.op0_kind() {
+                    OpKind::Register => (
+                        self.reg_narrow(insn.op0_register()),
+                        insn.op0_register().size(),
+                    ),
+                    _ => (Some(self.operand(insn, 0)), insn.memory_size().size()),
+                };
+                let mask = if width >= 8 {
+                    u64::MAX
+                } else {
+                    (1u64 << (8 * width)) - 1
+                };
+                flags = v.map(|v| (v, insn.immediate(1) & mask));
+                true
+            }
+            (Mnemonic::Push, _) => {
+                let v = self.operand(insn, 0);
+                let sp = self.reg(Register::RSP).add(&Lin::konst(-8));
+                self.set(Register::RSP, sp.clone());
+                self.mem.retain(|(at, _)| *at != sp);
+                self.mem.push((sp, v));
+                true
+            }
+            (Mnemonic::Pop, Some(d)) => {
+                let sp = self.reg(Register::RSP);
+                let v = match self.mem.iter().rev().find(|(at, _)| *at == sp) {
+                    Some((_, v)) => v.clone(),
+                    None => self.fresh(Sym::Unknown),
+                };
+                self.set(Register::RSP, sp.add(&Lin::konst(8)));
+                self.set(d, v);
+                true
+            }
+            (Mnemonic::Nop | Mnemonic::Endbr64 | Mnemonic::Test, _) => true,
+            _ => false,
+        };
+        if !handled {
+            self.clobber_written(insn);
+        }
+        // A `mov` between the compare and its branch keeps the flags; anything writing them
+        // replaces them with what is known of its compare, usually nothing.
+        if flags.is_some() || insn.rflags_modified() != 0 {
+            self.flags = flags;
+        }
+    }
+
+    /// Forgets every register and memory slot `insn` writes.
+    fn clobber_written(&mut self, insn: &Instruction) {
+        let info = self.info.info(insn);
+        let mut written = Vec::new();
+        for r in info.used_registers() {
+            if matches!(
+                r.access(),
+                OpAccess::Write
+                    | OpAccess::CondWrite
+                    | OpAccess::ReadWrite
+                    | OpAccess::ReadCondWrite
+            ) {
+                written.push(r.register());
+            }
+        }
+        let writes_memory = info.used_memory().iter().any(|m| {
+            matches!(
+                m.access(),
+                OpAccess::Write
+                    | OpAccess::CondWrite
+                    | OpAccess::ReadWrite
+                    | OpAccess::ReadCondWrite
+            )
+        });
+        for r in written {
+            if r.is_gpr() {
+                self.clobber(r);
+            }
+        }
+        if writes_memory {
+            if insn.op_count() > 0 && insn.op0_kind() == OpKind::Memory {
+                self.store(insn, None);
+            } else {
+                self.mem.clear();
+                self.loads.clear();
+            }
+        }
+    }
+
+    /// A conditional branch on the path: after `cmp v, N`, the way the path goes bounds `v`.
+    fn branch(&mut self, step: &Step) {
+        let Some((v, imm)) = self.flags.clone() else {
+            return;
+        };
+        let count = match (step.insn.mnemonic(), step.taken) {
+            // Out of range when above N (`ja` falls through to the table, `jbe` jumps to it).
+            (Mnemonic::Ja, false) | (Mnemonic::Jbe, true) => imm.checked_add(1),
+            // Out of range when N or above.
+            (Mnemonic::Jae, false) | (Mnemonic::Jb, true) => Some(imm),
+            _ => None,
+        };
+        if let Some(n) = count.filter(|&n| n > 0) {
+            self.bounds.push((v, n));
         }
     }
 
     /// Marks a 32-bit load as sign-extended (`movsxd`, `cdqe`).
     fn signed(&mut self, v: Lin) -> Lin {
         if let Some((0, s, 1)) = v.single() {
-            if let Sym::Load { addr, size: 4, .. } = self.syms[s as usize].clone() {
+            if let Sym::Load {
+                addr,
+                anchor,
+                index,
+                size: 4,
+                ..
+            } = self.syms[s as usize].clone()
+            {
                 return self.fresh(Sym::Load {
                     addr,
+                    anchor,
+                    index,
                     size: 4,
                     signed: true,
                 });
@@ -246,120 +605,243 @@ impl Eval {
     }
 }
 
-/// Resolves the indirect jump `jump` of `func`, if it is a jump table.
+/// Why an indirect jump was not resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unresolved {
+    /// Its target is loaded from a table indexed by a register, as a `switch` does, but the
+    /// table could not be placed or read: the jump stays inside the function.
+    Switch,
+    /// Its target has no table's shape (a pointer from memory or a register: maybe a tail call).
+    Other,
+}
+
+/// Paths looked at into one jump at the most.
+const MAX_PATHS: usize = 24;
+
+/// Paths of instructions that lead to `jump`, each oldest first, from the most likely: where a
+/// block has several predecessors (a loop's head), the fall-through one first, then the
+/// branches by address. A table's base set before a loop and its guard inside it are both on
+/// the path that enters the loop.
+fn paths_into(insns: &Insns, branches: &BranchesTo, jump: &Instruction) -> Vec<Vec<Step>> {
+    let mut paths = Vec::new();
+    let mut run = vec![Step {
+        insn: *jump,
+        taken: false,
+    }];
+    extend(insns, branches, &mut run, &mut paths);
+    paths
+}
+
+/// Extends `run` (newest first) backwards, pushing each complete path to `paths`.
+fn extend(insns: &Insns, branches: &BranchesTo, run: &mut Vec<Step>, paths: &mut Vec<Vec<Step>>) {
+    if paths.len() >= MAX_PATHS {
+        return;
+    }
+    let at = run.last().map_or(0, |s| s.insn.ip());
+    let mut before = Vec::new();
+    if run.len() < LOOKBACK {
+        // The instruction ending at `at`: x86 instructions are 1 to 15 bytes long.
+        let falls_in = (1..=15u64)
+            .find_map(|k| insns.get(&at.wrapping_sub(k)).filter(|i| i.next_ip() == at))
+            .filter(|i| {
+                matches!(
+                    i.flow_control(),
+                    FlowControl::Next
+                        | FlowControl::ConditionalBranch
+                        | FlowControl::Call
+                        | FlowControl::IndirectCall
+                )
+            });
+        before.extend(falls_in.map(|i| Step {
+            insn: *i,
+            taken: false,
+        }));
+        let mut jumps: Vec<u64> = branches.get(&at).cloned().unwrap_or_default();
+        jumps.sort_unstable();
+        before.extend(jumps.iter().filter_map(|a| insns.get(a)).map(|i| Step {
+            insn: *i,
+            taken: true,
+        }));
+        before.retain(|s| !run.iter().any(|r| r.insn.ip() == s.insn.ip()));
+    }
+    if before.is_empty() {
+        paths.push(run.iter().rev().copied().collect());
+        return;
+    }
+    for step in before {
+        run.push(step);
+        extend(insns, branches, run, paths);
+        run.pop();
+    }
+}
+
+/// Resolves the indirect jump `jump`, if it is a jump table; `ours` tells the addresses of the
+/// function's own code (its range, and the part of it the jump is in).
 pub fn resolve(
     binary: &Binary,
-    func: &Function,
+    ours: &dyn Fn(LinkAddr) -> bool,
     insns: &Insns,
+    branches: &BranchesTo,
     jump: &Instruction,
-) -> Option<JumpTable> {
-    // The straight-line run of instructions that falls into the jump, oldest first.
-    let mut run = vec![*jump];
-    let mut at = jump.ip();
-    while run.len() < LOOKBACK {
-        // The instruction ending at `at`: x86 instructions are 1 to 15 bytes long.
-        let Some(prev) =
-            (1..=15u64).find_map(|k| insns.get(&at.wrapping_sub(k)).filter(|i| i.next_ip() == at))
-        else {
-            break;
-        };
-        let falls_in = prev.next_ip() == at
-            && matches!(
-                prev.flow_control(),
-                FlowControl::Next | FlowControl::ConditionalBranch
-            );
-        if !falls_in {
-            break;
+) -> Result<JumpTable, Unresolved> {
+    let mut why = Unresolved::Other;
+    for path in paths_into(insns, branches, jump) {
+        match resolve_path(binary, ours, &path, jump) {
+            Ok(table) => return Ok(table),
+            Err(Unresolved::Switch) => why = Unresolved::Switch,
+            Err(Unresolved::Other) => {}
         }
-        at = prev.ip();
-        run.push(*prev);
     }
-    run.reverse();
+    Err(why)
+}
 
-    let mut eval = Eval {
-        regs: HashMap::new(),
-        syms: Vec::new(),
-    };
-    for insn in &run[..run.len() - 1] {
-        eval.step(insn);
+/// Resolves `jump` as the last step of `path`.
+fn resolve_path(
+    binary: &Binary,
+    ours: &dyn Fn(LinkAddr) -> bool,
+    path: &[Step],
+    jump: &Instruction,
+) -> Result<JumpTable, Unresolved> {
+    let mut eval = Eval::new();
+    for step in &path[..path.len() - 1] {
+        eval.step(step);
     }
     let target = eval.operand(jump, 0);
-    let (table, stride, base) = match_shape(&eval, &target)?;
-    let bound = guard_bound(&run);
+    let Some(Shape {
+        addr,
+        anchor,
+        index,
+        stride,
+        base,
+    }) = match_shape(&eval, &target)
+    else {
+        return Err(Unresolved::Other);
+    };
+    // The table from the latest bound whose value the access scales: `A - stride·g`. The
+    // latest, since the path may pass unrelated compares of the same value's relatives
+    // before (and one may even contradict the guard on a path that cannot run). A constant
+    // bounded value must be the index itself. A zero-extended byte bounds it only when no
+    // compare does.
+    let place = |g: &Lin| {
+        if g.as_konst().is_some() && index.as_ref() != Some(g) {
+            return None;
+        }
+        Some(addr.sub(&g.scale(stride as i64)).as_konst()? as u64)
+    };
+    let placed = eval
+        .bounds
+        .iter()
+        .rev()
+        .find_map(|(g, n)| Some((place(g)?, Some(*n))))
+        .or_else(|| {
+            let bytes = eval.bytes.iter().rev();
+            bytes.clone().find_map(|g| Some((place(g)?, Some(256))))
+        });
+    // Only a table in the file is one: an anchor elsewhere is a structure's offset.
+    let in_file = |a: u64| binary.section_at(LinkAddr(a)).is_some_and(|s| s.is_alloc());
+    let (table, bound) = match (placed, anchor) {
+        (Some(p), _) if in_file(p.0) => p,
+        (None, Some(a)) if in_file(a as u64) => (a as u64, None),
+        _ => return Err(Unresolved::Other),
+    };
     let limit = bound.unwrap_or(MAX_UNBOUNDED).min(MAX_BOUNDED);
     let mut targets = Vec::new();
+    let mut entries = 0;
     for i in 0..limit {
         let entry_addr = LinkAddr(table.wrapping_add(i * stride));
         let Some(bytes) = binary.bytes_at(entry_addr, stride) else {
             break;
         };
-        if bytes.len() < stride as usize {
+        let Ok(bytes) = <[u8; 8]>::try_from(bytes)
+            .map(u64::from_le_bytes)
+            .or_else(|_| <[u8; 4]>::try_from(bytes).map(|b| i32::from_le_bytes(b) as i64 as u64))
+        else {
             break;
-        }
+        };
         let t = match base {
-            None => u64::from_le_bytes(bytes.try_into().ok()?),
-            Some(b) => {
-                let rel = i32::from_le_bytes(bytes.try_into().ok()?);
-                b.wrapping_add(rel as i64 as u64)
-            }
+            None => bytes,
+            Some(b) => b.wrapping_add(bytes),
         };
         let in_code = binary.section_at(LinkAddr(t)).is_some_and(|s| s.is_exec());
-        if !in_code || (bound.is_none() && !func.contains(LinkAddr(t))) {
+        if !in_code || (bound.is_none() && !ours(LinkAddr(t))) {
             if bound.is_none() {
                 break;
             }
             continue;
         }
+        entries = i + 1;
         if !targets.contains(&LinkAddr(t)) {
             targets.push(LinkAddr(t));
         }
     }
-    (!targets.is_empty()).then(|| JumpTable {
+    if !targets.iter().any(|t| ours(*t)) {
+        // A switch's table leads into its own function; a read-only table that does not is
+        // misread, while a writable array of code pointers is a dispatch to other functions.
+        let read_only = binary
+            .section_at(LinkAddr(table))
+            .is_some_and(|s| s.flags & u64::from(object::elf::SHF_WRITE) == 0);
+        return Err(if read_only {
+            Unresolved::Switch
+        } else {
+            Unresolved::Other
+        });
+    }
+    Ok(JumpTable {
         jump: LinkAddr(jump.ip()),
         table: LinkAddr(table),
+        entries,
         targets,
         bounded: bound.is_some(),
     })
 }
 
-/// `(table address, entry size, base for relative entries)` when `target` has a table shape.
-fn match_shape(eval: &Eval, target: &Lin) -> Option<(u64, u64, Option<u64>)> {
+/// How a jump's target is read from a table.
+struct Shape {
+    /// The entry's address.
+    addr: Lin,
+    /// The table's start as the access names it (see [`Sym::Load`]).
+    anchor: Option<i64>,
+    /// The index register's value.
+    index: Option<Lin>,
+    /// The entry size.
+    stride: u64,
+    /// The base relative entries are added to.
+    base: Option<u64>,
+}
+
+/// The table shape of `target`, if it has one.
+fn match_shape(eval: &Eval, target: &Lin) -> Option<Shape> {
     let (k, s, c) = target.single()?;
     if c != 1 {
         return None;
     }
-    let Sym::Load { addr, size, signed } = &eval.syms[s as usize] else {
+    let Sym::Load {
+        addr,
+        anchor,
+        index,
+        size,
+        signed,
+    } = &eval.syms[s as usize]
+    else {
         return None;
     };
-    match (k, *size, *signed) {
-        (0, 8, _) => Some((addr.table_base(8)? as u64, 8, None)),
-        (base, 4, true) if base != 0 => Some((addr.table_base(4)? as u64, 4, Some(base as u64))),
-        _ => None,
-    }
-}
-
-/// The number of table entries a guarding `cmp x, N` + unsigned branch allows.
-fn guard_bound(run: &[Instruction]) -> Option<u64> {
-    let n = run.len();
-    for j in (1..n).rev() {
-        let branch = &run[j];
-        if branch.flow_control() != FlowControl::ConditionalBranch {
-            continue;
-        }
-        let cmp = &run[j - 1];
-        if cmp.mnemonic() != Mnemonic::Cmp || !is_imm(cmp.op1_kind()) {
-            return None;
-        }
-        let imm = cmp.immediate(1);
-        return match branch.mnemonic() {
-            // Out of range when above N: entries 0..=N.
-            Mnemonic::Ja | Mnemonic::Jbe => imm.checked_add(1),
-            // Out of range when N or above: entries 0..N.
-            Mnemonic::Jae | Mnemonic::Jb => Some(imm),
-            _ => None,
-        };
-    }
-    None
+    let stride = match (k, *size, *signed) {
+        (0, 8, _) => 8,
+        (base, 4, true) if base != 0 => 4,
+        _ => return None,
+    };
+    // A table is indexed by a scaled index: an address with no variable part is a pointer,
+    // and one with a variable part not scaled by the entry size a structure's field (a call
+    // through a vtable, `jmp [rax+0x10]`).
+    let indexed = !addr.terms.is_empty() && addr.terms.iter().all(|&(_, c)| c % stride == 0)
+        || index.as_ref().is_some_and(|(_, s)| i64::from(*s) == stride);
+    indexed.then(|| Shape {
+        addr: addr.clone(),
+        anchor: *anchor,
+        index: index.as_ref().map(|(v, _)| v.clone()),
+        stride: stride as u64,
+        base: (stride == 4).then_some(k as u64),
+    })
 }
 
 fn is_imm(kind: OpKind) -> bool {
@@ -374,3 +856,6 @@ fn is_imm(kind: OpKind) -> bool {
             | OpKind::Immediate32to64
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -56,6 +56,80 @@ impl LoopForest {
     }
 }
 
+/// How control crosses a loop's boundary or closes an iteration: one place a loop point puts
+/// code, in the terms of the loop-aware search seed (entry, exit, iteration begin and end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "edge")]
+pub enum LoopEdge {
+    /// An intra-procedural edge.
+    Edge {
+        from: BlockId,
+        to: BlockId,
+        kind: super::EdgeKind,
+    },
+    /// The loop's header is the function's entry block: the caller enters the loop.
+    FromCaller,
+}
+
+/// The points of one loop. Entries and exits balance on every path that enters the loop and
+/// leaves it normally, and so do iteration begins and ends.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LoopPoints {
+    /// Edges M -> H where H is the header and M is outside the loop.
+    pub entry: Vec<LoopEdge>,
+    /// Edges M -> N where M is in the loop and N is not. A `return`, tail call or `break` out
+    /// of the loop is one of these: a block that leaves the function reaches no back edge, so
+    /// it is outside the natural loop and the edge into it is the exit.
+    pub exit: Vec<LoopEdge>,
+    /// The header: every iteration begins there.
+    pub iter_begin: BlockId,
+    /// The back edges, then the exits: every iteration ends on one of them.
+    pub iter_end: Vec<LoopEdge>,
+}
+
+impl Loop {
+    /// True when `block` belongs to the loop (nested loops' blocks included).
+    pub fn contains(&self, block: BlockId) -> bool {
+        self.blocks.binary_search(&block).is_ok()
+    }
+
+    /// Where this loop's entry, exit and iteration points are in `cfg`, the graph the loop was
+    /// found in.
+    pub fn points(&self, cfg: &Cfg) -> LoopPoints {
+        let edge = |e: &super::Edge| LoopEdge::Edge {
+            from: e.from,
+            to: e.to,
+            kind: e.kind,
+        };
+        let mut entry: Vec<LoopEdge> = cfg
+            .predecessors(self.header)
+            .filter(|e| !self.contains(e.from))
+            .map(edge)
+            .collect();
+        if cfg.entry_block() == Some(self.header) {
+            entry.insert(0, LoopEdge::FromCaller);
+        }
+        let exit: Vec<LoopEdge> = cfg
+            .edges
+            .iter()
+            .filter(|e| self.contains(e.from) && !self.contains(e.to))
+            .map(edge)
+            .collect();
+        let back = cfg
+            .edges
+            .iter()
+            .filter(|e| e.to == self.header && self.contains(e.from))
+            .map(edge);
+        let iter_end = back.chain(exit.iter().copied()).collect();
+        LoopPoints {
+            entry,
+            exit,
+            iter_begin: self.header,
+            iter_end,
+        }
+    }
+}
+
 /// Successor and predecessor lists of every block in two flat arrays (compressed sparse rows):
 /// two allocations per function instead of two per block.
 struct Adjacency {
@@ -332,4 +406,111 @@ fn dominators(adj: &Adjacency, n: usize, entry: usize, postorder: &[u32]) -> Vec
         }
     }
     idom
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::LinkAddr;
+    use crate::cfg::{Block, Edge, EdgeKind, Exit};
+
+    /// A CFG of `n` blocks 16 bytes apart from 0x1000, block 0 the entry, with the given edges
+    /// and the given blocks ending in `ret`.
+    fn graph(n: u32, edges: &[(u32, u32, EdgeKind)], returns: &[u32]) -> Cfg {
+        let blocks = (0..n)
+            .map(|i| {
+                let start = 0x1000 + 16 * u64::from(i);
+                Block {
+                    id: BlockId(i),
+                    start: LinkAddr(start),
+                    end: LinkAddr(start + 16),
+                    last: LinkAddr(start + 14),
+                    instructions: 4,
+                    exit: returns.contains(&i).then_some(Exit::Return),
+                    call: None,
+                }
+            })
+            .collect();
+        let edges = edges
+            .iter()
+            .map(|&(from, to, kind)| Edge {
+                from: BlockId(from),
+                to: BlockId(to),
+                kind,
+            })
+            .collect();
+        Cfg {
+            entry: LinkAddr(0x1000),
+            blocks,
+            edges,
+            ..Cfg::default()
+        }
+    }
+
+    fn e(from: u32, to: u32, kind: EdgeKind) -> LoopEdge {
+        LoopEdge::Edge {
+            from: BlockId(from),
+            to: BlockId(to),
+            kind,
+        }
+    }
+
+    use EdgeKind::{FallThrough as Ft, Taken as Tk};
+
+    /// 0 -> 1 (header) -> 2 -> 1 (back) ; 1 -> 3 (exit) ; 2 -> 4 (break) ; 3, 4 return.
+    #[test]
+    fn a_loop_with_a_break_has_two_exits_and_its_iterations_end_on_back_and_exit_edges() {
+        let cfg = graph(
+            5,
+            &[(0, 1, Ft), (1, 2, Ft), (1, 3, Tk), (2, 1, Tk), (2, 4, Ft)],
+            &[3, 4],
+        );
+        let forest = find(&cfg);
+        assert_eq!(forest.loops.len(), 1);
+        let p = forest.loops[0].points(&cfg);
+        assert_eq!(p.entry, vec![e(0, 1, Ft)]);
+        assert_eq!(p.exit, vec![e(1, 3, Tk), e(2, 4, Ft)]);
+        assert_eq!(p.iter_begin, BlockId(1));
+        assert_eq!(p.iter_end, vec![e(2, 1, Tk), e(1, 3, Tk), e(2, 4, Ft)]);
+    }
+
+    /// A `return` inside the loop leaves it along the edge to the returning block; a header at
+    /// the function's entry is entered by the caller.
+    #[test]
+    fn returning_from_inside_leaves_the_loop_and_an_entry_header_is_entered_by_the_caller() {
+        // 0 (header and entry) -> 1 -> 0 (back); 1 -> 2 (ret).
+        let cfg = graph(3, &[(0, 1, Ft), (1, 0, Tk), (1, 2, Ft)], &[2]);
+        let forest = find(&cfg);
+        let p = forest.loops[0].points(&cfg);
+        assert_eq!(p.entry, vec![LoopEdge::FromCaller]);
+        assert_eq!(p.exit, vec![e(1, 2, Ft)]);
+        assert_eq!(p.iter_end, vec![e(1, 0, Tk), e(1, 2, Ft)]);
+    }
+
+    /// The inner loop's `continue` of the outer loop exits the inner loop only.
+    #[test]
+    fn nested_loops_exit_to_the_outer_header() {
+        // 0 -> 1 (outer header) -> 2 (inner header) -> 3 -> 2 (inner back)
+        // 3 -> 1 (outer back, leaves the inner loop); 1 -> 4 ret.
+        let cfg = graph(
+            5,
+            &[
+                (0, 1, Ft),
+                (1, 2, Ft),
+                (2, 3, Ft),
+                (3, 2, Tk),
+                (3, 1, Ft),
+                (1, 4, Tk),
+            ],
+            &[4],
+        );
+        let forest = find(&cfg);
+        let outer = forest.by_name("loop_1").unwrap().points(&cfg);
+        let inner = forest.by_name("loop_1.1").unwrap().points(&cfg);
+        assert_eq!(outer.entry, vec![e(0, 1, Ft)]);
+        assert_eq!(outer.exit, vec![e(1, 4, Tk)]);
+        assert_eq!(inner.entry, vec![e(1, 2, Ft)]);
+        assert_eq!(inner.exit, vec![e(3, 1, Ft)]);
+        assert_eq!(inner.iter_end, vec![e(3, 2, Tk), e(3, 1, Ft)]);
+    }
 }

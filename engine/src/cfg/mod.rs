@@ -56,8 +56,13 @@ pub enum Exit {
     Return,
     /// A direct jump to another function's entry.
     TailCall { target: LinkAddr },
-    /// An indirect jump that is not a resolved jump table (may be a tail call).
+    /// An indirect jump that leaves the function: not a jump table, and taken with the stack
+    /// as it was at entry (a tail call through a pointer).
     Indirect,
+    /// An indirect jump that could not be resolved and that is not known to leave the function
+    /// (a `switch` whose table was not read, or a jump taken inside a stack frame). Not a way
+    /// out, so not a place for an exit point; its targets are missing from the graph.
+    Unresolved,
     /// A call to a function that never returns (`exit`, `abort`, `__cxa_throw`, ...).
     NoReturnCall { target: LinkAddr },
     /// `hlt`, `ud2`, or `int3`: execution cannot continue here.
@@ -106,8 +111,10 @@ pub struct Edge {
 pub struct JumpTable {
     /// The indirect `jmp`.
     pub jump: LinkAddr,
-    /// Where the table lives.
+    /// Where the table lives (its entry for index 0).
     pub table: LinkAddr,
+    /// Entries read, up to the last one that was a target.
+    pub entries: u64,
     /// Distinct targets, in table order.
     pub targets: Vec<LinkAddr>,
     /// True when a guarding compare bounded the table; false when entries were read until one
@@ -124,7 +131,7 @@ pub struct Cfg {
     pub blocks: Vec<Block>,
     pub edges: Vec<Edge>,
     pub jump_tables: Vec<JumpTable>,
-    /// Indirect jumps that could not be resolved as jump tables.
+    /// Indirect jumps that could not be resolved as jump tables and are not tail calls.
     pub unresolved: Vec<LinkAddr>,
 }
 
@@ -166,11 +173,11 @@ impl Cfg {
         self.blocks.iter().map(|b| u64::from(b.instructions)).sum()
     }
 
-    /// True when some path leaves the function normally (a return, a tail call, or an
-    /// indirect jump that might be one).
+    /// True when some path leaves the function normally (a return, a tail call, an indirect
+    /// tail call, or an unresolved jump whose targets might lead to one).
     pub fn may_return(&self, noreturn_target: &dyn Fn(LinkAddr) -> bool) -> bool {
         self.blocks.iter().any(|b| match &b.exit {
-            Some(Exit::Return) | Some(Exit::Indirect) => true,
+            Some(Exit::Return) | Some(Exit::Indirect) | Some(Exit::Unresolved) => true,
             Some(Exit::TailCall { target }) => !noreturn_target(*target),
             _ => false,
         })

@@ -16,6 +16,7 @@ use super::maps::{self, MappedModule, ModuleCache};
 use super::memory::{ChildMemory, MemFile, MemReader};
 use super::ptrace::{self, WaitEvent, SI_KERNEL};
 use super::rendezvous::Rendezvous;
+use super::wake::Waker;
 use super::{Event, Hooks, State, Stop, ThreadInfo, ThreadState, TrapAction};
 
 /// One thread, as the tracer sees it.
@@ -50,6 +51,9 @@ pub struct Process {
     pub(crate) deferred: VecDeque<(i32, WaitEvent)>,
     /// Fork children whose first stop arrived before their parent's fork event.
     early_children: HashSet<i32>,
+    /// New threads whose first stop arrived before their creator's clone event: that event
+    /// must not list them again (they may have run and exited meanwhile).
+    early_threads: HashSet<i32>,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -59,6 +63,8 @@ pub struct Process {
     pub(crate) modules_dirty: bool,
     pub(crate) rendezvous: Option<Rendezvous>,
     pub(crate) pools: Pools,
+    /// Wakes the tracer thread on SIGCHLD (and on jobs): every wait for a stop blocks on it.
+    pub(crate) waker: Arc<Waker>,
 }
 
 /// Fault signals: they stop the process and are reported before being delivered.
@@ -85,6 +91,9 @@ fn is_stop_signal(signal: i32) -> bool {
 /// How long a halt may wait for a thread that neither stops nor dies.
 const HALT_DEADLINE: Duration = Duration::from_secs(5);
 
+/// How often `cont_wait` looks at its interrupt flag (Ctrl-C) while nothing happens.
+const INTERRUPT_CHECK: Duration = Duration::from_millis(20);
+
 impl Process {
     /// A process whose every thread in `tids` is in a ptrace-stop.
     pub(crate) fn new(
@@ -92,6 +101,7 @@ impl Process {
         started: bool,
         tids: &[i32],
         events: Arc<Mutex<Vec<Event>>>,
+        waker: Arc<Waker>,
     ) -> Result<Process, ProcessError> {
         Ok(Process {
             pid,
@@ -103,6 +113,7 @@ impl Process {
                 .collect(),
             deferred: VecDeque::new(),
             early_children: HashSet::new(),
+            early_threads: HashSet::new(),
             mem: MemFile::open(pid)?,
             events,
             cache: ModuleCache::default(),
@@ -110,6 +121,7 @@ impl Process {
             modules_dirty: false,
             rendezvous: None,
             pools: Pools::default(),
+            waker,
         })
     }
 
@@ -259,7 +271,7 @@ impl Process {
             let s = p.to_string_lossy();
             PathBuf::from(s.strip_suffix(" (deleted)").unwrap_or(&s))
         });
-        self.cache.modules(self.pid, &maps, exe.as_deref())
+        self.cache.modules(&maps, exe.as_deref())
     }
 
     /// The process's mappings, from /proc/PID/maps.
@@ -376,6 +388,20 @@ impl Process {
                 // A fork child's first stop: kept stopped until the parent's fork event.
                 self.early_children.insert(tid);
             }
+            _ if !self.threads.contains_key(&tid) => {
+                // A new thread's first stop before its creator's clone event.
+                self.early_threads.insert(tid);
+                self.push_event(Event::ThreadStarted(tid));
+                self.note_halt_stop_known(tid, ev);
+            }
+            _ => self.note_halt_stop_known(tid, ev),
+        }
+        Ok(())
+    }
+
+    /// Records a stop of a listed thread seen while halting.
+    fn note_halt_stop_known(&mut self, tid: i32, ev: WaitEvent) {
+        match ev {
             WaitEvent::EventStop(sig) => {
                 // A job-stopped thread is stopped for us too; it re-listens on resume.
                 let t = self.thread_entry(tid);
@@ -387,7 +413,6 @@ impl Process {
                 self.deferred.push_back((tid, ev));
             }
         }
-        Ok(())
     }
 
     fn thread_entry(&mut self, tid: i32) -> &mut Thread {
@@ -408,8 +433,8 @@ impl Process {
             .is_some_and(|tgid| tgid == self.pid)
     }
 
-    /// Waits for the next status of `who` without blocking forever: spins briefly, then sleeps
-    /// in short steps. `Ok(None)` once [`HALT_DEADLINE`] has passed since `since`.
+    /// Waits for the next status of `who` without blocking forever, sleeping until the kernel
+    /// reports a stop (SIGCHLD). `Ok(None)` once [`HALT_DEADLINE`] has passed since `since`.
     fn poll_wait(
         &mut self,
         who: i32,
@@ -433,14 +458,7 @@ impl Process {
             if waited > HALT_DEADLINE {
                 return Ok(None);
             }
-            // Sleep rather than yield: with the mutatee's threads busy on every core, a
-            // yield hands the core to one of them for a whole time slice (milliseconds),
-            // while a short sleep's wakeup preempts them.
-            if waited < Duration::from_millis(2) {
-                std::thread::sleep(Duration::from_micros(10));
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+            self.waker.wait(Some(HALT_DEADLINE - waited));
         }
     }
 
@@ -537,7 +555,6 @@ impl Process {
             return self.finish_stop(stop);
         }
         self.resume()?;
-        let mut last_event = Instant::now();
         loop {
             if interrupt.load(Ordering::Relaxed) {
                 self.halt()?;
@@ -545,7 +562,6 @@ impl Process {
             }
             match ptrace::wait(-1, true) {
                 Ok(Some((tid, ev))) => {
-                    last_event = Instant::now();
                     if let Some(stop) = self.handle(tid, ev, hooks)? {
                         return self.finish_stop(stop);
                     }
@@ -553,14 +569,8 @@ impl Process {
                         return self.finish_stop(stop);
                     }
                 }
-                Ok(None) => {
-                    // Spin briefly after activity (breakpoints come in bursts), then sleep.
-                    if last_event.elapsed() < Duration::from_micros(500) {
-                        std::thread::sleep(Duration::from_micros(10));
-                    } else {
-                        std::thread::sleep(Duration::from_micros(500));
-                    }
-                }
+                // Sleep until the kernel reports a stop; look at the interrupt flag now and then.
+                Ok(None) => self.waker.wait(Some(INTERRUPT_CHECK)),
                 Err(nix::errno::Errno::ECHILD) => {
                     self.state = State::Signaled(libc::SIGKILL);
                     self.threads.clear();
@@ -647,24 +657,34 @@ impl Process {
     ) -> Result<Option<Stop>, ProcessError> {
         if let WaitEvent::Exited(_) | WaitEvent::Signaled(_) = ev {
             if !self.threads.contains_key(&tid) && tid != self.pid {
+                // Killed before its first stop: its clone event must not list it.
+                self.early_threads.insert(tid);
                 return Ok(None);
             }
             return Ok(self.thread_gone(tid, ev));
         }
+        let first_stop = match self.threads.get(&tid) {
+            Some(t) => t.state == ThreadState::Starting,
+            None => true,
+        };
         if !self.threads.contains_key(&tid) {
             if !self.is_our_thread(tid) {
                 self.early_children.insert(tid);
                 return Ok(None);
             }
+            self.early_threads.insert(tid);
             self.push_event(Event::ThreadStarted(tid));
         }
         self.thread_entry(tid).state = ThreadState::Stopped;
         match ev {
             WaitEvent::Event(libc::PTRACE_EVENT_CLONE) => {
                 let new = ptrace::event_msg(tid)? as i32;
-                if let std::collections::btree_map::Entry::Vacant(e) = self.threads.entry(new) {
-                    e.insert(Thread::new(ThreadState::Starting));
-                    self.push_event(Event::ThreadStarted(new));
+                // Seen already (its first stop came first): listed then, perhaps gone since.
+                if !self.early_threads.remove(&new) {
+                    if let std::collections::btree_map::Entry::Vacant(e) = self.threads.entry(new) {
+                        e.insert(Thread::new(ThreadState::Starting));
+                        self.push_event(Event::ThreadStarted(new));
+                    }
                 }
                 self.resume_thread(tid)?;
             }
@@ -694,6 +714,15 @@ impl Process {
             WaitEvent::EventStop(_) => {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.job = false;
+                }
+                if first_stop && tid != self.pid {
+                    // It inherited the leader's options, exit stop included.
+                    let extra = if self.started {
+                        libc::PTRACE_O_EXITKILL
+                    } else {
+                        0
+                    };
+                    let _ = ptrace::set_options(tid, ptrace::THREAD_OPTIONS | extra);
                 }
                 self.resume_thread(tid)?
             }
@@ -882,9 +911,11 @@ impl Process {
             .filter_map(|&(tid, _)| ptrace::event_msg(tid).ok().map(|m| m as i32))
             .collect();
         for new in clones {
-            self.threads
-                .entry(new)
-                .or_insert(Thread::new(ThreadState::Starting));
+            if !self.early_threads.remove(&new) {
+                self.threads
+                    .entry(new)
+                    .or_insert(Thread::new(ThreadState::Starting));
+            }
         }
         self.halt()?;
         if let Some(rv) = self.rendezvous.take() {
@@ -954,7 +985,9 @@ impl Process {
                         how: "it did not die within 5 s of SIGKILL".into(),
                     })
                 }
-                Ok(None) => std::thread::sleep(Duration::from_micros(100)),
+                Ok(None) => self
+                    .waker
+                    .wait(Some(HALT_DEADLINE.saturating_sub(since.elapsed()))),
                 Err(_) => {
                     self.state = State::Signaled(libc::SIGKILL);
                     self.threads.clear();

@@ -278,7 +278,8 @@ impl Process {
                             CALL_DEADLINE.as_secs()
                         )));
                     }
-                    std::thread::sleep(Duration::from_micros(20));
+                    self.waker
+                        .wait(Some(CALL_DEADLINE.saturating_sub(started.elapsed())));
                     continue;
                 }
                 Err(_) => {

@@ -6,8 +6,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSegment};
-
 use super::error::ProcessError;
 
 /// One line of /proc/PID/maps.
@@ -28,7 +26,7 @@ pub struct Mapping {
 /// One ELF object mapped into the process: the executable or a shared library.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MappedModule {
-    /// The file as /proc/PID/maps names it (without a ` (deleted)` suffix).
+    /// The file as /proc/PID/maps names it (never a deleted file: see [`may_be_module`]).
     pub path: PathBuf,
     /// Runtime address minus link address.
     pub bias: u64,
@@ -89,20 +87,16 @@ pub(crate) struct ModuleCache {
 }
 
 impl ModuleCache {
-    /// The modules in `maps`; `exe` is /proc/PID/exe's target.
+    /// The modules in `maps` (see [`may_be_module`]); `exe` is /proc/PID/exe's target.
     pub(crate) fn modules(
         &mut self,
-        pid: i32,
         maps: &[Mapping],
         exe: Option<&Path>,
     ) -> Result<Vec<MappedModule>, ProcessError> {
         let mut order: Vec<PathBuf> = Vec::new();
         let mut by_path: HashMap<PathBuf, Vec<&Mapping>> = HashMap::new();
-        for m in maps {
-            if m.inode == 0 || !m.name.starts_with('/') {
-                continue;
-            }
-            let path = PathBuf::from(m.name.strip_suffix(" (deleted)").unwrap_or(&m.name));
+        for m in maps.iter().filter(|m| may_be_module(m)) {
+            let path = PathBuf::from(&m.name);
             by_path
                 .entry(path.clone())
                 .or_insert_with(|| {
@@ -119,7 +113,7 @@ impl ModuleCache {
             let Some(head) = ms.iter().find(|m| m.offset == 0) else {
                 continue;
             };
-            let Some(first) = self.first_load(pid, &path)? else {
+            let Some(first) = self.first_load(&path)? else {
                 continue;
             };
             let bias = head.start.wrapping_sub(first & !0xfff);
@@ -139,23 +133,12 @@ impl ModuleCache {
     }
 
     /// The link address of `path`'s first `PT_LOAD`, or `None` when it is not an ELF file.
-    /// Read through /proc/PID/map_files when the path is gone or replaced, so a deleted or
-    /// rebuilt library still gets the bias of the copy actually mapped.
-    fn first_load(&mut self, pid: i32, path: &Path) -> Result<Option<u64>, ProcessError> {
+    /// Only the headers are read (at most [`HEADER_LIMIT`] bytes), never the whole file.
+    fn first_load(&mut self, path: &Path) -> Result<Option<u64>, ProcessError> {
         if let Some(&v) = self.first_load.get(path) {
             return Ok(Some(v));
         }
-        let data = match std::fs::read(path) {
-            Ok(d) => d,
-            Err(_) => match read_mapped_file(pid, path) {
-                Some(d) => d,
-                None => return Ok(None),
-            },
-        };
-        let Ok(file) = object::File::parse(&*data) else {
-            return Ok(None);
-        };
-        let Some(addr) = file.segments().map(|s| s.address()).min() else {
+        let Some(addr) = first_load_address(path) else {
             return Ok(None);
         };
         self.first_load.insert(path.to_owned(), addr);
@@ -163,14 +146,64 @@ impl ModuleCache {
     }
 }
 
-/// The bytes of the file mapped at `path` in `pid`, through /proc/PID/map_files.
-fn read_mapped_file(pid: i32, path: &Path) -> Option<Vec<u8>> {
-    let maps = read_maps(pid).ok()?;
-    let want = path.to_string_lossy();
-    let m = maps
-        .iter()
-        .find(|m| m.name.strip_suffix(" (deleted)").unwrap_or(&m.name) == want)?;
-    std::fs::read(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)).ok()
+/// The most of a module file read to find its load address: the ELF header and its program
+/// header table, which real files keep in their first page or two.
+const HEADER_LIMIT: u64 = 64 << 10;
+
+/// True when mapping `m` may belong to a module: a file still present at the path the kernel
+/// names, and a regular one with the mapped inode. Never a device (`/dev/zero` behind a shared
+/// anonymous mapping shows as `/dev/zero (deleted)`), a deleted or replaced file, a memfd,
+/// System V shared memory, a socket or a pipe: reading one of those as a module could block or
+/// never end.
+pub(crate) fn may_be_module(m: &Mapping) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if m.inode == 0
+        || !m.name.starts_with('/')
+        || m.name.ends_with(" (deleted)")
+        || m.name.starts_with("/memfd:")
+        || m.name.starts_with("/SYSV")
+    {
+        return false;
+    }
+    // `metadata` follows symlinks, as the kernel did when it mapped the file.
+    std::fs::metadata(&m.name).is_ok_and(|md| md.file_type().is_file() && md.ino() == m.inode)
+}
+
+/// The lowest `PT_LOAD` virtual address of the ELF file at `path`, reading its headers only.
+fn first_load_address(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.file_type().is_file() {
+        return None;
+    }
+    let mut head = Vec::new();
+    file.take(HEADER_LIMIT).read_to_end(&mut head).ok()?;
+    elf_first_load(&head)
+}
+
+/// The lowest `PT_LOAD` virtual address in a 64-bit little-endian ELF file's first bytes.
+fn elf_first_load(head: &[u8]) -> Option<u64> {
+    const PT_LOAD: u32 = 1;
+    let u16_at = |at: usize| Some(u16::from_le_bytes(head.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(head.get(at..at + 8)?.try_into().ok()?));
+    // Magic, ELFCLASS64, ELFDATA2LSB.
+    if head.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    if phentsize < 56 || phoff.checked_add(phnum.checked_mul(phentsize)?)? > head.len() {
+        return None;
+    }
+    (0..phnum)
+        .map(|i| phoff + i * phentsize)
+        .filter(|&e| u32_at(e) == Some(PT_LOAD))
+        .map(|e| u64_at(e + 0x10))
+        .collect::<Option<Vec<u64>>>()?
+        .into_iter()
+        .min()
 }
 
 /// The auxiliary vector: `AT_*` key to value.

@@ -7,7 +7,8 @@
 //!
 //! The kernel binds a tracee to the one thread that attached it, so a [`Tracer`] owns a
 //! dedicated tracer thread that makes every request. Callers hand it work with
-//! [`Tracer::with`]; between jobs the thread keeps serving a process that runs in the
+//! [`Tracer::with`]; between jobs the thread sleeps until SIGCHLD or the next job, and keeps
+//! serving a process that runs in the
 //! background (forwarding signals, following threads, library loads and forks, and recording
 //! user-visible stops as [`Event`]s for [`Tracer::take_events`]). The per-thread state machine
 //! is in [`Process`]; nothing here is multi-threaded beyond that one channel.
@@ -17,18 +18,23 @@
 //! - `tracer.rs`: the tracer thread, launching and attaching.
 //! - `control.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
 //! - `inject.rs`: injected syscalls and calls, memory pools, `dlopen`.
+//! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
+//! - `wake.rs`: what the tracer thread sleeps on (SIGCHLD and jobs), so every stop is handled
+//!   as soon as the kernel reports it.
 
 mod control;
 mod error;
 mod exe;
 mod inject;
+mod leftovers;
 mod maps;
 mod memory;
 mod ptrace;
 mod rendezvous;
 mod tracer;
+mod wake;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -37,6 +43,7 @@ pub use crate::patch::space::AllocKind;
 pub use control::Process;
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
+pub use leftovers::{ChangeKind, TextChange};
 pub use maps::{MappedModule, Mapping};
 pub use memory::{ChildMemory, MemReader};
 pub use ptrace::signal_name;

@@ -16,6 +16,11 @@ pub(crate) const OPTIONS: libc::c_int = libc::PTRACE_O_TRACECLONE
     | libc::PTRACE_O_TRACEEXEC
     | libc::PTRACE_O_TRACEEXIT;
 
+/// The options of every thread but the leader: no exit stop. Only the leader's is used (the
+/// last look at a process's memory); another thread's would cost a stop for each thread that
+/// ends, which a thread pool does thousands of times a second.
+pub(crate) const THREAD_OPTIONS: libc::c_int = OPTIONS & !libc::PTRACE_O_TRACEEXIT;
+
 /// `si_code` of the SIGTRAP an `int3` raises (the kernel reports it as `SI_KERNEL`).
 pub(crate) const SI_KERNEL: i32 = 0x80;
 
@@ -61,6 +66,18 @@ pub(crate) fn seize(tid: i32, options: libc::c_int) -> Result<(), Errno> {
     } else {
         Ok(())
     }
+}
+
+/// Replaces a stopped thread's ptrace options.
+pub(crate) fn set_options(tid: i32, options: libc::c_int) -> Result<(), ProcessError> {
+    request(
+        "SETOPTIONS",
+        libc::PTRACE_SETOPTIONS,
+        tid,
+        0,
+        options as usize,
+    )
+    .map(drop)
 }
 
 pub(crate) fn interrupt(tid: i32) -> Result<(), ProcessError> {

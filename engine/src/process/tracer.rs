@@ -19,6 +19,7 @@ use super::control::Process;
 use super::error::{permission_problem, ProcessError};
 use super::memory::MemReader;
 use super::ptrace::{self, WaitEvent};
+use super::wake::Waker;
 use super::{Event, Hooks, Launch, State, ThreadState};
 
 /// A job for the tracer thread that may borrow for `'a`.
@@ -31,8 +32,8 @@ enum Msg<H> {
     Quit,
 }
 
-/// How often the tracer thread looks for events while the process runs in the background.
-const POLL: Duration = Duration::from_millis(2);
+/// How soon the tracer looks again at a process whose events it failed to handle.
+const RETRY: Duration = Duration::from_millis(2);
 
 /// The handle to a traced process and the thread that owns it.
 pub struct Tracer<H: Hooks + 'static> {
@@ -40,6 +41,7 @@ pub struct Tracer<H: Hooks + 'static> {
     tx: mpsc::Sender<Msg<H>>,
     thread: Option<JoinHandle<()>>,
     events: Arc<Mutex<Vec<Event>>>,
+    waker: Arc<Waker>,
 }
 
 impl<H: Hooks + 'static> Tracer<H> {
@@ -48,9 +50,9 @@ impl<H: Hooks + 'static> Tracer<H> {
     /// told about every module (`modules_changed`), and the rendezvous hook installed.
     pub fn start(launch: &Launch, hooks: H) -> Result<Tracer<H>, ProcessError> {
         let launch = launch.clone();
-        Tracer::spawn(hooks, move |events, hooks| {
+        Tracer::spawn(hooks, move |events, waker, hooks| {
             let pid = spawn_traced(&launch)?;
-            let mut p = Process::new(pid, true, &[pid], events)?;
+            let mut p = Process::new(pid, true, &[pid], events, waker)?;
             match p.run_to_entry(hooks)? {
                 None => Ok(p),
                 Some(stop) => Err(ProcessError::Launch {
@@ -64,9 +66,9 @@ impl<H: Hooks + 'static> Tracer<H> {
     /// Attaches to every thread of process `pid` and returns with all of them stopped, the
     /// hooks told about every module, and the rendezvous hook installed.
     pub fn attach(pid: i32, hooks: H) -> Result<Tracer<H>, ProcessError> {
-        Tracer::spawn(hooks, move |events, hooks| {
+        Tracer::spawn(hooks, move |events, waker, hooks| {
             let tids = seize_all(pid)?;
-            let mut p = Process::new(pid, false, &tids, events)?;
+            let mut p = Process::new(pid, false, &tids, events, waker)?;
             for t in p.threads.values_mut() {
                 t.state = ThreadState::Running;
             }
@@ -81,10 +83,12 @@ impl<H: Hooks + 'static> Tracer<H> {
 
     fn spawn(
         hooks: H,
-        init: impl FnOnce(Arc<Mutex<Vec<Event>>>, &mut H) -> Result<Process, ProcessError>
+        init: impl FnOnce(Arc<Mutex<Vec<Event>>>, Arc<Waker>, &mut H) -> Result<Process, ProcessError>
             + Send
             + 'static,
     ) -> Result<Tracer<H>, ProcessError> {
+        let waker = Arc::new(Waker::new()?);
+        let tracer_waker = waker.clone();
         let (tx, rx) = mpsc::channel::<Msg<H>>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let events = Arc::new(Mutex::new(Vec::new()));
@@ -93,7 +97,7 @@ impl<H: Hooks + 'static> Tracer<H> {
             .name("gsh-tracer".into())
             .spawn(move || {
                 let mut hooks = hooks;
-                let p = catch_unwind(AssertUnwindSafe(|| init(shared, &mut hooks)))
+                let p = catch_unwind(AssertUnwindSafe(|| init(shared, tracer_waker, &mut hooks)))
                     .unwrap_or_else(|e| Err(ProcessError::Panicked(panic_text(&*e))));
                 match p {
                     Ok(p) => {
@@ -115,6 +119,7 @@ impl<H: Hooks + 'static> Tracer<H> {
                 tx,
                 thread: Some(thread),
                 events,
+                waker,
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -163,6 +168,7 @@ impl<H: Hooks + 'static> Tracer<H> {
         self.tx
             .send(Msg::Job(job))
             .map_err(|_| ProcessError::TracerGone)?;
+        self.waker.wake();
         reply_rx.recv().map_err(|_| ProcessError::TracerGone)?
     }
 
@@ -181,34 +187,44 @@ impl<H: Hooks + 'static> Tracer<H> {
 impl<H: Hooks + 'static> Drop for Tracer<H> {
     fn drop(&mut self) {
         let _ = self.tx.send(Msg::Quit);
+        self.waker.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// The tracer thread's loop: jobs, and background events while the process runs.
+/// The tracer thread's loop: jobs, and background events while the process runs. It sleeps on
+/// the waker until SIGCHLD or a job arrives, so events are handled at the kernel's pace.
 fn serve<H: Hooks>(mut p: Process, mut hooks: H, rx: mpsc::Receiver<Msg<H>>) {
+    let waker = p.waker.clone();
     loop {
-        // Polled before every wait, so a stream of jobs cannot starve the process's events.
-        let msg = if p.wants_polling() {
-            // Errors here have nobody to go to; the state and events say what happened.
-            let _ = catch_unwind(AssertUnwindSafe(|| p.poll_background(&mut hooks)));
-            match rx.recv_timeout(POLL) {
-                Ok(m) => Some(m),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => Some(Msg::Quit),
+        // Events before jobs, so a stream of jobs cannot starve the process's events.
+        let mut failed = false;
+        if p.wants_polling() {
+            // Errors here have nobody to go to; the state and events say what happened. A
+            // stop left unhandled by one is looked at again shortly.
+            failed = !matches!(
+                catch_unwind(AssertUnwindSafe(|| p.poll_background(&mut hooks))),
+                Ok(Ok(()))
+            );
+        }
+        let msg = match rx.try_recv() {
+            Ok(m) => m,
+            Err(mpsc::TryRecvError::Empty) => {
+                // `waitpid` was drained above after the last wakeup: a stop since then, or a
+                // job sent since `try_recv`, has left a byte that ends this wait at once.
+                waker.wait(failed.then_some(RETRY));
+                continue;
             }
-        } else {
-            Some(rx.recv().unwrap_or(Msg::Quit))
+            Err(mpsc::TryRecvError::Disconnected) => Msg::Quit,
         };
         match msg {
-            None => {}
-            Some(Msg::Job(job)) => {
+            Msg::Job(job) => {
                 job(&mut p, &mut hooks);
                 let _ = catch_unwind(AssertUnwindSafe(|| p.flush_module_changes(&mut hooks)));
             }
-            Some(Msg::Quit) => {
+            Msg::Quit => {
                 if p.state().is_alive() {
                     let _ = if p.was_started() {
                         p.kill()
@@ -409,7 +425,12 @@ fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
             if seized.contains(&tid) {
                 continue;
             }
-            match ptrace::seize(tid, ptrace::OPTIONS) {
+            let options = if tid == pid {
+                ptrace::OPTIONS
+            } else {
+                ptrace::THREAD_OPTIONS
+            };
+            match ptrace::seize(tid, options) {
                 Ok(()) => {
                     seized.push(tid);
                     new = true;

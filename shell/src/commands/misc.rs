@@ -1,4 +1,4 @@
-//! Commands about the shell itself: `source`, `echo`, `sleep`, `help`, `quit`.
+//! Commands about the shell itself: `source`, `echo`, `sleep`, `set`, `help`, `quit`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Result};
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::docgen;
-use crate::output::Output;
+use crate::output::{Cell, Output};
 
 /// The longest `sleep` accepted: a day. Longer is surely a typo.
 const MAX_SLEEP_SECONDS: f64 = 86_400.0;
@@ -46,6 +46,20 @@ pub const SLEEP: Spec = Spec {
     help: "Waits SECONDS (a decimal number such as 0.5, at most a day) before the next command.",
     examples: &[("sleep 0.5", "")],
     run: sleep,
+};
+
+pub const SET: Spec = Spec {
+    name: "set",
+    aliases: &["set print"],
+    usage: "[thread-events on|off]",
+    complete: Complete::Nothing,
+    summary: "show or change a shell setting",
+    help: "Without arguments, lists the settings and their values. `thread-events` (off by \
+default) says whether each thread a live process starts or ends is printed as `[new thread \
+TID]` / `[thread TID exited]`; when off, the shell prints one summary line instead, such as \
+`[1900 threads started, 1898 exited]`. gdb's spelling `set print thread-events off` works too.",
+    examples: &[("set thread-events on", "")],
+    run: set,
 };
 
 pub const HELP: Spec = Spec {
@@ -97,6 +111,34 @@ fn sleep(_: &mut Context, args: &mut Args) -> Result<Output> {
     }
     std::thread::sleep(Duration::from_secs_f64(secs));
     Ok(Output::Nothing)
+}
+
+fn set(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let words = args.positionals(0, 2)?;
+    let on_off = |b: bool| if b { "on" } else { "off" };
+    match words.as_slice() {
+        [] => {
+            let mut t = crate::output::Table::new(vec!["Setting", "Value"]);
+            t.rows.push(vec![
+                Cell::Text("thread-events".into()),
+                Cell::Text(on_off(ctx.thread_events).into()),
+            ]);
+            Ok(Output::Table(t))
+        }
+        [name, value] if name == "thread-events" => {
+            ctx.thread_events = match value.as_str() {
+                "on" => true,
+                "off" => false,
+                v => bail!("thread-events is `on` or `off`, not `{v}`"),
+            };
+            Ok(Output::Nothing)
+        }
+        [name] if name == "thread-events" => bail!("say `set thread-events on` or `off`"),
+        [name, ..] => match super::closest(name, ["thread-events"].into_iter()) {
+            Some(s) => bail!("no setting named `{name}`; did you mean `{s}`?"),
+            None => bail!("no setting named `{name}`; the settings are: thread-events"),
+        },
+    }
 }
 
 fn help(_: &mut Context, args: &mut Args) -> Result<Output> {

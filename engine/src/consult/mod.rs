@@ -1,0 +1,501 @@
+//! The automated bottleneck search: Paradyn's Performance Consultant, made loop-aware as in the
+//! loop-aware search seed, with priorities seeded by stack samples ("Deep Start").
+//!
+//! The search tests *hypotheses* (why the program is slow: [`Hypothesis`]) at *foci* (where:
+//! process, thread, module, function, loop, call path, outermost first: [`Focus`]). A pair is an
+//! *experiment*: it is true when the measured fraction of wall time passes the hypothesis'
+//! threshold. A true experiment is *refined*: its focus' children (the callees of a function not
+//! under a loop and its outermost loops; the calls and nested loops of a loop) become new
+//! experiments, the likeliest first. A false one is pruned with everything below it. The record
+//! of every experiment is the *search history graph* ([`Search::nodes`]).
+//!
+//! This module is the search alone, over a [`Lab`]: whatever measures an experiment (live
+//! instrumentation of a process, or a model of a program in the tests) and knows the program's
+//! structure. It decides what to measure, when a measurement is conclusive, and how much
+//! measuring may cost at once; it inserts nothing itself.
+
+use std::fmt;
+
+pub mod proclab;
+pub mod sample;
+
+/// Why a program may be slow: one of the "why" axis' hypotheses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Hypothesis {
+    /// The thread computes: time on a CPU.
+    CPUBound,
+    /// The thread waits for a lock, a condition or a futex.
+    SyncWait,
+    /// The thread waits in read/write-family and file system calls.
+    IOBlocking,
+    /// Refines [`Hypothesis::IOBlocking`]: its calls move fewer than 4096 bytes each.
+    SmallIO,
+    /// The thread waits for the outside world: poll, select, epoll, sleep, accept.
+    ExternalWait,
+    /// The thread was runnable and got no CPU.
+    RunQueue,
+}
+
+impl Hypothesis {
+    /// The hypotheses tested first, at the whole program.
+    pub const TOP: [Hypothesis; 5] = [
+        Hypothesis::CPUBound,
+        Hypothesis::SyncWait,
+        Hypothesis::IOBlocking,
+        Hypothesis::ExternalWait,
+        Hypothesis::RunQueue,
+    ];
+
+    /// Its name, as users type it in `--threshold NAME=F` and read it in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hypothesis::CPUBound => "CPUBound",
+            Hypothesis::SyncWait => "SyncWait",
+            Hypothesis::IOBlocking => "IOBlocking",
+            Hypothesis::SmallIO => "SmallIO",
+            Hypothesis::ExternalWait => "ExternalWait",
+            Hypothesis::RunQueue => "RunQueue",
+        }
+    }
+
+    /// The hypothesis named `name` (case-insensitive).
+    pub fn by_name(name: &str) -> Option<Hypothesis> {
+        Hypothesis::TOP
+            .into_iter()
+            .chain([Hypothesis::SmallIO])
+            .find(|h| h.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The fraction of a thread's wall time above which the hypothesis holds, by default.
+    pub fn default_threshold(self) -> f64 {
+        match self {
+            Hypothesis::CPUBound => 0.30,
+            Hypothesis::SyncWait | Hypothesis::IOBlocking => 0.20,
+            Hypothesis::SmallIO => 0.10,
+            Hypothesis::ExternalWait => 0.20,
+            Hypothesis::RunQueue => 0.20,
+        }
+    }
+
+    /// The more precise hypotheses a true one is refined into along the "why" axis.
+    pub fn children(self) -> &'static [Hypothesis] {
+        match self {
+            Hypothesis::IOBlocking => &[Hypothesis::SmallIO],
+            _ => &[],
+        }
+    }
+}
+
+impl fmt::Display for Hypothesis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One resource of the "where" axis.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "name")]
+pub enum Resource {
+    /// The whole program (the executable's name).
+    Program(String),
+    /// One thread, by its id.
+    Thread(u32),
+    /// A loaded module, by name.
+    Module(String),
+    /// A function, by the name users type.
+    Function(String),
+    /// A loop, named as `loops` names it (`loop_1.2`).
+    Loop(String),
+    /// A call path below the enclosing function, caller first.
+    CallPath(Vec<String>),
+    /// A lock or condition, by its address.
+    Lock(u64),
+    /// A file descriptor and what it refers to.
+    File { fd: i32, path: String },
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Resource::Program(n) | Resource::Module(n) | Resource::Function(n) => f.write_str(n),
+            Resource::Loop(n) => f.write_str(n),
+            Resource::Thread(t) => write!(f, "thread {t}"),
+            Resource::CallPath(p) => f.write_str(&p.join(" > ")),
+            Resource::Lock(a) => write!(f, "lock {a:#x}"),
+            Resource::File { fd, path } => write!(f, "fd {fd} ({path})"),
+        }
+    }
+}
+
+/// Where an experiment measures: resources from the outermost in.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Focus(pub Vec<Resource>);
+
+impl Focus {
+    /// This focus narrowed by one more resource.
+    pub fn with(&self, r: Resource) -> Focus {
+        let mut v = self.0.clone();
+        v.push(r);
+        Focus(v)
+    }
+
+    /// The innermost resource.
+    pub fn last(&self) -> Option<&Resource> {
+        self.0.last()
+    }
+}
+
+impl fmt::Display for Focus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" > ")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A hypothesis at a focus.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Experiment {
+    pub hypothesis: Hypothesis,
+    pub focus: Focus,
+}
+
+/// What a [`Lab`] has measured of a running experiment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reading {
+    /// The fraction of wall time the hypothesis' metric took at the focus, since the
+    /// instrumentation settled.
+    pub fraction: f64,
+    /// Seconds measured.
+    pub seconds: f64,
+}
+
+/// A running experiment's handle in its [`Lab`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProbeId(pub u64);
+
+/// What the search needs of the world: the program's structure, and measurements.
+pub trait Lab {
+    /// The children of `focus` worth testing for `hypothesis`, each with a priority (higher is
+    /// tested first; stack samples are a good source). Empty when the focus cannot be refined.
+    fn refine(&mut self, hypothesis: Hypothesis, focus: &Focus) -> Vec<(Focus, f64)>;
+    /// The predicted cost of measuring `e`: a fraction of the program's time.
+    fn predicted_cost(&mut self, e: &Experiment) -> f64;
+    /// Starts measuring `e`.
+    fn start(&mut self, e: &Experiment) -> Result<ProbeId, String>;
+    /// What `probe` has measured since it settled; `None` before it has.
+    fn read(&mut self, probe: ProbeId) -> Option<Reading>;
+    /// Stops measuring and removes the instrumentation.
+    fn stop(&mut self, probe: ProbeId);
+}
+
+/// How the search runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// The largest predicted cost of all running experiments together (fraction).
+    pub cost_limit: f64,
+    /// Seconds a reading must cover before it counts.
+    pub settle: f64,
+    /// A reading within `threshold * (1 ± hysteresis)` is not conclusive yet.
+    pub hysteresis: f64,
+    /// Seconds after which an inconclusive experiment is judged false.
+    pub max_wait: f64,
+    /// Thresholds by hypothesis; the default where one is missing.
+    pub thresholds: Vec<(Hypothesis, f64)>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            cost_limit: 0.05,
+            settle: 1.0,
+            hysteresis: 0.05,
+            max_wait: 6.0,
+            thresholds: Vec::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// The threshold of `h`.
+    pub fn threshold(&self, h: Hypothesis) -> f64 {
+        self.thresholds
+            .iter()
+            .rev()
+            .find(|(x, _)| *x == h)
+            .map_or_else(|| h.default_threshold(), |(_, t)| *t)
+    }
+}
+
+/// Where an experiment stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    /// Not started (waiting for its turn under the cost limit, or never reached).
+    Untested,
+    /// Measuring.
+    Active,
+    True,
+    False,
+    /// Its instrumentation could not be inserted.
+    Failed,
+}
+
+/// One node of the search history graph.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Node {
+    pub experiment: Experiment,
+    pub state: State,
+    /// The last fraction measured.
+    pub fraction: Option<f64>,
+    /// The node this one refines.
+    pub parent: Option<usize>,
+    pub priority: f64,
+    /// Why a node failed or was judged without a conclusive reading.
+    pub note: Option<String>,
+    #[serde(skip)]
+    probe: Option<ProbeId>,
+    #[serde(skip)]
+    started: f64,
+}
+
+/// A conclusion: a true experiment none of whose refinements is true.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Finding {
+    pub hypothesis: Hypothesis,
+    pub focus: Focus,
+    pub fraction: f64,
+}
+
+/// A search in progress.
+#[derive(Debug)]
+pub struct Search {
+    settings: Settings,
+    nodes: Vec<Node>,
+}
+
+impl Search {
+    /// A search testing every top-level hypothesis at `root` (the program or one thread).
+    pub fn new(settings: Settings, root: Focus) -> Search {
+        let nodes = Hypothesis::TOP
+            .into_iter()
+            .map(|hypothesis| Node {
+                experiment: Experiment {
+                    hypothesis,
+                    focus: root.clone(),
+                },
+                state: State::Untested,
+                fraction: None,
+                parent: None,
+                priority: f64::INFINITY,
+                note: None,
+                probe: None,
+                started: 0.0,
+            })
+            .collect();
+        Search { settings, nodes }
+    }
+
+    /// The search history graph so far, roots first, each node after its parent.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// True when nothing is measuring and nothing is left to test.
+    pub fn done(&self) -> bool {
+        !self
+            .nodes
+            .iter()
+            .any(|n| matches!(n.state, State::Active | State::Untested))
+    }
+
+    /// The predicted cost of the running experiments.
+    fn running_cost(&self, lab: &mut dyn Lab) -> f64 {
+        self.nodes
+            .iter()
+            .filter(|n| n.state == State::Active)
+            .map(|n| lab.predicted_cost(&n.experiment))
+            .sum()
+    }
+
+    /// Advances the search at time `now` (seconds): judges the experiments whose readings are
+    /// conclusive, refines the true ones, and starts waiting experiments, likeliest first, as
+    /// far as the cost limit allows. Returns true while there is work left.
+    pub fn step(&mut self, lab: &mut dyn Lab, now: f64) -> bool {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].state != State::Active {
+                continue;
+            }
+            let probe = self.nodes[i].probe.expect("an active node has a probe");
+            let h = self.nodes[i].experiment.hypothesis;
+            let threshold = self.settings.threshold(h);
+            let reading = lab.read(probe);
+            if let Some(r) = reading {
+                self.nodes[i].fraction = Some(r.fraction);
+            }
+            let waited = now - self.nodes[i].started;
+            let verdict = match reading {
+                Some(r) if r.seconds >= self.settings.settle => {
+                    if r.fraction >= threshold * (1.0 + self.settings.hysteresis) {
+                        Some(State::True)
+                    } else if r.fraction <= threshold * (1.0 - self.settings.hysteresis) {
+                        Some(State::False)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            };
+            let verdict = verdict.or_else(|| {
+                (waited >= self.settings.max_wait).then(|| {
+                    self.nodes[i].note = Some(format!(
+                        "no conclusive reading within {} s",
+                        self.settings.max_wait
+                    ));
+                    State::False
+                })
+            });
+            let Some(verdict) = verdict else { continue };
+            lab.stop(probe);
+            self.nodes[i].probe = None;
+            self.nodes[i].state = verdict;
+            if verdict == State::True {
+                self.refine(lab, i);
+            }
+        }
+        self.start_waiting(lab, now);
+        !self.done()
+    }
+
+    /// Adds the refinements of true node `i`: along the "why" axis at the same focus, and along
+    /// the "where" axis for the same hypothesis.
+    fn refine(&mut self, lab: &mut dyn Lab, i: usize) {
+        let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
+        let mut children: Vec<(Experiment, f64)> = hypothesis
+            .children()
+            .iter()
+            .map(|&h| {
+                (
+                    Experiment {
+                        hypothesis: h,
+                        focus: focus.clone(),
+                    },
+                    f64::INFINITY,
+                )
+            })
+            .collect();
+        children.extend(lab.refine(hypothesis, &focus).into_iter().map(|(f, p)| {
+            (
+                Experiment {
+                    hypothesis,
+                    focus: f,
+                },
+                p,
+            )
+        }));
+        for (experiment, priority) in children {
+            if self.nodes.iter().any(|n| n.experiment == experiment) {
+                continue;
+            }
+            self.nodes.push(Node {
+                experiment,
+                state: State::Untested,
+                fraction: None,
+                parent: Some(i),
+                priority,
+                note: None,
+                probe: None,
+                started: 0.0,
+            });
+        }
+    }
+
+    /// Starts untested experiments in priority order while the predicted cost stays under the
+    /// limit. One experiment is always allowed to run, so that a limit below a single probe's
+    /// cost slows the search instead of stalling it.
+    fn start_waiting(&mut self, lab: &mut dyn Lab, now: f64) {
+        let mut waiting: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].state == State::Untested)
+            .collect();
+        waiting.sort_by(|&a, &b| {
+            self.nodes[b]
+                .priority
+                .total_cmp(&self.nodes[a].priority)
+                .then(a.cmp(&b))
+        });
+        let mut cost = self.running_cost(lab);
+        let mut running = self
+            .nodes
+            .iter()
+            .filter(|n| n.state == State::Active)
+            .count();
+        for i in waiting {
+            let c = lab.predicted_cost(&self.nodes[i].experiment);
+            if running > 0 && cost + c > self.settings.cost_limit {
+                continue;
+            }
+            match lab.start(&self.nodes[i].experiment) {
+                Ok(probe) => {
+                    self.nodes[i].probe = Some(probe);
+                    self.nodes[i].state = State::Active;
+                    self.nodes[i].started = now;
+                    cost += c;
+                    running += 1;
+                }
+                Err(why) => {
+                    self.nodes[i].state = State::Failed;
+                    self.nodes[i].note = Some(why);
+                }
+            }
+        }
+    }
+
+    /// Stops every running experiment (the search was cut short); their nodes stay untested.
+    pub fn stop(&mut self, lab: &mut dyn Lab) {
+        for n in &mut self.nodes {
+            if let Some(p) = n.probe.take() {
+                lab.stop(p);
+                n.state = State::Untested;
+            }
+        }
+    }
+
+    /// The conclusions: true nodes with no true refinement, largest fraction first.
+    pub fn findings(&self) -> Vec<Finding> {
+        let mut out: Vec<Finding> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| {
+                n.state == State::True
+                    && !self
+                        .nodes
+                        .iter()
+                        .any(|c| c.parent == Some(*i) && c.state == State::True)
+            })
+            .map(|(_, n)| Finding {
+                hypothesis: n.experiment.hypothesis,
+                focus: n.experiment.focus.clone(),
+                fraction: n.fraction.unwrap_or(0.0),
+            })
+            .collect();
+        out.sort_by(|a, b| b.fraction.total_cmp(&a.fraction));
+        out
+    }
+
+    /// How many experiments were judged.
+    pub fn tested(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| matches!(n.state, State::True | State::False))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,301 @@
+//! The search over a model program: a tree of foci with the fraction of time each hypothesis
+//! takes at each, a clock the tests advance, and a record of what was measured at once.
+
+use std::collections::HashMap;
+
+use super::*;
+
+/// A program's structure and behaviour, as a lab that measures it exactly.
+struct Model {
+    /// Children of each focus (by its display form), with priorities.
+    tree: HashMap<String, Vec<(Focus, f64)>>,
+    /// The true fraction of each (hypothesis, focus).
+    truth: HashMap<(Hypothesis, String), f64>,
+    cost: f64,
+    now: f64,
+    running: HashMap<u64, (Experiment, f64)>,
+    next: u64,
+    /// The largest number of experiments measured at once.
+    peak: usize,
+    started: Vec<Experiment>,
+    refuse: Option<String>,
+}
+
+fn f(path: &[&str]) -> Focus {
+    let mut out = vec![Resource::Program(path[0].into())];
+    for p in &path[1..] {
+        out.push(if p.starts_with("loop_") {
+            Resource::Loop((*p).into())
+        } else {
+            Resource::Function((*p).into())
+        });
+    }
+    Focus(out)
+}
+
+impl Model {
+    fn new(cost: f64) -> Model {
+        Model {
+            tree: HashMap::new(),
+            truth: HashMap::new(),
+            cost,
+            now: 0.0,
+            running: HashMap::new(),
+            next: 0,
+            peak: 0,
+            started: Vec::new(),
+            refuse: None,
+        }
+    }
+
+    fn child(&mut self, parent: &[&str], name: &str, priority: f64) -> &mut Self {
+        let mut path = parent.to_vec();
+        path.push(name);
+        self.tree
+            .entry(f(parent).to_string())
+            .or_default()
+            .push((f(&path), priority));
+        self
+    }
+
+    fn truth(&mut self, h: Hypothesis, path: &[&str], fraction: f64) -> &mut Self {
+        self.truth.insert((h, f(path).to_string()), fraction);
+        self
+    }
+
+    /// Runs the search to its end, one tenth of a second a step; returns the seconds it took.
+    fn run(&mut self, search: &mut Search) -> f64 {
+        loop {
+            let now = self.now;
+            if !search.step(self, now) {
+                break;
+            }
+            self.now += 0.1;
+            assert!(self.now < 600.0, "the search does not end");
+        }
+        self.now
+    }
+}
+
+impl Lab for Model {
+    fn refine(&mut self, _: Hypothesis, focus: &Focus) -> Vec<(Focus, f64)> {
+        self.tree
+            .get(&focus.to_string())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn predicted_cost(&mut self, _: &Experiment) -> f64 {
+        self.cost
+    }
+
+    fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        if let Some(why) = &self.refuse {
+            if e.focus.to_string().contains(why.as_str()) {
+                return Err(format!("cannot instrument {why}"));
+            }
+        }
+        self.next += 1;
+        self.running.insert(self.next, (e.clone(), self.now));
+        self.peak = self.peak.max(self.running.len());
+        self.started.push(e.clone());
+        Ok(ProbeId(self.next))
+    }
+
+    fn read(&mut self, probe: ProbeId) -> Option<Reading> {
+        let (e, since) = &self.running[&probe.0];
+        let fraction = *self
+            .truth
+            .get(&(e.hypothesis, e.focus.to_string()))
+            .unwrap_or(&0.0);
+        Some(Reading {
+            fraction,
+            seconds: self.now - since,
+        })
+    }
+
+    fn stop(&mut self, probe: ProbeId) {
+        assert!(self.running.remove(&probe.0).is_some(), "stopped twice");
+    }
+}
+
+/// CPU time in one inner loop of one function, a decoy function beside it.
+fn cpu_in_an_inner_loop() -> Model {
+    let mut m = Model::new(0.01);
+    m.child(&["app"], "main", 1.0)
+        .child(&["app", "main"], "crunch", 0.9)
+        .child(&["app", "main"], "decoy", 0.1)
+        .child(&["app", "main", "crunch"], "loop_1", 1.0)
+        .child(&["app", "main", "crunch", "loop_1"], "loop_1.1", 1.0)
+        .child(&["app", "main", "crunch", "loop_1"], "loop_1.2", 0.5);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.95)
+        .truth(Hypothesis::CPUBound, &["app", "main"], 0.95)
+        .truth(Hypothesis::CPUBound, &["app", "main", "crunch"], 0.85)
+        .truth(Hypothesis::CPUBound, &["app", "main", "decoy"], 0.05)
+        .truth(
+            Hypothesis::CPUBound,
+            &["app", "main", "crunch", "loop_1"],
+            0.84,
+        )
+        .truth(
+            Hypothesis::CPUBound,
+            &["app", "main", "crunch", "loop_1", "loop_1.1"],
+            0.80,
+        )
+        .truth(
+            Hypothesis::CPUBound,
+            &["app", "main", "crunch", "loop_1", "loop_1.2"],
+            0.04,
+        );
+    m
+}
+
+#[test]
+fn cpu_in_an_inner_loop_is_found_at_the_loop_and_the_decoy_is_not_named() {
+    let mut m = cpu_in_an_inner_loop();
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    let seconds = m.run(&mut search);
+    let findings = search.findings();
+    assert_eq!(
+        findings,
+        vec![Finding {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f(&["app", "main", "crunch", "loop_1", "loop_1.1"]),
+            fraction: 0.80,
+        }]
+    );
+    // Five levels, a second or so each: the search does not wait for what it can decide.
+    assert!(seconds < 8.0, "took {seconds} s");
+    // The other hypotheses were tested false at the root and never refined.
+    for h in [Hypothesis::SyncWait, Hypothesis::IOBlocking] {
+        let n = search
+            .nodes()
+            .iter()
+            .find(|n| n.experiment.hypothesis == h)
+            .unwrap();
+        assert_eq!(n.state, State::False);
+    }
+    assert!(m.running.is_empty(), "every probe is removed at the end");
+    assert_eq!(search.tested(), search.nodes().len());
+}
+
+#[test]
+fn the_cost_limit_bounds_what_runs_at_once_and_likelier_foci_go_first() {
+    let mut m = Model::new(0.02);
+    for i in 0..10 {
+        m.child(&["app"], &format!("f{i}"), i as f64);
+    }
+    m.truth(Hypothesis::CPUBound, &["app"], 0.9);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    // 5 root experiments at 0.02 each exceed 0.05: two at once, then more as they finish.
+    assert!(m.peak <= 2, "{} experiments ran at once", m.peak);
+    let order: Vec<String> = m
+        .started
+        .iter()
+        .filter(|e| e.focus.0.len() == 2)
+        .map(|e| e.focus.to_string())
+        .collect();
+    assert_eq!(order.first().map(String::as_str), Some("app > f9"));
+    assert_eq!(order.last().map(String::as_str), Some("app > f0"));
+    assert_eq!(
+        search.findings(),
+        vec![Finding {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f(&["app"]),
+            fraction: 0.9,
+        }]
+    );
+}
+
+#[test]
+fn a_limit_below_one_probe_still_lets_one_run() {
+    let mut m = cpu_in_an_inner_loop();
+    m.cost = 0.5;
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    assert_eq!(m.peak, 1);
+    assert_eq!(search.findings().len(), 1);
+}
+
+#[test]
+fn a_reading_inside_the_hysteresis_band_is_judged_false_after_the_bounded_wait() {
+    let mut m = Model::new(0.01);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.30);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    let seconds = m.run(&mut search);
+    let n = &search.nodes()[0];
+    assert_eq!(n.state, State::False);
+    assert!(n.note.as_deref().unwrap().contains("no conclusive reading"));
+    assert!((6.0..7.0).contains(&seconds), "{seconds}");
+    assert!(search.findings().is_empty());
+}
+
+#[test]
+fn io_blocking_refines_along_the_why_axis_to_small_io() {
+    let mut m = Model::new(0.01);
+    m.child(&["app"], "logger", 1.0);
+    m.truth(Hypothesis::IOBlocking, &["app"], 0.5)
+        .truth(Hypothesis::IOBlocking, &["app", "logger"], 0.5)
+        .truth(Hypothesis::SmallIO, &["app"], 0.45);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let hs: Vec<(Hypothesis, String)> = search
+        .findings()
+        .into_iter()
+        .map(|x| (x.hypothesis, x.focus.to_string()))
+        .collect();
+    assert_eq!(
+        hs,
+        vec![
+            (Hypothesis::IOBlocking, "app > logger".to_string()),
+            (Hypothesis::SmallIO, "app".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn a_focus_that_cannot_be_instrumented_is_recorded_and_the_search_goes_on() {
+    let mut m = cpu_in_an_inner_loop();
+    m.refuse = Some("decoy".into());
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let failed: Vec<&Node> = search
+        .nodes()
+        .iter()
+        .filter(|n| n.state == State::Failed)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].note.as_deref(), Some("cannot instrument decoy"));
+    assert_eq!(search.findings().len(), 1);
+}
+
+#[test]
+fn thresholds_can_be_set_and_the_last_setting_wins() {
+    let mut m = cpu_in_an_inner_loop();
+    let settings = Settings {
+        thresholds: vec![(Hypothesis::CPUBound, 0.5), (Hypothesis::CPUBound, 0.9)],
+        ..Settings::default()
+    };
+    let mut search = Search::new(settings, f(&["app"]));
+    m.run(&mut search);
+    // True needs 0.9 * 1.05 = 0.945: the root and main (0.95) pass, crunch (0.85) does not.
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|x| x.focus.to_string())
+        .collect();
+    assert_eq!(found, vec!["app > main".to_string()]);
+    assert_eq!(Hypothesis::by_name("cpubound"), Some(Hypothesis::CPUBound));
+}
+
+#[test]
+fn stopping_removes_every_probe() {
+    let mut m = cpu_in_an_inner_loop();
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    search.step(&mut m, 0.0);
+    assert!(!m.running.is_empty());
+    search.stop(&mut m);
+    assert!(m.running.is_empty());
+    assert!(!search.done());
+}

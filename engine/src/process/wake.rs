@@ -1,0 +1,89 @@
+//! [`Waker`]: what the tracer thread sleeps on. The kernel tells a tracer that a tracee stopped
+//! or exited with SIGCHLD (for ptrace stops too, and whatever `SA_NOCLDSTOP` says for job
+//! control); a handler writes one byte into a socket pair for every SIGCHLD, and the shell writes
+//! one when it hands the tracer a job. So the tracer blocks in `poll` until there is something to
+//! do, and handles a stop as soon as the kernel reports it: no fixed polling interval stands
+//! between a thread's creation or a signal and its handling.
+//!
+//! The byte only says "look": the tracer always drains `waitpid` with `WNOHANG` after waking and
+//! before sleeping again, so bytes merged or lost to a full socket lose no event, and a wakeup
+//! caused by another tracer's child (tests run several tracers in one process) costs one empty
+//! `waitpid`.
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use super::error::ProcessError;
+
+/// The tracer's wakeup source: SIGCHLD, and jobs from the shell.
+pub(crate) struct Waker {
+    rx: UnixStream,
+    tx: UnixStream,
+    signal: Option<signal_hook::SigId>,
+}
+
+impl Waker {
+    pub(crate) fn new() -> Result<Waker, ProcessError> {
+        let fail = |e: std::io::Error| ProcessError::Launch {
+            program: "the tracer's wakeup socket".into(),
+            detail: e.to_string(),
+        };
+        let (rx, tx) = UnixStream::pair().map_err(fail)?;
+        rx.set_nonblocking(true).map_err(fail)?;
+        tx.set_nonblocking(true).map_err(fail)?;
+        // The handler sends one byte with MSG_DONTWAIT (async-signal-safe, never blocks); the
+        // registration chains any handler installed before, and SA_RESTART keeps other
+        // threads' system calls from failing with EINTR.
+        let signal = signal_hook::low_level::pipe::register(
+            signal_hook::consts::SIGCHLD,
+            tx.try_clone().map_err(fail)?,
+        )
+        .map_err(fail)?;
+        Ok(Waker {
+            rx,
+            tx,
+            signal: Some(signal),
+        })
+    }
+
+    /// Makes the tracer's current or next [`Waker::wait`] return. Any thread may call it.
+    pub(crate) fn wake(&self) {
+        // A full socket already holds a wakeup.
+        let _ = (&self.tx).write(&[1]);
+    }
+
+    /// Blocks until a wakeup (a SIGCHLD since the last wait, or [`Waker::wake`]) or until
+    /// `timeout` passes; then forgets the wakeups so far. Callers check `waitpid` next.
+    pub(crate) fn wait(&self, timeout: Option<Duration>) {
+        let timeout_ms = match timeout {
+            None => -1,
+            Some(t) => t.as_millis().clamp(1, 60_000) as i32,
+        };
+        let mut fd = libc::pollfd {
+            fd: self.rx.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `fd` is one valid pollfd for the call's duration and names our open socket.
+        // EINTR (another signal) counts as a wakeup like any other.
+        unsafe { libc::poll(&mut fd, 1, timeout_ms) };
+        let mut buf = [0u8; 256];
+        loop {
+            match (&self.rx).read(&mut buf) {
+                Ok(n) if n == buf.len() => continue,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                _ => return,
+            }
+        }
+    }
+}
+
+impl Drop for Waker {
+    fn drop(&mut self) {
+        if let Some(id) = self.signal.take() {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! `bench-attached [--runs N]`: what merely being attached costs a program, with nothing
+//! inserted: the time to create (and join) a thread and to deliver a signal to itself, while
+//! gsh's tracer is attached and the program runs in the background, against the same program
+//! not attached, measured in one run, runs interleaved. Under ptrace each thread creation is
+//! two stops (the creator's clone event, the new thread's first stop) and each signal one;
+//! the ratio says how fast the tracer handles them.
+//!
+//! The program is generated: it reads a line from stdin (so gsh can attach first), then
+//! times `threads` creations or `signals` deliveries and prints the nanoseconds per operation.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context as _, Result};
+use engine::process::{NoHooks, State, Tracer};
+
+const PROGRAM: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+static volatile long got;
+static void on_usr1(int s) { (void)s; got++; }
+static void *nothing(void *a) { return a; }
+static long now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    int n = 2000;
+    signal(SIGUSR1, on_usr1);
+    char line[16];
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    long t = now();
+    if (argc > 1 && strcmp(argv[1], "signals") == 0) {
+        for (int i = 0; i < n; i++) raise(SIGUSR1);
+        if (got != n) return 2;
+    } else {
+        for (int i = 0; i < n; i++) {
+            pthread_t th;
+            if (pthread_create(&th, 0, nothing, 0) || pthread_join(th, 0)) return 3;
+        }
+    }
+    printf("%ld\n", (now() - t) / n);
+    return 0;
+}
+"#;
+
+/// Runs the program once for `what`, attached or not; nanoseconds per operation.
+fn once(exe: &Path, what: &str, attached: bool) -> Result<f64> {
+    let mut child = Command::new(exe)
+        .arg(what)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the benchmark program")?;
+    let pid = child.id() as i32;
+    let tracer = if attached {
+        let t = Tracer::attach(pid, NoHooks)?;
+        t.with(|p, _| p.resume())??;
+        Some(t)
+    } else {
+        None
+    };
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    stdin.write_all(b"go\n")?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
+    if let Some(t) = tracer {
+        // The tracer thread (gsh's, like our own) reaps it when it exits: its exit status is
+        // the tracer's to report, not `wait`'s.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match t.with(|p, _| p.state())? {
+                State::Exited(0) => break,
+                s if s.is_alive() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                s => bail!("the benchmark program is {s} (for {what}, attached)"),
+            }
+        }
+        let _ = child.wait();
+    } else {
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("the benchmark program failed ({status}) for {what}");
+        }
+    }
+    line.trim()
+        .parse()
+        .with_context(|| format!("the program printed `{}`", line.trim()))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let (file, runs) = crate::file_and_runs(args, 7, "bench-attached [--runs N]")?;
+    if let Some(f) = file {
+        bail!("unexpected argument `{f}`; usage: bench-attached [--runs N]");
+    }
+    let dir = gsh_tests::target_dir().join("bench-attached");
+    std::fs::create_dir_all(&dir)?;
+    let src = dir.join("attached.c");
+    let exe = dir.join("attached");
+    std::fs::write(&src, PROGRAM)?;
+    let ok = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .context("running gcc")?
+        .success();
+    if !ok {
+        bail!("gcc failed on {}", src.display());
+    }
+    println!(
+        "cost of being attached, nothing inserted: median ns per operation over {runs} \
+         interleaved runs of 2,000 (target: attached <= 1.5x)"
+    );
+    for (what, label) in [
+        ("threads", "thread creation + join"),
+        ("signals", "signal to itself"),
+    ] {
+        let (mut bare, mut traced) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            bare.push(once(&exe, what, false)?);
+            traced.push(once(&exe, what, true)?);
+        }
+        let (b, t) = (median(bare), median(traced));
+        println!(
+            "  {label:<24} not attached {b:>9.0} ns   attached {t:>9.0} ns   {:.2}x",
+            t / b
+        );
+    }
+    Ok(())
+}
