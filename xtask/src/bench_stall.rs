@@ -21,7 +21,8 @@ use engine::instrument::{Live, Plan};
 use engine::process::Tracer;
 use engine::Session;
 
-const PORT: u16 = 16399;
+/// The port the benchmark's redis-server listens on.
+pub const PORT: u16 = 16399;
 
 /// A client sending `PING` every millisecond and keeping every reply time.
 struct Pinger {

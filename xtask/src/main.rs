@@ -13,6 +13,8 @@
 //!   `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
+//! - `soak-redis [--runs CYCLES]`: issue 13's live soak on redis-server under load: exact
+//!   counts of a function called a known number of times, slots, RSS and mappings per cycle.
 //! - `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms
 //!   sees during `count '*'`, against the one it sees during a bare halt + resume. Run it
 //!   with `--release`.
@@ -35,6 +37,7 @@ mod bench_measure;
 mod bench_stall;
 mod bench_static;
 mod coverage;
+mod soak_redis;
 mod switches;
 mod timing;
 mod whole_program;
@@ -56,6 +59,8 @@ tasks:
                                   runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
+  soak-redis [--runs CYCLES]      attach/count/time/profile/delete/detach cycles on
+                                  redis under redis-benchmark load (default 50; --release)
   bench-stall [--runs N]          longest reply of redis-server pinged every 1 ms during
                                   `count '*'`, against halt + resume (use --release)
   bench-attached [--runs N]       thread creation and signal delivery while attached with
@@ -117,6 +122,7 @@ fn run() -> Result<()> {
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
         "bench-stall" => bench_stall::run(rest),
+        "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
