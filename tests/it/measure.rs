@@ -528,3 +528,92 @@ fn a_new_session_and_a_reused_slot_count_from_zero() {
     let _ = child.wait();
     text.unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// The calls of `function` measured as `metric` in a `report` document (paths summed).
+fn report_calls(report: &serde_json::Value, function: &str, metric: &str) -> Option<u64> {
+    let values = report["values"].as_array()?;
+    let v = values
+        .iter()
+        .find(|v| v["function"] == function && v["metric"] == metric)?;
+    v["calls"].as_u64()
+}
+
+/// A live soak: five cycles of `count '*'`, `time '*'`, `profile`, `report` (with the
+/// server stopped, so the counts must agree), `delete`, `detach` and a new `attach` to a
+/// running two-thread server. Functions called only before the first attach count zero in
+/// every cycle; callees count within one call per thread of their caller; each cycle reports
+/// only its own measures; the server keeps running and its text is the file's at the end.
+#[test]
+fn live_soak_of_measure_cycles_on_a_running_server() {
+    let exe = Mutatee::new("server").path(Variant::O2);
+    let (threads, rounds) = (2u64, 1_000_000);
+    let dir = gsh_tests::target_dir().join("measure-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let out = dir.join("soak");
+    let mut child = spawn(&exe, threads as u32, rounds, &out);
+    let pid = child.id();
+    let cycles = 5u32;
+    let mut script = String::new();
+    for c in 0..cycles {
+        let (a, b, p) = (3 * c + 1, 3 * c + 2, 3 * c + 3);
+        script.push_str(&format!(
+            "attach {pid}; count '*'; time '*'; profile handle_request; continue &; \
+             sleep 0.2; halt; report; delete {a} {b} {p}; detach;\n"
+        ));
+    }
+    let docs = gsh_json_all(&script, &exe);
+    let reports: Vec<&serde_json::Value> = docs
+        .iter()
+        .filter(|d| d.get("values").is_some() && d.get("title").is_some())
+        .collect();
+    assert_eq!(reports.len(), cycles as usize, "{docs:?}");
+    for (c, r) in reports.iter().enumerate() {
+        let c = c as u32;
+        let ids: Vec<u64> = r["values"]
+            .as_array()
+            .expect("values")
+            .iter()
+            .map(|v| v["id"].as_u64().expect("id"))
+            .collect();
+        assert!(
+            ids.iter()
+                .all(|&i| (3 * c + 1..=3 * c + 3).contains(&(i as u32))),
+            "cycle {c} reports another cycle's measures: {ids:?}"
+        );
+        for f in ["main", "worker"] {
+            assert_eq!(report_calls(r, f, "count"), Some(0), "cycle {c}: {f}: {r}");
+            assert_eq!(report_calls(r, f, "time"), Some(0), "cycle {c}: {f}: {r}");
+        }
+        let hr = report_calls(r, "handle_request", "count").expect("handle_request");
+        assert!(hr > 0, "cycle {c}: {r}");
+        for (f, m) in [
+            ("parse_header", "count"),
+            ("checksum", "count"),
+            ("handle_request", "time"),
+            ("parse_header", "time"),
+        ] {
+            let n = report_calls(r, f, m).unwrap_or_else(|| panic!("cycle {c}: {f} {m}: {r}"));
+            assert!(
+                n.abs_diff(hr) <= threads,
+                "cycle {c}: {f} {m} {n} vs {hr}: {r}"
+            );
+        }
+        let profiled: u64 = r["paths"]
+            .as_array()
+            .expect("paths")
+            .iter()
+            .filter(|p| p["function"] == "handle_request")
+            .map(|p| p["calls"].as_u64().expect("calls"))
+            .sum();
+        assert!(
+            profiled.abs_diff(hr) <= threads,
+            "cycle {c}: profile {profiled} vs {hr}"
+        );
+    }
+    let text = gsh_tests::server::text_matches_file(pid, &exe);
+    let running = child.try_wait().expect("wait").is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    text.unwrap_or_else(|e| panic!("{e}"));
+    assert!(running, "the server ended during the soak");
+}
