@@ -333,7 +333,7 @@ fn make_room(ctx: &mut Context) -> Result<()> {
     Ok(())
 }
 
-fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
+pub(super) fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
     let launch = launch(ctx, args)?;
     make_room(ctx)?;
     let main = ctx.session.main()?;
@@ -576,7 +576,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
 }
 
 /// Threads sitting on one of our int3s execute the original instruction first.
-fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
+pub(super) fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
     if p.state() != State::Stopped {
         return Ok(());
     }
