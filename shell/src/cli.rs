@@ -2,7 +2,7 @@
 //! [ARGS...]]`, `--json`, `-p PID`. Parses with clap, opens FILE, then runs the batch or the
 //! prompt, and turns the first error into `gsh: ...` and exit status 1.
 
-use std::io::{IsTerminal, Read};
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
@@ -127,10 +127,29 @@ fn session(ctx: &mut Context, cli: Cli) -> Result<()> {
     if std::io::stdin().is_terminal() {
         return repl::run(ctx);
     }
-    // Commands piped in: a script on stdin.
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .context("cannot read commands from stdin")?;
-    ctx.run_text(&text, Some(Path::new("<stdin>")))
+    // Commands piped in: a script on stdin, each command run as soon as its line (or the
+    // last line of its `{ ... }` block) arrives, so a live process is never kept waiting
+    // for the writer to send more or to close the pipe.
+    let origin = Some(Path::new("<stdin>"));
+    let mut stdin = std::io::stdin().lock();
+    let (mut pending, mut first, mut next) = (String::new(), 1, 1);
+    loop {
+        let n = stdin
+            .read_line(&mut pending)
+            .context("cannot read commands from stdin")?;
+        if n > 0 {
+            next += 1;
+            if crate::script::needs_more(&pending) {
+                continue;
+            }
+        }
+        if !pending.trim().is_empty() {
+            ctx.run_text_from(&pending, origin, first)?;
+        }
+        if n == 0 || ctx.quit {
+            return Ok(());
+        }
+        pending.clear();
+        first = next;
+    }
 }

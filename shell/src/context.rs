@@ -134,9 +134,23 @@ impl Context {
     /// Splits `text` into commands and runs them in order, stopping at the first error or at
     /// `quit`. `origin` names the script file, for error messages (`explore.gsh:3: ...`).
     pub fn run_text(&mut self, text: &str, origin: Option<&Path>) -> Result<()> {
-        let at = |line: usize| match origin {
-            Some(p) => format!("{}:{line}", p.display()),
-            None => format!("line {line}"),
+        self.run_text_from(text, origin, 1)
+    }
+
+    /// [`Context::run_text`] for text that starts at line `first_line` of `origin` (commands
+    /// piped in run a few lines at a time).
+    pub fn run_text_from(
+        &mut self,
+        text: &str,
+        origin: Option<&Path>,
+        first_line: usize,
+    ) -> Result<()> {
+        let at = |line: usize| {
+            let line = line + first_line - 1;
+            match origin {
+                Some(p) => format!("{}:{line}", p.display()),
+                None => format!("line {line}"),
+            }
         };
         let cmds = script::split(text).map_err(|e| match origin {
             Some(p) => anyhow!("{}: {e}", p.display()),
@@ -173,6 +187,9 @@ impl Context {
         if let Some(t) = &mut self.target {
             for e in t.events(self.thread_events) {
                 eprintln!("{e}");
+            }
+            if let Err(e) = t.learn_modules(&mut self.session) {
+                eprintln!("gsh: cannot open the libraries the process loaded: {e:#}");
             }
         }
     }

@@ -17,6 +17,9 @@ pub struct Word {
     pub text: String,
     /// True when any part of the word was quoted (`'*'` is a pattern, not a keyword).
     pub quoted: bool,
+    /// The word as written, quotes and escapes kept: `print` hands `"a\n"` and `'a'` to
+    /// the snippet language, whose literals they are.
+    pub raw: String,
 }
 
 /// A `{ ... }` block: the raw text between the braces.
@@ -140,6 +143,30 @@ pub fn needs_more(text: &str) -> bool {
     matches!(split(text), Err(e) if e.is_incomplete())
 }
 
+/// The text of a quoted string whose raw inside (between the quotes) is `inner`: in
+/// `"..."`, `\"` and `\\` stand for `"` and `\`; `'...'` is literal.
+fn unquote(quote: char, inner: &str) -> String {
+    if quote != '"' {
+        return inner.to_owned();
+    }
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e @ ('"' | '\\')) => out.push(e),
+                Some(other) => {
+                    out.push('\\');
+                    out.push(other);
+                }
+                None => out.push('\\'),
+            },
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 struct Splitter<'a> {
     chars: std::iter::Peekable<std::str::Chars<'a>>,
     line: usize,
@@ -212,16 +239,33 @@ impl<'a> Splitter<'a> {
     /// Reads one word starting with `first`, up to unquoted whitespace, `;`, `{` or `}`.
     fn read_word(&mut self, first: char) -> Result<Word, ParseError> {
         let mut text = String::new();
+        let mut raw = String::new();
         let mut quoted = false;
         let mut next = Some(first);
         while let Some(c) = next {
             match c {
                 '\'' | '"' => {
                     quoted = true;
-                    self.read_quoted(c, &mut text)?;
+                    let line = self.line;
+                    raw.push(c);
+                    let inner = if c == '"' {
+                        self.read_raw_quoted(c)
+                    } else {
+                        self.read_literal_quoted(c)
+                    }
+                    .map_err(|_| ParseError::UnterminatedQuote { quote: c, line })?;
+                    text.push_str(&unquote(c, &inner[..inner.len() - c.len_utf8()]));
+                    raw.push_str(&inner);
                 }
-                '(' => self.read_parens(&mut text)?,
-                c => text.push(c),
+                '(' => {
+                    let start = text.len();
+                    self.read_parens(&mut text)?;
+                    raw.push_str(&text[start..]);
+                }
+                c => {
+                    text.push(c);
+                    raw.push(c);
+                }
             }
             next = match self.chars.peek() {
                 Some(&c) if c.is_whitespace() || matches!(c, ';' | '{' | '}') => None,
@@ -229,34 +273,20 @@ impl<'a> Splitter<'a> {
                 None => None,
             };
         }
-        Ok(Word { text, quoted })
+        Ok(Word { text, quoted, raw })
     }
 
-    /// Reads the rest of a quoted string opened by `quote` into `out`. In `"..."`, `\"` and
-    /// `\\` stand for `"` and `\`; `'...'` is literal.
-    fn read_quoted(&mut self, quote: char, out: &mut String) -> Result<(), ParseError> {
-        let line = self.line;
+    /// Reads the rest of a `'...'` string, which has no escapes, closing quote included.
+    fn read_literal_quoted(&mut self, quote: char) -> Result<String, ()> {
+        let mut s = String::new();
         loop {
-            match self.chars.next() {
-                None => return Err(ParseError::UnterminatedQuote { quote, line }),
-                Some(c) if c == quote => return Ok(()),
-                Some('\\') if quote == '"' => match self.chars.next() {
-                    Some(e @ ('"' | '\\')) => out.push(e),
-                    Some(other) => {
-                        if other == '\n' {
-                            self.line += 1;
-                        }
-                        out.push('\\');
-                        out.push(other);
-                    }
-                    None => return Err(ParseError::UnterminatedQuote { quote, line }),
-                },
-                Some(c) => {
-                    if c == '\n' {
-                        self.line += 1;
-                    }
-                    out.push(c);
-                }
+            let c = self.chars.next().ok_or(())?;
+            if c == '\n' {
+                self.line += 1;
+            }
+            s.push(c);
+            if c == quote {
+                return Ok(s);
             }
         }
     }

@@ -272,3 +272,38 @@ fn the_readme_tour_of_ls_explores_measures_and_rewrites() {
         .unwrap_or_else(|| panic!("the rewritten ls did not report:\n{o}"));
     assert!(made.ends_with(" calls to its own functions"), "{made}");
 }
+
+/// Commands piped in run as each line arrives (gsh once read to the end of input first, so
+/// `(echo run; sleep 4; echo x) | gsh` ran `run` 4 s late and an attached process stayed
+/// stopped until the writer closed); a `{ ... }` block spanning lines waits for its end; an
+/// error names its line in the whole input.
+#[test]
+fn piped_commands_run_as_their_lines_arrive() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(Gsh::binary())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"echo first\n").unwrap();
+    let mut line = String::new();
+    // Blocks until gsh answers, with the pipe still open: before, this waited forever.
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "first\n");
+    stdin
+        .write_all(b"echo second\nopen /nonexistent/file\necho never\n")
+        .unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(rest, "second\n");
+    assert_eq!(status.code(), Some(1));
+    assert!(err.contains("<stdin>:3"), "{err}");
+}

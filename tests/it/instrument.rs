@@ -469,3 +469,52 @@ fn calls_into_a_library_are_checked_against_its_dwarf() {
     o.assert_code(0);
     assert!(o.stdout.contains("h = "), "{o}");
 }
+
+/// The source line of `needle`'s first occurrence in the mutatee's source.
+fn source_line(file: &str, needle: &str) -> usize {
+    let path = gsh_tests::mutatee_source_dir().join(file);
+    let text = std::fs::read_to_string(&path).expect("mutatee source");
+    text.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("`{needle}` is not in {}", path.display()))
+}
+
+#[test]
+fn context_variables_say_each_points_facts_when_saved_and_live() {
+    let m = Mutatee::new("basic");
+    let script = "at main call add after { printf(\"after %s in %s at %s:%d\\n\", $callee, $function, $file, $line); }; \
+                  at inc entry { printf(\"entry %s %s:%d\\n\", $function, $file, $line); }";
+    let first_add = source_line("basic.c", "int s = add(2, 3);");
+    let second_add = source_line("basic.c", "s = add(s, inc(10));");
+    let inc = source_line("basic.c", "NOINLINE int inc(int x)");
+    let want = format!(
+        "after add in main at mutatees/basic.c:{first_add}\nentry inc mutatees/basic.c:{inc}\n\
+         after add in main at mutatees/basic.c:{second_add}\n{}",
+        m.expected_stdout()
+    );
+    let out = out_path("context-basic");
+    instrument(script, &m.path(Variant::O0), &out);
+    let (code, stdout) = stdout_of(&out, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(stdout, want);
+    // The same requests inserted into a live process.
+    let o = gsh_c(
+        &format!("{script}; run > {}.live", out.display()),
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    let live = std::fs::read_to_string(format!("{}.live", out.display())).expect("output");
+    assert_eq!(live, want);
+    // And in a breakpoint's condition: stop only at the second call to add (whose second
+    // argument is inc(10)).
+    let o = gsh_c(
+        &format!(
+            "break main call add before if ($line == {second_add}); run > {}.break; print $1",
+            out.display()
+        ),
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("$1 = 11\n"), "{}", o.stdout);
+}

@@ -458,3 +458,69 @@ fn call_paths_name_libc_functions_from_its_debug_file() {
         assert!(!callers.iter().any(|c| c.starts_with("sub_")), "{report}");
     }
 }
+
+/// The `Calls` of `function` in the `report` tables of a transcript (not the tables `count`
+/// prints), in order; a deleted measure's rows are left out.
+fn reported_calls(stdout: &str, function: &str) -> Vec<u64> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f[..] {
+                [_, name, "count", n, "-", "-"] if name == function => n.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The runtime stays loaded after `detach`, so a later session's slots held an earlier one's
+/// values (a never-called function reported the previous session's count); and slots that
+/// `delete` gives back are handed out again, from zero.
+#[test]
+fn a_new_session_and_a_reused_slot_count_from_zero() {
+    let exe = Mutatee::new("server").path(Variant::O2);
+    let (threads, rounds) = (2, 1_000_000);
+    let dir = gsh_tests::target_dir().join("measure-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let out = dir.join("reattach");
+    let child = spawn(&exe, threads, rounds, &out);
+    let pid = child.id();
+    let first = gsh_c(
+        &format!("attach {pid}; count handle_request; continue &; sleep 0.3; report; detach"),
+        &exe,
+    );
+    assert!(first.success(), "{}", first.stderr);
+    let seen = reported_calls(&first.stdout, "handle_request");
+    assert!(seen.len() == 1 && seen[0] > 0, "{}", first.stdout);
+    // `main` and `worker` start before either session: never called while counted.
+    // `worker` takes the slot `delete` freed from a count that had counted.
+    let second = gsh_c(
+        &format!(
+            "attach {pid}; count main; count handle_request; continue &; sleep 0.3; report; \
+             delete 2; count worker; sleep 0.1; report; detach"
+        ),
+        &exe,
+    );
+    assert!(second.success(), "{}", second.stderr);
+    assert_eq!(
+        reported_calls(&second.stdout, "main"),
+        [0, 0],
+        "{}",
+        second.stdout
+    );
+    let seen = reported_calls(&second.stdout, "handle_request");
+    assert!(seen.len() == 1 && seen[0] > 0, "{}", second.stdout);
+    assert_eq!(
+        reported_calls(&second.stdout, "worker"),
+        [0],
+        "{}",
+        second.stdout
+    );
+    // Minutes of work left: it is still running, with its text as in its file.
+    let mut child = child;
+    let text = gsh_tests::server::text_matches_file(pid, &exe);
+    let _ = child.kill();
+    let _ = child.wait();
+    text.unwrap_or_else(|e| panic!("{e}"));
+}

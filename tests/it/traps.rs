@@ -150,3 +150,73 @@ fn a_shared_library_without_dt_init_gets_one_in_a_spare_dynamic_entry() {
     // Without crti.o there is no _init, so no DT_INIT; GNU ld leaves spare DT_NULL entries.
     shared_library_case("libtraps-noinit", &["-nostartfiles"]);
 }
+
+/// A program that installs its own SIGTRAP handler and blocks SIGTRAP, as bash does: gsh's
+/// handler stays first (the saved file's `sigaction`, `signal`, `sigprocmask` and
+/// `pthread_sigmask` calls go through gsh's wrappers), the program's handler still gets the
+/// SIGTRAPs that are not gsh's, and every trap counts, also inside a handler whose mask
+/// blocks everything. Before, the program's handler replaced gsh's and returned into the
+/// byte after the `int3`.
+#[test]
+fn traps_survive_a_program_that_installs_and_blocks_sigtrap() {
+    let m = Mutatee::new("sigtrap");
+    for v in [Variant::Pie, Variant::NoPie] {
+        let dir = out_dir(&format!("sigtrap-{}", m.file_name(v)));
+        let out = dir.join("sigtrap");
+        let o = gsh_c(
+            &format!(
+                "declare long n; at tiny entry {{ n++; }}; \
+                 at main exit {{ printf(\"gsh: n=%ld\\n\", n); }}; save {}",
+                out.display()
+            ),
+            &m.path(v),
+        );
+        o.assert_code(0);
+        assert!(o.stdout.contains("trap"), "{v:?}: {}", o.stdout);
+        let signals = o
+            .stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Signals"))
+            .unwrap_or_else(|| panic!("{v:?}: no Signals line in {}", o.stdout));
+        for f in ["sigaction", "signal", "sigprocmask", "pthread_sigmask"] {
+            assert!(
+                signals.split(", ").any(|s| s.trim() == f),
+                "{v:?}: {f} in {signals}"
+            );
+        }
+        let run = run_program(&out, &[], &[]);
+        assert_eq!(run.status.code(), Some(0), "{v:?}: {run:?}");
+        // tiny runs 4 + 3 + 2 times from work, once from the SIGUSR1 handler, once after
+        // the ignored SIGTRAP.
+        let want = format!("{}gsh: n=11\n", m.expected_stdout());
+        assert_eq!(String::from_utf8_lossy(&run.stdout), want, "{v:?}");
+    }
+}
+
+/// Every trap says why no jump fitted, in `show points` (with a count in the title) and in
+/// `save`'s notes.
+#[test]
+fn traps_say_why_no_jump_fitted() {
+    let m = Mutatee::new("traps");
+    let o = gsh_c("show points tiny_a", &m.path(Variant::Pie));
+    o.assert_code(0);
+    assert!(o.stdout.contains("would need a trap"), "{}", o.stdout);
+    let why = "block too small for a 5-byte jump (1 byte(s): 0 before the point, 1 from it)";
+    assert!(o.stdout.contains(why), "{}", o.stdout);
+    let dir = out_dir("traps-why");
+    let o = gsh_c(
+        &format!(
+            "declare long n; at tiny_a entry {{ n++; }}; save {}",
+            dir.join("traps").display()
+        ),
+        &m.path(Variant::Pie),
+    );
+    o.assert_code(0);
+    let note = o
+        .stdout
+        .lines()
+        .skip_while(|l| !l.contains("notes"))
+        .find(|l| l.contains(" trap "))
+        .unwrap_or_else(|| panic!("no trap note: {}", o.stdout));
+    assert!(note.contains(why), "{note}");
+}

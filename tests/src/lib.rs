@@ -18,6 +18,7 @@ pub mod pty;
 pub mod server;
 pub mod switches;
 pub mod truth;
+pub mod whole;
 
 pub use command::run_tool;
 pub use gsh::{gsh_c, gsh_json, gsh_json_all, json_stream, Gsh, GshOutput};

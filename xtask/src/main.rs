@@ -16,10 +16,11 @@
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
-//! - `whole-program python3|cc1 [--runs N]`: issue 5's whole-program reports: a counter at every
-//!   entry and exit of `/usr/bin/python3` or gcc 12's `cc1`, saved, and the copy's output
-//!   compared exactly with the original's; prints the tactic counts and run times. Run it with
-//!   `--release`.
+//! - `whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]`: issue 12's
+//!   whole-program reports: a counter at every function's entry and every exit of Debian's
+//!   program (all five by default), saved, and the copy's output on a workload compared
+//!   exactly with the original's; prints the tactic counts, the run-time ratio and the
+//!   per-function entry/exit balance. Run it with `--release`.
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
 //!   gsh's CFGs.
@@ -58,9 +59,10 @@ tasks:
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)
-  whole-program python3|cc1 [--runs N]   a counter at every entry and exit of the program,
-                                  saved; outputs compared exactly, tactics and run times
-                                  printed (default 3 runs; use --release)
+  whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]
+                                  a counter at every entry and exit of the program, saved;
+                                  outputs compared exactly, tactics, run-time ratios and
+                                  entry/exit balance printed (default all, 3 runs; --release)
   check-switches BINARY...        jump tables an independent decoder finds whose case targets
                                   are not all block starts in gsh's CFGs
   ground-truth [gcc|clang...]     the corpus in tests/corpus built at -O0..-O3, PIE and not,

@@ -1,98 +1,73 @@
-//! `whole-program python3|cc1`: issue 5's whole-program reports. Every function's entry and
-//! every exit of a large system program get a counter (`at '*' entry { n++; }`, `at '*' exit
-//! { m++; }`), the program is saved with `gsh` (release build), and the rewritten copy must
-//! produce exactly the original's output:
+//! `whole-program [sqlite3|bash|python3|redis-server|cc1|all]`: issue 12's whole-program
+//! reports. Every function's entry and every exit of a large Debian program get a counter of
+//! their own ([`gsh_tests::whole`]), the program is saved with `gsh` (release build), and the
+//! rewritten copy runs a workload beside the original and must produce exactly its output:
 //!
-//! - `python3` (`/usr/bin/python3 -I`) runs a small script (`xtask/bench/whole_program.py`:
-//!   strings, dicts, sorting, regular expressions, json, big integers, a class hierarchy,
-//!   generators, exceptions); stdout and the exit code are compared.
-//! - `cc1` (gcc 12's compiler proper) compiles C files to assembly through the driver, `gcc
-//!   -S -O2 -B DIR` with DIR holding the rewritten `cc1`; the `.s` files are compared.
+//! - `sqlite3`: SQL on an in-memory database (200,000 rows), through stdin;
+//! - `bash`: an interactive session (`bash -i` with input on stdin) and a shell loop;
+//! - `python3` (`-I`): `xtask/bench/whole_program.py` (strings, dicts, sorting, regular
+//!   expressions, json, big integers, classes, generators, exceptions);
+//! - `redis-server`: a `redis-cli` session whose replies are compared, then `redis-benchmark`
+//!   (timed) and a `shutdown`;
+//! - `cc1` (gcc 12's compiler proper): compiles the test mutatees, `gcc -S -O2 -B DIR` with DIR
+//!   holding the rewritten `cc1`; the `.s` files are compared.
 //!
-//! Prints the points and the tactic counts `save` reported, how long `save` took, and the
-//! original's and the rewritten program's run times (median of `--runs`, alternating).
+//! Debian packages a program needs are installed when missing. Prints the points and tactic
+//! counts `save` reported, how long `save` took, the workload's run time rewritten against
+//! original (median of `--runs`, alternating, in the same run) as a ratio, and the counters:
+//! functions called, balanced, left open (longjmp, exit, still running) and any whose exits
+//! outnumber their entries.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use gsh_tests::{mutatee_source_dir, target_dir, Gsh};
+use gsh_tests::whole::{self, Saved};
+use gsh_tests::{ensure_package, mutatee_source_dir, target_dir, Gsh};
 
 const PYTHON: &str = "/usr/bin/python3";
 const CC1: &str = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1";
 const SCRIPT: &str = include_str!("../bench/whole_program.py");
-const USAGE: &str = "usage: whole-program python3|cc1 [--runs N]";
+const PROGRAMS: [&str; 5] = ["sqlite3", "bash", "python3", "redis-server", "cc1"];
+const USAGE: &str = "usage: whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]";
 
 pub fn run(args: &[String]) -> Result<()> {
     let (which, runs) = crate::file_and_runs(args, 3, USAGE)?;
-    let which = which.context(USAGE)?;
+    let which = which.unwrap_or_else(|| "all".to_owned());
     if cfg!(debug_assertions) {
         eprintln!("warning: built without optimisation; run with `cargo run --release -p xtask`");
     }
-    let dir = target_dir().join("whole-program").join(&which);
-    // Stale outputs of an earlier run must not pass for this one's.
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    match which.as_str() {
-        "python3" => python(&dir, runs),
-        "cc1" => cc1(&dir, runs),
+    let chosen: Vec<&str> = match which.as_str() {
+        "all" => PROGRAMS.to_vec(),
+        p if PROGRAMS.contains(&p) => vec![p],
         other => bail!("unknown program `{other}`; {USAGE}"),
-    }
-}
-
-/// What `save` printed and how long it took.
-struct Saved {
-    points: String,
-    skipped: String,
-    tactics: String,
-    took: Duration,
-}
-
-/// Saves `original` with a counter at every entry and every exit into `out`.
-fn save_all(original: &Path, out: &Path) -> Result<Saved> {
-    let script = format!(
-        "declare long n; declare long m; at '*' entry {{ n++; }}; at '*' exit {{ m++; }}; save {}",
-        path(out)?
-    );
-    // Build gsh first (once per process), so its build is not timed as the save.
-    Gsh::binary();
-    let start = Instant::now();
-    let o = Gsh::new()
-        .args(["-c", script.as_str(), path(original)?])
-        .timeout(Duration::from_secs(3600))
-        .run();
-    let took = start.elapsed();
-    if !o.success() {
-        bail!("gsh failed on {}:\n{o}", original.display());
-    }
-    let field = |name: &str| {
-        o.stdout
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(name))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_else(|| "?".into())
     };
-    Ok(Saved {
-        points: field("Points"),
-        skipped: o
-            .stdout
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("Skipped"))
-            .map_or_else(|| "0".to_owned(), |v| v.trim().to_owned()),
-        tactics: field("Tactics"),
-        took,
-    })
-}
-
-/// Runs `cmd` and returns its output and wall time.
-fn timed(cmd: &mut Command) -> Result<(std::process::Output, Duration)> {
-    cmd.stdin(Stdio::null());
-    let start = Instant::now();
-    let out = cmd
-        .output()
-        .with_context(|| format!("cannot run {cmd:?}"))?;
-    Ok((out, start.elapsed()))
+    // Build gsh first (once per process), so its build is not timed as a save.
+    Gsh::binary();
+    let mut failed = Vec::new();
+    for p in chosen {
+        let dir = target_dir().join("whole-program").join(p);
+        // Stale outputs of an earlier run must not pass for this one's.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let r = match p {
+            "sqlite3" => sqlite3(&dir, runs),
+            "bash" => bash(&dir, runs),
+            "python3" => python(&dir, runs),
+            "redis-server" => redis(&dir, runs),
+            _ => cc1(&dir, runs),
+        };
+        if let Err(e) = r {
+            println!("{p}: FAILED: {e:#}\n");
+            failed.push(p);
+        }
+    }
+    if !failed.is_empty() {
+        bail!("failed: {}", failed.join(", "));
+    }
+    Ok(())
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -101,48 +76,75 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn report(name: &str, saved: &Saved, original: Duration, rewritten: Duration) {
-    println!("{name}: whole program, a counter at every entry and every exit");
-    println!("  points:    {} (skipped: {})", saved.points, saved.skipped);
-    println!("  tactics:   {}", saved.tactics);
+    let b = whole::balance(saved);
+    println!("{name}: a counter at every function's entry and every exit");
+    println!(
+        "  points:    {} (skipped: {})",
+        saved.field("Points"),
+        saved.field("Skipped")
+    );
+    println!("  tactics:   {}", saved.field("Tactics"));
     println!("  save took: {:.1} s", saved.took.as_secs_f64());
     println!(
-        "  run time:  original {:.3} s, rewritten {:.3} s ({:.2}x)",
+        "  run time:  original {:.3} s, rewritten {:.3} s: {:.2}x",
         original.as_secs_f64(),
         rewritten.as_secs_f64(),
         rewritten.as_secs_f64() / original.as_secs_f64()
     );
     println!("  output:    identical");
+    println!(
+        "  counters:  {} functions called, {} balanced, {} left open, {} with more exits than entries at an unresolved indirect jmp, {} other",
+        b.called,
+        b.balanced,
+        b.open.len(),
+        b.extra_exits_indirect.len(),
+        b.extra_exits.len()
+    );
+    let show = |v: &[(String, u64, u64)]| {
+        v.iter()
+            .take(8)
+            .map(|(n, e, x)| format!("{n} {e}/{x}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !b.open.is_empty() {
+        println!("    left open (entries/exits): {}", show(&b.open));
+    }
+    if !b.extra_exits_indirect.is_empty() {
+        println!(
+            "    indirect jmp taken for an exit: {}",
+            show(&b.extra_exits_indirect)
+        );
+    }
+    if !b.extra_exits.is_empty() {
+        println!("    MORE EXITS THAN ENTRIES: {}", show(&b.extra_exits));
+    }
+    println!();
 }
 
-fn python(dir: &Path, runs: usize) -> Result<()> {
-    let out = dir.join("python3");
-    let saved = save_all(Path::new(PYTHON), &out)?;
-    let script = dir.join("whole_program.py");
-    std::fs::write(&script, SCRIPT)?;
+/// Runs the original and the copy `runs` times each, alternating, on `input`; compares the
+/// first runs' outputs; returns the median times.
+fn compare(
+    original: &Path,
+    copy: &Path,
+    args: &[&str],
+    input: &str,
+    runs: usize,
+) -> Result<(Duration, Duration)> {
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    // -I: no user site directory or environment variables, so both see the same modules.
-    let py = |exe: &Path| {
-        let mut c = Command::new(exe);
-        c.arg("-I").arg(&script);
-        c
-    };
     for r in 0..runs {
-        let (want, ta) = timed(&mut py(Path::new(PYTHON)))?;
-        let (got, tb) = timed(&mut py(&out))?;
+        let (want, ta) = whole::run_timed(original, args, input.as_bytes());
+        let (got, tb) = whole::run_timed(copy, args, input.as_bytes());
         a.push(ta);
         b.push(tb);
-        if r > 0 {
-            continue;
-        }
-        if !want.status.success() {
+        if r == 0
+            && (got.stdout != want.stdout
+                || got.stderr != want.stderr
+                || got.status.code() != want.status.code())
+        {
             bail!(
-                "the script fails: {}",
-                String::from_utf8_lossy(&want.stderr)
-            );
-        }
-        if got.status.code() != want.status.code() || got.stdout != want.stdout {
-            bail!(
-                "the rewritten python3 differs ({} vs {}):\n{}\nstderr:\n{}",
+                "the rewritten {} differs ({} vs {}):\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                original.display(),
                 got.status,
                 want.status,
                 String::from_utf8_lossy(&got.stdout),
@@ -150,14 +152,169 @@ fn python(dir: &Path, runs: usize) -> Result<()> {
             );
         }
     }
-    report("python3", &saved, median(a), median(b));
+    Ok((median(a), median(b)))
+}
+
+fn sqlite3(dir: &Path, runs: usize) -> Result<()> {
+    ensure_package("sqlite3");
+    let original = Path::new("/usr/bin/sqlite3");
+    let saved = whole::save_counted(original, &dir.join("sqlite3"));
+    let sql = whole::SQL.replace("x < 3000", "x < 200000");
+    let (a, b) = compare(original, &saved.out, &[":memory:"], &sql, runs)?;
+    report("sqlite3", &saved, a, b);
+    Ok(())
+}
+
+fn bash(dir: &Path, runs: usize) -> Result<()> {
+    let original = Path::new("/bin/bash");
+    // Named bash, so the prompts match.
+    let saved = whole::save_counted(original, &dir.join("bash"));
+    let input = whole::BASH.replace(
+        "echo done\n",
+        "s=0; for ((i = 0; i < 30000; i++)); do s=$((s + i % 7)); done; echo \"s=$s\"\necho done\n",
+    );
+    let (a, b) = compare(
+        original,
+        &saved.out,
+        &["--norc", "--noprofile", "-i"],
+        &input,
+        runs,
+    )?;
+    report("bash", &saved, a, b);
+    Ok(())
+}
+
+fn python(dir: &Path, runs: usize) -> Result<()> {
+    let original = Path::new(PYTHON);
+    let saved = whole::save_counted(original, &dir.join("python3"));
+    let script = dir.join("whole_program.py");
+    std::fs::write(&script, SCRIPT)?;
+    // -I: no user site directory or environment variables, so both see the same modules.
+    let (a, b) = compare(original, &saved.out, &["-I", path(&script)?], "", runs)?;
+    report("python3", &saved, a, b);
+    Ok(())
+}
+
+/// A redis-server on `port` until dropped (then `shutdown nosave`, waited for).
+struct Server {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(exe: &Path, port: u16, dir: &Path) -> Result<Server> {
+        let child = Command::new(exe)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--dir", path(dir)?])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {}", exe.display()))?;
+        let s = Server { child, port };
+        // Ready when it answers PING.
+        for _ in 0..200 {
+            if s.cli(&["ping"])?.trim() == "PONG" {
+                return Ok(s);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        bail!("{} did not answer on port {port}", exe.display())
+    }
+
+    fn cli(&self, args: &[&str]) -> Result<String> {
+        let o = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .context("cannot run redis-cli")?;
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
+    fn stop(mut self) -> Result<()> {
+        let _ = self.cli(&["shutdown", "nosave"]);
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("redis-server ended with {status}");
+        }
+        Ok(())
+    }
+}
+
+/// Commands whose replies are compared.
+const REDIS_SESSION: &[&[&str]] = &[
+    &["set", "k", "v"],
+    &["get", "k"],
+    &["incrby", "n", "41"],
+    &["incr", "n"],
+    &["rpush", "l", "a", "b", "c", "d"],
+    &["lrange", "l", "1", "-1"],
+    &["hset", "h", "f1", "1", "f2", "2"],
+    &["hgetall", "h"],
+    &["zadd", "z", "3", "c", "1", "a", "2", "b"],
+    &["zrange", "z", "0", "-1", "withscores"],
+    &["sadd", "s", "x", "y", "x"],
+    &["scard", "s"],
+    &["eval", "return redis.call('get', KEYS[1]) .. '!'", "1", "k"],
+    &["dbsize"],
+];
+
+fn redis(dir: &Path, runs: usize) -> Result<()> {
+    ensure_package("redis-server");
+    ensure_package("redis-tools");
+    let original = Path::new("/usr/bin/redis-server");
+    // Debian's redis-server is a link to redis-check-rdb's binary; save the file itself.
+    let real = std::fs::canonicalize(original)?;
+    let saved = whole::save_counted(&real, &dir.join("redis-server"));
+    let session = |exe: &Path, port: u16| -> Result<(String, Duration)> {
+        let s = Server::start(exe, port, dir)?;
+        let mut out = String::new();
+        for c in REDIS_SESSION {
+            out.push_str(&s.cli(c)?);
+        }
+        let start = Instant::now();
+        let o = Command::new("redis-benchmark")
+            .args(["-p", &port.to_string(), "-q", "-n", "20000", "-c", "4"])
+            .args(["-t", "set,get,incr,lpush,rpop,hset,lrange_100"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .context("cannot run redis-benchmark")?;
+        let took = start.elapsed();
+        if !o.success() {
+            bail!("redis-benchmark failed against {}", exe.display());
+        }
+        s.stop()?;
+        Ok((out, took))
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for r in 0..runs {
+        let (want, ta) = session(&real, 26379)?;
+        let (got, tb) = session(&saved.out, 26380)?;
+        a.push(ta);
+        b.push(tb);
+        if r == 0 && got != want {
+            bail!(
+                "the rewritten redis-server replied differently:\n{got}\n--- original ---\n{want}"
+            );
+        }
+    }
+    report("redis-server", &saved, median(a), median(b));
+    println!("  (redis-benchmark -n 20000 -c 4, 7 tests, timed)");
     Ok(())
 }
 
 fn cc1(dir: &Path, runs: usize) -> Result<()> {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;
-    let saved = save_all(Path::new(CC1), &bin.join("cc1"))?;
+    let saved = whole::save_counted(Path::new(CC1), &bin.join("cc1"));
     let mut sources: Vec<PathBuf> = std::fs::read_dir(mutatee_source_dir())?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "c"))
@@ -179,8 +336,12 @@ fn cc1(dir: &Path, runs: usize) -> Result<()> {
                 if let Some(x) = extra {
                     cmd.arg(x);
                 }
-                cmd.arg(src).arg("-o").arg(s);
-                let (o, t) = timed(&mut cmd)?;
+                cmd.arg(src).arg("-o").arg(s).stdin(Stdio::null());
+                let start = Instant::now();
+                let o = cmd
+                    .output()
+                    .with_context(|| format!("cannot run {cmd:?}"))?;
+                *time += start.elapsed();
                 if !o.status.success() {
                     bail!(
                         "{cmd:?} failed ({}):\n{}",
@@ -188,7 +349,6 @@ fn cc1(dir: &Path, runs: usize) -> Result<()> {
                         String::from_utf8_lossy(&o.stderr)
                     );
                 }
-                *time += t;
             }
             if std::fs::read(&want)? != std::fs::read(&got)? {
                 bail!(

@@ -16,6 +16,9 @@
 
 use std::fmt;
 
+pub mod proclab;
+pub mod sample;
+
 /// Why a program may be slow: one of the "why" axis' hypotheses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Hypothesis {

@@ -156,7 +156,7 @@ fn variables_at(units: &Units, r: DieRef, depth: u32) -> Vec<VariableInfo> {
 }
 
 /// A parameter or local variable, its name and type completed from its origins.
-fn local_info(units: &Units, r: DieRef, kind: VariableKind) -> Option<VariableInfo> {
+pub(super) fn local_info(units: &Units, r: DieRef, kind: VariableKind) -> Option<VariableInfo> {
     let chain = units.chain(r);
     let (named, die) = Units::chain_attr(&chain, gimli::DW_AT_name)?;
     let name = units.attr_str(named.unit, die, gimli::DW_AT_name)?;

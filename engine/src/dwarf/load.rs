@@ -56,6 +56,10 @@ pub(super) struct State {
     pub units: Units,
     lines: OnceCell<Option<addr2line::Context<R>>>,
     names: OnceCell<NameIndex>,
+    /// `.debug_loc` and `.debug_loclists`, read on the first frame-variable question (libc's
+    /// are megabytes, and most sessions never ask).
+    loclists: OnceCell<gimli::LocationLists<R>>,
+    endian: gimli::RunTimeEndian,
 }
 
 impl State {
@@ -109,6 +113,29 @@ impl State {
             },
             lines: OnceCell::new(),
             names: OnceCell::new(),
+            loclists: OnceCell::new(),
+            endian,
+        })
+    }
+
+    /// The location lists of the ELF image `data` (the one [`State::new`] read).
+    pub fn loclists(&self, data: &[u8]) -> &gimli::LocationLists<R> {
+        self.loclists.get_or_init(|| {
+            let file = object::File::parse(data).ok();
+            let endian = self.endian;
+            let section = |name: &str| -> R {
+                let bytes: Arc<[u8]> = file
+                    .as_ref()
+                    .and_then(|f| f.section_by_name(name))
+                    .and_then(|s| s.uncompressed_data().ok())
+                    .map(|d| Arc::from(d.as_ref()))
+                    .unwrap_or_else(|| Arc::from(&[][..]));
+                R::new(bytes, endian)
+            };
+            gimli::LocationLists::new(
+                gimli::DebugLoc::from(section(".debug_loc")),
+                gimli::DebugLocLists::from(section(".debug_loclists")),
+            )
         })
     }
 

@@ -12,6 +12,7 @@
 //! Not supported: split DWARF (`.dwo`), `.debug_types` type units, and dwz supplementary
 //! files (`.gnu_debugaltlink`); their DIEs are simply not found.
 
+mod frame;
 mod functions;
 mod load;
 pub mod locate;
@@ -26,6 +27,8 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::addr::LinkAddr;
 use crate::elf::{Binary, Data};
+
+pub use frame::{FrameRegs, FrameVariable, VarLocation};
 
 /// A source position.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -256,6 +259,25 @@ impl DebugInfo {
             Some(functions::function_variables(&s.units, die))
         })
         .unwrap_or_default()
+    }
+
+    /// The parameters and locals visible at `pc` (a link address) in the function containing
+    /// it, each located in the frame `frame` describes: parameters first, then the locals
+    /// of the innermost block outward.
+    pub fn frame_variables(&self, pc: LinkAddr, frame: &dyn FrameRegs) -> Vec<FrameVariable> {
+        let state = self
+            .state
+            .get_or_init(|| load::State::new(&self.data).map(Mutex::new))
+            .as_ref();
+        let Some(state) = state else {
+            return Vec::new();
+        };
+        let guard = state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(die) = guard.function_die(pc.0) else {
+            return Vec::new();
+        };
+        let loclists = guard.loclists(&self.data);
+        frame::frame_variables(&guard, loclists, die, pc.0, frame)
     }
 
     /// The global or static variable named `name` (`counter`, `ns::Klass::instances`, or

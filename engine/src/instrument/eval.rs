@@ -13,6 +13,10 @@ use crate::snippet::types::Type;
 use crate::snippet::{self, Env};
 
 use crate::patch::AllocKind;
+use crate::snippet::ast::StmtKind;
+
+use super::scope::{Found, Loc, PathMachine, PrintEnv, Scope};
+use super::values::{self, Printer, Types};
 
 /// Why evaluation failed.
 #[derive(Debug, thiserror::Error)]
@@ -28,26 +32,53 @@ pub enum EvalError {
     NotAnExpression,
 }
 
-/// A printed value and its type.
+/// A printed value, as `print` shows it.
 #[derive(Clone, Debug)]
 pub struct Printed {
-    pub ty: Type,
-    pub value: Value,
-    /// For `char *`: the string it points to (at most 200 bytes), when readable.
-    pub text: Option<String>,
+    pub shown: String,
 }
 
 impl std::fmt::Display for Printed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.value, &self.ty) {
-            (Value::Double(d), _) => write!(f, "{d}"),
-            (Value::Int(v), Type::Ptr(_)) => match &self.text {
-                Some(t) => write!(f, "{v:#x} {t:?}"),
-                None => write!(f, "{v:#x}"),
-            },
-            (Value::Int(v), Type::Int(k)) if k.signed() => write!(f, "{}", v as i64),
-            (Value::Int(v), _) => write!(f, "{v}"),
+        f.write_str(&self.shown)
+    }
+}
+
+/// A scalar the snippet interpreter computed, shown as gdb shows it.
+/// `symbol` names what a pointer points into; a pointer other than a `char *` is prefixed
+/// with its type, as gdb does (`(struct shape *) 0x4040a0 <shapes+88>`).
+fn scalar_text(
+    value: Value,
+    ty: &Type,
+    text: Option<String>,
+    symbol: &dyn Fn(u64) -> Option<String>,
+) -> String {
+    match (value, ty) {
+        (Value::Double(d), _) => format!("{d}"),
+        (Value::Int(v), Type::Ptr(_)) => {
+            let mut s = if is_char_ptr(ty) {
+                format!("{v:#x}")
+            } else {
+                format!("({ty}) {v:#x}")
+            };
+            if let Some(name) = (v != 0).then(|| symbol(v)).flatten() {
+                s.push_str(&format!(" <{name}>"));
+            }
+            if let Some(t) = text {
+                s.push_str(&format!(" {t}"));
+            }
+            s
         }
+        (Value::Int(v), Type::Int(k)) if k.size() == 1 => {
+            let signed = if k.signed() {
+                v as u8 as i8 as i64
+            } else {
+                (v as u8).into()
+            };
+            values::char_text(signed, v as u8)
+        }
+        (Value::Int(v), Type::Int(k)) if k.signed() => format!("{}", v as i64),
+        (Value::Int(v), _) => format!("{v}"),
     }
 }
 
@@ -65,7 +96,9 @@ enum Target<'p> {
 
 struct LiveMachine<'p> {
     target: Target<'p>,
-    saved: [u8; SAVED_REGS_SIZE as usize],
+    /// The saved-register block, then the values of the frame's register-held locals
+    /// (read-only slots `PrintEnv` binds them to).
+    saved: Vec<u8>,
     saved_dirty: bool,
     strings: Vec<Vec<u8>>,
     string_addrs: Vec<Option<u64>>,
@@ -123,6 +156,11 @@ impl Machine for LiveMachine<'_> {
                 .stopped("change its memory")?
                 .write(a, bytes)
                 .map_err(|e| e.to_string()),
+            Addr::Saved(off) if off >= SAVED_REGS_SIZE => Err(
+                "that variable lives in a register of a frame gsh does not write; \
+                 `print` reads it only"
+                    .into(),
+            ),
             Addr::Saved(off) => {
                 self.stopped("change its registers")?;
                 let off = off as usize;
@@ -204,8 +242,8 @@ fn check(source: &str, env: &dyn Env) -> Result<Program, EvalError> {
     }
 }
 
-fn saved_from(p: &Process, tid: Option<i32>) -> Result<[u8; SAVED_REGS_SIZE as usize], EvalError> {
-    let mut saved = [0u8; SAVED_REGS_SIZE as usize];
+fn saved_from(p: &Process, tid: Option<i32>) -> Result<Vec<u8>, EvalError> {
+    let mut saved = vec![0u8; SAVED_REGS_SIZE as usize];
     if let Some(tid) = tid {
         let r = p.regs(tid)?;
         let ints = [r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9];
@@ -237,7 +275,7 @@ fn write_back(p: &mut Process, tid: Option<i32>, saved: &[u8]) -> Result<(), Eva
     Ok(())
 }
 
-/// Reads a NUL-terminated string of at most 200 bytes.
+/// Reads a NUL-terminated string of at most 200 bytes, quoted as gdb quotes it.
 fn c_string(m: &mut LiveMachine<'_>, addr: u64) -> Option<String> {
     if addr == 0 {
         return None;
@@ -246,12 +284,12 @@ fn c_string(m: &mut LiveMachine<'_>, addr: u64) -> Option<String> {
     for chunk in 0..4 {
         let bytes = m.read_mem(addr + chunk * 50, 50).ok()?;
         if let Some(n) = bytes.iter().position(|b| *b == 0) {
-            out.extend_from_slice(&bytes[..n]);
-            return Some(String::from_utf8_lossy(&out).into_owned());
+            out.extend_from_slice(&bytes[..=n]);
+            return Some(values::char_array(&out));
         }
         out.extend_from_slice(&bytes);
     }
-    Some(format!("{}...", String::from_utf8_lossy(&out)))
+    Some(format!("{}...", values::char_array(&out)))
 }
 
 fn is_char_ptr(t: &Type) -> bool {
@@ -263,6 +301,7 @@ pub fn print_stopped(
     p: &mut Process,
     tid: Option<i32>,
     env: &dyn Env,
+    scope: &mut Scope<'_>,
     near: u64,
     expr: &str,
 ) -> Result<Printed, EvalError> {
@@ -275,7 +314,7 @@ pub fn print_stopped(
         string_addrs: Vec::new(),
         near,
     };
-    print_with(&mut m, env, expr, tid)
+    print_with(&mut m, env, scope, expr, tid)
 }
 
 /// `print EXPR` after the process exited, over the declared variables' final bytes.
@@ -283,40 +322,184 @@ pub fn print_exited(
     base: u64,
     bytes: &[u8],
     env: &dyn Env,
+    scope: &mut Scope<'_>,
     expr: &str,
 ) -> Result<Printed, EvalError> {
     let mut m = LiveMachine {
         target: Target::Exited(base, bytes),
-        saved: [0; SAVED_REGS_SIZE as usize],
+        saved: vec![0; SAVED_REGS_SIZE as usize],
         saved_dirty: false,
         strings: Vec::new(),
         string_addrs: Vec::new(),
         near: 0,
     };
-    print_with(&mut m, env, expr, None)
+    print_with(&mut m, env, scope, expr, None)
 }
 
 /// `print EXPR` in a running process: reads only.
-pub fn print_running(reader: &MemReader, env: &dyn Env, expr: &str) -> Result<Printed, EvalError> {
+pub fn print_running(
+    reader: &MemReader,
+    env: &dyn Env,
+    scope: &mut Scope<'_>,
+    expr: &str,
+) -> Result<Printed, EvalError> {
     let mut m = LiveMachine {
         target: Target::Running(reader),
-        saved: [0; SAVED_REGS_SIZE as usize],
+        saved: vec![0; SAVED_REGS_SIZE as usize],
         saved_dirty: false,
         strings: Vec::new(),
         string_addrs: Vec::new(),
         near: 0,
     };
-    print_with(&mut m, env, expr, None)
+    print_with(&mut m, env, scope, expr, None)
+}
+
+/// Appends the values of the frame's register-held locals to the machine's saved block, so
+/// snippet expressions can read them (`total + 1`): (name, offset) of each.
+fn register_slots(m: &mut LiveMachine<'_>, scope: &Scope<'_>) -> Vec<(String, u32)> {
+    let mut slots = Vec::new();
+    let mut add = |name: String, bytes: &[u8]| {
+        let off = m.saved.len();
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().next_multiple_of(16).max(16), 0);
+        m.saved.extend_from_slice(&padded);
+        slots.push((name, off as u32));
+    };
+    if let Some(regs) = &scope.regs {
+        let aliases = ["pc", "sp", "fp"];
+        for name in super::scope::REGISTERS.iter().chain(&aliases) {
+            if let Some(v) = super::scope::register_number(name).and_then(|n| regs.get(n)) {
+                add(
+                    format!("{}{name}", super::scope::REGISTER_PREFIX),
+                    &v.to_le_bytes(),
+                );
+            }
+        }
+    }
+    for v in &scope.locals {
+        if let crate::dwarf::VarLocation::Value(bytes) = &v.location {
+            add(v.info.name.clone(), bytes);
+        }
+    }
+    slots
+}
+
+/// A [`LiveMachine`] as paths see it.
+struct Paths<'m, 'p> {
+    m: &'m mut LiveMachine<'p>,
+    env: &'m dyn Env,
+}
+
+impl PathMachine for Paths<'_, '_> {
+    fn read(&mut self, addr: u64, len: usize) -> Result<Vec<u8>, String> {
+        self.m
+            .read_mem(addr, len)
+            .map_err(|e| format!("cannot read memory at {addr:#x}: {e}"))
+    }
+
+    fn saved(&self, offset: u32, len: usize) -> Option<Vec<u8>> {
+        let o = offset as usize;
+        self.m.saved.get(o..o + len).map(<[u8]>::to_vec)
+    }
+
+    fn int(&mut self, source: &str) -> Result<i64, String> {
+        let program = check(&format!("{source};"), self.env).map_err(|e| e.to_string())?;
+        let [Stmt::Expr(e)] = &program.stmts[..] else {
+            return Err("a subscript is one expression".into());
+        };
+        if !e.ty.is_int() {
+            return Err(format!("a subscript is an integer, not `{}`", e.ty));
+        }
+        self.m.strings = program.strings.clone();
+        match interp::eval(e, self.m)? {
+            Value::Int(v) => Ok(v as i64),
+            Value::Double(_) => Err("a subscript is an integer".into()),
+        }
+    }
+}
+
+/// The object a path names, shown with its DWARF type.
+fn show_found(
+    m: &mut LiveMachine<'_>,
+    scope: &Scope<'_>,
+    f: &Found<'_>,
+) -> Result<String, EvalError> {
+    let types = Types::new(f.module.debug_info());
+    let size = match f.bits {
+        Some((shift, n)) => (shift + n).div_ceil(8),
+        None => types.size(&f.type_name).ok_or_else(|| {
+            EvalError::Machine(format!("the size of `{}` is not known", f.type_name))
+        })?,
+    };
+    if size > 1 << 20 {
+        return Err(EvalError::Machine(format!(
+            "`{}` is {size} bytes; print a part of it",
+            f.type_name
+        )));
+    }
+    let bytes = match &f.loc {
+        Loc::OptimizedOut => return Ok("<optimized out>".into()),
+        Loc::Mem(a) => m
+            .read_mem(*a, size as usize)
+            .map_err(|e| EvalError::Machine(format!("cannot read memory at {a:#x}: {e}")))?,
+        Loc::Value(v) => v.clone(),
+    };
+    let mut read = |a: u64, n: usize| m.read_mem(a, n).ok();
+    let symbol = |a: u64| scope.symbol(a);
+    let mut printer = Printer {
+        types,
+        read: &mut read,
+        symbol: &symbol,
+        format: scope.format,
+    };
+    Ok(match f.bits {
+        Some((shift, n)) => printer.bitfield(&f.type_name, &bytes, shift, n),
+        None => printer.top(&f.type_name, &bytes),
+    })
 }
 
 fn print_with(
     m: &mut LiveMachine<'_>,
     env: &dyn Env,
+    scope: &mut Scope<'_>,
     expr: &str,
     tid: Option<i32>,
 ) -> Result<Printed, EvalError> {
-    let source = format!("{};", expr.trim().trim_end_matches(';'));
-    let program = check(&source, env)?;
+    let text = scope
+        .qualify(expr.trim().trim_end_matches(';'))
+        .map_err(EvalError::Machine)?;
+    let scope = &*scope;
+    let slots = register_slots(m, scope);
+    let env = PrintEnv {
+        inner: env,
+        scope,
+        slots,
+    };
+    let source = format!("{text};");
+    // An access path over variables DWARF types: printed whole, with DWARF's types.
+    let (ast, diags) = crate::snippet::parser::parse(&source);
+    if let (false, [stmt]) = (diags.iter().any(|d| d.is_error()), &ast.stmts[..]) {
+        if let StmtKind::Expr(e) = &stmt.kind {
+            let found = scope
+                .path(e, &source, &env, &mut Paths { m, env: &env })
+                .map_err(EvalError::Machine)?;
+            if let Some(f) = found {
+                return Ok(Printed {
+                    shown: show_found(m, scope, &f)?,
+                });
+            }
+        }
+    }
+    let program = match check(&source, &env) {
+        Ok(p) => p,
+        Err(e) => {
+            let e = match e {
+                EvalError::Snippet(text) => EvalError::Snippet(scope.unqualify(&text)),
+                other => other,
+            };
+            return aggregate(m, &env, scope, &text).ok_or(e)?;
+        }
+    };
     let [Stmt::Expr(e)] = &program.stmts[..] else {
         return Err(EvalError::NotAnExpression);
     };
@@ -331,11 +514,136 @@ fn print_with(
             write_back(p, tid, &m.saved)?;
         }
     }
-    Ok(Printed {
-        ty: e.ty.clone(),
-        value,
-        text,
-    })
+    let shown = match (scope.format, value) {
+        (Some(f), Value::Int(v)) => {
+            values::formatted(v, e.ty.size().min(8) * 8, f, &|a| scope.symbol(a))
+        }
+        _ => scalar_text(value, &e.ty, text, &|a| scope.symbol(a)),
+    };
+    Ok(Printed { shown })
+}
+
+/// A whole struct that is no access path (`*(struct pt *)p`): its address from the snippet
+/// interpreter, its layout from the DWARF of the module that defines it. `None` when `text`
+/// is not that.
+fn aggregate(
+    m: &mut LiveMachine<'_>,
+    env: &dyn Env,
+    scope: &Scope<'_>,
+    text: &str,
+) -> Option<Result<Printed, EvalError>> {
+    let program = check(&format!("&({text});"), env).ok()?;
+    let [Stmt::Expr(e)] = &program.stmts[..] else {
+        return None;
+    };
+    let Some(crate::snippet::Type::Struct { name, .. }) = e.ty.pointee() else {
+        return None;
+    };
+    let spelling = format!("struct {name}");
+    let module = scope.modules.iter().map(|(m, _)| *m).find(|m| {
+        m.debug_info()
+            .and_then(|d| d.type_layout(&spelling))
+            .is_some()
+    })?;
+    m.strings = program.strings.clone();
+    let addr = match interp::eval(e, m) {
+        Ok(Value::Int(a)) => a,
+        Ok(Value::Double(_)) => return None,
+        Err(e) => return Some(Err(EvalError::Machine(e))),
+    };
+    let found = Found {
+        loc: Loc::Mem(addr),
+        type_name: spelling,
+        module,
+        bits: None,
+    };
+    Some(show_found(m, scope, &found).map(|shown| Printed { shown }))
+}
+
+/// The address `x EXPR` examines in a stopped process: the value of a pointer or an
+/// integer, else where the object `EXPR` names lies (an array, a struct).
+pub fn address(
+    p: &mut Process,
+    tid: Option<i32>,
+    env: &dyn Env,
+    scope: &mut Scope<'_>,
+    near: u64,
+    expr: &str,
+) -> Result<u64, EvalError> {
+    let saved = saved_from(p, tid)?;
+    let mut m = LiveMachine {
+        target: Target::Stopped { p, tid },
+        saved,
+        saved_dirty: false,
+        strings: Vec::new(),
+        string_addrs: Vec::new(),
+        near,
+    };
+    let text = scope.qualify(expr.trim()).map_err(EvalError::Machine)?;
+    let scope = &*scope;
+    let slots = register_slots(&mut m, scope);
+    let env = PrintEnv {
+        inner: env,
+        scope,
+        slots,
+    };
+    let source = format!("{text};");
+    let (ast, diags) = crate::snippet::parser::parse(&source);
+    if let (false, [stmt]) = (diags.iter().any(|d| d.is_error()), &ast.stmts[..]) {
+        if let StmtKind::Expr(e) = &stmt.kind {
+            let found = scope
+                .path(
+                    e,
+                    &source,
+                    &env,
+                    &mut Paths {
+                        m: &mut m,
+                        env: &env,
+                    },
+                )
+                .map_err(EvalError::Machine)?;
+            if let Some(f) = found {
+                let types = Types::new(f.module.debug_info());
+                let scalar = matches!(
+                    types.shape(&f.type_name),
+                    values::Shape::Ptr(_) | values::Shape::Int { .. }
+                );
+                return match (&f.loc, scalar) {
+                    (Loc::Mem(a), false) => Ok(*a),
+                    (Loc::Mem(a), true) => {
+                        let b = m.read_mem(*a, 8).map_err(EvalError::Machine)?;
+                        Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                    }
+                    (Loc::Value(b), true) => {
+                        let mut w = [0u8; 8];
+                        w[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+                        Ok(u64::from_le_bytes(w))
+                    }
+                    (Loc::Value(_), false) => Err(EvalError::Machine(format!(
+                        "`{expr}` is in registers, not in memory"
+                    ))),
+                    (Loc::OptimizedOut, _) => Err(EvalError::Machine(format!(
+                        "`{expr}` is optimized out here"
+                    ))),
+                };
+            }
+        }
+    }
+    let program = check(&source, &env)?;
+    let [Stmt::Expr(e)] = &program.stmts[..] else {
+        return Err(EvalError::NotAnExpression);
+    };
+    if !(e.ty.is_int() || e.ty.is_ptr()) {
+        return Err(EvalError::Machine(format!(
+            "`{expr}` is `{}`, not an address",
+            e.ty
+        )));
+    }
+    m.strings = program.strings.clone();
+    match interp::eval(e, &mut m).map_err(EvalError::Machine)? {
+        Value::Int(a) => Ok(a),
+        Value::Double(_) => Err(EvalError::NotAnExpression),
+    }
 }
 
 /// Checks a breakpoint condition `cond` (an expression) where it will be evaluated.

@@ -109,6 +109,13 @@ pub struct Live {
     initialised: usize,
     data: Option<u64>,
     pub breakpoints: Vec<Breakpoint>,
+    /// Out-of-line copies of the instructions under conditional breakpoints (int3 address to
+    /// the instruction's bytes and its copy): a thread whose condition is false runs the
+    /// original instruction there and comes back, while the int3 stays in place for every
+    /// other thread. Made when the breakpoint is placed (every thread stopped).
+    out_of_line: BTreeMap<u64, (Vec<u8>, u64)>,
+    /// The breakpoints whose condition held at each thread's last reported stop.
+    hit: BTreeMap<i32, Vec<u32>>,
     /// One-shot stop (`start` runs to `main`).
     once: Option<(u64, u8)>,
     /// Counts per tactic over every insert, for reports.
@@ -454,7 +461,8 @@ impl Live {
                     info.internal = metric.is_some();
                     let env =
                         SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias)
-                            .with_modules(others.iter().copied());
+                            .with_modules(others.iter().copied())
+                            .with_loaded(self.loaded.values().map(|l| (&*l.module, l.bias)));
                     reqs.push(patch::Request {
                         tag: id,
                         point: pt,
@@ -464,13 +472,23 @@ impl Live {
                 }
             }
         }
+        // Slots a previous owner used start from zero, before any code counts in them.
+        self.measure.prepare_slots(p)?;
         let hidden = self.hidden();
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden);
         let result = loaded.patcher.insert(&loaded.module, &mut space, &reqs);
         self.commit(space, m)?;
-        let reports = result?;
+        let done = result?;
+        for (pt, why) in &done.skipped {
+            self.messages.push(format!(
+                "instrumentation {id}: {} at {} skipped: {why}",
+                pt.kind.as_str(),
+                pt.addr
+            ));
+        }
+        let reports = done.points;
         for r in &reports {
             *self.tactics.entry(r.tactic).or_insert(0) += 1;
         }
@@ -483,8 +501,10 @@ impl Live {
 
     /// Removes request `id` everywhere it was inserted; like [`Live::insert`], the process
     /// may be running and is paused only while code is written.
+    /// A measuring request's values stay for `report` and its slots are freed for reuse.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
         let Some(lr) = self.requests.remove(&id) else {
+            self.measure.release(&p.reader(), id, true);
             return Ok(0);
         };
         let mut removed = 0;
@@ -502,8 +522,16 @@ impl Live {
                 Err(e) => result = Err(e),
             }
         }
+        // Its code is gone: the values are final and the slots free. (Code that could not
+        // be removed may still count, so its slots stay taken.)
         result?;
+        self.measure.release(&p.reader(), id, true);
         Ok(removed)
+    }
+
+    /// Forgets what request `id` measured: it was removed because inserting it failed.
+    pub fn forget(&mut self, id: u32) {
+        self.measure.forget(id);
     }
 
     /// Where request `id` stands in the process: `inserted at 12 points`, plus the libraries
@@ -625,6 +653,16 @@ impl Live {
             .collect()
     }
 
+    /// The breakpoints at `addr` that thread `tid` stopped for: those whose condition held
+    /// (a false one sharing the place with a true one did not stop it).
+    pub fn breakpoints_hit(&self, tid: i32, addr: u64) -> Vec<&Breakpoint> {
+        let held = self.hit.get(&tid);
+        self.breakpoints_at(addr)
+            .into_iter()
+            .filter(|b| held.is_none_or(|h| h.contains(&b.id)))
+            .collect()
+    }
+
     /// Removes breakpoint `id`; false when there is none.
     pub fn remove_breakpoint(&mut self, p: &mut Process, id: u32) -> Result<bool, LiveError> {
         let Some(i) = self.breakpoints.iter().position(|b| b.id == id) else {
@@ -665,6 +703,18 @@ impl Live {
                 continue;
             }
             let byte = p.read(at, 1)?[0];
+            let conditional = self.breakpoints[i..]
+                .iter()
+                .any(|b| b.cond.is_some() && self.current(b.point) == at);
+            if conditional {
+                // Without a copy, false hits are stepped over (slower, and racy with threads).
+                if let Err(e) = self.out_of_line_copy(p, at) {
+                    self.messages.push(format!(
+                        "breakpoint {}: conditions are checked by stepping: {e}",
+                        self.breakpoints[i].id
+                    ));
+                }
+            }
             p.write(at, &[0xcc])?;
             self.breakpoints[i].placed = Some((at, byte));
         }
@@ -698,6 +748,45 @@ impl Live {
         p.step(tid)?;
         p.write(at, &[0xcc])?;
         Ok(())
+    }
+
+    /// Makes an out-of-line copy of the instruction at `at` (not yet under an int3), followed
+    /// by a jump back after it, unless the one made before still matches the code. The old
+    /// copies stay mapped: a thread may still be in one.
+    fn out_of_line_copy(&mut self, p: &mut Process, at: u64) -> Result<u64, LiveError> {
+        use iced_x86::{Decoder, DecoderOptions};
+        // An instruction is at most 15 bytes; near the end of a mapping fewer can be read.
+        let bytes = (1..=15)
+            .rev()
+            .find_map(|n| p.read(at, n).ok())
+            .ok_or_else(|| LiveError::Message(format!("cannot read the code at {at:#x}")))?;
+        let insn = Decoder::with_ip(64, &bytes, at, DecoderOptions::NONE).decode();
+        if insn.is_invalid() {
+            return Err(LiveError::Message(format!("no instruction at {at:#x}")));
+        }
+        let bytes = bytes[..insn.len()].to_vec();
+        if let Some((old, copy)) = self.out_of_line.get(&at) {
+            if *old == bytes {
+                return Ok(*copy);
+            }
+        }
+        let bad = |e: patch::reloc::RelocError| LiveError::Message(e.to_string());
+        // A relocated instruction grows by a few bytes at most (a call becomes a push of its
+        // return address and a jump), plus the jump back.
+        let copy = p.allocate(at, 64, AllocKind::Code)?;
+        let mut code = patch::reloc::relocate(&insn, copy, &|_| None).map_err(bad)?;
+        if patch::reloc::falls_through(&insn) {
+            let back = patch::reloc::jmp_rel32(copy + code.len() as u64, insn.next_ip());
+            code.extend(back.map_err(bad)?);
+        }
+        if code.len() > 64 {
+            return Err(LiveError::Message(format!(
+                "the copy of the instruction at {at:#x} is too long"
+            )));
+        }
+        p.write(copy, &code)?;
+        self.out_of_line.insert(at, (bytes, copy));
+        Ok(copy)
     }
 
     /// Makes thread `tid`, stopped at a reported breakpoint, ready to go on: the next resume
@@ -850,7 +939,7 @@ impl Hooks for Live {
                 regs.rip = at;
                 let _ = p.set_regs(tid, &regs);
             }
-            let mut stop = false;
+            let mut held = Vec::new();
             for &i in &here {
                 // A condition that cannot be evaluated stops, so the user sees why.
                 let holds = match &self.breakpoints[i].cond {
@@ -859,13 +948,19 @@ impl Hooks for Live {
                 };
                 if holds {
                     self.breakpoints[i].hits += 1;
-                    stop = true;
+                    held.push(self.breakpoints[i].id);
                 }
             }
-            if stop {
+            if !held.is_empty() {
+                self.hit.insert(tid, held);
                 return TrapAction::Report;
             }
-            // Not this time: execute the original instruction and go on.
+            // Not this time: run the original instruction out of line and go on. Lifting the
+            // int3 to step over it instead would let the other threads, which run meanwhile,
+            // pass it unseen.
+            if let Some(&(_, copy)) = self.out_of_line.get(&placed.0) {
+                return TrapAction::Resume(copy);
+            }
             return match self.step_over(p, tid, placed.0, placed.1) {
                 Ok(()) => match p.regs(tid) {
                     Ok(r) => TrapAction::Resume(r.rip),

@@ -15,5 +15,7 @@ pub mod eval;
 pub mod histogram;
 pub mod live;
 pub mod measure;
+pub mod scope;
+pub mod values;
 
 pub use live::Live;

@@ -15,6 +15,7 @@ use crate::snippet::env::{PointInfo, PointKind};
 use crate::snippet::{self, Declared};
 
 use super::env::{Declaration, SessionEnv};
+use super::save::{point_info, points_of};
 
 /// Where in a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -214,6 +215,51 @@ fn shadowed(
         .collect()
 }
 
+/// What the snippet constants say at each point of `func` that `spec` names: the same facts
+/// `save` and a live process compile with ([`point_info`]). Loop points, which are not
+/// enumerated yet, get the loop's name and its header's source line.
+fn point_infos(
+    module: &crate::session::Module,
+    func: crate::symbols::FuncId,
+    spec: &PointSpec,
+    id: u32,
+    declared: &[Declaration],
+) -> Vec<PointInfo> {
+    let f = module.functions().get(func);
+    let base = SessionEnv::new(module, Some(f), declared, PointInfo::default(), 0);
+    if let Where::Loop { name, .. } = &spec.at {
+        let analysis = module.analysis().function(func);
+        let Some(l) = analysis.loops.by_name(name) else {
+            return Vec::new();
+        };
+        let header = analysis.cfg.block(l.header).start;
+        let loc = module.debug_info().and_then(|d| d.location(header));
+        return vec![PointInfo {
+            kind: PointKind::Other,
+            function: f.display_name().to_owned(),
+            module: module.name.clone(),
+            file: loc.as_ref().map(|l| l.file.clone()),
+            line: loc.map(|l| l.line),
+            loop_name: Some(l.name.clone()),
+            id,
+            ..PointInfo::default()
+        }];
+    }
+    let probe = Request {
+        id,
+        spec: spec.clone(),
+        cond: None,
+        body: String::new(),
+        funcs: Vec::new(),
+        warnings: Vec::new(),
+    };
+    points_of(module, &probe, func)
+        .unwrap_or_default()
+        .iter()
+        .map(|p| point_info(module, &base, &probe, p))
+        .collect()
+}
+
 /// True for the parts gcc and clang split off a function (`f.cold`, `f.cold.1`).
 fn is_fragment(name: &str) -> bool {
     name.contains(".cold")
@@ -347,23 +393,30 @@ impl Plan {
                 }
                 continue;
             }
-            let point = PointInfo {
-                kind: spec.kind(),
-                function: func.display_name().to_owned(),
-                module: module.name.clone(),
-                id: self.next_id + 1,
-                ..PointInfo::default()
-            };
-            let env =
-                SessionEnv::new(module, Some(func), &declared, point, 0).with_session(session);
-            let (_, diags) = snippet::check_source(&source, &env);
-            if diags.iter().any(|d| d.is_error()) {
-                return Err(RequestError::Snippet(format!(
-                    "in the snippet at {} ({}):\n{}",
-                    spec,
-                    func.display_name(),
-                    render_all(&diags, &source).trim_end()
-                )));
+            // Each point is checked with its own facts (`$line`, `$callee`, `$return`'s
+            // type differ from point to point); points with the same facts check alike.
+            let mut checked: Vec<PointInfo> = Vec::new();
+            for point in point_infos(module, r.func, &spec, self.next_id + 1, &declared) {
+                let key = PointInfo {
+                    file: point.file.as_ref().map(|_| String::new()),
+                    line: point.line.map(|_| 0),
+                    ..point.clone()
+                };
+                if checked.contains(&key) {
+                    continue;
+                }
+                checked.push(key);
+                let env =
+                    SessionEnv::new(module, Some(func), &declared, point, 0).with_session(session);
+                let (_, diags) = snippet::check_source(&source, &env);
+                if diags.iter().any(|d| d.is_error()) {
+                    return Err(RequestError::Snippet(format!(
+                        "in the snippet at {} ({}):\n{}",
+                        spec,
+                        func.display_name(),
+                        render_all(&diags, &source).trim_end()
+                    )));
+                }
             }
             if spec.kind() == PointKind::Entry {
                 warnings.extend(shadowed(module, func, &declared, &source));

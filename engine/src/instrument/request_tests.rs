@@ -136,3 +136,69 @@ fn requests_are_checked_when_made() {
     );
     assert_eq!(size, 0x18);
 }
+
+#[test]
+fn context_variables_are_checked_against_each_point() {
+    let path = compile("instrument-context", SOURCE, false, &["-O0", "-g"]);
+    let mut session = open(&path);
+    let mut plan = Plan::default();
+    let spec = |s: &str| PointSpec::parse(&s.split(' ').collect::<Vec<_>>()).unwrap();
+    // Each constant where it means something: a -g build has lines everywhere, a call point
+    // its callee, a loop point its loop.
+    for (point, body) in [
+        (
+            "work entry",
+            r#"printf("%s:%d %s %s\n", $file, $line, $function, $module);"#,
+        ),
+        ("work exit", r#"printf("%s:%d\n", $file, $line);"#),
+        (
+            "work_more call work after",
+            r#"printf("%s %d\n", $callee, $line);"#,
+        ),
+        ("work_more call work before", r#"printf("%s\n", $callee);"#),
+        ("main call before", r#"printf("%s\n", $callee);"#),
+        (
+            "main loop loop_1 iter-begin",
+            r#"printf("%s %s:%d\n", $loop, $file, $line);"#,
+        ),
+    ] {
+        if let Err(e) = plan.add(&mut session, spec(point), None, body.into()) {
+            panic!("at {point}: {e}");
+        }
+    }
+    // And refused where it means nothing.
+    for (point, body, why) in [
+        (
+            "work entry",
+            r#"printf("%s\n", $callee);"#,
+            "only available at call points",
+        ),
+        (
+            "work entry",
+            r#"printf("%s\n", $loop);"#,
+            "only available at loop points",
+        ),
+        (
+            "main call work_more after",
+            r#"printf("%s\n", $loop);"#,
+            "loop points",
+        ),
+    ] {
+        let err = plan
+            .add(&mut session, spec(point), None, body.into())
+            .unwrap_err();
+        assert!(err.to_string().contains(why), "at {point}: {err}");
+    }
+}
+
+#[test]
+fn file_and_line_need_line_information_at_the_point() {
+    let path = compile("instrument-context-nodebug", SOURCE, false, &["-O0"]);
+    let mut session = open(&path);
+    let mut plan = Plan::default();
+    let spec = PointSpec::parse(&["work", "entry"]).unwrap();
+    let err = plan
+        .add(&mut session, spec, None, r#"printf("%d\n", $line);"#.into())
+        .unwrap_err();
+    assert!(err.to_string().contains("source line"), "{err}");
+}

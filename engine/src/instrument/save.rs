@@ -128,6 +128,9 @@ pub struct SaveReport {
     /// table read past its end), so writing there could corrupt real code.
     pub skipped: Vec<(Point, String)>,
     pub tactics: BTreeMap<Tactic, usize>,
+    /// With traps: the signal functions whose PLT stubs now lead through gsh's wrappers
+    /// ([`crate::patch::interpose`]), and those left alone with why.
+    pub interposed: Vec<(String, Option<String>)>,
     pub file: rewrite::Summary,
     /// Present when the file measures (`count` and the like).
     pub measuring: Option<Measuring>,
@@ -227,12 +230,7 @@ pub fn points_of(
 
 /// What the snippet constants (`$function`, `$line`, `$callee`, ...) say at `point`, and the
 /// type `$return` has there.
-pub(crate) fn point_info(
-    module: &Module,
-    env: &SessionEnv<'_>,
-    r: &Request,
-    p: &Point,
-) -> PointInfo {
+pub fn point_info(module: &Module, env: &SessionEnv<'_>, r: &Request, p: &Point) -> PointInfo {
     let table = module.functions();
     let func = table.get(p.func);
     let debug = module.debug_info();
@@ -426,7 +424,10 @@ pub fn save_with(
     };
     let mut patcher = Patcher::new(0, options);
     let points = match (patcher.insert(module, &mut space, &requests), &hook) {
-        (Ok(p), _) => p,
+        (Ok(done), _) => {
+            skipped.extend(done.skipped);
+            done.points
+        }
         (Err(patch::PatchError::NeedsTrap { point, addr, why }), Err(e)) => {
             return Err(patch::PatchError::NeedsTrap {
                 point,
@@ -438,16 +439,19 @@ pub fn save_with(
         (Err(e), _) => return Err(e.into()),
     };
     let traps = patcher.traps();
+    let mut interposed = Vec::new();
     if !traps.is_empty() {
         // Traps were allowed only because the hook exists.
         let hook = hook?;
-        install_trap_handler(&mut space.rw, hook, &traps)?;
+        let previous = install_trap_handler(&mut space.rw, hook, &traps)?;
+        interposed = interpose_signals(&mut space, module, previous)?;
     }
     let file = space.rw.save(out)?;
     Ok(SaveReport {
         points,
         skipped,
         tactics: patcher.tactic_counts(),
+        interposed,
         file,
         measuring,
     })
@@ -547,12 +551,64 @@ enum Hook {
     Init(InitHook),
 }
 
-/// Writes the trap table, the handler and its install stub, and hooks the stub in.
+/// Sends the program's calls to the signal functions through its PLT stubs to gsh's
+/// wrappers, which keep gsh's SIGTRAP handler installed and SIGTRAP unblocked while the
+/// program believes it manages SIGTRAP itself. `previous` is the handler's record of the
+/// program's SIGTRAP action. Returns each stub's import name, with why when it was left
+/// alone.
+fn interpose_signals(
+    space: &mut RewriteSpace<'_>,
+    module: &Module,
+    previous: LinkAddr,
+) -> Result<Vec<(String, Option<String>)>, SaveError> {
+    use crate::patch::interpose;
+    let mut out = Vec::new();
+    for f in module.functions().functions() {
+        let Some(import) = f.name.strip_suffix("@plt") else {
+            continue;
+        };
+        let Some(kind) = interpose::Kind::of(import) else {
+            continue;
+        };
+        let at = RuntimeAddr(f.addr.0);
+        let len = f.size.clamp(5, 16) as usize;
+        let bytes = space.read(at, len).map_err(patch::PatchError::from)?;
+        let Some(path) = interpose::stub_path(&bytes, at.0) else {
+            out.push((
+                import.to_owned(),
+                Some("its stub does not start with a jump (a trap site?)".to_owned()),
+            ));
+            continue;
+        };
+        let asm = |code: u64| {
+            interpose::assemble(kind, code, &path, previous.0).map_err(patch::PatchError::from)
+        };
+        let size = asm(at.0)?.len() as u64 + 32;
+        let code = space
+            .allocate(at, size, AllocKind::Code)
+            .map_err(patch::PatchError::from)?;
+        let bytes = asm(code.0)?;
+        if bytes.len() as u64 > size {
+            return Err(patch::PatchError::Layout(
+                "a signal wrapper grew past its allocation".into(),
+            )
+            .into());
+        }
+        space.write(code, &bytes).map_err(patch::PatchError::from)?;
+        let jump = crate::patch::reloc::jmp_rel32(at.0, code.0).map_err(patch::PatchError::from)?;
+        space.write(at, &jump).map_err(patch::PatchError::from)?;
+        out.push((import.to_owned(), None));
+    }
+    Ok(out)
+}
+
+/// Writes the trap table, the handler and its install stub, and hooks the stub in. Returns
+/// where the handler keeps the program's SIGTRAP action.
 fn install_trap_handler(
     rw: &mut Rewrite<'_>,
     hook: Hook,
     traps: &[(RuntimeAddr, RuntimeAddr)],
-) -> Result<(), SaveError> {
+) -> Result<LinkAddr, SaveError> {
     let pairs: Vec<(u64, u64)> = traps.iter().map(|(a, b)| (a.0, b.0)).collect();
     let table_at = rw.alloc_data(pairs.len() as u64 * trap::ENTRY_SIZE, 16)?;
     rw.write(table_at, &trap::table(table_at.0, &pairs))?;
@@ -587,7 +643,7 @@ fn install_trap_handler(
         Hook::Entry(_) => rw.set_entry(at),
         Hook::Init(h) => rw.set_init(h, at),
     }
-    Ok(())
+    Ok(previous)
 }
 
 /// Why `p` lies in doubtful code, if it does: another block of its function decodes an

@@ -34,6 +34,7 @@
 //! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
 //! edge trampolines for loop points.
 
+pub mod interpose;
 pub mod layout;
 pub mod plan;
 pub mod reloc;
@@ -158,6 +159,34 @@ pub struct Patcher {
     foreign: OnceLock<HashSet<u64>>,
     /// The module's [`plan::prefix_ends`], computed on first use.
     prefix_end: OnceLock<Vec<u64>>,
+    /// The module's [`plan::code_bytes`], computed on first use.
+    code: OnceLock<Claimed>,
+}
+
+/// What [`Patcher::plan`] decided.
+#[derive(Clone, Debug, Default)]
+pub struct Planned {
+    pub sites: Vec<Site>,
+    /// Points no site may take, and why (doubtful code, or bytes another site owns).
+    pub refused: Vec<(LinkAddr, String)>,
+}
+
+/// What [`Patcher::insert`] did.
+#[derive(Clone, Debug, Default)]
+pub struct Inserted {
+    pub points: Vec<PointReport>,
+    /// Points left alone, and why; everything else was inserted.
+    pub skipped: Vec<(Point, String)>,
+}
+
+/// True when `site` copies an instruction starting at `addr` into its trampoline.
+fn copies_insn(module: &Module, site: &Site, addr: LinkAddr) -> bool {
+    site.segments.iter().any(|r| {
+        r.contains(&addr)
+            && plan::decode(&module.binary, r.start, r.end.0 - r.start.0)
+                .iter()
+                .any(|i| i.ip() == addr.0)
+    })
 }
 
 impl Patcher {
@@ -172,6 +201,7 @@ impl Patcher {
             saves: HashMap::new(),
             foreign: OnceLock::new(),
             prefix_end: OnceLock::new(),
+            code: OnceLock::new(),
         }
     }
 
@@ -187,10 +217,13 @@ impl Patcher {
     }
 
     /// The sites the points would get, without writing anything (for `show points`). Points
-    /// inside a site written already are reported with that site.
-    pub fn plan(&self, module: &Module, points: &[Point]) -> Vec<Site> {
+    /// inside a site written already are reported with that site, and so are points inside
+    /// a site this call plans for another function, when their instruction is one the site
+    /// copies; points no site can take are refused, with why.
+    pub fn plan(&self, module: &Module, points: &[Point]) -> Planned {
         let mut by_func: BTreeMap<FuncId, Vec<LinkAddr>> = BTreeMap::new();
         let mut out: Vec<Site> = Vec::new();
+        let mut refused: Vec<(LinkAddr, String)> = Vec::new();
         for p in points {
             match self.applied_at(p.addr) {
                 Some(i) => {
@@ -205,9 +238,28 @@ impl Patcher {
         let mut wanted: Vec<u64> = points.iter().map(|p| p.addr.0).collect();
         wanted.sort_unstable();
         wanted.dedup();
+        let code = self.code.get_or_init(|| plan::code_bytes(module));
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();
+            // A point another function's new site copies (functions sharing code, or a
+            // block the CFG got wrong) runs its snippets in that site's trampoline.
+            // (The claims answer first: a scan of every site per point would be quadratic.)
+            addrs.retain(|&a| {
+                if !claimed.overlaps(&(a.0..a.0 + 1)) {
+                    return true;
+                }
+                let Some(s) = out.iter_mut().find(|s| copies_insn(module, s, a)) else {
+                    return true;
+                };
+                if !s.points.contains(&a) {
+                    s.points.push(a);
+                }
+                false
+            });
+            if addrs.is_empty() {
+                continue;
+            }
             let func = module.functions().get(f);
             let planner = Planner {
                 binary: &module.binary,
@@ -220,6 +272,7 @@ impl Patcher {
                     .get_or_init(|| plan::prefix_ends(module.functions())),
                 analysis: module.analysis(),
                 wanted: &wanted,
+                code,
             };
             let inside: Vec<LinkAddr> = self
                 .applied
@@ -245,27 +298,36 @@ impl Patcher {
                 rebuilt = o;
                 &rebuilt
             };
-            for s in planner.plan(&addrs, &claimed, outside, &inside) {
+            let (sites, no) = planner.plan(&addrs, &claimed, outside, &inside);
+            refused.extend(no);
+            for s in sites {
                 claimed.add(&s);
                 out.push(s);
             }
         }
-        out
+        Planned {
+            sites: out,
+            refused,
+        }
     }
 
     /// Inserts every request (several at one point run in the order given, after any inserted
-    /// there before). Nothing is written unless every point can be placed.
+    /// there before). Points the planner refuses ([`Planned::refused`]) are left alone and
+    /// listed in [`Inserted::skipped`]; nothing is written unless every other point can be
+    /// placed.
     pub fn insert(
         &mut self,
         module: &Module,
         space: &mut dyn AddressSpace,
         requests: &[Request],
-    ) -> Result<Vec<PointReport>, PatchError> {
+    ) -> Result<Inserted, PatchError> {
         let (old, new): (Vec<&Request>, Vec<&Request>) = requests
             .iter()
             .partition(|r| self.applied_at(r.point.addr).is_some());
         let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
-        let sites = self.plan(module, &points);
+        let Planned { sites, refused } = self.plan(module, &points);
+        let refused: HashMap<u64, String> = refused.into_iter().map(|(a, w)| (a.0, w)).collect();
+        let mut skipped: Vec<(Point, String)> = Vec::new();
         // Maps, not scans: a whole-program insert has 200k requests and 90k sites.
         let mut site_of: HashMap<u64, usize> = HashMap::new();
         for (i, s) in sites.iter().enumerate() {
@@ -279,7 +341,15 @@ impl Patcher {
         }
         for p in &points {
             let Some(site) = site_of.get(&p.addr.0).map(|&i| &sites[i]) else {
-                return Err(PatchError::NoInstruction(p.addr));
+                match refused.get(&p.addr.0) {
+                    Some(why) => {
+                        if !skipped.iter().any(|(q, _)| q == p) {
+                            skipped.push((p.clone(), why.clone()));
+                        }
+                        continue;
+                    }
+                    None => return Err(PatchError::NoInstruction(p.addr)),
+                }
             };
             if site.tactic == Tactic::Trap && !self.options.allow_traps {
                 return Err(PatchError::NeedsTrap {
@@ -379,7 +449,10 @@ impl Patcher {
                 why: a.site.why.clone(),
             });
         }
-        Ok(reports)
+        Ok(Inserted {
+            points: reports,
+            skipped,
+        })
     }
 
     /// Lays out applied site `i` again with all its snippets, and points its entry at the new
@@ -696,17 +769,20 @@ pub struct PointRow {
     pub callee: Option<String>,
     /// The original instructions the site copies (Intel syntax).
     pub displaced: Vec<String>,
-    pub tactic: Tactic,
+    /// `None` when the point would be skipped (`why` says why).
+    pub tactic: Option<Tactic>,
     pub why: String,
 }
 
 /// How each point would be instrumented, given what `patcher` has written already.
 pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> Vec<PointRow> {
-    let sites = patcher.plan(module, points);
+    let planned = patcher.plan(module, points);
+    let sites = &planned.sites;
     points
         .iter()
         .map(|p| {
             let site = sites.iter().find(|s| s.points.contains(&p.addr));
+            let refused = planned.refused.iter().find(|r| r.0 == p.addr);
             let displaced = site
                 .map(|s| {
                     s.segments
@@ -730,8 +806,12 @@ pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> 
                 addr: p.addr,
                 callee: p.callee_name.clone(),
                 displaced,
-                tactic: site.map_or(Tactic::Trap, |s| s.tactic),
-                why: site.map_or_else(|| "no instruction there".to_owned(), |s| s.why.clone()),
+                tactic: site.map(|s| s.tactic),
+                why: match (site, refused) {
+                    (Some(s), _) => s.why.clone(),
+                    (None, Some(r)) => r.1.clone(),
+                    (None, None) => "no instruction there".to_owned(),
+                },
             }
         })
         .collect()

@@ -92,10 +92,16 @@ pub struct Site {
 }
 
 impl Site {
-    /// The byte ranges of original code this site overwrites.
+    /// The byte ranges of original code this site owns: what it overwrites (the jump or
+    /// `int3`, a pun's pad, evicted instructions, arrivals) and what its trampoline copies
+    /// (the segments). Copied bytes count too: another site writing into them would make the
+    /// copy read patched bytes, or leave its own jump inside code the copy replaced. A trap
+    /// overwrites one byte but copies its whole instruction (sqlite3's `0xc82f`, a trap whose
+    /// instruction ran into the next function's pun, failed `save` with "the code differs").
     pub fn claims(&self) -> Vec<Range<u64>> {
-        let mut v = Vec::with_capacity(2);
+        let mut v = Vec::with_capacity(2 + self.segments.len());
         v.push(self.patch_at.0..self.patch_at.0 + self.overwrite);
+        v.extend(self.segments.iter().map(|s| s.start.0..s.end.0));
         if let Some(p) = self.pad {
             v.push(p.0..p.0 + 5);
         }
@@ -140,6 +146,33 @@ impl Claimed {
             .range(..r.end)
             .next_back()
             .is_some_and(|(_, &e)| e > r.start)
+    }
+
+    /// The parts of `r` no claim covers, in order.
+    pub fn subtract(&self, r: Range<u64>) -> Vec<Range<u64>> {
+        let mut out = Vec::new();
+        let mut at = r.start;
+        // The claim holding `r.start`, if any, then every claim starting inside `r`.
+        let first = self.0.range(..=r.start).next_back().map(|(&s, &e)| (s, e));
+        for (s, e) in first
+            .into_iter()
+            .chain(self.0.range(r.start + 1..r.end).map(|(&s, &e)| (s, e)))
+        {
+            if e <= at {
+                continue;
+            }
+            if s > at {
+                out.push(at..s.min(r.end));
+            }
+            at = at.max(e);
+            if at >= r.end {
+                break;
+            }
+        }
+        if at < r.end {
+            out.push(at..r.end);
+        }
+        out
     }
 
     pub fn add(&mut self, site: &Site) {
@@ -206,6 +239,21 @@ pub struct Planner<'a> {
     pub analysis: &'a Analysis,
     /// The addresses of every point being planned, sorted: evictions keep clear of them.
     pub wanted: &'a [u64],
+    /// Every byte some function's CFG decodes as code ([`code_bytes`]). Padding is what no
+    /// CFG claims: a `nop` run another function executes (a loop's alignment, a cold part
+    /// past its symbol's end) is never a pad.
+    pub code: &'a Claimed,
+}
+
+/// Every byte that a block of some function's CFG covers, merged.
+pub fn code_bytes(module: &Module) -> Claimed {
+    let mut c = Claimed::default();
+    for i in 0..module.functions().functions().len() {
+        for b in &module.analysis().function(FuncId(i as u32)).cfg.blocks {
+            c.insert(b.start.0..b.end.0);
+        }
+    }
+    c
 }
 
 /// For each function of `table` (sorted by address), the largest end of it and every function
@@ -351,7 +399,7 @@ impl Planner<'_> {
             gaps.push(at..limit);
         }
         let mut runs = Vec::new();
-        for g in gaps {
+        for g in gaps.into_iter().flat_map(|g| self.code.subtract(g)) {
             let mut end = g.start;
             for i in decode(self.binary, LinkAddr(g.start), g.end - g.start) {
                 if !matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) || i.next_ip() > g.end {
@@ -773,26 +821,56 @@ impl Planner<'_> {
         })
     }
 
-    /// Sites for the points at `addrs` (sorted) of this function. `outside` is `claimed`
-    /// without the sites already in this function, which relocating it would absorb; `inside`
-    /// lists those sites' points.
+    /// Why the point at `addr` must not be patched at all, if so: its instruction runs across
+    /// the start of a function, so at most one of the two readings of those bytes is code
+    /// (sqlite3's `0xc82f`, a jump-table "target" read past the table, decodes
+    /// `add [rcx-0x77], al` across the entry of the function at `0xc830`).
+    pub fn doubtful(&self, addr: LinkAddr) -> Option<String> {
+        let i = decode(self.binary, addr, 15).into_iter().next()?;
+        let f = self.table.functions();
+        let k = f.partition_point(|g| g.addr.0 <= addr.0);
+        f.get(k).filter(|g| g.addr.0 < i.next_ip()).map(|g| {
+            format!(
+                "doubtful code: its instruction ({addr}..{:#x}) runs across the start of {}",
+                i.next_ip(),
+                g.display_name()
+            )
+        })
+    }
+
+    /// Sites for the points at `addrs` (sorted) of this function, and the points refused with
+    /// why: doubtful code ([`Planner::doubtful`]), or a trap whose instruction's bytes another
+    /// site owns already. `outside` is `claimed` without the sites already in this function,
+    /// which relocating it would absorb; `inside` lists those sites' points.
     pub fn plan(
         &self,
         addrs: &[LinkAddr],
         claimed: &Claimed,
         outside: &Claimed,
         inside: &[LinkAddr],
-    ) -> Vec<Site> {
+    ) -> (Vec<Site>, Vec<(LinkAddr, String)>) {
+        let mut refused: Vec<(LinkAddr, String)> = Vec::new();
+        let addrs: Vec<LinkAddr> = addrs
+            .iter()
+            .copied()
+            .filter(|&a| match self.doubtful(a) {
+                Some(why) => {
+                    refused.push((a, why));
+                    false
+                }
+                None => true,
+            })
+            .collect();
         let mut local = Claimed::default();
         let mut sites: Vec<Site> = Vec::new();
         let mut failed = Vec::new();
-        for &a in addrs {
+        for &a in &addrs {
             if sites.iter().any(|s| s.points.contains(&a)) {
                 continue;
             }
             match self.place_local(a, &Both(claimed, &local)) {
                 Some(mut site) => {
-                    site.points = Self::inside(&site, addrs);
+                    site.points = Self::inside(&site, &addrs);
                     local.add(&site);
                     sites.push(site);
                 }
@@ -801,28 +879,70 @@ impl Planner<'_> {
         }
         failed.retain(|a| !sites.iter().any(|s| s.points.contains(a)));
         if failed.is_empty() {
-            return sites;
+            return (sites, refused);
         }
         let reason = match self.place_function(outside) {
             Ok(mut site) => {
                 site.points = addrs.iter().chain(inside).copied().collect();
                 site.points.sort();
                 site.points.dedup();
-                return vec![site];
+                return (vec![site], refused);
             }
             Err(e) => e,
         };
         for a in failed {
-            let why = format!("no room for a jump, and the function cannot be relocated: {reason}");
-            if let Some(mut t) = self.place_trap(a, why) {
-                if !Both(claimed, &local).overlaps(&(a.0..a.0 + 1)) {
-                    t.points = vec![a];
-                    local.add(&t);
-                    sites.push(t);
-                }
+            let why = format!(
+                "{}, and the function cannot be relocated: {reason}",
+                self.why_no_jump(a)
+            );
+            let Some(mut t) = self.place_trap(a, why) else {
+                refused.push((a, format!("no instruction at {a} in its function's CFG")));
+                continue;
+            };
+            // The trap copies its whole instruction: all of it must be free.
+            let taken = t.claims().iter().any(|r| Both(claimed, &local).overlaps(r));
+            if taken {
+                refused.push((
+                    a,
+                    format!(
+                        "no room for a jump ({reason}), and its instruction's bytes belong to another site"
+                    ),
+                ));
+                continue;
             }
+            t.points = vec![a];
+            local.add(&t);
+            sites.push(t);
         }
-        sites
+        (sites, refused)
+    }
+
+    /// Why no local tactic placed a jump at `addr`, in the block's own terms: how many bytes
+    /// the block has around the point, and that neither padding nor evictable instructions
+    /// lie within a `jmp rel8`'s reach.
+    fn why_no_jump(&self, addr: LinkAddr) -> String {
+        let Some(b) = self.cfg.block_containing(addr).map(|b| self.cfg.block(b)) else {
+            return "no block holds it".to_owned();
+        };
+        let after = b.end.0 - addr.0;
+        let before = addr.0 - b.start.0;
+        let room = if after + before < 5 {
+            format!(
+                "block too small for a 5-byte jump ({} byte(s): {before} before the point, {after} from it)",
+                after + before
+            )
+        } else if let Some(t) = (b.start.0 + 1..b.end.0).find(|&t| self.is_target(t)) {
+            format!(
+                "its block ({} bytes) has a branch target inside, at {t:#x} (a jump-table case, or a jump from another function), which a jump over it would swallow",
+                after + before
+            )
+        } else {
+            format!(
+                "the {} bytes of its block are taken by other sites",
+                after + before
+            )
+        };
+        format!("{room}; no padding within jmp rel8 reach for a pun, and nothing to evict")
     }
 
     fn inside(site: &Site, addrs: &[LinkAddr]) -> Vec<LinkAddr> {
@@ -892,6 +1012,15 @@ mod claimed_tests {
         assert!(!c.overlaps(&(10..10)));
         let top = Claimed::default();
         assert!(Both(&c, &top).overlaps(&(24..26)));
+        // What is left of a range around, across and between claims.
+        let mut d = Claimed::default();
+        d.insert(10..15);
+        d.insert(20..25);
+        assert_eq!(d.subtract(0..30), vec![0..10, 15..20, 25..30]);
+        assert_eq!(d.subtract(12..22), vec![15..20]);
+        assert_eq!(d.subtract(11..14), Vec::<Range<u64>>::new());
+        assert_eq!(d.subtract(15..20), vec![15..20]);
+        assert_eq!(top.subtract(3..4), vec![3..4]);
         assert!(!Both(&top, &top).overlaps(&(24..26)));
     }
 }

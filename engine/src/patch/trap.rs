@@ -15,6 +15,7 @@
 //!             DT_INIT> (or ret when there was no DT_INIT)
 //!   handler:  key = uc.rip - 1 - &table; binary search; found: uc.rip = &table + entry; ret
 //!             not found, previous handler is a function: jmp to it (same arguments)
+//!             not found, previous is SIG_IGN and a process sent it: ret
 //!             not found, previous is SIG_DFL/SIG_IGN: rt_sigaction(SIGTRAP, SIG_DFL);
 //!             tgkill(self, SIGTRAP); ret  (pending until sigreturn unblocks it: the process
 //!             dies of SIGTRAP, and dumps core, exactly as an unhandled int3 would)
@@ -25,11 +26,12 @@
 //! trampoline), sorted by site, so it needs no relocation in a PIE or a shared library: the
 //! handler finds the table RIP-relatively and works in differences only.
 //!
-//! Limits (also Dyninst's): a program that installs its own SIGTRAP handler later replaces
-//! this one, and its traps then kill it or reach its handler; a trap executed while SIGTRAP is
-//! blocked kills the process (the kernel forces the default action); code that runs before the
-//! install stub (IFUNC resolvers, other objects' constructors that call in early) must not hit
-//! a trap.
+//! A program that installs its own SIGTRAP handler or blocks SIGTRAP would replace this one,
+//! or make the kernel kill it at the next trap; [`super::interpose`] keeps both from happening
+//! for calls through the file's PLT, and records the program's handler in `previous`, where
+//! the handler above finds it. Limits: such calls made elsewhere (libraries, raw system
+//! calls) still replace or block it; code that runs before the install stub (IFUNC
+//! resolvers, other objects' constructors that call in early) must not hit a trap.
 
 use iced_x86::code_asm::*;
 use iced_x86::{BlockEncoderOptions, Code, Instruction, MemoryOperand, Register};
@@ -50,6 +52,8 @@ const SYS_TGKILL: i32 = 234;
 /// `offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP])`: flags, link and the 24-byte stack_t
 /// come first, then `gregs`, where `REG_RIP` is entry 16.
 const UC_RIP: i32 = 40 + 16 * 8;
+/// `offsetof(siginfo_t, si_code)`, after `si_signo` and `si_errno`.
+const SI_CODE: i32 = 8;
 
 /// Where the handler's pieces go: all link addresses of the output (runtime addresses when
 /// the bias is 0, as in the static rewriter).
@@ -173,9 +177,21 @@ pub fn assemble(l: &HandlerLayout) -> Result<HandlerCode, IcedError> {
     a.set_label(&mut missing)?;
     lea_rip(&mut a, Register::RAX, l.previous)?;
     a.mov(rax, qword_ptr(rax))?;
+    let mut not_ignored = a.create_label();
+    let mut ignore = a.create_label();
+    // SIG_IGN (recorded from the program's own sigaction or signal): a SIGTRAP sent by a
+    // process (si_code <= 0: kill, tgkill, sigqueue) is ignored as the program asked; an
+    // int3's (SI_KERNEL) is fatal, as the kernel makes it.
+    a.cmp(rax, 1)?;
+    a.jne(not_ignored)?;
+    a.cmp(dword_ptr(rsi + SI_CODE), 0)?;
+    a.jle(ignore)?;
+    a.set_label(&mut not_ignored)?;
     a.cmp(rax, 1)?;
     a.jbe(default)?;
     a.jmp(rax)?;
+    a.set_label(&mut ignore)?;
+    a.ret()?;
     a.set_label(&mut default)?;
     a.sub(rsp, ACTION_SIZE as i32)?;
     a.xor(eax, eax)?;

@@ -31,9 +31,16 @@ pub(crate) struct Rendezvous {
     orig: u8,
     /// `_dl_debug_state` is a bare return, so a hit is stepped over by emulating it.
     plain_ret: bool,
+    /// The `int3` was there already, left by an earlier gsh (`orig` comes from the file).
+    pub(crate) inherited: bool,
 }
 
 impl Rendezvous {
+    /// Where the `int3` is (`r_brk`).
+    pub(crate) fn address(&self) -> u64 {
+        self.r_brk
+    }
+
     /// Puts the original byte back in `mem` (the process, or a fork child's copy).
     pub(crate) fn remove_from(&self, mem: &MemFile) -> Result<(), ProcessError> {
         mem.write(self.r_brk, &[self.orig])
@@ -109,7 +116,14 @@ impl Process {
         if r_brk == 0 {
             return Ok(());
         }
-        let code = self.mem.read(r_brk, 5)?;
+        let mut code = self.mem.read(r_brk, 5)?;
+        let inherited = code[0] == 0xcc;
+        if inherited {
+            // An earlier gsh's hook, left when it was killed: the file says what was there.
+            if let Some(file) = self.file_bytes_at(r_brk, 5) {
+                code = file;
+            }
+        }
         let plain_ret = code[0] == 0xc3 || code == [0xf3, 0x0f, 0x1e, 0xfa, 0xc3];
         self.mem.write(r_brk, &[0xcc])?;
         self.rendezvous = Some(Rendezvous {
@@ -117,6 +131,7 @@ impl Process {
             r_brk,
             orig: code[0],
             plain_ret,
+            inherited,
         });
         Ok(())
     }

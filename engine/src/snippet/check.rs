@@ -6,7 +6,7 @@
 
 use super::ast::{self, BaseType, BinOp, ExprKind as A, IntLit, Span, StmtKind};
 use super::diag::Diagnostic;
-use super::env::{Binding, Env};
+use super::env::{Binding, Env, PointKind};
 use super::ir::{self, wrap, ArithOp, CmpOp, Expr, ExprKind as E, Place};
 use super::types::{IntKind, Type};
 
@@ -21,6 +21,7 @@ pub fn check(program: &ast::Program, env: &dyn Env) -> (Option<ir::Program>, Vec
         env,
         diags: Vec::new(),
         strings: Vec::new(),
+        writing: false,
     };
     let stmts = c.stmts(&program.stmts);
     let ok = !c.diags.iter().any(Diagnostic::is_error);
@@ -40,6 +41,7 @@ pub fn check_expr(expr: &ast::Expr, env: &dyn Env) -> (Option<CheckedExpr>, Vec<
         env,
         diags: Vec::new(),
         strings: Vec::new(),
+        writing: false,
     };
     let e = c.value(expr);
     let ok = !c.diags.iter().any(Diagnostic::is_error);
@@ -79,6 +81,9 @@ struct Checker<'a> {
     env: &'a dyn Env,
     diags: Vec<Diagnostic>,
     strings: Vec<Vec<u8>>,
+    /// The place being checked is written (assigned, incremented), so an unknown name there
+    /// is most likely a variable the user meant to `declare`.
+    writing: bool,
 }
 
 fn arith_op(op: BinOp) -> Option<ArithOp> {
@@ -247,6 +252,18 @@ impl Checker<'_> {
                 let Some(v) = self.expr(e) else {
                     return Vec::new();
                 };
+                // A struct is never loaded as a whole: nothing downstream (the interpreter's
+                // machine, the code generator) moves more than 8 bytes at once.
+                if let Type::Struct { name, .. } = &v.ty {
+                    self.diags.push(
+                        Diagnostic::error(
+                            e.span,
+                            format!("a whole `struct {name}` cannot be used as a value"),
+                        )
+                        .with_hint("use one of its fields with `.` or `->`"),
+                    );
+                    return Vec::new();
+                }
                 if !v.has_effects() && v.ty != Type::Void {
                     self.diags.push(
                         Diagnostic::warning(e.span, "this statement has no effect")
@@ -412,21 +429,33 @@ impl Checker<'_> {
             "file" => match point.file {
                 Some(f) => self.string(f.into_bytes()),
                 None => {
-                    self.diags
-                        .push(missing("with debug info", "the point has no source file"));
+                    self.diags.push(missing(
+                        "where the debug info gives a source line",
+                        "this point has none: compile with `-g`",
+                    ));
                     return Some(None);
                 }
             },
             "line" => match point.line {
                 Some(l) => Expr::int(u64::from(l), Type::INT),
                 None => {
-                    self.diags
-                        .push(missing("with debug info", "the point has no source line"));
+                    self.diags.push(missing(
+                        "where the debug info gives a source line",
+                        "this point has none: compile with `-g`",
+                    ));
                     return Some(None);
                 }
             },
             "callee" => match point.callee {
                 Some(c) => self.string(c.into_bytes()),
+                None if matches!(point.kind, PointKind::CallBefore | PointKind::CallAfter) => {
+                    self.diags.push(
+                        Diagnostic::error(span, "`$callee` is not known at this point").with_hint(
+                            "the call is indirect, so which function it calls is not known",
+                        ),
+                    );
+                    return Some(None);
+                }
                 None => {
                     self.diags.push(missing(
                         "at call points",

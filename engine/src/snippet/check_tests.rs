@@ -234,3 +234,18 @@ fn declarations_evaluate_constant_initializers() {
     assert!(super::declare("struct node n", &env()).is_err());
     assert!(super::declare("long", &env()).is_err());
 }
+
+#[test]
+fn a_whole_struct_is_never_a_value_even_as_a_statement() {
+    // `*node;` used to check, and the interpreter then read the struct's 16 bytes as one
+    // value (the panic behind `print *head`).
+    assert!(errors("*node;").contains("cannot be used as a value"));
+}
+
+#[test]
+fn declare_it_first_only_where_declaring_is_the_fix() {
+    assert!(errors("hits++;").contains("declare it first: `declare long hits`"));
+    assert!(errors("hits = 1;").contains("declare it first"));
+    let read = errors("count = hits;");
+    assert!(!read.contains("declare it first"), "{read}");
+}

@@ -112,6 +112,16 @@ impl Args {
     }
 
     /// All remaining words, joined by single spaces (`echo`).
+    /// The remaining words as written, quotes kept (for text in another language: `print`'s
+    /// expression keeps its `"..."` and `'a'` literals).
+    pub fn rest_raw(&mut self) -> String {
+        std::mem::take(&mut self.words)
+            .into_iter()
+            .map(|w| w.raw)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     pub fn rest_joined(&mut self) -> String {
         std::mem::take(&mut self.words)
             .into_iter()

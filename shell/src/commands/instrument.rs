@@ -286,8 +286,15 @@ read-write, never both); the jumps into trampolines replace original instruction
 runs on its own, with no extra files or environment variables. Prints how many points were \
 patched and with which tactic. A point no jump can reach gets a trap (int3) as the last \
 resort, and OUTFILE then carries its own SIGTRAP handler, installed at start-up (from the entry \
-point, or a library's DT_INIT); a program that installs its own SIGTRAP handler later replaces \
-it, and its traps then end it. With nothing inserted, OUTFILE runs exactly like the original.
+point, or a library's DT_INIT). Its calls to sigaction, signal, sigprocmask and \
+pthread_sigmask through its PLT then go through gsh's wrappers (listed as `Signals`): a \
+SIGTRAP handler it installs is recorded and gets every SIGTRAP that is not gsh's (with gsh's \
+handler's flags and mask, not its own), and SIGTRAP is kept out of the masks it sets, so \
+traps keep working in a program that manages signals itself (bash). Not seen: such calls \
+from libraries or raw system calls, which still replace the handler or block SIGTRAP, and \
+then a trap ends the program; a trap in code that runs before the handler is installed (an \
+IFUNC resolver) ends it too. The notes list every point that got a trap, and why no jump \
+fitted. With nothing inserted, OUTFILE runs exactly like the original.
 
 With `count`, `time` or `profile` requests, OUTFILE measures too: it loads gsh's runtime \
 library (named by its absolute path: OUTFILE does not start if the library is gone) before the \
@@ -317,8 +324,10 @@ original instructions a jump there would displace and the tactic that makes room
 earlier instructions of the block), `pun` (a 2-byte jump to nearby padding holding the 5-byte \
 one), `evict` (a 2-byte jump into nearby instructions moved to their own trampoline to make \
 room), `relocate-function` (the whole function copied to a trampoline area), or `trap` (int3, \
-handled by a SIGTRAP handler `save` writes into the file; about 100 times slower). FUNC may \
-be a glob.",
+handled by a SIGTRAP handler `save` writes into the file; about 100 times slower); \
+`skipped` when no site may take the point (its instruction runs across a function's start, \
+or its bytes belong to another site), with why. No two sites share a byte: each owns what \
+it overwrites, the padding it borrows and the instructions it copies. FUNC may be a glob.",
     examples: &[("show points main", ""), ("show points 'parse_*'", "")],
     run: show_points,
 };
@@ -356,6 +365,18 @@ fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     ];
     if !report.skipped.is_empty() {
         fields.insert(2, ("Skipped", Cell::Num(report.skipped.len() as u64)));
+    }
+    if !report.interposed.is_empty() {
+        let text = report
+            .interposed
+            .iter()
+            .map(|(name, why)| match why {
+                None => name.clone(),
+                Some(why) => format!("{name} (left alone: {why})"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        fields.push(("Signals", Cell::text(text)));
     }
     if let Some(m) = &report.measuring {
         fields.push(("Measured", Cell::Num(m.slots.len() as u64)));
@@ -430,7 +451,7 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             .iter()
             .flat_map(|p| engine::patch::describe_points(module, patcher, std::slice::from_ref(p)));
         for row in rows {
-            let displaced = if row.tactic == engine::patch::Tactic::RelocateFunction {
+            let displaced = if row.tactic == Some(engine::patch::Tactic::RelocateFunction) {
                 format!("(the whole function, {} instructions)", row.displaced.len())
             } else {
                 row.displaced.join("; ")
@@ -441,11 +462,28 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 Cell::Addr(row.addr.0),
                 Cell::opt(row.callee),
                 Cell::text(displaced),
-                Cell::text(row.tactic.as_str()),
+                Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
                 Cell::text(row.why),
             ]);
         }
     }
-    t.title = Some(format!("{} points", t.rows.len()));
+    let traps = t
+        .rows
+        .iter()
+        .filter(|r| matches!(&r[5], Cell::Text(s) if s == "trap"))
+        .count();
+    let skipped = t
+        .rows
+        .iter()
+        .filter(|r| matches!(&r[5], Cell::Text(s) if s == "skipped"))
+        .count();
+    let mut title = format!("{} points", t.rows.len());
+    if traps > 0 {
+        title.push_str(&format!(", {traps} would need a trap (see Why)"));
+    }
+    if skipped > 0 {
+        title.push_str(&format!(", {skipped} would be skipped"));
+    }
+    t.title = Some(title);
     Ok(Output::Table(t))
 }

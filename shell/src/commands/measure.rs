@@ -168,7 +168,11 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
                 Ok(n) => inserted = Cell::Num(n as u64),
                 Err(e) => {
                     // Nothing half-done: the request goes, as if never made.
-                    let _ = target.with(|p, live| Ok(live.remove(p, id)?));
+                    let _ = target.with(|p, live| {
+                        let removed = live.remove(p, id);
+                        live.forget(id);
+                        Ok(removed?)
+                    });
                     let _ = ctx.plan.delete(id);
                     return Err(e.context(format!("{} {glob}: not inserted", metric.command())));
                 }
@@ -315,7 +319,7 @@ pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
     } else {
         match (&live.measure.last, &live.measure.last_paths) {
             (Some(v), paths) => (v.clone(), paths.clone().unwrap_or_default()),
-            (None, _) if live.measure.counters.is_empty() => (Vec::new(), Vec::new()),
+            (None, _) if !live.measure.measured_anything() => (Vec::new(), Vec::new()),
             (None, _) => bail!("process {pid} ended before its values could be read (killed?)"),
         }
     };
@@ -329,7 +333,7 @@ pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
 
 /// Keeps what was measured before gsh lets go of the process (`detach`), for `report`.
 pub fn keep_on_detach(ctx_measured: &mut Option<Results>, pid: i32, p: &Process, live: &mut Live) {
-    if live.measure.counters.is_empty() {
+    if !live.measure.measured_anything() {
         return;
     }
     live.measure.snapshot(p);

@@ -7,6 +7,7 @@ mod args;
 mod calls;
 mod cfg;
 mod disas;
+mod examine;
 mod files;
 mod instrument;
 mod loops;
@@ -118,6 +119,8 @@ pub static COMMANDS: &[Spec] = &[
     process::BREAK,
     process::LOAD_LIBRARY,
     process::PRINT,
+    examine::EXAMINE,
+    examine::SHOW_REGISTERS,
     process::EXECUTE,
     process::WHERE,
     process::UP,
@@ -209,8 +212,29 @@ pub fn closest<'a>(typed: &str, candidates: impl Iterator<Item = &'a str>) -> Op
     engine::suggest::closest(typed, candidates)
 }
 
+/// gdb's `x/8xg ADDR` and `print/x EXPR`: the format glued to the command's name becomes
+/// a word of its own, `x /8xg ADDR`.
+pub fn glued_format(cmd: &script::Command) -> script::Command {
+    let mut cmd = cmd.clone();
+    if let Some(first) = cmd.words.first().filter(|w| !w.quoted) {
+        if let Some((name, format)) = first.text.split_once('/') {
+            if name == examine::EXAMINE.name || process::PRINT.spellings().any(|w| w == [name]) {
+                let slash = format!("/{format}");
+                let word = |text: &str| script::Word {
+                    text: text.to_owned(),
+                    quoted: false,
+                    raw: text.to_owned(),
+                };
+                cmd.words.splice(0..1, [word(name), word(&slash)]);
+            }
+        }
+    }
+    cmd
+}
+
 /// Runs one parsed command.
 pub fn run(ctx: &mut Context, cmd: &script::Command) -> Result<Output> {
+    let cmd = &glued_format(cmd);
     // Only unquoted words can name a command: `'show' functions` is not `show functions`.
     let names: Vec<&str> = cmd
         .words

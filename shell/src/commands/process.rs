@@ -11,7 +11,7 @@ use engine::process::{Launch, Process, State, Stop, Tracer};
 use engine::session::Session;
 use engine::snippet::env::{PointInfo, PointKind};
 
-use super::{Args, Complete, Spec};
+use super::{examine, Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
 use crate::target::{self, BreakRequest, Target};
@@ -49,13 +49,16 @@ fatal signal, Ctrl-C).",
 pub const ATTACH: Spec = Spec {
     name: "attach",
     aliases: &[],
-    usage: "PID",
+    usage: "[--clean] PID",
     complete: Complete::Nothing,
     summary: "take control of a running process",
     help: "Attaches to process PID and stops all its threads. Opens its executable when no \
-file is open. Instrumentation and breakpoints requested before are inserted. `detach` lets it \
-go again with its code as it was.",
-    examples: &[("attach 4242", "")],
+file is open. Its code is compared with its files first: what an earlier gsh left there (it \
+was killed while attached: an int3 at a breakpoint or at the dynamic linker's hook, jumps into \
+trampolines) is reported, and with --clean put back as the files have it; other differences \
+are reported only. Instrumentation and breakpoints requested before are inserted. `detach` \
+lets it go again with its code as it was.",
+    examples: &[("attach 4242", ""), ("attach --clean 4242", "")],
     run: attach,
 };
 
@@ -65,8 +68,10 @@ pub const DETACH: Spec = Spec {
     usage: "",
     complete: Complete::Nothing,
     summary: "remove all instrumentation and let the process run on",
-    help: "Removes every trampoline jump and breakpoint (the text is again exactly the \
-file's), then releases the process, which runs on without gsh.",
+    help: "Removes every trampoline jump and breakpoint, and what an earlier gsh left in the \
+code, then compares the text with the files: it says the code is as the files have it only \
+when every byte is, and lists what still differs. Then releases the process, which runs on \
+without gsh.",
     examples: &[("detach", "")],
     run: detach,
 };
@@ -177,15 +182,32 @@ Instrumentation waiting for the library is inserted as it appears.",
 pub const PRINT: Spec = Spec {
     name: "print",
     aliases: &["p"],
-    usage: "EXPR",
+    usage: "[/F] EXPR",
     complete: Complete::Nothing,
-    summary: "evaluate a snippet expression in the process",
-    help: "Evaluates EXPR (snippet syntax: declared variables, the program's globals, `$0..$5`, \
-and at a function's entry its parameters by name) and prints its value. A running process is \
-read without stopping it; calls and assignments need it stopped.",
+    summary: "evaluate an expression in the process, as gdb prints it",
+    help: "Evaluates EXPR and prints its value as gdb does. Names are the selected frame's \
+parameters and locals (located by the debug info at its pc, registers and location lists in \
+optimized code included; `<optimized out>` where the debug info does not say where one is), \
+declared variables, then the globals of every loaded module, the frame's own module first \
+(`MODULE!NAME` names one module's: `libc.so.6!environ`, `prog!count`); `$0..$5` and, at a \
+function's entry, its parameters come from the argument registers; `$rip`, `$rsp` and the other \
+general registers are the selected frame's. An access path (`*head`, `head->pts[3]`, \
+`shapes[1].name`) prints whole with its debug-info type: structs and unions as `{a = 1, b = {x \
+= 2}}`, arrays as `{1, 2, 3}` with runs of more than ten equal elements as `0 <repeats 16 \
+times>`, char arrays as strings, enums by name, bit-fields by their bits, pointers with the \
+symbol they point into and the string a `char *` points to. Other expressions are snippet \
+expressions (arithmetic, calls to the program's functions, `\"...\"` and `'a'` literals, \
+quoted as C quotes them). `print/F` shows every integer, character, enum and pointer in the \
+value in format F, as gdb's: `x` hex, `z` zero-padded hex, `o` octal, `t` binary, `d` signed, \
+`u` unsigned, `c` character, `a` address and symbol. A running process is read without \
+stopping it; calls and assignments need it stopped.",
     examples: &[
         ("print hits", "a declared counter, read live"),
-        ("print request->len", ""),
+        ("print *head", "a whole struct"),
+        ("print head->pts[3].x + 1", ""),
+        ("print libc.so.6!environ", "a global of one module"),
+        ("print $rsp", "a register of the selected frame"),
+        ("print/x head->id", "in hex"),
     ],
     run: print,
 };
@@ -286,7 +308,7 @@ fn launch(ctx: &Context, args: &mut Args) -> Result<Launch> {
     Ok(launch)
 }
 
-fn no_process() -> anyhow::Error {
+pub(super) fn no_process() -> anyhow::Error {
     anyhow!("there is no process; `start`, `run` or `attach PID` first")
 }
 
@@ -383,6 +405,7 @@ fn run(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 }
 
 fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let clean = args.flag("--clean");
     let pid_text = args.positionals(1, 1)?.remove(0);
     let pid: i32 = pid_text
         .parse()
@@ -413,6 +436,40 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ctx.session.open(&exe)?;
     }
     let mut t = Target::new(tracer, false);
+    // What an earlier gsh left (it was killed while attached), before anything of ours.
+    let changes = t.with(|p, _| Ok(p.text_changes()?))?;
+    let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
+    if !leftovers.is_empty() {
+        let bytes: usize = leftovers.iter().map(|c| c.file.len()).sum();
+        let traps = leftovers
+            .iter()
+            .filter(|c| c.kind == engine::process::ChangeKind::Breakpoint)
+            .count();
+        let what = format!(
+            "{} change{} ({bytes} bytes: {traps} int3, {} jump{} into trampolines) that an \
+             earlier gsh left in its code",
+            leftovers.len(),
+            if leftovers.len() == 1 { "" } else { "s" },
+            leftovers.len() - traps,
+            if leftovers.len() - traps == 1 {
+                ""
+            } else {
+                "s"
+            },
+        );
+        if clean {
+            t.with(|p, _| Ok(p.restore_text(&leftovers)?))?;
+            eprintln!("removed {what}");
+        } else {
+            eprintln!(
+                "warning: process {pid} has {what}; `attach --clean {pid}` removes them, and \
+                 so does `detach`"
+            );
+        }
+    }
+    if !other.is_empty() {
+        eprintln!("note: {}", target::differences(pid, &other));
+    }
     let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
     let result = t.with(|p, live| {
         let mut notes = target::install(session, plan, breaks, p, live)?;
@@ -447,15 +504,21 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Ok(line(format!("process {pid} is gone already")));
     }
     let measured = &mut ctx.measured;
-    t.tracer.with(|p, live| -> Result<()> {
-        super::measure::keep_on_detach(measured, pid, p, live);
-        Live::paused(p, |p| live.remove_all(p))?;
-        p.detach()?;
-        Ok(())
-    })??;
+    let left = t
+        .tracer
+        .with(|p, live| -> Result<Vec<engine::process::TextChange>> {
+            super::measure::keep_on_detach(measured, pid, p, live);
+            target::let_go(p, live)
+        })??;
     let _ = started;
+    if !left.is_empty() {
+        eprintln!("{}", target::differences(pid, &left));
+        return Ok(line(format!(
+            "detached from process {pid}; gsh's changes are gone from its code"
+        )));
+    }
     Ok(line(format!(
-        "detached from process {pid}; its code is as it was"
+        "detached from process {pid}; its code is as the files have it"
     )))
 }
 
@@ -697,13 +760,15 @@ pub fn place_break(
         for pt in engine::instrument::save::points_of(module, &request, f.func)? {
             let cond = match &b.cond {
                 Some(c) => {
-                    let info = PointInfo {
-                        kind: pt.kind.snippet_kind(),
-                        function: func.display_name().to_owned(),
-                        module: module.name.clone(),
-                        id: b.id,
-                        ..PointInfo::default()
-                    };
+                    // The point's own facts ($line, $callee), as `at` checks them.
+                    let base = SessionEnv::new(
+                        module,
+                        Some(func),
+                        live.declared(),
+                        PointInfo::default(),
+                        bias,
+                    );
+                    let info = engine::instrument::save::point_info(module, &base, &request, &pt);
                     let env = SessionEnv::new(module, Some(func), live.declared(), info, bias);
                     Some(eval::check_condition(c, &env).map_err(|e| anyhow!("{e}"))?)
                 }
@@ -791,7 +856,7 @@ fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 /// The environment `print`/`execute` check against: at a breakpoint at a function's entry,
 /// its parameters by name and `$0..$5`; elsewhere declared variables and globals.
-fn eval_env<'a>(
+pub(super) fn eval_env<'a>(
     session: &'a Session,
     live: &'a Live,
     rip: Option<u64>,
@@ -816,20 +881,38 @@ fn eval_env<'a>(
                     ..PointInfo::default()
                 };
                 return Ok((
-                    SessionEnv::new(module, Some(func), live.declared(), info, bias),
+                    SessionEnv::new(module, Some(func), live.declared(), info, bias)
+                        .with_session(session)
+                        .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
                     rip,
                 ));
             }
         }
     }
     Ok((
-        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias),
+        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias)
+            .with_session(session)
+            .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
         main_bias.wrapping_add(main.binary.entry().0),
     ))
 }
 
 fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
-    let expr = args.rest_joined();
+    let mut expr = args.rest_raw();
+    let mut format = None;
+    // gdb's `print/x EXPR`.
+    if let Some(rest) = expr.strip_prefix('/') {
+        let (f, e) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let mut letters = f.chars();
+        match (letters.next(), letters.next()) {
+            (Some(c), None) if engine::instrument::values::FORMATS.contains(c) => format = Some(c),
+            _ => bail!(
+                "`print/{f}`: a format is one of x z o t d u c a (hex, zero-padded hex, octal, \
+                 binary, signed, unsigned, character, address)"
+            ),
+        }
+        expr = e.trim().to_owned();
+    }
     if expr.trim().is_empty() {
         return Err(args.usage_error("missing expression"));
     }
@@ -843,7 +926,9 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .clone()
                 .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
             let (env, _) = eval_env(session, live, None)?;
-            eval::print_exited(base, &bytes, &env, &expr).map_err(|e| anyhow!("{e}"))
+            let mut scope = examine::scope(session, live, None);
+            scope.format = format;
+            eval::print_exited(base, &bytes, &env, &mut scope, &expr).map_err(|e| anyhow!("{e}"))
         })??;
         return Ok(line(format!("{expr} = {printed}")));
     }
@@ -853,15 +938,16 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let printed = t.with(|p, live| {
         if p.state() == State::Running {
             let (env, _) = eval_env(session, live, None)?;
-            return eval::print_running(&reader, &env, &expr).map_err(|e| anyhow!("{e}"));
+            let mut scope = examine::scope(session, live, None);
+            scope.format = format;
+            return eval::print_running(&reader, &env, &mut scope, &expr)
+                .map_err(|e| anyhow!("{e}"));
         }
         let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
-        let rip = match (tid, frame) {
-            (Some(t), 0) => p.regs(t).ok().map(|r| r.rip),
-            _ => None,
-        };
+        let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
+        scope.format = format;
         let (env, near) = eval_env(session, live, rip)?;
-        eval::print_stopped(p, tid, &env, near, &expr).map_err(|e| anyhow!("{e}"))
+        eval::print_stopped(p, tid, &env, &mut scope, near, &expr).map_err(|e| anyhow!("{e}"))
     })?;
     Ok(line(format!("{expr} = {printed}")))
 }

@@ -6,7 +6,7 @@
 use engine::instrument::Live;
 use engine::process::Process;
 use engine::session::Session;
-use engine::unwind::{Memory, Regs, UnwindModule, Unwinder};
+use engine::unwind::{Frame, Memory, Regs, UnwindModule, Unwinder};
 
 use crate::target;
 
@@ -22,13 +22,7 @@ impl Memory for ProcMemory<'_> {
     }
 }
 
-/// (pc, one-line description) per frame, innermost first.
-pub fn walk(
-    session: &Session,
-    live: &Live,
-    p: &Process,
-    r: &libc::user_regs_struct,
-) -> Vec<(u64, String)> {
+fn unwinder(live: &Live) -> Unwinder<'_> {
     let modules: Vec<UnwindModule<'_>> = live
         .loaded()
         .map(|(m, bias)| UnwindModule {
@@ -36,11 +30,14 @@ pub fn walk(
             bias,
         })
         .collect();
-    let unwinder = Unwinder::new(modules);
-    // A thread stopped inside a trampoline is unwound from the instruction it stands for:
-    // the trampoline's own code has no call-frame information.
+    Unwinder::new(modules)
+}
+
+/// The registers a walk starts from. A thread stopped inside a trampoline is unwound from
+/// the instruction it stands for: the trampoline's own code has no call-frame information.
+fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
     let rip = live.origin(r.rip).map_or(r.rip, |(_, a)| a);
-    let top = Regs {
+    Regs {
         rip,
         rsp: r.rsp,
         rbp: r.rbp,
@@ -59,7 +56,24 @@ pub fn walk(
         r10: r.r10,
         r11: r.r11,
         ..Regs::default()
-    };
+    }
+}
+
+/// The frames of the thread with registers `r` up to frame `n + 1` (the caller of frame
+/// `n`), innermost first, with their registers and CFAs as the unwinder recovered them.
+pub fn frames_to(live: &Live, p: &Process, r: &libc::user_regs_struct, n: usize) -> Vec<Frame> {
+    unwinder(live).walk(&ProcMemory(p), top_regs(live, r), n + 3)
+}
+
+/// (pc, one-line description) per frame, innermost first.
+pub fn walk(
+    session: &Session,
+    live: &Live,
+    p: &Process,
+    r: &libc::user_regs_struct,
+) -> Vec<(u64, String)> {
+    let unwinder = unwinder(live);
+    let top = top_regs(live, r);
     unwinder
         .walk(&ProcMemory(p), top, MAX_FRAMES)
         .iter()

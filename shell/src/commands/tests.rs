@@ -28,7 +28,8 @@ fn every_spec_is_documented() {
         for (example, _) in spec.examples {
             let cmds = crate::script::split(example).expect("example parses");
             assert_eq!(cmds.len(), 1, "{example}");
-            let words: Vec<&str> = cmds[0].words.iter().map(|w| w.text.as_str()).collect();
+            let cmd = glued_format(&cmds[0]);
+            let words: Vec<&str> = cmd.words.iter().map(|w| w.text.as_str()).collect();
             let (found, _) = lookup(&words).unwrap_or_else(|| panic!("{example}: no command"));
             assert_eq!(
                 found.name, spec.name,
@@ -62,15 +63,19 @@ fn did_you_mean() {
     );
     assert_eq!(
         unknown(&["show"]).to_string(),
-        "`show` needs one of: funcs, functions, instrumentation, libraries, libs, modules, points, threads, variables, vars"
+        "`show` needs one of: funcs, functions, instrumentation, libraries, libs, modules, points, registers, threads, variables, vars"
     );
     assert_eq!(
         unknown(&["xyzzy"]).to_string(),
         "unknown command `xyzzy`; `help` lists the commands"
     );
-    // Only when close: a two-letter word is not a typo of the one-letter alias `b`, and gdb's
-    // `info` is nothing like any command.
-    for far in ["bp", "br", "bx", "info", "x"] {
+    // Only when close: a two-letter word is not a typo of the one-letter alias `b` (or of
+    // the command `x`), and `informs` is nothing like any command.
+    assert_eq!(
+        unknown(&["info"]).to_string(),
+        "`info` needs one of: registers"
+    );
+    for far in ["bp", "br", "bx", "xx", "informs"] {
         assert_eq!(
             unknown(&[far]).to_string(),
             format!("unknown command `{far}`; `help` lists the commands")

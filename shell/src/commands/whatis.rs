@@ -265,7 +265,10 @@ fn type_record(t: &TypeLayout) -> Record {
                 Cell::opt(m.name.clone()),
                 Cell::text(&m.type_name),
                 m.size.map_or(Cell::Empty, Cell::Num),
-                Cell::opt(m.bits.map(|(off, n)| format!("{off}:{n}"))),
+                Cell::opt(m.bits.map(|(off, n)| {
+                    let s = if n == 1 { "" } else { "s" };
+                    format!("bit {off}, {n} bit{s}")
+                })),
             ]);
         }
         Some(("members", table))

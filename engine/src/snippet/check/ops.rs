@@ -58,7 +58,7 @@ impl Checker<'_> {
                 Some(Expr::new(E::AddrOf(Box::new(place)), ty))
             }
             UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec => {
-                let place = self.place(x)?;
+                let place = self.written_place(x)?;
                 let sign: i64 = if matches!(op, UnOp::PreInc | UnOp::PostInc) {
                     1
                 } else {
@@ -291,7 +291,7 @@ impl Checker<'_> {
         rhs: &ast::Expr,
         span: Span,
     ) -> Option<Expr> {
-        let place = self.place(lhs);
+        let place = self.written_place(lhs);
         let value = self.value(rhs);
         let (place, value) = (place?, value?);
         if !place.ty.is_scalar() {

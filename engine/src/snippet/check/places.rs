@@ -10,6 +10,15 @@ use crate::snippet::ir::{Expr, Place, PlaceKind};
 use crate::snippet::types::Type;
 
 impl Checker<'_> {
+    /// An lvalue that is about to be written: the place itself, not what its subscripts or
+    /// pointers read.
+    pub(super) fn written_place(&mut self, e: &ast::Expr) -> Option<Place> {
+        self.writing = matches!(e.kind, A::Name(_));
+        let place = self.place(e);
+        self.writing = false;
+        place
+    }
+
     /// An lvalue.
     pub(super) fn place(&mut self, e: &ast::Expr) -> Option<Place> {
         match &e.kind {
@@ -30,8 +39,13 @@ impl Checker<'_> {
                     let mut d = Diagnostic::error(e.span, format!("unknown name `{name}`"));
                     if let Some(hint) = did_you_mean(name, names.iter().map(String::as_str)) {
                         d = d.with_hint(hint);
+                    } else if self.writing {
+                        d = d.with_hint(format!("declare it first: `declare long {name}`"));
                     } else {
-                        d = d.with_hint("declare it first: `declare long NAME`");
+                        d = d.with_hint(
+                            "no parameter, local, declared variable, global or function is \
+                             named so here",
+                        );
                     }
                     self.diags.push(d);
                     None

@@ -1,0 +1,362 @@
+//! Looking at a stopped process as gdb does, beyond `print`: `x` (memory, in gdb's
+//! `x/NFU` formats) and `show registers`; and the [`Scope`] `print` and `x` name things in
+//! (the selected frame's registers, parameters and locals, every module's globals).
+
+use anyhow::{anyhow, bail, Result};
+use engine::instrument::scope::{
+    preserved_register, register_number, Scope, StoppedFrame, REGISTERS,
+};
+use engine::instrument::{eval, Live};
+use engine::process::{Process, State};
+use engine::session::{Module, Session};
+
+use super::process::{eval_env, no_process};
+use super::{Args, Complete, Spec};
+use crate::context::Context;
+use crate::output::{Cell, Output, Table};
+
+pub const EXAMINE: Spec = Spec {
+    name: "x",
+    aliases: &[],
+    usage: "[/NFU] ADDR",
+    complete: Complete::Nothing,
+    summary: "examine memory, as gdb's x",
+    help: "Shows N units of memory from ADDR, an expression as for `print`: a pointer or an \
+integer is the address, an array or other object is examined where it lies (gdb takes the \
+value of an array's first element's address the same way). F is the format: `x` hex (the \
+default), `d` signed, `u` unsigned, `o` octal, `t` binary, `c` characters, `a` addresses with \
+the symbol they point into, `s` NUL-terminated strings. U is the unit: `b` 1 byte, `h` 2, `w` \
+4 (the default), `g` 8. N defaults to 1. Unlike gdb, `x` does not remember the last format or \
+address, and has no `i` format (`disas ADDR` shows instructions).",
+    examples: &[
+        (
+            "x/8xg $rsp",
+            "eight 8-byte words at the stack pointer, in hex",
+        ),
+        ("x/s greeting", "the string a `char *` points to"),
+        ("x/16xb head->name", "the bytes of an array"),
+    ],
+    run: examine,
+};
+
+pub const SHOW_REGISTERS: Spec = Spec {
+    name: "show registers",
+    aliases: &["info registers"],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "the selected frame's registers",
+    help: "The general registers of the selected frame (the current thread's, or the frame \
+`up`/`down` chose), in hex and in their natural form: an address with the symbol it points \
+into for `rip`, a signed number for the others. Above the innermost frame only the registers \
+the unwinder recovers (`rip`, `rsp`, `rbp` and the callee-saved ones) are shown. `print $rip` \
+reads one.",
+    examples: &[("show registers", "")],
+    run: show_registers,
+};
+
+/// The names `print` sees: every module's globals (the frame's module first, then the main
+/// program's), and the frame at `pc` (its function's parameters by name).
+pub fn scope<'a>(session: &'a Session, live: &'a Live, pc: Option<u64>) -> Scope<'a> {
+    let bias = |id| live.bias(id).unwrap_or(0);
+    let frame = pc.and_then(|pc| {
+        session.modules().iter().find_map(|m| {
+            let link = engine::addr::LinkAddr(pc.wrapping_sub(live.bias(m.id)?));
+            m.functions().containing(link).map(|f| (&**m, f.addr))
+        })
+    });
+    let mut modules: Vec<(&Module, u64)> = Vec::new();
+    let first = frame.map(|(m, _)| m.id);
+    let main = session.main().ok().map(|m| m.id);
+    for id in [first, main].into_iter().flatten() {
+        if !modules.iter().any(|(m, _)| m.id == id) {
+            modules.push((session.module(id), bias(id)));
+        }
+    }
+    for m in session.modules() {
+        let loaded = live.bias(m.id).is_some() || Some(m.id) == main;
+        if loaded && !modules.iter().any(|(x, _)| x.id == m.id) {
+            modules.push((&**m, bias(m.id)));
+        }
+    }
+    let mut scope = Scope::new(modules, live.declared());
+    scope.frame = frame;
+    scope
+}
+
+/// The scope of frame `n` of thread `tid` in a stopped process: its registers, and its
+/// parameters and locals located by DWARF at its pc. Also the innermost frame's `rip` when
+/// `n` is 0 (`print`'s snippets see `$0..$5` and parameters at a function's entry there).
+pub fn stopped_scope<'a>(
+    session: &'a Session,
+    live: &'a Live,
+    p: &Process,
+    tid: Option<i32>,
+    n: usize,
+) -> (Scope<'a>, Option<u64>) {
+    let regs = tid.and_then(|t| p.regs(t).ok());
+    let rip = regs.filter(|_| n == 0).map(|r| r.rip);
+    let frames = regs
+        .map(|r| super::process_stack::frames_to(live, p, &r, n))
+        .unwrap_or_default();
+    let found = frames.get(n).map(|f| (*f, frames.get(n + 1).copied()));
+    let selected = found.map(|(f, _)| f);
+    let mut scope = scope(session, live, selected.map(|f| f.lookup_pc()));
+    scope.regs = selected.map(|f| f.regs);
+    if let (Some((f, caller)), Some((module, _))) = (found, scope.frame) {
+        let bias = live.bias(module.id).unwrap_or(0);
+        let read = |a: u64, len: usize| p.read(a, len).ok();
+        // Entry values are looked up at the caller's call site, in the same module's DWARF.
+        let in_module = |pc: u64| {
+            module
+                .functions()
+                .containing(engine::addr::LinkAddr(pc.wrapping_sub(bias)))
+                .is_some()
+        };
+        let caller = caller
+            .filter(|c| c.cfa != 0 || c.regs.get(7).is_some())
+            .filter(|c| in_module(c.lookup_pc()))
+            .map(|c| {
+                Box::new(StoppedFrame {
+                    regs: c.regs,
+                    cfa: c.cfa,
+                    bias,
+                    read: &read,
+                    caller: None,
+                    return_address: None,
+                    recover: None,
+                })
+            });
+        let modules = scope.modules.clone();
+        let recover = |reg: u16| preserved_register(&modules, &frames, n, reg);
+        let stopped = StoppedFrame {
+            regs: f.regs,
+            cfa: f.cfa,
+            bias,
+            read: &read,
+            return_address: caller.as_ref().map(|c| c.regs.rip),
+            caller,
+            recover: Some(&recover),
+        };
+        let pc = engine::addr::LinkAddr(f.lookup_pc().wrapping_sub(bias));
+        scope.locals = module
+            .debug_info()
+            .map(|d| d.frame_variables(pc, &stopped))
+            .unwrap_or_default();
+    }
+    (scope, rip)
+}
+
+/// gdb's `/NFU`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Format {
+    count: usize,
+    letter: char,
+    unit: usize,
+}
+
+fn parse_format(text: &str) -> Result<Format> {
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    let count = if digits.is_empty() {
+        1
+    } else {
+        digits
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| (1..=4096).contains(&n))
+            .ok_or_else(|| anyhow!("`x/{text}`: the count is 1 to 4096"))?
+    };
+    let mut letter = None;
+    let mut unit = None;
+    for c in text[digits.len()..].chars() {
+        match c {
+            'x' | 'd' | 'u' | 'o' | 't' | 'c' | 'a' | 's' => letter = Some(c),
+            'b' => unit = Some(1),
+            'h' => unit = Some(2),
+            'w' => unit = Some(4),
+            'g' => unit = Some(8),
+            'i' => bail!("`x/{text}`: no `i` format; `disas ADDR` shows instructions"),
+            other => {
+                bail!("`x/{text}`: `{other}` is no format (x d u o t c a s) or unit (b h w g)")
+            }
+        }
+    }
+    let letter = letter.unwrap_or('x');
+    let unit = unit.unwrap_or(match letter {
+        'a' => 8,
+        'c' | 's' => 1,
+        _ => 4,
+    });
+    Ok(Format {
+        count,
+        letter,
+        unit,
+    })
+}
+
+fn examine(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let mut text = args.rest_raw();
+    let mut format = Format {
+        count: 1,
+        letter: 'x',
+        unit: 4,
+    };
+    // `x/8xg ADDR` reaches here as `/8xg ADDR`; `x /8xg ADDR` too.
+    if let Some(rest) = text.strip_prefix('/') {
+        let (f, addr) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        format = parse_format(f)?;
+        text = addr.trim().to_owned();
+    }
+    if text.is_empty() {
+        return Err(args.usage_error("missing address"));
+    }
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let tid = t.thread;
+    let frame = t.frame;
+    let out = t.with(|p, live| {
+        if p.state() == State::Running {
+            bail!("the process is running; `halt` it first");
+        }
+        let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
+        let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
+        let (env, near) = eval_env(session, live, rip)?;
+        let addr =
+            eval::address(p, tid, &env, &mut scope, near, &text).map_err(|e| anyhow!("{e}"))?;
+        dump(p, &scope, addr, format)
+    })?;
+    Ok(Output::Text(out))
+}
+
+/// The lines `x` prints: an address column, then the units.
+fn dump(p: &Process, scope: &Scope<'_>, addr: u64, f: Format) -> Result<String> {
+    let label = |a: u64| match scope.symbol(a) {
+        Some(s) => format!("{a:#x} <{s}>:"),
+        None => format!("{a:#x}:"),
+    };
+    let read = |a: u64, n: usize| {
+        p.read(a, n)
+            .map_err(|_| anyhow!("cannot access memory at address {a:#x}"))
+    };
+    let mut out = String::new();
+    if f.letter == 's' {
+        let mut at = addr;
+        for _ in 0..f.count {
+            let mut bytes = Vec::new();
+            loop {
+                let b = read(at + bytes.len() as u64, 1)?[0];
+                bytes.push(b);
+                if b == 0 || bytes.len() >= 200 {
+                    break;
+                }
+            }
+            let text = engine::instrument::values::char_array(&bytes);
+            out.push_str(&format!("{}\t{text}\n", label(at)));
+            at += bytes.len() as u64;
+        }
+        return Ok(out);
+    }
+    let per_line = match (f.letter, f.unit) {
+        ('a', _) | (_, 8) => 2,
+        ('c', _) | (_, 1) => 8,
+        (_, 2) => 8,
+        _ => 4,
+    };
+    let bytes = read(addr, f.count * f.unit)?;
+    for (i, chunk) in bytes.chunks(f.unit).enumerate() {
+        if i % per_line == 0 {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(&label(addr + (i * f.unit) as u64));
+        }
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        let v = u64::from_le_bytes(b);
+        let bits = f.unit as u32 * 8;
+        let signed = if bits == 64 {
+            v as i64
+        } else {
+            ((v << (64 - bits)) as i64) >> (64 - bits)
+        };
+        let cell = match f.letter {
+            'x' => format!("{v:#0w$x}", w = f.unit * 2 + 2),
+            'd' => signed.to_string(),
+            'u' => v.to_string(),
+            'o' => format!("0{v:o}"),
+            't' => format!("{v:0w$b}", w = bits as usize),
+            'c' => engine::instrument::values::char_text(signed, v as u8),
+            'a' => match scope.symbol(v) {
+                Some(s) => format!("{v:#x} <{s}>"),
+                None => format!("{v:#x}"),
+            },
+            _ => unreachable!("parse_format accepts only these"),
+        };
+        out.push('\t');
+        out.push_str(&cell);
+    }
+    out.push('\n');
+    Ok(out)
+}
+
+fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let tid = t.thread;
+    let frame = t.frame;
+    let table = t.with(|p, live| {
+        if p.state() == State::Running {
+            bail!("the process is running; `halt` it first");
+        }
+        let tid = tid
+            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
+            .or_else(|| p.threads().first().map(|th| th.tid));
+        let (scope, _) = stopped_scope(session, live, p, tid, frame);
+        let regs = scope
+            .regs
+            .ok_or_else(|| anyhow!("the current thread's registers cannot be read"))?;
+        let mut table = Table::new(vec!["Register", "Value", "Natural"]);
+        for name in REGISTERS {
+            let Some(v) = register_number(name).and_then(|n| regs.get(n)) else {
+                continue;
+            };
+            let natural = match name {
+                "rip" => match scope.symbol(v) {
+                    Some(s) => format!("{v:#x} <{s}>"),
+                    None => format!("{v:#x}"),
+                },
+                "rsp" | "rbp" => format!("{v:#x}"),
+                _ => (v as i64).to_string(),
+            };
+            table
+                .rows
+                .push(vec![Cell::text(name), Cell::Addr(v), Cell::text(natural)]);
+        }
+        Ok(table)
+    })?;
+    Ok(Output::Table(table))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse_as_gdb_reads_them() {
+        let f = |t: &str| parse_format(t).unwrap();
+        assert_eq!(
+            (f("8xg").count, f("8xg").letter, f("8xg").unit),
+            (8, 'x', 8)
+        );
+        assert_eq!((f("s").count, f("s").unit), (1, 1));
+        assert_eq!((f("4dw").letter, f("4dw").unit), ('d', 4));
+        assert_eq!(f("a").unit, 8);
+        assert_eq!(f("").unit, 4);
+        assert!(parse_format("8i")
+            .unwrap_err()
+            .to_string()
+            .contains("disas"));
+        assert!(parse_format("8q").is_err());
+        assert!(parse_format("0x").is_err());
+    }
+}
