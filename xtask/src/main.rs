@@ -29,6 +29,9 @@
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
 //!   gsh's CFGs.
+//! - `ground-truth [gcc|clang...]`: [`gsh_tests::ground_truth`]'s corpus built at -O0..-O3,
+//!   PIE and not; gsh's jump tables and stripped function starts graded against the
+//!   relocations and symbols the builds keep.
 
 mod bench;
 mod bench_attached;
@@ -37,6 +40,7 @@ mod bench_measure;
 mod bench_stall;
 mod bench_static;
 mod coverage;
+mod ground_truth;
 mod soak_redis;
 mod switches;
 mod timing;
@@ -71,7 +75,10 @@ tasks:
                                   outputs compared exactly, tactics, run-time ratios and
                                   entry/exit balance printed (default all, 3 runs; --release)
   check-switches BINARY...        jump tables an independent decoder finds whose case targets
-                                  are not all block starts in gsh's CFGs";
+                                  are not all block starts in gsh's CFGs
+  ground-truth [gcc|clang...]     the corpus in tests/corpus built at -O0..-O3, PIE and not,
+                                  with relocations kept: jump tables and stripped function
+                                  starts graded (default: gcc and clang)";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -127,6 +134,7 @@ fn run() -> Result<()> {
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),
+        "ground-truth" => ground_truth::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {

@@ -686,13 +686,25 @@ pub fn resolve(
 ) -> Result<JumpTable, Unresolved> {
     let mut why = Unresolved::Other;
     for path in paths_into(insns, branches, jump) {
+        // A path may miss the table's base (a register set before a loop), so even one that
+        // shows no table's shape does not rule the others out.
         match resolve_path(binary, ours, &path, jump) {
             Ok(table) => return Ok(table),
-            Err(Unresolved::Switch) => why = Unresolved::Switch,
-            Err(Unresolved::Other) => {}
+            Err(Failed::Unreadable) => why = Unresolved::Switch,
+            Err(Failed::NoShape | Failed::Unplaced) => {}
         }
     }
     Err(why)
+}
+
+/// Why one path did not resolve a jump.
+enum Failed {
+    /// The target is not read from a table.
+    NoShape,
+    /// It is, but the table could not be placed in the file.
+    Unplaced,
+    /// The table was placed, but no entry leads into the function.
+    Unreadable,
 }
 
 /// Resolves `jump` as the last step of `path`.
@@ -701,7 +713,7 @@ fn resolve_path(
     ours: &dyn Fn(LinkAddr) -> bool,
     path: &[Step],
     jump: &Instruction,
-) -> Result<JumpTable, Unresolved> {
+) -> Result<JumpTable, Failed> {
     let mut eval = Eval::new();
     for step in &path[..path.len() - 1] {
         eval.step(step);
@@ -715,7 +727,7 @@ fn resolve_path(
         base,
     }) = match_shape(&eval, &target)
     else {
-        return Err(Unresolved::Other);
+        return Err(Failed::NoShape);
     };
     // The table from the latest bound whose value the access scales: `A - stride·g`. The
     // latest, since the path may pass unrelated compares of the same value's relatives
@@ -742,7 +754,7 @@ fn resolve_path(
     let (table, bound) = match (placed, anchor) {
         (Some(p), _) if in_file(p.0) => p,
         (None, Some(a)) if in_file(a as u64) => (a as u64, None),
-        _ => return Err(Unresolved::Other),
+        _ => return Err(Failed::Unplaced),
     };
     let limit = bound.unwrap_or(MAX_UNBOUNDED).min(MAX_BOUNDED);
     let mut targets = Vec::new();
@@ -781,9 +793,9 @@ fn resolve_path(
             .section_at(LinkAddr(table))
             .is_some_and(|s| s.flags & u64::from(object::elf::SHF_WRITE) == 0);
         return Err(if read_only {
-            Unresolved::Switch
+            Failed::Unreadable
         } else {
-            Unresolved::Other
+            Failed::NoShape
         });
     }
     Ok(JumpTable {
