@@ -3,9 +3,9 @@
 
 use gsh_tests::{gsh_c, gsh_json_all, Mutatee, Variant};
 
-/// A worker computing and the main thread polling: the search names the worker CPU-bound (or
-/// waiting for a CPU, on a loaded machine) and the main thread waiting outside, nothing else,
-/// within seconds, and writes the graph it says it writes.
+/// A worker computing and the main thread polling: the search names the main thread waiting
+/// outside and the program (or its worker, never the poller) CPU-bound or waiting for a CPU on
+/// a loaded machine, nothing else, within seconds, and writes the graph it says it writes.
 #[test]
 fn consult_finds_the_computing_thread_and_the_waiting_one() {
     let m = Mutatee::new("bottleneck");
@@ -14,22 +14,25 @@ fn consult_finds_the_computing_thread_and_the_waiting_one() {
     let docs = gsh_json_all(&format!("consult --for 20 --dot {}", dot.display()), &exe);
     let r = docs.last().expect("a result");
     let findings = r["findings"].as_array().expect("findings");
-    let pid_thread = |h: &str| {
+    // The threads each hypothesis was found for; `None` for a finding at the program that no
+    // single thread's later window confirmed (a busy thread near a threshold on a loaded box).
+    let threads = |h: &str| {
         findings
             .iter()
             .filter(|f| f["hypothesis"] == h)
-            .map(|f| f["thread"].as_u64().expect("a thread"))
+            .map(|f| f["thread"].as_u64())
             .collect::<Vec<_>>()
     };
-    let waiting = pid_thread("ExternalWait");
+    let waiting = threads("ExternalWait");
     assert_eq!(waiting.len(), 1, "{r:#}");
-    let busy: Vec<u64> = pid_thread("CPUBound")
+    let poller = waiting[0].expect("the poller is named");
+    let busy: Vec<Option<u64>> = threads("CPUBound")
         .into_iter()
-        .chain(pid_thread("RunQueue"))
+        .chain(threads("RunQueue"))
         .collect();
     assert!(!busy.is_empty(), "{r:#}");
     assert!(
-        !busy.contains(&waiting[0]),
+        !busy.contains(&Some(poller)),
         "the poller is not the cruncher: {r:#}"
     );
     for f in findings {
