@@ -35,7 +35,8 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
                  print head->name; print shapes[1].kind; print head->next->sides; \
                  print head->next->level; print zeros; print greeting; print head; \
                  print shapes[2].v; print head->pts[1].y + 10; print *&shapes[1].origin; \
-                 p/x head->pts[3]; print/x head->id + 5; print &shapes[1]",
+                 p/x head->pts[3]; print/x head->id + 5; print &shapes[1]; \
+                 print head->pts[1]@2; print shapes[1].name[0]@6",
                 out.display()
             ),
             &m.path(v),
@@ -59,6 +60,8 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
             "head->pts[1].y + 10 = 11\n",
             "*&shapes[1].origin = {x = 1, y = -1}\n",
             "&shapes[1] = (struct shape *) 0x? <shapes+88>\n",
+            "head->pts[1]@2 = {{x = 1, y = 1}, {x = 2, y = 2}}\n",
+            "shapes[1].name[0]@6 = \"shape1\"\n",
         ] {
             assert!(got.contains(want), "{v:?}: want {want}in {got}");
         }
@@ -138,7 +141,7 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
             &format!(
                 "break classify call weigh after if ($return == 78); run > {}; print total; \
                  print count; print s->id; print total + 1; print count * 2 + s->id; print s->pts[3]; x/4dw s->pts; print $rip; print $rax * 2; \
-                 show registers; print \"hi\\n\"; print 'a'; up; \
+                 show registers; print \"hi\\n\"; print 'a'; show locals; up; \
                  print global_sum",
                 out.display()
             ),
@@ -166,6 +169,11 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
             o.stdout.lines().any(|l| l.starts_with("rsp ")),
             "{v:?}: {}",
             o.stdout
+        );
+        // `show locals`: the parameter, the loop's `s`, then the function's own locals.
+        assert!(
+            got.contains("head = (struct shape *) 0x? <shapes>\ns = (struct shape *) 0x? <shapes+176>\ncount = 1\ntotal = 54\n"),
+            "{v:?}: {got}"
         );
     }
     // A caller's locals, by unwinding to its frame: at -O0 in memory there; at -O2 in

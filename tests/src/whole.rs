@@ -139,7 +139,33 @@ pub fn save_counted(original: &Path, out: &Path) -> Saved {
         dump.display(),
         funcs.len() * 2
     );
-    script.push_str(&format!("at main exit {write}\n"));
+    // Where the program ends normally: main's exits, or, when main only tail-calls (python3's
+    // `main` is `jmp Py_BytesMain`), the exits of the functions it jumps to.
+    let main_exits: Vec<&serde_json::Value> = points
+        .iter()
+        .filter(|r| r["function"].as_str() == Some("main"))
+        .filter(|r| r["point"].as_str().is_some_and(|p| p.starts_with("exit")))
+        .collect();
+    let mut ends: Vec<String> = Vec::new();
+    if !main_exits.is_empty()
+        && main_exits
+            .iter()
+            .all(|r| r["point"].as_str() == Some("exit (tail call)"))
+    {
+        for r in &main_exits {
+            if let Some(c) = r["callee"].as_str() {
+                if !ends.iter().any(|e| e == c) {
+                    ends.push(c.to_owned());
+                }
+            }
+        }
+    }
+    if ends.is_empty() {
+        ends.push("main".to_owned());
+    }
+    for f in &ends {
+        script.push_str(&format!("at '{f}' exit {write}\n"));
+    }
     if names.contains(&"exit@plt") {
         script.push_str(&format!("at exit@plt entry {write}\n"));
     }

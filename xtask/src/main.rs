@@ -13,6 +13,11 @@
 //!   `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
+//! - `soak-redis [--runs CYCLES]`: issue 13's live soak on redis-server under load: exact
+//!   counts of a function called a known number of times, slots, RSS and mappings per cycle.
+//! - `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms
+//!   sees during `count '*'`, against the one it sees during a bare halt + resume. Run it
+//!   with `--release`.
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
@@ -32,9 +37,11 @@ mod bench;
 mod bench_attached;
 mod bench_live;
 mod bench_measure;
+mod bench_stall;
 mod bench_static;
 mod coverage;
 mod ground_truth;
+mod soak_redis;
 mod switches;
 mod timing;
 mod whole_program;
@@ -56,6 +63,10 @@ tasks:
                                   runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
+  soak-redis [--runs CYCLES]      attach/count/time/profile/delete/detach cycles on
+                                  redis under redis-benchmark load (default 50; --release)
+  bench-stall [--runs N]          longest reply of redis-server pinged every 1 ms during
+                                  `count '*'`, against halt + resume (use --release)
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)
@@ -117,6 +128,8 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-stall" => bench_stall::run(rest),
+        "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),

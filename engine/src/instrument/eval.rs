@@ -54,7 +54,7 @@ fn scalar_text(
     symbol: &dyn Fn(u64) -> Option<String>,
 ) -> String {
     match (value, ty) {
-        (Value::Double(d), _) => format!("{d}"),
+        (Value::Double(d), _) => values::float_text(d, 17),
         (Value::Int(v), Type::Ptr(_)) => {
             let mut s = if is_char_ptr(ty) {
                 format!("{v:#x}")
@@ -384,6 +384,24 @@ fn register_slots(m: &mut LiveMachine<'_>, scope: &Scope<'_>) -> Vec<(String, u3
     slots
 }
 
+/// `FIRST@COUNT` split at its `@`, outside quotes.
+fn split_at_sign(text: &str) -> Option<(&str, &str)> {
+    let mut quote = None;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '@') => return Some((text[..i].trim(), text[i + 1..].trim())),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// A [`LiveMachine`] as paths see it.
 struct Paths<'m, 'p> {
     m: &'m mut LiveMachine<'p>,
@@ -425,9 +443,10 @@ fn show_found(
     f: &Found<'_>,
 ) -> Result<String, EvalError> {
     let types = Types::new(f.module.debug_info());
-    let size = match f.bits {
-        Some((shift, n)) => (shift + n).div_ceil(8),
-        None => types.size(&f.type_name).ok_or_else(|| {
+    let size = match (f.bits, &f.inline) {
+        (Some((shift, n)), _) => (shift + n).div_ceil(8),
+        (None, Some(l)) => l.size.unwrap_or(0),
+        (None, None) => types.size(&f.type_name).ok_or_else(|| {
             EvalError::Machine(format!("the size of `{}` is not known", f.type_name))
         })?,
     };
@@ -452,9 +471,10 @@ fn show_found(
         symbol: &symbol,
         format: scope.format,
     };
-    Ok(match f.bits {
-        Some((shift, n)) => printer.bitfield(&f.type_name, &bytes, shift, n),
-        None => printer.top(&f.type_name, &bytes),
+    Ok(match (f.bits, &f.inline) {
+        (Some((shift, n)), _) => printer.bitfield(&f.type_name, &bytes, shift, n),
+        (None, Some(l)) => printer.aggregate(l, &bytes, 0),
+        (None, None) => printer.top(&f.type_name, &bytes),
     })
 }
 
@@ -475,6 +495,52 @@ fn print_with(
         scope,
         slots,
     };
+    // gdb's artificial array `FIRST@COUNT`: COUNT objects from where FIRST lies.
+    if let Some((first, count)) = split_at_sign(&text) {
+        let source = format!("{first};");
+        let (ast, diags) = crate::snippet::parser::parse(&source);
+        let e = match (diags.iter().any(|d| d.is_error()), &ast.stmts[..]) {
+            (false, [stmt]) => match &stmt.kind {
+                StmtKind::Expr(e) => Some(e.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let mut paths = Paths { m, env: &env };
+        let found = match e {
+            Some(e) => scope.path(&e, &source, &env, &mut paths),
+            None => Ok(None),
+        }
+        .map_err(EvalError::Machine)?;
+        let n = paths.int(count).map_err(EvalError::Machine)?;
+        let Some(mut f) = found.filter(|f| matches!(f.loc, Loc::Mem(_)) && f.bits.is_none()) else {
+            return Err(EvalError::Machine(format!(
+                "`@` needs an object in memory on its left: `{}` is not one",
+                scope.unqualify(first)
+            )));
+        };
+        if !(1..=100_000).contains(&n) {
+            return Err(EvalError::Machine(format!(
+                "`@{count}`: the count is 1 to 100000"
+            )));
+        }
+        // An array of arrays keeps its own dimensions inside the new one.
+        f.type_name = match f
+            .type_name
+            .find('[')
+            .filter(|_| !f.type_name.contains("(*"))
+        {
+            Some(open) => format!(
+                "{} [{n}]{}",
+                f.type_name[..open].trim_end(),
+                &f.type_name[open..]
+            ),
+            None => format!("{} [{n}]", f.type_name),
+        };
+        return Ok(Printed {
+            shown: show_found(m, scope, &f)?,
+        });
+    }
     let source = format!("{text};");
     // An access path over variables DWARF types: printed whole, with DWARF's types.
     let (ast, diags) = crate::snippet::parser::parse(&source);
@@ -556,6 +622,7 @@ fn aggregate(
         type_name: spelling,
         module,
         bits: None,
+        inline: None,
     };
     Some(show_found(m, scope, &found).map(|shown| Printed { shown }))
 }

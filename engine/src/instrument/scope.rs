@@ -39,6 +39,8 @@ pub struct Found<'a> {
     pub module: &'a Module,
     /// For a bit-field: (bit offset from `loc`, bit count).
     pub bits: Option<(u64, u64)>,
+    /// The layout of an anonymous struct or union type (which no name finds).
+    pub inline: Option<Box<crate::dwarf::TypeLayout>>,
 }
 
 /// What a path needs from the process: memory, the saved registers, and the value of a
@@ -192,6 +194,7 @@ impl<'a> Scope<'a> {
                     type_name: v.type_name,
                     module,
                     bits: None,
+                    inline: None,
                 });
             }
             let table = module.functions();
@@ -211,6 +214,7 @@ impl<'a> Scope<'a> {
                     type_name: type_name.into(),
                     module,
                     bits: None,
+                    inline: None,
                 });
             }
         }
@@ -242,6 +246,7 @@ impl<'a> Scope<'a> {
             type_name: param.type_name.clone(),
             module,
             bits: None,
+            inline: None,
         })
     }
 
@@ -258,6 +263,7 @@ impl<'a> Scope<'a> {
             type_name: v.info.type_name.clone(),
             module,
             bits: None,
+            inline: None,
         })
     }
 
@@ -314,9 +320,10 @@ impl<'a> Scope<'a> {
                 } else {
                     b
                 };
-                let layout = match types.shape(&b.type_name) {
-                    Shape::Struct(l) | Shape::Union(l) => l,
-                    Shape::Ptr(_) if !*arrow => {
+                let layout = match (b.inline.clone(), types.shape(&b.type_name)) {
+                    (Some(l), _) => *l,
+                    (None, Shape::Struct(l) | Shape::Union(l)) => l,
+                    (None, Shape::Ptr(_)) if !*arrow => {
                         return Err(format!(
                             "`{}` is a pointer (`{}`): use `->`",
                             text(base),
@@ -351,6 +358,7 @@ impl<'a> Scope<'a> {
                     type_name: member.type_name,
                     module: b.module,
                     bits,
+                    inline: member.inline,
                 }))
             }
             A::Index(base, index) => {
@@ -368,6 +376,7 @@ impl<'a> Scope<'a> {
                             type_name: elem,
                             module: b.module,
                             bits: None,
+                            inline: None,
                         }))
                     }
                     Shape::Ptr(Some(p)) => {
@@ -403,6 +412,7 @@ impl<'a> Scope<'a> {
                             type_name: elem,
                             module: b.module,
                             bits: None,
+                            inline: None,
                         }))
                     }
                     _ => Err(format!("`{}` is `{}`, not a pointer", text(x), b.type_name)),
@@ -438,6 +448,7 @@ impl<'a> Scope<'a> {
             type_name: type_name.into(),
             module,
             bits: None,
+            inline: None,
         }))
     }
 
@@ -519,6 +530,7 @@ fn pointed<'a>(
         type_name: pointee,
         module: b.module,
         bits: None,
+        inline: None,
     })
 }
 
@@ -551,10 +563,13 @@ fn find_member(
         }
     }
     for m in layout.members.iter().filter(|m| m.name.is_none()) {
-        if let Shape::Struct(inner) | Shape::Union(inner) = types.shape(&m.type_name) {
-            if let Some((off, found)) = find_member(types, &inner, field, depth + 1) {
-                return Some((m.offset + off, found));
-            }
+        let inner = match (&m.inline, types.shape(&m.type_name)) {
+            (Some(l), _) => (**l).clone(),
+            (None, Shape::Struct(l) | Shape::Union(l)) => l,
+            _ => continue,
+        };
+        if let Some((off, found)) = find_member(types, &inner, field, depth + 1) {
+            return Some((m.offset + off, found));
         }
     }
     None

@@ -400,8 +400,8 @@ impl Printer<'_, '_> {
                 char_text(v, c)
             }
             Shape::Bool { .. } => (le(bytes) != 0).to_string(),
-            Shape::Float { size: 4 } => f32::from_bits(le(bytes) as u32).to_string(),
-            Shape::Float { size: 8 } => f64::from_bits(le(bytes)).to_string(),
+            Shape::Float { size: 4 } => float_text(f64::from(f32::from_bits(le(bytes) as u32)), 9),
+            Shape::Float { size: 8 } => float_text(f64::from_bits(le(bytes)), 17),
             Shape::Float { .. } => x87_text(bytes),
             Shape::Ptr(pointee) => self.pointer(pointee.as_deref(), le(bytes)),
             Shape::Enum(l) => enum_text(&l, sign_extend(le(bytes), l.size.unwrap_or(4) * 8)),
@@ -457,7 +457,8 @@ impl Printer<'_, '_> {
         Some(format!("{}...", char_array(&out)))
     }
 
-    fn aggregate(&mut self, layout: &TypeLayout, bytes: &[u8], depth: usize) -> String {
+    /// A struct or union of layout `layout` held in `bytes`.
+    pub fn aggregate(&mut self, layout: &TypeLayout, bytes: &[u8], depth: usize) -> String {
         let fields: Vec<String> = layout
             .members
             .iter()
@@ -473,6 +474,14 @@ impl Printer<'_, '_> {
     }
 
     fn member(&mut self, m: &Member, bytes: &[u8], depth: usize) -> String {
+        if let Some(inner) = &m.inline {
+            let start = m.offset as usize;
+            let size = inner.size.unwrap_or(0) as usize;
+            return match bytes.get(start..start.saturating_add(size)) {
+                Some(b) => self.aggregate(inner, b, depth + 1),
+                None => "<unavailable>".into(),
+            };
+        }
         if let Some((bit, bits)) = m.bits {
             let start = (bit / 8) as usize;
             let end = ((bit + bits).div_ceil(8) as usize).min(bytes.len());
@@ -523,6 +532,40 @@ impl Printer<'_, '_> {
             }
         }
         format!("{{{}}}", parts.join(", "))
+    }
+}
+
+/// A floating-point value as gdb prints it: C's `%.{digits}g` (9 digits for `float`, 17 for
+/// `double`, enough to read the same value back).
+pub fn float_text(v: f64, digits: usize) -> String {
+    if v.is_nan() {
+        return if v.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s
+        }
+    };
+    let sci = format!("{:.*e}", digits - 1, v);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let x: i32 = exp.parse().unwrap_or(0);
+    if x < -4 || x >= digits as i32 {
+        let sign = if x < 0 { '-' } else { '+' };
+        format!(
+            "{}e{sign}{:02}",
+            trim(mantissa.to_owned()),
+            x.unsigned_abs()
+        )
+    } else {
+        trim(format!("{:.*}", (digits as i32 - 1 - x).max(0) as usize, v))
     }
 }
 

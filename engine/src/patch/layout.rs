@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!   trampoline:  [point code for insn 1]  relocated insn 1
+//!                (an exit at a conditional tail call: j!cc over; [its code]; jmp target; over:)
 //!                [point code for insn 2]  relocated insn 2   (e.g. the `ret` of an exit)
 //!                …
 //!                jmp <first original instruction after the run>   (only if it falls through)
@@ -44,6 +45,10 @@ pub struct SnippetSrc<'e> {
 /// Everything that runs before one original instruction.
 pub struct PointCode<'e> {
     pub snippets: Vec<SnippetSrc<'e>>,
+    /// For a conditional branch: snippets that run only when it is taken (an exit at a
+    /// conditional tail call), laid out as `j!cc over; save; snippets; restore; jmp target;
+    /// over:` in place of the branch's copy.
+    pub on_taken: Vec<SnippetSrc<'e>>,
     pub flags_live: bool,
     pub vector: VectorSave,
 }
@@ -59,6 +64,63 @@ pub struct Laid {
 
 fn compile_err(src: &SnippetSrc, e: Vec<snippet::Diagnostic>) -> PatchError {
     PatchError::Snippet(snippet::diag::render_all(&e, src.source))
+}
+
+/// The code for the snippets `list` of one point, at `at`.
+fn snippets_code(
+    pc: &PointCode,
+    list: &[SnippetSrc],
+    at: u64,
+) -> Result<(Vec<u8>, SavePlan), PatchError> {
+    point_code(
+        &PointCode {
+            snippets: list
+                .iter()
+                .map(|s| SnippetSrc {
+                    source: s.source,
+                    env: s.env,
+                })
+                .collect(),
+            on_taken: Vec::new(),
+            flags_live: pc.flags_live,
+            vector: pc.vector,
+        },
+        at,
+    )
+}
+
+/// `insn` (a conditional branch) with `on_taken` snippets, at `at`: the inverted branch over
+/// the snippets and a jump to the original target (or its copy, per `copy_of`).
+fn taken_code(
+    pc: &PointCode,
+    insn: &Instruction,
+    at: u64,
+    copy_of: &dyn Fn(u64) -> Option<u64>,
+) -> Result<Option<(Vec<u8>, SavePlan)>, PatchError> {
+    use iced_x86::{Code, Encoder};
+    let negated = insn.code().negate_condition_code().as_near_branch();
+    if negated == Code::INVALID || negated == insn.code() {
+        return Ok(None);
+    }
+    const JCC: u64 = 6;
+    let (code, plan) = snippets_code(pc, &pc.on_taken, at + JCC)?;
+    let target = insn.near_branch_target();
+    let to = copy_of(target).unwrap_or(target);
+    let jmp_at = at + JCC + code.len() as u64;
+    let jmp = jmp_rel32(jmp_at, to)?;
+    let over = jmp_at + jmp.len() as u64;
+    let branch = Instruction::with_branch(negated, over)?;
+    let mut enc = Encoder::new(64);
+    let n = enc.encode(&branch, at)?;
+    if n as u64 != JCC {
+        return Err(PatchError::Layout(
+            "an inverted branch is not 6 bytes".into(),
+        ));
+    }
+    let mut bytes = enc.take_buffer();
+    bytes.extend(code);
+    bytes.extend(jmp);
+    Ok(Some((bytes, plan)))
 }
 
 /// The code for one point at `at`.
@@ -109,8 +171,23 @@ pub fn lay_out(
             for insn in seg {
                 let at = base + bytes.len() as u64;
                 now.insert(insn.ip(), at);
-                if let Some(pc) = points.get(&insn.ip()) {
+                if let Some(pc) = points.get(&insn.ip()).filter(|pc| !pc.snippets.is_empty()) {
                     let (code, plan) = point_code(pc, at)?;
+                    map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
+                    saves.push((insn.ip(), plan));
+                    bytes.extend(code);
+                }
+                let at = base + bytes.len() as u64;
+                if let Some(pc) = points.get(&insn.ip()).filter(|pc| !pc.on_taken.is_empty()) {
+                    let copy_of = |t: u64| starts.get(&t).copied();
+                    if let Some((code, plan)) = taken_code(pc, insn, at, &copy_of)? {
+                        map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
+                        saves.push((insn.ip(), plan));
+                        bytes.extend(code);
+                        continue;
+                    }
+                    // A branch with no inverse (jrcxz, loop): the snippets run before it.
+                    let (code, plan) = snippets_code(pc, &pc.on_taken, at)?;
                     map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
                     saves.push((insn.ip(), plan));
                     bytes.extend(code);

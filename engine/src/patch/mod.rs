@@ -565,11 +565,25 @@ impl Patcher {
                     ));
             let pc = codes.entry(self.rt(a).0).or_insert_with(|| PointCode {
                 snippets: Vec::new(),
+                on_taken: Vec::new(),
                 flags_live: false,
                 vector: self.options.vector,
             });
             pc.flags_live |= live;
-            pc.snippets.push(SnippetSrc {
+            // An exit at a conditional branch (`js other_function`, a conditional tail call)
+            // is left only when the branch is taken: its snippets run on that path alone.
+            // Run before the branch, they counted every pass through it (python3's
+            // PyObject_Malloc had twice as many exits as entries).
+            let conditional_exit = matches!(r.point.kind, crate::point::PointKind::Exit { .. })
+                && plan::decode(&module.binary, a, 15)
+                    .first()
+                    .is_some_and(|i| i.is_jcc_short_or_near());
+            let list = if conditional_exit {
+                &mut pc.on_taken
+            } else {
+                &mut pc.snippets
+            };
+            list.push(SnippetSrc {
                 source: &r.source,
                 env: &*r.env,
             });

@@ -65,8 +65,8 @@ impl Process {
         }
         // Unless an earlier gsh left it: then it is reported (and `restore_text` skips it).
         if let Some(rv) = self.rendezvous.as_ref().filter(|rv| !rv.inherited) {
-            let at = rv.address();
-            out.retain(|c| !(c.addr == at && c.now == [0xcc]));
+            let (at, len) = (rv.address(), rv.len() as u64);
+            out.retain(|c| !(c.addr >= at && c.addr < at + len));
         }
         Ok(out)
     }
@@ -152,9 +152,25 @@ impl Process {
     /// Puts the file's bytes back over `changes`; every thread must be stopped. Our rendezvous
     /// `int3` stays (detaching removes it, with the file's byte).
     pub fn restore_text(&mut self, changes: &[TextChange]) -> Result<(), ProcessError> {
-        let hook = self.rendezvous.as_ref().map(|rv| rv.address());
-        for c in changes.iter().filter(|c| Some(c.addr) != hook) {
-            self.write(c.addr, &c.file)?;
+        let hook = self
+            .rendezvous
+            .as_ref()
+            .map(|rv| rv.address()..rv.address() + rv.len() as u64);
+        let in_hook = |a: u64| hook.as_ref().is_some_and(|h| h.contains(&a));
+        for c in changes {
+            // Around the hook, which may sit inside a change.
+            let mut i = 0;
+            while i < c.file.len() {
+                if in_hook(c.addr + i as u64) {
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < c.file.len() && !in_hook(c.addr + i as u64) {
+                    i += 1;
+                }
+                self.write(c.addr + start as u64, &c.file[start..i])?;
+            }
         }
         Ok(())
     }

@@ -54,6 +54,19 @@ reads one.",
     run: show_registers,
 };
 
+pub const SHOW_LOCALS: Spec = Spec {
+    name: "show locals",
+    aliases: &["info locals"],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "the selected frame's parameters and locals, with their values",
+    help: "Prints each parameter, then each local variable in scope at the selected frame's pc \
+(innermost block first), as `print NAME` would: located by the debug info, `<optimized out>` \
+where it does not say where one is. gdb's `info args` and `info locals` together.",
+    examples: &[("show locals", "")],
+    run: show_locals,
+};
+
 /// The names `print` sees: every module's globals (the frame's module first, then the main
 /// program's), and the frame at `pc` (its function's parameters by name).
 pub fn scope<'a>(session: &'a Session, live: &'a Live, pc: Option<u64>) -> Scope<'a> {
@@ -296,6 +309,41 @@ fn dump(p: &Process, scope: &Scope<'_>, addr: u64, f: Format) -> Result<String> 
     }
     out.push('\n');
     Ok(out)
+}
+
+fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let tid = t.thread;
+    let frame = t.frame;
+    let text = t.with(|p, live| {
+        if p.state() == State::Running {
+            bail!("the process is running; `halt` it first");
+        }
+        let tid = tid
+            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
+            .or_else(|| p.threads().first().map(|th| th.tid));
+        let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
+        if scope.frame.is_none() {
+            bail!("the selected frame is in no function gsh knows");
+        }
+        let names: Vec<String> = scope.locals.iter().map(|v| v.info.name.clone()).collect();
+        if names.is_empty() {
+            return Ok("no parameters or locals (no debug info for this frame?)\n".to_owned());
+        }
+        let (env, near) = eval_env(session, live, rip)?;
+        let mut text = String::new();
+        for name in names {
+            let value = match eval::print_stopped(p, tid, &env, &mut scope, near, &name) {
+                Ok(v) => v.to_string(),
+                Err(e) => format!("<{e}>"),
+            };
+            text.push_str(&format!("{name} = {value}\n"));
+        }
+        Ok(text)
+    })?;
+    Ok(Output::Text(text))
 }
 
 fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {

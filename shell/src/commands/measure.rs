@@ -160,8 +160,11 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
         if let Some(target) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
             let (session, plan) = (&ctx.session, &ctx.plan);
             let result = target.with(|p, live| {
+                // Only the runtime's injected calls and the writing of the jumps stop the
+                // process; everything else is done while it runs.
+                live.load_runtime(p)?;
                 let mut n = live.insert(p, session, plan, id)?.len();
-                n += Live::paused(p, |p| live.start_measuring(p))?.len();
+                n += live.start_measuring(p)?.len();
                 Ok(n)
             });
             match result {

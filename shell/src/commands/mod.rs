@@ -6,6 +6,7 @@ mod analysed;
 mod args;
 mod calls;
 mod cfg;
+mod consult;
 mod disas;
 mod examine;
 mod files;
@@ -106,6 +107,7 @@ pub static COMMANDS: &[Spec] = &[
     measure::PROFILE,
     measure::REPORT,
     watch::WATCH,
+    consult::CONSULT,
     process::START,
     process::RUN,
     process::ATTACH,
@@ -121,6 +123,7 @@ pub static COMMANDS: &[Spec] = &[
     process::PRINT,
     examine::EXAMINE,
     examine::SHOW_REGISTERS,
+    examine::SHOW_LOCALS,
     process::EXECUTE,
     process::WHERE,
     process::UP,

@@ -192,7 +192,8 @@ declared variables, then the globals of every loaded module, the frame's own mod
 (`MODULE!NAME` names one module's: `libc.so.6!environ`, `prog!count`); `$0..$5` and, at a \
 function's entry, its parameters come from the argument registers; `$rip`, `$rsp` and the other \
 general registers are the selected frame's. An access path (`*head`, `head->pts[3]`, \
-`shapes[1].name`) prints whole with its debug-info type: structs and unions as `{a = 1, b = {x \
+`shapes[1].name`, and gdb's `FIRST@COUNT`: COUNT objects from where FIRST lies) prints whole \
+with its debug-info type: structs and unions as `{a = 1, b = {x \
 = 2}}`, arrays as `{1, 2, 3}` with runs of more than ten equal elements as `0 <repeats 16 \
 times>`, char arrays as strings, enums by name, bit-fields by their bits, pointers with the \
 symbol they point into and the string a `char *` points to. Other expressions are snippet \
@@ -208,6 +209,7 @@ stopping it; calls and assignments need it stopped.",
         ("print libc.so.6!environ", "a global of one module"),
         ("print $rsp", "a register of the selected frame"),
         ("print/x head->id", "in hex"),
+        ("print head->pts[1]@2", "two elements from the second"),
     ],
     run: print,
 };
@@ -331,7 +333,7 @@ fn make_room(ctx: &mut Context) -> Result<()> {
     Ok(())
 }
 
-fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
+pub(super) fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
     let launch = launch(ctx, args)?;
     make_room(ctx)?;
     let main = ctx.session.main()?;
@@ -574,7 +576,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
 }
 
 /// Threads sitting on one of our int3s execute the original instruction first.
-fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
+pub(super) fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
     if p.state() != State::Stopped {
         return Ok(());
     }

@@ -72,6 +72,22 @@ after_trap:
     ret
     .size after_trap, .-after_trap
     .p2align 5, 0xcc
+    .globl cond_tail
+    .type cond_tail, @function
+cond_tail:                      # a conditional tail call inside the entry's jump
+    test %edi, %edi
+    js neg_one
+    lea 2(%rdi), %eax
+    ret
+    .size cond_tail, .-cond_tail
+    .p2align 5, 0xcc
+    .globl neg_one
+    .type neg_one, @function
+neg_one:
+    mov $-1, %eax
+    ret
+    .size neg_one, .-neg_one
+    .p2align 5, 0xcc
     .section .note.GNU-stack,"",@progbits
 "#;
 
@@ -529,4 +545,21 @@ fn removing_by_tag_keeps_the_other_snippets_and_restores_bare_sites() {
         assert_eq!(fx.f1("sum_to")(4), 18);
         assert_eq!(fx.counter(1), 2, "{opt}");
     }
+}
+
+/// An exit at a conditional tail call (`js neg_one`) counts only when the branch is taken:
+/// run before the branch, it counted every call (python3's `PyObject_Malloc` had twice as
+/// many exits as entries), here 133 + 131.
+#[test]
+fn an_exit_at_a_conditional_tail_call_counts_only_when_taken() {
+    let mut fx = Fixture::new("cond_tail", "-O2", PatchOptions::default());
+    let before: Vec<i32> = (-3..130).map(|x| fx.f1("cond_tail")(x)).collect();
+    let e = fx.points("cond_tail", &entry());
+    let x = fx.points("cond_tail", &exits());
+    assert_eq!(x.len(), 2, "{x:?}");
+    fx.insert(&e, "n0++;").expect("entry");
+    fx.insert(&x, "n1++;").expect("exits");
+    let after: Vec<i32> = (-3..130).map(|x| fx.f1("cond_tail")(x)).collect();
+    assert_eq!(after, before);
+    assert_eq!((fx.counter(0), fx.counter(1)), (133, 133));
 }
