@@ -618,60 +618,77 @@ pub enum Unresolved {
 /// Paths looked at into one jump at the most.
 const MAX_PATHS: usize = 24;
 
-/// Paths of instructions that lead to `jump`, each oldest first, from the most likely: where a
-/// block has several predecessors (a loop's head), the fall-through one first, then the
-/// branches by address. A table's base set before a loop and its guard inside it are both on
-/// the path that enters the loop.
-fn paths_into(insns: &Insns, branches: &BranchesTo, jump: &Instruction) -> Vec<Vec<Step>> {
-    let mut paths = Vec::new();
-    let mut run = vec![Step {
-        insn: *jump,
-        taken: false,
-    }];
-    extend(insns, branches, &mut run, &mut paths);
-    paths
+/// Walks the paths of instructions that lead to `jump`, from the most likely: where a block has
+/// several predecessors (a loop's head), the fall-through one first, then the branches by
+/// address. A table's base set before a loop and its guard inside it are both on the path that
+/// enters the loop. `visit` gets each complete path, newest step first, and ends the walk by
+/// returning true; most tables resolve on the first.
+struct Walk<'a> {
+    insns: &'a Insns,
+    branches: &'a BranchesTo,
+    run: Vec<Step>,
+    on_run: foldhash::HashSet<u64>,
+    paths: usize,
 }
 
-/// Extends `run` (newest first) backwards, pushing each complete path to `paths`.
-fn extend(insns: &Insns, branches: &BranchesTo, run: &mut Vec<Step>, paths: &mut Vec<Vec<Step>>) {
-    if paths.len() >= MAX_PATHS {
-        return;
-    }
-    let at = run.last().map_or(0, |s| s.insn.ip());
-    let mut before = Vec::new();
-    if run.len() < LOOKBACK {
-        // The instruction ending at `at`: x86 instructions are 1 to 15 bytes long.
-        let falls_in = (1..=15u64)
-            .find_map(|k| insns.get(&at.wrapping_sub(k)).filter(|i| i.next_ip() == at))
-            .filter(|i| {
-                matches!(
-                    i.flow_control(),
-                    FlowControl::Next
-                        | FlowControl::ConditionalBranch
-                        | FlowControl::Call
-                        | FlowControl::IndirectCall
-                )
-            });
-        before.extend(falls_in.map(|i| Step {
-            insn: *i,
-            taken: false,
-        }));
-        let mut jumps: Vec<u64> = branches.get(&at).cloned().unwrap_or_default();
-        jumps.sort_unstable();
-        before.extend(jumps.iter().filter_map(|a| insns.get(a)).map(|i| Step {
-            insn: *i,
-            taken: true,
-        }));
-        before.retain(|s| !run.iter().any(|r| r.insn.ip() == s.insn.ip()));
-    }
-    if before.is_empty() {
-        paths.push(run.iter().rev().copied().collect());
-        return;
-    }
-    for step in before {
-        run.push(step);
-        extend(insns, branches, run, paths);
-        run.pop();
+impl Walk<'_> {
+    fn extend(&mut self, visit: &mut dyn FnMut(&[Step]) -> bool) -> bool {
+        if self.paths >= MAX_PATHS {
+            return true;
+        }
+        let at = self.run.last().map_or(0, |s| s.insn.ip());
+        let mut before = Vec::new();
+        if self.run.len() < LOOKBACK {
+            // The instruction ending at `at`: x86 instructions are 1 to 15 bytes long.
+            let falls_in = (1..=15u64)
+                .find_map(|k| {
+                    self.insns
+                        .get(&at.wrapping_sub(k))
+                        .filter(|i| i.next_ip() == at)
+                })
+                .filter(|i| {
+                    matches!(
+                        i.flow_control(),
+                        FlowControl::Next
+                            | FlowControl::ConditionalBranch
+                            | FlowControl::Call
+                            | FlowControl::IndirectCall
+                    )
+                });
+            before.extend(falls_in.map(|i| Step {
+                insn: *i,
+                taken: false,
+            }));
+            if let Some(jumps) = self.branches.get(&at) {
+                let first = before.len();
+                before.extend(
+                    jumps
+                        .iter()
+                        .filter_map(|a| self.insns.get(a))
+                        .map(|i| Step {
+                            insn: *i,
+                            taken: true,
+                        }),
+                );
+                before[first..].sort_unstable_by_key(|s| s.insn.ip());
+            }
+            before.retain(|s| !self.on_run.contains(&s.insn.ip()));
+        }
+        if before.is_empty() {
+            self.paths += 1;
+            return visit(&self.run);
+        }
+        for step in before {
+            self.on_run.insert(step.insn.ip());
+            self.run.push(step);
+            let done = self.extend(visit);
+            self.run.pop();
+            self.on_run.remove(&step.insn.ip());
+            if done {
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -685,16 +702,32 @@ pub fn resolve(
     jump: &Instruction,
 ) -> Result<JumpTable, Unresolved> {
     let mut why = Unresolved::Other;
-    for path in paths_into(insns, branches, jump) {
-        // A path may miss the table's base (a register set before a loop), so even one that
-        // shows no table's shape does not rule the others out.
-        match resolve_path(binary, ours, &path, jump) {
-            Ok(table) => return Ok(table),
+    let mut found = None;
+    let mut walk = Walk {
+        insns,
+        branches,
+        run: vec![Step {
+            insn: *jump,
+            taken: false,
+        }],
+        on_run: Default::default(),
+        paths: 0,
+    };
+    walk.on_run.insert(jump.ip());
+    // A path may miss the table's base (a register set before a loop), so even one that shows
+    // no table's shape does not rule the others out.
+    walk.extend(&mut |run: &[Step]| {
+        match resolve_path(binary, ours, run, jump) {
+            Ok(table) => {
+                found = Some(table);
+                return true;
+            }
             Err(Failed::Unreadable) => why = Unresolved::Switch,
             Err(Failed::NoShape | Failed::Unplaced) => {}
         }
-    }
-    Err(why)
+        false
+    });
+    found.ok_or(why)
 }
 
 /// Why one path did not resolve a jump.
@@ -707,15 +740,15 @@ enum Failed {
     Unreadable,
 }
 
-/// Resolves `jump` as the last step of `path`.
+/// Resolves `jump` as the newest step of `run` (newest first).
 fn resolve_path(
     binary: &Binary,
     ours: &dyn Fn(LinkAddr) -> bool,
-    path: &[Step],
+    run: &[Step],
     jump: &Instruction,
 ) -> Result<JumpTable, Failed> {
     let mut eval = Eval::new();
-    for step in &path[..path.len() - 1] {
+    for step in run[1..].iter().rev() {
         eval.step(step);
     }
     let target = eval.operand(jump, 0);
