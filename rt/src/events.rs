@@ -115,7 +115,9 @@ impl<const TSC: bool> Now<TSC> {
 /// Closes one activation: credits its slot (outermost activation only) or its path record.
 #[inline(always)]
 fn close<const TSC: bool>(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut Now<TSC>) {
-    if e.kind == FRAME_WALL || e.kind == FRAME_CPU {
+    if e.kind == FRAME_DEAD {
+        // Its slot belongs to another measure now.
+    } else if e.kind == FRAME_WALL || e.kind == FRAME_CPU {
         let rec = slot(b, e.slot);
         let depth = rec.depth.load(Relaxed).saturating_sub(1);
         rec.depth.store(depth, Relaxed);

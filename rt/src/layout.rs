@@ -201,6 +201,9 @@ pub const FRAME_CPU: u32 = 2;
 pub const FRAME_PATH_WALL: u32 = 3;
 /// A `gsh_rt_path_enter_cpu` activation.
 pub const FRAME_PATH_CPU: u32 = 4;
+/// A frame whose slot was given to another measure after its own was deleted: gsh marks it
+/// when it hands the slot out again, and closing it credits nothing.
+pub const FRAME_DEAD: u32 = 5;
 /// `ShadowEntry::record` for path activations counted in the header's `other_*`.
 pub const RECORD_OTHER: u32 = u32::MAX;
 
@@ -214,7 +217,7 @@ pub struct ShadowEntry {
     pub start: u64,
     /// The slot.
     pub slot: u32,
-    /// `FRAME_*`.
+    /// `FRAME_*` (the mutator may turn it into [`FRAME_DEAD`] at any time).
     pub kind: u32,
     /// Path record index, or [`RECORD_OTHER`].
     pub record: u32,

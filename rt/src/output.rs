@@ -131,6 +131,9 @@ fn open_credits(b: Block) -> OpenCredits {
     for i in 0..top as usize {
         // SAFETY: entries below the top were written by this (the calling) thread.
         let e = unsafe { *b.as_ptr().add(off + i * 32).cast::<ShadowEntry>() };
+        if e.kind == FRAME_DEAD {
+            continue;
+        }
         let t = now.for_kind(e.kind);
         if e.kind == FRAME_WALL || e.kind == FRAME_CPU {
             // Only the outermost open activation of a slot carries its time.

@@ -188,6 +188,9 @@ impl Context {
             for e in t.events(self.thread_events) {
                 eprintln!("{e}");
             }
+            if let Err(e) = t.learn_modules(&mut self.session) {
+                eprintln!("gsh: cannot open the libraries the process loaded: {e:#}");
+            }
         }
     }
 

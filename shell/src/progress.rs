@@ -6,10 +6,27 @@
 //! the clock ticks on its own, so a step after the bar's last update never looks frozen.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Raised by Ctrl-C while a command runs at the prompt (see `repl.rs`): long analysis stops at
+/// its next progress report.
+pub static CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// The panic payload that unwinds a cancelled analysis back to the prompt. The engine keeps
+/// its results in `OnceLock`s, which stay empty when their initializer unwinds, so the work
+/// simply runs again next time.
+pub struct Cancelled;
+
+/// Unwinds with [`Cancelled`] once Ctrl-C was pressed.
+fn check_cancel() {
+    if CANCEL.load(Ordering::Relaxed) {
+        std::panic::panic_any(Cancelled);
+    }
+}
 
 /// How long work runs before a bar is worth showing.
 const DELAY: Duration = Duration::from_millis(500);
@@ -47,6 +64,7 @@ impl Bar {
 
 impl engine::symbols::Progress for Bar {
     fn update(&self, done: u64, total: u64) {
+        check_cancel();
         if !self.enabled || self.started.elapsed() < DELAY {
             return;
         }
@@ -70,6 +88,7 @@ impl engine::symbols::Progress for Bar {
     }
 
     fn phase(&self, what: &str) {
+        check_cancel();
         if let Ok(mut p) = self.phase.lock() {
             *p = Some(what.to_owned());
         }

@@ -289,12 +289,53 @@ fn history_path() -> Option<PathBuf> {
     Some(dir.join("history"))
 }
 
+/// Runs one line typed at the prompt. Ctrl-C meanwhile cancels the command, not gsh: it
+/// halts a process being waited for (the command's own `CtrlC`), and long analysis stops at
+/// its next progress report, unwinding back here with [`crate::progress::Cancelled`].
+fn run_cancellable(ctx: &mut Context, line: &str) {
+    use std::sync::atomic::Ordering;
+    crate::progress::CANCEL.store(false, Ordering::SeqCst);
+    // While registered, SIGINT no longer ends gsh (signal-hook's handler replaces the
+    // default action).
+    // SAFETY: the action only stores to an atomic, which is async-signal-safe.
+    let id = unsafe {
+        signal_hook::low_level::register(signal_hook::consts::SIGINT, || {
+            crate::progress::CANCEL.store(true, Ordering::SeqCst)
+        })
+    }
+    .ok();
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.run_text(line, None)));
+    if let Some(id) = id {
+        signal_hook::low_level::unregister(id);
+    }
+    crate::progress::CANCEL.store(false, Ordering::SeqCst);
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("gsh: {}", error_line(&e)),
+        Err(p) if p.is::<crate::progress::Cancelled>() => eprintln!("gsh: interrupted"),
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Keeps the default panic message for real panics only: a cancelled command unwinds with
+/// [`crate::progress::Cancelled`] and says `gsh: interrupted` instead.
+fn quiet_cancel_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.payload().is::<crate::progress::Cancelled>() {
+            previous(info);
+        }
+    }));
+}
+
 /// Reads and runs commands until `quit` or Ctrl-D. Errors are printed and the prompt goes on.
 pub fn run(ctx: &mut Context) -> Result<()> {
     let config = Config::builder()
         .auto_add_history(false)
         .completion_type(CompletionType::List)
         .build();
+    quiet_cancel_panics();
     let mut rl: Editor<GshHelper, DefaultHistory> = Editor::with_config(config)?;
     let mut helper = GshHelper {
         files: FilenameCompleter::new(),
@@ -316,9 +357,7 @@ pub fn run(ctx: &mut Context) -> Result<()> {
                 if !line.trim().is_empty() {
                     rl.add_history_entry(line.as_str())?;
                 }
-                if let Err(e) = ctx.run_text(&line, None) {
-                    eprintln!("gsh: {}", error_line(&e));
-                }
+                run_cancellable(ctx, &line);
                 if let Some(h) = rl.helper_mut() {
                     refresh_functions(h, ctx);
                 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use engine::instrument::{Live, PointSpec};
-use engine::process::{Event, Process, Tracer};
+use engine::process::{Event, Process, TextChange, Tracer};
 use engine::session::Session;
 
 /// A `break` as asked for; applied when a process exists.
@@ -32,6 +32,8 @@ pub struct Target {
     pub frame: usize,
     /// Set once the process has exited or was killed: the one-line reason.
     pub gone: Option<String>,
+    /// A library was loaded since the session last learnt the process's modules.
+    pub modules_changed: bool,
 }
 
 impl Target {
@@ -42,6 +44,7 @@ impl Target {
             thread: None,
             frame: 0,
             gone: None,
+            modules_changed: false,
         }
     }
 
@@ -69,6 +72,7 @@ impl Target {
         for e in self.tracer.take_events() {
             match e {
                 Event::Exited { .. } | Event::Killed { .. } => self.gone = Some(e.to_string()),
+                Event::LibraryLoaded { .. } | Event::Exec { .. } => self.modules_changed = true,
                 Event::ThreadStarted(_) if !each_thread => {
                     started += 1;
                     continue;
@@ -94,6 +98,16 @@ impl Target {
         out
     }
 
+    /// Opens in the session the libraries the process loaded since the last call (`load
+    /// library`, `dlopen`), so `show modules`, `whatis LIB!FN`, `at`, `break` and snippet calls
+    /// reach them like the libraries it started with.
+    pub fn learn_modules(&mut self, session: &mut Session) -> Result<()> {
+        if !std::mem::take(&mut self.modules_changed) || self.gone.is_some() {
+            return Ok(());
+        }
+        self.with(|p, live| Ok(live.learn_modules(session, p)?))
+    }
+
     /// Ends control: an attached process gets its original code back and runs on; one gsh
     /// started is killed.
     pub fn finish(self) -> Result<()> {
@@ -106,12 +120,61 @@ impl Target {
                 p.kill()?;
                 return Ok(());
             }
-            Live::paused(p, |p| live.remove_all(p)).map_err(anyhow::Error::from)?;
-            p.detach()?;
+            let left = let_go(p, live)?;
+            if !left.is_empty() {
+                eprintln!("{}", differences(p.pid(), &left));
+            }
             Ok(())
         })??;
         Ok(())
     }
+}
+
+/// Removes gsh's instrumentation and breakpoints, and what an earlier gsh left in the code
+/// (see [`engine::process::TextChange`]), then detaches. Returns the text that still differs
+/// from the files (not gsh's doing).
+pub fn let_go(p: &mut Process, live: &mut Live) -> Result<Vec<TextChange>> {
+    Live::paused(p, |p| live.remove_all(p))?;
+    p.halt()?;
+    let leftovers: Vec<TextChange> = p
+        .text_changes()?
+        .into_iter()
+        .filter(|c| c.kind.is_gsh())
+        .collect();
+    p.restore_text(&leftovers)?;
+    p.remove_rendezvous()?;
+    let left = p.text_changes()?;
+    p.detach()?;
+    Ok(left)
+}
+
+/// `process 42: 2 places (7 bytes) of its code differ from the files, not by gsh: libfoo.so+0x1234 ...`
+pub fn differences(pid: i32, changes: &[TextChange]) -> String {
+    let bytes: usize = changes.iter().map(|c| c.file.len()).sum();
+    let places: Vec<String> = changes
+        .iter()
+        .take(4)
+        .map(|c| {
+            let name = c.path.file_name().map_or_else(
+                || c.path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            format!("{name} at {:#x}", c.addr)
+        })
+        .collect();
+    let more = if changes.len() > places.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    format!(
+        "process {pid}: {} place{} ({bytes} bytes) of its code differ{} from the files, not by \
+         gsh: {}{more}",
+        changes.len(),
+        if changes.len() == 1 { "" } else { "s" },
+        if changes.len() == 1 { "s" } else { "" },
+        places.join(", ")
+    )
 }
 
 /// `[3 threads started, 2 exited]`.

@@ -131,6 +131,32 @@ fn every_entry_and_exit_of_ls_keeps_its_output() {
     }
 }
 
+/// The README's `scripts/count-ls-calls.gsh`: `main`'s exit prints the count once, however many
+/// options ls parses. Its option switch (a table indexed by `getopt_long`'s result less 0x83,
+/// its base set before the loop) used to stay unresolved and count as an exit, so each option
+/// printed one more line.
+#[test]
+fn the_readme_ls_count_prints_once_whatever_the_options() {
+    let script =
+        std::fs::read_to_string(gsh_tests::workspace_root().join("scripts/count-ls-calls.gsh"))
+            .expect("read scripts/count-ls-calls.gsh");
+    let out = out_path("ls-count-calls");
+    let script = script.replace("save /tmp/ls.counted", &format!("save {}", out.display()));
+    assert!(
+        script.contains(&out.display().to_string()),
+        "the script no longer saves to /tmp/ls.counted"
+    );
+    let ls = Path::new("/bin/ls");
+    let o = gsh_c(&script, ls);
+    assert_eq!(o.code, Some(0), "{o}");
+    let dir = gsh_tests::mutatee_source_dir();
+    let b = run_program(&out, &["-a", "-l", "-d", "-h", dir.to_str().unwrap()], &[]);
+    assert_eq!(b.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&b.stdout);
+    let lines = stdout.lines().filter(|l| l.starts_with("ls made ")).count();
+    assert_eq!(lines, 1, "{stdout}");
+}
+
 #[test]
 fn save_refuses_what_it_cannot_do() {
     let m = Mutatee::new("loops");
@@ -480,4 +506,15 @@ fn context_variables_say_each_points_facts_when_saved_and_live() {
     o.assert_code(0);
     let live = std::fs::read_to_string(format!("{}.live", out.display())).expect("output");
     assert_eq!(live, want);
+    // And in a breakpoint's condition: stop only at the second call to add (whose second
+    // argument is inc(10)).
+    let o = gsh_c(
+        &format!(
+            "break main call add before if ($line == {second_add}); run > {}.break; print $1",
+            out.display()
+        ),
+        &m.path(Variant::O0),
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("$1 = 11\n"), "{}", o.stdout);
 }

@@ -444,3 +444,122 @@ fn conditional_breakpoints_in_threads_stop_every_run_and_report_only_what_held()
     );
     assert!(!o.stdout.contains("$0 = 5\n"), "{}", o.stdout);
 }
+
+/// A library the process loads at run time (`load library`, or its own `dlopen`) joins the
+/// session: `show modules` lists it, `whatis LIB!FN` describes its functions and snippets
+/// call them by name (it was "no module named" before).
+#[test]
+fn libraries_loaded_at_run_time_join_the_session() {
+    let exe = Mutatee::new("basic").path(Variant::O2);
+    let lib = std::fs::canonicalize(Mutatee::new("libshared").path(Variant::O2)).unwrap();
+    let name = lib.file_name().unwrap().to_string_lossy().into_owned();
+    let o = gsh_c(
+        &format!(
+            "start; load library {}; show modules; whatis {name}!shared_add; \
+             print shared_add(2, 3); kill",
+            lib.display()
+        ),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with(&format!("{name} "))),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("int shared_add(int a, int b)"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("shared_add(2, 3) = 5\n"), "{}", o.stdout);
+}
+
+/// A gsh SIGKILLed while attached leaves its hook at ld.so's `r_brk` (a jump to a trampoline
+/// that signals SIGURG, harmless without gsh: it used to be an int3, which killed the program
+/// at its next `dlopen`) and its jumps into trampolines. A later session recognises them:
+/// `attach` says so, `attach --clean` puts the files' bytes back, and `detach` says the code
+/// is as the files have it only when every byte is (it said "as it was" while they were
+/// still there).
+#[test]
+fn a_later_session_finds_and_removes_what_a_killed_gsh_left() {
+    use std::io::{BufRead, BufReader};
+    let exe = Mutatee::new("live").path(Variant::O2);
+    /// Kills the program whatever the test did.
+    struct Guard(std::process::Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(
+        Command::new(&exe)
+            .arg("2")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("live"),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    let pid = child.0.id();
+    let mut gsh = Command::new(Gsh::binary())
+        .args([
+            "-c",
+            &format!(
+                "attach {pid}; declare long hits; at add3 entry {{ hits++; }}; \
+                 at spin entry {{ hits++; }}; continue &; echo inserted; sleep 30"
+            ),
+        ])
+        .arg(&exe)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gsh");
+    let mut said = BufReader::new(gsh.stdout.take().expect("gsh stdout"));
+    loop {
+        line.clear();
+        assert!(
+            said.read_line(&mut line).expect("gsh output") > 0,
+            "gsh ended"
+        );
+        if line == "inserted\n" {
+            break;
+        }
+    }
+    gsh.kill().expect("kill gsh");
+    let _ = gsh.wait();
+    assert!(text_matches_file(pid, &exe).is_err(), "no jump was left");
+    // Its next dlopen passes the hook: the program lives on (an int3 there killed it).
+    // SAFETY: kill takes only integers; the pid is our own child's.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
+    line.clear();
+    out.read_line(&mut line).expect("the program's answer");
+    assert_eq!(line, "dlopen ok\n");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let ld_so = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("ld-linux"))
+        .map(std::path::PathBuf::from)
+        .expect("ld.so is mapped");
+    assert!(text_matches_file(pid, &ld_so).is_err(), "no hook was left");
+
+    let o = gsh_c(&format!("attach --clean {pid}; detach"), &exe);
+    o.assert_code(0);
+    assert!(
+        o.stderr.contains("removed 3 changes (")
+            && o.stderr
+                .contains("bytes: 0 int3, 3 jumps into trampolines)"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stdout.contains("its code is as the files have it"),
+        "{}",
+        o.stdout
+    );
+    text_matches_file(pid, &exe).expect("the program's text");
+    text_matches_file(pid, &ld_so).expect("ld.so's text");
+}

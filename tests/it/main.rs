@@ -7,6 +7,7 @@ mod architecture;
 mod bad_input;
 mod callee;
 mod cli;
+mod consult;
 mod discovery;
 mod dwarf;
 mod instrument;

@@ -34,7 +34,9 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
                 "break classify entry; run > {}; print *head; print head->pts[3]; \
                  print head->name; print shapes[1].kind; print head->next->sides; \
                  print head->next->level; print zeros; print greeting; print head; \
-                 print shapes[2].v; print head->pts[1].y + 10; print *&shapes[1].origin",
+                 print shapes[2].v; print head->pts[1].y + 10; print *&shapes[1].origin; \
+                 p/x head->pts[3]; print/x head->id + 5; print &shapes[1]; \
+                 print head->pts[1]@2; print shapes[1].name[0]@6",
                 out.display()
             ),
             &m.path(v),
@@ -57,8 +59,18 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
             "shapes[2].v = {l = 4613937818241073152, d = 3}\n",
             "head->pts[1].y + 10 = 11\n",
             "*&shapes[1].origin = {x = 1, y = -1}\n",
+            "&shapes[1] = (struct shape *) 0x? <shapes+88>\n",
+            "head->pts[1]@2 = {{x = 1, y = 1}, {x = 2, y = 2}}\n",
+            "shapes[1].name[0]@6 = \"shape1\"\n",
         ] {
             assert!(got.contains(want), "{v:?}: want {want}in {got}");
+        }
+        // `print/x`, unmasked.
+        for want in [
+            "head->pts[3] = {x = 0x3, y = 0x3}\n",
+            "head->id + 5 = 0xf\n",
+        ] {
+            assert!(o.stdout.contains(want), "{v:?}: want {want}in {}", o.stdout);
         }
     }
 }
@@ -128,8 +140,8 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
         let o = gsh_c(
             &format!(
                 "break classify call weigh after if ($return == 78); run > {}; print total; \
-                 print count; print s->id; print s->pts[3]; x/4dw s->pts; print $rip; \
-                 show registers; print \"hi\\n\"; print 'a'; up; \
+                 print count; print s->id; print total + 1; print count * 2 + s->id; print s->pts[3]; x/4dw s->pts; print $rip; print $rax * 2; \
+                 show registers; print \"hi\\n\"; print 'a'; show locals; up; \
                  print global_sum",
                 out.display()
             ),
@@ -141,9 +153,12 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
             "total = 54\n",
             "count = 1\n",
             "s->id = 12\n",
+            "total + 1 = 55\n",
+            "count * 2 + s->id = 14\n",
             "s->pts[3] = {x = 5, y = 9}\n",
             "0x? <shapes+192>:\t2\t0\t3\t3\n",
             "$rip = (void (*)()) 0x? <classify+",
+            "$rax * 2 = 156\n",
             "\"hi\\n\" = 0x? \"hi\\n\"\n",
             "'a' = 97\n",
             "global_sum = 100\n",
@@ -155,26 +170,35 @@ fn locals_registers_memory_and_literals_of_the_selected_frame() {
             "{v:?}: {}",
             o.stdout
         );
+        // `show locals`: the parameter, the loop's `s`, then the function's own locals.
+        assert!(
+            got.contains("head = (struct shape *) 0x? <shapes>\ns = (struct shape *) 0x? <shapes+176>\ncount = 1\ntotal = 54\n"),
+            "{v:?}: {got}"
+        );
     }
-    // A caller's locals, by unwinding to its frame (at -O0 they are in memory there).
-    let out = scratch("shapes-up");
-    let o = gsh_c(
-        &format!(
-            "break weigh entry if (s->id == 12); run > {}; up; print total; print count; \
-             print s; print head->id",
-            out.display()
-        ),
-        &m.path(Variant::O0),
-    );
-    o.assert_code(0);
-    let got = masked(&o.stdout);
-    for want in [
-        "total = 54\n",
-        "count = 1\n",
-        "s = (struct shape *) 0x? <shapes+176>\n",
-        "head->id = 10\n",
-    ] {
-        assert!(got.contains(want), "want {want:?} in {got}");
+    // A caller's locals, by unwinding to its frame: at -O0 in memory there; at -O2 in
+    // caller-saved registers (r8-r10) that gcc keeps across the call because it knows
+    // `weigh` leaves them alone, which the callee analysis proves too.
+    for v in [Variant::O0, Variant::O2] {
+        let out = scratch(&format!("shapes-up-{}", v.suffix()));
+        let o = gsh_c(
+            &format!(
+                "break weigh entry if (s->id == 12); run > {}; up; print total; print count; \
+                 print s; print head->id",
+                out.display()
+            ),
+            &m.path(v),
+        );
+        o.assert_code(0);
+        let got = masked(&o.stdout);
+        for want in [
+            "total = 54\n",
+            "count = 1\n",
+            "s = (struct shape *) 0x? <shapes+176>\n",
+            "head->id = 10\n",
+        ] {
+            assert!(got.contains(want), "{v:?}: want {want:?} in {got}");
+        }
     }
 }
 

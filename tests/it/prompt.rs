@@ -54,3 +54,27 @@ fn quit_asks_nothing_without_a_process_or_in_a_batch() {
     o.assert_code(0);
     assert!(!o.stderr.contains("Quit anyway"), "{o}");
 }
+
+/// Ctrl-C during a long analysis (`stats` on gcc's cc1) cancels the command and leaves the
+/// prompt alive (it ended gsh, losing the session); the analysis runs again when asked.
+#[test]
+fn ctrl_c_during_a_long_analysis_cancels_the_command_not_gsh() {
+    let cc1 = gsh_tests::run_tool("gcc", &["-print-prog-name=cc1"]);
+    let cc1 = std::path::PathBuf::from(cc1.trim());
+    assert!(
+        cc1.is_file(),
+        "this test analyses gcc's cc1, which `gcc -print-prog-name=cc1` does not find"
+    );
+    let mut gsh = PtyGsh::spawn(&[cc1.as_os_str()]);
+    gsh.expect("(gsh) ");
+    gsh.send("stats\n");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill takes only integers; the pid is our own child's.
+    unsafe { libc::kill(gsh.pid(), libc::SIGINT) };
+    gsh.expect("gsh: interrupted");
+    gsh.expect("(gsh) ");
+    gsh.send("echo alive\n");
+    gsh.expect("alive");
+    gsh.send("quit\n");
+    assert_eq!(gsh.wait(), Some(0));
+}

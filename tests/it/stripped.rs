@@ -53,3 +53,39 @@ fn stripped_mutatees_keep_nearly_every_function_start() {
         below.join("\n")
     );
 }
+
+/// Every function start of a stripped -O2 mutatee, crt's size-less ones included (`_init` and
+/// `_fini` from the dynamic section, `frame_dummy` and `__do_global_dtors_aux` from the init and
+/// fini arrays, `register_tm_clones` as a tail call's target), is found exactly, and no start
+/// is invented inside a function. They used to run together as one `sub_11c0`.
+#[test]
+fn stripped_mutatees_keep_every_start_and_invent_none_inside() {
+    let mut wrong = Vec::new();
+    for m in Mutatee::all() {
+        let truth = truth::symtab_function_starts(&m.path(Variant::O2));
+        let binary = Binary::open(&m.path(Variant::Stripped)).expect("stripped build opens");
+        let table = FunctionTable::build(&binary, &NoProgress);
+        for f in &truth {
+            if table.at(LinkAddr(f.addr)).is_none() {
+                wrong.push(format!(
+                    "{}: {} at {:#x} not found",
+                    m.name(),
+                    f.name,
+                    f.addr
+                ));
+            }
+        }
+        for found in table.functions() {
+            let a = found.addr.0;
+            if let Some(f) = truth.iter().find(|f| a > f.addr && a < f.addr + f.size) {
+                wrong.push(format!(
+                    "{}: {} invented inside {}",
+                    m.name(),
+                    found.name,
+                    f.name
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

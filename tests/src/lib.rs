@@ -8,6 +8,7 @@
 //! fail: a test that cannot build its mutatee must fail loudly, never skip.
 
 mod command;
+pub mod ground_truth;
 mod gsh;
 mod mutatee;
 mod packages;

@@ -70,6 +70,11 @@ impl PtyGsh {
         }
     }
 
+    /// gsh's process id (to signal it).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     /// Types `text` at the terminal.
     pub fn send(&mut self, text: &str) {
         self.master

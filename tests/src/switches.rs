@@ -105,10 +105,10 @@ pub fn check(path: &Path) -> Result<Report, String> {
             {
                 continue;
             }
-            let Some((table, stride)) = table_of(&insns, i) else {
+            let Some((table, stride, index)) = table_of(&insns, i) else {
                 continue;
             };
-            let Some(count) = guard(&insns, i) else {
+            let Some(count) = guard(&insns, i, index).or_else(|| byte_index(&insns, index)) else {
                 report.not_understood.push(jump.ip());
                 continue;
             };
@@ -147,23 +147,35 @@ pub fn check(path: &Path) -> Result<Report, String> {
     Ok(report)
 }
 
-/// The table and entry size of the jump at `insns[i]`, when it has a table's shape.
-fn table_of(insns: &[Instruction], i: usize) -> Option<(u64, u64)> {
+/// The index register and the position of the instruction that loads through it.
+type Index = Option<(Register, usize)>;
+
+/// The table, entry size and index (when the checker sees it) of the jump at `insns[i]`, when
+/// it has a table's shape.
+fn table_of(insns: &[Instruction], i: usize) -> Option<(u64, u64, Index)> {
     let jump = &insns[i];
-    let absolute = |insn: &Instruction| {
+    let absolute = |insn: &Instruction, at: usize| {
         (insn.memory_base() == Register::None
             && insn.memory_index() != Register::None
             && insn.memory_index_scale() == 8)
-            .then(|| insn.memory_displacement64())
+            .then(|| {
+                (
+                    insn.memory_displacement64(),
+                    8,
+                    Some((insn.memory_index(), at)),
+                )
+            })
     };
     if jump.op0_kind() == OpKind::Memory {
-        return Some((absolute(jump)?, 8));
+        return absolute(jump, i);
     }
     let target = jump.op0_register();
     let before = &insns[i.saturating_sub(WINDOW)..i];
     let (at, writer) = last_write(before, target)?;
     match writer.mnemonic() {
-        Mnemonic::Mov if writer.op1_kind() == OpKind::Memory => Some((absolute(writer)?, 8)),
+        Mnemonic::Mov if writer.op1_kind() == OpKind::Memory => {
+            absolute(writer, i.saturating_sub(WINDOW) + at)
+        }
         Mnemonic::Add if writer.op1_kind() == OpKind::Register => {
             // `add rA, rB`: one of the two holds the table's address from a `lea`.
             let start = i.saturating_sub(WINDOW) + at;
@@ -174,7 +186,13 @@ fn table_of(insns: &[Instruction], i: usize) -> Option<(u64, u64)> {
                     .then(|| w.ip_rel_memory_address())
             };
             let base = lea_of(writer.op1_register()).or_else(|| lea_of(target))?;
-            Some((base, 4))
+            // The entry's load, `movsxd rA, [rB + rI*4]`, names the index.
+            let (load, entry) = last_write(&insns[start.saturating_sub(WINDOW)..start], target)?;
+            let index = (entry.op1_kind() == OpKind::Memory
+                && entry.memory_index_scale() == 4
+                && entry.memory_index() != Register::None)
+                .then(|| (entry.memory_index(), start.saturating_sub(WINDOW) + load));
+            Some((base, 4, index))
         }
         _ => None,
     }
@@ -192,7 +210,7 @@ fn last_write(window: &[Instruction], reg: Register) -> Option<(usize, &Instruct
 }
 
 /// The number of entries the guard before the jump at `insns[i]` allows.
-fn guard(insns: &[Instruction], i: usize) -> Option<u64> {
+fn guard(insns: &[Instruction], i: usize, index: Index) -> Option<u64> {
     let start = i.saturating_sub(WINDOW);
     for j in (start + 1..i).rev() {
         let branch = &insns[j];
@@ -211,7 +229,18 @@ fn guard(insns: &[Instruction], i: usize) -> Option<u64> {
                     | OpKind::Immediate8to64
                     | OpKind::Immediate32to64
             );
-        if !imm {
+        // When the index register is known, the compare must be on it, or on the memory it
+        // was loaded from.
+        let on_index = index.is_none_or(|(r, load)| match cmp.op0_kind() {
+            OpKind::Register => cmp.op0_register().full_register() == r.full_register(),
+            OpKind::Memory => {
+                let before = &insns[load.saturating_sub(WINDOW)..load];
+                last_write(before, r)
+                    .is_some_and(|(_, w)| w.op1_kind() == OpKind::Memory && same_memory(w, cmp))
+            }
+            _ => false,
+        });
+        if !imm || !on_index {
             continue;
         }
         let imm = match cmp.op1_kind() {
@@ -226,4 +255,31 @@ fn guard(insns: &[Instruction], i: usize) -> Option<u64> {
         };
     }
     None
+}
+
+/// 256 when the index register of a table's load was last set from a byte by `movzx` (a
+/// computed-goto dispatch on an opcode, which needs no compare).
+fn byte_index(insns: &[Instruction], index: Index) -> Option<u64> {
+    let (reg, load) = index?;
+    let before = &insns[load.saturating_sub(WINDOW)..load];
+    let (_, writer) = last_write(before, reg)?;
+    let byte = match writer.op1_kind() {
+        OpKind::Register => writer.op1_register().size() == 1,
+        OpKind::Memory => writer.memory_size().size() == 1,
+        _ => false,
+    };
+    (writer.mnemonic() == Mnemonic::Movzx && byte).then_some(256)
+}
+
+/// True when two instructions' memory operands name the same address.
+fn same_memory(a: &Instruction, b: &Instruction) -> bool {
+    if a.is_ip_rel_memory_operand() || b.is_ip_rel_memory_operand() {
+        return a.is_ip_rel_memory_operand()
+            && b.is_ip_rel_memory_operand()
+            && a.ip_rel_memory_address() == b.ip_rel_memory_address();
+    }
+    a.memory_base() == b.memory_base()
+        && a.memory_index() == b.memory_index()
+        && a.memory_index_scale() == b.memory_index_scale()
+        && a.memory_displacement64() == b.memory_displacement64()
 }

@@ -87,11 +87,19 @@ pub struct SymtabFunc {
 /// in an executable section, one per address (the first name seen). Works on separate debug
 /// files too, whose sections keep their flags though their bytes are gone.
 pub fn symtab_functions(path: &Path) -> Vec<SymtabFunc> {
+    let mut all = symtab_function_starts(path);
+    all.retain(|f| f.size > 0);
+    all
+}
+
+/// Like [`symtab_functions`], with the `STT_FUNC` symbols of size 0 too: crt's `_init`,
+/// `_fini`, `frame_dummy`, `register_tm_clones`, written in assembly or without a size.
+pub fn symtab_function_starts(path: &Path) -> Vec<SymtabFunc> {
     let data = read(path);
     let file = parse(path, &data);
     let mut by_addr: BTreeMap<u64, SymtabFunc> = BTreeMap::new();
     for sym in file.symbols() {
-        if sym.kind() != SymbolKind::Text || sym.size() == 0 || sym.is_undefined() {
+        if sym.kind() != SymbolKind::Text || sym.is_undefined() {
             continue;
         }
         if sym.elf_symbol().st_type() != object::elf::STT_FUNC {

@@ -13,6 +13,11 @@
 //!   `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
+//! - `soak-redis [--runs CYCLES]`: issue 13's live soak on redis-server under load: exact
+//!   counts of a function called a known number of times, slots, RSS and mappings per cycle.
+//! - `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms
+//!   sees during `count '*'`, against the one it sees during a bare halt + resume. Run it
+//!   with `--release`.
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
@@ -24,13 +29,19 @@
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
 //!   gsh's CFGs.
+//! - `ground-truth [gcc|clang...]`: [`gsh_tests::ground_truth`]'s corpus built at -O0..-O3,
+//!   PIE and not; gsh's jump tables and stripped function starts graded against the
+//!   relocations and symbols the builds keep.
 
 mod bench;
 mod bench_attached;
 mod bench_live;
 mod bench_measure;
+mod bench_stall;
 mod bench_static;
 mod coverage;
+mod ground_truth;
+mod soak_redis;
 mod switches;
 mod timing;
 mod whole_program;
@@ -52,6 +63,10 @@ tasks:
                                   runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
+  soak-redis [--runs CYCLES]      attach/count/time/profile/delete/detach cycles on
+                                  redis under redis-benchmark load (default 50; --release)
+  bench-stall [--runs N]          longest reply of redis-server pinged every 1 ms during
+                                  `count '*'`, against halt + resume (use --release)
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)
@@ -60,7 +75,10 @@ tasks:
                                   outputs compared exactly, tactics, run-time ratios and
                                   entry/exit balance printed (default all, 3 runs; --release)
   check-switches BINARY...        jump tables an independent decoder finds whose case targets
-                                  are not all block starts in gsh's CFGs";
+                                  are not all block starts in gsh's CFGs
+  ground-truth [gcc|clang...]     the corpus in tests/corpus built at -O0..-O3, PIE and not,
+                                  with relocations kept: jump tables and stripped function
+                                  starts graded (default: gcc and clang)";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -110,10 +128,13 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-stall" => bench_stall::run(rest),
+        "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),
+        "ground-truth" => ground_truth::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {

@@ -9,7 +9,7 @@ use super::landing::LandingPads;
 use super::{jumptable, Block, BlockId, CallSite, Cfg, Edge, EdgeKind, Exit, JumpTable};
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
-use crate::symbols::{Function, FunctionTable};
+use crate::symbols::{Found, Function, FunctionTable, NameSource};
 
 /// Instructions decoded for one function at the most; past it the traversal stops, so that a
 /// misidentified function cannot make analysis run away.
@@ -34,6 +34,12 @@ pub struct Context<'a> {
     pub code: &'a [(u64, u64)],
     /// Where calls that throw land.
     pub landing_pads: &'a LandingPads,
+}
+
+/// True for a function only `.eh_frame` knows: no name, no call, no pointer to it (a stripped
+/// binary's cold part).
+fn unclaimed(f: &Function) -> bool {
+    f.name_source == NameSource::Synthetic && f.found == Found::EH_FRAME
 }
 
 /// The `(start, end)` of every executable section of `binary`, sorted by address.
@@ -145,11 +151,14 @@ impl Builder<'_, '_> {
             return false;
         }
         // Outside our bounds: another function's entry is a tail call; a `.cold` part split
-        // off by gcc, or code no function claims, is still ours.
+        // off by gcc, or code no function claims, is still ours. A stripped binary's FDEs show
+        // a cold part as a function of its own that nothing calls or names: a jump into its
+        // middle is ours too (tail calls go to entries). The cold part's jumps back into its
+        // parent stay exits of the cold part, or each would explore its parent again.
         match self.ctx.functions.containing(LinkAddr(target)) {
             None => true,
             Some(other) => {
-                other.addr.0 != target && other.name.contains(".cold")
+                other.addr.0 != target && (other.name.contains(".cold") || unclaimed(other))
                     || other.addr.0 == target && other.name.ends_with(".cold")
             }
         }
@@ -191,8 +200,17 @@ impl Builder<'_, '_> {
             let branches = self.branches_to();
             let mut resolved = false;
             for insn in std::mem::take(&mut self.pending) {
+                // The function's own code: its range, the region the jump is in, and cold
+                // parts (split off from it).
+                let region = |a: LinkAddr| self.ctx.functions.containing(a).map(|f| f.id);
+                let home = region(LinkAddr(insn.ip()));
+                let ours = |t: LinkAddr| {
+                    self.func.contains(t)
+                        || region(t) == home
+                        || self.ctx.functions.containing(t).is_some_and(unclaimed)
+                };
                 let found =
-                    jumptable::resolve(self.ctx.binary, self.func, &self.insns, &branches, &insn);
+                    jumptable::resolve(self.ctx.binary, &ours, &self.insns, &branches, &insn);
                 match found {
                     Ok(table) => {
                         // A switch's cases are its own code, even in a part of it split off

@@ -29,10 +29,9 @@ use super::build::{BranchesTo, Insns};
 use super::JumpTable;
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
-use crate::symbols::Function;
 
 /// Instructions looked at before the jump.
-const LOOKBACK: usize = 64;
+const LOOKBACK: usize = 160;
 /// Entries read from an unbounded table at the most.
 const MAX_UNBOUNDED: u64 = 512;
 /// Entries read from a bounded table at the most.
@@ -149,6 +148,9 @@ struct Eval {
     flags: Option<(Lin, u64)>,
     /// Values known to be below a count: `(value, count)`, oldest first.
     bounds: Vec<(Lin, u64)>,
+    /// Values below 256 because a byte was zero-extended: bounds to fall back on when no
+    /// compare or mask bounds the index.
+    bytes: Vec<Lin>,
     /// The low bytes of values (`al` of `rax`): `(value, size, symbol)`, so that `cmp al, N`
     /// and a later `movzx eax, al` name the same thing.
     narrowed: Vec<(Lin, u32, Lin)>,
@@ -165,6 +167,7 @@ impl Eval {
             syms: Vec::new(),
             flags: None,
             bounds: Vec::new(),
+            bytes: Vec::new(),
             narrowed: Vec::new(),
             loads: Vec::new(),
             info: InstructionInfoFactory::new(),
@@ -202,6 +205,11 @@ impl Eval {
             if matches!(self.syms[s as usize], Sym::Load { size: loaded, .. } if loaded <= size) {
                 return v;
             }
+        }
+        // A value already bounded below 2^(8·size) is its own low bytes.
+        let limit = 1u64 << (8 * size);
+        if self.bounds.iter().any(|(b, n)| *b == v && *n <= limit) {
+            return v;
         }
         if let Some((_, _, n)) = self
             .narrowed
@@ -389,7 +397,18 @@ impl Eval {
                     _ => Some(self.operand(insn, 1)),
                 };
                 match v {
-                    Some(v) => self.set(d, v),
+                    Some(v) => {
+                        // A byte indexes at most 256 entries (CPython's computed-goto
+                        // dispatch: `movzx eax, sil; mov rax, [T + rax*8]; jmp rax`).
+                        let byte = match insn.op1_kind() {
+                            OpKind::Register => insn.op1_register().size() == 1,
+                            _ => insn.memory_size().size() == 1,
+                        };
+                        if byte && v.as_konst().is_none() {
+                            self.bytes.push(v.clone());
+                        }
+                        self.set(d, v);
+                    }
                     None => self.clobber(d),
                 }
                 true
@@ -499,7 +518,9 @@ impl Eval {
         if !handled {
             self.clobber_written(insn);
         }
-        if handled || insn.rflags_modified() != 0 {
+        // A `mov` between the compare and its branch keeps the flags; anything writing them
+        // replaces them with what is known of its compare, usually nothing.
+        if flags.is_some() || insn.rflags_modified() != 0 {
             self.flags = flags;
         }
     }
@@ -654,32 +675,45 @@ fn extend(insns: &Insns, branches: &BranchesTo, run: &mut Vec<Step>, paths: &mut
     }
 }
 
-/// Resolves the indirect jump `jump` of `func`, if it is a jump table.
+/// Resolves the indirect jump `jump`, if it is a jump table; `ours` tells the addresses of the
+/// function's own code (its range, and the part of it the jump is in).
 pub fn resolve(
     binary: &Binary,
-    func: &Function,
+    ours: &dyn Fn(LinkAddr) -> bool,
     insns: &Insns,
     branches: &BranchesTo,
     jump: &Instruction,
 ) -> Result<JumpTable, Unresolved> {
     let mut why = Unresolved::Other;
     for path in paths_into(insns, branches, jump) {
-        match resolve_path(binary, func, &path, jump) {
+        // A path may miss the table's base (a register set before a loop), so even one that
+        // shows no table's shape does not rule the others out.
+        match resolve_path(binary, ours, &path, jump) {
             Ok(table) => return Ok(table),
-            Err(Unresolved::Switch) => why = Unresolved::Switch,
-            Err(Unresolved::Other) => {}
+            Err(Failed::Unreadable) => why = Unresolved::Switch,
+            Err(Failed::NoShape | Failed::Unplaced) => {}
         }
     }
     Err(why)
 }
 
+/// Why one path did not resolve a jump.
+enum Failed {
+    /// The target is not read from a table.
+    NoShape,
+    /// It is, but the table could not be placed in the file.
+    Unplaced,
+    /// The table was placed, but no entry leads into the function.
+    Unreadable,
+}
+
 /// Resolves `jump` as the last step of `path`.
 fn resolve_path(
     binary: &Binary,
-    func: &Function,
+    ours: &dyn Fn(LinkAddr) -> bool,
     path: &[Step],
     jump: &Instruction,
-) -> Result<JumpTable, Unresolved> {
+) -> Result<JumpTable, Failed> {
     let mut eval = Eval::new();
     for step in &path[..path.len() - 1] {
         eval.step(step);
@@ -693,23 +727,34 @@ fn resolve_path(
         base,
     }) = match_shape(&eval, &target)
     else {
-        return Err(Unresolved::Other);
+        return Err(Failed::NoShape);
     };
-    // The table from the latest bound whose index the access scales: `A - stride·g`. A
-    // constant bounded value must be the index itself.
-    let placed = eval.bounds.iter().rev().find_map(|(g, n)| {
+    // The table from the latest bound whose value the access scales: `A - stride·g`. The
+    // latest, since the path may pass unrelated compares of the same value's relatives
+    // before (and one may even contradict the guard on a path that cannot run). A constant
+    // bounded value must be the index itself. A zero-extended byte bounds it only when no
+    // compare does.
+    let place = |g: &Lin| {
         if g.as_konst().is_some() && index.as_ref() != Some(g) {
             return None;
         }
-        let table = addr.sub(&g.scale(stride as i64)).as_konst()?;
-        Some((table as u64, Some(*n)))
-    });
+        Some(addr.sub(&g.scale(stride as i64)).as_konst()? as u64)
+    };
+    let placed = eval
+        .bounds
+        .iter()
+        .rev()
+        .find_map(|(g, n)| Some((place(g)?, Some(*n))))
+        .or_else(|| {
+            let bytes = eval.bytes.iter().rev();
+            bytes.clone().find_map(|g| Some((place(g)?, Some(256))))
+        });
     // Only a table in the file is one: an anchor elsewhere is a structure's offset.
     let in_file = |a: u64| binary.section_at(LinkAddr(a)).is_some_and(|s| s.is_alloc());
     let (table, bound) = match (placed, anchor) {
         (Some(p), _) if in_file(p.0) => p,
         (None, Some(a)) if in_file(a as u64) => (a as u64, None),
-        _ => return Err(Unresolved::Other),
+        _ => return Err(Failed::Unplaced),
     };
     let limit = bound.unwrap_or(MAX_UNBOUNDED).min(MAX_BOUNDED);
     let mut targets = Vec::new();
@@ -730,7 +775,7 @@ fn resolve_path(
             Some(b) => b.wrapping_add(bytes),
         };
         let in_code = binary.section_at(LinkAddr(t)).is_some_and(|s| s.is_exec());
-        if !in_code || (bound.is_none() && !func.contains(LinkAddr(t))) {
+        if !in_code || (bound.is_none() && !ours(LinkAddr(t))) {
             if bound.is_none() {
                 break;
             }
@@ -741,16 +786,16 @@ fn resolve_path(
             targets.push(LinkAddr(t));
         }
     }
-    if !targets.iter().any(|t| func.contains(*t)) {
+    if !targets.iter().any(|t| ours(*t)) {
         // A switch's table leads into its own function; a read-only table that does not is
         // misread, while a writable array of code pointers is a dispatch to other functions.
         let read_only = binary
             .section_at(LinkAddr(table))
             .is_some_and(|s| s.flags & u64::from(object::elf::SHF_WRITE) == 0);
         return Err(if read_only {
-            Unresolved::Switch
+            Failed::Unreadable
         } else {
-            Unresolved::Other
+            Failed::NoShape
         });
     }
     Ok(JumpTable {

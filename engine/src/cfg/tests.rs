@@ -87,9 +87,22 @@ __attribute__((noinline)) int checked(int x) {
 
 __attribute__((noinline)) int tail(int x) { return leaf(x * 3); }
 
+/* A tail call through a pointer: an indirect jump with the stack as at entry. */
+__attribute__((noinline)) int via(int (*k)(int), int v) { return k(v + 1); }
+
+/* An indirect jump inside a frame that is no table: not a way out. */
+__attribute__((noinline)) int inside(int v) {
+    volatile char buf[64];
+    buf[v & 63] = 1;
+    int r = leaf(v);
+    __asm__ volatile("lea 1f(%%rip), %%rax\n\tjmp *%%rax\n1:" ::: "rax", "memory");
+    return r + leaf(r) + buf[0];
+}
+
 int main(int argc, char **argv) {
     (void)argv;
-    return nested(argc) + siblings(argc) + sw(argc) + swmod(argc) + checked(argc) + tail(argc);
+    return nested(argc) + siblings(argc) + sw(argc) + swmod(argc) + checked(argc) + tail(argc)
+        + via(leaf, argc) + inside(argc);
 }
 "#;
 
@@ -362,5 +375,32 @@ fn landing_pads_are_reached_by_catch_edges() {
                 .is_some_and(|c| c.target == Some(thrower_at))),
             "{flags:?}"
         );
+    }
+}
+
+#[test]
+fn indirect_jumps_leave_only_from_an_unwound_frame() {
+    for flags in VARIANTS {
+        let s = analysed(flags);
+        let exits = |name: &str| -> Vec<Exit> {
+            let (a, _) = func(&s, name);
+            a.cfg.blocks.iter().filter_map(|b| b.exit.clone()).collect()
+        };
+        let inside = exits("inside");
+        assert!(inside.contains(&Exit::Unresolved), "{flags:?}: {inside:?}");
+        assert!(!inside.contains(&Exit::Indirect), "{flags:?}: {inside:?}");
+        let (a, _) = func(&s, "inside");
+        assert_eq!(a.cfg.unresolved.len(), 1, "{flags:?}");
+        let m = s.main().unwrap();
+        let f = m.functions().by_name("inside").next().unwrap();
+        let points = crate::point::find(m, f.id, &crate::point::Query::all());
+        assert!(
+            points.iter().all(|p| p.addr != a.cfg.unresolved[0]),
+            "{flags:?}: a point at the unresolved jump of inside: {points:?}"
+        );
+        if flags.contains(&"-O2") {
+            let via = exits("via");
+            assert!(via.contains(&Exit::Indirect), "{flags:?}: {via:?}");
+        }
     }
 }

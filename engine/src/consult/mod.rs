@@ -16,6 +16,9 @@
 
 use std::fmt;
 
+pub mod proclab;
+pub mod sample;
+
 /// Why a program may be slow: one of the "why" axis' hypotheses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Hypothesis {
@@ -493,6 +496,202 @@ impl Search {
             .count()
     }
 }
+
+/// A finding as scripts read it: the hypothesis, the focus outermost first (the thread apart),
+/// and the fraction measured.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FindingOut {
+    pub hypothesis: Hypothesis,
+    pub focus: Vec<String>,
+    pub fraction: f64,
+    pub thread: Option<u32>,
+}
+
+impl From<&Finding> for FindingOut {
+    fn from(f: &Finding) -> FindingOut {
+        FindingOut {
+            hypothesis: f.hypothesis,
+            focus: f
+                .focus
+                .0
+                .iter()
+                .filter(|r| !matches!(r, Resource::Thread(_)))
+                .map(Resource::to_string)
+                .collect(),
+            fraction: f.fraction,
+            thread: f.focus.0.iter().find_map(|r| match r {
+                Resource::Thread(t) => Some(*t),
+                _ => None,
+            }),
+        }
+    }
+}
+
+/// One node of the search history graph as scripts read it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct NodeOut {
+    pub id: usize,
+    pub parent: Option<usize>,
+    pub hypothesis: Hypothesis,
+    pub focus: Vec<String>,
+    pub state: State,
+    pub fraction: Option<f64>,
+    pub note: Option<String>,
+}
+
+/// What a finished (or interrupted) search reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Report {
+    pub findings: Vec<FindingOut>,
+    pub tested: usize,
+    /// The cost of the search observed while it ran, as a fraction of one CPU.
+    pub overhead: f64,
+    pub seconds: f64,
+    pub graph: Vec<NodeOut>,
+}
+
+impl Search {
+    /// The report of this search after `seconds`, with the overhead observed.
+    pub fn report(&self, seconds: f64, overhead: f64) -> Report {
+        Report {
+            findings: self.findings().iter().map(FindingOut::from).collect(),
+            tested: self.tested(),
+            overhead,
+            seconds,
+            graph: self
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(id, n)| NodeOut {
+                    id,
+                    parent: n.parent,
+                    hypothesis: n.experiment.hypothesis,
+                    focus: n
+                        .experiment
+                        .focus
+                        .0
+                        .iter()
+                        .map(Resource::to_string)
+                        .collect(),
+                    state: n.state,
+                    fraction: n.fraction,
+                    note: n.note.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Report {
+    /// The conclusions, then the search history graph as an indented tree.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        if self.findings.is_empty() {
+            out.push_str("no hypothesis held\n");
+        }
+        for f in &self.findings {
+            let thread = f
+                .thread
+                .map_or_else(String::new, |t| format!(" (thread {t})"));
+            let _ = writeln!(
+                out,
+                "{:<13}{:.2}  {}{thread}",
+                f.hypothesis.name(),
+                f.fraction,
+                f.focus.join(" > ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{} experiments in {:.1} s, overhead {:.1}% of a CPU\n",
+            self.tested,
+            self.seconds,
+            self.overhead * 100.0
+        );
+        fn walk(r: &Report, parent: Option<usize>, depth: usize, out: &mut String) {
+            for n in r.graph.iter().filter(|n| n.parent == parent) {
+                let value = n.fraction.map_or_else(|| "-".into(), |f| format!("{f:.2}"));
+                let state = match n.state {
+                    State::True => "true",
+                    State::False => "false",
+                    State::Untested => "untested",
+                    State::Active => "testing",
+                    State::Failed => "failed",
+                };
+                let note = n
+                    .note
+                    .as_deref()
+                    .map_or_else(String::new, |x| format!("  ({x})"));
+                let _ = writeln!(
+                    out,
+                    "{:indent$}{} {}  {state} {value}{note}",
+                    "",
+                    n.hypothesis.name(),
+                    n.focus.last().map_or("", String::as_str),
+                    indent = depth * 2
+                );
+                walk(r, Some(n.id), depth + 1, out);
+            }
+        }
+        walk(self, None, 0, &mut out);
+        out
+    }
+
+    /// The search history graph in Graphviz's language: true nodes filled, failed ones dashed.
+    pub fn dot(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::from("digraph consult {\n  node [shape=box];\n");
+        for n in &self.graph {
+            let label = format!(
+                "{}\\n{}\\n{}",
+                n.hypothesis.name(),
+                n.focus.join(" > ").replace('"', "\\\""),
+                n.fraction.map_or_else(|| "-".into(), |f| format!("{f:.2}"))
+            );
+            let style = match n.state {
+                State::True => "style=filled, fillcolor=\"#f4a3a3\"",
+                State::False => "style=filled, fillcolor=\"#b9e3b9\"",
+                State::Failed => "style=dashed",
+                State::Untested | State::Active => "style=filled, fillcolor=\"#f5d7a3\"",
+            };
+            let _ = writeln!(out, "  n{} [label=\"{label}\", {style}];", n.id);
+            if let Some(p) = n.parent {
+                let _ = writeln!(out, "  n{p} -> n{};", n.id);
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
+/// Runs `search` on `lab` until it ends, `limit` passes, `interrupted` is set, or `alive` says
+/// the program is gone; stops every running experiment before returning the seconds it ran.
+pub fn run(
+    search: &mut Search,
+    lab: &mut dyn Lab,
+    limit: std::time::Duration,
+    interrupted: &std::sync::atomic::AtomicBool,
+    mut alive: impl FnMut() -> bool,
+) -> f64 {
+    let start = std::time::Instant::now();
+    loop {
+        let now = start.elapsed();
+        if !search.step(lab, now.as_secs_f64())
+            || now >= limit
+            || interrupted.load(std::sync::atomic::Ordering::SeqCst)
+            || !alive()
+        {
+            break;
+        }
+        std::thread::sleep(STEP);
+    }
+    search.stop(lab);
+    start.elapsed().as_secs_f64()
+}
+
+/// How often [`run`] judges and starts experiments.
+const STEP: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[cfg(test)]
 mod tests;

@@ -171,6 +171,10 @@ pub struct Member {
     pub size: Option<u64>,
     /// For bit-fields: (bit offset within the aggregate, bit size).
     pub bits: Option<(u64, u64)>,
+    /// The layout of the member's type when it is an anonymous struct or union (which no
+    /// name finds): `struct { int a; } u;` or C11's unnamed `union { ... };`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline: Option<Box<TypeLayout>>,
 }
 
 /// The layout of a named type.

@@ -337,8 +337,38 @@ fn strip_aliases(units: &Units, ty: Option<DieRef>) -> Option<DieRef> {
     None
 }
 
+/// The layout of `ty` when it is a struct, union or class without a name.
+fn anonymous_layout(units: &Units, ty: Option<DieRef>, depth: u32) -> Option<Box<TypeLayout>> {
+    let r = strip_aliases(units, ty)?;
+    let die = units.entry(r)?;
+    let kind = match die.tag() {
+        gimli::DW_TAG_structure_type => TypeKind::Struct,
+        gimli::DW_TAG_union_type => TypeKind::Union,
+        gimli::DW_TAG_class_type => TypeKind::Class,
+        _ => return None,
+    };
+    if die.attr(gimli::DW_AT_name).is_some() || depth >= MAX_DEPTH {
+        return None;
+    }
+    let mut layout = TypeLayout {
+        kind,
+        name: spell(units, Some(r)),
+        size: size_of(units, Some(r)),
+        members: Vec::new(),
+        enumerators: Vec::new(),
+        target: None,
+        decl: units.decl(r.unit, &die),
+    };
+    layout.members = members_at(units, r, depth + 1);
+    Some(Box::new(layout))
+}
+
 /// The data members (and base classes) of a struct, class or union.
 fn members(units: &Units, r: DieRef) -> Vec<Member> {
+    members_at(units, r, 0)
+}
+
+fn members_at(units: &Units, r: DieRef, depth: u32) -> Vec<Member> {
     let mut out = Vec::new();
     for (_, child) in children(units, r) {
         let tag = child.tag();
@@ -387,6 +417,7 @@ fn members(units: &Units, r: DieRef) -> Vec<Member> {
             offset,
             size,
             bits,
+            inline: anonymous_layout(units, ty, depth),
         });
     }
     out

@@ -36,6 +36,10 @@ pub struct SessionEnv<'a> {
     bias: u64,
     /// Other modules of the program, whose DWARF may declare what `module` imports.
     others: Vec<&'a Module>,
+    /// The other modules a live process has loaded, with their load biases: a snippet may
+    /// call their exported functions by name (a library loaded with `dlopen`, which the
+    /// instrumented module has no PLT stub for).
+    loaded: Vec<(&'a Module, u64)>,
 }
 
 impl<'a> SessionEnv<'a> {
@@ -55,7 +59,21 @@ impl<'a> SessionEnv<'a> {
             point,
             bias,
             others: Vec::new(),
+            loaded: Vec::new(),
         }
+    }
+
+    /// Lets snippets call the exported functions of the modules a live process has loaded
+    /// (module, load bias), after the instrumented module's own functions and imports.
+    pub fn with_loaded(
+        mut self,
+        loaded: impl IntoIterator<Item = (&'a Module, u64)>,
+    ) -> SessionEnv<'a> {
+        self.loaded = loaded
+            .into_iter()
+            .filter(|(m, _)| m.id != self.module.id)
+            .collect();
+        self
     }
 
     /// Lets calls to imports find their prototypes in the DWARF of `others` (the library that
@@ -189,10 +207,13 @@ impl<'a> SessionEnv<'a> {
     fn function(&self, name: &str) -> Option<Binding> {
         let table = self.module.functions();
         let plt = format!("{name}@plt");
-        let f = table
+        let Some(f) = table
             .by_name(name)
             .next()
-            .or_else(|| table.by_name(&plt).next())?;
+            .or_else(|| table.by_name(&plt).next())
+        else {
+            return self.loaded_function(name);
+        };
         let libc = crate::snippet::libc::prototype(name);
         let mut sig = self
             .debug()
@@ -228,6 +249,26 @@ impl<'a> SessionEnv<'a> {
         Some(Binding::Func {
             addr: f.addr.0.wrapping_add(self.bias),
             sig,
+        })
+    }
+
+    /// An exported function `name` of another module the process has loaded, typed by that
+    /// module's DWARF (or the C library table, or as a variadic `long` function).
+    fn loaded_function(&self, name: &str) -> Option<Binding> {
+        self.loaded.iter().find_map(|&(m, bias)| {
+            let f = m
+                .functions()
+                .by_name(name)
+                .find(|f| f.global && !f.name.ends_with("@plt"))?;
+            let mut other = SessionEnv::new(m, None, &[], PointInfo::default(), bias);
+            other.others = self.others.clone();
+            match other.function(name)? {
+                Binding::Func { sig, .. } => Some(Binding::Func {
+                    addr: f.addr.0.wrapping_add(bias),
+                    sig,
+                }),
+                _ => None,
+            }
         })
     }
 

@@ -45,13 +45,30 @@ impl std::fmt::Display for Printed {
 }
 
 /// A scalar the snippet interpreter computed, shown as gdb shows it.
-fn scalar_text(value: Value, ty: &Type, text: Option<String>) -> String {
+/// `symbol` names what a pointer points into; a pointer other than a `char *` is prefixed
+/// with its type, as gdb does (`(struct shape *) 0x4040a0 <shapes+88>`).
+fn scalar_text(
+    value: Value,
+    ty: &Type,
+    text: Option<String>,
+    symbol: &dyn Fn(u64) -> Option<String>,
+) -> String {
     match (value, ty) {
-        (Value::Double(d), _) => format!("{d}"),
-        (Value::Int(v), Type::Ptr(_)) => match text {
-            Some(t) => format!("{v:#x} {t}"),
-            None => format!("{v:#x}"),
-        },
+        (Value::Double(d), _) => values::float_text(d, 17),
+        (Value::Int(v), Type::Ptr(_)) => {
+            let mut s = if is_char_ptr(ty) {
+                format!("{v:#x}")
+            } else {
+                format!("({ty}) {v:#x}")
+            };
+            if let Some(name) = (v != 0).then(|| symbol(v)).flatten() {
+                s.push_str(&format!(" <{name}>"));
+            }
+            if let Some(t) = text {
+                s.push_str(&format!(" {t}"));
+            }
+            s
+        }
         (Value::Int(v), Type::Int(k)) if k.size() == 1 => {
             let signed = if k.signed() {
                 v as u8 as i8 as i64
@@ -79,7 +96,9 @@ enum Target<'p> {
 
 struct LiveMachine<'p> {
     target: Target<'p>,
-    saved: [u8; SAVED_REGS_SIZE as usize],
+    /// The saved-register block, then the values of the frame's register-held locals
+    /// (read-only slots `PrintEnv` binds them to).
+    saved: Vec<u8>,
     saved_dirty: bool,
     strings: Vec<Vec<u8>>,
     string_addrs: Vec<Option<u64>>,
@@ -137,6 +156,11 @@ impl Machine for LiveMachine<'_> {
                 .stopped("change its memory")?
                 .write(a, bytes)
                 .map_err(|e| e.to_string()),
+            Addr::Saved(off) if off >= SAVED_REGS_SIZE => Err(
+                "that variable lives in a register of a frame gsh does not write; \
+                 `print` reads it only"
+                    .into(),
+            ),
             Addr::Saved(off) => {
                 self.stopped("change its registers")?;
                 let off = off as usize;
@@ -218,8 +242,8 @@ fn check(source: &str, env: &dyn Env) -> Result<Program, EvalError> {
     }
 }
 
-fn saved_from(p: &Process, tid: Option<i32>) -> Result<[u8; SAVED_REGS_SIZE as usize], EvalError> {
-    let mut saved = [0u8; SAVED_REGS_SIZE as usize];
+fn saved_from(p: &Process, tid: Option<i32>) -> Result<Vec<u8>, EvalError> {
+    let mut saved = vec![0u8; SAVED_REGS_SIZE as usize];
     if let Some(tid) = tid {
         let r = p.regs(tid)?;
         let ints = [r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9];
@@ -303,7 +327,7 @@ pub fn print_exited(
 ) -> Result<Printed, EvalError> {
     let mut m = LiveMachine {
         target: Target::Exited(base, bytes),
-        saved: [0; SAVED_REGS_SIZE as usize],
+        saved: vec![0; SAVED_REGS_SIZE as usize],
         saved_dirty: false,
         strings: Vec::new(),
         string_addrs: Vec::new(),
@@ -321,13 +345,61 @@ pub fn print_running(
 ) -> Result<Printed, EvalError> {
     let mut m = LiveMachine {
         target: Target::Running(reader),
-        saved: [0; SAVED_REGS_SIZE as usize],
+        saved: vec![0; SAVED_REGS_SIZE as usize],
         saved_dirty: false,
         strings: Vec::new(),
         string_addrs: Vec::new(),
         near: 0,
     };
     print_with(&mut m, env, scope, expr, None)
+}
+
+/// Appends the values of the frame's register-held locals to the machine's saved block, so
+/// snippet expressions can read them (`total + 1`): (name, offset) of each.
+fn register_slots(m: &mut LiveMachine<'_>, scope: &Scope<'_>) -> Vec<(String, u32)> {
+    let mut slots = Vec::new();
+    let mut add = |name: String, bytes: &[u8]| {
+        let off = m.saved.len();
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().next_multiple_of(16).max(16), 0);
+        m.saved.extend_from_slice(&padded);
+        slots.push((name, off as u32));
+    };
+    if let Some(regs) = &scope.regs {
+        let aliases = ["pc", "sp", "fp"];
+        for name in super::scope::REGISTERS.iter().chain(&aliases) {
+            if let Some(v) = super::scope::register_number(name).and_then(|n| regs.get(n)) {
+                add(
+                    format!("{}{name}", super::scope::REGISTER_PREFIX),
+                    &v.to_le_bytes(),
+                );
+            }
+        }
+    }
+    for v in &scope.locals {
+        if let crate::dwarf::VarLocation::Value(bytes) = &v.location {
+            add(v.info.name.clone(), bytes);
+        }
+    }
+    slots
+}
+
+/// `FIRST@COUNT` split at its `@`, outside quotes.
+fn split_at_sign(text: &str) -> Option<(&str, &str)> {
+    let mut quote = None;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '@') => return Some((text[..i].trim(), text[i + 1..].trim())),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// A [`LiveMachine`] as paths see it.
@@ -371,9 +443,10 @@ fn show_found(
     f: &Found<'_>,
 ) -> Result<String, EvalError> {
     let types = Types::new(f.module.debug_info());
-    let size = match f.bits {
-        Some((shift, n)) => (shift + n).div_ceil(8),
-        None => types.size(&f.type_name).ok_or_else(|| {
+    let size = match (f.bits, &f.inline) {
+        (Some((shift, n)), _) => (shift + n).div_ceil(8),
+        (None, Some(l)) => l.size.unwrap_or(0),
+        (None, None) => types.size(&f.type_name).ok_or_else(|| {
             EvalError::Machine(format!("the size of `{}` is not known", f.type_name))
         })?,
     };
@@ -396,10 +469,12 @@ fn show_found(
         types,
         read: &mut read,
         symbol: &symbol,
+        format: scope.format,
     };
-    Ok(match f.bits {
-        Some((shift, n)) => printer.bitfield(&f.type_name, &bytes, shift, n),
-        None => printer.top(&f.type_name, &bytes),
+    Ok(match (f.bits, &f.inline) {
+        (Some((shift, n)), _) => printer.bitfield(&f.type_name, &bytes, shift, n),
+        (None, Some(l)) => printer.aggregate(l, &bytes, 0),
+        (None, None) => printer.top(&f.type_name, &bytes),
     })
 }
 
@@ -414,7 +489,58 @@ fn print_with(
         .qualify(expr.trim().trim_end_matches(';'))
         .map_err(EvalError::Machine)?;
     let scope = &*scope;
-    let env = PrintEnv { inner: env, scope };
+    let slots = register_slots(m, scope);
+    let env = PrintEnv {
+        inner: env,
+        scope,
+        slots,
+    };
+    // gdb's artificial array `FIRST@COUNT`: COUNT objects from where FIRST lies.
+    if let Some((first, count)) = split_at_sign(&text) {
+        let source = format!("{first};");
+        let (ast, diags) = crate::snippet::parser::parse(&source);
+        let e = match (diags.iter().any(|d| d.is_error()), &ast.stmts[..]) {
+            (false, [stmt]) => match &stmt.kind {
+                StmtKind::Expr(e) => Some(e.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let mut paths = Paths { m, env: &env };
+        let found = match e {
+            Some(e) => scope.path(&e, &source, &env, &mut paths),
+            None => Ok(None),
+        }
+        .map_err(EvalError::Machine)?;
+        let n = paths.int(count).map_err(EvalError::Machine)?;
+        let Some(mut f) = found.filter(|f| matches!(f.loc, Loc::Mem(_)) && f.bits.is_none()) else {
+            return Err(EvalError::Machine(format!(
+                "`@` needs an object in memory on its left: `{}` is not one",
+                scope.unqualify(first)
+            )));
+        };
+        if !(1..=100_000).contains(&n) {
+            return Err(EvalError::Machine(format!(
+                "`@{count}`: the count is 1 to 100000"
+            )));
+        }
+        // An array of arrays keeps its own dimensions inside the new one.
+        f.type_name = match f
+            .type_name
+            .find('[')
+            .filter(|_| !f.type_name.contains("(*"))
+        {
+            Some(open) => format!(
+                "{} [{n}]{}",
+                f.type_name[..open].trim_end(),
+                &f.type_name[open..]
+            ),
+            None => format!("{} [{n}]", f.type_name),
+        };
+        return Ok(Printed {
+            shown: show_found(m, scope, &f)?,
+        });
+    }
     let source = format!("{text};");
     // An access path over variables DWARF types: printed whole, with DWARF's types.
     let (ast, diags) = crate::snippet::parser::parse(&source);
@@ -432,7 +558,13 @@ fn print_with(
     }
     let program = match check(&source, &env) {
         Ok(p) => p,
-        Err(e) => return aggregate(m, &env, scope, &text).ok_or(e)?,
+        Err(e) => {
+            let e = match e {
+                EvalError::Snippet(text) => EvalError::Snippet(scope.unqualify(&text)),
+                other => other,
+            };
+            return aggregate(m, &env, scope, &text).ok_or(e)?;
+        }
     };
     let [Stmt::Expr(e)] = &program.stmts[..] else {
         return Err(EvalError::NotAnExpression);
@@ -448,9 +580,13 @@ fn print_with(
             write_back(p, tid, &m.saved)?;
         }
     }
-    Ok(Printed {
-        shown: scalar_text(value, &e.ty, text),
-    })
+    let shown = match (scope.format, value) {
+        (Some(f), Value::Int(v)) => {
+            values::formatted(v, e.ty.size().min(8) * 8, f, &|a| scope.symbol(a))
+        }
+        _ => scalar_text(value, &e.ty, text, &|a| scope.symbol(a)),
+    };
+    Ok(Printed { shown })
 }
 
 /// A whole struct that is no access path (`*(struct pt *)p`): its address from the snippet
@@ -486,6 +622,7 @@ fn aggregate(
         type_name: spelling,
         module,
         bits: None,
+        inline: None,
     };
     Some(show_found(m, scope, &found).map(|shown| Printed { shown }))
 }
@@ -511,7 +648,12 @@ pub fn address(
     };
     let text = scope.qualify(expr.trim()).map_err(EvalError::Machine)?;
     let scope = &*scope;
-    let env = PrintEnv { inner: env, scope };
+    let slots = register_slots(&mut m, scope);
+    let env = PrintEnv {
+        inner: env,
+        scope,
+        slots,
+    };
     let source = format!("{text};");
     let (ast, diags) = crate::snippet::parser::parse(&source);
     if let (false, [stmt]) = (diags.iter().any(|d| d.is_error()), &ast.stmts[..]) {

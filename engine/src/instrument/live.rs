@@ -142,10 +142,14 @@ fn canon(p: &Path) -> PathBuf {
 /// finds the bytes it expects.
 struct LiveSpace<'p> {
     p: &'p mut Process,
-    /// Memory allocated through this space: written directly.
-    fresh: Vec<std::ops::Range<u64>>,
+    /// Memory allocated through this space (start to end): written directly.
+    fresh: BTreeMap<u64, u64>,
     /// Writes over existing code, in order.
     pending: Vec<(u64, Vec<u8>)>,
+    /// `pending`'s indexes by address, and its longest write: reads overlay only the
+    /// writes near them, so a request of n sites costs n log n, not n².
+    by_addr: BTreeMap<u64, Vec<usize>>,
+    longest: u64,
     /// (address, original byte) of every breakpoint in place.
     hidden: Vec<(u64, u8)>,
 }
@@ -154,8 +158,10 @@ impl<'p> LiveSpace<'p> {
     fn new(p: &'p mut Process, hidden: Vec<(u64, u8)>) -> LiveSpace<'p> {
         LiveSpace {
             p,
-            fresh: Vec::new(),
+            fresh: BTreeMap::new(),
             pending: Vec::new(),
+            by_addr: BTreeMap::new(),
+            longest: 0,
             hidden,
         }
     }
@@ -180,7 +186,16 @@ impl AddressSpace for LiveSpace<'_> {
         for (at, orig) in &self.hidden {
             overlay(&mut bytes, addr.0, *at, &[*orig]);
         }
-        for (at, w) in &self.pending {
+        let from = addr.0.saturating_sub(self.longest);
+        let mut near: Vec<usize> = self
+            .by_addr
+            .range(from..addr.0.saturating_add(len as u64))
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect();
+        // In the order they were written: later writes win.
+        near.sort_unstable();
+        for i in near {
+            let (at, w) = &self.pending[i];
             overlay(&mut bytes, addr.0, *at, w);
         }
         Ok(bytes)
@@ -204,19 +219,29 @@ impl AddressSpace for LiveSpace<'_> {
                     detail: format!("cannot allocate memory near it: {e}"),
                 },
             })?;
-        self.fresh.push(got.0..got.0 + size);
+        self.fresh.insert(got.0, got.0 + size);
         Ok(got)
     }
 
     fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError> {
         let end = addr.0 + bytes.len() as u64;
-        if self.fresh.iter().any(|r| r.start <= addr.0 && end <= r.end) {
+        let in_fresh = self
+            .fresh
+            .range(..=addr.0)
+            .next_back()
+            .is_some_and(|(_, e)| end <= *e);
+        if in_fresh {
             return self.p.write(addr.0, bytes).map_err(|e| SpaceError::Access {
                 addr,
                 len: bytes.len(),
                 detail: e.to_string(),
             });
         }
+        self.by_addr
+            .entry(addr.0)
+            .or_default()
+            .push(self.pending.len());
+        self.longest = self.longest.max(bytes.len() as u64);
         self.pending.push((addr.0, bytes.to_vec()));
         Ok(())
     }
@@ -389,25 +414,6 @@ impl Live {
             return Ok(Vec::new());
         }
         self.measure.load(p)?;
-        // Profiles walk stacks through the main program and the profiled functions' modules.
-        let mut walked: Vec<ModuleId> = self.loaded.keys().copied().min().into_iter().collect();
-        for r in self.requests.values() {
-            if measure::metric(&r.request).is_some_and(|m| m.is_profile()) {
-                walked.extend(r.modules.keys().copied());
-            }
-        }
-        if self
-            .requests
-            .values()
-            .any(|r| measure::metric(&r.request).is_some_and(|m| m.is_profile()))
-        {
-            for m in walked {
-                if let Some(l) = self.loaded.get(&m) {
-                    let (module, bias) = (l.module.clone(), l.bias);
-                    self.measure.add_unwind_table(p, m, &module, bias)?;
-                }
-            }
-        }
         let mut reports = Vec::new();
         for id in waiting {
             let modules: Vec<ModuleId> = self.requests[&id]
@@ -423,6 +429,30 @@ impl Live {
         Ok(reports)
     }
 
+    /// Loads the runtime library into the process, once: each of its injected calls stops
+    /// the process only while it runs. The process must be past libc's start-up.
+    pub fn load_runtime(&mut self, p: &mut Process) -> Result<(), LiveError> {
+        self.measure.load(p)?;
+        Ok(())
+    }
+
+    /// Gives the runtime the call-site unwind tables a profile in module `m` walks through:
+    /// the main program's and `m`'s. Computed while the process runs.
+    fn unwind_tables_for(&mut self, p: &mut Process, m: ModuleId) -> Result<(), LiveError> {
+        let main = self
+            .loaded
+            .iter()
+            .find(|(_, l)| l.module.is_main)
+            .map(|(id, _)| *id);
+        for id in main.into_iter().chain([m]) {
+            if let Some(l) = self.loaded.get(&id) {
+                let (module, bias) = (l.module.clone(), l.bias);
+                self.measure.add_unwind_table(p, id, &module, bias)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Inserts request `id` into loaded module `m`.
     fn apply(
         &mut self,
@@ -430,6 +460,9 @@ impl Live {
         id: u32,
         m: ModuleId,
     ) -> Result<Vec<PointReport>, LiveError> {
+        if measure::metric(&self.requests[&id].request).is_some_and(|m| m.is_profile()) {
+            self.unwind_tables_for(p, m)?;
+        }
         let lr = &self.requests[&id];
         let r = &lr.request;
         let loaded = &self.loaded[&m];
@@ -461,7 +494,8 @@ impl Live {
                     info.internal = metric.is_some();
                     let env =
                         SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias)
-                            .with_modules(others.iter().copied());
+                            .with_modules(others.iter().copied())
+                            .with_loaded(self.loaded.values().map(|l| (&*l.module, l.bias)));
                     reqs.push(patch::Request {
                         tag: id,
                         point: pt,
@@ -471,6 +505,8 @@ impl Live {
                 }
             }
         }
+        // Slots a previous owner used start from zero, before any code counts in them.
+        self.measure.prepare_slots(p)?;
         let hidden = self.hidden();
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         // Trampolines are written while the process runs; it stops only for the jumps.
@@ -498,8 +534,10 @@ impl Live {
 
     /// Removes request `id` everywhere it was inserted; like [`Live::insert`], the process
     /// may be running and is paused only while code is written.
+    /// A measuring request's values stay for `report` and its slots are freed for reuse.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
         let Some(lr) = self.requests.remove(&id) else {
+            self.measure.release(&p.reader(), id, true);
             return Ok(0);
         };
         let mut removed = 0;
@@ -517,8 +555,16 @@ impl Live {
                 Err(e) => result = Err(e),
             }
         }
+        // Its code is gone: the values are final and the slots free. (Code that could not
+        // be removed may still count, so its slots stay taken.)
         result?;
+        self.measure.release(&p.reader(), id, true);
         Ok(removed)
+    }
+
+    /// Forgets what request `id` measured: it was removed because inserting it failed.
+    pub fn forget(&mut self, id: u32) {
+        self.measure.forget(id);
     }
 
     /// Where request `id` stands in the process: `inserted at 12 points`, plus the libraries
@@ -553,16 +599,22 @@ impl Live {
     /// points' code now is. Written even when the patcher failed half-way, since its records
     /// already count what it staged.
     fn commit(&mut self, space: LiveSpace<'_>, m: ModuleId) -> Result<(), LiveError> {
-        let LiveSpace { p, pending, .. } = space;
+        let LiveSpace {
+            p, pending, hidden, ..
+        } = space;
         if pending.is_empty() {
             return Ok(());
         }
+        // Everything but the writes themselves is prepared while the process runs: the
+        // changes merged into a few runs of bytes, read as they are now (only gsh changes
+        // code, and it does so on this thread).
+        let runs = runs_of(p, &pending, &hidden)?;
         let running = p.state() == crate::process::State::Running;
         let t = std::time::Instant::now();
         if running {
             p.halt()?;
         }
-        let result = self.write_pending(p, &pending, m);
+        let result = self.write_pending(p, &pending, &runs, m);
         if running && p.state().is_alive() {
             p.resume()?;
         }
@@ -574,6 +626,7 @@ impl Live {
         &mut self,
         p: &mut Process,
         pending: &[(u64, Vec<u8>)],
+        runs: &[Run],
         m: ModuleId,
     ) -> Result<(), LiveError> {
         self.lift_breakpoints(p)?;
@@ -581,11 +634,18 @@ impl Live {
         if let Some((at, byte)) = once {
             p.write(at, &[byte])?;
         }
-        let mut before = Vec::new();
-        for (at, bytes) in pending {
-            before.push((*at, p.read(*at, bytes.len())?));
-            p.write(*at, bytes)?;
+        for r in runs {
+            p.write(r.at, &r.new)?;
         }
+        // Each change's bytes as the stopped threads saw them.
+        let before: Vec<(u64, Vec<u8>)> = pending
+            .iter()
+            .filter_map(|(at, bytes)| {
+                let r = runs.iter().find(|r| r.contains(*at))?;
+                let from = (at - r.at) as usize;
+                Some((*at, r.old[from..from + bytes.len()].to_vec()))
+            })
+            .collect();
         move_threads(p, &self.loaded[&m].patcher, &before)?;
         if let Some((at, _)) = once {
             // The stop follows its instruction into a trampoline when a site covered it.
@@ -837,6 +897,67 @@ fn live_options() -> PatchOptions {
         allow_traps: true,
         ..PatchOptions::default()
     }
+}
+
+/// Changes closer than this are written as one run, with the bytes between them rewritten
+/// as they are: one write instead of thousands while the process is stopped.
+const RUN_GAP: u64 = 4096;
+/// Runs are cut at this size.
+const RUN_MAX: u64 = 1 << 20;
+
+/// A run of bytes to write while the process is stopped: as they are now (with the original
+/// byte under each of our breakpoints) and as they will be.
+struct Run {
+    at: u64,
+    old: Vec<u8>,
+    new: Vec<u8>,
+}
+
+impl Run {
+    fn contains(&self, a: u64) -> bool {
+        a >= self.at && a < self.at + self.old.len() as u64
+    }
+}
+
+/// Merges pending writes into runs (see [`RUN_GAP`]), read now; later writes win where
+/// writes overlap, as if written in order.
+fn runs_of(
+    p: &Process,
+    pending: &[(u64, Vec<u8>)],
+    hidden: &[(u64, u8)],
+) -> Result<Vec<Run>, LiveError> {
+    let mut spans: Vec<(u64, u64)> = pending
+        .iter()
+        .map(|(a, b)| (*a, a + b.len() as u64))
+        .collect();
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (lo, hi) in spans {
+        match merged.last_mut() {
+            Some((start, end)) if lo < *end || (lo <= *end + RUN_GAP && hi - *start <= RUN_MAX) => {
+                *end = (*end).max(hi)
+            }
+            _ => merged.push((lo, hi)),
+        }
+    }
+    let mut runs = Vec::with_capacity(merged.len());
+    for (lo, hi) in merged {
+        let mut old = p.read(lo, (hi - lo) as usize)?;
+        for (at, orig) in hidden {
+            overlay(&mut old, lo, *at, &[*orig]);
+        }
+        let new = old.clone();
+        runs.push(Run { at: lo, old, new });
+    }
+    for (at, bytes) in pending {
+        // Runs are sorted and disjoint: the one starting at or before `at` holds it.
+        let i = runs.partition_point(|r| r.at <= *at).saturating_sub(1);
+        if let Some(r) = runs.get_mut(i) {
+            let from = (at - r.at) as usize;
+            r.new[from..from + bytes.len()].copy_from_slice(bytes);
+        }
+    }
+    Ok(runs)
 }
 
 /// Moves stopped threads out of bytes that just changed (see the module documentation).

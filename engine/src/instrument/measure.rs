@@ -15,7 +15,7 @@
 //! call), so a measure asked for before `start`/`run` waits until the process stops at `main`
 //! ([`super::Live::start_measuring`]); on an attached process it goes in at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSymbol};
@@ -251,7 +251,26 @@ pub struct Measure {
     pub last_paths: Option<Vec<PathValue>>,
     /// Modules whose call-site unwind tables the runtime has (for profiles' stack walks).
     pub unwound: Vec<ModuleId>,
+    /// Slots given back by deleted or failed requests, handed out again before new ones.
+    free: BTreeSet<u32>,
+    /// Slots at or above this were never handed out by this session.
+    next_slot: u32,
+    /// Slots handed out since the last [`Measure::prepare_slots`]: a previous owner (a
+    /// deleted request, or an earlier gsh session, since the runtime stays loaded after a
+    /// detach) may have left values in them, so they are zeroed before code uses them.
+    unprepared: Vec<u32>,
+    /// Deleted requests' values as they were when deleted (their slots are free again).
+    kept: Vec<CountValue>,
+    kept_paths: Vec<PathValue>,
 }
+
+/// `ShadowEntry::kind` of an open timer frame (wall or CPU), and of a frame whose slot has a
+/// new owner (`rt/LAYOUT.md`).
+const FRAME_WALL: u32 = 1;
+const FRAME_CPU: u32 = 2;
+const FRAME_DEAD: u32 = 5;
+/// `PathRecord::slot` of a record whose slot was handed out again: never matched or read.
+const DEAD_SLOT: u32 = u32::MAX;
 
 /// Where `libgsh_rt.so` is: `$GSH_RT`, else next to the running executable (and its parent,
 /// for test binaries in `target/debug/deps`), where `cargo build`/`cargo test` of the
@@ -398,10 +417,15 @@ impl Measure {
         {
             return Ok(c.slot);
         }
-        let slot = self.counters.len() as u32;
-        if slot >= MAX_SLOTS {
-            return Err(MeasureError::SlotsFull);
-        }
+        let slot = match self.free.pop_first() {
+            Some(s) => s,
+            None if self.next_slot < MAX_SLOTS => {
+                self.next_slot += 1;
+                self.next_slot - 1
+            }
+            None => return Err(MeasureError::SlotsFull),
+        };
+        self.unprepared.push(slot);
         self.counters.push(Counter {
             id,
             module,
@@ -516,7 +540,7 @@ impl Measure {
                 }
             }
         }
-        Ok(self
+        let now: Vec<CountValue> = self
             .counters
             .iter()
             .enumerate()
@@ -527,16 +551,26 @@ impl Measure {
                 metric: c.metric,
                 ns: (c.metric.is_timed() && !c.metric.is_profile()).then_some(ns[i]),
             })
-            .collect())
+            .collect();
+        Ok(self.with_kept(now))
+    }
+
+    /// `now` and the deleted requests' kept values, by request id.
+    fn with_kept(&self, mut now: Vec<CountValue>) -> Vec<CountValue> {
+        if !self.kept.is_empty() {
+            now.extend(self.kept.iter().cloned());
+            now.sort_by_key(|v| v.id);
+        }
+        now
     }
 
     /// Every profiled function's call paths now, merged over threads by (function, path).
     pub fn paths(&self, reader: &MemReader) -> Result<Vec<PathValue>, MeasureError> {
         let Some(rt) = &self.runtime else {
-            return Ok(Vec::new());
+            return Ok(self.kept_paths.clone());
         };
         if !self.counters.iter().any(|c| c.metric.is_profile()) {
-            return Ok(Vec::new());
+            return Ok(self.kept_paths.clone());
         }
         let root = reader.read(rt.root, 72)?;
         let paths_offset = u64_at(&root, 56);
@@ -565,7 +599,7 @@ impl Measure {
                 e.1 += u64_at(rec, 24);
             }
         }
-        Ok(merged
+        let mut out: Vec<PathValue> = merged
             .into_iter()
             .map(|((slot, ras), (calls, ns))| {
                 let c = by_slot[&slot];
@@ -578,11 +612,17 @@ impl Measure {
                     ns,
                 }
             })
-            .collect())
+            .collect();
+        if !self.kept_paths.is_empty() {
+            out.extend(self.kept_paths.iter().cloned());
+            out.sort_by_key(|p| p.id);
+        }
+        Ok(out)
     }
 
     fn zero(&self) -> Vec<CountValue> {
-        self.counters
+        let now = self
+            .counters
             .iter()
             .map(|c| CountValue {
                 id: c.id,
@@ -591,13 +631,119 @@ impl Measure {
                 metric: c.metric,
                 ns: (c.metric.is_timed() && !c.metric.is_profile()).then_some(0),
             })
-            .collect()
+            .collect();
+        self.with_kept(now)
+    }
+
+    /// Gives back request `id`'s slots, for reuse by later requests; with `keep`, its values
+    /// as they are now stay for `report` (the request was deleted, and its code removed).
+    /// Reading may fail (the process is gone): the slots are freed all the same.
+    pub fn release(&mut self, reader: &MemReader, id: u32, keep: bool) {
+        if !self.counters.iter().any(|c| c.id == id) {
+            return;
+        }
+        if keep {
+            if let Ok(v) = self.values(reader) {
+                let mine: Vec<CountValue> = v.into_iter().filter(|v| v.id == id).collect();
+                self.kept.retain(|v| v.id != id);
+                self.kept.extend(mine);
+            }
+            if let Ok(p) = self.paths(reader) {
+                let mine: Vec<PathValue> = p.into_iter().filter(|p| p.id == id).collect();
+                self.kept_paths.retain(|p| p.id != id);
+                self.kept_paths.extend(mine);
+            }
+        }
+        let freed: Vec<u32> = self
+            .counters
+            .iter()
+            .filter(|c| c.id == id)
+            .map(|c| c.slot)
+            .collect();
+        self.counters.retain(|c| c.id != id);
+        self.unprepared.retain(|s| !freed.contains(s));
+        self.free.extend(freed);
+    }
+
+    /// Drops the kept values of request `id` (it failed, so it never measured anything).
+    pub fn forget(&mut self, id: u32) {
+        self.kept.retain(|v| v.id != id);
+        self.kept_paths.retain(|p| p.id != id);
+    }
+
+    /// Is there anything to report: a measure in place, or one deleted that kept values?
+    pub fn measured_anything(&self) -> bool {
+        !self.counters.is_empty() || !self.kept.is_empty()
+    }
+
+    /// Slots in use, for `status` and the soak test's leak check.
+    pub fn slots_in_use(&self) -> usize {
+        self.counters.len()
+    }
+
+    /// Makes the slots handed out since the last call fresh in every thread block, before
+    /// any code that uses them is written: each slot's record zeroed, its path records
+    /// retired, its open timer frames marked dead (`rt/LAYOUT.md`, "Slots are reused"). No
+    /// code refers to these slots, so the process may run meanwhile. Threads created later
+    /// get zeroed blocks.
+    pub fn prepare_slots(&mut self, p: &mut Process) -> Result<(), MeasureError> {
+        if self.unprepared.is_empty() {
+            return Ok(());
+        }
+        let Some(rt) = &self.runtime else {
+            return Ok(());
+        };
+        let mut fresh = std::mem::take(&mut self.unprepared);
+        fresh.sort_unstable();
+        fresh.dedup();
+        let is_fresh = |s: u32| fresh.binary_search(&s).is_ok();
+        let reader = p.reader();
+        let root = reader.read(rt.root, 72)?;
+        let (slots_offset, shadow_offset, paths_offset) =
+            (u64_at(&root, 40), u64_at(&root, 48), u64_at(&root, 56));
+        let capacity = u32_at(&root, 20) as usize;
+        // Runs of consecutive slots, each zeroed with one write.
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for &s in &fresh {
+            match runs.last_mut() {
+                Some((_, end)) if *end == s => *end += 1,
+                _ => runs.push((s, s + 1)),
+            }
+        }
+        for block in blocks(&reader, &root)? {
+            for &(lo, hi) in &runs {
+                let zeros = vec![0u8; 32 * (hi - lo) as usize];
+                p.write(block + slots_offset + 32 * u64::from(lo), &zeros)?;
+            }
+            let head = reader.read(block, 40)?;
+            let top = u32_at(&head, 24).min(1024) as usize;
+            if top > 0 {
+                let stack = reader.read(block + shadow_offset, 32 * top)?;
+                for (i, e) in stack.chunks_exact(32).enumerate() {
+                    let kind = u32_at(e, 20);
+                    if is_fresh(u32_at(e, 16)) && (kind == FRAME_WALL || kind == FRAME_CPU) {
+                        let at = block + shadow_offset + 32 * i as u64 + 20;
+                        p.write(at, &FRAME_DEAD.to_le_bytes())?;
+                    }
+                }
+            }
+            if u32_at(&head, 36) > 0 && capacity > 0 {
+                let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
+                for (i, rec) in table.chunks_exact(PATH_RECORD).enumerate() {
+                    if u64_at(rec, 0) != 0 && is_fresh(u32_at(rec, 8)) {
+                        let at = block + paths_offset + (i * PATH_RECORD) as u64 + 8;
+                        p.write(at, &DEAD_SLOT.to_le_bytes())?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Keeps the final values (the process is exiting, or gsh is leaving it; its memory is
     /// readable one last time).
     pub fn snapshot(&mut self, p: &Process) {
-        if self.counters.is_empty() {
+        if !self.measured_anything() {
             return;
         }
         let reader = p.reader();
@@ -810,3 +956,7 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         bias,
     })
 }
+
+#[cfg(test)]
+#[path = "measure_tests.rs"]
+mod tests;

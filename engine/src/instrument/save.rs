@@ -230,12 +230,7 @@ pub fn points_of(
 
 /// What the snippet constants (`$function`, `$line`, `$callee`, ...) say at `point`, and the
 /// type `$return` has there.
-pub(crate) fn point_info(
-    module: &Module,
-    env: &SessionEnv<'_>,
-    r: &Request,
-    p: &Point,
-) -> PointInfo {
+pub fn point_info(module: &Module, env: &SessionEnv<'_>, r: &Request, p: &Point) -> PointInfo {
     let table = module.functions();
     let func = table.get(p.func);
     let debug = module.debug_info();

@@ -39,6 +39,8 @@ pub struct Found<'a> {
     pub module: &'a Module,
     /// For a bit-field: (bit offset from `loc`, bit count).
     pub bits: Option<(u64, u64)>,
+    /// The layout of an anonymous struct or union type (which no name finds).
+    pub inline: Option<Box<crate::dwarf::TypeLayout>>,
 }
 
 /// What a path needs from the process: memory, the saved registers, and the value of a
@@ -62,6 +64,8 @@ pub struct Scope<'a> {
     pub locals: Vec<FrameVariable>,
     /// The selected frame's registers (`$rip`, `$rsp`, ...), as far as they are known.
     pub regs: Option<crate::unwind::Regs>,
+    /// gdb's `print/F` format for the values shown ([`super::values::formatted`]).
+    pub format: Option<char>,
     pub declared: &'a [Declaration],
     /// `MODULE!NAME` spellings replaced in the expression by placeholders: (placeholder,
     /// module index in `modules`, name).
@@ -84,6 +88,7 @@ impl<'a> Scope<'a> {
             frame: None,
             locals: Vec::new(),
             regs: None,
+            format: None,
             declared,
             qualified: Vec::new(),
         }
@@ -109,6 +114,17 @@ impl<'a> Scope<'a> {
                 Some(q) if c == q => quote = None,
                 Some(_) => {}
                 None if c == b'"' || c == b'\'' => quote = Some(c),
+                // `$rsp`: a register, named so that snippet expressions can use it too.
+                None if c == b'$' => {
+                    let end = bytes[i + 1..].iter().take_while(|&&b| word(b)).count();
+                    let name = &expr[i + 1..i + 1 + end];
+                    if register_number(name).is_some() {
+                        out.push_str(REGISTER_PREFIX);
+                        out.push_str(name);
+                        i += 1 + end;
+                        continue;
+                    }
+                }
                 None if c == b'!'
                     && bytes
                         .get(i + 1)
@@ -139,15 +155,16 @@ impl<'a> Scope<'a> {
                 }
                 None => {}
             }
-            out.push(c as char);
-            i += 1;
+            let ch = expr[i..].chars().next().unwrap_or('?');
+            out.push(ch);
+            i += ch.len_utf8().max(1);
         }
         Ok(out)
     }
 
     /// The user's spelling of a placeholder `qualify` made.
     pub fn unqualify(&self, text: &str) -> String {
-        let mut s = text.to_owned();
+        let mut s = text.replace(REGISTER_PREFIX, "$");
         for (p, m, n) in self.qualified.iter().rev() {
             s = s.replace(p, &format!("{}!{n}", self.modules[*m].0.name));
         }
@@ -177,6 +194,7 @@ impl<'a> Scope<'a> {
                     type_name: v.type_name,
                     module,
                     bits: None,
+                    inline: None,
                 });
             }
             let table = module.functions();
@@ -196,6 +214,7 @@ impl<'a> Scope<'a> {
                     type_name: type_name.into(),
                     module,
                     bits: None,
+                    inline: None,
                 });
             }
         }
@@ -227,6 +246,7 @@ impl<'a> Scope<'a> {
             type_name: param.type_name.clone(),
             module,
             bits: None,
+            inline: None,
         })
     }
 
@@ -243,12 +263,16 @@ impl<'a> Scope<'a> {
             type_name: v.info.type_name.clone(),
             module,
             bits: None,
+            inline: None,
         })
     }
 
     /// What `name` denotes for a path: a parameter, else a global; `None` for declared
     /// variables (the snippet interpreter has them) and unknown names.
     fn variable(&self, name: &str, env: &dyn Env, m: &dyn PathMachine) -> Option<Found<'a>> {
+        if let Some(reg) = name.strip_prefix(REGISTER_PREFIX) {
+            return self.register(reg)?.ok();
+        }
         if let Some(p) = self.parameter(name, env, m) {
             return Some(p);
         }
@@ -296,9 +320,10 @@ impl<'a> Scope<'a> {
                 } else {
                     b
                 };
-                let layout = match types.shape(&b.type_name) {
-                    Shape::Struct(l) | Shape::Union(l) => l,
-                    Shape::Ptr(_) if !*arrow => {
+                let layout = match (b.inline.clone(), types.shape(&b.type_name)) {
+                    (Some(l), _) => *l,
+                    (None, Shape::Struct(l) | Shape::Union(l)) => l,
+                    (None, Shape::Ptr(_)) if !*arrow => {
                         return Err(format!(
                             "`{}` is a pointer (`{}`): use `->`",
                             text(base),
@@ -333,6 +358,7 @@ impl<'a> Scope<'a> {
                     type_name: member.type_name,
                     module: b.module,
                     bits,
+                    inline: member.inline,
                 }))
             }
             A::Index(base, index) => {
@@ -350,6 +376,7 @@ impl<'a> Scope<'a> {
                             type_name: elem,
                             module: b.module,
                             bits: None,
+                            inline: None,
                         }))
                     }
                     Shape::Ptr(Some(p)) => {
@@ -385,6 +412,7 @@ impl<'a> Scope<'a> {
                             type_name: elem,
                             module: b.module,
                             bits: None,
+                            inline: None,
                         }))
                     }
                     _ => Err(format!("`{}` is `{}`, not a pointer", text(x), b.type_name)),
@@ -420,6 +448,7 @@ impl<'a> Scope<'a> {
             type_name: type_name.into(),
             module,
             bits: None,
+            inline: None,
         }))
     }
 
@@ -447,6 +476,10 @@ impl<'a> Scope<'a> {
         })
     }
 }
+
+/// What `$rsp` becomes in an expression, so it is a name the snippet checker and the scope
+/// resolve (`$rsp + 8`).
+pub const REGISTER_PREFIX: &str = "__gsh_reg_";
 
 /// The DWARF number of register `name` (`rip`, gdb's `pc`, `sp` and `fp` too).
 pub fn register_number(name: &str) -> Option<u16> {
@@ -497,6 +530,7 @@ fn pointed<'a>(
         type_name: pointee,
         module: b.module,
         bits: None,
+        inline: None,
     })
 }
 
@@ -529,10 +563,13 @@ fn find_member(
         }
     }
     for m in layout.members.iter().filter(|m| m.name.is_none()) {
-        if let Shape::Struct(inner) | Shape::Union(inner) = types.shape(&m.type_name) {
-            if let Some((off, found)) = find_member(types, &inner, field, depth + 1) {
-                return Some((m.offset + off, found));
-            }
+        let inner = match (&m.inline, types.shape(&m.type_name)) {
+            (Some(l), _) => (**l).clone(),
+            (None, Shape::Struct(l) | Shape::Union(l)) => l,
+            _ => continue,
+        };
+        if let Some((off, found)) = find_member(types, &inner, field, depth + 1) {
+            return Some((m.offset + off, found));
         }
     }
     None
@@ -543,10 +580,21 @@ fn find_member(
 pub struct PrintEnv<'e, 'a> {
     pub inner: &'e dyn Env,
     pub scope: &'e Scope<'a>,
+    /// The frame's register-held locals: where in the interpreter's saved block each value
+    /// was put.
+    pub slots: Vec<(String, u32)>,
 }
 
 impl Env for PrintEnv<'_, '_> {
     fn lookup(&self, name: &str) -> Option<Binding> {
+        if let Some(reg) = name.strip_prefix(REGISTER_PREFIX) {
+            let found = self.scope.register(reg)?.ok()?;
+            let env = SessionEnv::new(found.module, None, &[], PointInfo::default(), 0);
+            return Some(Binding::Var {
+                ty: env.c_type(&found.type_name)?,
+                place: VarPlace::Saved(self.slots.iter().find(|(n, _)| n == name)?.1),
+            });
+        }
         let qualified = self.scope.qualified.iter().any(|(p, ..)| p == name);
         let saved = matches!(
             self.inner.lookup(name),
@@ -568,13 +616,15 @@ impl Env for PrintEnv<'_, '_> {
             Some(l) => l,
             None => self.scope.global(name)?,
         };
-        let Loc::Mem(addr) = found.loc else {
-            return None;
+        let place = match found.loc {
+            Loc::Mem(addr) => VarPlace::Absolute(addr),
+            Loc::Value(_) => VarPlace::Saved(self.slots.iter().find(|(n, _)| n == name)?.1),
+            Loc::OptimizedOut => return None,
         };
         let env = SessionEnv::new(found.module, None, &[], PointInfo::default(), 0);
         Some(Binding::Var {
             ty: env.c_type(&found.type_name)?,
-            place: VarPlace::Absolute(addr),
+            place,
         })
     }
 
@@ -604,13 +654,15 @@ pub struct StoppedFrame<'r> {
     pub read: &'r dyn Fn(u64, usize) -> Option<Vec<u8>>,
     /// The frame that called this one, when it is in the same module.
     pub caller: Option<Box<StoppedFrame<'r>>>,
+    /// A register the unwinder did not recover, found another way ([`preserved_register`]).
+    pub recover: Option<&'r dyn Fn(u16) -> Option<u64>>,
     /// This frame's return address (the caller's pc).
     pub return_address: Option<u64>,
 }
 
 impl FrameRegs for StoppedFrame<'_> {
     fn reg(&self, n: u16) -> Option<u64> {
-        self.regs.get(n)
+        self.regs.get(n).or_else(|| self.recover.and_then(|r| r(n)))
     }
 
     fn cfa(&self) -> Option<u64> {
@@ -632,4 +684,33 @@ impl FrameRegs for StoppedFrame<'_> {
     fn return_address(&self) -> Option<u64> {
         self.return_address
     }
+}
+
+/// Register `reg` (DWARF numbering) of frame `n` of `frames` (innermost first) when the
+/// unwinder could not recover it, as a caller-saved register above the innermost frame: it
+/// still holds the innermost frame's value when no function from frame 0 up to frame `n - 1`
+/// may write it, as the callee analysis ([`crate::callee::effects`]) proves. gcc relies on
+/// exactly that when it keeps a value in a caller-saved register across a call to a function
+/// it knows leaves the register alone (interprocedural register allocation).
+pub fn preserved_register(
+    modules: &[(&Module, u64)],
+    frames: &[crate::unwind::Frame],
+    n: usize,
+    reg: u16,
+) -> Option<u64> {
+    // DWARF numbering to the hardware numbering `CalleeEffects::gprs` uses.
+    const HARDWARE: [u16; 16] = [0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15];
+    let bit = 1u16 << *HARDWARE.get(usize::from(reg))?;
+    for f in frames.get(..n)? {
+        let pc = f.lookup_pc();
+        let (module, func) = modules.iter().find_map(|(m, bias)| {
+            let link = LinkAddr(pc.wrapping_sub(*bias));
+            m.functions().containing(link).map(|f| (*m, f.addr))
+        })?;
+        let effects = crate::callee::effects(module, func).ok()?;
+        if effects.gprs & bit != 0 {
+            return None;
+        }
+    }
+    frames.first()?.regs.get(reg)
 }

@@ -208,7 +208,37 @@ pub struct Printer<'a, 'r> {
     pub read: &'a mut Reader<'r>,
     /// The function or variable an address is in (`shapes+88`), for pointers.
     pub symbol: &'a dyn Fn(u64) -> Option<String>,
+    /// gdb's `print/F`: integers, characters, booleans, enums and pointers shown in format
+    /// `F` (`x` hex, `z` zero-padded hex, `o` octal, `t` binary, `d` signed, `u` unsigned,
+    /// `c` character, `a` address with its symbol); char arrays then print as arrays.
+    pub format: Option<char>,
 }
+
+/// The `bits`-bit integer `v` in gdb's format `f`.
+pub fn formatted(v: u64, bits: u64, f: char, symbol: &dyn Fn(u64) -> Option<String>) -> String {
+    let v = if bits >= 64 {
+        v
+    } else {
+        v & ((1u64 << bits) - 1)
+    };
+    match f {
+        'x' => format!("{v:#x}"),
+        'z' => format!("0x{v:0w$x}", w = bits.div_ceil(4) as usize),
+        'o' if v == 0 => "0".into(),
+        'o' => format!("0{v:o}"),
+        't' => format!("{v:b}"),
+        'd' => sign_extend(v, bits).to_string(),
+        'c' => char_text(i64::from(v as u8 as i8), v as u8),
+        'a' => match symbol(v) {
+            Some(s) => format!("{v:#x} <{s}>"),
+            None => format!("{v:#x}"),
+        },
+        _ => v.to_string(),
+    }
+}
+
+/// The formats `print/F` accepts.
+pub const FORMATS: &str = "xzotduca";
 
 fn le(bytes: &[u8]) -> u64 {
     let mut b = [0u8; 8];
@@ -301,6 +331,7 @@ impl Printer<'_, '_> {
     pub fn top(&mut self, spelling: &str, bytes: &[u8]) -> String {
         let value = self.value(spelling, bytes, 0);
         match self.types.shape(spelling) {
+            _ if self.format.is_some() => value,
             Shape::Ptr(Some(p)) if matches!(self.types.shape(&p), Shape::Char { .. }) => value,
             Shape::Ptr(_) => format!("({}) {value}", unqualified(spelling)),
             _ => value,
@@ -315,6 +346,9 @@ impl Printer<'_, '_> {
         } else {
             raw & ((1u64 << bits) - 1)
         };
+        if let Some(f) = self.format {
+            return formatted(raw, bits, f, self.symbol);
+        }
         match self.types.shape(spelling) {
             Shape::Int { signed: true, .. } | Shape::Char { signed: true } => {
                 sign_extend(raw, bits).to_string()
@@ -330,7 +364,20 @@ impl Printer<'_, '_> {
         if depth > MAX_DEPTH {
             return "{...}".into();
         }
-        match self.types.shape(spelling) {
+        let shape = self.types.shape(spelling);
+        if let Some(f) = self.format {
+            let size = match &shape {
+                Shape::Int { size, .. } | Shape::Bool { size } if *size <= 8 => Some(*size),
+                Shape::Char { .. } => Some(1),
+                Shape::Ptr(_) => Some(8),
+                Shape::Enum(l) => Some(l.size.unwrap_or(4).min(8)),
+                _ => None,
+            };
+            if let Some(size) = size {
+                return formatted(le(bytes), size * 8, f, self.symbol);
+            }
+        }
+        match shape {
             Shape::Void => "void".into(),
             Shape::Int { size, signed } => {
                 if size > 8 {
@@ -353,8 +400,8 @@ impl Printer<'_, '_> {
                 char_text(v, c)
             }
             Shape::Bool { .. } => (le(bytes) != 0).to_string(),
-            Shape::Float { size: 4 } => f32::from_bits(le(bytes) as u32).to_string(),
-            Shape::Float { size: 8 } => f64::from_bits(le(bytes)).to_string(),
+            Shape::Float { size: 4 } => float_text(f64::from(f32::from_bits(le(bytes) as u32)), 9),
+            Shape::Float { size: 8 } => float_text(f64::from_bits(le(bytes)), 17),
             Shape::Float { .. } => x87_text(bytes),
             Shape::Ptr(pointee) => self.pointer(pointee.as_deref(), le(bytes)),
             Shape::Enum(l) => enum_text(&l, sign_extend(le(bytes), l.size.unwrap_or(4) * 8)),
@@ -410,7 +457,8 @@ impl Printer<'_, '_> {
         Some(format!("{}...", char_array(&out)))
     }
 
-    fn aggregate(&mut self, layout: &TypeLayout, bytes: &[u8], depth: usize) -> String {
+    /// A struct or union of layout `layout` held in `bytes`.
+    pub fn aggregate(&mut self, layout: &TypeLayout, bytes: &[u8], depth: usize) -> String {
         let fields: Vec<String> = layout
             .members
             .iter()
@@ -426,6 +474,14 @@ impl Printer<'_, '_> {
     }
 
     fn member(&mut self, m: &Member, bytes: &[u8], depth: usize) -> String {
+        if let Some(inner) = &m.inline {
+            let start = m.offset as usize;
+            let size = inner.size.unwrap_or(0) as usize;
+            return match bytes.get(start..start.saturating_add(size)) {
+                Some(b) => self.aggregate(inner, b, depth + 1),
+                None => "<unavailable>".into(),
+            };
+        }
         if let Some((bit, bits)) = m.bits {
             let start = (bit / 8) as usize;
             let end = ((bit + bits).div_ceil(8) as usize).min(bytes.len());
@@ -450,7 +506,7 @@ impl Printer<'_, '_> {
             return "{...}".into();
         };
         let count = count.unwrap_or(0).min(bytes.len() as u64 / size) as usize;
-        if matches!(self.types.shape(elem), Shape::Char { .. }) {
+        if self.format.is_none() && matches!(self.types.shape(elem), Shape::Char { .. }) {
             return char_array(&bytes[..count]);
         }
         let size = size as usize;
@@ -476,6 +532,40 @@ impl Printer<'_, '_> {
             }
         }
         format!("{{{}}}", parts.join(", "))
+    }
+}
+
+/// A floating-point value as gdb prints it: C's `%.{digits}g` (9 digits for `float`, 17 for
+/// `double`, enough to read the same value back).
+pub fn float_text(v: f64, digits: usize) -> String {
+    if v.is_nan() {
+        return if v.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s
+        }
+    };
+    let sci = format!("{:.*e}", digits - 1, v);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let x: i32 = exp.parse().unwrap_or(0);
+    if x < -4 || x >= digits as i32 {
+        let sign = if x < 0 { '-' } else { '+' };
+        format!(
+            "{}e{sign}{:02}",
+            trim(mantissa.to_owned()),
+            x.unsigned_abs()
+        )
+    } else {
+        trim(format!("{:.*}", (digits as i32 - 1 - x).max(0) as usize, v))
     }
 }
 

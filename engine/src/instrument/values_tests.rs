@@ -30,10 +30,18 @@ char long_name[32] = "abc";
 const char *greeting = "hi\n";
 _Bool yes = 1;
 char letter = 'a';
-int main(void) { return one.id + zeros[0] + mixed[0]; }
+struct wrap { int tag; union { int i; float f; }; struct { short a, b; } pair; };
+struct wrap wrapped = {1, {.i = 7}, {2, 3}};
+double third = 1.0 / 3;
+float tenth = 0.1f;
+int main(void) { return one.id + zeros[0] + mixed[0] + wrapped.tag; }
 "#;
 
 fn printed(name: &str) -> String {
+    printed_as(name, None)
+}
+
+fn printed_as(name: &str, format: Option<char>) -> String {
     let path = compile("values", SOURCE, false, &["-O0", "-g", "-no-pie"]);
     let session = open(&path);
     let module = session.main().unwrap();
@@ -52,6 +60,7 @@ fn printed(name: &str) -> String {
         types,
         read: &mut read,
         symbol: &symbol,
+        format,
     };
     p.top(&var.type_name, &bytes)
 }
@@ -76,6 +85,36 @@ fn structs_arrays_unions_bitfields_and_enums_print_as_gdb_prints_them() {
     );
     assert_eq!(printed("yes"), "true");
     assert_eq!(printed("letter"), "97 'a'");
+    // Anonymous members and members of anonymous types; floats with gdb's digits.
+    assert_eq!(
+        printed("wrapped"),
+        "{tag = 1, {i = 7, f = 9.80908925e-45}, pair = {a = 2, b = 3}}"
+    );
+    assert_eq!(printed("third"), "0.33333333333333331");
+    assert_eq!(printed("tenth"), "0.100000001");
+}
+
+#[test]
+fn floats_print_with_the_digits_gdb_uses() {
+    assert_eq!(float_text(1.5, 17), "1.5");
+    assert_eq!(float_text(3.0, 17), "3");
+    assert_eq!(float_text(0.1, 17), "0.10000000000000001");
+    assert_eq!(float_text(1e20, 17), "1e+20");
+    assert_eq!(float_text(-2.5e-7, 17), "-2.4999999999999999e-07");
+    assert_eq!(float_text(123456789.0, 9), "123456789");
+}
+
+#[test]
+fn print_formats_apply_to_every_scalar_inside() {
+    assert_eq!(
+        printed_as("mixed", Some('x')),
+        "{0x1, 0x2, 0x0 <repeats 12 times>}"
+    );
+    assert_eq!(printed_as("letter", Some('x')), "0x61");
+    assert_eq!(printed_as("letter", Some('t')), "1100001");
+    assert_eq!(printed_as("letter", Some('z')), "0x61");
+    assert!(printed_as("one", Some('x')).starts_with("{id = 0x7, kind = 0x3, origin = {x = 0x1"));
+    assert!(printed_as("long_name", Some('d')).starts_with("{97, 98, 99, 0 <repeats 29 times>}"));
 }
 
 #[test]

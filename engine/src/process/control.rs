@@ -53,7 +53,7 @@ pub struct Process {
     early_children: HashSet<i32>,
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
-    early_threads: HashSet<i32>,
+    pub(crate) early_threads: HashSet<i32>,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -423,14 +423,9 @@ impl Process {
 
     /// True when `tid` is a thread of this process (not a fork child).
     fn is_our_thread(&self, tid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{tid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Tgid:"))
-                    .and_then(|v| v.trim().parse::<i32>().ok())
-            })
-            .is_some_and(|tgid| tgid == self.pid)
+        // One stat rather than reading and parsing /proc/TID/status: this runs for every new
+        // thread whose first stop comes before its creator's clone event.
+        std::fs::symlink_metadata(format!("/proc/{}/task/{tid}", self.pid)).is_ok()
     }
 
     /// Waits for the next status of `who` without blocking forever, sleeping until the kernel
@@ -727,6 +722,9 @@ impl Process {
                 self.resume_thread(tid)?
             }
             WaitEvent::Signal(libc::SIGTRAP) => return self.trap(tid, hooks),
+            WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                self.rendezvous_signal(tid, hooks)?;
+            }
             WaitEvent::Signal(sig) if is_fault(sig) => {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.pending.push(sig);

@@ -314,10 +314,12 @@ impl Process {
                 }
                 WaitEvent::Event(libc::PTRACE_EVENT_CLONE) => {
                     if let Ok(new) = ptrace::event_msg(tid) {
-                        self.threads.insert(
-                            new as i32,
-                            super::control::Thread::new(ThreadState::Starting),
-                        );
+                        // Unless its first stop came first (see `Process::handle`).
+                        if !self.early_threads.remove(&(new as i32)) {
+                            self.threads
+                                .entry(new as i32)
+                                .or_insert(super::control::Thread::new(ThreadState::Starting));
+                        }
                     }
                     ptrace::cont(tid, 0)?;
                 }
@@ -346,6 +348,11 @@ impl Process {
                         "it crashed with {} at {rip:#x}; its registers were restored",
                         ptrace::signal_name(sig)
                     )));
+                }
+                // dlopen inside the call passed the dynamic linker's hook.
+                WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                    self.note_rendezvous()?;
+                    ptrace::cont(tid, 0)?;
                 }
                 WaitEvent::Signal(sig) => {
                     // Not ours to take: delivered when the process resumes.

@@ -18,6 +18,7 @@
 //! - `tracer.rs`: the tracer thread, launching and attaching.
 //! - `control.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
 //! - `inject.rs`: injected syscalls and calls, memory pools, `dlopen`.
+//! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
 //! - `wake.rs`: what the tracer thread sleeps on (SIGCHLD and jobs), so every stop is handled
@@ -27,6 +28,7 @@ mod control;
 mod error;
 mod exe;
 mod inject;
+mod leftovers;
 mod maps;
 mod memory;
 mod ptrace;
@@ -41,6 +43,7 @@ pub use crate::patch::space::AllocKind;
 pub use control::Process;
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
+pub use leftovers::{ChangeKind, TextChange};
 pub use maps::{MappedModule, Mapping};
 pub use memory::{ChildMemory, MemReader};
 pub use ptrace::signal_name;

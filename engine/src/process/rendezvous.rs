@@ -1,13 +1,17 @@
 //! The dynamic linker's rendezvous (`struct r_debug`, found through the executable's
-//! `DT_DEBUG` entry, which ld.so fills in at startup): an `int3` at `r_debug.r_brk`, the function
-//! ld.so calls before and after every change to the list of loaded objects, tells the tracer
-//! when `dlopen` mapped a library. When `r_state` is `RT_CONSISTENT` the new modules are read
-//! from /proc/PID/maps and handed to the hooks.
+//! `DT_DEBUG` entry, which ld.so fills in at startup): `r_debug.r_brk`, the function ld.so
+//! calls before and after every change to the list of loaded objects, tells the tracer when
+//! `dlopen` mapped a library. When `r_state` is `RT_CONSISTENT` the new modules are read from
+//! /proc/PID/maps and handed to the hooks.
 //!
-//! `r_brk` is glibc's `_dl_debug_state`, an empty function (`ret`, or `endbr64; ret`), so the
-//! trap is stepped over by emulating that `ret`: no byte is restored and no other thread needs to
-//! stop. Any other code there is stepped over the classic way (restore, single-step, re-insert)
-//! with every other thread halted.
+//! `r_brk` is glibc's `_dl_debug_state`, an empty function (`endbr64; ret`, or `ret` and
+//! padding). Where its 5 bytes allow, it becomes a jump to a trampoline that sends the calling
+//! thread a SIGURG (`tgkill`) and returns: traced, the tracer sees the signal stop, knows it by
+//! the thread's `rip` and `si_code`, and suppresses it; if gsh dies without detaching, the
+//! signal is ignored (SIGURG's default) and the program loses nothing. An `int3` there would
+//! kill it with SIGTRAP at its next `dlopen`. Anything else at `r_brk` gets the `int3`, stepped
+//! over by emulating the `ret` when it is one, or the classic way (restore, single-step,
+//! re-insert) with every other thread halted.
 
 use super::control::Process;
 use super::error::ProcessError;
@@ -22,21 +26,62 @@ const DT_DEBUG: u64 = 21;
 const PT_DYNAMIC: u32 = 2;
 const PT_PHDR: u32 = 6;
 
-/// The installed rendezvous breakpoint.
+/// The signal the trampoline hook sends (default action: ignore).
+pub(crate) const HOOK_SIGNAL: i32 = libc::SIGURG;
+/// `si_code` of a signal sent by `tgkill`.
+const SI_TKILL: i32 = -6;
+
+/// True when `bytes` (at `from`) are `nop`s or `int3`s (a function's alignment padding) at
+/// least up to `to`.
+fn padding(bytes: &[u8], from: u64, to: u64) -> bool {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    let mut d = Decoder::with_ip(64, bytes, from, DecoderOptions::NONE);
+    while d.ip() < to {
+        let i = d.decode();
+        if i.is_invalid() || !matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The installed rendezvous hook.
 #[derive(Clone, Debug)]
 pub(crate) struct Rendezvous {
     r_debug: u64,
     r_brk: u64,
     /// The byte our `int3` replaced.
     orig: u8,
+    /// The jump hook instead of the `int3`: the 5 original bytes, and the address right
+    /// after the trampoline's `tgkill` (where a notifying thread stops).
+    jump: Option<([u8; 5], u64)>,
     /// `_dl_debug_state` is a bare return, so a hit is stepped over by emulating it.
     plain_ret: bool,
+    /// The `int3` was there already, left by an earlier gsh (`orig` comes from the file).
+    pub(crate) inherited: bool,
 }
 
 impl Rendezvous {
+    /// Where the `int3` is (`r_brk`).
+    pub(crate) fn address(&self) -> u64 {
+        self.r_brk
+    }
+
     /// Puts the original byte back in `mem` (the process, or a fork child's copy).
     pub(crate) fn remove_from(&self, mem: &MemFile) -> Result<(), ProcessError> {
-        mem.write(self.r_brk, &[self.orig])
+        match &self.jump {
+            Some((orig, _)) => mem.write(self.r_brk, orig),
+            None => mem.write(self.r_brk, &[self.orig]),
+        }
+    }
+
+    /// How many bytes at `r_brk` are ours.
+    pub(crate) fn len(&self) -> usize {
+        if self.jump.is_some() {
+            5
+        } else {
+            1
+        }
     }
 }
 
@@ -109,23 +154,148 @@ impl Process {
         if r_brk == 0 {
             return Ok(());
         }
-        let code = self.mem.read(r_brk, 5)?;
-        let plain_ret = code[0] == 0xc3 || code == [0xf3, 0x0f, 0x1e, 0xfa, 0xc3];
-        self.mem.write(r_brk, &[0xcc])?;
+        let mut code = self.mem.read(r_brk, 16)?;
+        let file = self.file_bytes_at(r_brk, 16);
+        // An earlier gsh's hook (an int3 or a jump), left when it was killed: the file says
+        // what was there.
+        let inherited = matches!(code[0], 0xcc | 0xe9) && file.as_ref().is_some_and(|f| *f != code);
+        if inherited {
+            if let Some(f) = file {
+                code = f;
+            }
+        }
+        let endbr_ret = code[..5] == [0xf3, 0x0f, 0x1e, 0xfa, 0xc3];
+        let plain_ret = code[0] == 0xc3 || endbr_ret;
+        // `endbr64; ret`, or `ret` then alignment padding (nops) past 5 bytes: room for the
+        // jump.
+        let room = endbr_ret || (code[0] == 0xc3 && padding(&code[1..], r_brk + 1, r_brk + 5));
+        // Without memory near ld.so, the int3 will do.
+        let jump = if room {
+            self.install_jump_hook(r_brk, &code).ok()
+        } else {
+            None
+        };
+        if jump.is_none() {
+            self.mem.write(r_brk, &[0xcc])?;
+        }
         self.rendezvous = Some(Rendezvous {
             r_debug,
             r_brk,
             orig: code[0],
+            jump,
             plain_ret,
+            inherited,
         });
         Ok(())
+    }
+
+    /// Writes the trampoline that signals the tracer and the jump to it at `r_brk`; returns
+    /// the original bytes and where a notifying thread stops.
+    fn install_jump_hook(
+        &mut self,
+        r_brk: u64,
+        code: &[u8],
+    ) -> Result<([u8; 5], u64), ProcessError> {
+        // Saves what the system calls touch; flags are left alone (mov and push do not change
+        // them), and the caller's red zone is above the return address `call` pushed.
+        let mut t: Vec<u8> = vec![
+            0x50,
+            0x57,
+            0x56,
+            0x52,
+            0x51,
+            0x41,
+            0x53, // push rax, rdi, rsi, rdx, rcx, r11
+            0xb8,
+            0x27,
+            0,
+            0,
+            0, // mov eax, SYS_getpid
+            0x0f,
+            0x05, // syscall
+            0x89,
+            0xc7, // mov edi, eax
+            0xb8,
+            0xba,
+            0,
+            0,
+            0, // mov eax, SYS_gettid
+            0x0f,
+            0x05, // syscall
+            0x89,
+            0xc6, // mov esi, eax
+            0xba,
+            HOOK_SIGNAL as u8,
+            0,
+            0,
+            0, // mov edx, SIGURG
+            0xb8,
+            0xea,
+            0,
+            0,
+            0, // mov eax, SYS_tgkill
+            0x0f,
+            0x05, // syscall
+        ];
+        let notify = t.len() as u64;
+        t.extend_from_slice(&[
+            0x41, 0x5b, 0x59, 0x5a, 0x5e, 0x5f, 0x58, // pop r11, rcx, rdx, rsi, rdi, rax
+            0xc3, // ret
+        ]);
+        let at = self.allocate(r_brk, t.len() as u64, super::AllocKind::Code)?;
+        self.mem.write(at, &t)?;
+        let rel = (at as i64 - (r_brk as i64 + 5)) as i32;
+        let mut jmp = [0xe9, 0, 0, 0, 0];
+        jmp[1..].copy_from_slice(&rel.to_le_bytes());
+        self.mem.write(r_brk, &jmp)?;
+        let mut orig = [0u8; 5];
+        orig.copy_from_slice(&code[..5]);
+        Ok((orig, at + notify))
+    }
+
+    /// True when thread `tid`, stopped with `signal`, is our trampoline hook's notification.
+    pub(crate) fn is_rendezvous_signal(&self, tid: i32, signal: i32) -> bool {
+        let Some((_, notify)) = self.rendezvous.as_ref().and_then(|rv| rv.jump) else {
+            return false;
+        };
+        signal == HOOK_SIGNAL
+            && ptrace::sig_code(tid).ok() == Some(SI_TKILL)
+            && ptrace::regs(tid).is_ok_and(|r| r.rip == notify)
+    }
+
+    /// A thread signalled through the trampoline hook: the signal is dropped, and the hooks
+    /// hear about new modules (every thread stopped) when the link map is consistent.
+    pub(crate) fn rendezvous_signal(
+        &mut self,
+        tid: i32,
+        hooks: &mut dyn Hooks,
+    ) -> Result<(), ProcessError> {
+        if self.note_rendezvous()? {
+            self.halt()?;
+            self.flush_module_changes(hooks)?;
+            return self.resume();
+        }
+        self.resume_thread(tid)
+    }
+
+    /// Reads `r_state`; when the link map is consistent, notes a module change.
+    pub(crate) fn note_rendezvous(&mut self) -> Result<bool, ProcessError> {
+        let Some(rv) = self.rendezvous.clone() else {
+            return Ok(false);
+        };
+        let state = self.mem.read(rv.r_debug + 24, 4)?;
+        let consistent = i32::from_le_bytes(state.try_into().unwrap_or_default()) == RT_CONSISTENT;
+        if consistent {
+            self.modules_dirty = true;
+        }
+        Ok(consistent)
     }
 
     /// True when a thread trapped at `rip` (just after an `int3`) hit the rendezvous.
     pub(crate) fn is_rendezvous_hit(&self, rip: u64) -> bool {
         self.rendezvous
             .as_ref()
-            .is_some_and(|rv| rip.wrapping_sub(1) == rv.r_brk)
+            .is_some_and(|rv| rv.jump.is_none() && rip.wrapping_sub(1) == rv.r_brk)
     }
 
     /// Steps thread `tid` over the rendezvous `int3` without telling anyone; notes a pending

@@ -395,6 +395,9 @@ fn spawn_traced(l: &Launch) -> Result<i32, ProcessError> {
 /// Seizes every thread of `pid`, re-reading /proc/PID/task until no new thread appears.
 fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
     let me = std::process::id() as i32;
+    // TracerPid names the tracing thread: this one.
+    // SAFETY: gettid takes no arguments and cannot fail.
+    let me_thread = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
     if pid <= 0 {
         return Err(ProcessError::NoSuchProcess(pid));
     }
@@ -437,7 +440,7 @@ fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
                 }
                 // A thread cloned after its creator was seized is traced already, by us
                 // (PTRACE_O_TRACECLONE): its first stop comes like any new thread's.
-                Err(Errno::EPERM) if tid != pid && tracer_of(tid) == Some(me) => {
+                Err(Errno::EPERM) if tid != pid && tracer_of(tid) == Some(me_thread) => {
                     seized.push(tid);
                     new = true;
                 }

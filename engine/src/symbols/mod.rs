@@ -11,6 +11,7 @@
 pub mod ehframe;
 mod plt;
 mod scan;
+mod starts;
 
 pub use scan::main_from_entry;
 
@@ -73,6 +74,10 @@ impl Found {
     pub const EH_FRAME: Found = Found(8);
     pub const CALL: Found = Found(16);
     pub const ENTRY: Found = Found(32);
+    /// `DT_INIT`/`DT_FINI`, an init or fini array, or a code pointer relocated in data.
+    pub const DATA: Found = Found(64);
+    /// The target of a tail call into code nothing else bounds.
+    pub const TAIL_CALL: Found = Found(128);
 
     pub fn contains(self, other: Found) -> bool {
         self.0 & other.0 == other.0
@@ -91,6 +96,8 @@ impl Found {
             (Found::EH_FRAME, "eh_frame"),
             (Found::CALL, "call"),
             (Found::ENTRY, "entry"),
+            (Found::DATA, "data"),
+            (Found::TAIL_CALL, "tail-call"),
         ]
         .into_iter()
         .filter(|(f, _)| self.contains(*f))
@@ -259,11 +266,48 @@ impl FunctionTable {
                 .found
                 .insert(Found::ENTRY);
         }
+        for (addr, name) in starts::init_fini(binary) {
+            if in_code(addr.0) {
+                let c = cands.entry(addr.0).or_default();
+                c.names.push((name.to_owned(), NameSource::Inferred, 0));
+                c.found.insert(Found::DATA);
+            }
+        }
+        for addr in starts::array_entries(binary) {
+            if in_code(addr.0) {
+                cands.entry(addr.0).or_default().found.insert(Found::DATA);
+            }
+        }
         progress.phase("finding functions");
-        for target in scan::call_targets(binary, progress) {
+        let branches = scan::branches(binary, progress);
+        for target in branches.calls {
             if in_code(target.0) {
                 cands.entry(target.0).or_default().found.insert(Found::CALL);
             }
+        }
+        // Sources that may point inside functions (labels, jumps within one) count only where
+        // no function with a known size covers them.
+        let known: Vec<(u64, Option<u64>)> = cands.iter().map(|(a, c)| (*a, c.size)).collect();
+        let uncovered = |a: u64| {
+            let i = known.partition_point(|k| k.0 <= a);
+            match i.checked_sub(1).map(|i| known[i]) {
+                Some((start, size)) => start == a || size.is_none_or(|s| a >= start + s),
+                None => true,
+            }
+        };
+        let mut found_later = Vec::new();
+        for addr in starts::relocated_code_pointers(binary) {
+            if uncovered(addr.0) {
+                found_later.push((addr.0, Found::DATA));
+            }
+        }
+        for addr in starts::tail_call_targets(&known, &branches.jumps) {
+            if in_code(addr.0) && !in_plt(addr.0) {
+                found_later.push((addr.0, Found::TAIL_CALL));
+            }
+        }
+        for (addr, how) in found_later {
+            cands.entry(addr).or_default().found.insert(how);
         }
 
         let functions = finish(binary, cands);

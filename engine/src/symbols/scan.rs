@@ -12,8 +12,17 @@ use crate::elf::Binary;
 /// Bytes decoded per parallel work unit.
 const CHUNK: usize = 256 * 1024;
 
-/// Every direct call target in the binary's code sections (unsorted, may repeat).
-pub fn call_targets(binary: &Binary, progress: &dyn Progress) -> Vec<LinkAddr> {
+/// The direct branches of the binary's code sections, from one linear decode.
+#[derive(Default)]
+pub struct Branches {
+    /// Every direct call's target (unsorted, may repeat).
+    pub calls: Vec<LinkAddr>,
+    /// Every direct unconditional `jmp` as `(address, target)`: tail calls among them.
+    pub jumps: Vec<(u64, u64)>,
+}
+
+/// Every direct call and jump in the binary's code sections.
+pub fn branches(binary: &Binary, progress: &dyn Progress) -> Branches {
     // Split each section into chunks; a chunk decodes from its start, so an instruction that
     // straddles a chunk boundary is decoded by the chunk it starts in (the decoder runs past the
     // chunk's end until the instruction that crosses it is done).
@@ -29,9 +38,10 @@ pub fn call_targets(binary: &Binary, progress: &dyn Progress) -> Vec<LinkAddr> {
     }
     let total: u64 = work.iter().map(|w| (w.3 - w.2) as u64).sum();
     let done = std::sync::atomic::AtomicU64::new(0);
-    work.par_iter()
-        .flat_map_iter(|&(base, bytes, start, end)| {
-            let mut targets = Vec::new();
+    let parts: Vec<Branches> = work
+        .par_iter()
+        .map(|&(base, bytes, start, end)| {
+            let mut found = Branches::default();
             let mut decoder = Decoder::with_ip(
                 64,
                 &bytes[start..],
@@ -41,18 +51,29 @@ pub fn call_targets(binary: &Binary, progress: &dyn Progress) -> Vec<LinkAddr> {
             let stop = base + end as u64;
             while decoder.can_decode() && decoder.ip() < stop {
                 let insn = decoder.decode();
-                if insn.flow_control() == FlowControl::Call
-                    && insn.op0_kind() == OpKind::NearBranch64
-                {
-                    targets.push(LinkAddr(insn.near_branch64()));
+                if insn.op0_kind() != OpKind::NearBranch64 {
+                    continue;
+                }
+                match insn.flow_control() {
+                    FlowControl::Call => found.calls.push(LinkAddr(insn.near_branch64())),
+                    FlowControl::UnconditionalBranch => {
+                        found.jumps.push((insn.ip(), insn.near_branch64()))
+                    }
+                    _ => {}
                 }
             }
             let n = (end - start) as u64;
             let so_far = done.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
             progress.update(so_far, total);
-            targets
+            found
         })
-        .collect()
+        .collect();
+    let mut all = Branches::default();
+    for p in parts {
+        all.calls.extend(p.calls);
+        all.jumps.extend(p.jumps);
+    }
+    all
 }
 
 /// The address of `main` in an executable, from crt1's `_start`: the first argument it passes

@@ -20,7 +20,9 @@ pub const CFG: Spec = Spec {
     summary: "show a function's control-flow graph",
     help: "Shows the control-flow graph of FUNC: a summary, then its basic blocks (start, end, \
 instruction count, and how each ends: branch, jump, fallthrough, call, jump-table, or one of the \
-ways out of the function: return, tail-call, noreturn-call, indirect jump, trap, invalid), then \
+ways out of the function: return, tail-call, noreturn-call, indirect (a jump through a pointer \
+with the stack as at entry), trap, invalid; or unresolved, an indirect jump whose targets are unknown, \
+which is no way out and gets no exit point), then \
 its edges (from block, to block, kind: taken, fallthrough, call-ft for the return from a call, \
 jump-table, and catch from a call that may throw to its exception landing pad). With --dot FILE the graph is also written to FILE in Graphviz DOT: blocks are \
 labelled with their address range and exit, taken edges are solid, fallthrough edges dashed, \

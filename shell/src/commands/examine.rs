@@ -3,7 +3,9 @@
 //! (the selected frame's registers, parameters and locals, every module's globals).
 
 use anyhow::{anyhow, bail, Result};
-use engine::instrument::scope::{register_number, Scope, StoppedFrame, REGISTERS};
+use engine::instrument::scope::{
+    preserved_register, register_number, Scope, StoppedFrame, REGISTERS,
+};
 use engine::instrument::{eval, Live};
 use engine::process::{Process, State};
 use engine::session::{Module, Session};
@@ -52,6 +54,19 @@ reads one.",
     run: show_registers,
 };
 
+pub const SHOW_LOCALS: Spec = Spec {
+    name: "show locals",
+    aliases: &["info locals"],
+    usage: "",
+    complete: Complete::Nothing,
+    summary: "the selected frame's parameters and locals, with their values",
+    help: "Prints each parameter, then each local variable in scope at the selected frame's pc \
+(innermost block first), as `print NAME` would: located by the debug info, `<optimized out>` \
+where it does not say where one is. gdb's `info args` and `info locals` together.",
+    examples: &[("show locals", "")],
+    run: show_locals,
+};
+
 /// The names `print` sees: every module's globals (the frame's module first, then the main
 /// program's), and the frame at `pc` (its function's parameters by name).
 pub fn scope<'a>(session: &'a Session, live: &'a Live, pc: Option<u64>) -> Scope<'a> {
@@ -93,7 +108,10 @@ pub fn stopped_scope<'a>(
 ) -> (Scope<'a>, Option<u64>) {
     let regs = tid.and_then(|t| p.regs(t).ok());
     let rip = regs.filter(|_| n == 0).map(|r| r.rip);
-    let found = regs.and_then(|r| super::process_stack::frame(live, p, &r, n));
+    let frames = regs
+        .map(|r| super::process_stack::frames_to(live, p, &r, n))
+        .unwrap_or_default();
+    let found = frames.get(n).map(|f| (*f, frames.get(n + 1).copied()));
     let selected = found.map(|(f, _)| f);
     let mut scope = scope(session, live, selected.map(|f| f.lookup_pc()));
     scope.regs = selected.map(|f| f.regs);
@@ -118,8 +136,11 @@ pub fn stopped_scope<'a>(
                     read: &read,
                     caller: None,
                     return_address: None,
+                    recover: None,
                 })
             });
+        let modules = scope.modules.clone();
+        let recover = |reg: u16| preserved_register(&modules, &frames, n, reg);
         let stopped = StoppedFrame {
             regs: f.regs,
             cfa: f.cfa,
@@ -127,6 +148,7 @@ pub fn stopped_scope<'a>(
             read: &read,
             return_address: caller.as_ref().map(|c| c.regs.rip),
             caller,
+            recover: Some(&recover),
         };
         let pc = engine::addr::LinkAddr(f.lookup_pc().wrapping_sub(bias));
         scope.locals = module
@@ -287,6 +309,41 @@ fn dump(p: &Process, scope: &Scope<'_>, addr: u64, f: Format) -> Result<String> 
     }
     out.push('\n');
     Ok(out)
+}
+
+fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    args.positionals(0, 0)?;
+    let session = &ctx.session;
+    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let tid = t.thread;
+    let frame = t.frame;
+    let text = t.with(|p, live| {
+        if p.state() == State::Running {
+            bail!("the process is running; `halt` it first");
+        }
+        let tid = tid
+            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
+            .or_else(|| p.threads().first().map(|th| th.tid));
+        let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
+        if scope.frame.is_none() {
+            bail!("the selected frame is in no function gsh knows");
+        }
+        let names: Vec<String> = scope.locals.iter().map(|v| v.info.name.clone()).collect();
+        if names.is_empty() {
+            return Ok("no parameters or locals (no debug info for this frame?)\n".to_owned());
+        }
+        let (env, near) = eval_env(session, live, rip)?;
+        let mut text = String::new();
+        for name in names {
+            let value = match eval::print_stopped(p, tid, &env, &mut scope, near, &name) {
+                Ok(v) => v.to_string(),
+                Err(e) => format!("<{e}>"),
+            };
+            text.push_str(&format!("{name} = {value}\n"));
+        }
+        Ok(text)
+    })?;
+    Ok(Output::Text(text))
 }
 
 fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {

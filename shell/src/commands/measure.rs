@@ -160,15 +160,22 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
         if let Some(target) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
             let (session, plan) = (&ctx.session, &ctx.plan);
             let result = target.with(|p, live| {
+                // Only the runtime's injected calls and the writing of the jumps stop the
+                // process; everything else is done while it runs.
+                live.load_runtime(p)?;
                 let mut n = live.insert(p, session, plan, id)?.len();
-                n += Live::paused(p, |p| live.start_measuring(p))?.len();
+                n += live.start_measuring(p)?.len();
                 Ok(n)
             });
             match result {
                 Ok(n) => inserted = Cell::Num(n as u64),
                 Err(e) => {
                     // Nothing half-done: the request goes, as if never made.
-                    let _ = target.with(|p, live| Ok(live.remove(p, id)?));
+                    let _ = target.with(|p, live| {
+                        let removed = live.remove(p, id);
+                        live.forget(id);
+                        Ok(removed?)
+                    });
                     let _ = ctx.plan.delete(id);
                     return Err(e.context(format!("{} {glob}: not inserted", metric.command())));
                 }
@@ -315,7 +322,7 @@ pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
     } else {
         match (&live.measure.last, &live.measure.last_paths) {
             (Some(v), paths) => (v.clone(), paths.clone().unwrap_or_default()),
-            (None, _) if live.measure.counters.is_empty() => (Vec::new(), Vec::new()),
+            (None, _) if !live.measure.measured_anything() => (Vec::new(), Vec::new()),
             (None, _) => bail!("process {pid} ended before its values could be read (killed?)"),
         }
     };
@@ -329,7 +336,7 @@ pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
 
 /// Keeps what was measured before gsh lets go of the process (`detach`), for `report`.
 pub fn keep_on_detach(ctx_measured: &mut Option<Results>, pid: i32, p: &Process, live: &mut Live) {
-    if live.measure.counters.is_empty() {
+    if !live.measure.measured_anything() {
         return;
     }
     live.measure.snapshot(p);

@@ -49,13 +49,16 @@ fatal signal, Ctrl-C).",
 pub const ATTACH: Spec = Spec {
     name: "attach",
     aliases: &[],
-    usage: "PID",
+    usage: "[--clean] PID",
     complete: Complete::Nothing,
     summary: "take control of a running process",
     help: "Attaches to process PID and stops all its threads. Opens its executable when no \
-file is open. Instrumentation and breakpoints requested before are inserted. `detach` lets it \
-go again with its code as it was.",
-    examples: &[("attach 4242", "")],
+file is open. Its code is compared with its files first: what an earlier gsh left there (it \
+was killed while attached: an int3 at a breakpoint or at the dynamic linker's hook, jumps into \
+trampolines) is reported, and with --clean put back as the files have it; other differences \
+are reported only. Instrumentation and breakpoints requested before are inserted. `detach` \
+lets it go again with its code as it was.",
+    examples: &[("attach 4242", ""), ("attach --clean 4242", "")],
     run: attach,
 };
 
@@ -65,8 +68,10 @@ pub const DETACH: Spec = Spec {
     usage: "",
     complete: Complete::Nothing,
     summary: "remove all instrumentation and let the process run on",
-    help: "Removes every trampoline jump and breakpoint (the text is again exactly the \
-file's), then releases the process, which runs on without gsh.",
+    help: "Removes every trampoline jump and breakpoint, and what an earlier gsh left in the \
+code, then compares the text with the files: it says the code is as the files have it only \
+when every byte is, and lists what still differs. Then releases the process, which runs on \
+without gsh.",
     examples: &[("detach", "")],
     run: detach,
 };
@@ -177,7 +182,7 @@ Instrumentation waiting for the library is inserted as it appears.",
 pub const PRINT: Spec = Spec {
     name: "print",
     aliases: &["p"],
-    usage: "EXPR",
+    usage: "[/F] EXPR",
     complete: Complete::Nothing,
     summary: "evaluate an expression in the process, as gdb prints it",
     help: "Evaluates EXPR and prints its value as gdb does. Names are the selected frame's \
@@ -187,19 +192,24 @@ declared variables, then the globals of every loaded module, the frame's own mod
 (`MODULE!NAME` names one module's: `libc.so.6!environ`, `prog!count`); `$0..$5` and, at a \
 function's entry, its parameters come from the argument registers; `$rip`, `$rsp` and the other \
 general registers are the selected frame's. An access path (`*head`, `head->pts[3]`, \
-`shapes[1].name`) prints whole with its debug-info type: structs and unions as `{a = 1, b = {x \
+`shapes[1].name`, and gdb's `FIRST@COUNT`: COUNT objects from where FIRST lies) prints whole \
+with its debug-info type: structs and unions as `{a = 1, b = {x \
 = 2}}`, arrays as `{1, 2, 3}` with runs of more than ten equal elements as `0 <repeats 16 \
 times>`, char arrays as strings, enums by name, bit-fields by their bits, pointers with the \
 symbol they point into and the string a `char *` points to. Other expressions are snippet \
 expressions (arithmetic, calls to the program's functions, `\"...\"` and `'a'` literals, \
-quoted as C quotes them). A running process is read without stopping it; calls and \
-assignments need it stopped.",
+quoted as C quotes them). `print/F` shows every integer, character, enum and pointer in the \
+value in format F, as gdb's: `x` hex, `z` zero-padded hex, `o` octal, `t` binary, `d` signed, \
+`u` unsigned, `c` character, `a` address and symbol. A running process is read without \
+stopping it; calls and assignments need it stopped.",
     examples: &[
         ("print hits", "a declared counter, read live"),
         ("print *head", "a whole struct"),
         ("print head->pts[3].x + 1", ""),
         ("print libc.so.6!environ", "a global of one module"),
         ("print $rsp", "a register of the selected frame"),
+        ("print/x head->id", "in hex"),
+        ("print head->pts[1]@2", "two elements from the second"),
     ],
     run: print,
 };
@@ -323,7 +333,7 @@ fn make_room(ctx: &mut Context) -> Result<()> {
     Ok(())
 }
 
-fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
+pub(super) fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String> {
     let launch = launch(ctx, args)?;
     make_room(ctx)?;
     let main = ctx.session.main()?;
@@ -397,6 +407,7 @@ fn run(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 }
 
 fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    let clean = args.flag("--clean");
     let pid_text = args.positionals(1, 1)?.remove(0);
     let pid: i32 = pid_text
         .parse()
@@ -427,6 +438,40 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ctx.session.open(&exe)?;
     }
     let mut t = Target::new(tracer, false);
+    // What an earlier gsh left (it was killed while attached), before anything of ours.
+    let changes = t.with(|p, _| Ok(p.text_changes()?))?;
+    let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
+    if !leftovers.is_empty() {
+        let bytes: usize = leftovers.iter().map(|c| c.file.len()).sum();
+        let traps = leftovers
+            .iter()
+            .filter(|c| c.kind == engine::process::ChangeKind::Breakpoint)
+            .count();
+        let what = format!(
+            "{} change{} ({bytes} bytes: {traps} int3, {} jump{} into trampolines) that an \
+             earlier gsh left in its code",
+            leftovers.len(),
+            if leftovers.len() == 1 { "" } else { "s" },
+            leftovers.len() - traps,
+            if leftovers.len() - traps == 1 {
+                ""
+            } else {
+                "s"
+            },
+        );
+        if clean {
+            t.with(|p, _| Ok(p.restore_text(&leftovers)?))?;
+            eprintln!("removed {what}");
+        } else {
+            eprintln!(
+                "warning: process {pid} has {what}; `attach --clean {pid}` removes them, and \
+                 so does `detach`"
+            );
+        }
+    }
+    if !other.is_empty() {
+        eprintln!("note: {}", target::differences(pid, &other));
+    }
     let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
     let result = t.with(|p, live| {
         let mut notes = target::install(session, plan, breaks, p, live)?;
@@ -461,15 +506,21 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Ok(line(format!("process {pid} is gone already")));
     }
     let measured = &mut ctx.measured;
-    t.tracer.with(|p, live| -> Result<()> {
-        super::measure::keep_on_detach(measured, pid, p, live);
-        Live::paused(p, |p| live.remove_all(p))?;
-        p.detach()?;
-        Ok(())
-    })??;
+    let left = t
+        .tracer
+        .with(|p, live| -> Result<Vec<engine::process::TextChange>> {
+            super::measure::keep_on_detach(measured, pid, p, live);
+            target::let_go(p, live)
+        })??;
     let _ = started;
+    if !left.is_empty() {
+        eprintln!("{}", target::differences(pid, &left));
+        return Ok(line(format!(
+            "detached from process {pid}; gsh's changes are gone from its code"
+        )));
+    }
     Ok(line(format!(
-        "detached from process {pid}; its code is as it was"
+        "detached from process {pid}; its code is as the files have it"
     )))
 }
 
@@ -525,7 +576,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
 }
 
 /// Threads sitting on one of our int3s execute the original instruction first.
-fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
+pub(super) fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
     if p.state() != State::Stopped {
         return Ok(());
     }
@@ -711,13 +762,15 @@ pub fn place_break(
         for pt in engine::instrument::save::points_of(module, &request, f.func)? {
             let cond = match &b.cond {
                 Some(c) => {
-                    let info = PointInfo {
-                        kind: pt.kind.snippet_kind(),
-                        function: func.display_name().to_owned(),
-                        module: module.name.clone(),
-                        id: b.id,
-                        ..PointInfo::default()
-                    };
+                    // The point's own facts ($line, $callee), as `at` checks them.
+                    let base = SessionEnv::new(
+                        module,
+                        Some(func),
+                        live.declared(),
+                        PointInfo::default(),
+                        bias,
+                    );
+                    let info = engine::instrument::save::point_info(module, &base, &request, &pt);
                     let env = SessionEnv::new(module, Some(func), live.declared(), info, bias);
                     Some(eval::check_condition(c, &env).map_err(|e| anyhow!("{e}"))?)
                 }
@@ -830,20 +883,38 @@ pub(super) fn eval_env<'a>(
                     ..PointInfo::default()
                 };
                 return Ok((
-                    SessionEnv::new(module, Some(func), live.declared(), info, bias),
+                    SessionEnv::new(module, Some(func), live.declared(), info, bias)
+                        .with_session(session)
+                        .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
                     rip,
                 ));
             }
         }
     }
     Ok((
-        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias),
+        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias)
+            .with_session(session)
+            .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
         main_bias.wrapping_add(main.binary.entry().0),
     ))
 }
 
 fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
-    let expr = args.rest_raw();
+    let mut expr = args.rest_raw();
+    let mut format = None;
+    // gdb's `print/x EXPR`.
+    if let Some(rest) = expr.strip_prefix('/') {
+        let (f, e) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let mut letters = f.chars();
+        match (letters.next(), letters.next()) {
+            (Some(c), None) if engine::instrument::values::FORMATS.contains(c) => format = Some(c),
+            _ => bail!(
+                "`print/{f}`: a format is one of x z o t d u c a (hex, zero-padded hex, octal, \
+                 binary, signed, unsigned, character, address)"
+            ),
+        }
+        expr = e.trim().to_owned();
+    }
     if expr.trim().is_empty() {
         return Err(args.usage_error("missing expression"));
     }
@@ -858,6 +929,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
             let (env, _) = eval_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
+            scope.format = format;
             eval::print_exited(base, &bytes, &env, &mut scope, &expr).map_err(|e| anyhow!("{e}"))
         })??;
         return Ok(line(format!("{expr} = {printed}")));
@@ -869,11 +941,13 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         if p.state() == State::Running {
             let (env, _) = eval_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
+            scope.format = format;
             return eval::print_running(&reader, &env, &mut scope, &expr)
                 .map_err(|e| anyhow!("{e}"));
         }
         let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
         let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
+        scope.format = format;
         let (env, near) = eval_env(session, live, rip)?;
         eval::print_stopped(p, tid, &env, &mut scope, near, &expr).map_err(|e| anyhow!("{e}"))
     })?;

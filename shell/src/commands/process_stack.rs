@@ -59,16 +59,10 @@ fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
     }
 }
 
-/// Frame `n` (0 is the innermost) of the thread with registers `r` and its caller, with
-/// their registers and CFAs as the unwinder recovered them.
-pub fn frame(
-    live: &Live,
-    p: &Process,
-    r: &libc::user_regs_struct,
-    n: usize,
-) -> Option<(Frame, Option<Frame>)> {
-    let frames = unwinder(live).walk(&ProcMemory(p), top_regs(live, r), n + 3);
-    Some((*frames.get(n)?, frames.get(n + 1).copied()))
+/// The frames of the thread with registers `r` up to frame `n + 1` (the caller of frame
+/// `n`), innermost first, with their registers and CFAs as the unwinder recovered them.
+pub fn frames_to(live: &Live, p: &Process, r: &libc::user_regs_struct, n: usize) -> Vec<Frame> {
+    unwinder(live).walk(&ProcMemory(p), top_regs(live, r), n + 3)
 }
 
 /// (pc, one-line description) per frame, innermost first.

@@ -63,7 +63,7 @@ fn did_you_mean() {
     );
     assert_eq!(
         unknown(&["show"]).to_string(),
-        "`show` needs one of: funcs, functions, instrumentation, libraries, libs, modules, points, registers, threads, variables, vars"
+        "`show` needs one of: funcs, functions, instrumentation, libraries, libs, locals, modules, points, registers, threads, variables, vars"
     );
     assert_eq!(
         unknown(&["xyzzy"]).to_string(),
@@ -73,7 +73,7 @@ fn did_you_mean() {
     // the command `x`), and `informs` is nothing like any command.
     assert_eq!(
         unknown(&["info"]).to_string(),
-        "`info` needs one of: registers"
+        "`info` needs one of: locals, registers"
     );
     for far in ["bp", "br", "bx", "xx", "informs"] {
         assert_eq!(

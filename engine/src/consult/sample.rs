@@ -1,0 +1,341 @@
+//! What each thread of a process spends its wall time on, measured without instrumentation: the
+//! root and thread levels of the search.
+//!
+//! Two sources, both in `/proc/PID/task/TID/`:
+//! - `schedstat`: nanoseconds on a CPU and nanoseconds runnable but waiting for one, as the
+//!   scheduler counts them: [`Hypothesis::CPUBound`] and [`Hypothesis::RunQueue`] exactly.
+//! - `syscall`: the system call a blocked thread is in, with its arguments, sampled: futex and
+//!   semaphore waits are [`Hypothesis::SyncWait`]; read/write-family and file system calls on a
+//!   file are [`Hypothesis::IOBlocking`] (on a socket, pipe or terminal they wait for the outside
+//!   world); poll, select, epoll, sleeps, accept, wait are [`Hypothesis::ExternalWait`].
+//!
+//! Reading another process's `syscall` file needs the right to trace it, which a session that
+//! started or attached to the process has.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::Hypothesis;
+
+/// What a thread was doing when sampled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// On a CPU or runnable (`schedstat` says which).
+    Running,
+    /// Blocked in a system call of this kind; `fd` and `path` for calls on a descriptor.
+    Blocked {
+        hypothesis: Hypothesis,
+        syscall: u64,
+        fd: Option<i32>,
+    },
+    /// Blocked in a call no hypothesis covers.
+    Other(u64),
+}
+
+/// The kind of wait a blocked system call is, before looking at its descriptor.
+fn kind_of(syscall: u64) -> Option<(Hypothesis, bool)> {
+    // (hypothesis, whether the first argument is a descriptor that decides it)
+    Some(match syscall {
+        // futex, futex_waitv, semop, semtimedop, msgrcv, msgsnd
+        202 | 449 | 65 | 220 | 70 | 69 => (Hypothesis::SyncWait, false),
+        // read, write, pread64, pwrite64, readv, writev, preadv, pwritev, preadv2, pwritev2,
+        // sendfile, copy_file_range, splice, fsync, fdatasync, sync_file_range, fallocate,
+        // ftruncate, getdents64
+        0 | 1 | 17 | 18 | 19 | 20 | 295 | 296 | 327 | 328 | 40 | 326 | 275 | 74 | 75 | 277
+        | 285 | 77 | 217 => (Hypothesis::IOBlocking, true),
+        // open, openat, openat2, close, stat, fstat, lstat, newfstatat, statx, unlink(at),
+        // rename(at/2), mkdir(at), sync, syncfs, io_uring_enter, io_getevents
+        2 | 257 | 437 | 3 | 4 | 5 | 6 | 262 | 332 | 87 | 263 | 82 | 264 | 316 | 83 | 258 | 162
+        | 306 | 426 | 208 => (Hypothesis::IOBlocking, false),
+        // poll, select, pselect6, ppoll, epoll_wait, epoll_pwait, epoll_pwait2, nanosleep,
+        // clock_nanosleep, pause, accept, accept4, connect, recvfrom, recvmsg, recvmmsg,
+        // sendto, sendmsg, wait4, waitid, rt_sigsuspend, rt_sigtimedwait
+        7 | 23 | 270 | 271 | 232 | 281 | 441 | 35 | 230 | 34 | 43 | 288 | 42 | 45 | 47 | 299
+        | 44 | 46 | 61 | 247 | 130 | 128 => (Hypothesis::ExternalWait, false),
+        _ => return None,
+    })
+}
+
+/// What `/proc/PID/fd/FD` names.
+fn fd_target(pid: i32, fd: i32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// True when a descriptor naming `target` is a file whose reads and writes are I/O, not a wait
+/// for another party (sockets, pipes, terminals, event and timer descriptors are the latter).
+fn is_file(target: &str) -> bool {
+    !(target.starts_with("socket:")
+        || target.starts_with("pipe:")
+        || target.starts_with("anon_inode:")
+        || target.starts_with("/dev/pts/")
+        || target.starts_with("/dev/tty")
+        || target == "/dev/console")
+}
+
+/// Reads one `syscall` file's contents as an activity.
+fn parse_syscall(pid: i32, text: &str) -> Activity {
+    let mut words = text.split_whitespace();
+    let Some(first) = words.next() else {
+        return Activity::Running;
+    };
+    let Ok(nr) = first.parse::<u64>() else {
+        // "running", or "-1 ..." for a thread stopped outside a system call.
+        return Activity::Running;
+    };
+    let Some((hypothesis, by_fd)) = kind_of(nr) else {
+        return Activity::Other(nr);
+    };
+    let fd = words
+        .next()
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .map(|a| a as i32);
+    if !by_fd {
+        return Activity::Blocked {
+            hypothesis,
+            syscall: nr,
+            fd: None,
+        };
+    }
+    let hypothesis = match fd.and_then(|fd| fd_target(pid, fd)) {
+        Some(t) if !is_file(&t) => Hypothesis::ExternalWait,
+        _ => hypothesis,
+    };
+    Activity::Blocked {
+        hypothesis,
+        syscall: nr,
+        fd,
+    }
+}
+
+/// Nanoseconds on a CPU and waiting for one, from a `schedstat` file.
+fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut w = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((w.next()??, w.next()??))
+}
+
+/// The threads of `pid`.
+fn tids(pid: i32) -> std::io::Result<Vec<i32>> {
+    let mut out: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// One thread's record over a sampling period.
+#[derive(Clone, Debug, Default)]
+struct Record {
+    /// `schedstat` when first seen.
+    first: Option<(u64, u64)>,
+    last: Option<(u64, u64)>,
+    first_seen: Option<Instant>,
+    samples: u32,
+    /// Blocked samples by hypothesis.
+    blocked: BTreeMap<Hypothesis, u32>,
+    /// Blocked samples by descriptor, for refinement to the file.
+    fds: BTreeMap<i32, u32>,
+}
+
+/// Samples a process's threads and says, per thread, what fraction of its wall time each
+/// hypothesis took.
+#[derive(Debug)]
+pub struct Sampler {
+    pid: i32,
+    threads: BTreeMap<i32, Record>,
+    last: Option<Instant>,
+}
+
+/// Fractions of one thread's wall time since sampling began.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadTime {
+    pub tid: i32,
+    pub seconds: f64,
+    pub fractions: BTreeMap<Hypothesis, f64>,
+    /// Descriptors the thread blocked on, with the fraction of samples on each.
+    pub fds: Vec<(i32, f64)>,
+}
+
+impl Sampler {
+    /// A sampler of process `pid`; nothing is read until [`Sampler::sample`].
+    pub fn new(pid: i32) -> Sampler {
+        Sampler {
+            pid,
+            threads: BTreeMap::new(),
+            last: None,
+        }
+    }
+
+    /// Takes one sample of every thread. Threads that ended keep what they had; an error means
+    /// the process is gone or not readable.
+    pub fn sample(&mut self) -> std::io::Result<()> {
+        let now = Instant::now();
+        for tid in tids(self.pid)? {
+            let dir = format!("/proc/{}/task/{tid}", self.pid);
+            let Some(sched) = std::fs::read_to_string(format!("{dir}/schedstat"))
+                .ok()
+                .and_then(|t| parse_schedstat(&t))
+            else {
+                continue;
+            };
+            let activity = std::fs::read_to_string(format!("{dir}/syscall"))
+                .map(|t| parse_syscall(self.pid, &t))
+                .unwrap_or(Activity::Running);
+            let r = self.threads.entry(tid).or_default();
+            if r.first.is_none() {
+                r.first = Some(sched);
+                r.first_seen = Some(now);
+                continue;
+            }
+            r.last = Some(sched);
+            r.samples += 1;
+            if let Activity::Blocked { hypothesis, fd, .. } = activity {
+                *r.blocked.entry(hypothesis).or_default() += 1;
+                if let Some(fd) = fd {
+                    *r.fds.entry(fd).or_default() += 1;
+                }
+            }
+        }
+        self.last = Some(now);
+        Ok(())
+    }
+
+    /// Each thread's fractions, for threads sampled at least twice.
+    pub fn threads(&self) -> Vec<ThreadTime> {
+        let Some(last) = self.last else {
+            return Vec::new();
+        };
+        self.threads
+            .iter()
+            .filter_map(|(&tid, r)| {
+                let (first, end, seen) = (r.first?, r.last?, r.first_seen?);
+                let wall = last.duration_since(seen).as_secs_f64();
+                if wall <= 0.0 || r.samples == 0 {
+                    return None;
+                }
+                let ns = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9 / wall;
+                let mut fractions = BTreeMap::new();
+                fractions.insert(Hypothesis::CPUBound, ns(first.0, end.0).min(1.0));
+                fractions.insert(Hypothesis::RunQueue, ns(first.1, end.1).min(1.0));
+                for h in [
+                    Hypothesis::SyncWait,
+                    Hypothesis::IOBlocking,
+                    Hypothesis::ExternalWait,
+                ] {
+                    let n = r.blocked.get(&h).copied().unwrap_or(0);
+                    fractions.insert(h, f64::from(n) / f64::from(r.samples));
+                }
+                let fds = r
+                    .fds
+                    .iter()
+                    .map(|(&fd, &n)| (fd, f64::from(n) / f64::from(r.samples)))
+                    .collect();
+                Some(ThreadTime {
+                    tid,
+                    seconds: wall,
+                    fractions,
+                    fds,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    #[test]
+    fn system_calls_are_classified_by_kind_and_descriptor() {
+        let me = std::process::id() as i32;
+        let futex = parse_syscall(me, "202 0x7f00 0x80 0x0 0x0 0x0 0x0 0x7ffc 0x7f00");
+        assert!(matches!(
+            futex,
+            Activity::Blocked {
+                hypothesis: Hypothesis::SyncWait,
+                ..
+            }
+        ));
+        let sleep = parse_syscall(me, "230 0x0 0x0 0x7ffc 0x0 0x0 0x0 0x7ffc 0x7f00");
+        assert!(matches!(
+            sleep,
+            Activity::Blocked {
+                hypothesis: Hypothesis::ExternalWait,
+                ..
+            }
+        ));
+        assert_eq!(parse_syscall(me, "running"), Activity::Running);
+        assert_eq!(parse_syscall(me, "-1 0x7ffc 0x40"), Activity::Running);
+        assert_eq!(parse_syscall(me, "39 0x0"), Activity::Other(39));
+        // A read on a pipe waits for the writer; on a file it is I/O.
+        let (r, _w) = std::io::pipe().unwrap();
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        use std::os::fd::AsRawFd;
+        let on = |fd: i32| parse_syscall(me, &format!("0 {fd:#x} 0x7ffc 0x1000 0 0 0 0 0"));
+        assert!(matches!(
+            on(r.as_raw_fd()),
+            Activity::Blocked {
+                hypothesis: Hypothesis::ExternalWait,
+                ..
+            }
+        ));
+        assert_eq!(
+            on(file.as_raw_fd()),
+            Activity::Blocked {
+                hypothesis: Hypothesis::IOBlocking,
+                syscall: 0,
+                fd: Some(file.as_raw_fd()),
+            }
+        );
+    }
+
+    /// A spinning shell is CPU-bound, a sleeping one waits outside, and `cat` on an idle pipe
+    /// waits for its writer.
+    #[test]
+    fn real_processes_are_measured_as_what_they_do() {
+        let spin = Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let sleep = Command::new("sleep").arg("30").spawn().unwrap();
+        let cat = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut samplers: Vec<Sampler> = [spin.id(), sleep.id(), cat.id()]
+            .iter()
+            .map(|&p| Sampler::new(p as i32))
+            .collect();
+        for _ in 0..60 {
+            for s in &mut samplers {
+                s.sample().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let fraction = |s: &Sampler, h: Hypothesis| s.threads()[0].fractions[&h];
+        for mut c in [spin, sleep, cat] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // The spinner shares two cores with the test suite: it is on a CPU or waiting for one.
+        let busy = fraction(&samplers[0], Hypothesis::CPUBound)
+            + fraction(&samplers[0], Hypothesis::RunQueue);
+        assert!(busy > 0.8, "spinning: {busy}");
+        assert!(fraction(&samplers[1], Hypothesis::ExternalWait) > 0.9);
+        assert!(fraction(&samplers[1], Hypothesis::CPUBound) < 0.1);
+        assert!(fraction(&samplers[2], Hypothesis::ExternalWait) > 0.9);
+        assert!(fraction(&samplers[2], Hypothesis::IOBlocking) < 0.1);
+    }
+
+    #[test]
+    fn a_gone_process_is_an_error() {
+        let mut c = Command::new("true").spawn().unwrap();
+        let pid = c.id() as i32;
+        c.wait().unwrap();
+        assert!(Sampler::new(pid).sample().is_err());
+    }
+}

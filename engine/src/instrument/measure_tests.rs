@@ -1,0 +1,56 @@
+//! Slot bookkeeping: slots freed by deleted or failed requests are handed out again (and
+//! marked for zeroing), so repeated big requests never run out.
+
+use super::*;
+
+fn claim(m: &mut Measure, id: u32, func: usize) -> Result<u32, MeasureError> {
+    m.slot(
+        || format!("f{func}"),
+        id,
+        ModuleId(0),
+        FuncId(func as u32),
+        Metric::Count,
+    )
+}
+
+#[test]
+fn slots_freed_by_a_request_are_reused_and_must_be_zeroed_again() {
+    let mut m = Measure::default();
+    let reader = MemReader::new(i32::MAX);
+    // Four rounds of a request as big as a quarter of all slots, each deleted after.
+    for round in 0..8u32 {
+        let id = round + 1;
+        for f in 0..(MAX_SLOTS / 4) as usize {
+            claim(&mut m, id, f).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        assert_eq!(m.slots_in_use(), (MAX_SLOTS / 4) as usize);
+        // Each claim is listed for zeroing before code uses it.
+        assert_eq!(m.unprepared.len(), (MAX_SLOTS / 4) as usize);
+        m.unprepared.clear();
+        m.release(&reader, id, false);
+        assert_eq!(m.slots_in_use(), 0);
+    }
+    // Only the first quarter was ever handed out.
+    assert_eq!(m.next_slot, MAX_SLOTS / 4);
+}
+
+#[test]
+fn a_full_table_refuses_and_a_failed_request_gives_its_slots_back() {
+    let mut m = Measure::default();
+    let reader = MemReader::new(i32::MAX);
+    for f in 0..MAX_SLOTS as usize {
+        claim(&mut m, 1, f).expect("room");
+    }
+    // The same function of the same request keeps its slot (entry and exits share it).
+    assert_eq!(claim(&mut m, 1, 7).expect("same"), 7);
+    assert!(matches!(claim(&mut m, 2, 0), Err(MeasureError::SlotsFull)));
+    // Request 2 failed half-way: nothing of it stays.
+    m.release(&reader, 2, false);
+    m.forget(2);
+    m.release(&reader, 1, false);
+    assert_eq!(claim(&mut m, 3, 0).expect("freed"), 0);
+    // A slot freed before it was prepared is not prepared for its old owner.
+    m.release(&reader, 3, false);
+    assert!(m.unprepared.is_empty());
+    assert_eq!(m.free.len(), MAX_SLOTS as usize);
+}

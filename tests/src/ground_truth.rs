@@ -1,0 +1,265 @@
+//! A ground truth for analysis: C sources under `tests/corpus/` compiled here with gcc or clang
+//! at -O0..-O3, PIE or not, with `-Wl,--emit-relocs` (every jump-table entry stays a relocation
+//! in the output) and `-Wa,-L` (every table's label stays a symbol), so the tables and function
+//! starts are known without asking gsh. [`grade`] compares gsh's jump tables with them, and the
+//! function starts of a stripped copy with the symbol table.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use engine::symbols::NoProgress;
+use engine::{Binary, FunctionTable, LinkAddr};
+use object::{Object, ObjectSection, ObjectSymbol, SectionKind};
+
+use crate::truth;
+
+/// The corpus's sources, under `tests/`: switches of every shape, and the plain C mutatees.
+pub const SOURCES: &[&str] = &[
+    "corpus/switches.c",
+    "mutatees/basic.c",
+    "mutatees/loops.c",
+    "mutatees/noreturn.c",
+    "mutatees/tailcall.c",
+    "mutatees/recursion.c",
+    "mutatees/irreducible.c",
+    "mutatees/longjmp.c",
+];
+
+/// One build of a source.
+#[derive(Clone, Debug)]
+pub struct Build {
+    pub compiler: &'static str,
+    pub opt: &'static str,
+    pub pie: bool,
+}
+
+impl Build {
+    /// Every configuration: the compiler at -O0..-O3, PIE and not.
+    pub fn all(compiler: &'static str) -> Vec<Build> {
+        let mut out = Vec::new();
+        for opt in ["-O0", "-O1", "-O2", "-O3"] {
+            for pie in [true, false] {
+                out.push(Build { compiler, opt, pie });
+            }
+        }
+        out
+    }
+
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.compiler,
+            self.opt,
+            if self.pie { "pie" } else { "no-pie" }
+        )
+    }
+
+    /// Compiles `source` (a name in [`SOURCES`]) into `dir`, and a stripped copy beside it.
+    pub fn compile(&self, source: &str, dir: &Path) -> Result<PathBuf, String> {
+        let src = crate::workspace_root().join("tests").join(source);
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let stem = source
+            .rsplit('/')
+            .next()
+            .unwrap_or(source)
+            .trim_end_matches(".c");
+        let out = dir.join(format!(
+            "{stem}-{}{}-{}",
+            self.compiler,
+            self.opt,
+            if self.pie { "pie" } else { "nopie" }
+        ));
+        let pie: &[&str] = if self.pie {
+            &["-fPIE", "-pie"]
+        } else {
+            &["-fno-pie", "-no-pie"]
+        };
+        let o = Command::new(self.compiler)
+            .args([self.opt, "-Wl,--emit-relocs", "-Wa,-L"])
+            .args(pie)
+            .arg("-o")
+            .arg(&out)
+            .arg(&src)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.compiler))?;
+        if !o.status.success() {
+            return Err(format!(
+                "{} failed: {}",
+                self.label(),
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        let stripped = stripped_path(&out);
+        let o = Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&out)
+            .output()
+            .map_err(|e| format!("cannot run strip: {e}"))?;
+        if !o.status.success() {
+            return Err(format!(
+                "strip failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        Ok(out)
+    }
+}
+
+fn stripped_path(path: &Path) -> PathBuf {
+    path.with_extension("stripped")
+}
+
+/// How gsh did on one build.
+#[derive(Clone, Debug, Default)]
+pub struct Grade {
+    /// Jump tables in the binary (labels in read-only data whose first word is relocated).
+    pub tables: usize,
+    /// Of them, found by gsh at the right address with exactly the right entries and targets.
+    pub tables_exact: usize,
+    /// Tables gsh found that start at no table's label.
+    pub tables_invented: usize,
+    /// What was wrong, one line each.
+    pub problems: Vec<String>,
+    /// Function starts in the symbol table.
+    pub starts: usize,
+    /// Of them, found exactly in the stripped copy.
+    pub starts_found: usize,
+    /// Starts found in the stripped copy strictly inside a function.
+    pub starts_inside: usize,
+}
+
+/// Grades gsh on the build at `path` (made by [`Build::compile`]).
+pub fn grade(path: &Path) -> Result<Grade, String> {
+    let mut g = Grade::default();
+    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut relocs = BTreeSet::new();
+    let mut labels = BTreeSet::new();
+    for section in file.sections() {
+        if section.kind() != SectionKind::ReadOnlyData {
+            continue;
+        }
+        relocs.extend(section.relocations().map(|(offset, _)| offset));
+        let range = section.address()..section.address() + section.size();
+        labels.extend(
+            file.symbols()
+                .map(|s| s.address())
+                .filter(|a| range.contains(a)),
+        );
+    }
+    let pie = file.kind() == object::ObjectKind::Dynamic;
+    let code: Vec<(u64, u64)> = file
+        .sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .map(|s| (s.address(), s.address() + s.size()))
+        .collect();
+    let in_code = |a: u64| code.iter().any(|&(s, e)| a >= s && a < e);
+    let stride: u64 = if pie { 4 } else { 8 };
+    let read = |at: u64, base: u64| -> Option<u64> {
+        let s = file
+            .sections()
+            .find(|s| at >= s.address() && at + stride <= s.address() + s.size())?;
+        let d = s.data().ok()?;
+        let off = (at - s.address()) as usize;
+        let bytes = d.get(off..off + stride as usize)?;
+        Some(if stride == 8 {
+            u64::from_le_bytes(bytes.try_into().ok()?)
+        } else {
+            base.wrapping_add(i32::from_le_bytes(bytes.try_into().ok()?) as i64 as u64)
+        })
+    };
+    // The truth: each label whose first word is relocated starts a table, which runs to the
+    // next label or the first word no relocation fills.
+    let mut truth: BTreeMap<u64, (u64, BTreeSet<u64>)> = BTreeMap::new();
+    for &start in &labels {
+        if !relocs.contains(&start) {
+            continue;
+        }
+        let end = labels
+            .range(start + 1..)
+            .next()
+            .copied()
+            .unwrap_or(u64::MAX);
+        let mut at = start;
+        let mut targets = BTreeSet::new();
+        while at < end && relocs.contains(&at) {
+            targets.extend(read(at, start));
+            at += stride;
+        }
+        // A lookup table of data (clang's `.Lswitch.table`, strings) is no jump table.
+        if targets.iter().all(|&t| in_code(t)) && !targets.is_empty() {
+            truth.insert(start, ((at - start) / stride, targets));
+        }
+    }
+    g.tables = truth.len();
+
+    let mut session = engine::Session::new();
+    session.open(path).map_err(|e| e.to_string())?;
+    let module = session.main().map_err(|e| e.to_string())?;
+    let analysis = module.analysis();
+    let mut seen = BTreeSet::new();
+    for f in module.functions().functions() {
+        for t in &analysis.function(f.id).cfg.jump_tables {
+            if !seen.insert(t.jump) {
+                continue;
+            }
+            let found: BTreeSet<u64> = t.targets.iter().map(|a| a.0).collect();
+            match truth.get(&t.table.0) {
+                Some((entries, targets)) if *entries == t.entries && *targets == found => {
+                    g.tables_exact += 1;
+                }
+                Some((entries, _)) => g.problems.push(format!(
+                    "table {:#x} of {}: {} entries read, {entries} in the table",
+                    t.table, f.name, t.entries
+                )),
+                None => {
+                    g.tables_invented += 1;
+                    g.problems
+                        .push(format!("table {:#x} of {} is no table", t.table, f.name));
+                }
+            }
+        }
+    }
+    let found_at: BTreeSet<u64> = module
+        .functions()
+        .functions()
+        .iter()
+        .flat_map(|f| {
+            analysis
+                .function(f.id)
+                .cfg
+                .jump_tables
+                .iter()
+                .map(|t| t.table.0)
+        })
+        .collect();
+    for start in truth.keys().filter(|s| !found_at.contains(s)) {
+        g.problems.push(format!("table {start:#x} not found"));
+    }
+
+    let starts = truth::symtab_function_starts(path);
+    let stripped = Binary::open(&stripped_path(path)).map_err(|e| e.to_string())?;
+    let table = FunctionTable::build(&stripped, &NoProgress);
+    g.starts = starts.len();
+    for f in &starts {
+        if table.at(LinkAddr(f.addr)).is_some() {
+            g.starts_found += 1;
+        } else {
+            g.problems.push(format!(
+                "{} at {:#x} not found when stripped",
+                f.name, f.addr
+            ));
+        }
+    }
+    for found in table.functions() {
+        let a = found.addr.0;
+        if let Some(f) = starts.iter().find(|f| a > f.addr && a < f.addr + f.size) {
+            g.starts_inside += 1;
+            g.problems
+                .push(format!("{} invented inside {}", found.name, f.name));
+        }
+    }
+    Ok(g)
+}

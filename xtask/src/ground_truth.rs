@@ -1,0 +1,54 @@
+//! `ground-truth [gcc|clang...]`: the corpus of [`gsh_tests::ground_truth`] built with each
+//! compiler at -O0..-O3, PIE and not, and gsh graded on every build: jump tables found exactly
+//! and invented, function starts of the stripped copy found exactly and invented inside a
+//! function.
+
+use anyhow::{bail, Result};
+use gsh_tests::ground_truth::{grade, Build, SOURCES};
+
+pub fn run(args: &[String]) -> Result<()> {
+    let compilers: Vec<&'static str> = if args.is_empty() {
+        vec!["gcc", "clang"]
+    } else {
+        let mut v = Vec::new();
+        for a in args {
+            v.push(match a.as_str() {
+                "gcc" => "gcc",
+                "clang" => "clang",
+                other => bail!("unknown compiler `{other}`; usage: ground-truth [gcc|clang...]"),
+            });
+        }
+        v
+    };
+    let dir = gsh_tests::target_dir().join("ground-truth");
+    println!("| source | build | tables | exact | invented | starts | found | inside |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut problems = Vec::new();
+    for compiler in compilers {
+        for build in Build::all(compiler) {
+            for source in SOURCES {
+                let path = build.compile(source, &dir).map_err(anyhow::Error::msg)?;
+                let g = grade(&path).map_err(anyhow::Error::msg)?;
+                println!(
+                    "| {source} | {} | {} | {} | {} | {} | {} | {} |",
+                    build.label(),
+                    g.tables,
+                    g.tables_exact,
+                    g.tables_invented,
+                    g.starts,
+                    g.starts_found,
+                    g.starts_inside
+                );
+                problems.extend(
+                    g.problems
+                        .iter()
+                        .map(|p| format!("{} {source}: {p}", build.label())),
+                );
+            }
+        }
+    }
+    for p in problems {
+        println!("{p}");
+    }
+    Ok(())
+}
