@@ -106,6 +106,37 @@ struct LiveMachine<'p> {
     near: u64,
 }
 
+impl<'p> LiveMachine<'p> {
+    /// A machine over `target`, with the saved-register block `saved` and the program's string
+    /// literals `strings`; string memory is allocated near `near`.
+    fn new(target: Target<'p>, saved: Vec<u8>, strings: Vec<Vec<u8>>, near: u64) -> Self {
+        LiveMachine {
+            target,
+            saved,
+            saved_dirty: false,
+            strings,
+            string_addrs: Vec::new(),
+            near,
+        }
+    }
+
+    /// A machine over stopped process `p`, with thread `tid`'s registers saved.
+    fn over_stopped(
+        p: &'p mut Process,
+        tid: Option<i32>,
+        strings: Vec<Vec<u8>>,
+        near: u64,
+    ) -> Result<Self, EvalError> {
+        let saved = saved_from(p, tid)?;
+        Ok(LiveMachine::new(
+            Target::Stopped { p, tid },
+            saved,
+            strings,
+            near,
+        ))
+    }
+}
+
 impl LiveMachine<'_> {
     fn stopped(&mut self, what: &str) -> Result<&mut Process, String> {
         match &mut self.target {
@@ -305,15 +336,7 @@ pub fn print_stopped(
     near: u64,
     expr: &str,
 ) -> Result<Printed, EvalError> {
-    let saved = saved_from(p, tid)?;
-    let mut m = LiveMachine {
-        target: Target::Stopped { p, tid },
-        saved,
-        saved_dirty: false,
-        strings: Vec::new(),
-        string_addrs: Vec::new(),
-        near,
-    };
+    let mut m = LiveMachine::over_stopped(p, tid, Vec::new(), near)?;
     print_with(&mut m, env, scope, expr, tid)
 }
 
@@ -325,14 +348,12 @@ pub fn print_exited(
     scope: &mut Scope<'_>,
     expr: &str,
 ) -> Result<Printed, EvalError> {
-    let mut m = LiveMachine {
-        target: Target::Exited(base, bytes),
-        saved: vec![0; SAVED_REGS_SIZE as usize],
-        saved_dirty: false,
-        strings: Vec::new(),
-        string_addrs: Vec::new(),
-        near: 0,
-    };
+    let mut m = LiveMachine::new(
+        Target::Exited(base, bytes),
+        vec![0; SAVED_REGS_SIZE as usize],
+        Vec::new(),
+        0,
+    );
     print_with(&mut m, env, scope, expr, None)
 }
 
@@ -343,14 +364,12 @@ pub fn print_running(
     scope: &mut Scope<'_>,
     expr: &str,
 ) -> Result<Printed, EvalError> {
-    let mut m = LiveMachine {
-        target: Target::Running(reader),
-        saved: vec![0; SAVED_REGS_SIZE as usize],
-        saved_dirty: false,
-        strings: Vec::new(),
-        string_addrs: Vec::new(),
-        near: 0,
-    };
+    let mut m = LiveMachine::new(
+        Target::Running(reader),
+        vec![0; SAVED_REGS_SIZE as usize],
+        Vec::new(),
+        0,
+    );
     print_with(&mut m, env, scope, expr, None)
 }
 
@@ -637,15 +656,7 @@ pub fn address(
     near: u64,
     expr: &str,
 ) -> Result<u64, EvalError> {
-    let saved = saved_from(p, tid)?;
-    let mut m = LiveMachine {
-        target: Target::Stopped { p, tid },
-        saved,
-        saved_dirty: false,
-        strings: Vec::new(),
-        string_addrs: Vec::new(),
-        near,
-    };
+    let mut m = LiveMachine::over_stopped(p, tid, Vec::new(), near)?;
     let text = scope.qualify(expr.trim()).map_err(EvalError::Machine)?;
     let scope = &*scope;
     let slots = register_slots(&mut m, scope);
@@ -727,16 +738,8 @@ pub fn condition_holds(p: &mut Process, tid: i32, program: &Program) -> Result<b
     let [Stmt::Expr(e)] = &program.stmts[..] else {
         return Err(EvalError::NotAnExpression);
     };
-    let saved = saved_from(p, Some(tid))?;
     let near = p.regs(tid)?.rip;
-    let mut m = LiveMachine {
-        target: Target::Stopped { p, tid: Some(tid) },
-        saved,
-        saved_dirty: false,
-        strings: program.strings.clone(),
-        string_addrs: Vec::new(),
-        near,
-    };
+    let mut m = LiveMachine::over_stopped(p, Some(tid), program.strings.clone(), near)?;
     Ok(match interp::eval(e, &mut m).map_err(EvalError::Machine)? {
         Value::Int(v) => v != 0,
         Value::Double(d) => d != 0.0,
@@ -752,15 +755,7 @@ pub fn execute(
     source: &str,
 ) -> Result<(), EvalError> {
     let program = check(source, env)?;
-    let saved = saved_from(p, tid)?;
-    let mut m = LiveMachine {
-        target: Target::Stopped { p, tid },
-        saved,
-        saved_dirty: false,
-        strings: program.strings.clone(),
-        string_addrs: Vec::new(),
-        near,
-    };
+    let mut m = LiveMachine::over_stopped(p, tid, program.strings.clone(), near)?;
     interp::run(&program, &mut m).map_err(EvalError::Machine)?;
     if m.saved_dirty {
         if let Target::Stopped { p, .. } = &mut m.target {

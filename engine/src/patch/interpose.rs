@@ -31,9 +31,10 @@
 //! `SA_NODEFER` and its `sa_mask` are recorded, not applied); and SIGTRAP is never blocked,
 //! so a SIGTRAP the program sends itself while it believes SIGTRAP blocked arrives at once.
 
+use super::trap::lea_rip;
 use iced_x86::code_asm::*;
+use iced_x86::Register;
 use iced_x86::{BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction};
-use iced_x86::{MemoryOperand, Register};
 
 /// Which C library function a stub leads to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,15 +88,6 @@ pub fn stub_path(bytes: &[u8], ip: u64) -> Option<Vec<Instruction>> {
         }
     }
     None
-}
-
-/// `lea reg, [rip + to]`.
-fn lea_rip(a: &mut CodeAssembler, reg: Register, to: u64) -> Result<(), IcedError> {
-    a.add_instruction(Instruction::with2(
-        Code::Lea_r64_m,
-        reg,
-        MemoryOperand::with_base_displ(Register::RIP, to as i64),
-    )?)
 }
 
 /// Copies `bytes` (a multiple of 8) from `[rsi]` to `[rsp]`, through rax.

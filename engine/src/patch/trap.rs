@@ -95,7 +95,7 @@ pub fn table(at: u64, sites: &[(u64, u64)]) -> Vec<u8> {
 }
 
 /// `lea reg, [rip + to]`, for addresses outside the assembled block (the data segment).
-fn lea_rip(a: &mut CodeAssembler, reg: Register, to: u64) -> Result<(), IcedError> {
+pub(super) fn lea_rip(a: &mut CodeAssembler, reg: Register, to: u64) -> Result<(), IcedError> {
     a.add_instruction(Instruction::with2(
         Code::Lea_r64_m,
         reg,
