@@ -352,6 +352,44 @@ impl Process {
             }
         }
         let started = Instant::now();
+        loop {
+            self.await_halt(&mut awaiting, started)?;
+            // A creator stopped at its clone event: list the new thread now, so the list is the
+            // process's threads when `halt` returns, and wait for the new thread's first stop.
+            let mut clones = Vec::new();
+            self.deferred.retain(|&(tid, ev)| {
+                let clone = ev == WaitEvent::Event(libc::PTRACE_EVENT_CLONE);
+                if clone {
+                    clones.push(tid);
+                }
+                !clone
+            });
+            if clones.is_empty() {
+                break;
+            }
+            for creator in clones {
+                let new = ptrace::event_msg(creator)? as i32;
+                // Seen already (its first stop came first): listed then, perhaps gone since.
+                if self.early_threads.remove(&new) {
+                    continue;
+                }
+                if let std::collections::btree_map::Entry::Vacant(e) = self.threads.entry(new) {
+                    e.insert(Thread::new(ThreadState::Starting));
+                    self.push_event(Event::ThreadStarted(new));
+                    awaiting.insert(new);
+                }
+            }
+        }
+        self.state = State::Stopped;
+        Ok(())
+    }
+
+    /// Waits until every thread in `awaiting` has stopped or gone.
+    fn await_halt(
+        &mut self,
+        awaiting: &mut HashSet<i32>,
+        started: Instant,
+    ) -> Result<(), ProcessError> {
         while !awaiting.is_empty() {
             let Some((tid, ev)) = self.poll_wait(-1, started)? else {
                 // Deadline: threads that vanished without a word are dropped.
@@ -374,7 +412,6 @@ impl Process {
                 return Err(self.gone("halting"));
             }
         }
-        self.state = State::Stopped;
         Ok(())
     }
 
@@ -900,21 +937,8 @@ impl Process {
     /// the process runs on untraced.
     pub fn detach(&mut self) -> Result<(), ProcessError> {
         self.alive("detaching")?;
-        self.halt()?;
-        // New threads whose clone event is still deferred must be collected before detaching.
-        let clones: Vec<i32> = self
-            .deferred
-            .iter()
-            .filter(|(_, ev)| *ev == WaitEvent::Event(libc::PTRACE_EVENT_CLONE))
-            .filter_map(|&(tid, _)| ptrace::event_msg(tid).ok().map(|m| m as i32))
-            .collect();
-        for new in clones {
-            if !self.early_threads.remove(&new) {
-                self.threads
-                    .entry(new)
-                    .or_insert(Thread::new(ThreadState::Starting));
-            }
-        }
+        // `halt` lists and stops new threads whose clone event it sees, so every thread is
+        // detached.
         self.halt()?;
         if let Some(rv) = self.rendezvous.take() {
             rv.remove_from(&self.mem)?;
