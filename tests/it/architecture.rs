@@ -120,3 +120,27 @@ fn snippet_compiler_sees_the_world_only_through_its_env() {
         &["session", "cfg", "analysis", "dwarf", "symbols"],
     );
 }
+
+#[test]
+fn the_search_knows_programs_only_through_its_lab() {
+    check_layer(
+        "consult",
+        &[
+            "elf",
+            "symbols",
+            "dwarf",
+            "cfg",
+            "analysis",
+            "session",
+            "disasm",
+            "snippet",
+            "patch",
+            "point",
+            "instrument",
+            "process",
+            "rewrite",
+            "unwind",
+            "callee",
+        ],
+    );
+}
