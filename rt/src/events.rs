@@ -115,9 +115,7 @@ impl<const TSC: bool> Now<TSC> {
 /// Closes one activation: credits its slot (outermost activation only) or its path record.
 #[inline(always)]
 fn close<const TSC: bool>(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut Now<TSC>) {
-    if e.kind == FRAME_DEAD {
-        // Its slot belongs to another measure now.
-    } else if e.kind == FRAME_WALL || e.kind == FRAME_CPU {
+    if e.kind == FRAME_WALL || e.kind == FRAME_CPU {
         let rec = slot(b, e.slot);
         let depth = rec.depth.load(Relaxed).saturating_sub(1);
         rec.depth.store(depth, Relaxed);
@@ -127,7 +125,8 @@ fn close<const TSC: bool>(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut
                 .saturating_sub(rec.entry_ns.load(Relaxed));
             bump(&rec.total_ns, t);
         }
-    } else {
+    } else if e.kind != FRAME_DEAD {
+        // A dead frame (rare: its slot was handed to another measure) credits nothing.
         let t = now.for_kind(e.kind).saturating_sub(e.start);
         if e.record == RECORD_OTHER {
             bump(&h.other_ns, t);

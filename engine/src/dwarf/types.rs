@@ -289,18 +289,23 @@ pub(super) fn kind_of(tag: gimli::DwTag) -> Option<TypeKind> {
     })
 }
 
-/// The layout of the named type at `r`, which the name index found as a `kind`.
-pub(super) fn layout(units: &Units, r: DieRef, kind: TypeKind) -> Option<TypeLayout> {
-    let die = units.entry(r)?;
-    let mut out = TypeLayout {
+/// The layout of the type at `r` (entry `die`) before its members, enumerators or target.
+fn bare_layout(units: &Units, r: DieRef, die: &Die, kind: TypeKind) -> TypeLayout {
+    TypeLayout {
         kind,
         name: spell(units, Some(r)),
         size: size_of(units, Some(r)),
         members: Vec::new(),
         enumerators: Vec::new(),
         target: None,
-        decl: units.decl(r.unit, &die),
-    };
+        decl: units.decl(r.unit, die),
+    }
+}
+
+/// The layout of the named type at `r`, which the name index found as a `kind`.
+pub(super) fn layout(units: &Units, r: DieRef, kind: TypeKind) -> Option<TypeLayout> {
+    let die = units.entry(r)?;
+    let mut out = bare_layout(units, r, &die, kind);
     // A typedef shows what it names, and the members of the aggregate beneath any further
     // typedefs and qualifiers.
     let mut body = r;
@@ -350,15 +355,7 @@ fn anonymous_layout(units: &Units, ty: Option<DieRef>, depth: u32) -> Option<Box
     if die.attr(gimli::DW_AT_name).is_some() || depth >= MAX_DEPTH {
         return None;
     }
-    let mut layout = TypeLayout {
-        kind,
-        name: spell(units, Some(r)),
-        size: size_of(units, Some(r)),
-        members: Vec::new(),
-        enumerators: Vec::new(),
-        target: None,
-        decl: units.decl(r.unit, &die),
-    };
+    let mut layout = bare_layout(units, r, &die, kind);
     layout.members = members_at(units, r, depth + 1);
     Some(Box::new(layout))
 }

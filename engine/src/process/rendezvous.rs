@@ -198,44 +198,18 @@ impl Process {
     ) -> Result<([u8; 5], u64), ProcessError> {
         // Saves what the system calls touch; flags are left alone (mov and push do not change
         // them), and the caller's red zone is above the return address `call` pushed.
+        #[rustfmt::skip]
         let mut t: Vec<u8> = vec![
-            0x50,
-            0x57,
-            0x56,
-            0x52,
-            0x51,
-            0x41,
-            0x53, // push rax, rdi, rsi, rdx, rcx, r11
-            0xb8,
-            0x27,
-            0,
-            0,
-            0, // mov eax, SYS_getpid
-            0x0f,
-            0x05, // syscall
-            0x89,
-            0xc7, // mov edi, eax
-            0xb8,
-            0xba,
-            0,
-            0,
-            0, // mov eax, SYS_gettid
-            0x0f,
-            0x05, // syscall
-            0x89,
-            0xc6, // mov esi, eax
-            0xba,
-            HOOK_SIGNAL as u8,
-            0,
-            0,
-            0, // mov edx, SIGURG
-            0xb8,
-            0xea,
-            0,
-            0,
-            0, // mov eax, SYS_tgkill
-            0x0f,
-            0x05, // syscall
+            0x50, 0x57, 0x56, 0x52, 0x51, 0x41, 0x53, // push rax, rdi, rsi, rdx, rcx, r11
+            0xb8, 0x27, 0, 0, 0,                      // mov eax, SYS_getpid
+            0x0f, 0x05,                               // syscall
+            0x89, 0xc7,                               // mov edi, eax
+            0xb8, 0xba, 0, 0, 0,                      // mov eax, SYS_gettid
+            0x0f, 0x05,                               // syscall
+            0x89, 0xc6,                               // mov esi, eax
+            0xba, HOOK_SIGNAL as u8, 0, 0, 0,         // mov edx, SIGURG
+            0xb8, 0xea, 0, 0, 0,                      // mov eax, SYS_tgkill
+            0x0f, 0x05,                               // syscall
         ];
         let notify = t.len() as u64;
         t.extend_from_slice(&[
