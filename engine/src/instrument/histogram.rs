@@ -64,8 +64,9 @@ impl TimeHistogram {
 
     /// Records that the metric grew by `amount` between the previous sample (or time zero)
     /// and `at`, both measured from the histogram's start. The amount is spread evenly over
-    /// that interval; an empty interval puts it all in the bucket holding `at`. Folds first
-    /// when `at` lies beyond the last bucket.
+    /// that interval; an empty interval puts it all in the bucket holding the instant just
+    /// before `at` (bucket 0 at time zero), the bucket a non-empty interval ending at `at`
+    /// would end in. Folds first when `at` lies beyond the last bucket.
     pub fn record(&mut self, at: Duration, amount: u64) -> Result<(), HistogramError> {
         if at < self.end {
             return Err(HistogramError::Backwards { at, end: self.end });
@@ -111,21 +112,31 @@ impl TimeHistogram {
         self.folds
     }
 
-    /// How many buckets time has reached: the last of them may be only partly covered.
+    /// How many buckets time has reached: the last of them may be only partly covered. A
+    /// sample at time zero reaches the first bucket though no time has passed.
     pub fn filled(&self) -> usize {
-        let n = self.end.as_nanos().div_ceil(self.width.as_nanos());
+        let reached = self.end.as_nanos().div_ceil(self.width.as_nanos());
+        let n = if self.total > 0 {
+            reached.max(1)
+        } else {
+            reached
+        };
         usize::try_from(n).map_or(self.buckets.len(), |n| n.min(self.buckets.len()))
     }
 
     /// The rate in each bucket time has reached, in amount per second: a bucket's amount
     /// divided by how much of the bucket has elapsed, so the current, partly covered bucket
-    /// is not understated.
+    /// is not understated. A bucket no time has elapsed in yet (samples at time zero only) is
+    /// divided by its whole width: a rate over no time has no finite value.
     pub fn rates(&self) -> Vec<f64> {
         let (w, end) = (self.width.as_nanos(), self.end.as_nanos());
         (0..self.filled())
             .map(|i| {
                 // `filled` guarantees the bucket starts before `end`.
-                let covered = end.saturating_sub(i as u128 * w).min(w);
+                let covered = match end.saturating_sub(i as u128 * w).min(w) {
+                    0 => w,
+                    covered => covered,
+                };
                 self.buckets[i] / (covered as f64 / 1e9)
             })
             .collect()
@@ -166,7 +177,7 @@ impl TimeHistogram {
         let index = |t: u128| usize::try_from(t / w).map_or(last_index, |i| i.min(last_index));
         let amount = amount as f64;
         if to <= from {
-            self.buckets[index(from)] += amount;
+            self.buckets[index(from.saturating_sub(1))] += amount;
             return;
         }
         let len = (to - from) as f64;

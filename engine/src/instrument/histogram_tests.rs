@@ -176,3 +176,23 @@ proptest! {
         }
     }
 }
+
+/// Found by the property below in CI: a sample at time zero went into bucket 0 while
+/// `filled` said no bucket was reached, so the amount was invisible to `rates`.
+#[test]
+fn a_sample_at_time_zero_fills_the_first_bucket() {
+    let mut h = hist(2, 1.0);
+    h.record(Duration::ZERO, 1).unwrap();
+    assert_eq!((h.buckets(), h.filled()), (&[1.0, 0.0][..], 1));
+    assert_eq!(h.rates(), [1.0]);
+}
+
+/// An instantaneous sample on a boundary belongs with the interval that ends there.
+#[test]
+fn an_empty_interval_on_a_boundary_stays_in_the_bucket_before_it() {
+    let mut h = hist(4, 1.0);
+    h.record(secs(1.0), 2).unwrap();
+    h.record(secs(1.0), 3).unwrap();
+    assert_eq!(h.buckets(), [5.0, 0.0, 0.0, 0.0]);
+    assert_eq!(h.filled(), 1);
+}
