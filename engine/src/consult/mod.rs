@@ -23,7 +23,8 @@ pub mod stacks;
 /// Why a program may be slow: one of the "why" axis' hypotheses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Hypothesis {
-    /// The thread computes: time on a CPU.
+    /// The thread computes or wants to: time on a CPU or runnable waiting for one. (On a
+    /// shared machine the split between the two follows the other load; the demand does not.)
     CPUBound,
     /// The thread waits for a lock, a condition or a futex.
     SyncWait,
@@ -33,18 +34,27 @@ pub enum Hypothesis {
     SmallIO,
     /// The thread waits for the outside world: poll, select, epoll, sleep, accept.
     ExternalWait,
-    /// The thread was runnable and got no CPU.
+    /// Refines [`Hypothesis::CPUBound`]: the thread was runnable and got no CPU.
     RunQueue,
 }
 
 impl Hypothesis {
     /// The hypotheses tested first, at the whole program.
-    pub const TOP: [Hypothesis; 5] = [
+    pub const TOP: [Hypothesis; 4] = [
         Hypothesis::CPUBound,
         Hypothesis::SyncWait,
         Hypothesis::IOBlocking,
         Hypothesis::ExternalWait,
+    ];
+
+    /// Every hypothesis, the refinements included.
+    pub const ALL: [Hypothesis; 6] = [
+        Hypothesis::CPUBound,
         Hypothesis::RunQueue,
+        Hypothesis::SyncWait,
+        Hypothesis::IOBlocking,
+        Hypothesis::SmallIO,
+        Hypothesis::ExternalWait,
     ];
 
     /// Its name, as users type it in `--threshold NAME=F` and read it in results.
@@ -61,9 +71,8 @@ impl Hypothesis {
 
     /// The hypothesis named `name` (case-insensitive).
     pub fn by_name(name: &str) -> Option<Hypothesis> {
-        Hypothesis::TOP
+        Hypothesis::ALL
             .into_iter()
-            .chain([Hypothesis::SmallIO])
             .find(|h| h.name().eq_ignore_ascii_case(name))
     }
 
@@ -81,6 +90,7 @@ impl Hypothesis {
     /// The more precise hypotheses a true one is refined into along the "why" axis.
     pub fn children(self) -> &'static [Hypothesis] {
         match self {
+            Hypothesis::CPUBound => &[Hypothesis::RunQueue],
             Hypothesis::IOBlocking => &[Hypothesis::SmallIO],
             _ => &[],
         }

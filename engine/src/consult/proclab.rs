@@ -22,7 +22,7 @@ use super::{Experiment, Focus, Hypothesis, Lab, ProbeId, Reading, Resource};
 const PERIOD: Duration = Duration::from_millis(5);
 
 /// Stack samples a thread needs in a window before they are read.
-const STACK_MIN: usize = 20;
+const STACK_MIN: usize = 12;
 
 /// The least share of a focus' samples a refinement must show to be proposed.
 const LEAST: f64 = 0.05;
@@ -227,10 +227,17 @@ impl Lab for ProcLab {
                 })
                 .collect(),
             (_, Some(tid)) => match &self.stacks {
-                Some(stacks) => stacks
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .refine(h, focus, tid, w.since, LEAST),
+                Some(stacks) => {
+                    let stacks = stacks.lock().unwrap_or_else(|e| e.into_inner());
+                    // Too few samples in the judged window (stops are slow on a loaded
+                    // machine): what the thread showed since the search began.
+                    let since = if stacks.count(tid, w.since) >= STACK_MIN {
+                        w.since
+                    } else {
+                        self.started
+                    };
+                    stacks.refine(h, focus, tid, since, LEAST)
+                }
                 None if h == Hypothesis::IOBlocking
                     && matches!(focus.last(), Some(Resource::Thread(_))) =>
                 {

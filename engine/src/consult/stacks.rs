@@ -156,7 +156,7 @@ impl Stacks {
                 None => {}
             }
             let activity = match t.syscall {
-                Some(s) => classify(self.pid, s.nr, s.args[0]),
+                Some(s) => classify(self.pid, s.nr, [s.args[0], s.args[1]]),
                 None => Activity::Running,
             };
             let bytes = t.syscall.and_then(|s| {
@@ -164,6 +164,15 @@ impl Stacks {
             });
             let lock = t
                 .syscall
+                .filter(|_| {
+                    matches!(
+                        activity,
+                        Activity::Blocked {
+                            hypothesis: Hypothesis::SyncWait,
+                            ..
+                        }
+                    )
+                })
                 .filter(|s| s.nr == FUTEX)
                 .map(|s| (s.args[0], t.lock_name.clone()));
             let path = path_of(&t.frames)
@@ -296,6 +305,11 @@ impl Stacks {
         }
         if all == 0 {
             return Vec::new();
+        }
+        // A wait is named below the call that waits (the last of its path), not beside the
+        // callers above it.
+        if !callees.is_empty() {
+            leaves.clear();
         }
         let previous_module = last_module(focus);
         let mut out: Vec<(Focus, f64)> = callees

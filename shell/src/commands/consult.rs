@@ -99,11 +99,7 @@ fn settings(args: &mut Args) -> Result<Settings> {
             .split_once('=')
             .ok_or_else(|| anyhow!("--threshold takes NAME=FRACTION, not `{t}`"))?;
         let h = Hypothesis::by_name(name).ok_or_else(|| {
-            let names: Vec<&str> = Hypothesis::TOP
-                .iter()
-                .chain(&[Hypothesis::SmallIO])
-                .map(|h| h.name())
-                .collect();
+            let names: Vec<&str> = Hypothesis::ALL.iter().map(|h| h.name()).collect();
             anyhow!(
                 "no hypothesis is named `{name}`; they are {}",
                 names.join(", ")
