@@ -12,7 +12,8 @@
 //! - [`disasm`] decodes instructions for display and analysis.
 //! - [`rewrite`] writes a new ELF file: new code and data segments, patches over code.
 //! - [`point`] finds instrumentation points in a function's CFG; [`patch`] inserts snippets
-//!   there through trampolines, via a narrow address-space trait.
+//!   there through trampolines, via a narrow address-space trait ([`space`], below both the
+//!   patcher and process control).
 //! - [`process`] controls live processes under ptrace: start, attach, halt, memory, injected
 //!   calls, threads, forks, library loads.
 //! - [`consult`] is the automated bottleneck search over a measuring lab.
@@ -47,6 +48,7 @@ pub mod process;
 pub mod rewrite;
 pub mod session;
 pub mod snippet;
+pub mod space;
 pub mod suggest;
 pub mod symbols;
 #[cfg(test)]

@@ -24,7 +24,7 @@
 //! inside a trampoline can be reported and moved.
 //!
 //! Addresses: planning is in link addresses; everything written is at runtime addresses (link
-//! plus the module's bias, which is 0 for the static rewriter). See [`space`].
+//! plus the module's bias, which is 0 for the static rewriter). See [`crate::space`].
 //!
 //! Traps (`int3`, the last resort) need a SIGTRAP handler that sends each trap site to its
 //! trampoline; [`Patcher::traps`] lists the pairs and [`trap`] assembles the handler that the
@@ -38,7 +38,6 @@ pub mod interpose;
 pub mod layout;
 pub mod plan;
 pub mod reloc;
-pub mod space;
 pub mod tramp;
 pub mod trap;
 
@@ -55,9 +54,9 @@ use crate::session::Module;
 use crate::snippet::Env;
 use crate::symbols::FuncId;
 
+pub use crate::space::{AddressSpace, AllocKind, SpaceError};
 pub use layout::Origin;
 pub use plan::{Site, Tactic};
-pub use space::{AddressSpace, AllocKind, SpaceError};
 pub use tramp::VectorSave;
 
 use layout::{PointCode, SnippetSrc};

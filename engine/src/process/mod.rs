@@ -39,7 +39,7 @@ mod wake;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use crate::patch::space::AllocKind;
+pub use crate::space::AllocKind;
 pub use control::Process;
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
