@@ -1,5 +1,5 @@
-//! The patcher: inserts snippets at points of a module through an [`AddressSpace`] (Dyninst's
-//! PatchAPI layer). For each group of points it plans a *site* ([`plan`]): where a jump into a
+//! The patcher: inserts snippets at points of a module, read through a [`CodeView`], by writing
+//! through an [`AddressSpace`] (Dyninst's PatchAPI layer). For each group of points it plans a *site* ([`plan`]): where a jump into a
 //! trampoline is written, which original instructions the trampoline copies, and which tactic
 //! made room for the jump. It then lays out the trampoline ([`layout`], [`tramp`]), allocates
 //! it near the code, writes it, and only then writes the jump.
@@ -49,8 +49,8 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use crate::addr::{LinkAddr, RuntimeAddr};
+use crate::code::CodeView;
 use crate::point::Point;
-use crate::session::Module;
 use crate::snippet::Env;
 use crate::symbols::FuncId;
 
@@ -179,10 +179,10 @@ pub struct Inserted {
 }
 
 /// True when `site` copies an instruction starting at `addr` into its trampoline.
-fn copies_insn(module: &Module, site: &Site, addr: LinkAddr) -> bool {
+fn copies_insn(view: &dyn CodeView, site: &Site, addr: LinkAddr) -> bool {
     site.segments.iter().any(|r| {
         r.contains(&addr)
-            && plan::decode(&module.binary, r.start, r.end.0 - r.start.0)
+            && plan::decode(view, r.start, r.end.0 - r.start.0)
                 .iter()
                 .any(|i| i.ip() == addr.0)
     })
@@ -219,7 +219,7 @@ impl Patcher {
     /// inside a site written already are reported with that site, and so are points inside
     /// a site this call plans for another function, when their instruction is one the site
     /// copies; points no site can take are refused, with why.
-    pub fn plan(&self, module: &Module, points: &[Point]) -> Planned {
+    pub fn plan(&self, view: &dyn CodeView, points: &[Point]) -> Planned {
         let mut by_func: BTreeMap<FuncId, Vec<LinkAddr>> = BTreeMap::new();
         let mut out: Vec<Site> = Vec::new();
         let mut refused: Vec<(LinkAddr, String)> = Vec::new();
@@ -237,7 +237,7 @@ impl Patcher {
         let mut wanted: Vec<u64> = points.iter().map(|p| p.addr.0).collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let code = self.code.get_or_init(|| plan::code_bytes(module));
+        let code = self.code.get_or_init(|| plan::code_bytes(view));
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();
@@ -248,7 +248,7 @@ impl Patcher {
                 if !claimed.overlaps(&(a.0..a.0 + 1)) {
                     return true;
                 }
-                let Some(s) = out.iter_mut().find(|s| copies_insn(module, s, a)) else {
+                let Some(s) = out.iter_mut().find(|s| copies_insn(view, s, a)) else {
                     return true;
                 };
                 if !s.points.contains(&a) {
@@ -259,17 +259,15 @@ impl Patcher {
             if addrs.is_empty() {
                 continue;
             }
-            let func = module.functions().get(f);
+            let func = view.function(f);
             let planner = Planner {
-                binary: &module.binary,
-                table: module.functions(),
+                view,
                 func,
-                cfg: &module.analysis().function(f).cfg,
-                foreign: self.foreign.get_or_init(|| plan::foreign_targets(module)),
+                cfg: view.cfg(f),
+                foreign: self.foreign.get_or_init(|| plan::foreign_targets(view)),
                 prefix_end: self
                     .prefix_end
-                    .get_or_init(|| plan::prefix_ends(module.functions())),
-                analysis: module.analysis(),
+                    .get_or_init(|| plan::prefix_ends(view.functions())),
                 wanted: &wanted,
                 code,
             };
@@ -316,7 +314,7 @@ impl Patcher {
     /// placed.
     pub fn insert(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         requests: &[Request],
     ) -> Result<Inserted, PatchError> {
@@ -324,7 +322,7 @@ impl Patcher {
             .iter()
             .partition(|r| self.applied_at(r.point.addr).is_some());
         let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
-        let Planned { sites, refused } = self.plan(module, &points);
+        let Planned { sites, refused } = self.plan(view, &points);
         let refused: HashMap<u64, String> = refused.into_iter().map(|(a, w)| (a.0, w)).collect();
         let mut skipped: Vec<(Point, String)> = Vec::new();
         // Maps, not scans: a whole-program insert has 200k requests and 90k sites.
@@ -367,7 +365,7 @@ impl Patcher {
             }
         }
         for i in touched {
-            self.relay(module, space, i)?;
+            self.relay(view, space, i)?;
         }
         for site in sites {
             let mut reqs: Vec<Request> = Vec::new();
@@ -410,7 +408,7 @@ impl Patcher {
                 Some(r) => r.point.func,
                 None => continue,
             };
-            let (tramp, copies) = self.lay(module, space, &site, &reqs, true)?;
+            let (tramp, copies) = self.lay(view, space, &site, &reqs, true)?;
             let originals = self.enter(space, &site, &copies, true)?;
             self.claimed.add(&site);
             self.applied.push(Applied {
@@ -458,13 +456,13 @@ impl Patcher {
     /// trampoline.
     fn relay(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         i: usize,
     ) -> Result<(), PatchError> {
         let site = self.applied[i].site.clone();
         let reqs = self.applied[i].requests.clone();
-        let (tramp, copies) = self.lay(module, space, &site, &reqs, false)?;
+        let (tramp, copies) = self.lay(view, space, &site, &reqs, false)?;
         self.enter(space, &site, &copies, false)?;
         self.applied[i].tramp = tramp;
         self.applied[i].copies = copies;
@@ -477,7 +475,7 @@ impl Patcher {
     /// and each ends by jumping back to original code. Returns how many points lost a snippet.
     pub fn remove(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         tag: u32,
     ) -> Result<usize, PatchError> {
@@ -496,7 +494,7 @@ impl Patcher {
                     space.write(*at, bytes)?;
                 }
             } else {
-                self.relay(module, space, i)?;
+                self.relay(view, space, i)?;
                 i += 1;
             }
         }
@@ -544,7 +542,7 @@ impl Patcher {
     /// Lays out, allocates and writes the trampoline of `site` holding `reqs`.
     fn lay(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         site: &Site,
         reqs: &[Request],
@@ -556,12 +554,8 @@ impl Patcher {
             // At call boundaries the ABI leaves the flags dead, unless the instruction at the
             // point reads them (a conditional tail call).
             let live = self.options.always_save_flags
-                || ((!r.point.kind.at_call_boundary() || plan::reads_flags(&module.binary, a))
-                    && plan::flags_live(
-                        &module.binary,
-                        &module.analysis().function(r.point.func).cfg,
-                        a,
-                    ));
+                || ((!r.point.kind.at_call_boundary() || plan::reads_flags(view, a))
+                    && plan::flags_live(view, view.cfg(r.point.func), a));
             let pc = codes.entry(self.rt(a).0).or_insert_with(|| PointCode {
                 snippets: Vec::new(),
                 on_taken: Vec::new(),
@@ -574,7 +568,7 @@ impl Patcher {
             // Run before the branch, they counted every pass through it (python3's
             // PyObject_Malloc had twice as many exits as entries).
             let conditional_exit = matches!(r.point.kind, crate::point::PointKind::Exit { .. })
-                && plan::decode(&module.binary, a, 15)
+                && plan::decode(view, a, 15)
                     .first()
                     .is_some_and(|i| i.is_jcc_short_or_near());
             let list = if conditional_exit {
@@ -592,11 +586,10 @@ impl Patcher {
             let len = (s.end.0 - s.start.0) as usize;
             let at = self.rt(s.start);
             let live = space.read(at, len)?;
-            if check && module.binary.bytes_at(s.start, len as u64) != Some(&live[..]) {
+            if check && view.bytes_at(s.start, len as u64) != Some(&live[..]) {
                 return Err(PatchError::Mismatch(at));
             }
-            let bytes = module
-                .binary
+            let bytes = view
                 .bytes_at(s.start, len as u64)
                 .ok_or(PatchError::Mismatch(at))?;
             segments.push(layout::decode_at(bytes, at.0));
@@ -788,8 +781,8 @@ pub struct PointRow {
 }
 
 /// How each point would be instrumented, given what `patcher` has written already.
-pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> Vec<PointRow> {
-    let planned = patcher.plan(module, points);
+pub fn describe_points(view: &dyn CodeView, patcher: &Patcher, points: &[Point]) -> Vec<PointRow> {
+    let planned = patcher.plan(view, points);
     let sites = &planned.sites;
     points
         .iter()
@@ -802,7 +795,7 @@ pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> 
                         .iter()
                         .flat_map(|r: &Range<LinkAddr>| {
                             let len = r.end.0 - r.start.0;
-                            let bytes = module.binary.bytes_at(r.start, len).unwrap_or(&[]);
+                            let bytes = view.bytes_at(r.start, len).unwrap_or(&[]);
                             crate::disasm::disassemble(bytes, r.start, usize::MAX, &|_| None)
                         })
                         // The same spelling as `disas`: `call 0x1168`, `mov rax, [0x40a0]`.
@@ -815,7 +808,7 @@ pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> 
                 .unwrap_or_default();
             PointRow {
                 kind: p.kind.as_str(),
-                function: module.functions().get(p.func).display_name().to_owned(),
+                function: view.function(p.func).display_name().to_owned(),
                 addr: p.addr,
                 callee: p.callee_name.clone(),
                 displaced,

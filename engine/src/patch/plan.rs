@@ -34,11 +34,9 @@ use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
 
 use super::reloc::falls_through;
 use crate::addr::LinkAddr;
-use crate::analysis::Analysis;
 use crate::cfg::{BlockId, Cfg, Exit};
-use crate::elf::Binary;
-use crate::session::Module;
-use crate::symbols::{FuncId, Function, FunctionTable};
+use crate::code::{CodeBytes, CodeView};
+use crate::symbols::{FuncId, Function};
 
 /// How a point's trampoline is entered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -227,16 +225,15 @@ impl Overlaps for Both<'_> {
 
 /// What planning one function needs.
 pub struct Planner<'a> {
-    pub binary: &'a Binary,
-    pub table: &'a FunctionTable,
+    /// The module's code, functions and CFGs (every function's, for evicting a neighbour's
+    /// instructions).
+    pub view: &'a dyn CodeView,
     pub func: &'a Function,
     pub cfg: &'a Cfg,
     /// Addresses that code outside `func` branches to ([`foreign_targets`]).
     pub foreign: &'a HashSet<u64>,
-    /// [`prefix_ends`] of `table`.
+    /// [`prefix_ends`] of the module's functions.
     pub prefix_end: &'a [u64],
-    /// Every function's CFG, for evicting a neighbour's instructions.
-    pub analysis: &'a Analysis,
     /// The addresses of every point being planned, sorted: evictions keep clear of them.
     pub wanted: &'a [u64],
     /// Every byte some function's CFG decodes as code ([`code_bytes`]). Padding is what no
@@ -246,21 +243,20 @@ pub struct Planner<'a> {
 }
 
 /// Every byte that a block of some function's CFG covers, merged.
-pub fn code_bytes(module: &Module) -> Claimed {
+pub fn code_bytes(view: &dyn CodeView) -> Claimed {
     let mut c = Claimed::default();
-    for i in 0..module.functions().functions().len() {
-        for b in &module.analysis().function(FuncId(i as u32)).cfg.blocks {
+    for i in 0..view.functions().len() {
+        for b in &view.cfg(FuncId(i as u32)).blocks {
             c.insert(b.start.0..b.end.0);
         }
     }
     c
 }
 
-/// For each function of `table` (sorted by address), the largest end of it and every function
-/// before it.
-pub fn prefix_ends(table: &FunctionTable) -> Vec<u64> {
-    table
-        .functions()
+/// For each of `funcs` (sorted by address), the largest end of it and every function before
+/// it.
+pub fn prefix_ends(funcs: &[Function]) -> Vec<u64> {
+    funcs
         .iter()
         .scan(0, |max, f| {
             *max = (*max).max(f.end().0);
@@ -275,10 +271,10 @@ pub fn prefix_ends(table: &FunctionTable) -> Vec<u64> {
 /// does the same. Each function's CFG records such a branch only as leaving it, so without
 /// this set a jump placed over the target's function would swallow the target: python3's
 /// `jmp 0x441cf3` from one fragment into another's epilogue landed on `int3` filler.
-pub fn foreign_targets(module: &Module) -> HashSet<u64> {
+pub fn foreign_targets(view: &dyn CodeView) -> HashSet<u64> {
     let mut out = HashSet::new();
-    for i in 0..module.functions().functions().len() {
-        let cfg = &module.analysis().function(FuncId(i as u32)).cfg;
+    for i in 0..view.functions().len() {
+        let cfg = view.cfg(FuncId(i as u32));
         let mut add = |t: u64| {
             if cfg.block_at(LinkAddr(t)).is_none() {
                 out.insert(t);
@@ -290,7 +286,7 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
             }
             // A conditional branch whose both sides leave records only one of them as an
             // exit: decode the branch itself.
-            if let Some(i) = decode(&module.binary, b.last, b.end.0 - b.last.0).first() {
+            if let Some(i) = decode(view, b.last, b.end.0 - b.last.0).first() {
                 if i.is_jcc_short_or_near() || i.is_jmp_short_or_near() {
                     add(i.near_branch_target());
                 }
@@ -304,7 +300,7 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
         // its entry block's fourth byte from such code, and a jump placed over the entry
         // block turned that byte into `add esp, ecx`. A linear sweep of the gaps finds their
         // direct branches.
-        let f = &module.functions().functions()[i];
+        let f = &view.functions()[i];
         let mut covered: Vec<(u64, u64)> =
             cfg.blocks.iter().map(|b| (b.start.0, b.end.0)).collect();
         covered.sort_unstable();
@@ -320,7 +316,7 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
             gaps.push(at..f.end().0);
         }
         for g in gaps {
-            for insn in decode(&module.binary, LinkAddr(g.start), g.end - g.start) {
+            for insn in decode(view, LinkAddr(g.start), g.end - g.start) {
                 if insn.is_jcc_short_or_near() || insn.is_jmp_short_or_near() {
                     add(insn.near_branch_target());
                 }
@@ -337,8 +333,8 @@ fn blocks_live_at(cfg: &Cfg, live: &[bool], addr: u64) -> bool {
 }
 
 /// Decodes `len` bytes at `start`; empty when they are not in the file.
-pub fn decode(binary: &Binary, start: LinkAddr, len: u64) -> Vec<Instruction> {
-    let Some(bytes) = binary.bytes_at(start, len) else {
+pub fn decode<C: CodeBytes + ?Sized>(code: &C, start: LinkAddr, len: u64) -> Vec<Instruction> {
+    let Some(bytes) = code.bytes_at(start, len) else {
         return Vec::new();
     };
     Decoder::with_ip(64, bytes, start.0, DecoderOptions::NONE)
@@ -350,7 +346,7 @@ pub fn decode(binary: &Binary, start: LinkAddr, len: u64) -> Vec<Instruction> {
 impl Planner<'_> {
     fn block_insns(&self, addr: LinkAddr) -> Option<Vec<Instruction>> {
         let b = self.cfg.block(self.cfg.block_containing(addr)?);
-        Some(decode(self.binary, b.start, b.end.0 - b.start.0))
+        Some(decode(self.view, b.start, b.end.0 - b.start.0))
     }
 
     /// Addresses control may arrive at other than by falling through.
@@ -361,7 +357,7 @@ impl Planner<'_> {
                 .jump_tables
                 .iter()
                 .any(|t| t.targets.contains(&LinkAddr(a)))
-            || self.table.at(LinkAddr(a)).is_some()
+            || self.view.function_at(LinkAddr(a)).is_some()
             || self.foreign.contains(&a)
     }
 
@@ -370,7 +366,7 @@ impl Planner<'_> {
     pub fn padding(&self) -> Vec<Range<u64>> {
         // The table is sorted by address; `prefix_end` holds running maxima of the ends, so
         // both neighbours cost a binary search, not a scan of every function per point.
-        let funcs = self.table.functions();
+        let funcs = self.view.functions();
         let i = funcs.partition_point(|f| f.addr <= self.func.addr);
         let next = funcs
             .get(i)
@@ -401,7 +397,7 @@ impl Planner<'_> {
         let mut runs = Vec::new();
         for g in gaps.into_iter().flat_map(|g| self.code.subtract(g)) {
             let mut end = g.start;
-            for i in decode(self.binary, LinkAddr(g.start), g.end - g.start) {
+            for i in decode(self.view, LinkAddr(g.start), g.end - g.start) {
                 if !matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) || i.next_ip() > g.end {
                     break;
                 }
@@ -577,18 +573,18 @@ impl Planner<'_> {
         // Eviction starts e with e + 5 in [after - 128, after + 127].
         let lo = after.saturating_sub(133);
         let hi = after + 122;
-        let funcs = self.table.functions();
+        let funcs = self.view.functions();
         let first = self.prefix_end.partition_point(|&e| e <= lo);
         for (i, f) in funcs.iter().enumerate().skip(first) {
             if f.addr.0 > hi {
                 break;
             }
-            let cfg = &self.analysis.function(FuncId(i as u32)).cfg;
+            let cfg = self.view.cfg(FuncId(i as u32));
             for b in &cfg.blocks {
                 if b.end.0 <= lo || b.start.0 > hi {
                     continue;
                 }
-                let insns = decode(self.binary, b.start, b.end.0 - b.start.0);
+                let insns = decode(self.view, b.start, b.end.0 - b.start.0);
                 for j in 0..insns.len() {
                     let e = insns[j].ip();
                     if e < lo || e > hi {
@@ -612,7 +608,7 @@ impl Planner<'_> {
                     }
                     let inside_target = (e + 1..end).any(|a| {
                         cfg.block_at(LinkAddr(a)).is_some()
-                            || self.table.at(LinkAddr(a)).is_some()
+                            || self.view.function_at(LinkAddr(a)).is_some()
                             || self.foreign.contains(&a)
                             || cfg
                                 .jump_tables
@@ -623,7 +619,8 @@ impl Planner<'_> {
                     // kept clear too, for points inserted later.
                     let w = self.wanted.partition_point(|&p| p + 5 <= e);
                     let near_point = self.wanted.get(w).is_some_and(|&p| p < end)
-                        || (e.saturating_sub(4)..end).any(|a| self.table.at(LinkAddr(a)).is_some());
+                        || (e.saturating_sub(4)..end)
+                            .any(|a| self.view.function_at(LinkAddr(a)).is_some());
                     // Bytes two blocks claim are doubtful code (one reading is wrong).
                     let shared = cfg
                         .blocks
@@ -826,8 +823,8 @@ impl Planner<'_> {
     /// (sqlite3's `0xc82f`, a jump-table "target" read past the table, decodes
     /// `add [rcx-0x77], al` across the entry of the function at `0xc830`).
     pub fn doubtful(&self, addr: LinkAddr) -> Option<String> {
-        let i = decode(self.binary, addr, 15).into_iter().next()?;
-        let f = self.table.functions();
+        let i = decode(self.view, addr, 15).into_iter().next()?;
+        let f = self.view.functions();
         let k = f.partition_point(|g| g.addr.0 <= addr.0);
         f.get(k).filter(|g| g.addr.0 < i.next_ip()).map(|g| {
             format!(
@@ -959,15 +956,15 @@ impl Planner<'_> {
 /// True when the instruction at `addr` itself reads the status flags: a conditional tail call
 /// (`ja other_function`) is an exit, yet the flags decide it, so no point there may clobber
 /// them.
-pub fn reads_flags(binary: &Binary, addr: LinkAddr) -> bool {
+pub fn reads_flags(view: &dyn CodeView, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
-    decode(binary, addr, 15)
+    decode(view, addr, 15)
         .first()
         .is_some_and(|i| i.rflags_read() & STATUS != 0)
 }
 
-pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
+pub fn flags_live(view: &dyn CodeView, cfg: &Cfg, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
     let Some(b) = cfg.block_containing(addr) else {
@@ -975,7 +972,7 @@ pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
     };
     let b = cfg.block(b);
     let mut written = 0;
-    for i in decode(binary, addr, b.end.0 - addr.0) {
+    for i in decode(view, addr, b.end.0 - addr.0) {
         if i.rflags_read() & STATUS & !written != 0 {
             return true;
         }
