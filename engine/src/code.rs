@@ -8,6 +8,8 @@
 //! [`crate::elf`], [`crate::symbols`], [`crate::cfg`]), never the session or anything that
 //! patches.
 
+#![warn(missing_docs)]
+
 use std::sync::Arc;
 
 use crate::addr::LinkAddr;

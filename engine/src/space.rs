@@ -16,6 +16,8 @@
 //! trampolines, jumps and RIP-relative operands for exactly these addresses, so an
 //! implementation must hand back memory that will execute at the address it returns.
 
+#![warn(missing_docs)]
+
 use crate::addr::RuntimeAddr;
 
 /// What an allocation will hold.

@@ -34,6 +34,8 @@
 //! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
 //! edge trampolines for loop points.
 
+#![warn(missing_docs)]
+
 pub mod interpose;
 pub mod layout;
 pub mod plan;
@@ -71,8 +73,11 @@ pub enum PatchError {
     /// Only a trap could reach the point, and traps were not allowed.
     #[error("{point} at {addr} needs a trap (int3), and no SIGTRAP handler can be installed here: {why}")]
     NeedsTrap {
+        /// The point, as users write it (`main entry`).
         point: String,
+        /// Its address.
         addr: LinkAddr,
+        /// Why no jump fits there.
         why: String,
     },
     /// An original instruction cannot be moved into a trampoline.
@@ -104,6 +109,7 @@ pub struct PatchOptions {
     /// Save the flags whenever a snippet clobbers them, even where the ABI or a scan of the
     /// following instructions says they are dead.
     pub always_save_flags: bool,
+    /// How vector state is saved around snippets that call out.
     pub vector: VectorSave,
 }
 
@@ -113,20 +119,28 @@ pub struct PatchOptions {
 pub struct Request {
     /// Who asked (the shell's instrumentation id): [`Patcher::remove`] takes snippets out by it.
     pub tag: u32,
+    /// Where the snippet runs.
     pub point: Point,
+    /// The snippet's text.
     pub source: String,
+    /// What the snippet's names mean at the point, for compiling it into each trampoline.
     pub env: Arc<dyn Env + Send + Sync>,
 }
 
 /// What happened to one point.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PointReport {
+    /// The point.
     pub point: Point,
+    /// How control reaches its trampoline.
     pub tactic: Tactic,
+    /// Where the jump (or trap) into the trampoline is written.
     pub patch_at: LinkAddr,
+    /// Where the trampoline runs.
     pub trampoline: RuntimeAddr,
     /// What its save area holds (`flags rcx r11 xsave`, or `nothing`).
     pub saves: String,
+    /// Why the planner chose this tactic.
     pub why: String,
 }
 
@@ -165,6 +179,7 @@ pub struct Patcher {
 /// What [`Patcher::plan`] decided.
 #[derive(Clone, Debug, Default)]
 pub struct Planned {
+    /// The sites, each with the points it serves.
     pub sites: Vec<Site>,
     /// Points no site may take, and why (doubtful code, or bytes another site owns).
     pub refused: Vec<(LinkAddr, String)>,
@@ -173,6 +188,7 @@ pub struct Planned {
 /// What [`Patcher::insert`] did.
 #[derive(Clone, Debug, Default)]
 pub struct Inserted {
+    /// The points inserted at, one report each.
     pub points: Vec<PointReport>,
     /// Points left alone, and why; everything else was inserted.
     pub skipped: Vec<(Point, String)>,
@@ -769,14 +785,19 @@ impl Patcher {
 /// One row of `show points`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PointRow {
+    /// The point's kind, as users write it (`entry`, `call-before`).
     pub kind: &'static str,
+    /// Its function's display name.
     pub function: String,
+    /// Its address.
     pub addr: LinkAddr,
+    /// The called function, at a call site.
     pub callee: Option<String>,
     /// The original instructions the site copies (Intel syntax).
     pub displaced: Vec<String>,
     /// `None` when the point would be skipped (`why` says why).
     pub tactic: Option<Tactic>,
+    /// Why that tactic, or why the point would be skipped.
     pub why: String,
 }
 

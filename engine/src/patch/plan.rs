@@ -42,15 +42,22 @@ use crate::symbols::{FuncId, Function};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Tactic {
+    /// A 5-byte `jmp rel32` at the point.
     Jump,
+    /// The jump sits on earlier instructions of the point's block.
     JumpBefore,
+    /// A 2-byte `jmp rel8` to padding that holds the `jmp rel32`.
     Pun,
+    /// A 2-byte `jmp rel8` into nearby instructions moved to their own trampoline.
     Evict,
+    /// The whole function copied into the trampoline, its entry redirected.
     RelocateFunction,
+    /// An `int3` that gsh's SIGTRAP handler sends to the trampoline.
     Trap,
 }
 
 impl Tactic {
+    /// The tactic's name, as `show points` and the JSON output spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Tactic::Jump => "jump",
@@ -66,6 +73,7 @@ impl Tactic {
 /// One place where original code is overwritten to enter one trampoline.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Site {
+    /// How control enters the trampoline.
     pub tactic: Tactic,
     /// Where the entering `jmp` (or `int3`) is written.
     pub patch_at: LinkAddr,
@@ -119,7 +127,9 @@ impl Site {
 /// A further entry into a site's trampoline.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Arrival {
+    /// Where its `jmp` is written.
     pub at: LinkAddr,
+    /// How many original bytes from `at` are overwritten.
     pub overwrite: u64,
     /// A `jmp rel8` at `at` to a `jmp rel32` here, when there is no room for 5 bytes.
     pub pad: Option<LinkAddr>,
@@ -131,6 +141,8 @@ pub struct Arrival {
 pub struct Claimed(BTreeMap<u64, u64>);
 
 impl Claimed {
+    /// True when some byte of `r` is claimed (an empty `r`: when a claim holds its position
+    /// strictly inside).
     pub fn overlaps(&self, r: &Range<u64>) -> bool {
         if r.is_empty() {
             // An empty range overlaps a claim that holds its position strictly inside.
@@ -173,12 +185,14 @@ impl Claimed {
         out
     }
 
+    /// Claims every byte `site` owns ([`Site::claims`]).
     pub fn add(&mut self, site: &Site) {
         for r in site.claims() {
             self.insert(r);
         }
     }
 
+    /// Claims `r`, merging it with the claims it touches.
     pub fn insert(&mut self, r: Range<u64>) {
         if r.is_empty() {
             return;
@@ -204,6 +218,7 @@ impl Claimed {
 
 /// Something that answers "is any of these bytes claimed?".
 pub trait Overlaps {
+    /// True when some byte of `r` is claimed.
     fn overlaps(&self, r: &Range<u64>) -> bool;
 }
 
@@ -228,7 +243,9 @@ pub struct Planner<'a> {
     /// The module's code, functions and CFGs (every function's, for evicting a neighbour's
     /// instructions).
     pub view: &'a dyn CodeView,
+    /// The function being planned.
     pub func: &'a Function,
+    /// Its CFG.
     pub cfg: &'a Cfg,
     /// Addresses that code outside `func` branches to ([`foreign_targets`]).
     pub foreign: &'a HashSet<u64>,
@@ -951,8 +968,6 @@ impl Planner<'_> {
     }
 }
 
-/// Are the arithmetic flags possibly read before being written, from `addr` to the end of its
-/// block?
 /// True when the instruction at `addr` itself reads the status flags: a conditional tail call
 /// (`ja other_function`) is an exit, yet the flags decide it, so no point there may clobber
 /// them.
@@ -964,6 +979,8 @@ pub fn reads_flags(view: &dyn CodeView, addr: LinkAddr) -> bool {
         .is_some_and(|i| i.rflags_read() & STATUS != 0)
 }
 
+/// Are the status flags possibly read before being written, from `addr` to the end of its
+/// block? (True when the block is unknown, or ends before they are all written.)
 pub fn flags_live(view: &dyn CodeView, cfg: &Cfg, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
