@@ -310,15 +310,19 @@ fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
 }
 
 /// The system call a stopped thread is in (or has just finished, when the stop came at its
-/// return): `orig_rax` holds its number only after a `syscall` instruction.
+/// return): `orig_rax` holds its number only after a `syscall` instruction. A call the stop
+/// interrupted while it slept returns `-EINTR` or one of the kernel's restart codes
+/// (`ERESTARTSYS` 512 to `ERESTART_RESTARTBLOCK` 516), and is restarted on resuming.
 fn in_syscall(p: &Process, r: &libc::user_regs_struct) -> Option<Syscall> {
     if (r.orig_rax as i64) < 0 {
         return None;
     }
     let before = p.read(r.rip.wrapping_sub(2), 2).ok()?;
+    let ret = r.rax as i64;
     (before == [0x0f, 0x05]).then_some(Syscall {
         nr: r.orig_rax,
         args: [r.rdi, r.rsi, r.rdx],
+        interrupted: ret == -(libc::EINTR as i64) || (-516..=-512).contains(&ret),
     })
 }
 
