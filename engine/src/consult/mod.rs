@@ -87,6 +87,13 @@ impl Hypothesis {
         }
     }
 
+    /// True when, holding, this refinement replaces its parent as the conclusion (an I/O
+    /// problem that is small I/O); false when it only qualifies it (CPU demand partly unmet
+    /// is still CPU demand).
+    pub fn replaces_parent(self) -> bool {
+        self != Hypothesis::RunQueue
+    }
+
     /// The more precise hypotheses a true one is refined into along the "why" axis.
     pub fn children(self) -> &'static [Hypothesis] {
         match self {
@@ -521,7 +528,9 @@ impl Search {
                 n.state == State::True
                     && !self.nodes.iter().any(|c| {
                         c.state == State::True
-                            && (c.parent == Some(*i)
+                            && ((c.parent == Some(*i)
+                                && (c.experiment.hypothesis == n.experiment.hypothesis
+                                    || c.experiment.hypothesis.replaces_parent()))
                                 || (c.experiment.hypothesis == n.experiment.hypothesis
                                     && c.experiment.focus.0.len() > n.experiment.focus.0.len()
                                     && c.experiment.focus.0.starts_with(&n.experiment.focus.0)))

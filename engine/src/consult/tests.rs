@@ -319,3 +319,24 @@ fn a_true_node_the_lab_cannot_refine_yet_is_refined_later() {
         f(&["app", "main", "crunch", "loop_1", "loop_1.1"])
     );
 }
+
+#[test]
+fn run_queue_qualifies_a_cpu_conclusion_and_small_io_replaces_an_io_one() {
+    let mut m = Model::new(0.01);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.9)
+        .truth(Hypothesis::RunQueue, &["app"], 0.5)
+        .truth(Hypothesis::IOBlocking, &["app"], 0.5)
+        .truth(Hypothesis::SmallIO, &["app"], 0.5);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let mut hs: Vec<Hypothesis> = search.findings().iter().map(|x| x.hypothesis).collect();
+    hs.sort();
+    assert_eq!(
+        hs,
+        [
+            Hypothesis::CPUBound,
+            Hypothesis::SmallIO,
+            Hypothesis::RunQueue
+        ]
+    );
+}
