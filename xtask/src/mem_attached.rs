@@ -94,13 +94,7 @@ fn print_row(name: &str, (file, attached): (u64, u64)) {
 }
 
 /// Median peak RSS (KiB) of the file runs and of the attached runs, interleaved.
-fn compare(
-    gsh: &Path,
-    scripts: &Scripts,
-    exe: &Path,
-    pid: i32,
-    runs: usize,
-) -> Result<(u64, u64)> {
+fn compare(gsh: &Path, scripts: &Scripts, exe: &Path, pid: i32, runs: usize) -> Result<(u64, u64)> {
     let (mut file, mut attached) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let mut on_file = Command::new(gsh);
