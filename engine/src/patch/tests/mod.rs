@@ -13,6 +13,7 @@ use super::{
     describe_points, AddressSpace, AllocKind, PatchError, PatchOptions, Patcher, Request, Tactic,
 };
 use crate::addr::RuntimeAddr;
+use crate::code::{CodeBytes, CodeView};
 use crate::point::{self, Point, PointKind, Query};
 use crate::session::Session;
 use crate::snippet::types::{FnSig, IntKind, Type};
@@ -562,4 +563,69 @@ fn an_exit_at_a_conditional_tail_call_counts_only_when_taken() {
     let after: Vec<i32> = (-3..130).map(|x| fx.f1("cond_tail")(x)).collect();
     assert_eq!(after, before);
     assert_eq!((fx.counter(0), fx.counter(1)), (133, 133));
+}
+
+/// A view holding only what [`CodeView`] promises: the file's bytes, the function list and
+/// each function's CFG, copied out of the session. The patcher plans the same sites from it
+/// as from the module, so it needs nothing else of the session.
+struct Copied<'b> {
+    binary: &'b crate::elf::Binary,
+    functions: Vec<crate::symbols::Function>,
+    cfgs: Vec<crate::cfg::Cfg>,
+}
+
+impl CodeBytes for Copied<'_> {
+    fn bytes_at(&self, addr: crate::addr::LinkAddr, len: u64) -> Option<&[u8]> {
+        self.binary.bytes_at(addr, len)
+    }
+}
+
+impl CodeView for Copied<'_> {
+    fn functions(&self) -> &[crate::symbols::Function] {
+        &self.functions
+    }
+
+    fn cfg(&self, f: crate::symbols::FuncId) -> &crate::cfg::Cfg {
+        &self.cfgs[f.0 as usize]
+    }
+}
+
+#[test]
+fn the_patcher_plans_from_the_code_view_alone() {
+    let fx = Fixture::new("view", "-O2", PatchOptions::default());
+    let m = fx.session.main().expect("module");
+    let copied = Copied {
+        binary: &m.binary,
+        functions: CodeView::functions(m).to_vec(),
+        cfgs: (0..m.functions().functions().len())
+            .map(|i| CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
+            .collect(),
+    };
+    let all = Query {
+        entry: true,
+        exits: true,
+        ..Query::default()
+    };
+    let mut points = Vec::new();
+    for f in [
+        "inc",
+        "pun_entry",
+        "mid_ret",
+        "needs_trap",
+        "classify",
+        "add3",
+    ] {
+        points.extend(fx.points(f, &all));
+    }
+    // Fresh patchers: each caches what it derives from the code (padding, foreign targets).
+    let fresh = || Patcher::new(0, PatchOptions::default());
+    let from_module = fresh().plan(m, &points);
+    let from_view = fresh().plan(&copied, &points);
+    assert!(from_module.sites.len() >= 6, "{:?}", from_module.sites);
+    assert_eq!(from_view.sites, from_module.sites);
+    assert_eq!(from_view.refused, from_module.refused);
+    assert_eq!(
+        format!("{:?}", describe_points(&copied, &fresh(), &points)),
+        format!("{:?}", describe_points(m, &fresh(), &points))
+    );
 }
