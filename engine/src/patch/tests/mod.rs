@@ -601,11 +601,6 @@ fn the_patcher_plans_from_the_code_view_alone() {
             .map(|i| CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
             .collect(),
     };
-    let all = Query {
-        entry: true,
-        exits: true,
-        ..Query::default()
-    };
     let mut points = Vec::new();
     for f in [
         "inc",
@@ -615,7 +610,8 @@ fn the_patcher_plans_from_the_code_view_alone() {
         "classify",
         "add3",
     ] {
-        points.extend(fx.points(f, &all));
+        points.extend(fx.points(f, &entry()));
+        points.extend(fx.points(f, &exits()));
     }
     // Fresh patchers: each caches what it derives from the code (padding, foreign targets).
     let fresh = || Patcher::new(0, PatchOptions::default());
