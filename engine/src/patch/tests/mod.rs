@@ -13,7 +13,6 @@ use super::{
     describe_points, AddressSpace, AllocKind, PatchError, PatchOptions, Patcher, Request, Tactic,
 };
 use crate::addr::RuntimeAddr;
-use crate::code::{CodeBytes, CodeView};
 use crate::point::{self, Point, PointKind, Query};
 use crate::session::Session;
 use crate::snippet::types::{FnSig, IntKind, Type};
@@ -565,7 +564,7 @@ fn an_exit_at_a_conditional_tail_call_counts_only_when_taken() {
     assert_eq!((fx.counter(0), fx.counter(1)), (133, 133));
 }
 
-/// A view holding only what [`CodeView`] promises: the file's bytes, the function list and
+/// A view holding only what [`crate::code::CodeView`] promises: the file's bytes, the function list and
 /// each function's CFG, copied out of the session. The patcher plans the same sites from it
 /// as from the module, so it needs nothing else of the session.
 struct Copied<'b> {
@@ -574,13 +573,13 @@ struct Copied<'b> {
     cfgs: Vec<crate::cfg::Cfg>,
 }
 
-impl CodeBytes for Copied<'_> {
+impl crate::code::CodeBytes for Copied<'_> {
     fn bytes_at(&self, addr: crate::addr::LinkAddr, len: u64) -> Option<&[u8]> {
         self.binary.bytes_at(addr, len)
     }
 }
 
-impl CodeView for Copied<'_> {
+impl crate::code::CodeView for Copied<'_> {
     fn functions(&self) -> &[crate::symbols::Function] {
         &self.functions
     }
@@ -596,9 +595,9 @@ fn the_patcher_plans_from_the_code_view_alone() {
     let m = fx.session.main().expect("module");
     let copied = Copied {
         binary: &m.binary,
-        functions: CodeView::functions(m).to_vec(),
+        functions: crate::code::CodeView::functions(m).to_vec(),
         cfgs: (0..m.functions().functions().len())
-            .map(|i| CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
+            .map(|i| crate::code::CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
             .collect(),
     };
     let mut points = Vec::new();
