@@ -30,7 +30,7 @@ use crate::snippet::ir::Program;
 use super::env::{Declaration, SessionEnv};
 use super::measure::{self, Measure, MeasureError};
 use super::request::{Plan, Request};
-use super::save::{point_info, points_of, SaveError};
+use super::save::{points_of, SaveError};
 
 /// Bytes reserved for declared variables in a live process.
 const DATA_SIZE: u64 = 1 << 20;
@@ -490,7 +490,7 @@ impl Live {
                         PointInfo::default(),
                         loaded.bias,
                     );
-                    let mut info = point_info(module, &base, req, &pt);
+                    let mut info = crate::point::facts(module, &pt, id, &|c| base.c_type(c));
                     info.internal = metric.is_some();
                     let env =
                         SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias)

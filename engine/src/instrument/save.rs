@@ -34,16 +34,15 @@ use crate::patch::trap;
 use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
-use crate::point::{self, Point, Query};
+use crate::point::{self, Point};
 use crate::rewrite::{self, InitHook, Rewrite, PT_GSH_MEASURE};
 use crate::session::{Module, Session};
 use crate::snippet::env::PointInfo;
-use crate::snippet::types::Type;
 use crate::symbols::FuncId;
 
 use super::env::{Declaration, SessionEnv};
 use super::measure::{self, MeasureError, Metric};
-use super::request::{Plan, Request, Where};
+use super::request::{Plan, Request};
 
 /// Why `save` failed. Nothing is written when it fails.
 #[derive(Debug, thiserror::Error)]
@@ -62,8 +61,8 @@ pub enum SaveError {
         file: String,
     },
     /// A kind of point the patcher does not place yet.
-    #[error("instrumentation {id}: {what} are not supported yet")]
-    Unsupported { id: u32, what: &'static str },
+    #[error("instrumentation {id}: {why}")]
+    Unsupported { id: u32, why: point::Unplaceable },
     /// Measuring needs the runtime library, and this file cannot load one.
     #[error("instrumentation {id} cannot measure in {file}: {why}")]
     CannotMeasure { id: u32, file: String, why: String },
@@ -200,63 +199,17 @@ impl AddressSpace for RewriteSpace<'_> {
     }
 }
 
-/// The points of `func` a request selects.
-pub fn points_of(
+/// The points of `func` a request selects, refusing those the patcher cannot place yet.
+pub(super) fn points_of(
     module: &Module,
     r: &Request,
-    func: crate::symbols::FuncId,
+    func: FuncId,
 ) -> Result<Vec<Point>, SaveError> {
-    let mut q = Query::default();
-    match &r.spec.at {
-        Where::Entry => q.entry = true,
-        Where::Exit => q.exits = true,
-        Where::CallBefore { callee } => {
-            q.calls_before = true;
-            q.callee = callee.clone();
-        }
-        Where::CallAfter { callee } => {
-            q.calls_after = true;
-            q.callee = callee.clone();
-        }
-        Where::Loop { .. } => {
-            return Err(SaveError::Unsupported {
-                id: r.id,
-                what: "loop points",
-            })
-        }
+    let points = point::find(module, func, &r.spec.at).unwrap_or_default();
+    if let Some(why) = points.iter().find_map(|p| p.placeable().err()) {
+        return Err(SaveError::Unsupported { id: r.id, why });
     }
-    Ok(point::find(module, func, &q))
-}
-
-/// What the snippet constants (`$function`, `$line`, `$callee`, ...) say at `point`, and the
-/// type `$return` has there.
-pub fn point_info(module: &Module, env: &SessionEnv<'_>, r: &Request, p: &Point) -> PointInfo {
-    let table = module.functions();
-    let func = table.get(p.func);
-    let debug = module.debug_info();
-    let loc = debug.and_then(|d| d.location(p.addr));
-    let return_of = |addr: Option<LinkAddr>| -> Option<Type> {
-        let info = debug?.function(addr?)?;
-        env.c_type(&info.return_type)
-    };
-    let kind = p.kind.snippet_kind();
-    let return_type = match kind {
-        crate::snippet::env::PointKind::Exit => return_of(Some(func.addr)),
-        crate::snippet::env::PointKind::CallAfter => return_of(p.callee),
-        _ => None,
-    };
-    PointInfo {
-        kind,
-        function: func.display_name().to_owned(),
-        module: module.name.clone(),
-        file: loc.as_ref().map(|l| l.file.clone()),
-        line: loc.map(|l| l.line),
-        callee: p.callee_name.clone(),
-        loop_name: p.loop_name.clone(),
-        id: r.id,
-        return_type,
-        internal: false,
-    }
+    Ok(points)
 }
 
 /// The descriptor's bytes: header, results path and meta JSON (each NUL-terminated; the
@@ -399,7 +352,7 @@ pub fn save_with(
                     }
                     let base_env =
                         SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
-                    let mut info = point_info(module, &base_env, req, &p);
+                    let mut info = point::facts(module, &p, r.id, &|c| base_env.c_type(c));
                     // gsh's own snippet: the runtime's reserved operations are allowed.
                     info.internal = metric.is_some();
                     let env = SessionEnv::new(module, Some(func), &declared, info, 0)

@@ -37,8 +37,11 @@ pub const AT: Spec = Spec {
     summary: "insert a snippet at a point",
     help: "Inserts SNIPPET (a subset of C: `help snippets`) at POINT, which is `FUNC entry`, \
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
-[CALLEE] before|after` (every call site, or those calling CALLEE), or `FUNC loop LOOP \
-entry|exit|iter-begin|iter-end`. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
+[CALLEE] before|after` (every call site, or those calling CALLEE, by its name as `show points` \
+lists it, without `@plt`), `FUNC loop LOOP iter-begin` (the loop's header, every iteration), \
+`FUNC block ADDR` (entry to the basic block starting at ADDR), or `FUNC insn ADDR before|after` \
+(an instruction; after one that ends its block is an edge). Points on CFG edges (`FUNC loop LOOP \
+entry|exit|iter-end`, `FUNC edge FROM TO`) are refused until gsh has edge trampolines. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
 Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
 at every one of them now, its calls against their callees' prototypes (DWARF, or glibc's for \
@@ -440,7 +443,7 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let mut patchers = std::collections::HashMap::new();
     for f in funcs {
         let module = ctx.session.module(f.module);
-        let points = engine::point::find(module, f.func, &engine::point::Query::all());
+        let points = engine::point::all(module, f.func);
         let patcher = patchers.entry(f.module).or_insert_with(|| {
             engine::patch::Patcher::new(0, engine::patch::PatchOptions::default())
         });

@@ -744,14 +744,6 @@ pub fn place_break(
     b: &BreakRequest,
 ) -> Result<usize> {
     let funcs = b.funcs.clone();
-    let request = engine::instrument::Request {
-        id: b.id,
-        spec: b.spec.clone(),
-        cond: None,
-        body: String::new(),
-        funcs: funcs.clone(),
-        warnings: Vec::new(),
-    };
     let mut n = 0;
     for f in funcs {
         let Some(bias) = live.bias(f.module) else {
@@ -759,7 +751,11 @@ pub fn place_break(
         };
         let module = session.module(f.module);
         let func = module.functions().get(f.func);
-        for pt in engine::instrument::save::points_of(module, &request, f.func)? {
+        let points = engine::point::find(module, f.func, &b.spec.at).unwrap_or_default();
+        if let Some(why) = points.iter().find_map(|p| p.placeable().err()) {
+            return Err(anyhow!("breakpoint {}: {why}", b.id));
+        }
+        for pt in points {
             let cond = match &b.cond {
                 Some(c) => {
                     // The point's own facts ($line, $callee), as `at` checks them.
@@ -770,7 +766,7 @@ pub fn place_break(
                         PointInfo::default(),
                         bias,
                     );
-                    let info = engine::instrument::save::point_info(module, &base, &request, &pt);
+                    let info = engine::point::facts(module, &pt, b.id, &|c| base.c_type(c));
                     let env = SessionEnv::new(module, Some(func), live.declared(), info, bias);
                     Some(eval::check_condition(c, &env).map_err(|e| anyhow!("{e}"))?)
                 }
