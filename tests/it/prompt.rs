@@ -78,3 +78,22 @@ fn ctrl_c_during_a_long_analysis_cancels_the_command_not_gsh() {
     gsh.send("quit\n");
     assert_eq!(gsh.wait(), Some(0));
 }
+
+/// Lines typed while a command runs all run afterwards, in order. Only the first did:
+/// rustyline read every typed-ahead byte into a buffer of the line editor it makes for each
+/// prompt and dropped that buffer with the rest when the first line ended.
+#[test]
+fn lines_typed_ahead_during_a_command_all_run() {
+    let exe = Mutatee::new("basic").path(Variant::O0);
+    // A dumb terminal reads whole lines without the line editor's buffer.
+    let mut gsh = PtyGsh::spawn_on(&[exe.as_os_str()], "xterm");
+    gsh.expect("(gsh) ");
+    // All four lines arrive while the first is read, as keys typed ahead do. The quotes keep
+    // the terminal's echo of each line from matching what `echo` prints.
+    gsh.send("stats\necho 'ahead' 1\necho 'ahead' 2\necho 'ahead' 3\n");
+    gsh.expect("ahead 1");
+    gsh.expect("ahead 2");
+    gsh.expect("ahead 3");
+    gsh.send("quit\n");
+    assert_eq!(gsh.wait(), Some(0));
+}

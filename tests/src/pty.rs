@@ -20,6 +20,12 @@ impl PtyGsh {
     /// Starts `gsh ARGS` on a new pseudo-terminal (`TERM=dumb`, so the line editor prints
     /// plain text).
     pub fn spawn(args: &[&std::ffi::OsStr]) -> PtyGsh {
+        PtyGsh::spawn_on(args, "dumb")
+    }
+
+    /// Starts `gsh ARGS` on a new pseudo-terminal of type `term`: `xterm` makes the line
+    /// editor use raw mode and its own input buffer, as at a real terminal.
+    pub fn spawn_on(args: &[&std::ffi::OsStr], term: &str) -> PtyGsh {
         let (mut master_fd, mut slave_fd) = (-1, -1);
         // SAFETY: openpty writes two new descriptors into the pointed-to ints; the name,
         // termios and winsize pointers may be null.
@@ -43,7 +49,7 @@ impl PtyGsh {
         let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the pty slave"));
         let child = Command::new(crate::Gsh::binary())
             .args(args)
-            .env("TERM", "dumb")
+            .env("TERM", term)
             .stdin(stdio(&slave))
             .stdout(stdio(&slave))
             .stderr(stdio(&slave))
