@@ -15,6 +15,7 @@ use crate::symbols::FuncId;
 
 pub use crate::point::{LoopAt, PointSpec, Where};
 
+use super::action::Action;
 use super::env::{Declaration, SessionEnv};
 
 /// Why a request was refused.
@@ -43,13 +44,12 @@ pub enum RequestError {
     Redeclared(String),
 }
 
-/// One `at` request.
+/// One request of the plan: an action at the points a specification names.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Request {
     pub id: u32,
     pub spec: PointSpec,
-    pub cond: Option<String>,
-    pub body: String,
+    pub action: Action,
     /// The functions the spec resolved to.
     #[serde(skip)]
     pub funcs: Vec<FuncRef>,
@@ -58,9 +58,9 @@ pub struct Request {
 }
 
 impl Request {
-    /// The snippet as compiled: the body, guarded by the condition when there is one.
-    pub fn source(&self) -> String {
-        snippet_source(self.cond.as_deref(), &self.body)
+    /// The snippet as compiled, for a snippet request.
+    pub fn source(&self) -> Option<String> {
+        self.action.snippet_source()
     }
 }
 
@@ -116,13 +116,6 @@ fn is_fragment(name: &str) -> bool {
     name.contains(".cold")
 }
 
-fn snippet_source(cond: Option<&str>, body: &str) -> String {
-    match cond {
-        Some(c) => format!("if ({c}) {{ {body} }}"),
-        None => body.to_owned(),
-    }
-}
-
 /// Declared variables and snippet requests, in the order they were made.
 #[derive(Debug, Default)]
 pub struct Plan {
@@ -175,8 +168,20 @@ impl Plan {
         cond: Option<String>,
         body: String,
     ) -> Result<&Request, RequestError> {
+        self.add_action(session, spec, Action::Snippet { cond, body })
+    }
+
+    /// A request for `action` at `spec`: resolves the functions, finds their points (refusing
+    /// those that cannot be placed yet) and checks a snippet at each, then records it.
+    pub fn add_action(
+        &mut self,
+        session: &mut Session,
+        spec: PointSpec,
+        action: Action,
+    ) -> Result<&Request, RequestError> {
         let funcs = session.resolve_functions(&spec.func)?;
-        let source = snippet_source(cond.as_deref(), &body);
+        // Breakpoint conditions are checked where they are placed, against the frame.
+        let source = action.snippet_source();
         let (declared, _) = self.layout(CHECK_DATA_BASE);
         let mut selected = Vec::new();
         let mut warnings = Vec::new();
@@ -206,6 +211,10 @@ impl Plan {
                     why,
                 });
             }
+            let Some(source) = &source else {
+                selected.push(*r);
+                continue;
+            };
             // Each point is checked with its own facts (`$line`, `$callee`, `$return`'s
             // type differ from point to point); points with the same facts check alike.
             let mut checked: Vec<PointInfo> = Vec::new();
@@ -221,18 +230,18 @@ impl Plan {
                 checked.push(key);
                 let env =
                     SessionEnv::new(module, Some(func), &declared, point, 0).with_session(session);
-                let (_, diags) = snippet::check_source(&source, &env);
+                let (_, diags) = snippet::check_source(source, &env);
                 if diags.iter().any(|d| d.is_error()) {
                     return Err(RequestError::Snippet(format!(
                         "in the snippet at {} ({}):\n{}",
                         spec,
                         func.display_name(),
-                        render_all(&diags, &source).trim_end()
+                        render_all(&diags, source).trim_end()
                     )));
                 }
             }
             if spec.at == Where::Entry {
-                warnings.extend(shadowed(module, func, &declared, &source));
+                warnings.extend(shadowed(module, func, &declared, source));
             }
             selected.push(*r);
         }
@@ -243,16 +252,26 @@ impl Plan {
                 spec.func
             )));
         }
+        Ok(self.push(spec, action, selected, warnings))
+    }
+
+    /// Records a request made elsewhere (measures), with the next id.
+    pub(super) fn push(
+        &mut self,
+        spec: PointSpec,
+        action: Action,
+        funcs: Vec<FuncRef>,
+        warnings: Vec<String>,
+    ) -> &Request {
         self.next_id += 1;
         self.requests.push(Request {
             id: self.next_id,
             spec,
-            cond,
-            body,
-            funcs: selected,
+            action,
+            funcs,
             warnings,
         });
-        Ok(self.requests.last().expect("just pushed"))
+        self.requests.last().expect("just pushed")
     }
 
     /// A fresh id from the same sequence as `at` requests (breakpoints share it, so that

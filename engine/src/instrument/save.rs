@@ -26,7 +26,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::addr::{LinkAddr, RuntimeAddr};
 use crate::elf::BinaryKind;
@@ -34,14 +33,16 @@ use crate::patch::trap;
 use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
-use crate::point::{self, Point};
+use crate::point::Point;
 use crate::rewrite::{self, InitHook, Rewrite, PT_GSH_MEASURE};
 use crate::session::{Module, Session};
 use crate::snippet::env::PointInfo;
-use crate::symbols::FuncId;
+use crate::symbols::{FuncId, Function};
 
+use super::action::{Action, Metric};
+use super::build::{self, BuildError, Built, Placement};
 use super::env::{Declaration, SessionEnv};
-use super::measure::{self, MeasureError, Metric};
+use super::measure::{self, MeasureError};
 use super::request::{Plan, Request};
 
 /// Why `save` failed. Nothing is written when it fails.
@@ -60,9 +61,9 @@ pub enum SaveError {
         module: String,
         file: String,
     },
-    /// A kind of point the patcher does not place yet.
-    #[error("instrumentation {id}: {why}")]
-    Unsupported { id: u32, why: point::Unplaceable },
+    /// A request that cannot become patch requests (a point not placed yet, a measure).
+    #[error(transparent)]
+    Build(#[from] BuildError),
     /// Measuring needs the runtime library, and this file cannot load one.
     #[error("instrumentation {id} cannot measure in {file}: {why}")]
     CannotMeasure { id: u32, file: String, why: String },
@@ -199,19 +200,6 @@ impl AddressSpace for RewriteSpace<'_> {
     }
 }
 
-/// The points of `func` a request selects, refusing those the patcher cannot place yet.
-pub(super) fn points_of(
-    module: &Module,
-    r: &Request,
-    func: FuncId,
-) -> Result<Vec<Point>, SaveError> {
-    let points = point::find(module, func, &r.spec.at).unwrap_or_default();
-    if let Some(why) = points.iter().find_map(|p| p.placeable().err()) {
-        return Err(SaveError::Unsupported { id: r.id, why });
-    }
-    Ok(points)
-}
-
 /// The descriptor's bytes: header, results path and meta JSON (each NUL-terminated; the
 /// lengths do not count the NUL), then the unwind table (16-aligned; `unwind` holds whole
 /// 16-byte entries).
@@ -272,7 +260,7 @@ pub fn save_with(
     let measured: Vec<&Request> = plan
         .requests
         .iter()
-        .filter(|r| measure::metric(r).is_some())
+        .filter(|r| r.action.metric().is_some())
         .collect();
     if let Some(r) = measured.first() {
         let binary = &module.binary;
@@ -286,7 +274,12 @@ pub fn save_with(
             });
         }
     }
-    for r in &plan.requests {
+    // Breakpoints belong to a live process; a saved file has none.
+    let saved = plan
+        .requests
+        .iter()
+        .filter(|r| !matches!(r.action, Action::Breakpoint { .. }));
+    for r in saved {
         if let Some(f) = r.funcs.iter().find(|f| f.module != module.id) {
             return Err(SaveError::OtherModule {
                 id: r.id,
@@ -325,47 +318,16 @@ pub fn save_with(
         Vec::new()
     };
 
-    let mut requests = Vec::new();
-    let mut skipped = Vec::new();
+    let mut place = SavePlacement {
+        session,
+        declared: &declared,
+        measuring: measuring.as_ref().map(|m| (m.descriptor, slot_of)),
+    };
+    let mut built = Built::default();
     for r in &plan.requests {
-        let metric = measure::metric(r);
-        // Measuring requests name only entries; the metrics that time also go at the exits.
-        let exit = measure::exit_request(r);
-        for f in &r.funcs {
-            let func = module.functions().get(f.func);
-            for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
-                let Some(req) = req else { continue };
-                let source = match (metric, &measuring) {
-                    (Some(metric), Some(m)) => {
-                        let slot = slot_of
-                            .iter()
-                            .find(|&&(id, fid, _)| id == r.id && fid == f.func)
-                            .map_or(0, |&(_, _, slot)| slot);
-                        measure::saved_source(metric, at_exit, slot, m.descriptor.0)
-                    }
-                    _ => r.source(),
-                };
-                for p in points_of(module, req, f.func)? {
-                    if let Some(why) = overlapping_code(module, &p) {
-                        skipped.push((p, why));
-                        continue;
-                    }
-                    let base_env =
-                        SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
-                    let mut info = point::facts(module, &p, r.id, &|c| base_env.c_type(c));
-                    // gsh's own snippet: the runtime's reserved operations are allowed.
-                    info.internal = metric.is_some();
-                    let env = SessionEnv::new(module, Some(func), &declared, info, 0)
-                        .with_session(session);
-                    requests.push(patch::Request {
-                        tag: r.id,
-                        point: p,
-                        env: Arc::new(env.snapshot(&source)),
-                        source: source.clone(),
-                    });
-                }
-            }
-        }
+        let b = build::patch_requests(module, r, &mut place)?;
+        built.requests.extend(b.requests);
+        built.skipped.extend(b.skipped);
     }
     let hook = match module.binary.kind() {
         BinaryKind::SharedLibrary => space.rw.init().map(Hook::Init),
@@ -376,11 +338,12 @@ pub fn save_with(
         ..PatchOptions::default()
     };
     let mut patcher = Patcher::new(0, options);
-    let points = match (patcher.insert(module, &mut space, &requests), &hook) {
-        (Ok(done), _) => {
-            skipped.extend(done.skipped);
-            done.points
-        }
+    // A failure from here on writes nothing: the rewrite is discarded with what it staged.
+    let (points, skipped) = match (
+        build::insert(&mut patcher, module, &mut space, built),
+        &hook,
+    ) {
+        (Ok(done), _) => (done.points, done.skipped),
         (Err(patch::PatchError::NeedsTrap { point, addr, why }), Err(e)) => {
             return Err(patch::PatchError::NeedsTrap {
                 point,
@@ -413,6 +376,45 @@ pub fn save_with(
 /// `(request id, function, slot)` of every measured function.
 type SlotMap = Vec<(u32, FuncId, u32)>;
 
+/// A saved file's placement: declared variables in its new data segment, bias 0, every open
+/// module reachable, measures finding the runtime through the file's descriptor.
+struct SavePlacement<'s> {
+    session: &'s Session,
+    declared: &'s [Declaration],
+    /// The descriptor's address and each measured function's slot.
+    measuring: Option<(LinkAddr, SlotMap)>,
+}
+
+impl Placement for SavePlacement<'_> {
+    fn env<'a>(
+        &'a self,
+        module: &'a Module,
+        func: &'a Function,
+        info: PointInfo,
+    ) -> SessionEnv<'a> {
+        SessionEnv::new(module, Some(func), self.declared, info, 0).with_session(self.session)
+    }
+
+    fn measure_source(
+        &mut self,
+        _module: &Module,
+        id: u32,
+        func: FuncId,
+        metric: Metric,
+        at_exit: bool,
+    ) -> Result<String, BuildError> {
+        let (descriptor, slot_of) = self
+            .measuring
+            .as_ref()
+            .expect("save plans measuring before it builds a measure");
+        let slot = slot_of
+            .iter()
+            .find(|&&(i, f, _)| i == id && f == func)
+            .map_or(0, |&(_, _, slot)| slot);
+        Ok(measure::saved_source(metric, at_exit, slot, descriptor.0))
+    }
+}
+
 /// Gives every measured function a slot, writes the descriptor and its header, and names the
 /// runtime in the file (or says it must be preloaded).
 fn plan_measuring(
@@ -425,7 +427,7 @@ fn plan_measuring(
     let mut slots = Vec::new();
     let mut slot_of: SlotMap = Vec::new();
     for r in measured {
-        let Some(kind) = measure::metric(r) else {
+        let Some(kind) = r.action.metric() else {
             continue;
         };
         for f in &r.funcs {
@@ -597,25 +599,4 @@ fn install_trap_handler(
         Hook::Init(h) => rw.set_init(h, at),
     }
     Ok(previous)
-}
-
-/// Why `p` lies in doubtful code, if it does: another block of its function decodes an
-/// instruction across the point's address, so the two readings of those bytes cannot both be
-/// right. cc1 has one: a jump table read one entry too far gives a "target" inside a `je`,
-/// whose bytes then decode to a `ret imm16` that never runs.
-fn overlapping_code(module: &Module, p: &Point) -> Option<String> {
-    let cfg = &module.analysis().function(p.func).cfg;
-    for b in &cfg.blocks {
-        if !(b.start < p.addr && p.addr < b.end) {
-            continue;
-        }
-        let insns = patch::plan::decode(&module.binary, b.start, b.end.0 - b.start.0);
-        if !insns.iter().any(|i| i.ip() == p.addr.0) {
-            return Some(format!(
-                "the block at {} decodes an instruction across {}",
-                b.start, p.addr
-            ));
-        }
-    }
-    None
 }

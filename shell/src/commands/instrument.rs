@@ -190,27 +190,9 @@ fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             Cell::Num(u64::from(r.id)),
             Cell::text(r.spec.to_string()),
             Cell::Num(r.funcs.len() as u64),
-            Cell::opt(r.cond.clone()),
-            Cell::text(match engine::instrument::measure::metric(r) {
-                // A measure's body is an internal marker; show the command that made it.
-                Some(m) => format!("({})", m.command()),
-                None => r.body.split_whitespace().collect::<Vec<_>>().join(" "),
-            }),
+            Cell::opt(r.action.cond().map(str::to_owned)),
+            Cell::text(r.action.describe()),
             Cell::text(state),
-        ]);
-    }
-    for b in &ctx.breaks {
-        t.rows.push(vec![
-            Cell::Num(u64::from(b.id)),
-            Cell::text(b.spec.to_string()),
-            Cell::Num(b.funcs.len() as u64),
-            Cell::opt(b.cond.clone()),
-            Cell::text("(breakpoint)"),
-            Cell::text(if ctx.target.is_some() {
-                "set"
-            } else {
-                "planned"
-            }),
         ]);
     }
     t.title = Some(format!(
@@ -243,8 +225,7 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .collect::<Result<_>>()?;
     // All or nothing: check every id before removing any.
     for id in &ids {
-        if !ctx.plan.requests.iter().any(|r| r.id == *id) && !ctx.breaks.iter().any(|b| b.id == *id)
-        {
+        if !ctx.plan.requests.iter().any(|r| r.id == *id) {
             return Err(engine::instrument::RequestError::UnknownId(*id).into());
         }
     }
@@ -254,25 +235,11 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             for id in ids {
                 live.remove(p, *id)?;
             }
-            if ids
-                .iter()
-                .any(|id| live.breakpoints.iter().any(|b| b.id == *id))
-            {
-                engine::instrument::Live::paused(p, |p| {
-                    for id in ids {
-                        live.remove_breakpoint(p, *id)?;
-                    }
-                    Ok(())
-                })?;
-            }
             Ok(())
         })?;
     }
     for id in ids {
-        if ctx.plan.requests.iter().any(|r| r.id == id) {
-            ctx.plan.delete(id)?;
-        }
-        ctx.breaks.retain(|b| b.id != id);
+        ctx.plan.delete(id)?;
     }
     Ok(Output::Nothing)
 }
