@@ -12,7 +12,9 @@
 //! - [`disasm`] decodes instructions for display and analysis.
 //! - [`rewrite`] writes a new ELF file: new code and data segments, patches over code.
 //! - [`point`] finds instrumentation points in a function's CFG; [`patch`] inserts snippets
-//!   there through trampolines, via a narrow address-space trait.
+//!   there through trampolines. The patcher reads code through a narrow view ([`code`]),
+//!   not the session, and writes through a narrow address-space trait ([`space`], below both
+//!   the patcher and process control).
 //! - [`process`] controls live processes under ptrace: start, attach, halt, memory, injected
 //!   calls, threads, forks, library loads.
 //! - [`consult`] is the automated bottleneck search over a measuring lab.
@@ -34,6 +36,7 @@ pub mod addr;
 pub mod analysis;
 pub mod callee;
 pub mod cfg;
+pub mod code;
 pub mod consult;
 pub mod demangle;
 pub mod disasm;
@@ -47,6 +50,7 @@ pub mod process;
 pub mod rewrite;
 pub mod session;
 pub mod snippet;
+pub mod space;
 pub mod suggest;
 pub mod symbols;
 #[cfg(test)]

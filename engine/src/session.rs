@@ -450,3 +450,21 @@ pub fn resolve_library(name: &str, binary: &Binary) -> Option<PathBuf> {
     }
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
+
+/// The patcher's view of a module: its file's bytes, its functions and their CFGs (running
+/// the whole-module analysis on first use).
+impl crate::code::CodeBytes for Module {
+    fn bytes_at(&self, addr: LinkAddr, len: u64) -> Option<&[u8]> {
+        self.binary.bytes_at(addr, len)
+    }
+}
+
+impl crate::code::CodeView for Module {
+    fn functions(&self) -> &[Function] {
+        Module::functions(self).functions()
+    }
+
+    fn cfg(&self, f: FuncId) -> &crate::cfg::Cfg {
+        &self.analysis().function(f).cfg
+    }
+}

@@ -16,81 +16,37 @@
 //! disabled (with a warning on stderr) rather than mixing two files' counts.
 //! The layout is in `rt/LAYOUT.md` ("Measuring descriptor").
 
-use crate::layout::DEFAULT_PATH_CAPACITY;
-use crate::{events, layout, output, path, thread, tls};
+use crate::layout::{UnwindEntry, DEFAULT_MAX_SLOTS, DEFAULT_PATH_CAPACITY};
+use crate::{events, output, path, thread, tls};
+use gsh_rt_abi::descriptor::{Descriptor, HEADER_SIZE, MAGIC, PT_GSH_MEASURE, VERSION};
+use gsh_rt_abi::exports::Event;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64};
+use std::sync::atomic::{AtomicPtr, AtomicU64};
 
-/// The program header type marking a descriptor (in the OS-specific range).
-pub const PT_GSH_MEASURE: u32 = 0x6473_6801;
-/// The descriptor's first 8 bytes.
-pub const MAGIC: [u8; 8] = *b"GSHMEAS\0";
-/// The layout version this runtime understands.
-pub const VERSION: u32 = 1;
-/// Bytes of the fixed part; strings follow.
-pub const HEADER_SIZE: usize = 128;
 /// `PF_W`: the descriptor must lie in a writable segment.
 const PF_W: u32 = 2;
 /// `PT_LOAD` and `PT_GNU_RELRO` (the latter is made read-only before constructors run).
 const PT_LOAD: u32 = 1;
 const PT_GNU_RELRO: u32 = 0x6474_e552;
 
-/// The descriptor as laid out in a saved file (`rt/LAYOUT.md`). Fields the runtime writes are
-/// atomics: generated code in other threads may read them (only after this constructor, in
-/// practice, but the types say what the memory is).
-#[repr(C)]
-pub struct Descriptor {
-    /// [`MAGIC`].
-    pub magic: [u8; 8],
-    /// [`VERSION`].
-    pub version: u32,
-    /// Slots the saved code uses (0..slots).
-    pub slots: u32,
-    /// Written by the runtime: `fs`-relative offset of its TLS word; 0 = no runtime.
-    pub tls_offset: AtomicI64,
-    /// Written by the runtime: `gsh_rt_thread`.
-    pub thread_fn: AtomicU64,
-    /// Written by the runtime: the event functions, in [`FNS`] order.
-    pub fns: [AtomicU64; 8],
-    /// Descriptor-relative NUL-terminated path of the results file (0 = none).
-    pub output_off: u32,
-    pub output_len: u32,
-    /// Descriptor-relative JSON text: what each slot measures.
-    pub meta_off: u32,
-    pub meta_len: u32,
-    /// Descriptor-relative `UnwindEntry[unwind_count]` (16-aligned) of the object's call
-    /// sites, with link-time return addresses: registered, moved by the load bias, for
-    /// profiles' stack walks. 0 = none.
-    pub unwind_off: u32,
-    pub unwind_count: u32,
-    pub reserved: [u8; 8],
+/// The address of event function `e`, for the descriptor's `fns` cell of `e`.
+pub fn event_fn(e: Event) -> u64 {
+    let f = match e {
+        Event::Enter => events::gsh_rt_enter as *const (),
+        Event::Exit => events::gsh_rt_exit as *const (),
+        Event::EnterCpu => events::gsh_rt_enter_cpu as *const (),
+        Event::ExitCpu => events::gsh_rt_exit_cpu as *const (),
+        Event::PathEnter => path::gsh_rt_path_enter as *const (),
+        Event::PathExit => path::gsh_rt_path_exit as *const (),
+        Event::PathEnterCpu => path::gsh_rt_path_enter_cpu as *const (),
+        Event::PathCount => path::gsh_rt_path_count as *const (),
+    };
+    f as u64
 }
-
-const _: () = {
-    use std::mem::{offset_of, size_of};
-    assert!(offset_of!(Descriptor, version) == 8);
-    assert!(offset_of!(Descriptor, slots) == 12);
-    assert!(offset_of!(Descriptor, tls_offset) == 16);
-    assert!(offset_of!(Descriptor, thread_fn) == 24);
-    assert!(offset_of!(Descriptor, fns) == 32);
-    assert!(offset_of!(Descriptor, output_off) == 96);
-    assert!(offset_of!(Descriptor, meta_off) == 104);
-    assert!(offset_of!(Descriptor, unwind_off) == 112);
-    assert!(size_of::<Descriptor>() == HEADER_SIZE);
-};
 
 /// The event functions a descriptor's `fns` holds, in order.
 pub fn fns() -> [u64; 8] {
-    [
-        events::gsh_rt_enter as *const () as u64,
-        events::gsh_rt_exit as *const () as u64,
-        events::gsh_rt_enter_cpu as *const () as u64,
-        events::gsh_rt_exit_cpu as *const () as u64,
-        path::gsh_rt_path_enter as *const () as u64,
-        path::gsh_rt_path_exit as *const () as u64,
-        path::gsh_rt_path_enter_cpu as *const () as u64,
-        path::gsh_rt_path_count as *const () as u64,
-    ]
+    Event::ALL.map(event_fn)
 }
 
 /// The descriptor being served, with its size; null when none.
@@ -147,7 +103,7 @@ pub unsafe fn serve(desc: *mut u8, len: usize, bias: u64) -> Result<(), Refused>
     SERVED_LEN.store(len as u64, Relaxed);
     // At least the default slot count, so that a live gsh attaching later (which asks for the
     // defaults) finds the configuration it wants; untouched slot pages cost no memory.
-    let slots = d.slots.max(layout::DEFAULT_MAX_SLOTS);
+    let slots = d.slots.max(DEFAULT_MAX_SLOTS);
     if thread::configure(slots, DEFAULT_PATH_CAPACITY) != 0
         && thread::GSH_RT_ROOT.max_slots.load(Relaxed) < d.slots
     {
@@ -176,7 +132,7 @@ pub unsafe fn serve(desc: *mut u8, len: usize, bias: u64) -> Result<(), Refused>
 }
 
 /// Bytes per `UnwindEntry`.
-const UNWIND_ENTRY: usize = std::mem::size_of::<layout::UnwindEntry>();
+const UNWIND_ENTRY: usize = std::mem::size_of::<UnwindEntry>();
 
 /// Registers a copy of the `count` entries at `at` with `bias` added to each return address.
 /// A table that cannot be registered (unsorted, no room) only costs profiles their depth.
@@ -188,14 +144,14 @@ unsafe fn register_unwind(at: *const u8, count: u32, bias: u64) {
     let Some(copy) = crate::sys::mmap_anon(n * UNWIND_ENTRY) else {
         return;
     };
-    let copy = copy.cast::<layout::UnwindEntry>();
+    let copy = copy.cast::<UnwindEntry>();
     for i in 0..n {
         // SAFETY: entry `i` of the source is readable (maybe unaligned); the copy is a fresh
         // mapping of `n` entries.
         unsafe {
             let mut e = at
                 .add(i * UNWIND_ENTRY)
-                .cast::<layout::UnwindEntry>()
+                .cast::<UnwindEntry>()
                 .read_unaligned();
             e.ra = e.ra.wrapping_add(bias);
             copy.add(i).write(e);
@@ -360,23 +316,15 @@ static ON_LOAD: extern "C" fn() = on_load;
 mod tests {
     use super::*;
 
-    /// A descriptor with strings, in 64-aligned memory as `save` lays it out.
+    /// A descriptor with strings, in 64-aligned memory, as `save` writes it (with the same
+    /// writer).
     #[repr(C, align(64))]
     struct Buf([u8; 256]);
 
     fn descriptor(output: &[u8], meta: &[u8]) -> Box<Buf> {
         let mut b = Box::new(Buf([0; 256]));
-        let d = &mut b.0;
-        d[..8].copy_from_slice(&MAGIC);
-        d[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        d[12..16].copy_from_slice(&3u32.to_le_bytes());
-        let mut at = HEADER_SIZE;
-        for (field, s) in [(96, output), (104, meta)] {
-            d[field..field + 4].copy_from_slice(&(at as u32).to_le_bytes());
-            d[field + 4..field + 8].copy_from_slice(&(s.len() as u32 + 1).to_le_bytes());
-            d[at..at + s.len()].copy_from_slice(s);
-            at += s.len() + 1;
-        }
+        let bytes = gsh_rt_abi::descriptor::encode(3, output, meta, &[]).expect("fits");
+        b.0[..bytes.len()].copy_from_slice(&bytes);
         b
     }
 
@@ -390,21 +338,33 @@ mod tests {
             Err(Refused::NotOurs)
         );
         let mut bad = descriptor(b"", b"");
-        bad.0[96..100].copy_from_slice(&250u32.to_le_bytes());
-        bad.0[100..104].copy_from_slice(&10u32.to_le_bytes());
+        let output = std::mem::offset_of!(Descriptor, output_off);
+        bad.0[output..output + 4].copy_from_slice(&250u32.to_le_bytes());
+        bad.0[output + 4..output + 8].copy_from_slice(&10u32.to_le_bytes());
         // SAFETY: as above.
         assert_eq!(
             unsafe { serve(bad.0.as_mut_ptr(), 256, 0) },
             Err(Refused::BadStrings)
         );
 
-        let d = Box::leak(descriptor(b"", b"{\"version\":1,\"slots\":[]}"));
-        // Two unwind entries at 192, with link-time return addresses 0x1100 and 0x1200.
-        d.0[112..116].copy_from_slice(&192u32.to_le_bytes());
-        d.0[116..120].copy_from_slice(&2u32.to_le_bytes());
-        for (i, ra) in [0x1100u64, 0x1200].into_iter().enumerate() {
-            d.0[192 + 16 * i..200 + 16 * i].copy_from_slice(&ra.to_le_bytes());
-        }
+        // Two unwind entries, with link-time return addresses 0x1100 and 0x1200.
+        let unwind: Vec<u8> = [0x1100u64, 0x1200]
+            .into_iter()
+            .flat_map(|ra| {
+                let e = UnwindEntry {
+                    ra,
+                    cfa_off: 16,
+                    base: crate::layout::UNWIND_BASE_RSP,
+                    reserved: 0,
+                    rbp_save: 0,
+                };
+                e.to_le_bytes()
+            })
+            .collect();
+        let meta_text = b"{\"version\":1,\"slots\":[]}";
+        let bytes = gsh_rt_abi::descriptor::encode(3, b"", meta_text, &unwind).expect("fits");
+        let d = Box::leak(Box::new(Buf([0; 256])));
+        d.0[..bytes.len()].copy_from_slice(&bytes);
         let tables = thread::GSH_RT_ROOT.unwind_count.load(Relaxed) as usize;
         // SAFETY: leaked, so mapped for the process's life.
         unsafe { serve(d.0.as_mut_ptr(), 256, 0x1000) }.expect("served");
@@ -440,6 +400,25 @@ mod tests {
                 .load(Relaxed),
             0
         );
+    }
+
+    /// Each descriptor cell holds the function the ABI names for it: the test binary's own
+    /// symbol table, moved by its load bias, gives each name's address.
+    #[test]
+    fn event_cells_hold_the_named_functions() {
+        use object::{Object, ObjectSymbol};
+        let exe = std::fs::read("/proc/self/exe").expect("read the test binary");
+        let file = object::File::parse(&*exe).expect("ELF");
+        let addr = |name: &str| {
+            file.symbols()
+                .find(|s| s.name() == Ok(name))
+                .map(|s| s.address())
+                .unwrap_or_else(|| panic!("no symbol `{name}` in the test binary"))
+        };
+        let bias = (crate::gsh_rt_thread as *const () as u64).wrapping_sub(addr("gsh_rt_thread"));
+        for e in Event::ALL {
+            assert_eq!(event_fn(e), addr(e.name()).wrapping_add(bias), "{e:?}");
+        }
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! memory that the mutator reads from outside without stopping the process.
 //!
 //! Everything hangs off one exported root, `GSH_RT_ROOT` ([`layout::Root`]); its layout is
-//! `#[repr(C)]`, versioned by [`layout::ABI_VERSION`] and documented in `rt/LAYOUT.md`.
+//! `#[repr(C)]`, versioned by [`layout::ABI_VERSION`], defined once in the `rt-abi` crate
+//! (whose structs this library uses as its own, and whose export signatures it is checked
+//! against below) and documented in `rt/LAYOUT.md`.
 //! Trampolines call the `gsh_rt_*` C functions below, or inline the counter increment against
 //! the thread block found through the initial-exec TLS word at `fs:[gsh_rt_tls_offset()]`.
 //! Nothing on the hot path allocates, locks, uses a `lock` prefix or makes a system call other
@@ -12,14 +14,49 @@
 pub mod clock;
 pub mod descriptor;
 pub mod events;
-pub mod layout;
 pub mod output;
 pub mod path;
 pub mod sys;
 pub mod thread;
 pub mod tls;
 
+pub use gsh_rt_abi::layout;
 pub use layout::ABI_VERSION;
+
+// Every export has the signature the ABI gives it (a wrong one does not compile).
+const _: () = {
+    use gsh_rt_abi::exports::sig;
+    let _: sig::AbiVersion = gsh_rt_abi_version;
+    let _: sig::RootFn = gsh_rt_root;
+    let _: sig::Init = gsh_rt_init;
+    let _: sig::Thread = gsh_rt_thread;
+    let _: sig::TlsOffset = gsh_rt_tls_offset;
+    let _: sig::Alloc = gsh_rt_alloc;
+    let _: sig::AddUnwindTable = path::gsh_rt_add_unwind_table;
+    let _: sig::Count = events::gsh_rt_count;
+    let _: sig::Output = output::gsh_rt_set_output;
+    let _: sig::Output = output::gsh_rt_write;
+    let _: [sig::Timer; 10] = [
+        events::gsh_rt_enter,
+        events::gsh_rt_exit,
+        events::gsh_rt_enter_cpu,
+        events::gsh_rt_exit_cpu,
+        events::gsh_rt_enter_tsc,
+        events::gsh_rt_exit_tsc,
+        events::gsh_rt_enter_cpu_tsc,
+        events::gsh_rt_exit_cpu_tsc,
+        path::gsh_rt_path_exit,
+        path::gsh_rt_path_exit_tsc,
+    ];
+    let _: [sig::Path; 6] = [
+        path::gsh_rt_path_enter,
+        path::gsh_rt_path_enter_cpu,
+        path::gsh_rt_path_count,
+        path::gsh_rt_path_enter_tsc,
+        path::gsh_rt_path_enter_cpu_tsc,
+        path::gsh_rt_path_count_tsc,
+    ];
+};
 
 /// Layout version, for code that only wants to check what it loaded.
 #[no_mangle]

@@ -130,7 +130,11 @@ fn open_credits(b: Block) -> OpenCredits {
     let off = GSH_RT_ROOT.shadow_offset.load(Relaxed) as usize;
     for i in 0..top as usize {
         // SAFETY: entries below the top were written by this (the calling) thread.
-        let e = unsafe { *b.as_ptr().add(off + i * 32).cast::<ShadowEntry>() };
+        let e = unsafe {
+            *b.as_ptr()
+                .add(off + i * std::mem::size_of::<ShadowEntry>())
+                .cast::<ShadowEntry>()
+        };
         if e.kind == FRAME_DEAD {
             continue;
         }

@@ -2,6 +2,9 @@
 //! threads (its initial-exec TLS word must come from glibc's surplus static TLS and be zero in
 //! those threads), and read back through nothing but the exported root, as the mutator does.
 
+mod common;
+
+use common::shared_library;
 use gsh_rt::layout::{Root, SlotRecord, ThreadHeader, ROOT_MAGIC, SLOTS_OFFSET};
 use std::ffi::{c_void, CString};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
@@ -13,29 +16,6 @@ fn sym(lib: *mut c_void, name: &str) -> *mut c_void {
     let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
     assert!(!p.is_null(), "{name} missing");
     p
-}
-
-/// `libgsh_rt.so`, built now into a target directory of its own: `cargo test` builds only
-/// the rlib for tests, so a `libgsh_rt.so` beside the test binary may be missing or stale,
-/// and the running cargo holds the lock on the main target directory.
-fn shared_library() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    let own = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .and_then(|d| d.parent())
-        .expect("target root")
-        .join("rt-cdylib");
-    let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "gsh-rt", "--target-dir"])
-        .arg(&own)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("run cargo build -p gsh-rt");
-    assert!(status.success(), "cargo build -p gsh-rt failed");
-    let so = own.join("debug/libgsh_rt.so");
-    assert!(so.exists(), "{} not built", so.display());
-    so
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The exit writer: counts, times and paths from two threads (one exited) written as JSON and
-//! parsed back, including a timed activation still open at the time of writing.
+//! parsed back, including a timed activation still open at the time of writing; the reader's
+//! types in `rt-abi` read it without losing a field.
 
 mod common;
 
@@ -45,6 +46,10 @@ fn written_output_parses_back() {
     let text = std::fs::read_to_string(&file).expect("output file");
     std::fs::remove_dir_all(&dir).expect("cleanup");
     let v: Value = serde_json::from_str(&text).expect("valid JSON");
+    // The reader's types (rt-abi) read every field and lose none: written back, the same JSON.
+    let typed: gsh_rt_abi::results::Output<Value> =
+        serde_json::from_str(&text).expect("the results types read the runtime's output");
+    assert_eq!(serde_json::to_value(&typed).expect("serialise"), v);
 
     assert_eq!(v["abi"], gsh_rt::ABI_VERSION);
     let slot = |n: u64| {

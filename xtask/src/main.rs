@@ -21,6 +21,9 @@
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
+//! - `mem-attached [--runs N]`: gsh's peak memory attached to an nginx worker and to a
+//!   program with shared mappings, against gsh doing the same on their files alone. Run it
+//!   with `--release`.
 //! - `whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]`: issue 12's
 //!   whole-program reports: a counter at every function's entry and every exit of Debian's
 //!   program (all five by default), saved, and the copy's output on a workload compared
@@ -41,6 +44,7 @@ mod bench_stall;
 mod bench_static;
 mod coverage;
 mod ground_truth;
+mod mem_attached;
 mod soak_redis;
 mod switches;
 mod timing;
@@ -70,6 +74,9 @@ tasks:
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)
+  mem-attached [--runs N]         gsh's peak memory attached to an nginx worker and to a
+                                  program with shared mappings, vs the same on their files
+                                  (default 3 runs; use --release)
   whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]
                                   a counter at every entry and exit of the program, saved;
                                   outputs compared exactly, tactics, run-time ratios and
@@ -135,6 +142,7 @@ fn run() -> Result<()> {
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),
         "ground-truth" => ground_truth::run(rest),
+        "mem-attached" => mem_attached::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),
         "help" | "--help" | "-h" => {

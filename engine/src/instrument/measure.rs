@@ -15,7 +15,12 @@
 //! ([`super::Live::start_measuring`]); on an attached process it goes in at once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};
+
+use gsh_rt_abi::descriptor;
+use gsh_rt_abi::exports::{self, Event};
+use gsh_rt_abi::layout::{self, PathRecord, Root, ShadowEntry, SlotRecord, ThreadHeader};
 
 use object::{Object, ObjectSymbol};
 
@@ -28,17 +33,15 @@ use super::action::Action;
 pub use super::action::Metric;
 use super::request::{Plan, PointSpec, Request, RequestError, Where};
 
-/// Counter slots per thread (`gsh_rt_init`'s `max_slots`): one per measured function.
-const MAX_SLOTS: u32 = 16384;
+/// Counter slots per thread (`gsh_rt_init`'s `max_slots`): one per measured function. The
+/// runtime's default, which a saved file's descriptor also asks for.
+const MAX_SLOTS: u32 = layout::DEFAULT_MAX_SLOTS;
 /// Call-path records per thread (`gsh_rt_init`'s `path_capacity`): its default.
-const PATH_CAPACITY: u32 = 4096;
-const ROOT_MAGIC: u32 = 0x5452_5347;
-const ROOT_ABI: u32 = 2;
-/// `PathRecord` size and its fields (`rt/LAYOUT.md`).
-const PATH_RECORD: usize = 288;
-const MAX_PATH_DEPTH: usize = 32;
-/// The measuring descriptor's function cells (`rt/LAYOUT.md`): `fns[k]` at `32 + 8k`.
-const DESC_FNS: u64 = 32;
+const PATH_CAPACITY: u32 = layout::DEFAULT_PATH_CAPACITY;
+/// Bytes per `PathRecord`, `SlotRecord` and `ShadowEntry` (`rt-abi`).
+const PATH_RECORD: usize = size_of::<PathRecord>();
+const SLOT_RECORD: usize = size_of::<SlotRecord>();
+const SHADOW_ENTRY: usize = size_of::<ShadowEntry>();
 
 /// Why measuring failed.
 #[derive(Debug, thiserror::Error)]
@@ -82,32 +85,20 @@ pub struct Runtime {
     bias: u64,
 }
 
-/// Each measuring call, and its variant that only reads the TSC and never leaves the library.
-const CALLS: [(&str, &str); 8] = [
-    ("gsh_rt_enter", "gsh_rt_enter_tsc"),
-    ("gsh_rt_exit", "gsh_rt_exit_tsc"),
-    ("gsh_rt_enter_cpu", "gsh_rt_enter_cpu_tsc"),
-    ("gsh_rt_exit_cpu", "gsh_rt_exit_cpu_tsc"),
-    ("gsh_rt_path_enter", "gsh_rt_path_enter_tsc"),
-    ("gsh_rt_path_exit", "gsh_rt_path_exit_tsc"),
-    ("gsh_rt_path_enter_cpu", "gsh_rt_path_enter_cpu_tsc"),
-    ("gsh_rt_path_count", "gsh_rt_path_count_tsc"),
-];
-
 impl Runtime {
     /// The function a measuring call `name` goes to, and what to save around it: the TSC-only
     /// variant when the callee analysis bounds what it changes (then only the xmm registers it
     /// writes are saved, instead of all vector state: xsave costs ~180 ns here), else `name`
     /// itself with everything saved. The analysis runs on first use, so counts never pay it.
-    fn call_fn(&mut self, name: &str) -> Result<RtFn, MeasureError> {
-        if let Some(f) = self.fns.get(name) {
+    fn call_fn(&mut self, event: Event) -> Result<RtFn, MeasureError> {
+        let (key, fast) = (event.name(), event.bounded());
+        if let Some(f) = self.fns.get(key) {
             return Ok(*f);
         }
         let missing = || MeasureError::BadRuntime {
             path: self.path.clone(),
-            detail: format!("it does not export `{name}`"),
+            detail: format!("it does not export `{key}`"),
         };
-        let &(key, fast) = CALLS.iter().find(|(n, _)| *n == name).ok_or_else(missing)?;
         let lean = self.syms.get(fast).filter(|_| self.tsc).and_then(|&addr| {
             let m = rt_module(&self.path)?;
             let e = crate::callee::effects(&m, crate::LinkAddr(addr)).ok()?;
@@ -193,14 +184,6 @@ pub struct Measure {
     kept_paths: Vec<PathValue>,
 }
 
-/// `ShadowEntry::kind` of an open timer frame (wall or CPU), and of a frame whose slot has a
-/// new owner (`rt/LAYOUT.md`).
-const FRAME_WALL: u32 = 1;
-const FRAME_CPU: u32 = 2;
-const FRAME_DEAD: u32 = 5;
-/// `PathRecord::slot` of a record whose slot was handed out again: never matched or read.
-const DEAD_SLOT: u32 = u32::MAX;
-
 /// Where `libgsh_rt.so` is: `$GSH_RT`, else next to the running executable (and its parent,
 /// for test binaries in `target/debug/deps`), where `cargo build`/`cargo test` of the
 /// workspace put it.
@@ -270,22 +253,22 @@ pub fn exit_request(r: &Request) -> Option<Request> {
 /// runtime through the measuring descriptor at `desc` (`rt/LAYOUT.md`). Calls save all vector
 /// state: the runtime that will be loaded is not known when the file is written.
 pub fn saved_source(metric: Metric, at_exit: bool, slot: u32, desc: u64) -> String {
-    let call = |k: u64| {
+    let call = |e: Event| {
         format!(
             "__gsh_rt_call({:#x}, {RT_SAVE_FULL:#x}, {slot}, 0, 0, {desc:#x});",
-            desc + DESC_FNS + 8 * k
+            desc + descriptor::fn_at(e)
         )
     };
     match (metric, at_exit) {
         (Metric::Count, _) => format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});"),
         (Metric::Time, false) => format!("__gsh_rt_time_enter({slot}, 0, 0, {desc:#x});"),
         (Metric::Time, true) => format!("__gsh_rt_time_exit({slot}, 0, 0, {desc:#x});"),
-        (Metric::TimeCpu, false) => call(2),
-        (Metric::TimeCpu, true) => call(3),
-        (Metric::Profile, false) => call(4),
-        (Metric::ProfileCpu, false) => call(6),
-        (Metric::Profile | Metric::ProfileCpu, true) => call(5),
-        (Metric::ProfileCount, _) => call(7),
+        (Metric::TimeCpu, false) => call(Event::EnterCpu),
+        (Metric::TimeCpu, true) => call(Event::ExitCpu),
+        (Metric::Profile, false) => call(Event::PathEnter),
+        (Metric::ProfileCpu, false) => call(Event::PathEnterCpu),
+        (Metric::Profile | Metric::ProfileCpu, true) => call(Event::PathExit),
+        (Metric::ProfileCount, _) => call(Event::PathCount),
     }
 }
 
@@ -363,8 +346,8 @@ impl Measure {
         let rt = self.runtime.as_mut().expect("checked above");
         let access = format!("{slot}, {:#x}, {:#x}", rt.tls_offset as u64, rt.thread_fn);
         let tsc = rt.tsc;
-        let mut call = |name: &str| -> Result<String, MeasureError> {
-            let f = rt.call_fn(name)?;
+        let mut call = |event: Event| -> Result<String, MeasureError> {
+            let f = rt.call_fn(event)?;
             Ok(format!(
                 "__gsh_rt_call({:#x}, {:#x}, {access});",
                 f.addr, f.save
@@ -375,14 +358,14 @@ impl Measure {
             (Metric::Time, false) if tsc => Ok(format!("__gsh_rt_time_enter({access});")),
             (Metric::Time, true) if tsc => Ok(format!("__gsh_rt_time_exit({access});")),
             // Without an invariant TSC the runtime's own clock (CLOCK_MONOTONIC) times.
-            (Metric::Time, false) => call("gsh_rt_enter"),
-            (Metric::Time, true) => call("gsh_rt_exit"),
-            (Metric::TimeCpu, false) => call("gsh_rt_enter_cpu"),
-            (Metric::TimeCpu, true) => call("gsh_rt_exit_cpu"),
-            (Metric::Profile, false) => call("gsh_rt_path_enter"),
-            (Metric::ProfileCpu, false) => call("gsh_rt_path_enter_cpu"),
-            (Metric::Profile | Metric::ProfileCpu, true) => call("gsh_rt_path_exit"),
-            (Metric::ProfileCount, _) => call("gsh_rt_path_count"),
+            (Metric::Time, false) => call(Event::Enter),
+            (Metric::Time, true) => call(Event::Exit),
+            (Metric::TimeCpu, false) => call(Event::EnterCpu),
+            (Metric::TimeCpu, true) => call(Event::ExitCpu),
+            (Metric::Profile, false) => call(Event::PathEnter),
+            (Metric::ProfileCpu, false) => call(Event::PathEnterCpu),
+            (Metric::Profile | Metric::ProfileCpu, true) => call(Event::PathExit),
+            (Metric::ProfileCount, _) => call(Event::PathCount),
         }
     }
 
@@ -405,8 +388,8 @@ impl Measure {
             return Ok(self.zero());
         };
         let read = |a: u64, n: usize| reader.read(a, n);
-        let root = read(rt.root, 72)?;
-        let slots_offset = u64_at(&root, 40);
+        let root = read(rt.root, layout::ROOT_HEAD)?;
+        let slots_offset = u64_at(&root, offset_of!(Root, slots_offset));
         let mut calls = vec![0u64; self.counters.len()];
         let mut ns = vec![0u64; self.counters.len()];
         let top = self
@@ -424,25 +407,30 @@ impl Measure {
             if top == 0 {
                 break;
             }
-            let slots = read(block + slots_offset, 32 * top as usize)?;
+            let slots = read(block + slots_offset, SLOT_RECORD * top as usize)?;
             let sp = if sps.is_empty() {
                 None
             } else {
-                sps.get(&u32_at(&read(block + 8, 4)?, 0)).copied()
+                let tid = offset_of!(ThreadHeader, tid) as u64;
+                sps.get(&u32_at(&read(block + tid, 4)?, 0)).copied()
             };
             for (i, c) in self.counters.iter().enumerate() {
-                let rec = &slots[32 * c.slot as usize..32 * c.slot as usize + 32];
-                calls[i] += u64_at(rec, 0);
+                let at = SLOT_RECORD * c.slot as usize;
+                let rec = &slots[at..at + SLOT_RECORD];
+                calls[i] += u64_at(rec, offset_of!(SlotRecord, count));
+                let total = u64_at(rec, offset_of!(SlotRecord, total_ns));
                 match c.metric {
+                    // Timed inline: ticks, and the open activation's sp and start.
                     Metric::Time if rt.tsc => {
-                        let mut ticks = u64_at(rec, 8);
-                        let open_sp = u64_at(rec, 16);
+                        let mut ticks = total;
+                        let open_sp = u64_at(rec, offset_of!(SlotRecord, depth));
                         if open_sp != 0 && sp.is_none_or(|sp| open_sp >= sp) {
-                            ticks += now.saturating_sub(u64_at(rec, 24));
+                            let start = u64_at(rec, offset_of!(SlotRecord, entry_ns));
+                            ticks += now.saturating_sub(start);
                         }
                         ns[i] += to_ns(ticks);
                     }
-                    m if m.is_timed() => ns[i] += u64_at(rec, 8),
+                    m if m.is_timed() => ns[i] += total,
                     _ => {}
                 }
             }
@@ -479,9 +467,9 @@ impl Measure {
         if !self.counters.iter().any(|c| c.metric.is_profile()) {
             return Ok(self.kept_paths.clone());
         }
-        let root = reader.read(rt.root, 72)?;
-        let paths_offset = u64_at(&root, 56);
-        let capacity = u32_at(&root, 20) as usize;
+        let root = reader.read(rt.root, layout::ROOT_HEAD)?;
+        let paths_offset = u64_at(&root, offset_of!(Root, paths_offset));
+        let capacity = u32_at(&root, offset_of!(Root, path_capacity)) as usize;
         let by_slot: HashMap<u32, &Counter> = self
             .counters
             .iter()
@@ -492,18 +480,20 @@ impl Measure {
         for block in blocks(reader, &root)? {
             let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
             for rec in table.chunks_exact(PATH_RECORD) {
-                if u64_at(rec, 0) == 0 {
+                if u64_at(rec, offset_of!(PathRecord, hash)) == 0 {
                     continue;
                 }
-                let slot = u32_at(rec, 8);
+                let slot = u32_at(rec, offset_of!(PathRecord, slot));
                 if !by_slot.contains_key(&slot) {
                     continue;
                 }
-                let depth = (u32_at(rec, 12) as usize).min(MAX_PATH_DEPTH);
-                let ras: Vec<u64> = (0..depth).map(|k| u64_at(rec, 32 + 8 * k)).collect();
+                let depth = u32_at(rec, offset_of!(PathRecord, depth)) as usize;
+                let ras: Vec<u64> = (0..depth.min(layout::MAX_PATH_DEPTH))
+                    .map(|k| u64_at(rec, offset_of!(PathRecord, ras) + 8 * k))
+                    .collect();
                 let e = merged.entry((slot, ras)).or_default();
-                e.0 += u64_at(rec, 16);
-                e.1 += u64_at(rec, 24);
+                e.0 += u64_at(rec, offset_of!(PathRecord, count));
+                e.1 += u64_at(rec, offset_of!(PathRecord, total_ns));
             }
         }
         let mut out: Vec<PathValue> = merged
@@ -605,10 +595,13 @@ impl Measure {
         fresh.dedup();
         let is_fresh = |s: u32| fresh.binary_search(&s).is_ok();
         let reader = p.reader();
-        let root = reader.read(rt.root, 72)?;
-        let (slots_offset, shadow_offset, paths_offset) =
-            (u64_at(&root, 40), u64_at(&root, 48), u64_at(&root, 56));
-        let capacity = u32_at(&root, 20) as usize;
+        let root = reader.read(rt.root, layout::ROOT_HEAD)?;
+        let (slots_offset, shadow_offset, paths_offset) = (
+            u64_at(&root, offset_of!(Root, slots_offset)),
+            u64_at(&root, offset_of!(Root, shadow_offset)),
+            u64_at(&root, offset_of!(Root, paths_offset)),
+        );
+        let capacity = u32_at(&root, offset_of!(Root, path_capacity)) as usize;
         // Runs of consecutive slots, each zeroed with one write.
         let mut runs: Vec<(u32, u32)> = Vec::new();
         for &s in &fresh {
@@ -619,27 +612,35 @@ impl Measure {
         }
         for block in blocks(&reader, &root)? {
             for &(lo, hi) in &runs {
-                let zeros = vec![0u8; 32 * (hi - lo) as usize];
-                p.write(block + slots_offset + 32 * u64::from(lo), &zeros)?;
+                let zeros = vec![0u8; SLOT_RECORD * (hi - lo) as usize];
+                p.write(
+                    block + slots_offset + (SLOT_RECORD * lo as usize) as u64,
+                    &zeros,
+                )?;
             }
-            let head = reader.read(block, 40)?;
-            let top = u32_at(&head, 24).min(1024) as usize;
+            let head = reader.read(block, size_of::<ThreadHeader>())?;
+            let top = u32_at(&head, offset_of!(ThreadHeader, shadow_top))
+                .min(layout::SHADOW_CAPACITY) as usize;
             if top > 0 {
-                let stack = reader.read(block + shadow_offset, 32 * top)?;
-                for (i, e) in stack.chunks_exact(32).enumerate() {
-                    let kind = u32_at(e, 20);
-                    if is_fresh(u32_at(e, 16)) && (kind == FRAME_WALL || kind == FRAME_CPU) {
-                        let at = block + shadow_offset + 32 * i as u64 + 20;
-                        p.write(at, &FRAME_DEAD.to_le_bytes())?;
+                let stack = reader.read(block + shadow_offset, SHADOW_ENTRY * top)?;
+                let (slot, kind) = (offset_of!(ShadowEntry, slot), offset_of!(ShadowEntry, kind));
+                for (i, e) in stack.chunks_exact(SHADOW_ENTRY).enumerate() {
+                    let k = u32_at(e, kind);
+                    let timer = k == layout::FRAME_WALL || k == layout::FRAME_CPU;
+                    if is_fresh(u32_at(e, slot)) && timer {
+                        let at = block + shadow_offset + (SHADOW_ENTRY * i + kind) as u64;
+                        p.write(at, &layout::FRAME_DEAD.to_le_bytes())?;
                     }
                 }
             }
-            if u32_at(&head, 36) > 0 && capacity > 0 {
+            if u32_at(&head, offset_of!(ThreadHeader, path_used)) > 0 && capacity > 0 {
                 let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
+                let slot = offset_of!(PathRecord, slot);
                 for (i, rec) in table.chunks_exact(PATH_RECORD).enumerate() {
-                    if u64_at(rec, 0) != 0 && is_fresh(u32_at(rec, 8)) {
-                        let at = block + paths_offset + (i * PATH_RECORD) as u64 + 8;
-                        p.write(at, &DEAD_SLOT.to_le_bytes())?;
+                    let claimed = u64_at(rec, offset_of!(PathRecord, hash)) != 0;
+                    if claimed && is_fresh(u32_at(rec, slot)) {
+                        let at = block + paths_offset + (i * PATH_RECORD + slot) as u64;
+                        p.write(at, &layout::RETIRED_SLOT.to_le_bytes())?;
                     }
                 }
             }
@@ -694,16 +695,23 @@ pub fn unwind_table(module: &crate::Module, bias: u64) -> Vec<u8> {
         .collect();
     ras.sort_unstable();
     ras.dedup();
-    let mut out = Vec::with_capacity(16 * ras.len());
+    let mut out = Vec::with_capacity(size_of::<layout::UnwindEntry>() * ras.len());
     for ra in ras {
         let Some(rule) = unwinder.call_site(ra) else {
             continue;
         };
-        out.extend_from_slice(&ra.to_le_bytes());
-        out.extend_from_slice(&rule.cfa_offset.to_le_bytes());
-        out.push(u8::from(rule.cfa_from_rbp));
-        out.push(0);
-        out.extend_from_slice(&rule.rbp_saved_at.unwrap_or(0).to_le_bytes());
+        let entry = layout::UnwindEntry {
+            ra,
+            cfa_off: rule.cfa_offset,
+            base: if rule.cfa_from_rbp {
+                layout::UNWIND_BASE_RBP
+            } else {
+                layout::UNWIND_BASE_RSP
+            },
+            reserved: 0,
+            rbp_save: rule.rbp_saved_at.unwrap_or(0),
+        };
+        out.extend_from_slice(&entry.to_le_bytes());
     }
     out
 }
@@ -725,8 +733,8 @@ impl Measure {
             return Ok(0);
         };
         let (Some(alloc), Some(add)) = (
-            rt.fns.get("gsh_rt_alloc"),
-            rt.fns.get("gsh_rt_add_unwind_table"),
+            rt.fns.get(exports::ALLOC),
+            rt.fns.get(exports::ADD_UNWIND_TABLE),
         ) else {
             return Ok(0);
         };
@@ -741,7 +749,7 @@ impl Measure {
             return Ok(0);
         }
         p.write(at, &table)?;
-        let n = table.len() / 16;
+        let n = table.len() / size_of::<layout::UnwindEntry>();
         // -1: the runtime's table of tables is full; walks there use frame pointers.
         let rc = p.call(add, &[at, n as u64])?;
         Ok(if rc as i32 == 0 { n } else { 0 })
@@ -751,11 +759,12 @@ impl Measure {
 /// The threads' blocks, newest first (the runtime's list from the root).
 fn blocks(reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
     let mut out = Vec::new();
-    let mut block = u64_at(root, 64);
+    let mut block = u64_at(root, offset_of!(Root, threads));
+    let next = offset_of!(ThreadHeader, next) as u64;
     // A corrupted list must not loop forever: threads are bounded by the pid space.
     while block != 0 && out.len() < 1 << 22 {
         out.push(block);
-        block = u64_at(&reader.read(block, 8)?, 0);
+        block = u64_at(&reader.read(block + next, 8)?, 0);
     }
     Ok(out)
 }
@@ -795,10 +804,10 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
             .ok_or_else(|| bad(format!("it does not export `{name}`")))
     };
     let (init, tls, thread, root) = (
-        symbol("gsh_rt_init")?,
-        symbol("gsh_rt_tls_offset")?,
-        symbol("gsh_rt_thread")?,
-        symbol("GSH_RT_ROOT")?,
+        symbol(exports::INIT)?,
+        symbol(exports::TLS_OFFSET)?,
+        symbol(exports::THREAD)?,
+        symbol(exports::ROOT)?,
     );
     p.load_library(&canon)?;
     let bias = p
@@ -818,20 +827,23 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
     }
     let tls_offset = p.call(tls.wrapping_add(bias), &[])? as i64;
     let root = root.wrapping_add(bias);
-    let head = p.read(root, 88)?;
-    if u32_at(&head, 0) != ROOT_MAGIC || u32_at(&head, 4) != ROOT_ABI {
+    let head = p.read(root, layout::ROOT_HEAD)?;
+    let (magic, abi) = (
+        u32_at(&head, offset_of!(Root, magic)),
+        u32_at(&head, offset_of!(Root, abi_version)),
+    );
+    if magic != layout::ROOT_MAGIC || abi != layout::ABI_VERSION {
         return Err(bad(format!(
-            "its root has magic {:#x}, ABI {} (gsh reads ABI {ROOT_ABI})",
-            u32_at(&head, 0),
-            u32_at(&head, 4)
+            "its root has magic {magic:#x}, ABI {abi} (gsh reads ABI {})",
+            layout::ABI_VERSION
         )));
     }
     if tls_offset == 0 || i32::try_from(tls_offset).is_err() {
         return Err(bad(format!("its TLS offset {tls_offset} is unusable")));
     }
-    let tsc = u32_at(&head, 12) == 1;
+    let tsc = u32_at(&head, offset_of!(Root, clock_kind)) == layout::CLOCK_RDTSC;
     let mut fns = HashMap::new();
-    for name in ["gsh_rt_alloc", "gsh_rt_add_unwind_table"] {
+    for name in [exports::ALLOC, exports::ADD_UNWIND_TABLE] {
         if let Ok(addr) = symbol(name) {
             let addr = addr.wrapping_add(bias);
             fns.insert(
@@ -844,8 +856,8 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         }
     }
     let mut syms = HashMap::new();
-    for (name, fast) in CALLS {
-        for n in [name, fast] {
+    for e in Event::ALL {
+        for n in [e.name(), e.bounded()] {
             if let Ok(addr) = symbol(n) {
                 syms.insert(n, addr);
             }
@@ -857,7 +869,7 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         thread_fn: thread.wrapping_add(bias),
         tls_offset,
         tsc,
-        tsc_mult: u64_at(&head, 80),
+        tsc_mult: u64_at(&head, offset_of!(Root, tsc_mult)),
         fns,
         syms,
         bias,

@@ -34,10 +34,12 @@ use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
 use crate::point::Point;
-use crate::rewrite::{self, InitHook, Rewrite, PT_GSH_MEASURE};
+use crate::rewrite::{self, InitHook, Rewrite};
 use crate::session::{Module, Session};
 use crate::snippet::env::PointInfo;
 use crate::symbols::{FuncId, Function};
+
+use gsh_rt_abi::descriptor::{self, PT_GSH_MEASURE};
 
 use super::action::{Action, Metric};
 use super::build::{self, BuildError, Built, Placement};
@@ -95,8 +97,9 @@ pub struct Measuring {
     pub slots: Vec<SavedSlot>,
 }
 
-/// What one slot of a saved file measures (also written into the descriptor's meta JSON).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// What one slot of a saved file measures (also written into the descriptor's meta JSON,
+/// [`super::results::Meta`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SavedSlot {
     pub slot: u32,
     /// The request's id.
@@ -105,19 +108,6 @@ pub struct SavedSlot {
     pub kind: Metric,
     pub function: String,
 }
-
-/// Magic and version of the measuring descriptor (`rt/LAYOUT.md`).
-const DESCRIPTOR_MAGIC: &[u8; 8] = b"GSHMEAS\0";
-const DESCRIPTOR_VERSION: u32 = 1;
-/// The descriptor's fixed part; its strings follow.
-const DESCRIPTOR_HEADER: usize = 128;
-/// Offsets of the fields `save` writes.
-const DESC_SLOTS: usize = 12;
-const DESC_OUTPUT: usize = 96;
-const DESC_META: usize = 104;
-const DESC_UNWIND: usize = 112;
-/// Bytes per runtime `UnwindEntry`.
-const UNWIND_ENTRY: usize = 16;
 
 /// What `save` did.
 #[derive(Debug)]
@@ -198,32 +188,6 @@ impl AddressSpace for RewriteSpace<'_> {
         }
         Ok(())
     }
-}
-
-/// The descriptor's bytes: header, results path and meta JSON (each NUL-terminated; the
-/// lengths do not count the NUL), then the unwind table (16-aligned; `unwind` holds whole
-/// 16-byte entries).
-fn descriptor_bytes(slots: u32, results: &[u8], meta: &[u8], unwind: &[u8]) -> Vec<u8> {
-    let mut d = vec![0u8; DESCRIPTOR_HEADER];
-    d[..8].copy_from_slice(DESCRIPTOR_MAGIC);
-    d[8..12].copy_from_slice(&DESCRIPTOR_VERSION.to_le_bytes());
-    d[DESC_SLOTS..DESC_SLOTS + 4].copy_from_slice(&slots.to_le_bytes());
-    for (field, text) in [(DESC_OUTPUT, results), (DESC_META, meta)] {
-        let off = d.len() as u32;
-        d[field..field + 4].copy_from_slice(&off.to_le_bytes());
-        d[field + 4..field + 8].copy_from_slice(&(text.len() as u32).to_le_bytes());
-        d.extend_from_slice(text);
-        d.push(0);
-    }
-    if !unwind.is_empty() {
-        d.resize(d.len().next_multiple_of(16), 0);
-        let off = d.len() as u32;
-        let count = (unwind.len() / UNWIND_ENTRY) as u32;
-        d[DESC_UNWIND..DESC_UNWIND + 4].copy_from_slice(&off.to_le_bytes());
-        d[DESC_UNWIND + 4..DESC_UNWIND + 8].copy_from_slice(&count.to_le_bytes());
-        d.extend_from_slice(unwind);
-    }
-    d
 }
 
 /// The results file for `out`: as given, or `OUT.gsh.json`, made absolute.
@@ -459,7 +423,11 @@ fn plan_measuring(
     let runtime = measure::find_runtime()?;
     let runtime = std::path::absolute(&runtime).unwrap_or(runtime);
     let results = results_path(out, options.results.as_deref())?;
-    let meta = serde_json::json!({ "version": 1, "slots": slots }).to_string();
+    let meta = super::results::Meta {
+        version: descriptor::META_VERSION,
+        slots: slots.clone(),
+    };
+    let meta = serde_json::to_string(&meta).expect("plain data serialises");
     // Profiles walk the stack: without the module's call-site table the runtime could only
     // follow frame pointers, which optimised code rarely keeps. Link addresses: the runtime
     // adds the load bias.
@@ -468,19 +436,19 @@ fn plan_measuring(
     } else {
         Vec::new()
     };
-    let bytes = descriptor_bytes(
+    let bytes = descriptor::encode(
         slots.len() as u32,
         results.as_os_str().as_encoded_bytes(),
         meta.as_bytes(),
         &unwind,
-    );
-    if u32::try_from(bytes.len()).is_err() {
-        return Err(rewrite::Error::OutOfReach {
-            detail: format!("a measuring descriptor of {:#x} bytes", bytes.len()),
-        }
-        .into());
-    }
-    let descriptor = rw.alloc_data_with(&bytes, 64)?;
+    )
+    .ok_or_else(|| rewrite::Error::OutOfReach {
+        detail: format!(
+            "a measuring descriptor with an unwind table of {:#x} bytes",
+            unwind.len()
+        ),
+    })?;
+    let descriptor = rw.alloc_data_with(&bytes, descriptor::ALIGN)?;
     rw.add_phdr(PT_GSH_MEASURE, descriptor, bytes.len() as u64)?;
     let needed = match rw.add_needed(runtime.as_os_str().as_encoded_bytes()) {
         Ok(()) => true,

@@ -38,25 +38,33 @@ pub enum Origin {
 
 /// One snippet to run at a point.
 pub struct SnippetSrc<'e> {
+    /// The snippet's text.
     pub source: &'e str,
+    /// What its names mean at the point.
     pub env: &'e dyn Env,
 }
 
 /// Everything that runs before one original instruction.
 pub struct PointCode<'e> {
+    /// The snippets, in the order they run.
     pub snippets: Vec<SnippetSrc<'e>>,
     /// For a conditional branch: snippets that run only when it is taken (an exit at a
     /// conditional tail call), laid out as `j!cc over; save; snippets; restore; jmp target;
     /// over:` in place of the branch's copy.
     pub on_taken: Vec<SnippetSrc<'e>>,
+    /// True when the original code may read the status flags after the point, so a snippet
+    /// that clobbers them must save them.
     pub flags_live: bool,
+    /// How vector state is saved if a snippet calls out.
     pub vector: VectorSave,
 }
 
 /// A trampoline ready to write.
 #[derive(Clone, Debug)]
 pub struct Laid {
+    /// The trampoline's code, encoded for the address it was laid out at.
     pub bytes: Vec<u8>,
+    /// Where each range of `bytes` (as runtime addresses) came from.
     pub map: Vec<(Range<u64>, Origin)>,
     /// The save plan of each point's code, by original runtime address.
     pub saves: Vec<(u64, SavePlan)>,

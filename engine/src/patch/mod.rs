@@ -1,5 +1,5 @@
-//! The patcher: inserts snippets at points of a module through an [`AddressSpace`] (Dyninst's
-//! PatchAPI layer). For each group of points it plans a *site* ([`plan`]): where a jump into a
+//! The patcher: inserts snippets at points of a module, read through a [`CodeView`], by writing
+//! through an [`AddressSpace`] (Dyninst's PatchAPI layer). For each group of points it plans a *site* ([`plan`]): where a jump into a
 //! trampoline is written, which original instructions the trampoline copies, and which tactic
 //! made room for the jump. It then lays out the trampoline ([`layout`], [`tramp`]), allocates
 //! it near the code, writes it, and only then writes the jump.
@@ -24,7 +24,7 @@
 //! inside a trampoline can be reported and moved.
 //!
 //! Addresses: planning is in link addresses; everything written is at runtime addresses (link
-//! plus the module's bias, which is 0 for the static rewriter). See [`space`].
+//! plus the module's bias, which is 0 for the static rewriter). See [`crate::space`].
 //!
 //! Traps (`int3`, the last resort) need a SIGTRAP handler that sends each trap site to its
 //! trampoline; [`Patcher::traps`] lists the pairs and [`trap`] assembles the handler that the
@@ -34,11 +34,12 @@
 //! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
 //! edge trampolines for loop points.
 
+#![warn(missing_docs)]
+
 pub mod interpose;
 pub mod layout;
 pub mod plan;
 pub mod reloc;
-pub mod space;
 pub mod tramp;
 pub mod trap;
 
@@ -50,14 +51,14 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use crate::addr::{LinkAddr, RuntimeAddr};
+use crate::code::CodeView;
 use crate::point::Point;
-use crate::session::Module;
 use crate::snippet::Env;
 use crate::symbols::FuncId;
 
+pub use crate::space::{AddressSpace, AllocKind, SpaceError};
 pub use layout::Origin;
 pub use plan::{Site, Tactic};
-pub use space::{AddressSpace, AllocKind, SpaceError};
 pub use tramp::VectorSave;
 
 use layout::{PointCode, SnippetSrc};
@@ -72,8 +73,11 @@ pub enum PatchError {
     /// Only a trap could reach the point, and traps were not allowed.
     #[error("{point} at {addr} needs a trap (int3), and no SIGTRAP handler can be installed here: {why}")]
     NeedsTrap {
+        /// The point, as users write it (`main entry`).
         point: String,
+        /// Its address.
         addr: LinkAddr,
+        /// Why no jump fits there.
         why: String,
     },
     /// An original instruction cannot be moved into a trampoline.
@@ -105,6 +109,7 @@ pub struct PatchOptions {
     /// Save the flags whenever a snippet clobbers them, even where the ABI or a scan of the
     /// following instructions says they are dead.
     pub always_save_flags: bool,
+    /// How vector state is saved around snippets that call out.
     pub vector: VectorSave,
 }
 
@@ -114,20 +119,28 @@ pub struct PatchOptions {
 pub struct Request {
     /// Who asked (the shell's instrumentation id): [`Patcher::remove`] takes snippets out by it.
     pub tag: u32,
+    /// Where the snippet runs.
     pub point: Point,
+    /// The snippet's text.
     pub source: String,
+    /// What the snippet's names mean at the point, for compiling it into each trampoline.
     pub env: Arc<dyn Env + Send + Sync>,
 }
 
 /// What happened to one point.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PointReport {
+    /// The point.
     pub point: Point,
+    /// How control reaches its trampoline.
     pub tactic: Tactic,
+    /// Where the jump (or trap) into the trampoline is written.
     pub patch_at: LinkAddr,
+    /// Where the trampoline runs.
     pub trampoline: RuntimeAddr,
     /// What its save area holds (`flags rcx r11 xsave`, or `nothing`).
     pub saves: String,
+    /// Why the planner chose this tactic.
     pub why: String,
 }
 
@@ -166,6 +179,7 @@ pub struct Patcher {
 /// What [`Patcher::plan`] decided.
 #[derive(Clone, Debug, Default)]
 pub struct Planned {
+    /// The sites, each with the points it serves.
     pub sites: Vec<Site>,
     /// Points no site may take, and why (doubtful code, or bytes another site owns).
     pub refused: Vec<(LinkAddr, String)>,
@@ -174,16 +188,17 @@ pub struct Planned {
 /// What [`Patcher::insert`] did.
 #[derive(Clone, Debug, Default)]
 pub struct Inserted {
+    /// The points inserted at, one report each.
     pub points: Vec<PointReport>,
     /// Points left alone, and why; everything else was inserted.
     pub skipped: Vec<(Point, String)>,
 }
 
 /// True when `site` copies an instruction starting at `addr` into its trampoline.
-fn copies_insn(module: &Module, site: &Site, addr: LinkAddr) -> bool {
+fn copies_insn(view: &dyn CodeView, site: &Site, addr: LinkAddr) -> bool {
     site.segments.iter().any(|r| {
         r.contains(&addr)
-            && plan::decode(&module.binary, r.start, r.end.0 - r.start.0)
+            && plan::decode(view, r.start, r.end.0 - r.start.0)
                 .iter()
                 .any(|i| i.ip() == addr.0)
     })
@@ -220,7 +235,7 @@ impl Patcher {
     /// inside a site written already are reported with that site, and so are points inside
     /// a site this call plans for another function, when their instruction is one the site
     /// copies; points no site can take are refused, with why.
-    pub fn plan(&self, module: &Module, points: &[Point]) -> Planned {
+    pub fn plan(&self, view: &dyn CodeView, points: &[Point]) -> Planned {
         let mut by_func: BTreeMap<FuncId, Vec<LinkAddr>> = BTreeMap::new();
         let mut out: Vec<Site> = Vec::new();
         let mut refused: Vec<(LinkAddr, String)> = Vec::new();
@@ -238,7 +253,7 @@ impl Patcher {
         let mut wanted: Vec<u64> = points.iter().map(|p| p.addr.0).collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let code = self.code.get_or_init(|| plan::code_bytes(module));
+        let code = self.code.get_or_init(|| plan::code_bytes(view));
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();
@@ -249,7 +264,7 @@ impl Patcher {
                 if !claimed.overlaps(&(a.0..a.0 + 1)) {
                     return true;
                 }
-                let Some(s) = out.iter_mut().find(|s| copies_insn(module, s, a)) else {
+                let Some(s) = out.iter_mut().find(|s| copies_insn(view, s, a)) else {
                     return true;
                 };
                 if !s.points.contains(&a) {
@@ -260,17 +275,15 @@ impl Patcher {
             if addrs.is_empty() {
                 continue;
             }
-            let func = module.functions().get(f);
+            let func = view.function(f);
             let planner = Planner {
-                binary: &module.binary,
-                table: module.functions(),
+                view,
                 func,
-                cfg: &module.analysis().function(f).cfg,
-                foreign: self.foreign.get_or_init(|| plan::foreign_targets(module)),
+                cfg: view.cfg(f),
+                foreign: self.foreign.get_or_init(|| plan::foreign_targets(view)),
                 prefix_end: self
                     .prefix_end
-                    .get_or_init(|| plan::prefix_ends(module.functions())),
-                analysis: module.analysis(),
+                    .get_or_init(|| plan::prefix_ends(view.functions())),
                 wanted: &wanted,
                 code,
             };
@@ -317,7 +330,7 @@ impl Patcher {
     /// placed.
     pub fn insert(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         requests: &[Request],
     ) -> Result<Inserted, PatchError> {
@@ -325,7 +338,7 @@ impl Patcher {
             .iter()
             .partition(|r| self.applied_at(r.point.addr).is_some());
         let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
-        let Planned { sites, refused } = self.plan(module, &points);
+        let Planned { sites, refused } = self.plan(view, &points);
         let refused: HashMap<u64, String> = refused.into_iter().map(|(a, w)| (a.0, w)).collect();
         let mut skipped: Vec<(Point, String)> = Vec::new();
         // Maps, not scans: a whole-program insert has 200k requests and 90k sites.
@@ -368,7 +381,7 @@ impl Patcher {
             }
         }
         for i in touched {
-            self.relay(module, space, i)?;
+            self.relay(view, space, i)?;
         }
         for site in sites {
             let mut reqs: Vec<Request> = Vec::new();
@@ -411,7 +424,7 @@ impl Patcher {
                 Some(r) => r.point.func,
                 None => continue,
             };
-            let (tramp, copies) = self.lay(module, space, &site, &reqs, true)?;
+            let (tramp, copies) = self.lay(view, space, &site, &reqs, true)?;
             let originals = self.enter(space, &site, &copies, true)?;
             self.claimed.add(&site);
             self.applied.push(Applied {
@@ -459,13 +472,13 @@ impl Patcher {
     /// trampoline.
     fn relay(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         i: usize,
     ) -> Result<(), PatchError> {
         let site = self.applied[i].site.clone();
         let reqs = self.applied[i].requests.clone();
-        let (tramp, copies) = self.lay(module, space, &site, &reqs, false)?;
+        let (tramp, copies) = self.lay(view, space, &site, &reqs, false)?;
         self.enter(space, &site, &copies, false)?;
         self.applied[i].tramp = tramp;
         self.applied[i].copies = copies;
@@ -478,7 +491,7 @@ impl Patcher {
     /// and each ends by jumping back to original code. Returns how many points lost a snippet.
     pub fn remove(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         tag: u32,
     ) -> Result<usize, PatchError> {
@@ -497,7 +510,7 @@ impl Patcher {
                     space.write(*at, bytes)?;
                 }
             } else {
-                self.relay(module, space, i)?;
+                self.relay(view, space, i)?;
                 i += 1;
             }
         }
@@ -545,7 +558,7 @@ impl Patcher {
     /// Lays out, allocates and writes the trampoline of `site` holding `reqs`.
     fn lay(
         &mut self,
-        module: &Module,
+        view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         site: &Site,
         reqs: &[Request],
@@ -557,12 +570,8 @@ impl Patcher {
             // At call boundaries the ABI leaves the flags dead, unless the instruction at the
             // point reads them (a conditional tail call).
             let live = self.options.always_save_flags
-                || ((!r.point.kind.at_call_boundary() || plan::reads_flags(&module.binary, a))
-                    && plan::flags_live(
-                        &module.binary,
-                        &module.analysis().function(r.point.func).cfg,
-                        a,
-                    ));
+                || ((!r.point.kind.at_call_boundary() || plan::reads_flags(view, a))
+                    && plan::flags_live(view, view.cfg(r.point.func), a));
             let pc = codes.entry(self.rt(a).0).or_insert_with(|| PointCode {
                 snippets: Vec::new(),
                 on_taken: Vec::new(),
@@ -575,7 +584,7 @@ impl Patcher {
             // Run before the branch, they counted every pass through it (python3's
             // PyObject_Malloc had twice as many exits as entries).
             let conditional_exit = matches!(r.point.kind, crate::point::PointKind::Exit { .. })
-                && plan::decode(&module.binary, a, 15)
+                && plan::decode(view, a, 15)
                     .first()
                     .is_some_and(|i| i.is_jcc_short_or_near());
             let list = if conditional_exit {
@@ -593,11 +602,10 @@ impl Patcher {
             let len = (s.end.0 - s.start.0) as usize;
             let at = self.rt(s.start);
             let live = space.read(at, len)?;
-            if check && module.binary.bytes_at(s.start, len as u64) != Some(&live[..]) {
+            if check && view.bytes_at(s.start, len as u64) != Some(&live[..]) {
                 return Err(PatchError::Mismatch(at));
             }
-            let bytes = module
-                .binary
+            let bytes = view
                 .bytes_at(s.start, len as u64)
                 .ok_or(PatchError::Mismatch(at))?;
             segments.push(layout::decode_at(bytes, at.0));
@@ -777,20 +785,25 @@ impl Patcher {
 /// One row of `show points`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PointRow {
+    /// The point's kind, as users write it (`entry`, `call-before`).
     pub kind: &'static str,
+    /// Its function's display name.
     pub function: String,
+    /// Its address.
     pub addr: LinkAddr,
+    /// The called function, at a call site.
     pub callee: Option<String>,
     /// The original instructions the site copies (Intel syntax).
     pub displaced: Vec<String>,
     /// `None` when the point would be skipped (`why` says why).
     pub tactic: Option<Tactic>,
+    /// Why that tactic, or why the point would be skipped.
     pub why: String,
 }
 
 /// How each point would be instrumented, given what `patcher` has written already.
-pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> Vec<PointRow> {
-    let planned = patcher.plan(module, points);
+pub fn describe_points(view: &dyn CodeView, patcher: &Patcher, points: &[Point]) -> Vec<PointRow> {
+    let planned = patcher.plan(view, points);
     let sites = &planned.sites;
     points
         .iter()
@@ -803,7 +816,7 @@ pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> 
                         .iter()
                         .flat_map(|r: &Range<LinkAddr>| {
                             let len = r.end.0 - r.start.0;
-                            let bytes = module.binary.bytes_at(r.start, len).unwrap_or(&[]);
+                            let bytes = view.bytes_at(r.start, len).unwrap_or(&[]);
                             crate::disasm::disassemble(bytes, r.start, usize::MAX, &|_| None)
                         })
                         // The same spelling as `disas`: `call 0x1168`, `mov rax, [0x40a0]`.
@@ -816,7 +829,7 @@ pub fn describe_points(module: &Module, patcher: &Patcher, points: &[Point]) -> 
                 .unwrap_or_default();
             PointRow {
                 kind: p.kind.as_str(),
-                function: module.functions().get(p.func).display_name().to_owned(),
+                function: view.function(p.func).display_name().to_owned(),
                 addr: p.addr,
                 callee: p.callee_name.clone(),
                 displaced,

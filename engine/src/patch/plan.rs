@@ -34,25 +34,30 @@ use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
 
 use super::reloc::falls_through;
 use crate::addr::LinkAddr;
-use crate::analysis::Analysis;
 use crate::cfg::{BlockId, Cfg, Exit};
-use crate::elf::Binary;
-use crate::session::Module;
-use crate::symbols::{FuncId, Function, FunctionTable};
+use crate::code::{CodeBytes, CodeView};
+use crate::symbols::{FuncId, Function};
 
 /// How a point's trampoline is entered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Tactic {
+    /// A 5-byte `jmp rel32` at the point.
     Jump,
+    /// The jump sits on earlier instructions of the point's block.
     JumpBefore,
+    /// A 2-byte `jmp rel8` to padding that holds the `jmp rel32`.
     Pun,
+    /// A 2-byte `jmp rel8` into nearby instructions moved to their own trampoline.
     Evict,
+    /// The whole function copied into the trampoline, its entry redirected.
     RelocateFunction,
+    /// An `int3` that gsh's SIGTRAP handler sends to the trampoline.
     Trap,
 }
 
 impl Tactic {
+    /// The tactic's name, as `show points` and the JSON output spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Tactic::Jump => "jump",
@@ -68,6 +73,7 @@ impl Tactic {
 /// One place where original code is overwritten to enter one trampoline.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Site {
+    /// How control enters the trampoline.
     pub tactic: Tactic,
     /// Where the entering `jmp` (or `int3`) is written.
     pub patch_at: LinkAddr,
@@ -121,7 +127,9 @@ impl Site {
 /// A further entry into a site's trampoline.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Arrival {
+    /// Where its `jmp` is written.
     pub at: LinkAddr,
+    /// How many original bytes from `at` are overwritten.
     pub overwrite: u64,
     /// A `jmp rel8` at `at` to a `jmp rel32` here, when there is no room for 5 bytes.
     pub pad: Option<LinkAddr>,
@@ -133,6 +141,8 @@ pub struct Arrival {
 pub struct Claimed(BTreeMap<u64, u64>);
 
 impl Claimed {
+    /// True when some byte of `r` is claimed (an empty `r`: when a claim holds its position
+    /// strictly inside).
     pub fn overlaps(&self, r: &Range<u64>) -> bool {
         if r.is_empty() {
             // An empty range overlaps a claim that holds its position strictly inside.
@@ -175,12 +185,14 @@ impl Claimed {
         out
     }
 
+    /// Claims every byte `site` owns ([`Site::claims`]).
     pub fn add(&mut self, site: &Site) {
         for r in site.claims() {
             self.insert(r);
         }
     }
 
+    /// Claims `r`, merging it with the claims it touches.
     pub fn insert(&mut self, r: Range<u64>) {
         if r.is_empty() {
             return;
@@ -206,6 +218,7 @@ impl Claimed {
 
 /// Something that answers "is any of these bytes claimed?".
 pub trait Overlaps {
+    /// True when some byte of `r` is claimed.
     fn overlaps(&self, r: &Range<u64>) -> bool;
 }
 
@@ -227,16 +240,17 @@ impl Overlaps for Both<'_> {
 
 /// What planning one function needs.
 pub struct Planner<'a> {
-    pub binary: &'a Binary,
-    pub table: &'a FunctionTable,
+    /// The module's code, functions and CFGs (every function's, for evicting a neighbour's
+    /// instructions).
+    pub view: &'a dyn CodeView,
+    /// The function being planned.
     pub func: &'a Function,
+    /// Its CFG.
     pub cfg: &'a Cfg,
     /// Addresses that code outside `func` branches to ([`foreign_targets`]).
     pub foreign: &'a HashSet<u64>,
-    /// [`prefix_ends`] of `table`.
+    /// [`prefix_ends`] of the module's functions.
     pub prefix_end: &'a [u64],
-    /// Every function's CFG, for evicting a neighbour's instructions.
-    pub analysis: &'a Analysis,
     /// The addresses of every point being planned, sorted: evictions keep clear of them.
     pub wanted: &'a [u64],
     /// Every byte some function's CFG decodes as code ([`code_bytes`]). Padding is what no
@@ -246,21 +260,20 @@ pub struct Planner<'a> {
 }
 
 /// Every byte that a block of some function's CFG covers, merged.
-pub fn code_bytes(module: &Module) -> Claimed {
+pub fn code_bytes(view: &dyn CodeView) -> Claimed {
     let mut c = Claimed::default();
-    for i in 0..module.functions().functions().len() {
-        for b in &module.analysis().function(FuncId(i as u32)).cfg.blocks {
+    for i in 0..view.functions().len() {
+        for b in &view.cfg(FuncId(i as u32)).blocks {
             c.insert(b.start.0..b.end.0);
         }
     }
     c
 }
 
-/// For each function of `table` (sorted by address), the largest end of it and every function
-/// before it.
-pub fn prefix_ends(table: &FunctionTable) -> Vec<u64> {
-    table
-        .functions()
+/// For each of `funcs` (sorted by address), the largest end of it and every function before
+/// it.
+pub fn prefix_ends(funcs: &[Function]) -> Vec<u64> {
+    funcs
         .iter()
         .scan(0, |max, f| {
             *max = (*max).max(f.end().0);
@@ -275,10 +288,10 @@ pub fn prefix_ends(table: &FunctionTable) -> Vec<u64> {
 /// does the same. Each function's CFG records such a branch only as leaving it, so without
 /// this set a jump placed over the target's function would swallow the target: python3's
 /// `jmp 0x441cf3` from one fragment into another's epilogue landed on `int3` filler.
-pub fn foreign_targets(module: &Module) -> HashSet<u64> {
+pub fn foreign_targets(view: &dyn CodeView) -> HashSet<u64> {
     let mut out = HashSet::new();
-    for i in 0..module.functions().functions().len() {
-        let cfg = &module.analysis().function(FuncId(i as u32)).cfg;
+    for i in 0..view.functions().len() {
+        let cfg = view.cfg(FuncId(i as u32));
         let mut add = |t: u64| {
             if cfg.block_at(LinkAddr(t)).is_none() {
                 out.insert(t);
@@ -290,7 +303,7 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
             }
             // A conditional branch whose both sides leave records only one of them as an
             // exit: decode the branch itself.
-            if let Some(i) = decode(&module.binary, b.last, b.end.0 - b.last.0).first() {
+            if let Some(i) = decode(view, b.last, b.end.0 - b.last.0).first() {
                 if i.is_jcc_short_or_near() || i.is_jmp_short_or_near() {
                     add(i.near_branch_target());
                 }
@@ -304,7 +317,7 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
         // its entry block's fourth byte from such code, and a jump placed over the entry
         // block turned that byte into `add esp, ecx`. A linear sweep of the gaps finds their
         // direct branches.
-        let f = &module.functions().functions()[i];
+        let f = &view.functions()[i];
         let mut covered: Vec<(u64, u64)> =
             cfg.blocks.iter().map(|b| (b.start.0, b.end.0)).collect();
         covered.sort_unstable();
@@ -320,7 +333,7 @@ pub fn foreign_targets(module: &Module) -> HashSet<u64> {
             gaps.push(at..f.end().0);
         }
         for g in gaps {
-            for insn in decode(&module.binary, LinkAddr(g.start), g.end - g.start) {
+            for insn in decode(view, LinkAddr(g.start), g.end - g.start) {
                 if insn.is_jcc_short_or_near() || insn.is_jmp_short_or_near() {
                     add(insn.near_branch_target());
                 }
@@ -337,8 +350,8 @@ fn blocks_live_at(cfg: &Cfg, live: &[bool], addr: u64) -> bool {
 }
 
 /// Decodes `len` bytes at `start`; empty when they are not in the file.
-pub fn decode(binary: &Binary, start: LinkAddr, len: u64) -> Vec<Instruction> {
-    let Some(bytes) = binary.bytes_at(start, len) else {
+pub fn decode<C: CodeBytes + ?Sized>(code: &C, start: LinkAddr, len: u64) -> Vec<Instruction> {
+    let Some(bytes) = code.bytes_at(start, len) else {
         return Vec::new();
     };
     Decoder::with_ip(64, bytes, start.0, DecoderOptions::NONE)
@@ -350,7 +363,7 @@ pub fn decode(binary: &Binary, start: LinkAddr, len: u64) -> Vec<Instruction> {
 impl Planner<'_> {
     fn block_insns(&self, addr: LinkAddr) -> Option<Vec<Instruction>> {
         let b = self.cfg.block(self.cfg.block_containing(addr)?);
-        Some(decode(self.binary, b.start, b.end.0 - b.start.0))
+        Some(decode(self.view, b.start, b.end.0 - b.start.0))
     }
 
     /// Addresses control may arrive at other than by falling through.
@@ -361,7 +374,7 @@ impl Planner<'_> {
                 .jump_tables
                 .iter()
                 .any(|t| t.targets.contains(&LinkAddr(a)))
-            || self.table.at(LinkAddr(a)).is_some()
+            || self.view.function_at(LinkAddr(a)).is_some()
             || self.foreign.contains(&a)
     }
 
@@ -370,7 +383,7 @@ impl Planner<'_> {
     pub fn padding(&self) -> Vec<Range<u64>> {
         // The table is sorted by address; `prefix_end` holds running maxima of the ends, so
         // both neighbours cost a binary search, not a scan of every function per point.
-        let funcs = self.table.functions();
+        let funcs = self.view.functions();
         let i = funcs.partition_point(|f| f.addr <= self.func.addr);
         let next = funcs
             .get(i)
@@ -401,7 +414,7 @@ impl Planner<'_> {
         let mut runs = Vec::new();
         for g in gaps.into_iter().flat_map(|g| self.code.subtract(g)) {
             let mut end = g.start;
-            for i in decode(self.binary, LinkAddr(g.start), g.end - g.start) {
+            for i in decode(self.view, LinkAddr(g.start), g.end - g.start) {
                 if !matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) || i.next_ip() > g.end {
                     break;
                 }
@@ -577,18 +590,18 @@ impl Planner<'_> {
         // Eviction starts e with e + 5 in [after - 128, after + 127].
         let lo = after.saturating_sub(133);
         let hi = after + 122;
-        let funcs = self.table.functions();
+        let funcs = self.view.functions();
         let first = self.prefix_end.partition_point(|&e| e <= lo);
         for (i, f) in funcs.iter().enumerate().skip(first) {
             if f.addr.0 > hi {
                 break;
             }
-            let cfg = &self.analysis.function(FuncId(i as u32)).cfg;
+            let cfg = self.view.cfg(FuncId(i as u32));
             for b in &cfg.blocks {
                 if b.end.0 <= lo || b.start.0 > hi {
                     continue;
                 }
-                let insns = decode(self.binary, b.start, b.end.0 - b.start.0);
+                let insns = decode(self.view, b.start, b.end.0 - b.start.0);
                 for j in 0..insns.len() {
                     let e = insns[j].ip();
                     if e < lo || e > hi {
@@ -612,7 +625,7 @@ impl Planner<'_> {
                     }
                     let inside_target = (e + 1..end).any(|a| {
                         cfg.block_at(LinkAddr(a)).is_some()
-                            || self.table.at(LinkAddr(a)).is_some()
+                            || self.view.function_at(LinkAddr(a)).is_some()
                             || self.foreign.contains(&a)
                             || cfg
                                 .jump_tables
@@ -623,7 +636,8 @@ impl Planner<'_> {
                     // kept clear too, for points inserted later.
                     let w = self.wanted.partition_point(|&p| p + 5 <= e);
                     let near_point = self.wanted.get(w).is_some_and(|&p| p < end)
-                        || (e.saturating_sub(4)..end).any(|a| self.table.at(LinkAddr(a)).is_some());
+                        || (e.saturating_sub(4)..end)
+                            .any(|a| self.view.function_at(LinkAddr(a)).is_some());
                     // Bytes two blocks claim are doubtful code (one reading is wrong).
                     let shared = cfg
                         .blocks
@@ -826,8 +840,8 @@ impl Planner<'_> {
     /// (sqlite3's `0xc82f`, a jump-table "target" read past the table, decodes
     /// `add [rcx-0x77], al` across the entry of the function at `0xc830`).
     pub fn doubtful(&self, addr: LinkAddr) -> Option<String> {
-        let i = decode(self.binary, addr, 15).into_iter().next()?;
-        let f = self.table.functions();
+        let i = decode(self.view, addr, 15).into_iter().next()?;
+        let f = self.view.functions();
         let k = f.partition_point(|g| g.addr.0 <= addr.0);
         f.get(k).filter(|g| g.addr.0 < i.next_ip()).map(|g| {
             format!(
@@ -954,20 +968,20 @@ impl Planner<'_> {
     }
 }
 
-/// Are the arithmetic flags possibly read before being written, from `addr` to the end of its
-/// block?
 /// True when the instruction at `addr` itself reads the status flags: a conditional tail call
 /// (`ja other_function`) is an exit, yet the flags decide it, so no point there may clobber
 /// them.
-pub fn reads_flags(binary: &Binary, addr: LinkAddr) -> bool {
+pub fn reads_flags(view: &dyn CodeView, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
-    decode(binary, addr, 15)
+    decode(view, addr, 15)
         .first()
         .is_some_and(|i| i.rflags_read() & STATUS != 0)
 }
 
-pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
+/// Are the status flags possibly read before being written, from `addr` to the end of its
+/// block? (True when the block is unknown, or ends before they are all written.)
+pub fn flags_live(view: &dyn CodeView, cfg: &Cfg, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
     let Some(b) = cfg.block_containing(addr) else {
@@ -975,7 +989,7 @@ pub fn flags_live(binary: &Binary, cfg: &Cfg, addr: LinkAddr) -> bool {
     };
     let b = cfg.block(b);
     let mut written = 0;
-    for i in decode(binary, addr, b.end.0 - addr.0) {
+    for i in decode(view, addr, b.end.0 - addr.0) {
         if i.rflags_read() & STATUS & !written != 0 {
             return true;
         }

@@ -18,8 +18,11 @@ pub enum RelocError {
     /// The encoder refused (typically a RIP-relative operand out of ±2 GiB).
     #[error("cannot re-encode `{insn}` at {at:#x}: {detail}")]
     Encode {
+        /// The instruction, in Intel syntax.
         insn: String,
+        /// Where it was to be encoded.
         at: u64,
+        /// What the encoder said.
         detail: String,
     },
 }

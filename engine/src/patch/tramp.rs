@@ -64,11 +64,14 @@ const SLOT_REGS: [usize; 7] = [7, 6, 2, 1, 8, 9, 0];
 /// What all snippets at one point need, together.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
+    /// Everything any of the snippets may change.
     pub clobbers: Clobbers,
+    /// Everything any of them reads or writes of the saved-register block.
     pub requirements: Requirements,
 }
 
 impl Needs {
+    /// The union of what the compiled snippets `codes` need.
     pub fn of(codes: &[SnippetCode]) -> Needs {
         let mut n = Needs::default();
         for c in codes {
@@ -90,10 +93,14 @@ impl Needs {
 /// The decisions for one point's save area, for `show points` and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SavePlan {
+    /// True when anything is saved at all: the stack pointer first moves past the red zone.
     pub red_zone: bool,
+    /// The flags are saved (a snippet clobbers them and the code after the point may read
+    /// them).
     pub flags: bool,
     /// Registers pushed, by number, in push order.
     pub gprs: Vec<usize>,
+    /// The saved-register block is filled and `rbx` points at it (`$0..$5`, `$return`).
     pub base: bool,
     /// `xmmN` saved with `movdqu` (snippets that use doubles without calling out).
     pub xmms: Vec<usize>,
@@ -102,6 +109,8 @@ pub struct SavePlan {
 }
 
 impl SavePlan {
+    /// The save area for snippets that need `needs`, where the flags are live or not after
+    /// the point, saving vector state by `vector` if they call out.
     pub fn new(needs: &Needs, flags_live: bool, vector: VectorSave) -> SavePlan {
         let c = &needs.clobbers;
         let r = &needs.requirements;

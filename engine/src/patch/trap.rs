@@ -75,10 +75,13 @@ pub struct HandlerLayout {
 /// The assembled handler.
 #[derive(Clone, Debug)]
 pub struct HandlerCode {
+    /// The install stub, the handler and the restorer, encoded for where they were placed.
     pub bytes: Vec<u8>,
     /// The install stub (the first byte of `bytes`).
     pub install: u64,
+    /// The SIGTRAP handler's address.
     pub handler: u64,
+    /// The `sa_restorer` (`rt_sigreturn`) the handler returns through.
     pub restorer: u64,
 }
 

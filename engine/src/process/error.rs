@@ -11,7 +11,12 @@ pub enum ProcessError {
     NoSuchProcess(i32),
     /// The kernel refused to let us trace the process.
     #[error("not permitted to trace process {pid}: {why}")]
-    NotPermitted { pid: i32, why: String },
+    NotPermitted {
+        /// The process.
+        pid: i32,
+        /// Why, with the fix.
+        why: String,
+    },
     /// gsh was asked to trace itself.
     #[error("process {0} is gsh itself; a process cannot trace itself")]
     Ourselves(i32),
@@ -24,48 +29,89 @@ pub enum ProcessError {
     /// The process exited or was killed while a command was working on it.
     #[error("process {pid} went away while {during} ({how})")]
     Gone {
+        /// The process.
         pid: i32,
+        /// What gsh was doing (`inserting instrumentation`).
         during: String,
+        /// How it went (`exited with code 1`, `killed by SIGKILL`).
         how: String,
     },
     /// The program could not be launched.
     #[error("cannot start {program}: {detail}")]
-    Launch { program: PathBuf, detail: String },
+    Launch {
+        /// The program.
+        program: PathBuf,
+        /// What went wrong (not found, not executable, `execve`'s error).
+        detail: String,
+    },
     /// A ptrace request failed.
     #[error("ptrace {op} on thread {tid} failed: {errno}")]
     Ptrace {
+        /// The request (`PTRACE_GETREGS`, ...).
         op: &'static str,
+        /// The thread it was made on.
         tid: i32,
+        /// What the kernel said.
         errno: nix::errno::Errno,
     },
     /// Reading or writing the process's memory failed.
     #[error("cannot {op} {len} bytes at {addr:#x} in process {pid}: {detail}")]
     Memory {
+        /// `read` or `write`.
         op: &'static str,
+        /// The process.
         pid: i32,
+        /// The first address.
         addr: u64,
+        /// How many bytes.
         len: usize,
+        /// What the kernel said, or how much got through.
         detail: String,
     },
     /// A file under /proc (or a module's ELF file) could not be read or understood.
     #[error("cannot read {path}: {detail}")]
-    Io { path: PathBuf, detail: String },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// No free address range within ±2 GiB of `near` could be mapped.
     #[error("no room for {size} bytes within ±2 GiB of {near:#x} in process {pid}")]
-    NoRoom { pid: i32, near: u64, size: u64 },
+    NoRoom {
+        /// The process.
+        pid: i32,
+        /// The runtime address the memory had to reach.
+        near: u64,
+        /// How many bytes were asked for.
+        size: u64,
+    },
     /// An injected syscall or function call did not complete as expected.
     #[error("injected {what} in thread {tid} failed: {detail}")]
     Inject {
+        /// The syscall or function (`mmap`, `dlopen`).
         what: String,
+        /// The thread that ran it.
         tid: i32,
+        /// How it failed (a signal, a timeout, a return value).
         detail: String,
     },
     /// `dlopen` returned NULL; the text is `dlerror()`'s.
     #[error("dlopen({path}) failed: {detail}")]
-    Dlopen { path: PathBuf, detail: String },
+    Dlopen {
+        /// The library asked for.
+        path: PathBuf,
+        /// `dlerror()`'s text.
+        detail: String,
+    },
     /// A required symbol was not found in the process's libraries.
     #[error("cannot find `{symbol}` in the process's libraries ({detail})")]
-    NoSymbol { symbol: String, detail: String },
+    NoSymbol {
+        /// The symbol (`dlopen`, `__libc_dlopen_mode`).
+        symbol: String,
+        /// Where gsh looked.
+        detail: String,
+    },
     /// A job given to the tracer thread panicked; the tracer thread lives on.
     #[error("a command panicked on the tracer thread: {0}")]
     Panicked(String),

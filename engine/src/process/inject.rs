@@ -46,8 +46,7 @@ pub(crate) struct Pools {
 const STUB: [u8; 4] = [0x0f, 0x05, 0xcc, 0xcc];
 
 fn within(near: u64, start: u64, size: u64) -> bool {
-    crate::patch::space::within_rel32(near, start)
-        && crate::patch::space::within_rel32(near, start + size)
+    crate::space::within_rel32(near, start) && crate::space::within_rel32(near, start + size)
 }
 
 impl Process {
@@ -445,51 +444,6 @@ impl Process {
             } else {
                 format!("looked in {}", looked.join(", "))
             },
-        })
-    }
-}
-
-impl crate::patch::space::AddressSpace for Process {
-    fn read(
-        &self,
-        addr: crate::addr::RuntimeAddr,
-        len: usize,
-    ) -> Result<Vec<u8>, crate::patch::space::SpaceError> {
-        Process::read(self, addr.0, len).map_err(|e| crate::patch::space::SpaceError::Access {
-            addr,
-            len,
-            detail: e.to_string(),
-        })
-    }
-
-    fn allocate(
-        &mut self,
-        near: crate::addr::RuntimeAddr,
-        size: u64,
-        kind: AllocKind,
-    ) -> Result<crate::addr::RuntimeAddr, crate::patch::space::SpaceError> {
-        match Process::allocate(self, near.0, size, kind) {
-            Ok(a) => Ok(crate::addr::RuntimeAddr(a)),
-            Err(ProcessError::NoRoom { .. }) => {
-                Err(crate::patch::space::SpaceError::NoRoom { near, size })
-            }
-            Err(e) => Err(crate::patch::space::SpaceError::Access {
-                addr: near,
-                len: size as usize,
-                detail: e.to_string(),
-            }),
-        }
-    }
-
-    fn write(
-        &mut self,
-        addr: crate::addr::RuntimeAddr,
-        bytes: &[u8],
-    ) -> Result<(), crate::patch::space::SpaceError> {
-        Process::write(self, addr.0, bytes).map_err(|e| crate::patch::space::SpaceError::Access {
-            addr,
-            len: bytes.len(),
-            detail: e.to_string(),
         })
     }
 }

@@ -40,6 +40,7 @@ impl ChangeKind {
 /// One run of text bytes that differ from the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TextChange {
+    /// The module's file.
     pub path: PathBuf,
     /// Runtime address of the first differing byte.
     pub addr: u64,
@@ -47,6 +48,7 @@ pub struct TextChange {
     pub file: Vec<u8>,
     /// The process's bytes there.
     pub now: Vec<u8>,
+    /// Whose change it looks like.
     pub kind: ChangeKind,
 }
 

@@ -11,13 +11,19 @@ use super::error::ProcessError;
 /// One line of /proc/PID/maps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
+    /// The first address.
     pub start: u64,
+    /// One past the last address.
     pub end: u64,
+    /// Readable.
     pub read: bool,
+    /// Writable.
     pub write: bool,
+    /// Executable.
     pub exec: bool,
     /// Offset into the mapped file.
     pub offset: u64,
+    /// The mapped file's inode, 0 for anonymous memory.
     pub inode: u64,
     /// The file path, or a pseudo-name (`[heap]`, `[stack]`, `[vdso]`), or empty.
     pub name: String,

@@ -24,6 +24,8 @@
 //! - `wake.rs`: what the tracer thread sleeps on (SIGCHLD and jobs), so every stop is handled
 //!   as soon as the kernel reports it.
 
+#![warn(missing_docs)]
+
 mod control;
 mod error;
 mod exe;
@@ -39,7 +41,7 @@ mod wake;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use crate::patch::space::AllocKind;
+pub use crate::space::AllocKind;
 pub use control::Process;
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
@@ -141,7 +143,9 @@ impl fmt::Display for State {
 /// What one thread is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThreadState {
+    /// Running (resumed by gsh).
     Running,
+    /// In a ptrace-stop that gsh holds.
     Stopped,
     /// Stopped by job control (SIGSTOP and friends); it runs again on SIGCONT.
     JobStopped,
@@ -152,7 +156,9 @@ pub enum ThreadState {
 /// One thread of the process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadInfo {
+    /// Its thread id.
     pub tid: i32,
+    /// What it is doing.
     pub state: ThreadState,
     /// Where it is, when stopped.
     pub rip: Option<u64>,
@@ -164,10 +170,20 @@ pub struct ThreadInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
     /// Thread `tid` hit an `int3` the hooks chose to report; `rip` is just after it.
-    Breakpoint { tid: i32, rip: u64 },
+    Breakpoint {
+        /// The thread.
+        tid: i32,
+        /// Its `rip`, one past the `int3`.
+        rip: u64,
+    },
     /// Thread `tid` got a fault signal (SIGSEGV, SIGILL, SIGABRT, ...); it is delivered when
     /// the process resumes.
-    Signal { tid: i32, signal: i32 },
+    Signal {
+        /// The thread.
+        tid: i32,
+        /// The signal's number.
+        signal: i32,
+    },
     /// The process exited with this code.
     Exited(i32),
     /// The process was killed by this signal.
@@ -182,15 +198,57 @@ pub enum Stop {
 /// Something that happened, for the shell to print.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    Breakpoint { tid: i32, rip: u64 },
-    Signal { tid: i32, signal: i32 },
-    Exited { pid: i32, code: i32 },
-    Killed { pid: i32, signal: i32 },
+    /// A thread hit a reported `int3` (see [`Stop::Breakpoint`]).
+    Breakpoint {
+        /// The thread.
+        tid: i32,
+        /// Its `rip`, one past the `int3`.
+        rip: u64,
+    },
+    /// A thread got a fault signal (see [`Stop::Signal`]).
+    Signal {
+        /// The thread.
+        tid: i32,
+        /// The signal's number.
+        signal: i32,
+    },
+    /// The process exited.
+    Exited {
+        /// The process.
+        pid: i32,
+        /// Its exit code.
+        code: i32,
+    },
+    /// The process was killed by a signal.
+    Killed {
+        /// The process.
+        pid: i32,
+        /// The signal's number.
+        signal: i32,
+    },
+    /// A thread with this id was created.
     ThreadStarted(i32),
+    /// The thread with this id exited.
     ThreadExited(i32),
-    Forked { parent: i32, child: i32 },
-    Exec { pid: i32, path: PathBuf },
-    LibraryLoaded { path: PathBuf },
+    /// The process forked; the child runs untraced.
+    Forked {
+        /// The process that forked.
+        parent: i32,
+        /// The new process.
+        child: i32,
+    },
+    /// The process executed a new program.
+    Exec {
+        /// The process.
+        pid: i32,
+        /// The new program.
+        path: PathBuf,
+    },
+    /// A library was mapped (seen at the dynamic linker's rendezvous).
+    LibraryLoaded {
+        /// The library's file.
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for Event {

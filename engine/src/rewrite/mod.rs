@@ -74,9 +74,6 @@ use crate::elf::{Binary, BinaryKind};
 
 pub use plan::{Block, Room, DEFAULT_CODE_RESERVE};
 
-/// The program header type of a measuring descriptor (`rt/LAYOUT.md`), in the OS-specific range.
-pub const PT_GSH_MEASURE: u32 = 0x6473_6801;
-
 /// The page size new segments are aligned to (x86-64's base page).
 pub const PAGE: u64 = 0x1000;
 

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use super::*;
 use crate::testutil::compile;
+use gsh_rt_abi::PT_GSH_MEASURE;
 
 const HELLO: &str = r#"
 #include <stdio.h>

@@ -1,5 +1,5 @@
-//! Helpers shared by the runtime's integration tests: sum a slot over every thread block, and
-//! find the calling thread's block.
+//! Helpers shared by the runtime's integration tests: sum a slot over every thread block, find
+//! the calling thread's block, and build the shared library.
 
 #![allow(dead_code)]
 
@@ -24,4 +24,27 @@ pub fn me() -> Block {
 /// The calling thread's header.
 pub fn header() -> &'static ThreadHeader {
     me().header()
+}
+
+/// `libgsh_rt.so`, built now into a target directory of its own: `cargo test` builds only
+/// the rlib for tests, so a `libgsh_rt.so` beside the test binary may be missing or stale,
+/// and the running cargo holds the lock on the main target directory.
+pub fn shared_library() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("exe");
+    let own = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .and_then(|d| d.parent())
+        .expect("target root")
+        .join("rt-cdylib");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "gsh-rt", "--target-dir"])
+        .arg(&own)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo build -p gsh-rt");
+    assert!(status.success(), "cargo build -p gsh-rt failed");
+    let so = own.join("debug/libgsh_rt.so");
+    assert!(so.exists(), "{} not built", so.display());
+    so
 }

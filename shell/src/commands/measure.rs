@@ -351,7 +351,7 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let svg = args.option("--svg")?;
     let file = args.positionals(0, 1)?.pop();
     let results = match (&file, &ctx.target) {
-        (Some(f), _) => results_file::read(&mut ctx.session, Path::new(f))?,
+        (Some(f), _) => read_results_file(&mut ctx.session, Path::new(f))?,
         (None, Some(t)) => {
             let pid = t.pid();
             t.tracer.with(|p, live| live_results(pid, p, live))??
@@ -567,174 +567,16 @@ fn write_svg(r: &Results, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The results file a rewritten binary writes at exit (`rt/LAYOUT.md`, exit output): the
-/// runtime's per-slot and per-path records, the slot meaning gsh wrote into the file (`meta`),
-/// and where each module was loaded (`modules`), so the paths' return addresses can be named.
-mod results_file {
-    use super::*;
-    use engine::addr::LinkAddr;
-    use engine::Session;
-    use serde::Deserialize;
-
-    #[derive(Deserialize)]
-    struct File {
-        clock: String,
-        ns_per_tick: f64,
-        threads: Vec<Thread>,
-        meta: Meta,
-        #[serde(default)]
-        modules: Vec<LoadedModule>,
-    }
-
-    #[derive(Deserialize)]
-    struct Meta {
-        slots: Vec<MetaSlot>,
-    }
-
-    #[derive(Deserialize)]
-    struct MetaSlot {
-        slot: u32,
-        id: u32,
-        kind: Metric,
-        function: String,
-    }
-
-    #[derive(Deserialize)]
-    struct Thread {
-        slots: Vec<Slot>,
-        #[serde(default)]
-        paths: Vec<Path_>,
-    }
-
-    #[derive(Deserialize)]
-    struct Slot {
-        slot: u32,
-        count: u64,
-        ns: u64,
-    }
-
-    #[derive(Deserialize)]
-    struct Path_ {
-        slot: u32,
-        count: u64,
-        ns: u64,
-        ras: Vec<String>,
-    }
-
-    #[derive(Deserialize)]
-    struct LoadedModule {
-        name: String,
-        base: String,
-    }
-
-    fn hex(s: &str) -> Option<u64> {
-        u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
-    }
-
-    pub fn read(session: &mut Session, path: &Path) -> Result<Results> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read results file {}", path.display()))?;
-        let file: File = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{} is not the results file of a binary gsh saved with measuring",
-                path.display()
-            )
-        })?;
-        let mut values: Vec<CountValue> = file
-            .meta
-            .slots
-            .iter()
-            .map(|m| CountValue {
-                id: m.id,
-                function: m.function.clone(),
-                calls: 0,
-                metric: m.kind,
-                ns: (m.kind.is_timed() && !m.kind.is_profile()).then_some(0),
-            })
-            .collect();
-        let index: HashMap<u32, usize> = file
-            .meta
-            .slots
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.slot, i))
-            .collect();
-        let mut paths: Vec<PathValue> = Vec::new();
-        for t in &file.threads {
-            for s in &t.slots {
-                let Some(&i) = index.get(&s.slot) else {
-                    continue;
-                };
-                values[i].calls += s.count;
-                let ticks = values[i].metric == Metric::Time && file.clock == "rdtsc";
-                if let Some(ns) = values[i].ns.as_mut() {
-                    // Inline wall timers keep TSC ticks; the runtime's own timers, ns.
-                    *ns += if ticks {
-                        (s.ns as f64 * file.ns_per_tick) as u64
-                    } else {
-                        s.ns
-                    };
-                }
-            }
-            for p in &t.paths {
-                let Some(&i) = index.get(&p.slot) else {
-                    continue;
-                };
-                paths.push(PathValue {
-                    id: values[i].id,
-                    function: values[i].function.clone(),
-                    metric: values[i].metric,
-                    ras: p.ras.iter().filter_map(|r| hex(r)).collect(),
-                    calls: p.count,
-                    ns: p.ns,
-                });
-            }
-        }
-        let names = Names::new(session, &file.modules);
-        let paths = super::merge_paths(paths, |ra| names.name(ra));
-        Ok(Results::new(
-            format!("results file {}", path.display()),
-            values,
-            paths,
-        ))
-    }
-
-    /// Names return addresses through the modules the program had loaded, opened from their
-    /// paths (the session's own modules when it has them open).
-    struct Names {
-        /// (load bias, module), highest bias first.
-        modules: Vec<(u64, Arc<engine::Module>)>,
-    }
-
-    use std::sync::Arc;
-
-    impl Names {
-        fn new(session: &mut Session, loaded: &[LoadedModule]) -> Names {
-            let mut modules = Vec::new();
-            for m in loaded {
-                let (Some(bias), p) = (hex(&m.base), Path::new(&m.name)) else {
-                    continue;
-                };
-                let module = session
-                    .module_for_path(p)
-                    .ok()
-                    .map(|id| session.module_arc(id));
-                if let Some(module) = module {
-                    modules.push((bias, module));
-                }
-            }
-            modules.sort_by_key(|m| std::cmp::Reverse(m.0));
-            Names { modules }
-        }
-
-        fn name(&self, ra: u64) -> String {
-            let at = ra.wrapping_sub(1);
-            for (bias, m) in self.modules.iter().filter(|(b, _)| *b <= at) {
-                if let Some(f) = m.functions().containing(LinkAddr(at - bias)) {
-                    return f.display_name().to_owned();
-                }
-            }
-            format!("{ra:#x}")
-        }
-    }
+/// The results file a rewritten binary writes at exit, read by the engine
+/// ([`engine::instrument::results`]), its paths named and merged as a live process's are.
+fn read_results_file(session: &mut engine::Session, path: &Path) -> Result<Results> {
+    use engine::instrument::results;
+    let file = results::read(path)?;
+    let names = results::Names::new(session, &file.modules);
+    let paths = merge_paths(file.paths, |ra| names.name(ra));
+    Ok(Results::new(
+        format!("results file {}", path.display()),
+        file.values,
+        paths,
+    ))
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::addr::RuntimeAddr;
-use crate::patch::space::{within_rel32, AddressSpace, AllocKind, SpaceError};
+use crate::space::{within_rel32, AddressSpace, AllocKind, SpaceError};
 
 const PAGE: u64 = 4096;
 const REGION: u64 = 1 << 21;

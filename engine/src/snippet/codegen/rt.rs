@@ -2,7 +2,7 @@
 //! generated inline so that a count costs a TLS load, a test and an `inc`, and a wall-clock
 //! timer two `rdtsc`s and a handful of loads and stores, rather than a call and the register
 //! saves around it. Every operation starts by finding the calling thread's `gsh-rt` block
-//! (`rt/LAYOUT.md`):
+//! (`rt/LAYOUT.md`; every offset below comes from the `rt-abi` crate's structs):
 //!
 //! ```text
 //!         mov  r11, fs:[TLS]                 ; the thread's block, 0 before its first event
@@ -37,6 +37,10 @@
 //! stays a `push r11`/`pop r11` (plus `pushfq` where the flags are live), never a full save.
 //! The instructions of those save regions are therefore left out of the clobber scan.
 
+use std::mem::{offset_of, size_of};
+
+use gsh_rt_abi::descriptor::{THREAD_FN_AT, TLS_OFFSET_AT};
+use gsh_rt_abi::layout::{SlotRecord, SLOTS_OFFSET};
 use iced_x86::{Code as Op, Instruction, MemoryOperand, Register as R};
 
 use super::{disp32, Gen, Label, Res};
@@ -44,14 +48,14 @@ use crate::snippet::abi::SP_OFFSET;
 use crate::snippet::ir::{Place, PlaceKind, RtAccess, RtFunc, RtOp, VectorSaving};
 use crate::snippet::types::{IntKind, Type};
 
-/// Offset of slot 0 in a thread block (`rt/LAYOUT.md`: `SlotRecord[max_slots]` at 256).
-pub const SLOTS_OFFSET: i64 = 256;
-/// Bytes per slot record (`{count, total, depth or open_sp, start}`); `count` comes first.
-pub const SLOT_SIZE: i64 = 32;
-/// Descriptor fields (`rt/LAYOUT.md`, measuring descriptor): the TLS offset and
-/// `gsh_rt_thread`.
-pub const DESC_TLS: u64 = 16;
-pub const DESC_THREAD_FN: u64 = 24;
+/// Bytes per slot record.
+const SLOT_SIZE: i64 = size_of::<SlotRecord>() as i64;
+/// Fields of a slot record as the inline timer uses them (`SlotRecord`'s doc): the calls, the
+/// ticks of closed activations, the open activation's stack pointer, and its start.
+const COUNT: i64 = offset_of!(SlotRecord, count) as i64;
+const TICKS: i64 = offset_of!(SlotRecord, total_ns) as i64;
+const OPEN_SP: i64 = offset_of!(SlotRecord, depth) as i64;
+const START: i64 = offset_of!(SlotRecord, entry_ns) as i64;
 /// The xsave mask and area of [`crate::patch`]'s trampolines (x87, SSE, AVX, opmask,
 /// ZMM_Hi256, Hi16_ZMM; the standard-format area for them, rounded up to 64).
 const XSAVE_MASK: u32 = 0xe7;
@@ -82,11 +86,11 @@ fn at(base: R, displ: i64) -> MemoryOperand {
 
 impl Gen {
     pub(super) fn rt(&mut self, op: RtOp, slot: u32, access: RtAccess) -> Res {
-        let rec = disp32(SLOTS_OFFSET + SLOT_SIZE * i64::from(slot))?;
+        let rec = disp32(SLOTS_OFFSET as i64 + SLOT_SIZE * i64::from(slot))?;
         let done = self.new_label();
         self.rt_block(access, done)?;
         match op {
-            RtOp::Count => op1!(self, Op::Inc_rm64, at(R::R11, rec))?,
+            RtOp::Count => op1!(self, Op::Inc_rm64, at(R::R11, rec + COUNT))?,
             RtOp::TimeEnter => self.time_enter(rec, done)?,
             RtOp::TimeExit => self.time_exit(rec, done)?,
             RtOp::Call { func, save } => self.rt_call(func, save, slot)?,
@@ -115,7 +119,7 @@ impl Gen {
                 op2!(self, Op::Mov_r64_rm64, R::R11, fs)?;
             }
             RtAccess::Descriptor(desc) => {
-                let m = self.abs_qword(desc + DESC_TLS)?;
+                let m = self.abs_qword(desc + TLS_OFFSET_AT)?;
                 op2!(self, Op::Mov_r64_rm64, R::R11, m)?;
                 op2!(self, Op::Test_rm64_r64, R::R11, R::R11)?;
                 self.jump(Op::Je_rel32_64, skip)?;
@@ -136,7 +140,7 @@ impl Gen {
         self.xsave()?;
         match access {
             RtAccess::Direct { thread_fn, .. } => self.call_addr(thread_fn)?,
-            RtAccess::Descriptor(desc) => self.call_cell(desc + DESC_THREAD_FN)?,
+            RtAccess::Descriptor(desc) => self.call_cell(desc + THREAD_FN_AT)?,
         }
         op2!(self, Op::Mov_r64_rm64, R::R11, R::RAX)?;
         self.xrstor()?;
@@ -204,9 +208,9 @@ impl Gen {
     }
 
     fn time_enter(&mut self, rec: i64, done: Label) -> Res {
-        let (total, open_sp, start) = (rec + 8, rec + 16, rec + 24);
+        let (total, open_sp, start) = (rec + TICKS, rec + OPEN_SP, rec + START);
         let open = self.new_label();
-        op1!(self, Op::Inc_rm64, at(R::R11, rec))?;
+        op1!(self, Op::Inc_rm64, at(R::R11, rec + COUNT))?;
         self.load_sp(R::RAX)?;
         op2!(self, Op::Mov_r64_rm64, R::RDX, at(R::R11, open_sp))?;
         op2!(self, Op::Test_rm64_r64, R::RDX, R::RDX)?;
@@ -232,7 +236,7 @@ impl Gen {
     }
 
     fn time_exit(&mut self, rec: i64, done: Label) -> Res {
-        let (total, open_sp, start) = (rec + 8, rec + 16, rec + 24);
+        let (total, open_sp, start) = (rec + TICKS, rec + OPEN_SP, rec + START);
         op2!(self, Op::Mov_r64_rm64, R::RDX, at(R::R11, open_sp))?;
         op2!(self, Op::Test_rm64_r64, R::RDX, R::RDX)?;
         // Nothing open: the function was entered before it was instrumented.

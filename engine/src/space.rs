@@ -2,6 +2,12 @@
 //! allocate memory near the code, write bytes. The static rewriter implements it over new ELF
 //! segments, the live-process backend over ptrace, and the tests over their own process.
 //!
+//! It sits low in the engine, below both [`crate::patch`] and [`crate::process`], so that
+//! neither imports the other: the patcher writes through the trait, process control shares its
+//! vocabulary ([`AllocKind`], [`within_rel32`]), and `instrument::live` joins the two.
+//!
+//! Architecture invariant: this module imports nothing of the engine but [`crate::addr`].
+//!
 //! # Which addresses
 //!
 //! Every address here is where the code *executes*, a [`RuntimeAddr`]: for a live process the
@@ -9,6 +15,8 @@
 //! link address in the output file, i.e. a runtime address with bias 0. The patcher encodes
 //! trampolines, jumps and RIP-relative operands for exactly these addresses, so an
 //! implementation must hand back memory that will execute at the address it returns.
+
+#![warn(missing_docs)]
 
 use crate::addr::RuntimeAddr;
 
@@ -27,12 +35,20 @@ pub enum AllocKind {
 pub enum SpaceError {
     /// Nothing could be allocated within reach of the code.
     #[error("no room for {size} bytes within ±2 GiB of {near}")]
-    NoRoom { near: RuntimeAddr, size: u64 },
+    NoRoom {
+        /// The code the memory had to reach.
+        near: RuntimeAddr,
+        /// How many bytes were asked for.
+        size: u64,
+    },
     /// Reading or writing failed (unmapped address, permission, I/O).
     #[error("cannot access {len} bytes at {addr}: {detail}")]
     Access {
+        /// Where the access started.
         addr: RuntimeAddr,
+        /// How many bytes it covered.
         len: usize,
+        /// What the backend said.
         detail: String,
     },
 }

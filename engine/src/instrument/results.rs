@@ -1,0 +1,238 @@
+//! The results file a saved binary writes at exit (`rt/LAYOUT.md`, "Exit output"), read into
+//! the values and paths `report` shows for a live process: the runtime's per-thread slot and
+//! path records ([`gsh_rt_abi::results`]'s types, the runtime's side of the format), given
+//! meaning by the [`Meta`] text `save` wrote into the measuring descriptor and the runtime
+//! copied verbatim, and return addresses named through the modules the program had loaded
+//! ([`Names`]).
+//!
+//! Bad files get one clear error each: missing, unreadable, truncated (the program was killed
+//! while writing), not a results file, another runtime ABI, or written for a program gsh did
+//! not save with measuring.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gsh_rt_abi::descriptor::META_VERSION;
+use gsh_rt_abi::results::{Clock, Output};
+use gsh_rt_abi::ABI_VERSION;
+
+use crate::addr::LinkAddr;
+use crate::session::Session;
+
+use super::measure::{CountValue, Metric, PathValue};
+use super::save::SavedSlot;
+
+/// The JSON text `save` writes into the measuring descriptor: what each slot of the saved
+/// code measures. The runtime copies it into the results file as `meta`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Meta {
+    /// [`META_VERSION`].
+    pub version: u32,
+    /// One entry per slot.
+    pub slots: Vec<SavedSlot>,
+}
+
+/// A loaded object of the measured process, with its load bias.
+pub use gsh_rt_abi::results::Module as LoadedModule;
+
+/// Why a results file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// No file at the path.
+    #[error("there is no results file {}: run the saved program first (it writes the file when it exits)", .path.display())]
+    Missing { path: PathBuf },
+    /// The file exists but cannot be read.
+    #[error("cannot read results file {}: {source}", .path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The JSON ends early.
+    #[error("results file {} is truncated ({detail}): was the program killed while writing it?", .path.display())]
+    Truncated { path: PathBuf, detail: String },
+    /// Not JSON, or not the runtime's.
+    #[error("{} is not the results file of a binary gsh saved with measuring: {detail}", .path.display())]
+    Foreign { path: PathBuf, detail: String },
+    /// Written by a runtime of another ABI version.
+    #[error("results file {} was written by a runtime of ABI {found}; this gsh reads ABI {ABI_VERSION}", .path.display())]
+    OtherAbi { path: PathBuf, found: u64 },
+    /// The runtime wrote it, but for a program without a measuring descriptor.
+    #[error("results file {} says nothing about what was measured: the runtime wrote it for a program gsh did not save with measuring (GSH_RT_OUTPUT?)", .path.display())]
+    NoMeta { path: PathBuf },
+    /// The descriptor's meta text has another version.
+    #[error("results file {}: its measuring table has version {found}; this gsh reads version {META_VERSION}", .path.display())]
+    OtherMeta { path: PathBuf, found: u32 },
+}
+
+/// A results file, read: every measured function's values summed over threads, the call
+/// paths (per thread, not yet merged or named), and the modules to name them with.
+#[derive(Clone, Debug)]
+pub struct ResultsFile {
+    pub values: Vec<CountValue>,
+    pub paths: Vec<PathValue>,
+    pub modules: Vec<LoadedModule>,
+}
+
+/// Reads the results file at `path`.
+pub fn read(path: &Path) -> Result<ResultsFile, ResultsError> {
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ResultsError::Missing {
+            path: path.to_owned(),
+        },
+        std::io::ErrorKind::InvalidData => ResultsError::Foreign {
+            path: path.to_owned(),
+            detail: "it is not text".into(),
+        },
+        _ => ResultsError::Unreadable {
+            path: path.to_owned(),
+            source: e,
+        },
+    })?;
+    parse(&text, path)
+}
+
+/// Reads a results file's `text`; `path` names it in errors.
+pub fn parse(text: &str, path: &Path) -> Result<ResultsFile, ResultsError> {
+    let foreign = |detail: String| ResultsError::Foreign {
+        path: path.to_owned(),
+        detail,
+    };
+    if text.trim().is_empty() {
+        return Err(ResultsError::Truncated {
+            path: path.to_owned(),
+            detail: "it is empty".into(),
+        });
+    }
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        if e.classify() == serde_json::error::Category::Eof {
+            ResultsError::Truncated {
+                path: path.to_owned(),
+                detail: format!("it ends at line {}", e.line()),
+            }
+        } else {
+            foreign(format!("not JSON ({e})"))
+        }
+    })?;
+    let abi = value
+        .get("abi")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| foreign("it has no runtime ABI version (`abi`)".into()))?;
+    if abi != u64::from(ABI_VERSION) {
+        return Err(ResultsError::OtherAbi {
+            path: path.to_owned(),
+            found: abi,
+        });
+    }
+    let file: Output<Meta> = serde_json::from_value(value).map_err(|e| foreign(format!("{e}")))?;
+    let meta = file.meta.as_ref().ok_or_else(|| ResultsError::NoMeta {
+        path: path.to_owned(),
+    })?;
+    if meta.version != META_VERSION {
+        return Err(ResultsError::OtherMeta {
+            path: path.to_owned(),
+            found: meta.version,
+        });
+    }
+    Ok(gather(&file, meta))
+}
+
+/// Sums the threads' slots per measured function and collects their paths.
+fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
+    let mut values: Vec<CountValue> = meta
+        .slots
+        .iter()
+        .map(|m| CountValue {
+            id: m.id,
+            function: m.function.clone(),
+            calls: 0,
+            metric: m.kind,
+            ns: (m.kind.is_timed() && !m.kind.is_profile()).then_some(0),
+        })
+        .collect();
+    let index: HashMap<u32, usize> = meta
+        .slots
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.slot, i))
+        .collect();
+    let mut paths: Vec<PathValue> = Vec::new();
+    for t in &file.threads {
+        for s in &t.slots {
+            let Some(&i) = index.get(&s.slot) else {
+                continue;
+            };
+            values[i].calls += s.count;
+            let ticks = values[i].metric == Metric::Time && file.clock == Clock::Rdtsc;
+            if let Some(ns) = values[i].ns.as_mut() {
+                // Inline wall timers keep TSC ticks; the runtime's own timers, ns.
+                *ns += if ticks {
+                    (s.ns as f64 * file.ns_per_tick) as u64
+                } else {
+                    s.ns
+                };
+            }
+        }
+        for p in &t.paths {
+            let Some(&i) = index.get(&p.slot) else {
+                continue;
+            };
+            paths.push(PathValue {
+                id: values[i].id,
+                function: values[i].function.clone(),
+                metric: values[i].metric,
+                ras: p.ras.iter().map(|r| r.0).collect(),
+                calls: p.count,
+                ns: p.ns,
+            });
+        }
+    }
+    ResultsFile {
+        values,
+        paths,
+        modules: file.modules.clone(),
+    }
+}
+
+/// Names return addresses through the modules the program had loaded, opened from their
+/// paths (the session's own modules when it has them open).
+pub struct Names {
+    /// (load bias, module), highest bias first.
+    modules: Vec<(u64, Arc<crate::Module>)>,
+}
+
+impl Names {
+    /// Opens (or finds open in `session`) each loaded module that still exists.
+    pub fn new(session: &mut Session, loaded: &[LoadedModule]) -> Names {
+        let mut modules = Vec::new();
+        for m in loaded {
+            let module = session
+                .module_for_path(Path::new(&m.name))
+                .ok()
+                .map(|id| session.module_arc(id));
+            if let Some(module) = module {
+                modules.push((m.base.0, module));
+            }
+        }
+        modules.sort_by_key(|m| std::cmp::Reverse(m.0));
+        Names { modules }
+    }
+
+    /// The function return address `ra` returns into, as users name it; the address itself
+    /// when no module has it.
+    pub fn name(&self, ra: u64) -> String {
+        // The call is before `ra`: `ra` may be past the end of a function whose last
+        // instruction is a call that does not return.
+        let at = ra.wrapping_sub(1);
+        for (bias, m) in self.modules.iter().filter(|(b, _)| *b <= at) {
+            if let Some(f) = m.functions().containing(LinkAddr(at - bias)) {
+                return f.display_name().to_owned();
+            }
+        }
+        format!("{ra:#x}")
+    }
+}
+
+#[cfg(test)]
+#[path = "results_tests.rs"]
+mod tests;
