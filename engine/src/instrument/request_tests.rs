@@ -178,27 +178,25 @@ fn file_and_line_need_line_information_at_the_point() {
     assert!(err.to_string().contains("source line"), "{err}");
 }
 
-/// `show points main` lists a call to `operator new(unsigned long)@plt`; `at` must find it by
-/// the name without `@plt`. `Plan::add` had its own callee matcher, which compared the
+/// `show points main` lists calls to `operator new(unsigned long)@plt` and `work(int)@plt`; `at`
+/// must find them by the names without `@plt`. `Plan::add` had its own callee matcher, which compared the
 /// demangled name whole and answered "main has no call to `operator new(unsigned long)`".
 #[test]
 fn a_cxx_plt_callee_is_found_by_its_demangled_name() {
-    const CXX: &str = r#"
-#include <cstdio>
-int main() {
-    int *p = new int(3);
-    std::printf("%d\n", *p);
-    delete p;
-    return 0;
-}
-"#;
-    let path = compile("instrument-cxx-callee", CXX, true, &["-O0", "-g"]);
+    let path = compile(
+        "instrument-cxx-callee",
+        crate::point::tests::CXX,
+        true,
+        &["-O0", "-g"],
+    );
     let mut session = open(&path);
     let mut plan = Plan::default();
-    let words = ["main", "call", "operator new(unsigned long)", "before"];
-    let spec = PointSpec::parse(&words).unwrap();
-    let r = plan
-        .add(&mut session, spec, None, "$0;".into())
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.funcs.len(), 1);
+    for callee in ["operator new(unsigned long)", "work(int)"] {
+        let words = ["main", "call", callee, "before"];
+        let spec = PointSpec::parse(&words).unwrap();
+        let r = plan
+            .add(&mut session, spec, None, "$0;".into())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.funcs.len(), 1);
+    }
 }

@@ -485,4 +485,4 @@ fn insn_ends(module: &Module, start: LinkAddr, end: LinkAddr) -> Vec<LinkAddr> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
