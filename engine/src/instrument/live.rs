@@ -31,6 +31,7 @@ use super::action::{Action, Metric};
 use super::build::{self, BuildError, Placement};
 use super::env::{Declaration, SessionEnv};
 use super::measure::{Measure, MeasureError};
+use super::pending::{overlay, Pending};
 use super::request::{Plan, Request};
 
 /// Bytes reserved for declared variables in a live process.
@@ -188,12 +189,8 @@ struct LiveSpace<'p> {
     p: &'p mut Process,
     /// Memory allocated through this space (start to end): written directly.
     fresh: BTreeMap<u64, u64>,
-    /// Writes over existing code, in order.
-    pending: Vec<(u64, Vec<u8>)>,
-    /// `pending`'s indexes by address, and its longest write: reads overlay only the
-    /// writes near them, so a request of n sites costs n log n, not n².
-    by_addr: BTreeMap<u64, Vec<usize>>,
-    longest: u64,
+    /// Writes over existing code.
+    pending: Pending,
     /// (address, original byte) of every breakpoint in place.
     hidden: Vec<(u64, u8)>,
 }
@@ -203,19 +200,8 @@ impl<'p> LiveSpace<'p> {
         LiveSpace {
             p,
             fresh: BTreeMap::new(),
-            pending: Vec::new(),
-            by_addr: BTreeMap::new(),
-            longest: 0,
+            pending: Pending::default(),
             hidden,
-        }
-    }
-}
-
-fn overlay(bytes: &mut [u8], at: u64, src_at: u64, src: &[u8]) {
-    for (i, b) in src.iter().enumerate() {
-        let a = src_at + i as u64;
-        if a >= at && a < at + bytes.len() as u64 {
-            bytes[(a - at) as usize] = *b;
         }
     }
 }
@@ -230,18 +216,7 @@ impl AddressSpace for LiveSpace<'_> {
         for (at, orig) in &self.hidden {
             overlay(&mut bytes, addr.0, *at, &[*orig]);
         }
-        let from = addr.0.saturating_sub(self.longest);
-        let mut near: Vec<usize> = self
-            .by_addr
-            .range(from..addr.0.saturating_add(len as u64))
-            .flat_map(|(_, v)| v.iter().copied())
-            .collect();
-        // In the order they were written: later writes win.
-        near.sort_unstable();
-        for i in near {
-            let (at, w) = &self.pending[i];
-            overlay(&mut bytes, addr.0, *at, w);
-        }
+        self.pending.overlay(addr.0, &mut bytes);
         Ok(bytes)
     }
 
@@ -281,12 +256,7 @@ impl AddressSpace for LiveSpace<'_> {
                 detail: e.to_string(),
             });
         }
-        self.by_addr
-            .entry(addr.0)
-            .or_default()
-            .push(self.pending.len());
-        self.longest = self.longest.max(bytes.len() as u64);
-        self.pending.push((addr.0, bytes.to_vec()));
+        self.pending.push(addr.0, bytes);
         Ok(())
     }
 }
@@ -703,19 +673,20 @@ impl Live {
         let LiveSpace {
             p, pending, hidden, ..
         } = space;
+        let pending = pending.writes();
         if pending.is_empty() {
             return Ok(());
         }
         // Everything but the writes themselves is prepared while the process runs: the
         // changes merged into a few runs of bytes, read as they are now (only gsh changes
         // code, and it does so on this thread).
-        let runs = runs_of(p, &pending, &hidden)?;
+        let runs = runs_of(p, pending, &hidden)?;
         let running = p.state() == crate::process::State::Running;
         let t = std::time::Instant::now();
         if running {
             p.halt()?;
         }
-        let result = self.write_pending(p, &pending, &runs, m);
+        let result = self.write_pending(p, pending, &runs, m);
         if running && p.state().is_alive() {
             p.resume()?;
         }

@@ -259,16 +259,38 @@ pub fn saved_source(metric: Metric, at_exit: bool, slot: u32, desc: u64) -> Stri
             desc + descriptor::fn_at(e)
         )
     };
+    match op(metric, at_exit, true) {
+        Op::Count => format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});"),
+        Op::TimeEnter => format!("__gsh_rt_time_enter({slot}, 0, 0, {desc:#x});"),
+        Op::TimeExit => format!("__gsh_rt_time_exit({slot}, 0, 0, {desc:#x});"),
+        Op::Call(e) => call(e),
+    }
+}
+
+/// How a point measures: one of the inline operations, or a call into the runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Count,
+    TimeEnter,
+    TimeExit,
+    Call(Event),
+}
+
+/// The operation measuring `metric` at an entry or (`at_exit`) an exit. Wall-clock timers are
+/// inline when `inline_timers` (the TSC is usable), else the runtime's own clock times them.
+fn op(metric: Metric, at_exit: bool, inline_timers: bool) -> Op {
     match (metric, at_exit) {
-        (Metric::Count, _) => format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});"),
-        (Metric::Time, false) => format!("__gsh_rt_time_enter({slot}, 0, 0, {desc:#x});"),
-        (Metric::Time, true) => format!("__gsh_rt_time_exit({slot}, 0, 0, {desc:#x});"),
-        (Metric::TimeCpu, false) => call(Event::EnterCpu),
-        (Metric::TimeCpu, true) => call(Event::ExitCpu),
-        (Metric::Profile, false) => call(Event::PathEnter),
-        (Metric::ProfileCpu, false) => call(Event::PathEnterCpu),
-        (Metric::Profile | Metric::ProfileCpu, true) => call(Event::PathExit),
-        (Metric::ProfileCount, _) => call(Event::PathCount),
+        (Metric::Count, _) => Op::Count,
+        (Metric::Time, false) if inline_timers => Op::TimeEnter,
+        (Metric::Time, true) if inline_timers => Op::TimeExit,
+        (Metric::Time, false) => Op::Call(Event::Enter),
+        (Metric::Time, true) => Op::Call(Event::Exit),
+        (Metric::TimeCpu, false) => Op::Call(Event::EnterCpu),
+        (Metric::TimeCpu, true) => Op::Call(Event::ExitCpu),
+        (Metric::Profile, false) => Op::Call(Event::PathEnter),
+        (Metric::ProfileCpu, false) => Op::Call(Event::PathEnterCpu),
+        (Metric::Profile | Metric::ProfileCpu, true) => Op::Call(Event::PathExit),
+        (Metric::ProfileCount, _) => Op::Call(Event::PathCount),
     }
 }
 
@@ -353,19 +375,11 @@ impl Measure {
                 f.addr, f.save
             ))
         };
-        match (metric, at_exit) {
-            (Metric::Count, _) => Ok(format!("__gsh_rt_count({access});")),
-            (Metric::Time, false) if tsc => Ok(format!("__gsh_rt_time_enter({access});")),
-            (Metric::Time, true) if tsc => Ok(format!("__gsh_rt_time_exit({access});")),
-            // Without an invariant TSC the runtime's own clock (CLOCK_MONOTONIC) times.
-            (Metric::Time, false) => call(Event::Enter),
-            (Metric::Time, true) => call(Event::Exit),
-            (Metric::TimeCpu, false) => call(Event::EnterCpu),
-            (Metric::TimeCpu, true) => call(Event::ExitCpu),
-            (Metric::Profile, false) => call(Event::PathEnter),
-            (Metric::ProfileCpu, false) => call(Event::PathEnterCpu),
-            (Metric::Profile | Metric::ProfileCpu, true) => call(Event::PathExit),
-            (Metric::ProfileCount, _) => call(Event::PathCount),
+        match op(metric, at_exit, tsc) {
+            Op::Count => Ok(format!("__gsh_rt_count({access});")),
+            Op::TimeEnter => Ok(format!("__gsh_rt_time_enter({access});")),
+            Op::TimeExit => Ok(format!("__gsh_rt_time_exit({access});")),
+            Op::Call(e) => call(e),
         }
     }
 

@@ -19,6 +19,7 @@ pub mod eval;
 pub mod histogram;
 pub mod live;
 pub mod measure;
+mod pending;
 pub mod results;
 pub mod scope;
 pub mod values;

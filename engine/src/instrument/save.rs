@@ -45,6 +45,7 @@ use super::action::{Action, Metric};
 use super::build::{self, BuildError, Built, Placement};
 use super::env::{Declaration, SessionEnv};
 use super::measure::{self, MeasureError};
+use super::pending::Pending;
 use super::request::{Plan, Request};
 
 /// Why `save` failed. Nothing is written when it fails.
@@ -130,9 +131,7 @@ pub struct SaveReport {
 struct RewriteSpace<'a> {
     rw: Rewrite<'a>,
     /// Writes over original code, replayed on reads so the patcher sees its own patches.
-    patched: BTreeMap<u64, Vec<u8>>,
-    /// The longest of them, so a read looks only at patches that can reach it.
-    longest: u64,
+    patched: Pending,
 }
 
 impl AddressSpace for RewriteSpace<'_> {
@@ -148,15 +147,7 @@ impl AddressSpace for RewriteSpace<'_> {
                 detail: "not in the file's loaded bytes".into(),
             })?
             .to_vec();
-        let from = addr.0.saturating_sub(self.longest);
-        for (&at, patch) in self.patched.range(from..addr.0 + len as u64) {
-            for (i, b) in patch.iter().enumerate() {
-                let a = at + i as u64;
-                if a >= addr.0 && a < addr.0 + len as u64 {
-                    bytes[(a - addr.0) as usize] = *b;
-                }
-            }
-        }
+        self.patched.overlay(addr.0, &mut bytes);
         Ok(bytes)
     }
 
@@ -183,8 +174,7 @@ impl AddressSpace for RewriteSpace<'_> {
                 detail: e.to_string(),
             })?;
         if self.rw.binary().bytes_at(LinkAddr(addr.0), 1).is_some() {
-            self.longest = self.longest.max(bytes.len() as u64);
-            self.patched.insert(addr.0, bytes.to_vec());
+            self.patched.push(addr.0, bytes);
         }
         Ok(())
     }
@@ -258,8 +248,7 @@ pub fn save_with(
     };
     let mut space = RewriteSpace {
         rw: Rewrite::with_options(&module.binary, layout)?,
-        patched: BTreeMap::new(),
-        longest: 0,
+        patched: Pending::default(),
     };
     // Before the trap handler's hook (`init`) claims a spare dynamic entry: loading the
     // runtime matters more, and a library's hook can still chain an existing DT_INIT.
