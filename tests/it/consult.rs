@@ -1,7 +1,7 @@
 //! `consult`: the automated search on a started program, its JSON shape, its graph file and
 //! its refusals.
 
-use gsh_tests::{gsh_c, gsh_json_all, Mutatee, Variant};
+use gsh_tests::{gsh_c, gsh_json_all, json_stream, Gsh, Mutatee, Variant};
 
 /// A worker computing and the main thread polling: the search names the main thread waiting
 /// outside and the program (or its worker, never the poller) CPU-bound or waiting for a CPU on
@@ -81,4 +81,142 @@ fn consult_refuses_bad_settings_before_starting_anything() {
             "{cmd} started the program: {out}"
         );
     }
+}
+
+/// `consult` (with `extra` options) on `planted MODE`, which runs longer than the search: the
+/// findings as (hypothesis, focus joined by " > "), and the whole result.
+///
+/// These tests run one at a time, each with a larger sampling budget (20%) than the default:
+/// on a machine loaded by the rest of the suite a stop for a stack sample waits for the
+/// program's threads to be scheduled, and the search needs a dozen samples per experiment.
+fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = Mutatee::new("planted").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args([
+            "--json",
+            "-c",
+            &format!("consult --for 20 --cost 20 {extra}"),
+        ])
+        .arg(exe.file_name().unwrap())
+        .args([mode, "40"])
+        .run();
+    out.assert_success();
+    let r = json_stream(&out)
+        .pop()
+        .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .unwrap_or_else(|| panic!("no result:\n{out}"));
+    let findings = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            let focus: Vec<&str> = f["focus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect();
+            (
+                f["hypothesis"].as_str().unwrap().to_owned(),
+                focus.join(" > "),
+            )
+        })
+        .collect();
+    assert!(r["seconds"].as_f64().unwrap() < 20.0, "{r:#}");
+    // The program is stopped for stack samples about as long as the 20% allows (a stop that
+    // overruns the budget is counted when it ends).
+    assert!(r["overhead"].as_f64().unwrap() <= 0.25, "{r:#}");
+    assert!(r["stack_samples"].as_u64().unwrap() > 0, "{r:#}");
+    (findings, r)
+}
+
+/// True when some finding is for one of `hs` and its focus contains every one of `parts`.
+fn found(findings: &[(String, String)], hs: &[&str], parts: &[&str]) -> bool {
+    findings
+        .iter()
+        .any(|(h, f)| hs.contains(&h.as_str()) && parts.iter().all(|p| f.contains(p)))
+}
+
+/// CPU in `crunch`: the search names it and never the decoy beside it.
+#[test]
+fn consult_names_the_function_a_cpu_bound_program_computes_in() {
+    let (findings, r) = planted("cpu", "");
+    // On a loaded machine (the suite runs tests in parallel on 2 cores) the same thread is
+    // runnable more than it runs, and RunQueue is the true answer for the same code.
+    assert!(
+        found(&findings, &["CPUBound", "RunQueue"], &["main > crunch"]),
+        "{r:#}"
+    );
+    assert!(!findings.iter().any(|(_, f)| f.contains("decoy")), "{r:#}");
+}
+
+/// Three threads contending for `hot_lock` in `contend`: the search names the wait, the
+/// function and the lock by its symbol, and never the uncontended `cold_lock` in `tidy`, nor
+/// the main thread parked in `pthread_join`. The threshold is lowered because on a loaded
+/// machine the waiters also wait for a CPU.
+#[test]
+fn consult_names_the_contended_lock_and_the_function_waiting_for_it() {
+    let (findings, r) = planted("lock", "--threshold SyncWait=0.1");
+    assert!(
+        found(&findings, &["SyncWait"], &["contend", "lock hot_lock (0x"]),
+        "{r:#}"
+    );
+    for decoy in ["cold_lock", "tidy", "main", "pthread_clockjoin"] {
+        assert!(
+            !findings
+                .iter()
+                .any(|(h, f)| h == "SyncWait" && f.contains(decoy)),
+            "{decoy}: {r:#}"
+        );
+    }
+}
+
+/// 16-byte writes in `log_small`: SmallIO, at the function and the file it writes.
+#[test]
+fn consult_names_small_writes_with_their_function_and_file() {
+    let (findings, r) = planted("smallio", "");
+    assert!(
+        found(
+            &findings,
+            &["SmallIO"],
+            &["log_small", "pwrite", " (/tmp/gsh-planted-"]
+        ),
+        "{r:#}"
+    );
+    assert!(!findings.iter().any(|(h, _)| h == "SyncWait"), "{r:#}");
+}
+
+/// A thread blocked reading a pipe in `drain`: a wait for the outside (the pipe's writer),
+/// named with the function and the pipe.
+#[test]
+fn consult_names_a_blocking_pipe_read_with_its_function_and_pipe() {
+    let (findings, r) = planted("pipe", "");
+    assert!(
+        found(&findings, &["ExternalWait"], &["drain", "read", " (pipe:["]),
+        "{r:#}"
+    );
+    assert!(
+        !findings
+            .iter()
+            .any(|(h, _)| h == "IOBlocking" || h == "SyncWait"),
+        "{r:#}"
+    );
+}
+
+/// Three spinning threads per CPU: each waits for a CPU most of the time, in `spin`.
+#[test]
+fn consult_finds_threads_waiting_for_a_cpu_and_where_they_spin() {
+    let (findings, r) = planted("runq", "");
+    let threads: std::collections::BTreeSet<u64> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["hypothesis"] == "RunQueue")
+        .filter_map(|f| f["thread"].as_u64())
+        .collect();
+    assert!(threads.len() >= 2, "{r:#}");
+    assert!(found(&findings, &["RunQueue"], &["spin"]), "{r:#}");
 }

@@ -18,11 +18,13 @@ use std::fmt;
 
 pub mod proclab;
 pub mod sample;
+pub mod stacks;
 
 /// Why a program may be slow: one of the "why" axis' hypotheses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Hypothesis {
-    /// The thread computes: time on a CPU.
+    /// The thread computes or wants to: time on a CPU or runnable waiting for one. (On a
+    /// shared machine the split between the two follows the other load; the demand does not.)
     CPUBound,
     /// The thread waits for a lock, a condition or a futex.
     SyncWait,
@@ -32,18 +34,27 @@ pub enum Hypothesis {
     SmallIO,
     /// The thread waits for the outside world: poll, select, epoll, sleep, accept.
     ExternalWait,
-    /// The thread was runnable and got no CPU.
+    /// Refines [`Hypothesis::CPUBound`]: the thread was runnable and got no CPU.
     RunQueue,
 }
 
 impl Hypothesis {
     /// The hypotheses tested first, at the whole program.
-    pub const TOP: [Hypothesis; 5] = [
+    pub const TOP: [Hypothesis; 4] = [
         Hypothesis::CPUBound,
         Hypothesis::SyncWait,
         Hypothesis::IOBlocking,
         Hypothesis::ExternalWait,
+    ];
+
+    /// Every hypothesis, the refinements included.
+    pub const ALL: [Hypothesis; 6] = [
+        Hypothesis::CPUBound,
         Hypothesis::RunQueue,
+        Hypothesis::SyncWait,
+        Hypothesis::IOBlocking,
+        Hypothesis::SmallIO,
+        Hypothesis::ExternalWait,
     ];
 
     /// Its name, as users type it in `--threshold NAME=F` and read it in results.
@@ -60,9 +71,8 @@ impl Hypothesis {
 
     /// The hypothesis named `name` (case-insensitive).
     pub fn by_name(name: &str) -> Option<Hypothesis> {
-        Hypothesis::TOP
+        Hypothesis::ALL
             .into_iter()
-            .chain([Hypothesis::SmallIO])
             .find(|h| h.name().eq_ignore_ascii_case(name))
     }
 
@@ -80,6 +90,7 @@ impl Hypothesis {
     /// The more precise hypotheses a true one is refined into along the "why" axis.
     pub fn children(self) -> &'static [Hypothesis] {
         match self {
+            Hypothesis::CPUBound => &[Hypothesis::RunQueue],
             Hypothesis::IOBlocking => &[Hypothesis::SmallIO],
             _ => &[],
         }
@@ -108,8 +119,8 @@ pub enum Resource {
     Loop(String),
     /// A call path below the enclosing function, caller first.
     CallPath(Vec<String>),
-    /// A lock or condition, by its address.
-    Lock(u64),
+    /// A lock or condition, by its address, with the symbol it lies in when known.
+    Lock { addr: u64, name: Option<String> },
     /// A file descriptor and what it refers to.
     File { fd: i32, path: String },
 }
@@ -121,7 +132,11 @@ impl fmt::Display for Resource {
             Resource::Loop(n) => f.write_str(n),
             Resource::Thread(t) => write!(f, "thread {t}"),
             Resource::CallPath(p) => f.write_str(&p.join(" > ")),
-            Resource::Lock(a) => write!(f, "lock {a:#x}"),
+            Resource::Lock {
+                addr,
+                name: Some(n),
+            } => write!(f, "lock {n} ({addr:#x})"),
+            Resource::Lock { addr, name: None } => write!(f, "lock {addr:#x}"),
             Resource::File { fd, path } => write!(f, "fd {fd} ({path})"),
         }
     }
@@ -472,11 +487,16 @@ impl Search {
             .iter()
             .enumerate()
             .filter(|(i, n)| {
+                // Not a conclusion when a true node refines it: a child, or a deeper focus
+                // for the same hypothesis reached another way.
                 n.state == State::True
-                    && !self
-                        .nodes
-                        .iter()
-                        .any(|c| c.parent == Some(*i) && c.state == State::True)
+                    && !self.nodes.iter().any(|c| {
+                        c.state == State::True
+                            && (c.parent == Some(*i)
+                                || (c.experiment.hypothesis == n.experiment.hypothesis
+                                    && c.experiment.focus.0.len() > n.experiment.focus.0.len()
+                                    && c.experiment.focus.0.starts_with(&n.experiment.focus.0)))
+                    })
             })
             .map(|(_, n)| Finding {
                 hypothesis: n.experiment.hypothesis,
@@ -544,8 +564,13 @@ pub struct NodeOut {
 pub struct Report {
     pub findings: Vec<FindingOut>,
     pub tested: usize,
-    /// The cost of the search observed while it ran, as a fraction of one CPU.
+    /// The cost of the search to the program observed while it ran: the fraction of the wall
+    /// time the program was stopped for stack samples.
     pub overhead: f64,
+    /// The share of one CPU gsh's `/proc` sampling used meanwhile.
+    pub sampler_cpu: f64,
+    /// How many times the process was stopped for stack samples.
+    pub stack_samples: u64,
     pub seconds: f64,
     pub graph: Vec<NodeOut>,
 }
@@ -557,6 +582,8 @@ impl Search {
             findings: self.findings().iter().map(FindingOut::from).collect(),
             tested: self.tested(),
             overhead,
+            sampler_cpu: 0.0,
+            stack_samples: 0,
             seconds,
             graph: self
                 .nodes
@@ -604,10 +631,13 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\n{} experiments in {:.1} s, overhead {:.1}% of a CPU\n",
+            "\n{} experiments in {:.1} s; the program was stopped {:.1}% of the time for {} \
+             stack samples; sampling /proc used {:.1}% of a CPU\n",
             self.tested,
             self.seconds,
-            self.overhead * 100.0
+            self.overhead * 100.0,
+            self.stack_samples,
+            self.sampler_cpu * 100.0
         );
         fn walk(r: &Report, parent: Option<usize>, depth: usize, out: &mut String) {
             for n in r.graph.iter().filter(|n| n.parent == parent) {

@@ -1,10 +1,12 @@
-//! [`ProcLab`]: a [`Lab`] that measures a live process's program and thread foci by sampling
-//! `/proc` ([`super::sample`]), with no probe in the process: such experiments cost the program
-//! nothing but a share of a CPU for the sampling thread, which [`ProcLab::overhead`] reports.
+//! [`ProcLab`]: a [`Lab`] that measures a live process without probes in it. Program and
+//! thread foci come from sampling `/proc` ([`super::sample`]): one sampler for the whole
+//! search, each experiment measuring from the snapshot taken when it started. Foci below a
+//! thread — call paths, and the files and locks waited on — come from stack samples
+//! ([`super::stacks`]) when the lab has them ([`ProcLab::with_stacks`]).
 //!
-//! Foci below a thread (module, function, loop, call path) need instrumentation; this lab
-//! refines a thread only to the descriptors it blocks on ([`Resource::File`]) and leaves deeper
-//! refinement to a lab that inserts probes.
+//! Sampling `/proc` costs the program nothing but a share of a CPU for the sampling thread;
+//! stack samples stop the process briefly, at the pace the cost limit allows. The shell
+//! reports both.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,20 +14,33 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::sample::Sampler;
+use super::sample::{Sampler, Snapshot, ThreadTime};
+use super::stacks::Stacks;
 use super::{Experiment, Focus, Hypothesis, Lab, ProbeId, Reading, Resource};
 
-/// How often every running experiment's sampler looks at the process.
+/// How often the sampler looks at the process.
 const PERIOD: Duration = Duration::from_millis(5);
 
+/// Stack samples a thread needs in a window before they are read.
+const STACK_MIN: usize = 12;
+
+/// The least share of a focus' samples a refinement must show to be proposed.
+const LEAST: f64 = 0.05;
+
 struct Shared {
-    /// Each experiment's sampler, and when it started.
-    samplers: BTreeMap<u64, (Sampler, Instant)>,
+    sampler: Sampler,
     /// The last sampling error: the process is gone or unreadable.
     error: Option<String>,
 }
 
-/// Measures program and thread foci of process `pid` by sampling.
+/// One experiment: what it measures and the window it measures over.
+struct Window {
+    experiment: Experiment,
+    snapshot: Snapshot,
+    since: Instant,
+}
+
+/// Measures a live process `pid` by sampling.
 pub struct ProcLab {
     pid: i32,
     shared: Arc<Mutex<Shared>>,
@@ -33,7 +48,9 @@ pub struct ProcLab {
     thread: Option<JoinHandle<Duration>>,
     started: Instant,
     next: u64,
-    experiments: BTreeMap<u64, Experiment>,
+    /// Every experiment started, kept after it ends: refinement reads the judged one.
+    experiments: BTreeMap<u64, Window>,
+    stacks: Option<Arc<Mutex<Stacks>>>,
 }
 
 /// The CPU time the calling thread has used.
@@ -48,10 +65,10 @@ fn thread_cpu() -> Duration {
 }
 
 impl ProcLab {
-    /// A lab for process `pid`, sampling from a thread of its own until dropped.
+    /// A lab for process `pid`, sampling `/proc` from a thread of its own until dropped.
     pub fn new(pid: i32) -> ProcLab {
         let shared = Arc::new(Mutex::new(Shared {
-            samplers: BTreeMap::new(),
+            sampler: Sampler::new(pid),
             error: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
@@ -62,14 +79,8 @@ impl ProcLab {
                 while !st.load(Ordering::Relaxed) {
                     {
                         let mut sh = s.lock().unwrap_or_else(|e| e.into_inner());
-                        let mut failed = None;
-                        for (sampler, _) in sh.samplers.values_mut() {
-                            if let Err(e) = sampler.sample() {
-                                failed = Some(e.to_string());
-                            }
-                        }
-                        if failed.is_some() {
-                            sh.error = failed;
+                        if let Err(e) = sh.sampler.sample() {
+                            sh.error = Some(e.to_string());
                         }
                     }
                     std::thread::sleep(PERIOD);
@@ -85,7 +96,16 @@ impl ProcLab {
             started: Instant::now(),
             next: 0,
             experiments: BTreeMap::new(),
+            stacks: None,
         }
+    }
+
+    /// A lab that also reads the stack samples in `stacks` (which something else fills, with
+    /// [`super::stacks::sample_stacks`]), so it refines threads to call paths, files and locks.
+    pub fn with_stacks(pid: i32, stacks: Arc<Mutex<Stacks>>) -> ProcLab {
+        let mut lab = ProcLab::new(pid);
+        lab.stacks = Some(stacks);
+        lab
     }
 
     /// The thread a focus names, if any.
@@ -94,6 +114,14 @@ impl ProcLab {
             Resource::Thread(t) => Some(*t as i32),
             _ => None,
         })
+    }
+
+    /// True when the focus reaches below its thread.
+    fn below_thread(focus: &Focus) -> bool {
+        matches!(
+            focus.last(),
+            Some(Resource::Function(_) | Resource::File { .. } | Resource::Lock { .. })
+        )
     }
 
     /// Why sampling stopped, when the process went away or became unreadable.
@@ -105,7 +133,8 @@ impl ProcLab {
             .clone()
     }
 
-    /// Stops sampling and returns the share of one CPU the sampling thread used while it ran.
+    /// Stops sampling and returns the share of one CPU the `/proc` sampling thread used while
+    /// it ran.
     pub fn overhead(mut self) -> f64 {
         self.stop.store(true, Ordering::Relaxed);
         let cpu = self
@@ -114,6 +143,50 @@ impl ProcLab {
             .and_then(|t| t.join().ok())
             .unwrap_or_default();
         cpu.as_secs_f64() / self.started.elapsed().as_secs_f64().max(1e-9)
+    }
+
+    /// The fraction of thread `t`'s time hypothesis `h` took at `focus` over window `w`, or
+    /// `None` while the stack samples are too few to say.
+    fn thread_fraction(
+        &self,
+        h: Hypothesis,
+        focus: &Focus,
+        t: &ThreadTime,
+        w: &Window,
+    ) -> Option<f64> {
+        let stacks = self
+            .stacks
+            .as_ref()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()));
+        let from_stacks = |min: usize| {
+            stacks
+                .as_ref()
+                .and_then(|s| s.fraction(h, focus, t.tid, w.since, min))
+        };
+        let below = Self::below_thread(focus);
+        match h {
+            Hypothesis::CPUBound | Hypothesis::RunQueue => {
+                let whole = t.fractions.get(&h).copied().unwrap_or(0.0);
+                if below {
+                    Some(whole * from_stacks(STACK_MIN)?)
+                } else {
+                    Some(whole)
+                }
+            }
+            // A parked thread's wait slows nothing (see `ThreadTime::parked`).
+            Hypothesis::SyncWait if t.parked => Some(0.0),
+            _ if below => from_stacks(STACK_MIN),
+            // Stack samples see time in calls on a CPU too; `/proc` only time off it.
+            _ => from_stacks(STACK_MIN).or_else(|| {
+                let proc_file = match focus.last() {
+                    Some(Resource::File { fd, .. }) => {
+                        t.fds.iter().find(|(f, _)| f == fd).map_or(0.0, |(_, p)| *p)
+                    }
+                    _ => t.fractions.get(&h).copied().unwrap_or(0.0),
+                };
+                Some(proc_file)
+            }),
+        }
     }
 }
 
@@ -128,44 +201,66 @@ impl Drop for ProcLab {
 
 impl Lab for ProcLab {
     fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Vec<(Focus, f64)> {
-        // A fresh look at the process: its threads, each with how much of the hypothesis it
-        // showed in the experiment just judged, as the priority.
-        let sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let judged = self
+        let Some(w) = self
             .experiments
-            .iter()
+            .values()
             .rev()
-            .find(|(_, e)| e.hypothesis == h && &e.focus == focus)
-            .and_then(|(id, _)| sh.samplers.get(id));
-        let Some((sampler, _)) = judged else {
+            .find(|w| w.experiment.hypothesis == h && &w.experiment.focus == focus)
+        else {
             return Vec::new();
         };
-        match focus.last() {
-            Some(Resource::Program(_)) => sampler
-                .threads()
-                .into_iter()
+        let threads = self
+            .shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sampler
+            .since(&w.snapshot);
+        match (focus.last(), Self::thread_of(focus)) {
+            // A fresh look at the process: its threads, each with how much of the hypothesis
+            // it showed in the experiment just judged, as the priority.
+            (Some(Resource::Program(_)), _) => threads
+                .iter()
                 .map(|t| {
-                    let p = t.fractions.get(&h).copied().unwrap_or(0.0);
-                    (focus.with(Resource::Thread(t.tid as u32)), p)
+                    let at = focus.with(Resource::Thread(t.tid as u32));
+                    let p = self.thread_fraction(h, &at, t, w).unwrap_or(0.0);
+                    (at, p)
                 })
                 .collect(),
-            Some(Resource::Thread(tid)) if matches!(h, Hypothesis::IOBlocking) => sampler
-                .threads()
-                .into_iter()
-                .filter(|t| t.tid == *tid as i32)
-                .flat_map(|t| t.fds)
-                .map(|(fd, p)| {
-                    let path = std::fs::read_link(format!("/proc/{}/fd/{fd}", self.pid))
-                        .map(|p| p.to_string_lossy().into_owned())
-                        .unwrap_or_else(|_| "?".into());
-                    (focus.with(Resource::File { fd, path }), p)
-                })
-                .collect(),
+            (_, Some(tid)) => match &self.stacks {
+                Some(stacks) => {
+                    let stacks = stacks.lock().unwrap_or_else(|e| e.into_inner());
+                    // Too few samples in the judged window (stops are slow on a loaded
+                    // machine): what the thread showed since the search began.
+                    let since = if stacks.count(tid, w.since) >= STACK_MIN {
+                        w.since
+                    } else {
+                        self.started
+                    };
+                    stacks.refine(h, focus, tid, since, LEAST)
+                }
+                None if h == Hypothesis::IOBlocking
+                    && matches!(focus.last(), Some(Resource::Thread(_))) =>
+                {
+                    threads
+                        .iter()
+                        .filter(|t| t.tid == tid)
+                        .flat_map(|t| t.fds.clone())
+                        .map(|(fd, p)| {
+                            let path = std::fs::read_link(format!("/proc/{}/fd/{fd}", self.pid))
+                                .map(|p| p.to_string_lossy().into_owned())
+                                .unwrap_or_else(|_| "?".into());
+                            (focus.with(Resource::File { fd, path }), p)
+                        })
+                        .collect()
+                }
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }
 
     fn predicted_cost(&mut self, _: &Experiment) -> f64 {
+        // Every experiment reads the same samples, whose pace the cost limit already sets.
         0.0
     }
 
@@ -173,57 +268,66 @@ impl Lab for ProcLab {
         match e.focus.last() {
             Some(Resource::Program(_) | Resource::Thread(_)) => {}
             Some(Resource::File { .. }) if e.hypothesis == Hypothesis::IOBlocking => {}
+            Some(Resource::Function(_) | Resource::File { .. } | Resource::Lock { .. })
+                if self.stacks.is_some() => {}
             Some(r) => return Err(format!("{r} cannot be measured by sampling")),
             None => return Err("an empty focus".into()),
         }
-        let mut sampler = Sampler::new(self.pid);
-        sampler
-            .sample()
-            .map_err(|err| format!("process {}: {err}", self.pid))?;
+        let snapshot = {
+            let mut sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            sh.sampler
+                .sample()
+                .map_err(|err| format!("process {}: {err}", self.pid))?;
+            sh.sampler.snapshot()
+        };
         self.next += 1;
-        self.shared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .samplers
-            .insert(self.next, (sampler, Instant::now()));
-        self.experiments.insert(self.next, e.clone());
+        self.experiments.insert(
+            self.next,
+            Window {
+                experiment: e.clone(),
+                snapshot,
+                since: Instant::now(),
+            },
+        );
         Ok(ProbeId(self.next))
     }
 
     fn read(&mut self, probe: ProbeId) -> Option<Reading> {
-        let e = self.experiments.get(&probe.0)?;
-        let sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let (sampler, since) = sh.samplers.get(&probe.0)?;
-        let threads = sampler.threads();
-        let thread = Self::thread_of(&e.focus);
-        let fraction = match (e.focus.last(), thread) {
-            (Some(Resource::File { fd, .. }), Some(tid)) => threads
-                .iter()
-                .filter(|t| t.tid == tid)
-                .flat_map(|t| &t.fds)
-                .find(|(f, _)| f == fd)
-                .map_or(0.0, |(_, p)| *p),
-            (_, Some(tid)) => threads
-                .iter()
-                .find(|t| t.tid == tid)
-                .and_then(|t| t.fractions.get(&e.hypothesis).copied())
-                .unwrap_or(0.0),
+        let w = self.experiments.get(&probe.0)?;
+        let threads = self
+            .shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sampler
+            .since(&w.snapshot);
+        threads.first()?;
+        let e = &w.experiment;
+        let fraction = match Self::thread_of(&e.focus) {
+            Some(tid) => {
+                let t = threads.iter().find(|t| t.tid == tid);
+                match t {
+                    Some(t) => self.thread_fraction(e.hypothesis, &e.focus, t, w)?,
+                    None => 0.0,
+                }
+            }
             // The program: its busiest thread for the hypothesis, since a thread's wall time
             // is what the thresholds are fractions of.
-            (_, None) => threads
+            None => threads
                 .iter()
-                .filter_map(|t| t.fractions.get(&e.hypothesis).copied())
+                .filter_map(|t| {
+                    let at = e.focus.with(Resource::Thread(t.tid as u32));
+                    self.thread_fraction(e.hypothesis, &at, t, w)
+                })
                 .fold(0.0, f64::max),
         };
-        threads.first()?;
         Some(Reading {
             fraction,
-            seconds: since.elapsed().as_secs_f64(),
+            seconds: w.since.elapsed().as_secs_f64(),
         })
     }
 
     fn stop(&mut self, probe: ProbeId) {
-        // The sampler is kept until the lab is dropped: refinement reads the judged one.
+        // The window is kept until the lab is dropped: refinement reads the judged one.
         let _ = probe;
     }
 }

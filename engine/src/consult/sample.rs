@@ -3,7 +3,8 @@
 //!
 //! Two sources, both in `/proc/PID/task/TID/`:
 //! - `schedstat`: nanoseconds on a CPU and nanoseconds runnable but waiting for one, as the
-//!   scheduler counts them: [`Hypothesis::CPUBound`] and [`Hypothesis::RunQueue`] exactly.
+//!   scheduler counts them: [`Hypothesis::CPUBound`] (both) and [`Hypothesis::RunQueue`]
+//!   (the second) exactly.
 //! - `syscall`: the system call a blocked thread is in, with its arguments, sampled: futex and
 //!   semaphore waits are [`Hypothesis::SyncWait`]; read/write-family and file system calls on a
 //!   file are [`Hypothesis::IOBlocking`] (on a socket, pipe or terminal they wait for the outside
@@ -74,23 +75,17 @@ fn is_file(target: &str) -> bool {
         || target == "/dev/console")
 }
 
-/// Reads one `syscall` file's contents as an activity.
-fn parse_syscall(pid: i32, text: &str) -> Activity {
-    let mut words = text.split_whitespace();
-    let Some(first) = words.next() else {
-        return Activity::Running;
-    };
-    let Ok(nr) = first.parse::<u64>() else {
-        // "running", or "-1 ..." for a thread stopped outside a system call.
-        return Activity::Running;
-    };
+/// What a thread blocked in system call `nr` with arguments `args` (the first two) is doing:
+/// the hypothesis its wait counts for, with the descriptor when the call is on one. Reads and
+/// writes on sockets, pipes and terminals wait for another party, not for I/O; a futex call
+/// that wakes others (an unlock) waits for nothing.
+pub fn classify(pid: i32, nr: u64, args: [u64; 2]) -> Activity {
     let Some((hypothesis, by_fd)) = kind_of(nr) else {
         return Activity::Other(nr);
     };
-    let fd = words
-        .next()
-        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
-        .map(|a| a as i32);
+    if nr == FUTEX && !futex_waits(args[1]) {
+        return Activity::Other(nr);
+    }
     if !by_fd {
         return Activity::Blocked {
             hypothesis,
@@ -98,15 +93,44 @@ fn parse_syscall(pid: i32, text: &str) -> Activity {
             fd: None,
         };
     }
-    let hypothesis = match fd.and_then(|fd| fd_target(pid, fd)) {
+    let fd = args[0] as i32;
+    let hypothesis = match fd_target(pid, fd) {
         Some(t) if !is_file(&t) => Hypothesis::ExternalWait,
         _ => hypothesis,
     };
     Activity::Blocked {
         hypothesis,
         syscall: nr,
-        fd,
+        fd: Some(fd),
     }
+}
+
+/// True for the futex operations that wait: `FUTEX_WAIT`, `FUTEX_LOCK_PI`,
+/// `FUTEX_WAIT_BITSET`, `FUTEX_WAIT_REQUEUE_PI`, `FUTEX_LOCK_PI2` (the private and clock flags
+/// masked off).
+fn futex_waits(op: u64) -> bool {
+    matches!(op & 0x7f, 0 | 6 | 9 | 11 | 13)
+}
+
+/// Reads one `syscall` file's contents as an activity, with the call's number and first
+/// argument when it is blocked in one.
+fn parse_syscall(pid: i32, text: &str) -> (Activity, Option<(u64, u64)>) {
+    let mut words = text.split_whitespace();
+    let Some(first) = words.next() else {
+        return (Activity::Running, None);
+    };
+    let Ok(nr) = first.parse::<u64>() else {
+        // "running", or "-1 ..." for a thread stopped outside a system call.
+        return (Activity::Running, None);
+    };
+    let mut arg = || {
+        words
+            .next()
+            .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+            .unwrap_or(0)
+    };
+    let args = [arg(), arg()];
+    (classify(pid, nr, args), Some((nr, args[0])))
 }
 
 /// Nanoseconds on a CPU and waiting for one, from a `schedstat` file.
@@ -116,7 +140,7 @@ fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
 }
 
 /// The threads of `pid`.
-fn tids(pid: i32) -> std::io::Result<Vec<i32>> {
+pub fn tids(pid: i32) -> std::io::Result<Vec<i32>> {
     let mut out: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
@@ -124,30 +148,47 @@ fn tids(pid: i32) -> std::io::Result<Vec<i32>> {
     Ok(out)
 }
 
-/// One thread's record over a sampling period.
-#[derive(Clone, Debug, Default)]
-struct Record {
-    /// `schedstat` when first seen.
-    first: Option<(u64, u64)>,
-    last: Option<(u64, u64)>,
-    first_seen: Option<Instant>,
+/// One thread's counts from its first sample to some moment: what a window subtracts.
+#[derive(Clone, Debug)]
+struct Counts {
+    at: Instant,
+    /// `schedstat`: nanoseconds on a CPU and runnable without one.
+    sched: (u64, u64),
     samples: u32,
     /// Blocked samples by hypothesis.
     blocked: BTreeMap<Hypothesis, u32>,
     /// Blocked samples by descriptor, for refinement to the file.
     fds: BTreeMap<i32, u32>,
+    /// Blocked samples by (system call, first argument): one key taking every sample of a
+    /// window is a thread parked on one wait.
+    waits: BTreeMap<(u64, u64), u32>,
+}
+
+/// One thread's record: its first sample and its latest counts.
+#[derive(Clone, Debug)]
+struct Record {
+    first: Counts,
+    now: Counts,
+}
+
+/// Every thread's counts at one moment; a window starts at one ([`Sampler::since`]).
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    threads: BTreeMap<i32, Counts>,
 }
 
 /// Samples a process's threads and says, per thread, what fraction of its wall time each
-/// hypothesis took.
+/// hypothesis took, since its first sample or since a [`Snapshot`]. One sampler serves any
+/// number of experiments, each measuring from the snapshot taken when it started.
 #[derive(Debug)]
 pub struct Sampler {
     pid: i32,
     threads: BTreeMap<i32, Record>,
-    last: Option<Instant>,
+    /// Each thread's last system call other than `restart_syscall`, as (activity, call).
+    last_call: BTreeMap<i32, (Activity, (u64, u64))>,
 }
 
-/// Fractions of one thread's wall time since sampling began.
+/// Fractions of one thread's wall time over a window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadTime {
     pub tid: i32,
@@ -155,7 +196,17 @@ pub struct ThreadTime {
     pub fractions: BTreeMap<Hypothesis, f64>,
     /// Descriptors the thread blocked on, with the fraction of samples on each.
     pub fds: Vec<(i32, f64)>,
+    /// The thread used almost no CPU and sat in one futex wait (same address) for the window:
+    /// it is parked (a pool thread waiting for work, a condition nobody signals, a join), so its wait
+    /// slows nothing and does not count as [`Hypothesis::SyncWait`].
+    pub parked: bool,
+    /// Samples in the window.
+    pub samples: u32,
 }
+
+/// CPU time below which a thread counts as having done nothing over a window: 1% of it (a
+/// parked thread woken by each stack sample's stop uses a little).
+const PARKED_CPU: f64 = 0.01;
 
 impl Sampler {
     /// A sampler of process `pid`; nothing is read until [`Sampler::sample`].
@@ -163,7 +214,7 @@ impl Sampler {
         Sampler {
             pid,
             threads: BTreeMap::new(),
-            last: None,
+            last_call: BTreeMap::new(),
         }
     }
 
@@ -179,67 +230,145 @@ impl Sampler {
             else {
                 continue;
             };
-            let activity = std::fs::read_to_string(format!("{dir}/syscall"))
+            let (activity, call) = std::fs::read_to_string(format!("{dir}/syscall"))
                 .map(|t| parse_syscall(self.pid, &t))
-                .unwrap_or(Activity::Running);
-            let r = self.threads.entry(tid).or_default();
-            if r.first.is_none() {
-                r.first = Some(sched);
-                r.first_seen = Some(now);
+                .unwrap_or((Activity::Running, None));
+            // A call interrupted by a stop (gsh's stack samples) resumes as
+            // `restart_syscall`: it is still the call the thread was last seen in.
+            let (activity, call) = match call {
+                Some((nr, _)) if nr == super::stacks::RESTART_SYSCALL => {
+                    match self.last_call.get(&tid) {
+                        Some((a, c)) => (a.clone(), Some(*c)),
+                        None => (activity, call),
+                    }
+                }
+                Some(c) => {
+                    self.last_call.insert(tid, (activity.clone(), c));
+                    (activity, call)
+                }
+                None => (activity, call),
+            };
+            let Some(r) = self.threads.get_mut(&tid) else {
+                let first = Counts {
+                    at: now,
+                    sched,
+                    samples: 0,
+                    blocked: BTreeMap::new(),
+                    fds: BTreeMap::new(),
+                    waits: BTreeMap::new(),
+                };
+                self.threads.insert(
+                    tid,
+                    Record {
+                        first: first.clone(),
+                        now: first,
+                    },
+                );
                 continue;
-            }
-            r.last = Some(sched);
-            r.samples += 1;
+            };
+            let c = &mut r.now;
+            c.at = now;
+            c.sched = sched;
+            c.samples += 1;
             if let Activity::Blocked { hypothesis, fd, .. } = activity {
-                *r.blocked.entry(hypothesis).or_default() += 1;
+                *c.blocked.entry(hypothesis).or_default() += 1;
                 if let Some(fd) = fd {
-                    *r.fds.entry(fd).or_default() += 1;
+                    *c.fds.entry(fd).or_default() += 1;
                 }
             }
+            if let Some(call) = call {
+                *c.waits.entry(call).or_default() += 1;
+            }
         }
-        self.last = Some(now);
         Ok(())
     }
 
-    /// Each thread's fractions, for threads sampled at least twice.
+    /// Every thread's counts now, to measure a window from.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            threads: self
+                .threads
+                .iter()
+                .map(|(&tid, r)| (tid, r.now.clone()))
+                .collect(),
+        }
+    }
+
+    /// Each thread's fractions since its first sample, for threads sampled at least twice.
     pub fn threads(&self) -> Vec<ThreadTime> {
-        let Some(last) = self.last else {
-            return Vec::new();
-        };
+        self.since(&Snapshot::default())
+    }
+
+    /// Each thread's fractions since `snap` (since its first sample for a thread that started
+    /// later), for threads sampled at least once in the window.
+    pub fn since(&self, snap: &Snapshot) -> Vec<ThreadTime> {
         self.threads
             .iter()
             .filter_map(|(&tid, r)| {
-                let (first, end, seen) = (r.first?, r.last?, r.first_seen?);
-                let wall = last.duration_since(seen).as_secs_f64();
-                if wall <= 0.0 || r.samples == 0 {
+                let base = snap.threads.get(&tid).unwrap_or(&r.first);
+                let end = &r.now;
+                let wall = end.at.duration_since(base.at).as_secs_f64();
+                let samples = end.samples - base.samples;
+                if wall <= 0.0 || samples == 0 {
                     return None;
                 }
                 let ns = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9 / wall;
+                let cpu = ns(base.sched.0, end.sched.0).min(1.0);
+                // Nine samples in ten: a sample may catch the thread in the moment a stack
+                // sample's stop woke it.
+                let parked = cpu < PARKED_CPU
+                    && end.waits.iter().any(|(k, _)| {
+                        k.0 == FUTEX && 10 * delta(&end.waits, &base.waits, k) >= 9 * samples
+                    });
                 let mut fractions = BTreeMap::new();
-                fractions.insert(Hypothesis::CPUBound, ns(first.0, end.0).min(1.0));
-                fractions.insert(Hypothesis::RunQueue, ns(first.1, end.1).min(1.0));
+                let queued = ns(base.sched.1, end.sched.1).min(1.0);
+                fractions.insert(Hypothesis::CPUBound, (cpu + queued).min(1.0));
+                fractions.insert(Hypothesis::RunQueue, queued);
                 for h in [
                     Hypothesis::SyncWait,
                     Hypothesis::IOBlocking,
                     Hypothesis::ExternalWait,
                 ] {
-                    let n = r.blocked.get(&h).copied().unwrap_or(0);
-                    fractions.insert(h, f64::from(n) / f64::from(r.samples));
+                    let n = delta(&end.blocked, &base.blocked, &h);
+                    let x = f64::from(n) / f64::from(samples);
+                    fractions.insert(
+                        h,
+                        if parked && h == Hypothesis::SyncWait {
+                            0.0
+                        } else {
+                            x
+                        },
+                    );
                 }
-                let fds = r
+                let fds = end
                     .fds
-                    .iter()
-                    .map(|(&fd, &n)| (fd, f64::from(n) / f64::from(r.samples)))
+                    .keys()
+                    .map(|fd| (*fd, delta(&end.fds, &base.fds, fd)))
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(fd, n)| (fd, f64::from(n) / f64::from(samples)))
                     .collect();
                 Some(ThreadTime {
                     tid,
                     seconds: wall,
                     fractions,
                     fds,
+                    parked,
+                    samples,
                 })
             })
             .collect()
     }
+}
+
+/// The futex system call's number.
+const FUTEX: u64 = 202;
+
+/// How much a count grew between two moments.
+fn delta<K: Ord>(end: &BTreeMap<K, u32>, base: &BTreeMap<K, u32>, k: &K) -> u32 {
+    end.get(k)
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(base.get(k).copied().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -251,7 +380,10 @@ mod tests {
     #[test]
     fn system_calls_are_classified_by_kind_and_descriptor() {
         let me = std::process::id() as i32;
-        let futex = parse_syscall(me, "202 0x7f00 0x80 0x0 0x0 0x0 0x0 0x7ffc 0x7f00");
+        let futex = parse_syscall(me, "202 0x7f00 0x80 0x2 0x0 0x0 0x0 0x7ffc 0x7f00").0;
+        // FUTEX_WAKE_PRIVATE: an unlock waking a waiter, not a wait.
+        let wake = parse_syscall(me, "202 0x7f00 0x81 0x1 0x0 0x0 0x0 0x7ffc 0x7f00").0;
+        assert_eq!(wake, Activity::Other(202));
         assert!(matches!(
             futex,
             Activity::Blocked {
@@ -259,7 +391,7 @@ mod tests {
                 ..
             }
         ));
-        let sleep = parse_syscall(me, "230 0x0 0x0 0x7ffc 0x0 0x0 0x0 0x7ffc 0x7f00");
+        let sleep = parse_syscall(me, "230 0x0 0x0 0x7ffc 0x0 0x0 0x0 0x7ffc 0x7f00").0;
         assert!(matches!(
             sleep,
             Activity::Blocked {
@@ -267,14 +399,14 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(parse_syscall(me, "running"), Activity::Running);
-        assert_eq!(parse_syscall(me, "-1 0x7ffc 0x40"), Activity::Running);
-        assert_eq!(parse_syscall(me, "39 0x0"), Activity::Other(39));
+        assert_eq!(parse_syscall(me, "running").0, Activity::Running);
+        assert_eq!(parse_syscall(me, "-1 0x7ffc 0x40").0, Activity::Running);
+        assert_eq!(parse_syscall(me, "39 0x0").0, Activity::Other(39));
         // A read on a pipe waits for the writer; on a file it is I/O.
         let (r, _w) = std::io::pipe().unwrap();
         let file = std::fs::File::open("/proc/self/exe").unwrap();
         use std::os::fd::AsRawFd;
-        let on = |fd: i32| parse_syscall(me, &format!("0 {fd:#x} 0x7ffc 0x1000 0 0 0 0 0"));
+        let on = |fd: i32| parse_syscall(me, &format!("0 {fd:#x} 0x7ffc 0x1000 0 0 0 0 0")).0;
         assert!(matches!(
             on(r.as_raw_fd()),
             Activity::Blocked {
@@ -321,9 +453,9 @@ mod tests {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // The spinner shares two cores with the test suite: it is on a CPU or waiting for one.
-        let busy = fraction(&samplers[0], Hypothesis::CPUBound)
-            + fraction(&samplers[0], Hypothesis::RunQueue);
+        // The spinner shares two cores with the test suite: it is on a CPU or waiting for one,
+        // which is what CPUBound measures.
+        let busy = fraction(&samplers[0], Hypothesis::CPUBound);
         assert!(busy > 0.8, "spinning: {busy}");
         assert!(fraction(&samplers[1], Hypothesis::ExternalWait) > 0.9);
         assert!(fraction(&samplers[1], Hypothesis::CPUBound) < 0.1);

@@ -1,0 +1,448 @@
+//! Stack samples: where in the code each thread's time goes, without probes — the search's
+//! "where" axis below the thread, and the Deep Start priorities of its refinements.
+//!
+//! A [`StackSource`] (the shell's, over the process tracer and the engine's unwinder) stops the
+//! process, reads every thread's registers, walks its stack and lets it run again; it reports
+//! each thread's frames by name and the system call it was in, if any. [`sample_stacks`] calls
+//! it at the pace the cost limit allows: the process is stopped for at most that fraction of
+//! the wall time. [`Stacks`] keeps the samples, each reduced to its *path* — the frames from
+//! the thread's own entry inward (its start-up plumbing in the C library left out) and cut
+//! after the first call out of the program into a library (how `write` or `pthread_mutex_lock`
+//! does its work is not where the program's time goes) — with the activity its system call
+//! means ([`super::sample::classify`]).
+//!
+//! A focus below a thread is a call path: `Function` resources, outermost first, each called
+//! directly by the one before (a `Module` resource names the module of the function after it
+//! where that changes). A sample is *at* the focus when its path starts with those functions:
+//! a function's time includes its callees', as Paradyn's is. A function focus is refined to
+//! the callees its samples show next, and, for waits, to the descriptor or lock they wait on.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::sample::{classify, Activity};
+use super::{Focus, Hypothesis, Resource};
+
+/// One frame of a sampled stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameName {
+    /// The module's name (`libc.so.6`); empty where no module holds the pc.
+    pub module: String,
+    /// The function's name, or the address where no function is known.
+    pub function: String,
+    /// True for the program's own executable.
+    pub main: bool,
+}
+
+/// The system call a thread was in when stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Syscall {
+    pub nr: u64,
+    /// The first three arguments (a descriptor or a futex's address; a byte count third).
+    pub args: [u64; 3],
+}
+
+/// One thread's stack at one stop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadStack {
+    pub tid: i32,
+    pub syscall: Option<Syscall>,
+    /// The symbol a futex address lies in (`big_lock`, `queue+8`), when the source knows it.
+    pub lock_name: Option<String>,
+    /// Innermost first, as the unwinder finds them.
+    pub frames: Vec<FrameName>,
+}
+
+/// Every thread's stack at one stop, and how long the process was stopped for it.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    pub stopped: Duration,
+    pub threads: Vec<ThreadStack>,
+}
+
+/// What stops a process and walks its threads' stacks.
+pub trait StackSource {
+    /// One batch; `Ok(None)` when the process is not running now (nothing was stopped).
+    fn sample(&mut self) -> Result<Option<Batch>, String>;
+}
+
+/// One thread's sample, reduced.
+#[derive(Clone, Debug)]
+struct Sample {
+    at: Instant,
+    tid: i32,
+    activity: Activity,
+    /// Bytes asked of a read or write call.
+    bytes: Option<u64>,
+    /// A futex wait's address and name.
+    lock: Option<(u64, Option<String>)>,
+    path: Vec<Arc<FrameName>>,
+}
+
+/// Everything sampled so far, shared between [`sample_stacks`] and the lab reading it.
+#[derive(Debug)]
+pub struct Stacks {
+    pid: i32,
+    samples: Vec<Sample>,
+    started: Instant,
+    /// Time the process spent stopped for samples.
+    stopped: Duration,
+    batches: u64,
+    error: Option<String>,
+    /// Interned frames: a path shares them.
+    names: BTreeMap<(String, String), Arc<FrameName>>,
+    /// Each thread's last system call other than `restart_syscall`.
+    last_call: BTreeMap<i32, Syscall>,
+}
+
+/// The shortest pause between two stops, however cheap a stop is: 100 per second.
+const MIN_PERIOD: Duration = Duration::from_millis(10);
+
+/// The most callees one refinement proposes.
+const MAX_CHILDREN: usize = 8;
+
+/// The path of a stack given innermost first: from the thread's entry inward, cut after the
+/// first frame outside the program. The entry is the first frame of the program called from
+/// outside it (`main` from `__libc_start_call_main`, a thread function from `start_thread`),
+/// or the outermost frame.
+fn path_of(frames: &[FrameName]) -> Vec<&FrameName> {
+    let outer_first: Vec<&FrameName> = frames.iter().rev().collect();
+    let any_main = outer_first.iter().any(|f| f.main);
+    let user = |f: &FrameName| f.main || !any_main;
+    let entry = (1..outer_first.len())
+        .find(|&i| user(outer_first[i]) && !user(outer_first[i - 1]))
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for f in &outer_first[entry..] {
+        out.push(*f);
+        if !user(f) {
+            break;
+        }
+    }
+    out
+}
+
+impl Stacks {
+    /// An empty store for process `pid` (whose descriptors name the files waited on).
+    pub fn new(pid: i32) -> Stacks {
+        Stacks {
+            pid,
+            samples: Vec::new(),
+            started: Instant::now(),
+            stopped: Duration::ZERO,
+            batches: 0,
+            error: None,
+            names: BTreeMap::new(),
+            last_call: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one batch taken at `at`.
+    pub fn push(&mut self, at: Instant, batch: Batch) {
+        self.stopped += batch.stopped;
+        self.batches += 1;
+        for mut t in batch.threads {
+            // A stop interrupts a sleeping call; the kernel resumes a poll, a sleep or a timed
+            // futex wait as `restart_syscall`, which is still the call the thread was in.
+            match t.syscall {
+                Some(s) if s.nr == RESTART_SYSCALL => {
+                    t.syscall = self.last_call.get(&t.tid).copied();
+                }
+                Some(s) => {
+                    self.last_call.insert(t.tid, s);
+                }
+                None => {}
+            }
+            let activity = match t.syscall {
+                Some(s) => classify(self.pid, s.nr, [s.args[0], s.args[1]]),
+                None => Activity::Running,
+            };
+            let bytes = t.syscall.and_then(|s| {
+                matches!(activity, Activity::Blocked { fd: Some(_), .. }).then_some(s.args[2])
+            });
+            let lock = t
+                .syscall
+                .filter(|_| {
+                    matches!(
+                        activity,
+                        Activity::Blocked {
+                            hypothesis: Hypothesis::SyncWait,
+                            ..
+                        }
+                    )
+                })
+                .filter(|s| s.nr == FUTEX)
+                .map(|s| (s.args[0], t.lock_name.clone()));
+            let path = path_of(&t.frames)
+                .into_iter()
+                .map(|f| {
+                    self.names
+                        .entry((f.module.clone(), f.function.clone()))
+                        .or_insert_with(|| Arc::new(f.clone()))
+                        .clone()
+                })
+                .collect();
+            self.samples.push(Sample {
+                at,
+                tid: t.tid,
+                activity,
+                bytes,
+                lock,
+                path,
+            });
+        }
+    }
+
+    /// Why sampling stopped, if it did.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Stops taken so far.
+    pub fn batches(&self) -> u64 {
+        self.batches
+    }
+
+    /// The fraction of the wall time since sampling began that the process spent stopped.
+    pub fn stopped_fraction(&self) -> f64 {
+        self.stopped.as_secs_f64() / self.started.elapsed().as_secs_f64().max(1e-9)
+    }
+
+    /// The samples of thread `tid` taken since `since`.
+    fn window(&self, tid: i32, since: Instant) -> impl Iterator<Item = &Sample> {
+        let first = self.samples.partition_point(|s| s.at < since);
+        self.samples[first..].iter().filter(move |s| s.tid == tid)
+    }
+
+    /// How many samples of `tid` were taken since `since`.
+    pub fn count(&self, tid: i32, since: Instant) -> usize {
+        self.window(tid, since).count()
+    }
+
+    /// The fraction of thread `tid`'s samples since `since` in which hypothesis `h` held at
+    /// the innermost part of `focus` (the path below the thread, and a file or lock). For
+    /// [`Hypothesis::CPUBound`] and [`Hypothesis::RunQueue`], which the scheduler measures
+    /// per thread, it is the share of the thread's running samples at the focus. `None`
+    /// before `min` samples.
+    pub fn fraction(
+        &self,
+        h: Hypothesis,
+        focus: &Focus,
+        tid: i32,
+        since: Instant,
+        min: usize,
+    ) -> Option<f64> {
+        let (functions, leaf) = split(focus);
+        let (mut all, mut hit) = (0usize, 0usize);
+        for s in self.window(tid, since) {
+            let running = s.activity == Activity::Running;
+            let counts = match h {
+                Hypothesis::CPUBound | Hypothesis::RunQueue => running,
+                _ => true,
+            };
+            if !counts {
+                continue;
+            }
+            all += 1;
+            if holds(h, s) && at(s, &functions) && leaf.as_ref().is_none_or(|r| on(s, r)) {
+                hit += 1;
+            }
+        }
+        (self.count(tid, since) >= min).then(|| {
+            if all == 0 {
+                0.0
+            } else {
+                hit as f64 / all as f64
+            }
+        })
+    }
+
+    /// The refinements of `focus` (a thread, or a call path below one) for `h` that thread
+    /// `tid`'s samples since `since` show, each with the share of samples at it as its
+    /// priority: the callees the path goes on to, and for waits the descriptor or lock.
+    pub fn refine(
+        &self,
+        h: Hypothesis,
+        focus: &Focus,
+        tid: i32,
+        since: Instant,
+        least: f64,
+    ) -> Vec<(Focus, f64)> {
+        let (functions, leaf) = split(focus);
+        if leaf.is_some() {
+            return Vec::new();
+        }
+        let mut callees: BTreeMap<Arc<FrameName>, usize> = BTreeMap::new();
+        let mut leaves: BTreeMap<LeafKey, usize> = BTreeMap::new();
+        let mut all = 0usize;
+        for s in self.window(tid, since) {
+            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue)
+                && s.activity != Activity::Running
+            {
+                continue;
+            }
+            all += 1;
+            if !holds(h, s) || !at(s, &functions) {
+                continue;
+            }
+            // A path ends at its first call out of the program: that call is a leaf.
+            if let Some(next) = s.path.get(functions.len()) {
+                *callees.entry(next.clone()).or_default() += 1;
+            }
+            match (&s.activity, &s.lock) {
+                (Activity::Blocked { fd: Some(fd), .. }, _) => {
+                    *leaves.entry(LeafKey::File(*fd)).or_default() += 1
+                }
+                (_, Some((addr, name))) if h == Hypothesis::SyncWait => {
+                    *leaves
+                        .entry(LeafKey::Lock(*addr, name.clone()))
+                        .or_default() += 1
+                }
+                _ => {}
+            }
+        }
+        if all == 0 {
+            return Vec::new();
+        }
+        // A wait is named below the call that waits (the last of its path), not beside the
+        // callers above it.
+        if !callees.is_empty() {
+            leaves.clear();
+        }
+        let previous_module = last_module(focus);
+        let mut out: Vec<(Focus, f64)> = callees
+            .into_iter()
+            .map(|(f, n)| {
+                let mut child = focus.clone();
+                if previous_module.as_deref() != Some(f.module.as_str()) {
+                    child = child.with(Resource::Module(f.module.clone()));
+                }
+                (
+                    child.with(Resource::Function(f.function.clone())),
+                    n as f64 / all as f64,
+                )
+            })
+            .chain(leaves.into_iter().map(|(k, n)| {
+                let r = match k {
+                    LeafKey::File(fd) => Resource::File {
+                        fd,
+                        path: std::fs::read_link(format!("/proc/{}/fd/{fd}", self.pid))
+                            .map(|p| p.to_string_lossy().into_owned())
+                            .unwrap_or_else(|_| "?".into()),
+                    },
+                    LeafKey::Lock(addr, name) => Resource::Lock { addr, name },
+                };
+                (focus.with(r), n as f64 / all as f64)
+            }))
+            .filter(|(_, p)| *p >= least)
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out.truncate(MAX_CHILDREN);
+        out
+    }
+}
+
+/// A refinement below the call path.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum LeafKey {
+    File(i32),
+    Lock(u64, Option<String>),
+}
+
+/// The futex system call's number.
+const FUTEX: u64 = 202;
+/// `restart_syscall`: an interrupted call resumed by the kernel.
+pub const RESTART_SYSCALL: u64 = 219;
+
+/// The module of the last function of `focus`.
+fn last_module(focus: &Focus) -> Option<String> {
+    focus.0.iter().rev().find_map(|r| match r {
+        Resource::Module(m) => Some(m.clone()),
+        _ => None,
+    })
+}
+
+/// The call path of `focus` below its thread, and the file or lock it ends in, if any.
+fn split(focus: &Focus) -> (Vec<&str>, Option<Resource>) {
+    let mut functions = Vec::new();
+    let mut leaf = None;
+    for r in &focus.0 {
+        match r {
+            Resource::Function(f) => functions.push(f.as_str()),
+            Resource::File { .. } | Resource::Lock { .. } => leaf = Some(r.clone()),
+            _ => {}
+        }
+    }
+    (functions, leaf)
+}
+
+/// Whether hypothesis `h` held in sample `s`.
+fn holds(h: Hypothesis, s: &Sample) -> bool {
+    match (&s.activity, h) {
+        (Activity::Running, Hypothesis::CPUBound | Hypothesis::RunQueue) => true,
+        (Activity::Blocked { hypothesis, .. }, Hypothesis::SmallIO) => {
+            *hypothesis == Hypothesis::IOBlocking && s.bytes.is_some_and(|b| b < 4096)
+        }
+        (Activity::Blocked { hypothesis, .. }, h) => *hypothesis == h,
+        _ => false,
+    }
+}
+
+/// Whether sample `s`'s path starts with `functions`.
+fn at(s: &Sample, functions: &[&str]) -> bool {
+    functions.len() <= s.path.len() && functions.iter().zip(&s.path).all(|(f, p)| *f == p.function)
+}
+
+/// Whether sample `s` waits on the file or lock `r`.
+fn on(s: &Sample, r: &Resource) -> bool {
+    match (r, &s.activity, &s.lock) {
+        (Resource::File { fd, .. }, Activity::Blocked { fd: Some(x), .. }, _) => fd == x,
+        (Resource::Lock { addr, .. }, _, Some((x, _))) => addr == x,
+        _ => false,
+    }
+}
+
+/// Samples `source` into `stacks` until `stop` is set, keeping the time the process is
+/// stopped under `cost` (a fraction of the wall time) and at most one stop per
+/// [`MIN_PERIOD`]. An error from the source is recorded and ends sampling.
+pub fn sample_stacks(
+    source: &mut dyn StackSource,
+    stacks: &Mutex<Stacks>,
+    cost: f64,
+    stop: &AtomicBool,
+) {
+    let started = Instant::now();
+    let mut stopped = Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        let at = Instant::now();
+        match source.sample() {
+            Ok(Some(batch)) => {
+                stopped += batch.stopped;
+                stacks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(at, batch);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                stacks.lock().unwrap_or_else(|e| e.into_inner()).error = Some(e);
+                return;
+            }
+        }
+        // The next stop waits until the stopped time is within `cost` of the time elapsed.
+        let due = started + stopped.div_f64(cost.max(1e-6));
+        let next = due.max(Instant::now() + MIN_PERIOD);
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

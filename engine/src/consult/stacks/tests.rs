@@ -1,0 +1,246 @@
+//! Paths, fractions and refinements over synthetic stacks.
+
+use super::*;
+
+fn frame(module: &str, function: &str) -> FrameName {
+    FrameName {
+        module: module.into(),
+        function: function.into(),
+        main: module == "app",
+    }
+}
+
+/// A stack given outermost first, as people read call paths.
+fn stack(tid: i32, outer_first: &[(&str, &str)], syscall: Option<Syscall>) -> ThreadStack {
+    ThreadStack {
+        tid,
+        syscall,
+        lock_name: syscall.filter(|s| s.nr == FUTEX).map(|_| "big_lock".into()),
+        frames: outer_first.iter().rev().map(|(m, f)| frame(m, f)).collect(),
+    }
+}
+
+const WORKER: [(&str, &str); 2] = [("libc.so.6", "clone3"), ("libc.so.6", "start_thread")];
+
+fn worker(tail: &[(&str, &str)], syscall: Option<Syscall>) -> ThreadStack {
+    let mut v = WORKER.to_vec();
+    v.push(("app", "worker"));
+    v.extend_from_slice(tail);
+    stack(2, &v, syscall)
+}
+
+fn focus(path: &[Resource]) -> Focus {
+    let mut v = vec![Resource::Program("app".into()), Resource::Thread(2)];
+    v.extend_from_slice(path);
+    Focus(v)
+}
+
+fn func(name: &str) -> Resource {
+    Resource::Function(name.into())
+}
+
+#[test]
+fn a_path_starts_at_the_threads_own_code_and_ends_at_its_first_library_call() {
+    let main = [
+        frame("libc.so.6", "__lll_lock_wait"),
+        frame("libc.so.6", "pthread_mutex_lock"),
+        frame("app", "contend"),
+        frame("app", "main"),
+        frame("libc.so.6", "__libc_start_call_main"),
+        frame("libc.so.6", "__libc_start_main"),
+        frame("app", "_start"),
+    ];
+    let names: Vec<&str> = path_of(&main).iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(names, ["main", "contend", "pthread_mutex_lock"]);
+    // A thread with no frame of the program keeps all of its frames.
+    let lib = [
+        frame("libc.so.6", "poll"),
+        frame("libc.so.6", "start_thread"),
+    ];
+    let names: Vec<&str> = path_of(&lib).iter().map(|f| f.function.as_str()).collect();
+    assert_eq!(names, ["start_thread", "poll"]);
+    assert!(path_of(&[]).is_empty());
+}
+
+/// 60 samples of a worker: 40 computing in `crunch`, 10 in `decoy`, 10 waiting for a lock in
+/// `contend`.
+fn store() -> Stacks {
+    let mut s = Stacks::new(std::process::id() as i32);
+    let t0 = Instant::now();
+    let futex = Syscall {
+        nr: FUTEX,
+        args: [0x4040, 0x80, 2],
+    };
+    for i in 0..60 {
+        let t = if i < 40 {
+            worker(&[("app", "crunch")], None)
+        } else if i < 50 {
+            worker(&[("app", "decoy")], None)
+        } else {
+            worker(
+                &[
+                    ("app", "contend"),
+                    ("libc.so.6", "pthread_mutex_lock"),
+                    ("libc.so.6", "__lll_lock_wait"),
+                ],
+                Some(futex),
+            )
+        };
+        s.push(
+            t0,
+            Batch {
+                stopped: Duration::from_micros(100),
+                threads: vec![t],
+            },
+        );
+    }
+    s
+}
+
+#[test]
+fn a_function_takes_the_share_of_samples_at_it_and_below() {
+    let s = store();
+    let since = s.samples[0].at;
+    let at = |h, path: &[Resource]| s.fraction(h, &focus(path), 2, since, 1).unwrap();
+    // Running samples: 50, of which 40 in crunch.
+    assert_eq!(at(Hypothesis::CPUBound, &[func("worker")]), 1.0);
+    assert_eq!(
+        at(Hypothesis::CPUBound, &[func("worker"), func("crunch")]),
+        0.8
+    );
+    // All samples: 60, of which 10 wait for the lock.
+    let lock = Resource::Lock {
+        addr: 0x4040,
+        name: Some("big_lock".into()),
+    };
+    let waits = at(
+        Hypothesis::SyncWait,
+        &[func("worker"), func("contend"), lock],
+    );
+    assert!((waits - 10.0 / 60.0).abs() < 1e-9, "{waits}");
+    assert_eq!(at(Hypothesis::IOBlocking, &[func("worker")]), 0.0);
+    // Too few samples: no reading yet.
+    assert_eq!(
+        s.fraction(Hypothesis::CPUBound, &focus(&[]), 2, since, 61),
+        None
+    );
+    // Another thread has none.
+    assert_eq!(s.count(3, since), 0);
+}
+
+#[test]
+fn refinement_proposes_callees_likeliest_first_then_the_lock_waited_on() {
+    let s = store();
+    let since = s.samples[0].at;
+    let names = |h, path: &[Resource]| -> Vec<(String, f64)> {
+        s.refine(h, &focus(path), 2, since, 0.05)
+            .into_iter()
+            .map(|(f, p)| {
+                (
+                    f.0[2..]
+                        .iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" > "),
+                    p,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        names(Hypothesis::CPUBound, &[]),
+        [("app > worker".into(), 1.0)]
+    );
+    let callees = names(
+        Hypothesis::CPUBound,
+        &[Resource::Module("app".into()), func("worker")],
+    );
+    assert_eq!(callees[0], ("app > worker > crunch".into(), 0.8));
+    assert_eq!(callees[1], ("app > worker > decoy".into(), 0.2));
+    // The library call is a leaf in its own module; the lock is named below it, where the
+    // wait happens, not beside it.
+    let waits = names(
+        Hypothesis::SyncWait,
+        &[
+            Resource::Module("app".into()),
+            func("worker"),
+            func("contend"),
+        ],
+    );
+    assert_eq!(
+        waits.iter().map(|w| w.0.as_str()).collect::<Vec<_>>(),
+        ["app > worker > contend > libc.so.6 > pthread_mutex_lock"]
+    );
+    let lock = names(
+        Hypothesis::SyncWait,
+        &[
+            Resource::Module("app".into()),
+            func("worker"),
+            func("contend"),
+            Resource::Module("libc.so.6".into()),
+            func("pthread_mutex_lock"),
+        ],
+    );
+    assert_eq!(
+        lock.iter().map(|w| w.0.as_str()).collect::<Vec<_>>(),
+        ["app > worker > contend > libc.so.6 > pthread_mutex_lock > lock big_lock (0x4040)"]
+    );
+    // Below the least share nothing is proposed.
+    assert!(s
+        .refine(
+            Hypothesis::CPUBound,
+            &focus(&[func("worker")]),
+            2,
+            since,
+            0.9
+        )
+        .iter()
+        .all(|(f, _)| f.0.len() == 4 && f.0[3] == func("crunch") || f.0.len() < 4));
+}
+
+/// A source that stops for 2 ms per sample: with a 10% limit the sampler keeps the stopped
+/// time near a tenth of the wall time.
+struct Slow(u32);
+
+impl StackSource for Slow {
+    fn sample(&mut self) -> Result<Option<Batch>, String> {
+        self.0 += 1;
+        std::thread::sleep(Duration::from_millis(2));
+        Ok(Some(Batch {
+            stopped: Duration::from_millis(2),
+            threads: vec![worker(&[("app", "crunch")], None)],
+        }))
+    }
+}
+
+#[test]
+fn sampling_keeps_the_stopped_time_under_the_cost_limit() {
+    let stacks = Mutex::new(Stacks::new(std::process::id() as i32));
+    let stop = AtomicBool::new(false);
+    let mut source = Slow(0);
+    std::thread::scope(|s| {
+        s.spawn(|| sample_stacks(&mut source, &stacks, 0.1, &stop));
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let stacks = stacks.into_inner().unwrap();
+    let f = stacks.stopped_fraction();
+    assert!(f <= 0.11, "stopped {f}");
+    // 2 ms stops at a 10% budget: one every 20 ms, so about 25 in half a second.
+    assert!((10..=30).contains(&source.0), "{} samples", source.0);
+}
+
+struct Failing;
+
+impl StackSource for Failing {
+    fn sample(&mut self) -> Result<Option<Batch>, String> {
+        Err("the process exited".into())
+    }
+}
+
+#[test]
+fn a_failing_source_ends_sampling_and_says_why() {
+    let stacks = Mutex::new(Stacks::new(1));
+    sample_stacks(&mut Failing, &stacks, 0.05, &AtomicBool::new(false));
+    assert_eq!(stacks.lock().unwrap().error(), Some("the process exited"));
+}

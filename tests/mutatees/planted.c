@@ -1,0 +1,165 @@
+/* planted.c: programs with one planted bottleneck each, for the automated search (`consult`).
+ * `planted MODE [SECONDS]` runs for SECONDS (default 10), then prints one fixed line:
+ *   cpu    the main thread computes in `crunch` (the decoy `decoy` costs a twentieth of it);
+ *   lock   three threads take turns holding `hot_lock` in `contend` while computing, so each
+ *          waits for it most of the time; `cold_lock` nearby is taken by one thread only;
+ *   smallio `log_small` writes 16 bytes at a time to a file;
+ *   pipe   a thread blocks reading a pipe in `drain`, fed a byte every 50 ms by main;
+ *   runq   three threads per CPU spin in `spin`: each waits for a CPU most of the time.
+ * Not in MUTATEES: it runs for seconds. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noipa, used))
+
+static double seconds = 10.0;
+static double end;
+volatile unsigned long sink;
+pthread_mutex_t hot_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t cold_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+NOINLINE unsigned long work(unsigned long n) {
+    unsigned long x = n;
+    for (unsigned long i = 0; i < n; i++)
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+    return x;
+}
+
+NOINLINE void crunch(void) { sink += work(2000000); }
+
+NOINLINE void decoy(void) { sink += work(100000); }
+
+static void run_cpu(void) {
+    while (now() < end) {
+        crunch();
+        decoy();
+    }
+}
+
+NOINLINE void contend(void) {
+    pthread_mutex_lock(&hot_lock);
+    sink += work(400000);
+    pthread_mutex_unlock(&hot_lock);
+}
+
+NOINLINE void tidy(void) {
+    pthread_mutex_lock(&cold_lock);
+    sink += 1;
+    pthread_mutex_unlock(&cold_lock);
+}
+
+NOINLINE void *locker(void *arg) {
+    while (now() < end) {
+        contend();
+        if (arg)
+            tidy();
+    }
+    return NULL;
+}
+
+static void run_lock(void) {
+    pthread_t t[3];
+    for (long i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, locker, (void *)(long)(i == 0));
+    for (long i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+}
+
+NOINLINE void log_small(int fd, unsigned long i) {
+    char line[16];
+    memset(line, 'x', sizeof line);
+    if (pwrite(fd, line, sizeof line, (off_t)(i % 4096) * sizeof line) < 0)
+        exit(1);
+}
+
+static void run_smallio(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gsh-planted-%d.log", (int)getpid());
+    int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+    if (fd < 0)
+        exit(1);
+    unlink(path);
+    for (unsigned long i = 0; now() < end; i++)
+        log_small(fd, i);
+    close(fd);
+}
+
+static int pipe_fds[2];
+
+NOINLINE void *drain(void *arg) {
+    (void)arg;
+    char c;
+    while (read(pipe_fds[0], &c, 1) == 1 && c != 'q')
+        ;
+    return NULL;
+}
+
+static void run_pipe(void) {
+    if (pipe(pipe_fds) != 0)
+        exit(1);
+    pthread_t t;
+    pthread_create(&t, NULL, drain, NULL);
+    while (now() < end) {
+        usleep(50000);
+        if (write(pipe_fds[1], "x", 1) != 1)
+            exit(1);
+    }
+    if (write(pipe_fds[1], "q", 1) != 1)
+        exit(1);
+    pthread_join(t, NULL);
+}
+
+NOINLINE void *spin(void *arg) {
+    (void)arg;
+    while (now() < end)
+        sink += work(100000);
+    return NULL;
+}
+
+static void run_runq(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN) * 3;
+    if (n > 64)
+        n = 64;
+    pthread_t t[64];
+    for (long i = 0; i < n; i++)
+        pthread_create(&t[i], NULL, spin, NULL);
+    for (long i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: planted cpu|lock|smallio|pipe|runq [SECONDS]\n");
+        return 2;
+    }
+    if (argc > 2)
+        seconds = atof(argv[2]);
+    end = now() + seconds;
+    const char *m = argv[1];
+    if (!strcmp(m, "cpu"))
+        run_cpu();
+    else if (!strcmp(m, "lock"))
+        run_lock();
+    else if (!strcmp(m, "smallio"))
+        run_smallio();
+    else if (!strcmp(m, "pipe"))
+        run_pipe();
+    else if (!strcmp(m, "runq"))
+        run_runq();
+    else
+        return 2;
+    printf("planted %s done\n", m);
+    return 0;
+}
