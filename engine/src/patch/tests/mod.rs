@@ -13,7 +13,7 @@ use super::{
     describe_points, AddressSpace, AllocKind, PatchError, PatchOptions, Patcher, Request, Tactic,
 };
 use crate::addr::RuntimeAddr;
-use crate::point::{self, Point, PointKind, Query};
+use crate::point::{self, Point, PointKind, Where};
 use crate::session::Session;
 use crate::snippet::types::{FnSig, IntKind, Type};
 use crate::snippet::{MapEnv, PointInfo, VarPlace};
@@ -171,14 +171,19 @@ impl Fixture {
         )
     }
 
-    fn points(&self, func: &str, q: &Query) -> Vec<Point> {
+    fn points(&self, func: &str, q: &[Where]) -> Vec<Point> {
         let m = self.session.main().expect("main module");
         let f = m
             .functions()
             .by_name(func)
             .next()
             .unwrap_or_else(|| panic!("no {func}"));
-        point::find(m, f.id, q)
+        let mut out: Vec<Point> = q
+            .iter()
+            .flat_map(|w| point::find(m, f.id, w).unwrap_or_default())
+            .collect();
+        point::sort(&mut out);
+        out
     }
 
     /// Inserts `source` at every point given.
@@ -210,18 +215,12 @@ impl Fixture {
     }
 }
 
-fn entry() -> Query {
-    Query {
-        entry: true,
-        ..Query::default()
-    }
+fn entry() -> Vec<Where> {
+    vec![Where::Entry]
 }
 
-fn exits() -> Query {
-    Query {
-        exits: true,
-        ..Query::default()
-    }
+fn exits() -> Vec<Where> {
+    vec![Where::Exit]
 }
 
 const OPTS: [&str; 2] = ["-O0", "-O2"];
@@ -276,21 +275,17 @@ fn counts_at_entry_and_exit_are_exact() {
 fn call_sites_count_before_and_after() {
     for opt in OPTS {
         let mut fx = Fixture::new("calls", opt, PatchOptions::default());
-        let q = Query {
-            calls_before: true,
+        let q = [Where::CallBefore {
             callee: Some("inc".into()),
-            ..Query::default()
-        };
+        }];
         let b = fx.points("add3", &q);
         assert_eq!(b.len(), 2, "{opt}: {b:?}");
         let r = fx.insert(&b, "n0++;").expect("call-before");
         // A counter where the ABI leaves the flags dead is the bare `inc`: nothing saved.
         assert!(r.iter().all(|r| r.saves == "nothing"), "{r:?}");
-        let q = Query {
-            calls_after: true,
+        let q = [Where::CallAfter {
             callee: Some("inc".into()),
-            ..Query::default()
-        };
+        }];
         let a = fx.points("add3", &q);
         fx.insert(&a, "n1 = n1 + $return;").expect("call-after");
         for x in 0..10 {
@@ -388,11 +383,7 @@ fn calls_out_preserve_registers_and_vector_state() {
 #[test]
 fn tiny_functions_get_tactics_other_than_traps() {
     let mut fx = Fixture::new("tactics", "-O2", PatchOptions::default());
-    let all = Query {
-        entry: true,
-        exits: true,
-        ..Query::default()
-    };
+    let all = [Where::Entry, Where::Exit];
     let m = fx.session.main().expect("module");
     let rows = describe_points(m, &fx.patcher, &fx.points("needs_trap", &exits()));
     assert!(
