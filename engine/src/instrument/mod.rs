@@ -2,7 +2,11 @@
 //! compiler and the patcher. This is gsh's equivalent of Dyninst's BPatch layer: it alone may
 //! import `session`, `snippet` and `dwarf` together.
 
+pub mod action;
+pub mod build;
 pub mod env;
+
+pub use action::{Action, Metric};
 
 pub use env::{Declaration, SessionEnv};
 pub mod request;
@@ -15,6 +19,7 @@ pub mod eval;
 pub mod histogram;
 pub mod live;
 pub mod measure;
+mod pending;
 pub mod results;
 pub mod scope;
 pub mod values;
