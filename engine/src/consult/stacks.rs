@@ -481,11 +481,14 @@ pub fn sample_stacks(
 ) {
     let started = Instant::now();
     let mut stopped = Duration::ZERO;
+    // The next stop is expected to last as long as the last one.
+    let mut last = Duration::ZERO;
     while !stop.load(Ordering::Relaxed) {
         let at = Instant::now();
         match source.sample() {
             Ok(Some(batch)) => {
                 stopped += batch.stopped;
+                last = batch.stopped;
                 stacks
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -497,8 +500,9 @@ pub fn sample_stacks(
                 return;
             }
         }
-        // The next stop waits until the stopped time is within `cost` of the time elapsed.
-        let due = started + stopped.div_f64(cost.max(1e-6));
+        // The next stop waits until the stopped time, the next stop's included, is within
+        // `cost` of the time elapsed.
+        let due = started + (stopped + last).div_f64(cost.max(1e-6));
         let next = due.max(Instant::now() + MIN_PERIOD);
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();

@@ -230,6 +230,10 @@ fn sampling_keeps_the_stopped_time_under_the_cost_limit() {
     assert!(f <= 0.11, "stopped {f}");
     // 2 ms stops at a 10% budget: one every 20 ms, so about 25 in half a second.
     assert!((10..=30).contains(&source.0), "{} samples", source.0);
+    assert!(
+        f <= 0.1,
+        "stopped {f}: the next stop is budgeted before it is taken"
+    );
 }
 
 struct Failing;
