@@ -172,6 +172,15 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             })
             .collect(),
     );
+    // Index every module's call-frame information now, while the program runs, rather than
+    // inside the first stop (a large library's index takes tens of milliseconds).
+    for (m, bias) in &modules {
+        for seg in m.binary.segments() {
+            if seg.flags & PF_X != 0 && seg.memsz > 0 {
+                let _ = unwinder.call_site(seg.vaddr.0.wrapping_add(*bias).wrapping_add(1));
+            }
+        }
+    }
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut lab = ProcLab::with_stacks(pid, store.clone());
     let cost = settings.cost_limit;
@@ -224,6 +233,9 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     Ok(Output::Text(text))
 }
+
+/// ELF's executable-segment flag.
+const PF_X: u32 = 1;
 
 /// The deepest stack a sample walks.
 const MAX_FRAMES: usize = 64;
