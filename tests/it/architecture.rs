@@ -851,11 +851,12 @@ fn shell_reaches_binaries_only_through_the_engine() {
 /// The workspace's members, as the root manifest lists them.
 fn members() -> Vec<String> {
     let manifest = disk(&root().join("Cargo.toml")).unwrap();
-    let line = manifest
-        .lines()
-        .find(|l| l.trim_start().starts_with("members"))
-        .expect("the root manifest lists its members on one line");
-    line.split('"')
+    let at = manifest
+        .find("members")
+        .expect("the root manifest lists its members");
+    let list = &manifest[at..];
+    let list = &list[list.find('[').unwrap() + 1..list.find(']').unwrap()];
+    list.split('"')
         .skip(1)
         .step_by(2)
         .map(str::to_owned)

@@ -554,3 +554,64 @@ fn an_exit_at_a_conditional_tail_call_counts_only_when_taken() {
     assert_eq!(after, before);
     assert_eq!((fx.counter(0), fx.counter(1)), (133, 133));
 }
+
+/// A view holding only what [`crate::code::CodeView`] promises: the file's bytes, the function list and
+/// each function's CFG, copied out of the session. The patcher plans the same sites from it
+/// as from the module, so it needs nothing else of the session.
+struct Copied<'b> {
+    binary: &'b crate::elf::Binary,
+    functions: Vec<crate::symbols::Function>,
+    cfgs: Vec<crate::cfg::Cfg>,
+}
+
+impl crate::code::CodeBytes for Copied<'_> {
+    fn bytes_at(&self, addr: crate::addr::LinkAddr, len: u64) -> Option<&[u8]> {
+        self.binary.bytes_at(addr, len)
+    }
+}
+
+impl crate::code::CodeView for Copied<'_> {
+    fn functions(&self) -> &[crate::symbols::Function] {
+        &self.functions
+    }
+
+    fn cfg(&self, f: crate::symbols::FuncId) -> &crate::cfg::Cfg {
+        &self.cfgs[f.0 as usize]
+    }
+}
+
+#[test]
+fn the_patcher_plans_from_the_code_view_alone() {
+    let fx = Fixture::new("view", "-O2", PatchOptions::default());
+    let m = fx.session.main().expect("module");
+    let copied = Copied {
+        binary: &m.binary,
+        functions: crate::code::CodeView::functions(m).to_vec(),
+        cfgs: (0..m.functions().functions().len())
+            .map(|i| crate::code::CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
+            .collect(),
+    };
+    let mut points = Vec::new();
+    for f in [
+        "inc",
+        "pun_entry",
+        "mid_ret",
+        "needs_trap",
+        "classify",
+        "add3",
+    ] {
+        points.extend(fx.points(f, &entry()));
+        points.extend(fx.points(f, &exits()));
+    }
+    // Fresh patchers: each caches what it derives from the code (padding, foreign targets).
+    let fresh = || Patcher::new(0, PatchOptions::default());
+    let from_module = fresh().plan(m, &points);
+    let from_view = fresh().plan(&copied, &points);
+    assert!(from_module.sites.len() >= 6, "{:?}", from_module.sites);
+    assert_eq!(from_view.sites, from_module.sites);
+    assert_eq!(from_view.refused, from_module.refused);
+    assert_eq!(
+        format!("{:?}", describe_points(&copied, &fresh(), &points)),
+        format!("{:?}", describe_points(m, &fresh(), &points))
+    );
+}
