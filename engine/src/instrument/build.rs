@@ -10,6 +10,8 @@
 //! ([`remove`]). A live process does that when an insert fails half-way and on `delete`; a
 //! saved file is written only after every insert succeeded, so a failure leaves nothing.
 
+#![warn(missing_docs)]
+
 use std::sync::Arc;
 
 use crate::patch::{self, AddressSpace, Inserted, PatchError, Patcher};
@@ -28,7 +30,13 @@ use super::request::Request;
 pub enum BuildError {
     /// A point of a kind the patcher does not place yet.
     #[error("instrumentation {id}: {why}")]
-    Unplaceable { id: u32, why: point::Unplaceable },
+    Unplaceable {
+        /// The request.
+        id: u32,
+        /// Why its points cannot be placed.
+        why: point::Unplaceable,
+    },
+    /// A measure could not get its slot or the runtime's entry points.
     #[error(transparent)]
     Measure(#[from] MeasureError),
 }
@@ -56,7 +64,9 @@ pub trait Placement {
 /// The patch requests for one request in one module, and the points left alone with why.
 #[derive(Default)]
 pub struct Built {
+    /// One per point and snippet.
     pub requests: Vec<patch::Request>,
+    /// Points in doubtful code, with why.
     pub skipped: Vec<(Point, String)>,
 }
 

@@ -16,6 +16,8 @@
 //! only when control takes that edge, so they need edge trampolines (issue 16);
 //! [`Point::placeable`] refuses them until then, and says why.
 
+#![warn(missing_docs)]
+
 pub mod facts;
 pub mod spec;
 
@@ -49,14 +51,20 @@ pub enum ExitKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum PointKind {
+    /// Function entry: before the first instruction.
     Entry,
+    /// A way out of the function.
     Exit {
+        /// Which way.
         how: ExitKind,
     },
+    /// Before a call instruction.
     CallBefore,
+    /// Where a call returns to.
     CallAfter,
     /// A loop's entry, exit (on edges), iteration begin (at the header) or end (on edges).
     Loop {
+        /// Where in the loop.
         at: LoopAt,
     },
     /// Entry to a basic block.
@@ -142,8 +150,11 @@ impl PointKind {
 pub enum OnEdge {
     /// An intra-procedural edge.
     Edge {
+        /// The block control leaves.
         from: BlockId,
+        /// The block control enters.
         to: BlockId,
+        /// How control goes along it.
         kind: crate::cfg::EdgeKind,
     },
     /// From the caller into the function's entry block (a loop whose header is the entry).
@@ -175,7 +186,9 @@ pub enum Scope<'a> {
 /// One instrumentation point.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Point {
+    /// What kind of point.
     pub kind: PointKind,
+    /// The function it is in.
     pub func: FuncId,
     /// The snippet runs just before the instruction at this address (for a point on an
     /// edge: the first instruction the edge leads to).
@@ -242,25 +255,44 @@ fn edge_kind_words(k: PointKind) -> &'static str {
 /// Why a function has no point of the kind asked for; the text follows "FUNC has".
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NoPoint {
+    /// The function's entry decodes to no block.
     #[error("no entry point")]
     Entry,
+    /// No block leaves the function.
     #[error("no exit point (it never returns)")]
     Exit,
+    /// No call instruction.
     #[error("no calls")]
     Calls,
+    /// No call to the callee named.
     #[error("no call to `{0}`")]
     CallTo(String),
+    /// No loop of that name.
     #[error("no loop named `{name}` (`loops {func}` lists them)")]
-    Loop { name: String, func: String },
+    Loop {
+        /// The loop asked for.
+        name: String,
+        /// The function, as users name it.
+        func: String,
+    },
+    /// No block starts at that address.
     #[error("no basic block starting at {addr} (`cfg {func}` lists them)")]
-    Block { addr: LinkAddr, func: String },
+    Block {
+        /// The address asked for.
+        addr: LinkAddr,
+        /// The function, as users name it.
+        func: String,
+    },
+    /// No instruction of the function's CFG starts at that address.
     #[error("no instruction starting at {0}")]
     Insn(LinkAddr),
     #[error(
         "no point after the instruction at {0}: it ends its block, so what follows it is an \
          edge (`FUNC edge FROM TO`)"
     )]
+    /// After an instruction that ends its block is an edge.
     InsnEndsBlock(LinkAddr),
+    /// No edge between those blocks.
     #[error("no edge from the block at {0} to the block at {1}")]
     Edge(LinkAddr, LinkAddr),
 }
