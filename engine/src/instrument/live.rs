@@ -569,7 +569,7 @@ impl Live {
                         let env =
                             |info| SessionEnv::new(&module, Some(func), &self.declared, info, bias);
                         let base = env(PointInfo::default());
-                        let info = crate::point::facts(&module, &pt, id, &|c| base.c_type(c));
+                        let info = crate::point::facts(&*module, &pt, id, &|c| base.c_type(c));
                         let program = super::eval::check_condition(c, &env(info))
                             .map_err(|e| LiveError::Message(e.to_string()))?;
                         Some(program)

@@ -13,6 +13,7 @@ pub mod request;
 
 pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 pub mod save;
+mod source;
 
 pub use save::{save, SaveError, SaveReport};
 pub mod eval;

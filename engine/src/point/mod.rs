@@ -26,8 +26,8 @@ pub use spec::{LoopAt, PointSpec, Where};
 
 use crate::addr::LinkAddr;
 use crate::cfg::loops::LoopEdge;
+use crate::cfg::loops::LoopForest;
 use crate::cfg::{BlockId, Cfg, Exit};
-use crate::session::Module;
 use crate::snippet;
 use crate::symbols::{FuncId, FunctionTable};
 
@@ -309,6 +309,27 @@ pub fn callee_matches(table: &FunctionTable, target: Option<LinkAddr>, want: &st
         .any(|n| *n == want || n.strip_suffix("@plt") == Some(want))
 }
 
+/// What points are found in and described from: a module's code, functions, CFGs and loops,
+/// and the source facts a snippet may ask for. The instrumentation layer implements it over a
+/// session's module; `point` never sees the session or its DWARF.
+pub trait PointSource {
+    /// The module's name (`$module`).
+    fn name(&self) -> &str;
+    /// Its function table.
+    fn functions(&self) -> &FunctionTable;
+    /// The CFG of function `f`.
+    fn cfg(&self, f: FuncId) -> &Cfg;
+    /// The loops of function `f`.
+    fn loops(&self, f: FuncId) -> &LoopForest;
+    /// The file's bytes at a link address; `None` when they are not all in the file.
+    fn bytes_at(&self, addr: LinkAddr, len: u64) -> Option<&[u8]>;
+    /// The source file and line of the instruction at `addr`, when the line table has it.
+    fn line(&self, addr: LinkAddr) -> Option<(String, u32)>;
+    /// The C spelling of the return type of the function starting at `func`, when DWARF
+    /// describes it.
+    fn return_type(&self, func: LinkAddr) -> Option<String>;
+}
+
 /// A point of `func` (everything but its kind and place filled in).
 struct Maker<'a> {
     table: &'a FunctionTable,
@@ -347,7 +368,7 @@ pub fn sort(points: &mut [Point]) {
 
 /// Every point `show points` lists (entry, exits, before and after each call), in address
 /// order.
-pub fn all(module: &Module, func: FuncId) -> Vec<Point> {
+pub fn all(module: &(impl PointSource + ?Sized), func: FuncId) -> Vec<Point> {
     let mut out = Vec::new();
     for w in [
         Where::Entry,
@@ -363,10 +384,13 @@ pub fn all(module: &Module, func: FuncId) -> Vec<Point> {
 
 /// The points of function `func` of `module` that `at` names, in address order, or why
 /// there are none.
-pub fn find(module: &Module, func: FuncId, at: &Where) -> Result<Vec<Point>, NoPoint> {
+pub fn find(
+    module: &(impl PointSource + ?Sized),
+    func: FuncId,
+    at: &Where,
+) -> Result<Vec<Point>, NoPoint> {
     let table = module.functions();
-    let analysis = module.analysis().function(func);
-    let cfg = &analysis.cfg;
+    let cfg = module.cfg(func);
     let make = Maker { table, func };
     let mut out = Vec::new();
     match at {
@@ -413,10 +437,13 @@ pub fn find(module: &Module, func: FuncId, at: &Where) -> Result<Vec<Point>, NoP
             }
         }
         Where::Loop { name, at } => {
-            let l = analysis.loops.by_name(name).ok_or_else(|| NoPoint::Loop {
-                name: name.clone(),
-                func: table.get(func).display_name().to_owned(),
-            })?;
+            let l = module
+                .loops(func)
+                .by_name(name)
+                .ok_or_else(|| NoPoint::Loop {
+                    name: name.clone(),
+                    func: table.get(func).display_name().to_owned(),
+                })?;
             let pts = l.points(cfg);
             let kind = PointKind::Loop { at: *at };
             let named = |p: Point| Point {
@@ -499,9 +526,13 @@ fn on_edge(make: &Maker<'_>, cfg: &Cfg, kind: PointKind, e: OnEdge) -> Point {
 }
 
 /// The end of each instruction of the code from `start` to `end`, decoded in order.
-fn insn_ends(module: &Module, start: LinkAddr, end: LinkAddr) -> Vec<LinkAddr> {
+fn insn_ends(
+    module: &(impl PointSource + ?Sized),
+    start: LinkAddr,
+    end: LinkAddr,
+) -> Vec<LinkAddr> {
     use iced_x86::{Decoder, DecoderOptions};
-    let Some(bytes) = module.binary.bytes_at(start, end.0 - start.0) else {
+    let Some(bytes) = module.bytes_at(start, end.0 - start.0) else {
         return Vec::new();
     };
     let mut d = Decoder::with_ip(64, bytes, start.0, DecoderOptions::NONE);
