@@ -91,11 +91,6 @@ const SHELL_USES: &[&str] = &[
 /// Engine modules the shell uses today that belong behind the engine's façade, with why.
 const SHELL_TANGLES: &[(&str, &str)] = &[
     (
-        "patch",
-        "`show points` plans sites itself instead of asking `instrument`",
-    ),
-    ("point", "`show points` finds points itself"),
-    (
         "process",
         "the shell drives processes (launch, attach, halt, memory) directly",
     ),

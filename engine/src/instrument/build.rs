@@ -12,11 +12,12 @@
 
 #![warn(missing_docs)]
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::patch::{self, AddressSpace, Inserted, PatchError, Patcher};
+use crate::patch::{self, AddressSpace, Inserted, PatchError, PatchOptions, Patcher, PointRow};
 use crate::point::{self, Point};
-use crate::session::Module;
+use crate::session::{FuncRef, Module, ModuleId, Session};
 use crate::snippet::env::PointInfo;
 use crate::symbols::{FuncId, Function};
 
@@ -170,4 +171,28 @@ fn overlapping_code(module: &Module, p: &Point) -> Option<String> {
         }
     }
     None
+}
+
+/// `show points`: every point of each of `funcs` and how the patcher would reach it, each
+/// point planned as if instrumented alone (planned together, one point's needs, say a
+/// whole-function relocation, would hide how cheaply the others could be reached).
+pub fn describe_points(session: &Session, funcs: &[FuncRef]) -> Vec<PointRow> {
+    // One patcher per module, not per function: a patcher caches whole-module facts (the
+    // branch targets between functions) on first use.
+    let mut patchers: HashMap<ModuleId, Patcher> = HashMap::new();
+    let mut rows = Vec::new();
+    for f in funcs {
+        let module = session.module(f.module);
+        let patcher = patchers
+            .entry(f.module)
+            .or_insert_with(|| Patcher::new(0, PatchOptions::default()));
+        for p in point::all(module, f.func) {
+            rows.extend(patch::describe_points(
+                module,
+                patcher,
+                std::slice::from_ref(&p),
+            ));
+        }
+    }
+    rows
 }

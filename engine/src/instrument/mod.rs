@@ -4,6 +4,9 @@
 
 pub mod action;
 pub mod build;
+
+pub use crate::patch::{PointRow, Tactic};
+pub use build::describe_points;
 pub mod env;
 
 pub use action::{Action, Metric};
