@@ -962,10 +962,20 @@ impl Live {
             .map(|(k, _)| *k)
             .collect();
         for rid in waiting {
+            let before = self.points(rid);
+            let what = match self.requests[&rid].request.action {
+                Action::Breakpoint { .. } => "breakpoint",
+                _ => "instrumentation",
+            };
             match self.apply(p, rid, id) {
-                Ok(reports) => self.messages.push(format!(
-                    "instrumentation {rid}: {} point(s) inserted in {}",
-                    reports.len(),
+                Ok(_) => self.messages.push(format!(
+                    "{what} {rid}: {} point(s) {} in {}",
+                    self.points(rid) - before,
+                    if what == "breakpoint" {
+                        "set"
+                    } else {
+                        "inserted"
+                    },
                     m.path.display()
                 )),
                 Err(e) => self.messages.push(format!(
