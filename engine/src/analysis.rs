@@ -96,6 +96,7 @@ impl Analysis {
         let done = std::sync::atomic::AtomicU64::new(0);
         let code = crate::cfg::build::code_ranges(binary);
         let landing_pads = LandingPads::read(binary);
+        let table_limits = cfg::TableLimits::read(binary, table);
         let build_one = |i: usize, noret: &HashSet| {
             let is_noreturn = |a: LinkAddr| noret.contains(&a.0);
             let ctx = Context {
@@ -104,6 +105,7 @@ impl Analysis {
                 is_noreturn: &is_noreturn,
                 code: &code,
                 landing_pads: &landing_pads,
+                table_limits: &table_limits,
             };
             cfg::build(&ctx, &funcs[i])
         };
@@ -186,8 +188,12 @@ impl Analysis {
                 callees.sort_unstable();
                 callees.dedup();
                 let indirect_calls = cfg.calls().filter(|s| s.target.is_none()).count() as u32;
+                // A cold part's blocks are its parent's own code, not an overlap.
                 let overlaps = cfg.blocks.iter().any(|b| {
-                    !f.contains(b.start) && table.containing(b.start).is_some_and(|g| g.id != f.id)
+                    !f.contains(b.start)
+                        && table
+                            .containing(b.start)
+                            .is_some_and(|g| g.id != f.id && !g.is_cold_part())
                 });
                 FunctionAnalysis {
                     noreturn: noret.contains(&f.addr.0),

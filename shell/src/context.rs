@@ -30,8 +30,6 @@ pub struct Context {
     pub quit: bool,
     /// The live process, when there is one.
     pub target: Option<crate::target::Target>,
-    /// `break` requests, kept to place them in every process started or attached later.
-    pub breaks: Vec<crate::target::BreakRequest>,
     /// What was measured in a process gsh detached from, for `report`.
     pub measured: Option<crate::commands::measure::Results>,
     /// `set thread-events`: print each thread start and exit, not one summary line.
@@ -63,7 +61,6 @@ impl Context {
             program_args: Vec::new(),
             quit: false,
             target: None,
-            breaks: Vec::new(),
             measured: None,
             thread_events: false,
             attached_mode: engine::process::AttachedMode::default(),

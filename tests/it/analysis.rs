@@ -755,6 +755,7 @@ fn ground_truth_tables_and_starts_are_exact_with_gcc_and_clang() {
         for build in gsh_tests::ground_truth::Build::all(compiler) {
             for source in [
                 "corpus/switches.c",
+                "corpus/cold.c",
                 "mutatees/basic.c",
                 "mutatees/tailcall.c",
             ] {

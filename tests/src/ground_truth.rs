@@ -17,6 +17,7 @@ use crate::truth;
 /// The corpus's sources, under `tests/`: switches of every shape, and the plain C mutatees.
 pub const SOURCES: &[&str] = &[
     "corpus/switches.c",
+    "corpus/cold.c",
     "mutatees/basic.c",
     "mutatees/loops.c",
     "mutatees/noreturn.c",
@@ -58,14 +59,26 @@ impl Build {
     /// Compiles `source` (a name in [`SOURCES`]) into `dir`, and a stripped copy beside it.
     pub fn compile(&self, source: &str, dir: &Path) -> Result<PathBuf, String> {
         let src = crate::workspace_root().join("tests").join(source);
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let stem = source
             .rsplit('/')
             .next()
             .unwrap_or(source)
             .trim_end_matches(".c");
+        self.compile_files(stem, &[src], &[], dir)
+    }
+
+    /// Compiles and links `sources` with `flags` (include directories, macros, libraries) into
+    /// `dir` as the program `name`, and a stripped copy beside it.
+    pub fn compile_files(
+        &self,
+        name: &str,
+        sources: &[PathBuf],
+        flags: &[String],
+        dir: &Path,
+    ) -> Result<PathBuf, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let out = dir.join(format!(
-            "{stem}-{}{}-{}",
+            "{name}-{}{}-{}",
             self.compiler,
             self.opt,
             if self.pie { "pie" } else { "nopie" }
@@ -80,12 +93,13 @@ impl Build {
             .args(pie)
             .arg("-o")
             .arg(&out)
-            .arg(&src)
+            .args(sources)
+            .args(flags)
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.compiler))?;
         if !o.status.success() {
             return Err(format!(
-                "{} failed: {}",
+                "{} {name} failed: {}",
                 self.label(),
                 String::from_utf8_lossy(&o.stderr)
             ));
@@ -128,6 +142,13 @@ pub struct Grade {
     pub starts_found: usize,
     /// Starts found in the stripped copy strictly inside a function.
     pub starts_inside: usize,
+    /// Cold parts in the symbol table (`f.cold`).
+    pub cold_parts: usize,
+    /// Of them, known in the stripped copy as the cold part of the right function, whose CFG
+    /// takes them in.
+    pub cold_parts_attached: usize,
+    /// Functions of the stripped copy taken for cold parts that are none.
+    pub cold_parts_invented: usize,
 }
 
 /// Grades gsh on the build at `path` (made by [`Build::compile`]).
@@ -261,5 +282,59 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
                 .push(format!("{} invented inside {}", found.name, f.name));
         }
     }
+    grade_cold_parts(&mut g, &starts, &stripped_path(path))?;
     Ok(g)
+}
+
+/// Grades the stripped copy at `stripped` on the cold parts of `starts` (the unstripped
+/// symbol table): each `f.cold` must be named after the function at `f`'s address, and `f`'s
+/// CFG must hold its start as a block; no other function may be taken for a cold part.
+fn grade_cold_parts(
+    g: &mut Grade,
+    starts: &[truth::SymtabFunc],
+    stripped: &Path,
+) -> Result<(), String> {
+    let mut session = engine::Session::new();
+    session.open(stripped).map_err(|e| e.to_string())?;
+    let module = session.main().map_err(|e| e.to_string())?;
+    let table = module.functions();
+    let analysis = module.analysis();
+    for cold in starts.iter().filter(|f| f.name.contains(".cold")) {
+        g.cold_parts += 1;
+        let parent_name = cold.name.split(".cold").next().unwrap_or_default();
+        let parent = starts
+            .iter()
+            .find(|f| f.name == parent_name)
+            .and_then(|f| table.at(LinkAddr(f.addr)));
+        let part = table.at(LinkAddr(cold.addr));
+        let attached = match (parent, part) {
+            (Some(p), Some(c)) => {
+                c.is_cold_part()
+                    && c.name.starts_with(&format!("{}.cold", p.name))
+                    && analysis.function(p.id).cfg.block_at(c.addr).is_some()
+            }
+            _ => false,
+        };
+        if attached {
+            g.cold_parts_attached += 1;
+        } else {
+            g.problems.push(format!(
+                "{} at {:#x} is not attached to its parent when stripped (found as {:?})",
+                cold.name,
+                cold.addr,
+                part.map(|c| &c.name)
+            ));
+        }
+    }
+    for f in table.functions().iter().filter(|f| f.is_cold_part()) {
+        let real = starts
+            .iter()
+            .any(|s| s.addr == f.addr.0 && s.name.contains(".cold"));
+        if !real {
+            g.cold_parts_invented += 1;
+            g.problems
+                .push(format!("{} at {:#x} is no cold part", f.name, f.addr));
+        }
+    }
+    Ok(())
 }

@@ -21,8 +21,10 @@ pub fn run(args: &[String]) -> Result<()> {
         v
     };
     let dir = gsh_tests::target_dir().join("ground-truth");
-    println!("| source | build | tables | exact | invented | starts | found | inside |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| source | build | tables | exact | invented | starts | found | inside | cold parts | attached | invented |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut problems = Vec::new();
     for compiler in compilers {
         for build in Build::all(compiler) {
@@ -30,14 +32,17 @@ pub fn run(args: &[String]) -> Result<()> {
                 let path = build.compile(source, &dir).map_err(anyhow::Error::msg)?;
                 let g = grade(&path).map_err(anyhow::Error::msg)?;
                 println!(
-                    "| {source} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {source} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     build.label(),
                     g.tables,
                     g.tables_exact,
                     g.tables_invented,
                     g.starts,
                     g.starts_found,
-                    g.starts_inside
+                    g.starts_inside,
+                    g.cold_parts,
+                    g.cold_parts_attached,
+                    g.cold_parts_invented
                 );
                 problems.extend(
                     g.problems

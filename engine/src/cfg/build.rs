@@ -20,9 +20,15 @@ const MAX_INSNS: usize = 200_000;
 /// analysis's time in a `BTreeMap`.
 pub(super) type Insns = foldhash::HashMap<u64, Instruction>;
 
-/// The direct branches (`jmp` and `jcc`) and resolved table jumps of a function by target: a
-/// block's predecessors for walking back into a jump table's index.
-pub(super) type BranchesTo = foldhash::HashMap<u64, Vec<u64>>;
+/// The ways into each instruction of a function, for walking back into a jump table's index.
+#[derive(Default)]
+pub(super) struct Predecessors {
+    /// The direct branches (`jmp` and `jcc`) and resolved table jumps by target.
+    pub branches: foldhash::HashMap<u64, Vec<u64>>,
+    /// The instruction ending where each instruction starts (the one nearest, should two
+    /// decodings overlap), whatever its kind.
+    pub falls_in: foldhash::HashMap<u64, u64>,
+}
 
 /// What a CFG build needs besides the function itself.
 pub struct Context<'a> {
@@ -34,6 +40,8 @@ pub struct Context<'a> {
     pub code: &'a [(u64, u64)],
     /// Where calls that throw land.
     pub landing_pads: &'a LandingPads,
+    /// What ends a jump table no compare bounds.
+    pub table_limits: &'a jumptable::Limits,
 }
 
 /// True for a function only `.eh_frame` knows: no name, no call, no pointer to it (a stripped
@@ -115,6 +123,7 @@ pub fn build(ctx: &Context<'_>, func: &Function) -> Cfg {
         work: vec![func.addr.0],
         tables: BTreeMap::new(),
         pending: Vec::new(),
+        fresh: None,
         unresolved: BTreeMap::new(),
     };
     b.starts.insert(func.addr.0);
@@ -136,7 +145,11 @@ struct Builder<'a, 'c> {
     work: Vec<u64>,
     tables: BTreeMap<u64, JumpTable>,
     /// Indirect jumps not resolved yet: tables are read once the code around them is known.
-    pending: Vec<Instruction>,
+    /// With each, once tried, the instructions its paths went through.
+    pending: Vec<(Instruction, Option<foldhash::HashSet<u64>>)>,
+    /// Once indirect jumps have been tried: the instructions that got a new predecessor since
+    /// (a jump is tried again only when one of its paths' instructions did).
+    fresh: Option<foldhash::HashSet<u64>>,
     /// Indirect jumps left unresolved, and why.
     unresolved: BTreeMap<u64, Unresolved>,
 }
@@ -154,13 +167,12 @@ impl Builder<'_, '_> {
         // off by gcc, or code no function claims, is still ours. A stripped binary's FDEs show
         // a cold part as a function of its own that nothing calls or names: a jump into its
         // middle is ours too (tail calls go to entries). The cold part's jumps back into its
-        // parent stay exits of the cold part, or each would explore its parent again.
+        // parent stay exits of the cold part, or each would explore its parent again. A cold
+        // part is named so from `.symtab`, or in a stripped binary from its parent's branches
+        // (`symbols::cold`); a jump to its start is then no tail call either.
         match self.ctx.functions.containing(LinkAddr(target)) {
             None => true,
-            Some(other) => {
-                other.addr.0 != target && (other.name.contains(".cold") || unclaimed(other))
-                    || other.addr.0 == target && other.name.ends_with(".cold")
-            }
+            Some(other) => other.is_cold_part() || other.addr.0 != target && unclaimed(other),
         }
     }
 
@@ -197,9 +209,18 @@ impl Builder<'_, '_> {
             if self.pending.is_empty() || self.insns.len() >= MAX_INSNS {
                 break;
             }
-            let branches = self.branches_to();
+            let preds = self.predecessors();
+            let fresh = self.fresh.replace(Default::default());
             let mut resolved = false;
-            for insn in std::mem::take(&mut self.pending) {
+            for (insn, seen) in std::mem::take(&mut self.pending) {
+                // Nothing new leads into the paths tried last time: the same walk would fail
+                // the same way.
+                if let (Some(seen), Some(fresh)) = (&seen, &fresh) {
+                    if !seen.iter().any(|a| fresh.contains(a)) {
+                        self.pending.push((insn, Some(seen.clone())));
+                        continue;
+                    }
+                }
                 // The function's own code: its range, the region the jump is in, and cold
                 // parts (split off from it).
                 let region = |a: LinkAddr| self.ctx.functions.containing(a).map(|f| f.id);
@@ -207,10 +228,20 @@ impl Builder<'_, '_> {
                 let ours = |t: LinkAddr| {
                     self.func.contains(t)
                         || region(t) == home
-                        || self.ctx.functions.containing(t).is_some_and(unclaimed)
+                        || self
+                            .ctx
+                            .functions
+                            .containing(t)
+                            .is_some_and(|f| unclaimed(f) || f.is_cold_part())
                 };
-                let found =
-                    jumptable::resolve(self.ctx.binary, &ours, &self.insns, &branches, &insn);
+                let mut tables: Vec<u64> = self.tables.values().map(|t| t.table.0).collect();
+                tables.sort_unstable();
+                let ends = jumptable::Ends {
+                    limits: self.ctx.table_limits,
+                    tables: &tables,
+                };
+                let (found, seen) =
+                    jumptable::resolve(self.ctx.binary, &ours, &ends, &self.insns, &preds, &insn);
                 match found {
                     Ok(table) => {
                         // A switch's cases are its own code, even in a part of it split off
@@ -219,6 +250,7 @@ impl Builder<'_, '_> {
                             if self.ctx.code_end(t.0).is_some() {
                                 self.push_start(t.0);
                             }
+                            self.got_predecessor(t.0);
                         }
                         self.tables.insert(insn.ip(), table);
                         self.unresolved.remove(&insn.ip());
@@ -226,7 +258,7 @@ impl Builder<'_, '_> {
                     }
                     Err(why) => {
                         self.unresolved.insert(insn.ip(), why);
-                        self.pending.push(insn);
+                        self.pending.push((insn, Some(seen)));
                     }
                 }
             }
@@ -236,20 +268,30 @@ impl Builder<'_, '_> {
         }
     }
 
-    fn branches_to(&self) -> BranchesTo {
-        let mut map = BranchesTo::default();
+    /// Notes that the instruction at `addr` has a new way in.
+    fn got_predecessor(&mut self, addr: u64) {
+        if let Some(fresh) = &mut self.fresh {
+            fresh.insert(addr);
+        }
+    }
+
+    fn predecessors(&self) -> Predecessors {
+        let mut preds = Predecessors::default();
+        preds.falls_in.reserve(self.insns.len());
         for (&addr, insn) in &self.insns {
             if let Flow::Cond(t) | Flow::Jump(t) = flow_of(insn) {
-                map.entry(t).or_default().push(addr);
+                preds.branches.entry(t).or_default().push(addr);
             }
+            let nearest = preds.falls_in.entry(insn.next_ip()).or_insert(addr);
+            *nearest = (*nearest).max(addr);
         }
         // A case block's way in is its table's jump.
         for (&jump, table) in &self.tables {
             for t in &table.targets {
-                map.entry(t.0).or_default().push(jump);
+                preds.branches.entry(t.0).or_default().push(jump);
             }
         }
-        map
+        preds
     }
 
     fn explore_work(&mut self) {
@@ -264,6 +306,10 @@ impl Builder<'_, '_> {
                 continue;
             };
             let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+            // Straight-line flow below this address stays in the region it started in: code
+            // outside the function (a cold part) asks the function table once per run, not
+            // once per instruction.
+            let mut same_region_until = 0;
             loop {
                 let addr = decoder.ip();
                 if addr != start && self.insns.contains_key(&addr) {
@@ -279,8 +325,21 @@ impl Builder<'_, '_> {
                 let next = insn.next_ip();
                 let flow = flow_of(&insn);
                 self.insns.insert(addr, insn);
+                if self.fresh.is_some() {
+                    self.got_predecessor(next);
+                    if let Flow::Cond(t) | Flow::Jump(t) = flow {
+                        self.got_predecessor(t);
+                    }
+                }
                 match flow {
-                    Flow::Next if !self.falls_out(addr, next) => continue,
+                    Flow::Next if next < same_region_until => continue,
+                    Flow::Next if !self.falls_out(addr, next) => {
+                        if !self.func.contains(LinkAddr(addr)) {
+                            same_region_until =
+                                self.ctx.functions.same_region_until(LinkAddr(addr)).0;
+                        }
+                        continue;
+                    }
                     Flow::Next => {}
                     Flow::Cond(t) => {
                         if self.is_local(t) {
@@ -318,7 +377,7 @@ impl Builder<'_, '_> {
         if insn.is_ip_rel_memory_operand() {
             return;
         }
-        self.pending.push(*insn);
+        self.pending.push((*insn, None));
     }
 
     /// How an indirect jump that is no table ends its block: a tail call when the stack is
@@ -417,6 +476,7 @@ impl Builder<'_, '_> {
         let mut heights = None;
         for (i, (last, flow)) in last_flow.into_iter().enumerate() {
             let from = BlockId(i as u32);
+            let first_edge = edges.len();
             let block = &mut blocks[i];
             let Some((flow, next)) = flow else {
                 block.exit = Some(Exit::Invalid);
@@ -496,9 +556,11 @@ impl Builder<'_, '_> {
                 Flow::Ret => block.exit = Some(Exit::Return),
                 Flow::Trap => block.exit = Some(Exit::Trap),
             }
+            // Blocks come in order, so sorting each one's edges sorts them all, at a fraction
+            // of the cost for a module's jump tables.
+            edges[first_edge..].sort_unstable_by_key(|e| (e.to, e.kind as u8));
         }
         // Duplicate targets in a jump table give one edge per distinct target.
-        edges.sort_by_key(|e| (e.from, e.to, e.kind as u8));
         edges.dedup();
         let unresolved = blocks
             .iter()

@@ -17,18 +17,18 @@
 //! before the compare; `A` is `T + 4·(c - 0x61)` and the table is `T`, not `T - 0x184`. With
 //! no guard (an index masked by `and`, bounded by the mask, counts as guarded) the table is the
 //! constant part of the access's own operands, and entries are read while they point into the
-//! function.
-
-use std::collections::HashMap;
+//! function, up to the table's real end ([`Limits`]): the next symbol, a word that has (or, in
+//! a table of absolute addresses in a PIE, lacks) a dynamic relocation, or another table's start.
 
 use iced_x86::{
     FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
 };
 
-use super::build::{BranchesTo, Insns};
+use super::build::{Insns, Predecessors};
 use super::JumpTable;
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
+use crate::symbols::FunctionTable;
 
 /// Instructions looked at before the jump.
 const LOOKBACK: usize = 160;
@@ -36,6 +36,69 @@ const LOOKBACK: usize = 160;
 const MAX_UNBOUNDED: u64 = 512;
 /// Entries read from a bounded table at the most.
 const MAX_BOUNDED: u64 = 4096;
+
+/// What ends a table no guard bounds, besides an entry leading out of the function: the next
+/// symbol (a variable, or a function for a table in code), and the dynamic linker's
+/// relocations. In a PIE or a library every entry of a table of absolute addresses is
+/// relocated, and no entry of a table of relative offsets is.
+#[derive(Debug, Default)]
+pub struct Limits {
+    /// Addresses of symbols and function starts, sorted.
+    starts: Vec<u64>,
+    /// Words with an `R_X86_64_RELATIVE` relocation, sorted.
+    relocated: Vec<u64>,
+}
+
+impl Limits {
+    pub fn read(binary: &Binary, functions: &FunctionTable) -> Limits {
+        let mut starts: Vec<u64> = functions
+            .variables()
+            .iter()
+            .filter(|v| !v.tls)
+            .map(|v| v.addr.0)
+            .chain(functions.functions().iter().map(|f| f.addr.0))
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        // Packed relative relocations (`DT_RELR`) are not read: with them, relocations say
+        // nothing of where tables end.
+        let packed = binary
+            .sections()
+            .iter()
+            .any(|s| s.kind == object::elf::SHT_RELR);
+        Limits {
+            starts,
+            relocated: match packed {
+                true => Vec::new(),
+                false => crate::symbols::relocated_words(binary),
+            },
+        }
+    }
+
+    /// The first symbol after `table`, or another table's start among `tables` (sorted).
+    fn end(&self, table: u64, tables: &[u64]) -> u64 {
+        let after = |v: &[u64]| {
+            let i = v.partition_point(|&a| a <= table);
+            v.get(i).copied().unwrap_or(u64::MAX)
+        };
+        after(&self.starts).min(after(tables))
+    }
+
+    /// True when the `stride`-byte entry at `at` cannot be one: relocations say it is no
+    /// absolute address (`stride` 8), or that a pointer overlaps it (`stride` 4).
+    fn refuses(&self, at: u64, stride: u64) -> bool {
+        if self.relocated.is_empty() {
+            return false;
+        }
+        let i = self.relocated.partition_point(|&r| r + 8 <= at);
+        let overlapping = self.relocated.get(i).is_some_and(|&r| r < at + stride);
+        if stride == 8 {
+            self.relocated.get(i) != Some(&at)
+        } else {
+            overlapping
+        }
+    }
+}
 
 /// A linear form over symbols: `konst + Σ scale·sym`.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -139,8 +202,11 @@ struct Step {
     taken: bool,
 }
 
-struct Eval {
-    regs: HashMap<Register, Lin>,
+struct Eval<'i> {
+    /// The general-purpose registers' values by number (`rax` 0 .. `r15` 15).
+    gprs: [Option<Lin>; 16],
+    /// Other registers' values (vector registers moved into general ones).
+    regs: Vec<(Register, Lin)>,
     /// Values stored to memory on the path (spills), by address.
     mem: Vec<(Lin, Lin)>,
     syms: Vec<Sym>,
@@ -156,13 +222,21 @@ struct Eval {
     narrowed: Vec<(Lin, u32, Lin)>,
     /// Loads already made since the last store: `(address, size, symbol)`.
     loads: Vec<(Lin, u32, Lin)>,
-    info: InstructionInfoFactory,
+    /// Shared by the paths into one jump: it owns buffers worth reusing.
+    info: &'i mut InstructionInfoFactory,
 }
 
-impl Eval {
-    fn new() -> Eval {
+/// The number of a general-purpose register (`rax` 0 .. `r15` 15).
+fn gpr(full: Register) -> Option<usize> {
+    let n = (full as usize).wrapping_sub(Register::RAX as usize);
+    (n < 16).then_some(n)
+}
+
+impl<'i> Eval<'i> {
+    fn new(info: &'i mut InstructionInfoFactory) -> Eval<'i> {
         Eval {
-            regs: HashMap::new(),
+            gprs: Default::default(),
+            regs: Vec::new(),
             mem: Vec::new(),
             syms: Vec::new(),
             flags: None,
@@ -170,7 +244,7 @@ impl Eval {
             bytes: Vec::new(),
             narrowed: Vec::new(),
             loads: Vec::new(),
-            info: InstructionInfoFactory::new(),
+            info,
         }
     }
 
@@ -181,16 +255,27 @@ impl Eval {
 
     fn reg(&mut self, r: Register) -> Lin {
         let full = r.full_register();
-        if let Some(v) = self.regs.get(&full) {
+        let known = match gpr(full) {
+            Some(n) => self.gprs[n].as_ref(),
+            None => self.regs.iter().find(|(at, _)| *at == full).map(|(_, v)| v),
+        };
+        if let Some(v) = known {
             return v.clone();
         }
         let v = self.fresh(Sym::Unknown);
-        self.regs.insert(full, v.clone());
+        self.set(full, v.clone());
         v
     }
 
     fn set(&mut self, r: Register, v: Lin) {
-        self.regs.insert(r.full_register(), v);
+        let full = r.full_register();
+        match gpr(full) {
+            Some(n) => self.gprs[n] = Some(v),
+            None => match self.regs.iter_mut().find(|(at, _)| *at == full) {
+                Some(slot) => slot.1 = v,
+                None => self.regs.push((full, v)),
+            },
+        }
     }
 
     /// The low `size` bytes of `v`, as one symbol per value and size.
@@ -625,10 +710,12 @@ const MAX_PATHS: usize = 24;
 /// returning true; most tables resolve on the first.
 struct Walk<'a> {
     insns: &'a Insns,
-    branches: &'a BranchesTo,
+    preds: &'a Predecessors,
     run: Vec<Step>,
     on_run: foldhash::HashSet<u64>,
     paths: usize,
+    /// Every instruction some path went through.
+    seen: foldhash::HashSet<u64>,
 }
 
 impl Walk<'_> {
@@ -639,13 +726,9 @@ impl Walk<'_> {
         let at = self.run.last().map_or(0, |s| s.insn.ip());
         let mut before = Vec::new();
         if self.run.len() < LOOKBACK {
-            // The instruction ending at `at`: x86 instructions are 1 to 15 bytes long.
-            let falls_in = (1..=15u64)
-                .find_map(|k| {
-                    self.insns
-                        .get(&at.wrapping_sub(k))
-                        .filter(|i| i.next_ip() == at)
-                })
+            // The instruction ending at `at`.
+            let falls_in = (self.preds.falls_in.get(&at))
+                .and_then(|a| self.insns.get(a))
                 .filter(|i| {
                     matches!(
                         i.flow_control(),
@@ -659,7 +742,7 @@ impl Walk<'_> {
                 insn: *i,
                 taken: false,
             }));
-            if let Some(jumps) = self.branches.get(&at) {
+            if let Some(jumps) = self.preds.branches.get(&at) {
                 let first = before.len();
                 before.extend(
                     jumps
@@ -680,6 +763,7 @@ impl Walk<'_> {
         }
         for step in before {
             self.on_run.insert(step.insn.ip());
+            self.seen.insert(step.insn.ip());
             self.run.push(step);
             let done = self.extend(visit);
             self.run.pop();
@@ -693,31 +777,37 @@ impl Walk<'_> {
 }
 
 /// Resolves the indirect jump `jump`, if it is a jump table; `ours` tells the addresses of the
-/// function's own code (its range, and the part of it the jump is in).
+/// function's own code (its range, and the part of it the jump is in). Also gives every
+/// instruction the paths went through: the walk, and so its answer, stays the same until one
+/// of them gets a new predecessor.
 pub fn resolve(
     binary: &Binary,
     ours: &dyn Fn(LinkAddr) -> bool,
+    ends: &Ends<'_>,
     insns: &Insns,
-    branches: &BranchesTo,
+    preds: &Predecessors,
     jump: &Instruction,
-) -> Result<JumpTable, Unresolved> {
+) -> (Result<JumpTable, Unresolved>, foldhash::HashSet<u64>) {
+    let mut info = InstructionInfoFactory::new();
     let mut why = Unresolved::Other;
     let mut found = None;
     let mut walk = Walk {
         insns,
-        branches,
+        preds,
         run: vec![Step {
             insn: *jump,
             taken: false,
         }],
         on_run: Default::default(),
         paths: 0,
+        seen: Default::default(),
     };
     walk.on_run.insert(jump.ip());
+    walk.seen.insert(jump.ip());
     // A path may miss the table's base (a register set before a loop), so even one that shows
     // no table's shape does not rule the others out.
     walk.extend(&mut |run: &[Step]| {
-        match resolve_path(binary, ours, run, jump) {
+        match resolve_path(binary, ours, ends, run, jump, &mut info) {
             Ok(table) => {
                 found = Some(table);
                 return true;
@@ -727,7 +817,7 @@ pub fn resolve(
         }
         false
     });
-    found.ok_or(why)
+    (found.ok_or(why), walk.seen)
 }
 
 /// Why one path did not resolve a jump.
@@ -744,10 +834,12 @@ enum Failed {
 fn resolve_path(
     binary: &Binary,
     ours: &dyn Fn(LinkAddr) -> bool,
+    ends: &Ends<'_>,
     run: &[Step],
     jump: &Instruction,
+    info: &mut InstructionInfoFactory,
 ) -> Result<JumpTable, Failed> {
-    let mut eval = Eval::new();
+    let mut eval = Eval::new(info);
     for step in run[1..].iter().rev() {
         eval.step(step);
     }
@@ -789,11 +881,40 @@ fn resolve_path(
         (None, Some(a)) if in_file(a as u64) => (a as u64, None),
         _ => return Err(Failed::Unplaced),
     };
+    read_table(binary, ours, ends, jump, table, stride, base, bound)
+}
+
+/// What ends a table: [`Limits`], and the starts of the function's other tables (sorted).
+pub struct Ends<'a> {
+    pub limits: &'a Limits,
+    pub tables: &'a [u64],
+}
+
+/// Reads the table at `table` for `jump`: `bound` entries, or with none, entries while they
+/// lead into the function, up to the table's end.
+#[allow(clippy::too_many_arguments)]
+fn read_table(
+    binary: &Binary,
+    ours: &dyn Fn(LinkAddr) -> bool,
+    ends: &Ends<'_>,
+    jump: &Instruction,
+    table: u64,
+    stride: u64,
+    base: Option<u64>,
+    bound: Option<u64>,
+) -> Result<JumpTable, Failed> {
     let limit = bound.unwrap_or(MAX_UNBOUNDED).min(MAX_BOUNDED);
+    let end = match bound {
+        Some(_) => u64::MAX,
+        None => ends.limits.end(table, ends.tables),
+    };
     let mut targets = Vec::new();
     let mut entries = 0;
     for i in 0..limit {
         let entry_addr = LinkAddr(table.wrapping_add(i * stride));
+        if bound.is_none() && (entry_addr.0 >= end || ends.limits.refuses(entry_addr.0, stride)) {
+            break;
+        }
         let Some(bytes) = binary.bytes_at(entry_addr, stride) else {
             break;
         };

@@ -14,6 +14,7 @@ pub mod noreturn;
 use crate::addr::LinkAddr;
 
 pub use build::build;
+pub use jumptable::Limits as TableLimits;
 
 /// Index of a block in its [`Cfg`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

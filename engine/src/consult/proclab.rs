@@ -200,14 +200,14 @@ impl Drop for ProcLab {
 }
 
 impl Lab for ProcLab {
-    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Vec<(Focus, f64)> {
+    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
         let Some(w) = self
             .experiments
             .values()
             .rev()
             .find(|w| w.experiment.hypothesis == h && &w.experiment.focus == focus)
         else {
-            return Vec::new();
+            return Some(Vec::new());
         };
         let threads = self
             .shared
@@ -215,7 +215,7 @@ impl Lab for ProcLab {
             .unwrap_or_else(|e| e.into_inner())
             .sampler
             .since(&w.snapshot);
-        match (focus.last(), Self::thread_of(focus)) {
+        Some(match (focus.last(), Self::thread_of(focus)) {
             // A fresh look at the process: its threads, each with how much of the hypothesis
             // it showed in the experiment just judged, as the priority.
             (Some(Resource::Program(_)), _) => threads
@@ -236,6 +236,11 @@ impl Lab for ProcLab {
                     } else {
                         self.started
                     };
+                    // No sample of the thread yet (the first stops of a large program are
+                    // slow): ask again later.
+                    if stacks.count(tid, since) == 0 {
+                        return None;
+                    }
                     stacks.refine(h, focus, tid, since, LEAST)
                 }
                 None if h == Hypothesis::IOBlocking
@@ -256,7 +261,7 @@ impl Lab for ProcLab {
                 None => Vec::new(),
             },
             _ => Vec::new(),
-        }
+        })
     }
 
     fn predicted_cost(&mut self, _: &Experiment) -> f64 {

@@ -42,6 +42,9 @@ pub struct Syscall {
     pub nr: u64,
     /// The first three arguments (a descriptor or a futex's address; a byte count third).
     pub args: [u64; 3],
+    /// The stop interrupted the call while it slept (it returned a restart code or `EINTR`);
+    /// otherwise the stop came as the call returned, after running in the kernel.
+    pub interrupted: bool,
 }
 
 /// One thread's stack at one stop.
@@ -74,6 +77,8 @@ struct Sample {
     at: Instant,
     tid: i32,
     activity: Activity,
+    /// On a CPU: in the program's code or running a system call in the kernel, not asleep.
+    on_cpu: bool,
     /// Bytes asked of a read or write call.
     bytes: Option<u64>,
     /// A futex wait's address and name.
@@ -155,6 +160,7 @@ impl Stacks {
                 }
                 None => {}
             }
+            let on_cpu = t.syscall.is_none_or(|s| !s.interrupted);
             let activity = match t.syscall {
                 Some(s) => classify(self.pid, s.nr, [s.args[0], s.args[1]]),
                 None => Activity::Running,
@@ -188,6 +194,7 @@ impl Stacks {
                 at,
                 tid: t.tid,
                 activity,
+                on_cpu,
                 bytes,
                 lock,
                 path,
@@ -237,12 +244,7 @@ impl Stacks {
         let (functions, leaf) = split(focus);
         let (mut all, mut hit) = (0usize, 0usize);
         for s in self.window(tid, since) {
-            let running = s.activity == Activity::Running;
-            let counts = match h {
-                Hypothesis::CPUBound | Hypothesis::RunQueue => running,
-                _ => true,
-            };
-            if !counts {
+            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
                 continue;
             }
             all += 1;
@@ -278,9 +280,7 @@ impl Stacks {
         let mut leaves: BTreeMap<LeafKey, usize> = BTreeMap::new();
         let mut all = 0usize;
         for s in self.window(tid, since) {
-            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue)
-                && s.activity != Activity::Running
-            {
+            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
                 continue;
             }
             all += 1;
@@ -308,7 +308,7 @@ impl Stacks {
         }
         // A wait is named below the call that waits (the last of its path), not beside the
         // callers above it.
-        if !callees.is_empty() {
+        if !callees.is_empty() || matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) {
             leaves.clear();
         }
         let previous_module = last_module(focus);
@@ -378,14 +378,18 @@ fn split(focus: &Focus) -> (Vec<&str>, Option<Resource>) {
     (functions, leaf)
 }
 
-/// Whether hypothesis `h` held in sample `s`.
+/// Whether hypothesis `h` held in sample `s`. Time in an I/O call counts whether the call
+/// slept or ran in the kernel; a wait for a lock or the outside only while it slept.
 fn holds(h: Hypothesis, s: &Sample) -> bool {
     match (&s.activity, h) {
-        (Activity::Running, Hypothesis::CPUBound | Hypothesis::RunQueue) => true,
+        (_, Hypothesis::CPUBound | Hypothesis::RunQueue) => s.on_cpu,
         (Activity::Blocked { hypothesis, .. }, Hypothesis::SmallIO) => {
             *hypothesis == Hypothesis::IOBlocking && s.bytes.is_some_and(|b| b < 4096)
         }
-        (Activity::Blocked { hypothesis, .. }, h) => *hypothesis == h,
+        (Activity::Blocked { hypothesis, .. }, Hypothesis::IOBlocking) => {
+            *hypothesis == Hypothesis::IOBlocking
+        }
+        (Activity::Blocked { hypothesis, .. }, h) => *hypothesis == h && !s.on_cpu,
         _ => false,
     }
 }

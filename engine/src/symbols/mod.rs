@@ -8,12 +8,14 @@
 //! `libc6-dbg`, `-dbgsym` packages) keeps the `.symtab` the binary lost; its names come next,
 //! so libc's `start_thread` is not `sub_88ef0`.
 
+mod cold;
 pub mod ehframe;
 mod plt;
 mod scan;
 mod starts;
 
 pub use scan::main_from_entry;
+pub use starts::relocated_words;
 
 use std::collections::BTreeMap;
 
@@ -138,6 +140,13 @@ impl Function {
 
     pub fn contains(&self, addr: LinkAddr) -> bool {
         addr >= self.addr && addr < self.end()
+    }
+
+    /// True for a part gcc split off a function (`f.cold`, `f.cold.1`; in a stripped binary,
+    /// named so after the function that branches into it): the parent's code, not a function
+    /// that is called.
+    pub fn is_cold_part(&self) -> bool {
+        self.name.contains(".cold")
     }
 }
 
@@ -310,7 +319,10 @@ impl FunctionTable {
             cands.entry(addr).or_default().found.insert(how);
         }
 
-        let functions = finish(binary, cands);
+        let mut functions = finish(binary, cands);
+        let jumps = branches.jumps.iter().map(|&(a, t)| (a, t, false));
+        let conditional = branches.conditional.iter().map(|&(a, t)| (a, t, true));
+        cold::name_fragments(binary, &mut functions, jumps.chain(conditional));
         variables.sort_by_key(|v: &Variable| (v.tls, v.addr));
         FunctionTable {
             functions,
@@ -354,6 +366,20 @@ impl FunctionTable {
             .rev()
             .take(8)
             .find(|f| f.contains(addr))
+    }
+
+    /// The end of the addresses from `addr` on that [`FunctionTable::containing`] maps to the
+    /// same function (or to none): the next start, or the first end of a function holding
+    /// `addr`, whichever comes first.
+    pub fn same_region_until(&self, addr: LinkAddr) -> LinkAddr {
+        let i = self.functions.partition_point(|f| f.addr <= addr);
+        let mut end = self.functions.get(i).map_or(u64::MAX, |f| f.addr.0);
+        for f in self.functions[..i].iter().rev().take(8) {
+            if f.end() > addr {
+                end = end.min(f.end().0);
+            }
+        }
+        LinkAddr(end)
     }
 
     /// Functions whose raw, demangled or alias name is exactly `name`.

@@ -19,6 +19,8 @@ pub struct Branches {
     pub calls: Vec<LinkAddr>,
     /// Every direct unconditional `jmp` as `(address, target)`: tail calls among them.
     pub jumps: Vec<(u64, u64)>,
+    /// Every direct conditional jump as `(address, target)`: ways into cold parts.
+    pub conditional: Vec<(u64, u64)>,
 }
 
 /// Every direct call and jump in the binary's code sections.
@@ -59,6 +61,9 @@ pub fn branches(binary: &Binary, progress: &dyn Progress) -> Branches {
                     FlowControl::UnconditionalBranch => {
                         found.jumps.push((insn.ip(), insn.near_branch64()))
                     }
+                    FlowControl::ConditionalBranch => {
+                        found.conditional.push((insn.ip(), insn.near_branch64()))
+                    }
                     _ => {}
                 }
             }
@@ -72,6 +77,7 @@ pub fn branches(binary: &Binary, progress: &dyn Progress) -> Branches {
     for p in parts {
         all.calls.extend(p.calls);
         all.jumps.extend(p.jumps);
+        all.conditional.extend(p.conditional);
     }
     all
 }

@@ -75,6 +75,15 @@ pub fn relocated_code_pointers(binary: &Binary) -> Vec<LinkAddr> {
         .collect()
 }
 
+/// The addresses the dynamic linker writes a relocated pointer to (`R_X86_64_RELATIVE`),
+/// sorted: in a PIE or a library, every word of a table of absolute code addresses.
+pub fn relocated_words(binary: &Binary) -> Vec<u64> {
+    relative_relocations(&binary.elf())
+        .into_iter()
+        .map(|(at, _)| at)
+        .collect()
+}
+
 /// `(offset, addend)` of every `R_X86_64_RELATIVE` relocation, sorted by offset.
 fn relative_relocations(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64)> {
     let endian = file.endian();

@@ -112,3 +112,42 @@ pub(crate) fn check(path: &std::path::Path, flags: &[&str]) {
         }
     }
 }
+
+const GOTOS: &str = include_str!("../../../../tests/corpus/gotos.c");
+
+/// Tables no compare bounds (computed gotos indexed by an `int`) end at the next symbol, here
+/// the other table: before, the first read on into the second.
+#[test]
+fn unbounded_tables_end_at_the_next_symbol() {
+    for flags in [
+        &["-O2", "-fPIE", "-pie"][..],
+        &["-O2", "-fno-pie", "-no-pie"][..],
+        &["-O0", "-fPIE", "-pie"][..],
+    ] {
+        let path = compile("gotos", GOTOS, false, flags);
+        let data = std::fs::read(&path).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let arrays: Vec<(u64, u64)> = file
+            .symbols()
+            .filter(|s| {
+                let n = s.name().unwrap_or_default();
+                n.starts_with("ops.") || n.starts_with("alt.")
+            })
+            .map(|s| (s.address(), s.size() / 8))
+            .collect();
+        assert_eq!(arrays.len(), 2, "{flags:?}: {arrays:?}");
+        let s = open(&path);
+        let m = s.main().unwrap();
+        let f = m.functions().by_name("run").next().unwrap().clone();
+        let cfg = &m.analysis().function(f.id).cfg;
+        assert!(!cfg.jump_tables.is_empty(), "{flags:?}");
+        for t in &cfg.jump_tables {
+            let (_, entries) = arrays
+                .iter()
+                .find(|a| a.0 == t.table.0)
+                .unwrap_or_else(|| panic!("{flags:?}: table {:#x} is no array", t.table));
+            assert!(!t.bounded, "{flags:?}: {t:?}");
+            assert_eq!(t.entries, *entries, "{flags:?}: {t:?}");
+        }
+    }
+}

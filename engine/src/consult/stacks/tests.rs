@@ -70,6 +70,7 @@ fn store() -> Stacks {
     let futex = Syscall {
         nr: FUTEX,
         args: [0x4040, 0x80, 2],
+        interrupted: true,
     };
     for i in 0..60 {
         let t = if i < 40 {

@@ -1,0 +1,123 @@
+//! The cold parts of functions in stripped binaries. gcc moves a function's unlikely paths
+//! (error handling, calls to `cold` functions) into a separate range, named `f.cold` in
+//! `.symtab` and given its own FDE. Stripped, that range looks like a nameless function of its
+//! own: only `.eh_frame` knows it, nothing calls it or points to it, and its "entry" is the
+//! target of its parent's branches. Left so, a parent's jump into it is a tail call and the
+//! fragment is instrumented as a function of its own, whose entries and exits never balance.
+//!
+//! A fragment is recognised here by its parent: every direct branch to its start comes from one
+//! other function, and either one of them is conditional (a tail call is a `jmp`) or the
+//! fragment branches back into the middle of that function (a called function never does).
+//! It is then named after its parent (`f.cold`, `sub_1130.cold`), which is how the rest of gsh
+//! knows a part split off a function: the parent's CFG takes it in, and globs skip it.
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, OpKind};
+
+use super::{Found, Function, NameSource};
+use crate::addr::LinkAddr;
+use crate::demangle::demangle;
+use crate::elf::Binary;
+
+/// Bytes of a fragment decoded at the most when looking for its branches back.
+const MAX_FRAGMENT: u64 = 1 << 16;
+
+/// What the branches into one candidate said.
+#[derive(Clone, Copy)]
+enum Seen {
+    /// No branch to its start yet.
+    Nothing,
+    /// Every branch to its start came from the function at this index; `bool`: one was
+    /// conditional.
+    From(usize, bool),
+    /// Branches came from several functions (or from nowhere known): not a fragment.
+    Many,
+}
+
+/// True when `f` could be a fragment: nothing but its FDE knows it.
+fn candidate(f: &Function) -> bool {
+    f.name_source == NameSource::Synthetic && f.found == Found::EH_FRAME
+}
+
+/// Names the cold parts among `functions` (sorted by address) after their parents.
+/// `branches` are the code's direct `jmp`s and `jcc`s as `(address, target, conditional)`.
+pub fn name_fragments(
+    binary: &Binary,
+    functions: &mut [Function],
+    branches: impl Iterator<Item = (u64, u64, bool)>,
+) {
+    let index: foldhash::HashMap<u64, usize> = functions
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| candidate(f))
+        .map(|(i, f)| (f.addr.0, i))
+        .collect();
+    if index.is_empty() {
+        return;
+    }
+    let mut seen = vec![Seen::Nothing; functions.len()];
+    for (from, to, conditional) in branches {
+        let Some(&i) = index.get(&to) else {
+            continue;
+        };
+        let parent = containing(functions, from);
+        if parent == Some(i) {
+            // The fragment's own loop back to its start.
+            continue;
+        }
+        seen[i] = match (seen[i], parent) {
+            (Seen::Nothing, Some(p)) => Seen::From(p, conditional),
+            (Seen::From(p, c), Some(q)) if p == q => Seen::From(p, c || conditional),
+            _ => Seen::Many,
+        };
+    }
+    let mut parts = foldhash::HashMap::<usize, u32>::default();
+    for i in 0..functions.len() {
+        let Seen::From(p, conditional) = seen[i] else {
+            continue;
+        };
+        if candidate(&functions[p]) && !matches!(seen[p], Seen::Nothing) {
+            // A fragment's own fragment, or a chain nothing names: leave it.
+            continue;
+        }
+        if !conditional && !branches_into(binary, &functions[i], &functions[p]) {
+            continue;
+        }
+        let n = parts.entry(p).or_default();
+        let name = match *n {
+            0 => format!("{}.cold", functions[p].name),
+            k => format!("{}.cold.{k}", functions[p].name),
+        };
+        *n += 1;
+        let f = &mut functions[i];
+        f.demangled = demangle(&name);
+        f.name = name;
+        f.name_source = NameSource::Inferred;
+    }
+}
+
+/// The index of the function whose range holds `addr`.
+fn containing(functions: &[Function], addr: u64) -> Option<usize> {
+    let i = functions.partition_point(|f| f.addr.0 <= addr);
+    (i.saturating_sub(8)..i)
+        .rev()
+        .find(|&k| functions[k].contains(LinkAddr(addr)))
+}
+
+/// True when `fragment` has a direct branch into `parent` past its entry.
+fn branches_into(binary: &Binary, fragment: &Function, parent: &Function) -> bool {
+    let Some(bytes) = binary.bytes_at(fragment.addr, fragment.size.min(MAX_FRAGMENT)) else {
+        return false;
+    };
+    let mut decoder = Decoder::with_ip(64, bytes, fragment.addr.0, DecoderOptions::NONE);
+    decoder.iter().any(|insn| {
+        insn.op0_kind() == OpKind::NearBranch64
+            && matches!(
+                insn.flow_control(),
+                FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch
+            )
+            && {
+                let t = LinkAddr(insn.near_branch64());
+                parent.contains(t) && t != parent.addr
+            }
+    })
+}
