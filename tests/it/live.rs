@@ -591,3 +591,32 @@ fn breakpoints_are_plan_requests_placed_in_the_process_started_later() {
     assert!(o.stdout.contains("collatz=111\n"), "{}", o.stdout);
     assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
 }
+
+/// A breakpoint in a library the program loads later is set when the library appears, and
+/// its condition is checked there.
+#[test]
+fn a_breakpoint_waits_for_its_library() {
+    let exe = Mutatee::new("plugin").path(Variant::O2);
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let o = gsh_c(
+        &format!(
+            "break {lib}!shared_add entry if ($0 == 7); run {lib}; print $0; delete 1; continue",
+            lib = lib.display()
+        ),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(
+        o.stderr.contains("breakpoint 1: 1 point(s) set in"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stdout
+            .contains("stopped at breakpoint 1 (shared_add entry)"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("$0 = 7\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+}

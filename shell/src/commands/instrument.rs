@@ -384,7 +384,7 @@ fn skipped_table(report: &engine::instrument::SaveReport) -> Option<(&'static st
         ]);
     }
     for p in &report.points {
-        if p.tactic == engine::patch::Tactic::Trap {
+        if p.tactic == engine::instrument::Tactic::Trap {
             t.rows.push(vec![
                 Cell::text(p.point.kind.as_str()),
                 Cell::Addr(p.point.addr.0),
@@ -408,37 +408,21 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         "Tactic",
         "Why",
     ]);
-    // One patcher per module, not per function: a patcher caches whole-module facts (the
-    // branch targets between functions) on first use.
-    let mut patchers = std::collections::HashMap::new();
-    for f in funcs {
-        let module = ctx.session.module(f.module);
-        let points = engine::point::all(module, f.func);
-        let patcher = patchers.entry(f.module).or_insert_with(|| {
-            engine::patch::Patcher::new(0, engine::patch::PatchOptions::default())
-        });
-        let patcher = &*patcher;
-        // Each point as if instrumented alone: planned together, one point's needs (say, a
-        // whole-function relocation) would hide how cheaply the others could be reached.
-        let rows = points
-            .iter()
-            .flat_map(|p| engine::patch::describe_points(module, patcher, std::slice::from_ref(p)));
-        for row in rows {
-            let displaced = if row.tactic == Some(engine::patch::Tactic::RelocateFunction) {
-                format!("(the whole function, {} instructions)", row.displaced.len())
-            } else {
-                row.displaced.join("; ")
-            };
-            t.rows.push(vec![
-                Cell::text(row.function),
-                Cell::text(row.kind),
-                Cell::Addr(row.addr.0),
-                Cell::opt(row.callee),
-                Cell::text(displaced),
-                Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
-                Cell::text(row.why),
-            ]);
-        }
+    for row in engine::instrument::describe_points(&ctx.session, &funcs) {
+        let displaced = if row.tactic == Some(engine::instrument::Tactic::RelocateFunction) {
+            format!("(the whole function, {} instructions)", row.displaced.len())
+        } else {
+            row.displaced.join("; ")
+        };
+        t.rows.push(vec![
+            Cell::text(row.function),
+            Cell::text(row.kind),
+            Cell::Addr(row.addr.0),
+            Cell::opt(row.callee),
+            Cell::text(displaced),
+            Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
+            Cell::text(row.why),
+        ]);
     }
     let traps = t
         .rows

@@ -157,9 +157,12 @@ pub const BREAK: Spec = Spec {
     complete: Complete::Point,
     summary: "stop the process at a point",
     help: "Stops the process when a thread reaches POINT (as for `at`: `FUNC entry`, `FUNC \
-exit`, `FUNC call [CALLEE] before|after`), and only when COND holds if given; COND is a \
-snippet expression (`$0 > 4096`, a parameter by name at entry). Prints the breakpoint's id; \
-`delete ID` removes it. May be set before there is a process.",
+exit`, `FUNC call [CALLEE] before|after`, `FUNC loop LOOP iter-begin`, `FUNC block ADDR`, \
+`FUNC insn ADDR before|after`), and only when COND holds if given; COND is a snippet \
+expression (`$0 > 4096`, a parameter by name at entry). The point is found now, so a typo or \
+a missing point fails at once. Prints the breakpoint's id; `delete ID` removes it; `show \
+instrumentation` lists it. May be set before there is a process; one in a library is set when \
+the library is loaded.",
     examples: &[
         ("break parse_header entry", ""),
         ("break parse_header entry if ($1 > 4096)", ""),
