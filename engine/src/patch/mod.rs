@@ -31,8 +31,9 @@
 //! static rewriter writes into the output (`instrument::save`). Live processes refuse traps.
 //!
 //! Future work: a recursion guard (a snippet calling a function that is itself instrumented
-//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
-//! edge trampolines for loop points.
+//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler).
+//! Points on CFG edges are placed by [`edge`] (at the target, at the source's last
+//! instruction, or through an edge trampoline around a conditional branch).
 
 #![warn(missing_docs)]
 
