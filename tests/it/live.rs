@@ -649,7 +649,19 @@ fn hands_off_keeps_counting_and_a_breakpoint_keeps_gsh_attached() {
             all.push_str(&l);
         }
     };
-    writeln!(input, "attach {pid}; count on_usr1; continue &; echo one").expect("write");
+    // By default a measure keeps gsh attached, so the final count of an exit is read.
+    writeln!(input, "attach {pid}; count on_usr1; continue &; echo zero").expect("write");
+    until("zero");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        traced(pid),
+        "gsh let go of a process that measures in mode auto"
+    );
+    writeln!(
+        input,
+        "set attached-mode hands-off; halt; continue &; echo one"
+    )
+    .expect("write");
     until("one");
     let deadline = Instant::now() + Duration::from_secs(10);
     while traced(pid) {

@@ -187,6 +187,10 @@ pub struct Live {
     pub paused_for: std::time::Duration,
     /// Measuring requests' runtime and slots (see [`super::measure`]).
     pub measure: Measure,
+    /// Let an attached process go (hands-off) even while it measures or holds declared
+    /// variables. Off by default: the tracer must see the exit to keep the final values
+    /// (`exiting`), which an untraced process takes with it.
+    pub hands_off_while_measuring: bool,
 }
 
 fn canon(p: &Path) -> PathBuf {
@@ -1188,9 +1192,13 @@ impl Hooks for Live {
         TrapAction::Report
     }
 
-    /// Breakpoints, the one-shot stop and trap sites are `int3`s only the tracer can serve.
+    /// Breakpoints, the one-shot stop and trap sites are `int3`s only the tracer can serve;
+    /// counters and declared variables need it to see the exit and keep their final values,
+    /// unless the user chose to lose them ([`Live::hands_off_while_measuring`]).
     fn needs_tracer(&self) -> bool {
-        self.once.is_some()
+        let keeps_values = self.measure.slots_in_use() > 0 || self.data.is_some();
+        (keeps_values && !self.hands_off_while_measuring)
+            || self.once.is_some()
             || self.breakpoints.iter().any(|b| b.placed.is_some())
             || self
                 .loaded

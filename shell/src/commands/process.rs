@@ -108,9 +108,10 @@ pub const CONTINUE: Spec = Spec {
     help: "Resumes every thread. Without `&`, waits until the process stops (a breakpoint, a \
 fatal signal, Ctrl-C) or exits; with `&`, returns at once and the process runs while you type: \
 `at`, `delete` and `print` work on it without stopping it for more than the moment a change \
-takes. A process gsh attached to runs hands-off while no breakpoint or trap-based \
-instrumentation needs gsh (`set attached-mode`): gsh detaches from every thread, leaving the \
-instrumentation counting, so signals and new threads cost the program nothing, and takes hold \
+takes. A process gsh attached to runs hands-off while no breakpoint, trap-based \
+instrumentation, measure or declared variable needs gsh (`set attached-mode`; measures and \
+declared variables need gsh to read their final values if the process exits, unless `set \
+attached-mode hands-off`): gsh detaches from every thread, leaving the instrumentation working, so signals and new threads cost the program nothing, and takes hold \
 again when a command needs it stopped. Meanwhile forks, execs, thread events and crashes are not \
 seen (a crash shows as the process killed by its signal) and libraries it loads join at that \
 next command.",
@@ -446,8 +447,11 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ctx.session.open(&exe)?;
     }
     let mut t = Target::new(tracer, false);
-    let mode = ctx.attached_mode;
-    t.with(|p, _| Ok(p.set_attached_mode(mode)?))?;
+    let (mode, measuring) = (ctx.attached_mode, ctx.hands_off_while_measuring);
+    t.with(|p, live| {
+        live.hands_off_while_measuring = measuring;
+        Ok(p.set_attached_mode(mode)?)
+    })?;
     // What an earlier gsh left (it was killed while attached), before anything of ours.
     let changes = t.with(|p, _| Ok(p.text_changes()?))?;
     let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
