@@ -14,6 +14,7 @@
 //! it does not need. x86-64 Linux only, like the rest of gsh.
 
 #![no_std]
+#![warn(missing_docs)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;

@@ -45,7 +45,9 @@ pub enum Clock {
 /// One slot's values (in a thread, or summed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotTotal {
+    /// The slot.
     pub slot: u32,
+    /// Calls (entries).
     pub count: u64,
     /// Nanoseconds, or TSC ticks for a slot timed inline.
     pub ns: u64,
@@ -54,6 +56,7 @@ pub struct SlotTotal {
 /// One thread block.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Thread {
+    /// Kernel thread id.
     pub tid: u32,
     /// False once the thread exited.
     pub alive: bool,
@@ -77,8 +80,11 @@ pub struct Thread {
 /// One call-path record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Path {
+    /// The slot (profiled function) the path ends in.
     pub slot: u32,
+    /// Activations along the path.
     pub count: u64,
+    /// Their inclusive nanoseconds.
     pub ns: u64,
     /// Return addresses, innermost first.
     pub ras: Vec<Hex>,
@@ -87,7 +93,9 @@ pub struct Path {
 /// `ThreadHeader::other_count` and `other_ns`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Other {
+    /// Activations.
     pub count: u64,
+    /// Their inclusive nanoseconds.
     pub ns: u64,
 }
 

@@ -14,19 +14,12 @@ use std::ffi::{c_void, CString};
 use std::hint::black_box;
 use std::time::Instant;
 
-type Count = extern "C" fn(u32);
-type Enter = extern "C" fn(u32, u64);
-type PathEnter = extern "C" fn(u32, u64, u64);
+use gsh_rt::layout::{self, UnwindEntry};
+use gsh_rt_abi::exports::{self, sig, Event};
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct UnwindEntry {
-    ra: u64,
-    cfa_off: u32,
-    base: u8,
-    reserved: u8,
-    rbp_save: i16,
-}
+type Count = sig::Count;
+type Enter = sig::Timer;
+type PathEnter = sig::Path;
 
 fn sym(lib: *mut c_void, name: &str) -> *mut c_void {
     let c = CString::new(name).expect("symbol name");
@@ -62,7 +55,7 @@ fn main() {
     // SAFETY: loading our own library, whose constructors only calibrate the clock.
     let lib = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW) };
     assert!(!lib.is_null(), "cannot dlopen {}", so.display());
-    // SAFETY: the symbols have these C signatures (see rt/src).
+    // SAFETY: the symbols have these C signatures (`rt-abi`'s `exports::sig`).
     let (
         count,
         enter,
@@ -80,25 +73,23 @@ fn main() {
         path_exit_tsc,
     ) = unsafe {
         (
-            std::mem::transmute::<*mut c_void, Count>(sym(lib, "gsh_rt_count")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_enter")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_exit")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_enter_cpu")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_exit_cpu")),
-            std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, "gsh_rt_path_enter")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_path_exit")),
-            std::mem::transmute::<*mut c_void, extern "C" fn() -> i64>(sym(
+            std::mem::transmute::<*mut c_void, Count>(sym(lib, exports::COUNT)),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::Enter.name())),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::Exit.name())),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::EnterCpu.name())),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::ExitCpu.name())),
+            std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, Event::PathEnter.name())),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::PathExit.name())),
+            std::mem::transmute::<*mut c_void, sig::TlsOffset>(sym(lib, exports::TLS_OFFSET)),
+            std::mem::transmute::<*mut c_void, sig::AddUnwindTable>(sym(
                 lib,
-                "gsh_rt_tls_offset",
+                exports::ADD_UNWIND_TABLE,
             )),
-            std::mem::transmute::<*mut c_void, extern "C" fn(*const UnwindEntry, usize) -> i32>(
-                sym(lib, "gsh_rt_add_unwind_table"),
-            ),
             std::mem::transmute::<*mut c_void, Count>(sym(lib, "gsh_rt_probe_gd_count")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_enter_tsc")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_exit_tsc")),
-            std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, "gsh_rt_path_enter_tsc")),
-            std::mem::transmute::<*mut c_void, Enter>(sym(lib, "gsh_rt_path_exit_tsc")),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::Enter.bounded())),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::Exit.bounded())),
+            std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, Event::PathEnter.bounded())),
+            std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::PathExit.bounded())),
         )
     };
     let empty: Count = black_box(empty);
@@ -118,9 +109,10 @@ fn main() {
                 "mov r11, qword ptr fs:[{off}]",
                 "test r11, r11",
                 "jz 2f",
-                "inc qword ptr [r11 + 256 + 32*1]",
+                "inc qword ptr [r11 + {rec}]",
                 "2:",
                 off = in(reg) off,
+                rec = const layout::slot_offset(1),
                 out("r11") _,
             )
         }
@@ -167,12 +159,13 @@ fn main() {
         .map(|k| UnwindEntry {
             ra: 0x6000_0000 + 16 * k,
             cfa_off: 24,
-            base: 0,
+            base: layout::UNWIND_BASE_RSP,
             reserved: 0,
             rbp_save: 0,
         })
         .collect();
-    assert_eq!(add_table(table.as_ptr(), table.len()), 0);
+    // SAFETY: `table` holds `len` sorted entries and outlives every walk below.
+    assert_eq!(unsafe { add_table(table.as_ptr(), table.len()) }, 0);
     let t0 = 300;
     for k in 0..8 {
         stack[t0 + 3 * k] = 0x6000_0000 + 16 * (100 * k as u64 + 7);

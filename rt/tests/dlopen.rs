@@ -54,7 +54,7 @@ fn dlopened_library_counts_in_threads_that_predate_it() {
     let mut total = 0;
     let mut cur = root.threads.load(Acquire);
     while cur != 0 {
-        // SAFETY: list entries are thread blocks laid out per `layout.rs`.
+        // SAFETY: list entries are thread blocks laid out per rt-abi's `ThreadHeader`.
         let h = unsafe { &*(cur as *const ThreadHeader) };
         // SAFETY: slot 9 is below max_slots (the default).
         let rec = unsafe { &*((cur + SLOTS_OFFSET + 9 * 32) as *const SlotRecord) };

@@ -30,8 +30,6 @@ pub struct Context {
     pub quit: bool,
     /// The live process, when there is one.
     pub target: Option<crate::target::Target>,
-    /// `break` requests, kept to place them in every process started or attached later.
-    pub breaks: Vec<crate::target::BreakRequest>,
     /// What was measured in a process gsh detached from, for `report`.
     pub measured: Option<crate::commands::measure::Results>,
     /// `set thread-events`: print each thread start and exit, not one summary line.
@@ -60,7 +58,6 @@ impl Context {
             program_args: Vec::new(),
             quit: false,
             target: None,
-            breaks: Vec::new(),
             measured: None,
             thread_events: false,
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),

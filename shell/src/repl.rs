@@ -203,7 +203,7 @@ pub fn complete_words(before: &str, known: &dyn Known) -> Completion {
             let after_func = |func: &str, rest: &[&str]| -> Vec<String> {
                 let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
                 match rest {
-                    [] => words(&["entry", "exit", "call", "loop"]),
+                    [] => words(&["entry", "exit", "call", "loop", "block", "insn", "edge"]),
                     ["call"] => {
                         let mut v = known.callees(func);
                         v.extend(words(&["before", "after"]));
@@ -212,6 +212,7 @@ pub fn complete_words(before: &str, known: &dyn Known) -> Completion {
                     ["call", _] => words(&["before", "after"]),
                     ["loop"] => known.loops(func),
                     ["loop", _] => words(&["entry", "exit", "iter-begin", "iter-end"]),
+                    ["insn", _] => words(&["before", "after"]),
                     _ => Vec::new(),
                 }
             };

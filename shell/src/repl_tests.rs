@@ -95,9 +95,12 @@ fn points_complete_after_the_function() {
     assert_eq!(point_words("at wo"), vec!["work"]);
     assert_eq!(
         point_words("at work "),
-        vec!["entry ", "exit ", "call ", "loop "]
+        vec!["entry ", "exit ", "call ", "loop ", "block ", "insn ", "edge "]
     );
-    assert_eq!(point_words("break work e"), vec!["entry ", "exit "]);
+    assert_eq!(
+        point_words("break work e"),
+        vec!["entry ", "exit ", "edge "]
+    );
     assert_eq!(point_words("b 'work' c"), vec!["call "]);
     assert_eq!(
         point_words("at work call "),
@@ -109,6 +112,10 @@ fn points_complete_after_the_function() {
     assert_eq!(
         point_words("at work loop loop_1 "),
         vec!["entry ", "exit ", "iter-begin ", "iter-end "]
+    );
+    assert_eq!(
+        point_words("at work insn 0x401136 "),
+        vec!["before ", "after "]
     );
     assert!(point_words("at work entry ").is_empty());
 }

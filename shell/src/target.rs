@@ -7,19 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use engine::instrument::{Live, PointSpec};
+use engine::instrument::Live;
 use engine::process::{Event, Process, TextChange, Tracer};
 use engine::session::Session;
-
-/// A `break` as asked for; applied when a process exists.
-#[derive(Clone, Debug)]
-pub struct BreakRequest {
-    pub id: u32,
-    pub spec: PointSpec,
-    pub cond: Option<String>,
-    /// The functions the spec resolved to when it was asked for.
-    pub funcs: Vec<engine::session::FuncRef>,
-}
 
 /// The process under control.
 pub struct Target {
@@ -206,12 +196,11 @@ impl Drop for CtrlC {
     }
 }
 
-/// Learns the process's modules into the session and inserts everything the plan and the
-/// break requests hold. The process must be stopped.
+/// Learns the process's modules into the session and inserts everything the plan holds
+/// (snippets, measures, breakpoints). The process must be stopped.
 pub fn install(
     session: &mut Session,
     plan: &engine::instrument::Plan,
-    breaks: &[BreakRequest],
     p: &mut Process,
     live: &mut Live,
 ) -> Result<Vec<String>> {
@@ -220,14 +209,14 @@ pub fn install(
     let mut notes = Vec::new();
     for r in &plan.requests {
         live.insert(p, session, plan, r.id)?;
+        if matches!(r.action, engine::instrument::Action::Breakpoint { .. }) {
+            continue;
+        }
         notes.push(format!(
             "instrumentation {}: {}",
             r.id,
             live.status(r.id).unwrap_or_else(|| "not inserted".into())
         ));
-    }
-    for b in breaks {
-        crate::commands::process::place_break(session, live, p, b)?;
     }
     Ok(notes)
 }

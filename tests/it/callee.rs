@@ -8,19 +8,13 @@ use std::path::{Path, PathBuf};
 
 use engine::callee::{self, CalleeEffects, Unknown};
 use engine::Session;
+use gsh_rt_abi::exports::Event;
 use gsh_tests::{target_dir, Gsh};
 
 /// The runtime's entry points meant to be called with only the registers they write saved.
-const BOUNDED: [&str; 8] = [
-    "gsh_rt_enter_tsc",
-    "gsh_rt_exit_tsc",
-    "gsh_rt_enter_cpu_tsc",
-    "gsh_rt_exit_cpu_tsc",
-    "gsh_rt_path_enter_tsc",
-    "gsh_rt_path_enter_cpu_tsc",
-    "gsh_rt_path_exit_tsc",
-    "gsh_rt_path_count_tsc",
-];
+fn bounded() -> [&'static str; 8] {
+    Event::ALL.map(Event::bounded)
+}
 
 /// Entry points that may read `CLOCK_MONOTONIC` or create the thread's block through libc:
 /// reported for information, not required to be bounded.
@@ -66,7 +60,7 @@ fn effects(so: &Path, names: &[&str]) -> Vec<(String, Result<CalleeEffects, Unkn
 fn assert_bounded(so: &Path) {
     println!("{}", so.display());
     let mut unbounded = Vec::new();
-    for (name, fx) in effects(so, &BOUNDED) {
+    for (name, fx) in effects(so, &bounded()) {
         match fx {
             Ok(fx) => assert!(fx.functions >= 1 && fx.instructions > 0, "{name}: {fx}"),
             Err(why) => unbounded.push(format!("{name}: {why} (at {:#x})", why.at().0)),

@@ -1,7 +1,13 @@
 //! `consult`: the automated search on a started program, its JSON shape, its graph file and
 //! its refusals.
 
-use gsh_tests::{gsh_c, gsh_json_all, json_stream, Gsh, Mutatee, Variant};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use gsh_tests::{ensure_package, gsh_c, gsh_json_all, json_stream, Gsh, Mutatee, Variant};
 
 /// A worker computing and the main thread polling: the search names the main thread waiting
 /// outside and the program (or its worker, never the poller) CPU-bound or waiting for a CPU on
@@ -219,4 +225,147 @@ fn consult_finds_threads_waiting_for_a_cpu_and_where_they_spin() {
         .collect();
     assert!(threads.len() >= 2, "{r:#}");
     assert!(found(&findings, &["RunQueue"], &["spin"]), "{r:#}");
+}
+
+/// A redis server on a free port, killed when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Redis {
+    fn start() -> Redis {
+        ensure_package("redis-server");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        let r = Redis { child, port };
+        // Ready when it answers.
+        let since = Instant::now();
+        while r.command("PING").as_deref() != Some("+PONG") {
+            assert!(
+                since.elapsed() < Duration::from_secs(20),
+                "redis never answered"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        r
+    }
+
+    fn connect(&self) -> Option<TcpStream> {
+        TcpStream::connect(("127.0.0.1", self.port)).ok()
+    }
+
+    /// One inline command's one-line reply.
+    fn command(&self, cmd: &str) -> Option<String> {
+        let mut c = self.connect()?;
+        c.write_all(format!("{cmd}\r\n").as_bytes()).ok()?;
+        let mut line = String::new();
+        BufReader::new(c).read_line(&mut line).ok()?;
+        Some(line.trim_end().to_owned())
+    }
+}
+
+/// A redis server kept busy by a client while the search runs: its background (bio) threads
+/// sit parked in condition waits the whole time, which slows nothing, so the search reports no
+/// SyncWait; it finds where the main thread's time goes; and the server answers every request
+/// correctly throughout and after.
+#[test]
+fn consult_on_a_loaded_redis_names_no_parked_thread_and_the_server_answers_throughout() {
+    let redis = Redis::start();
+    let stop = AtomicBool::new(false);
+    let (findings, r, answered) = std::thread::scope(|s| {
+        let client = s.spawn(|| {
+            let mut c = redis.connect().expect("a connection");
+            let mut replies = BufReader::new(c.try_clone().unwrap());
+            let mut answered = 0u64;
+            let mut line = String::new();
+            while !stop.load(Ordering::Relaxed) {
+                // 32 commands at a time, each answered in order.
+                let batch: String = (0..32)
+                    .map(|i| format!("SET key{i} {answered}\r\n"))
+                    .collect();
+                c.write_all(batch.as_bytes()).expect("redis takes requests");
+                for _ in 0..32 {
+                    line.clear();
+                    replies.read_line(&mut line).expect("redis replies");
+                    assert_eq!(line, "+OK\r\n", "after {answered} replies");
+                    answered += 1;
+                }
+            }
+            answered
+        });
+        let out = Gsh::new()
+            .args([
+                "--json",
+                "-p",
+                &redis.child.id().to_string(),
+                "-c",
+                "consult --for 15",
+            ])
+            .run();
+        stop.store(true, Ordering::Relaxed);
+        let answered = client.join().expect("the client saw only right answers");
+        out.assert_success();
+        let r = json_stream(&out)
+            .pop()
+            .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+            .unwrap_or_else(|| panic!("no result:\n{out}"));
+        let findings: Vec<(String, String)> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["hypothesis"].as_str().unwrap().to_owned(),
+                    f["focus"].to_string(),
+                )
+            })
+            .collect();
+        (findings, r, answered)
+    });
+    assert!(answered > 0);
+    assert!(
+        !findings.iter().any(|(h, _)| h == "SyncWait"),
+        "parked threads reported: {r:#}"
+    );
+    // The main thread serves the client: computing, or waiting for it (and when the stack
+    // samples come fast enough, below `main`).
+    let pid = u64::from(redis.child.id());
+    assert!(
+        r["findings"].as_array().unwrap().iter().any(|f| {
+            matches!(f["hypothesis"].as_str(), Some("CPUBound" | "ExternalWait"))
+                && f["thread"].as_u64() == Some(pid)
+        }),
+        "{r:#}"
+    );
+    assert!(r["seconds"].as_f64().unwrap() < 15.0, "{r:#}");
+    assert_eq!(redis.command("PING").as_deref(), Some("+PONG"));
+    assert_eq!(
+        redis
+            .command("GET key0")
+            .as_deref()
+            .map(|l| l.starts_with('$')),
+        Some(true)
+    );
 }

@@ -166,7 +166,8 @@ fn save_refuses_what_it_cannot_do() {
     );
     o.assert_code(1);
     assert!(
-        o.stderr.contains("loop points are not supported yet"),
+        o.stderr.contains("loop entry points are not supported yet")
+            && o.stderr.contains("edge trampolines"),
         "{}",
         o.stderr
     );
@@ -517,4 +518,49 @@ fn context_variables_say_each_points_facts_when_saved_and_live() {
     );
     o.assert_code(0);
     assert!(o.stdout.contains("$1 = 11\n"), "{}", o.stdout);
+}
+
+#[test]
+fn loop_header_block_and_instruction_points_count_every_iteration() {
+    // collatz_steps(27) takes 111 steps, so its loop header (at -O0 the `while` test) runs
+    // 112 times: the iteration begin, the block entry there and the point after its first
+    // instruction all see each one. Points on edges are refused, saying why.
+    let m = Mutatee::new("loops");
+    let exe = m.path(Variant::O0);
+    let loops = gsh_tests::gsh_json("loops collatz_steps", &exe);
+    let header = loops["rows"][0]["header"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{loops}"))
+        .to_owned();
+    let out = out_path("loops-header-points");
+    let stdout = instrument(
+        &format!(
+            "declare long it; declare long bl; declare long ins; \
+             at collatz_steps loop loop_1 iter-begin {{ it++; }}; \
+             at collatz_steps block {header} {{ bl++; }}; \
+             at collatz_steps insn {header} after {{ ins++; }}; \
+             at main exit {{ printf(\"gsh: %ld %ld %ld\\n\", it, bl, ins); }}"
+        ),
+        &exe,
+        &out,
+    );
+    assert!(stdout.contains("Points"), "{stdout}");
+    let (code, text) = stdout_of(&out, &[]);
+    assert_eq!(code, Some(0));
+    assert!(text.contains("collatz=111\n"), "{text}");
+    assert!(text.contains("gsh: 112 112 112\n"), "{text}");
+    for (point, why) in [
+        (
+            "collatz_steps loop loop_1 exit",
+            "loop exit points are not supported yet",
+        ),
+        (
+            &format!("collatz_steps edge {header} {header}") as &str,
+            "no edge from the block",
+        ),
+    ] {
+        let o = gsh_c(&format!("at {point} {{ }}"), &exe);
+        o.assert_code(1);
+        assert!(o.stderr.contains(why), "{point}: {}", o.stderr);
+    }
 }

@@ -563,3 +563,60 @@ fn a_later_session_finds_and_removes_what_a_killed_gsh_left() {
     text_matches_file(pid, &exe).expect("the program's text");
     text_matches_file(pid, &ld_so).expect("ld.so's text");
 }
+
+/// A breakpoint is a plan request like `at`'s: its points are found when it is asked for (a
+/// loop that is not there fails at once, before any process), `show instrumentation` lists
+/// it, the process started later gets it (here at a loop's header, a point only a loop
+/// names), and `delete` takes its `int3`s out so the program runs to its end.
+#[test]
+fn breakpoints_are_plan_requests_placed_in_the_process_started_later() {
+    let m = Mutatee::new("loops");
+    let exe = m.path(Variant::O0);
+    let o = gsh_c("break main loop loop_9 entry", &exe);
+    o.assert_code(1);
+    assert!(o.stderr.contains("no loop named `loop_9`"), "{}", o.stderr);
+    let o = gsh_c(
+        "break collatz_steps loop loop_1 iter-begin; show instrumentation; start; continue; \
+         show instrumentation; delete 1; continue",
+        &exe,
+    );
+    o.assert_code(0);
+    let planned = o.stdout.find("(breakpoint)  planned").expect(&o.stdout);
+    let stop = o
+        .stdout
+        .find("stopped at breakpoint 1 (collatz_steps loop-iter-begin)")
+        .expect(&o.stdout);
+    let set = o.stdout.find("set at 1 point(s)").expect(&o.stdout);
+    assert!(planned < stop && stop < set, "{}", o.stdout);
+    assert!(o.stdout.contains("collatz=111\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+}
+
+/// A breakpoint in a library the program loads later is set when the library appears, and
+/// its condition is checked there.
+#[test]
+fn a_breakpoint_waits_for_its_library() {
+    let exe = Mutatee::new("plugin").path(Variant::O2);
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let o = gsh_c(
+        &format!(
+            "break {lib}!shared_add entry if ($0 == 7); run {lib}; print $0; delete 1; continue",
+            lib = lib.display()
+        ),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(
+        o.stderr.contains("breakpoint 1: 1 point(s) set in"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stdout
+            .contains("stopped at breakpoint 1 (shared_add entry)"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("$0 = 7\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+}

@@ -388,6 +388,18 @@ fn rewritten_binary_results_read_by_report() {
     let o = gsh_c("report /etc/passwd", &exe);
     assert_ne!(o.code, Some(0));
     assert!(o.stderr.contains("not the results file"), "{}", o.stderr);
+    // A file cut short (the program killed while writing) and none at all say so.
+    let text = std::fs::read_to_string(&results).expect("results");
+    let cut = dir.join("timing-results-cut.json");
+    std::fs::write(&cut, &text[..text.len() / 2]).expect("write");
+    let o = gsh_c(&format!("report {}", cut.display()), &exe);
+    assert!(o.stderr.contains("is truncated"), "{}", o.stderr);
+    let o = gsh_c(&format!("report {}.none", cut.display()), &exe);
+    assert!(
+        o.stderr.contains("run the saved program first"),
+        "{}",
+        o.stderr
+    );
 }
 
 /// `count` and `time` say what each id measures (they printed only how many functions), and

@@ -18,6 +18,9 @@
 //! - `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms
 //!   sees during `count '*'`, against the one it sees during a bare halt + resume. Run it
 //!   with `--release`.
+//! - `bench-consult [--runs N] [--cost PERCENT] [--threads N]`: the progress rate of a
+//!   CPU-bound program while `consult` searches it, over its rate alone before and after in
+//!   the same run, beside the overhead `consult` reported.
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
@@ -40,6 +43,7 @@
 
 mod bench;
 mod bench_attached;
+mod bench_consult;
 mod bench_live;
 mod bench_measure;
 mod bench_stall;
@@ -74,6 +78,9 @@ tasks:
                                   redis under redis-benchmark load (default 50; --release)
   bench-stall [--runs N]          longest reply of redis-server pinged every 1 ms during
                                   `count '*'`, against halt + resume (use --release)
+  bench-consult [--runs N] [--cost PERCENT] [--threads N]
+                                  progress rate of a CPU-bound program while `consult`
+                                  searches it, over its rate alone, same run
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)
@@ -142,6 +149,7 @@ fn run() -> Result<()> {
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
         "bench-stall" => bench_stall::run(rest),
+        "bench-consult" => bench_consult::run(rest),
         "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),

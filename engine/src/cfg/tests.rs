@@ -393,7 +393,7 @@ fn indirect_jumps_leave_only_from_an_unwound_frame() {
         assert_eq!(a.cfg.unresolved.len(), 1, "{flags:?}");
         let m = s.main().unwrap();
         let f = m.functions().by_name("inside").next().unwrap();
-        let points = crate::point::find(m, f.id, &crate::point::Query::all());
+        let points = crate::point::all(m, f.id);
         assert!(
             points.iter().all(|p| p.addr != a.cfg.unresolved[0]),
             "{flags:?}: a point at the unresolved jump of inside: {points:?}"

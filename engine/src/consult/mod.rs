@@ -87,6 +87,22 @@ impl Hypothesis {
         }
     }
 
+    /// True when, holding, this refinement replaces its parent as the conclusion (an I/O
+    /// problem that is small I/O); false when it only qualifies it (CPU demand partly unmet
+    /// is still CPU demand).
+    pub fn replaces_parent(self) -> bool {
+        self != Hypothesis::RunQueue
+    }
+
+    /// The hypothesis this one refines along the "why" axis, if any.
+    pub fn parent(self) -> Option<Hypothesis> {
+        match self {
+            Hypothesis::RunQueue => Some(Hypothesis::CPUBound),
+            Hypothesis::SmallIO => Some(Hypothesis::IOBlocking),
+            _ => None,
+        }
+    }
+
     /// The more precise hypotheses a true one is refined into along the "why" axis.
     pub fn children(self) -> &'static [Hypothesis] {
         match self {
@@ -197,8 +213,9 @@ pub struct ProbeId(pub u64);
 /// What the search needs of the world: the program's structure, and measurements.
 pub trait Lab {
     /// The children of `focus` worth testing for `hypothesis`, each with a priority (higher is
-    /// tested first; stack samples are a good source). Empty when the focus cannot be refined.
-    fn refine(&mut self, hypothesis: Hypothesis, focus: &Focus) -> Vec<(Focus, f64)>;
+    /// tested first; stack samples are a good source). Empty when the focus cannot be refined;
+    /// `None` when the lab cannot tell yet (it lacks samples), so the search asks again.
+    fn refine(&mut self, hypothesis: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>>;
     /// The predicted cost of measuring `e`: a fraction of the program's time.
     fn predicted_cost(&mut self, e: &Experiment) -> f64;
     /// Starts measuring `e`.
@@ -277,6 +294,10 @@ pub struct Node {
     probe: Option<ProbeId>,
     #[serde(skip)]
     started: f64,
+    /// For a true node: when it was judged, while the lab has not yet refined it along the
+    /// "where" axis (it may lack the samples to; it is asked again each step).
+    #[serde(skip)]
+    unrefined: Option<f64>,
 }
 
 /// A conclusion: a true experiment none of whose refinements is true.
@@ -311,6 +332,7 @@ impl Search {
                 note: None,
                 probe: None,
                 started: 0.0,
+                unrefined: None,
             })
             .collect();
         Search { settings, nodes }
@@ -321,12 +343,12 @@ impl Search {
         &self.nodes
     }
 
-    /// True when nothing is measuring and nothing is left to test.
+    /// True when nothing is measuring and nothing is left to test or refine.
     pub fn done(&self) -> bool {
         !self
             .nodes
             .iter()
-            .any(|n| matches!(n.state, State::Active | State::Untested))
+            .any(|n| matches!(n.state, State::Active | State::Untested) || n.unrefined.is_some())
     }
 
     /// The predicted cost of the running experiments.
@@ -380,39 +402,60 @@ impl Search {
             self.nodes[i].probe = None;
             self.nodes[i].state = verdict;
             if verdict == State::True {
-                self.refine(lab, i);
+                let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
+                let why = hypothesis
+                    .children()
+                    .iter()
+                    .map(|&h| {
+                        (
+                            Experiment {
+                                hypothesis: h,
+                                focus: focus.clone(),
+                            },
+                            f64::INFINITY,
+                        )
+                    })
+                    .collect();
+                self.add_children(i, why);
+                self.nodes[i].unrefined = Some(now);
             }
         }
+        self.refine_where(lab, now);
         self.start_waiting(lab, now);
         !self.done()
     }
 
-    /// Adds the refinements of true node `i`: along the "why" axis at the same focus, and along
-    /// the "where" axis for the same hypothesis.
-    fn refine(&mut self, lab: &mut dyn Lab, i: usize) {
-        let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
-        let mut children: Vec<(Experiment, f64)> = hypothesis
-            .children()
-            .iter()
-            .map(|&h| {
-                (
-                    Experiment {
-                        hypothesis: h,
-                        focus: focus.clone(),
-                    },
-                    f64::INFINITY,
-                )
-            })
-            .collect();
-        children.extend(lab.refine(hypothesis, &focus).into_iter().map(|(f, p)| {
-            (
-                Experiment {
-                    hypothesis,
-                    focus: f,
-                },
-                p,
-            )
-        }));
+    /// Asks the lab for the "where" refinements of every true node that has none yet; a node
+    /// the lab still cannot refine after the bounded wait stays a conclusion.
+    fn refine_where(&mut self, lab: &mut dyn Lab, now: f64) {
+        for i in 0..self.nodes.len() {
+            let Some(judged) = self.nodes[i].unrefined else {
+                continue;
+            };
+            let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
+            let refined = lab.refine(hypothesis, &focus);
+            if refined.is_some() || now - judged >= self.settings.max_wait {
+                self.nodes[i].unrefined = None;
+            }
+            let children: Vec<(Experiment, f64)> = refined
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(f, p)| {
+                    (
+                        Experiment {
+                            hypothesis,
+                            focus: f,
+                        },
+                        p,
+                    )
+                })
+                .collect();
+            self.add_children(i, children);
+        }
+    }
+
+    /// Adds `children` of node `i` that the graph does not hold yet.
+    fn add_children(&mut self, i: usize, children: Vec<(Experiment, f64)>) {
         for (experiment, priority) in children {
             if self.nodes.iter().any(|n| n.experiment == experiment) {
                 continue;
@@ -426,6 +469,7 @@ impl Search {
                 note: None,
                 probe: None,
                 started: 0.0,
+                unrefined: None,
             });
         }
     }
@@ -473,6 +517,7 @@ impl Search {
     /// Stops every running experiment (the search was cut short); their nodes stay untested.
     pub fn stop(&mut self, lab: &mut dyn Lab) {
         for n in &mut self.nodes {
+            n.unrefined = None;
             if let Some(p) = n.probe.take() {
                 lab.stop(p);
                 n.state = State::Untested;
@@ -487,12 +532,24 @@ impl Search {
             .iter()
             .enumerate()
             .filter(|(i, n)| {
+                // A qualifying refinement (RunQueue) stands only where what it qualifies
+                // (CPUBound) was not judged false at the same focus.
+                let h = n.experiment.hypothesis;
+                let unqualified = !h.replaces_parent()
+                    && self.nodes.iter().any(|p| {
+                        Some(p.experiment.hypothesis) == h.parent()
+                            && p.experiment.focus == n.experiment.focus
+                            && p.state == State::False
+                    });
                 // Not a conclusion when a true node refines it: a child, or a deeper focus
                 // for the same hypothesis reached another way.
-                n.state == State::True
+                !unqualified
+                    && n.state == State::True
                     && !self.nodes.iter().any(|c| {
                         c.state == State::True
-                            && (c.parent == Some(*i)
+                            && ((c.parent == Some(*i)
+                                && (c.experiment.hypothesis == n.experiment.hypothesis
+                                    || c.experiment.hypothesis.replaces_parent()))
                                 || (c.experiment.hypothesis == n.experiment.hypothesis
                                     && c.experiment.focus.0.len() > n.experiment.focus.0.len()
                                     && c.experiment.focus.0.starts_with(&n.experiment.focus.0)))

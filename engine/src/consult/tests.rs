@@ -19,6 +19,8 @@ struct Model {
     peak: usize,
     started: Vec<Experiment>,
     refuse: Option<String>,
+    /// Foci the lab cannot refine the first time it is asked (it lacks samples).
+    not_yet: std::collections::HashSet<String>,
 }
 
 fn f(path: &[&str]) -> Focus {
@@ -45,6 +47,7 @@ impl Model {
             peak: 0,
             started: Vec::new(),
             refuse: None,
+            not_yet: Default::default(),
         }
     }
 
@@ -78,11 +81,16 @@ impl Model {
 }
 
 impl Lab for Model {
-    fn refine(&mut self, _: Hypothesis, focus: &Focus) -> Vec<(Focus, f64)> {
-        self.tree
-            .get(&focus.to_string())
-            .cloned()
-            .unwrap_or_default()
+    fn refine(&mut self, _: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        if self.not_yet.remove(&focus.to_string()) {
+            return None;
+        }
+        Some(
+            self.tree
+                .get(&focus.to_string())
+                .cloned()
+                .unwrap_or_default(),
+        )
     }
 
     fn predicted_cost(&mut self, _: &Experiment) -> f64 {
@@ -298,4 +306,61 @@ fn stopping_removes_every_probe() {
     search.stop(&mut m);
     assert!(m.running.is_empty());
     assert!(!search.done());
+}
+
+#[test]
+fn a_true_node_the_lab_cannot_refine_yet_is_refined_later() {
+    let mut m = cpu_in_an_inner_loop();
+    m.not_yet.insert(f(&["app", "main"]).to_string());
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    assert_eq!(
+        search.findings()[0].focus,
+        f(&["app", "main", "crunch", "loop_1", "loop_1.1"])
+    );
+}
+
+#[test]
+fn run_queue_qualifies_a_cpu_conclusion_and_small_io_replaces_an_io_one() {
+    let mut m = Model::new(0.01);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.9)
+        .truth(Hypothesis::RunQueue, &["app"], 0.5)
+        .truth(Hypothesis::IOBlocking, &["app"], 0.5)
+        .truth(Hypothesis::SmallIO, &["app"], 0.5);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let mut hs: Vec<Hypothesis> = search.findings().iter().map(|x| x.hypothesis).collect();
+    hs.sort();
+    assert_eq!(
+        hs,
+        [
+            Hypothesis::CPUBound,
+            Hypothesis::SmallIO,
+            Hypothesis::RunQueue
+        ]
+    );
+}
+
+#[test]
+fn run_queue_is_no_conclusion_where_the_thread_is_not_cpu_bound() {
+    let mut m = Model::new(0.01);
+    m.child(&["app"], "poller", 1.0)
+        .child(&["app"], "cruncher", 1.0);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.9)
+        .truth(Hypothesis::CPUBound, &["app", "cruncher"], 0.9)
+        .truth(Hypothesis::CPUBound, &["app", "poller"], 0.1)
+        .truth(Hypothesis::RunQueue, &["app"], 0.5)
+        .truth(Hypothesis::RunQueue, &["app", "cruncher"], 0.5)
+        .truth(Hypothesis::RunQueue, &["app", "poller"], 0.3);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|x| format!("{} {}", x.hypothesis, x.focus))
+        .collect();
+    assert_eq!(
+        found,
+        ["CPUBound app > cruncher", "RunQueue app > cruncher"]
+    );
 }

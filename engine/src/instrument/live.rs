@@ -14,6 +14,8 @@
 //! trampoline when a site covers the point; they are lifted around every patch so that the
 //! patcher always finds the bytes it expects.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,10 +29,12 @@ use crate::session::{Module, ModuleId, Session};
 use crate::snippet::env::PointInfo;
 use crate::snippet::ir::Program;
 
+use super::action::{Action, Metric};
+use super::build::{self, BuildError, Placement};
 use super::env::{Declaration, SessionEnv};
-use super::measure::{self, Measure, MeasureError};
+use super::measure::{Measure, MeasureError};
+use super::pending::{overlay, Pending};
 use super::request::{Plan, Request};
-use super::save::{point_info, points_of, SaveError};
 
 /// Bytes reserved for declared variables in a live process.
 const DATA_SIZE: u64 = 1 << 20;
@@ -38,20 +42,28 @@ const DATA_SIZE: u64 = 1 << 20;
 /// Why live instrumentation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
+    /// Controlling, reading or writing the process.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// Placing a point.
     #[error(transparent)]
     Patch(#[from] patch::PatchError),
+    /// Memory the patcher asked for.
     #[error(transparent)]
     Space(#[from] SpaceError),
+    /// A request that cannot become patch requests.
     #[error(transparent)]
-    Points(#[from] SaveError),
+    Build(#[from] BuildError),
+    /// The memory for declared variables is full.
     #[error("declared variables need more than {DATA_SIZE} bytes")]
     DataFull,
+    /// No request has that id.
     #[error("no instrumentation or breakpoint {0}")]
     UnknownId(u32),
+    /// The runtime library or its slots.
     #[error(transparent)]
     Measure(#[from] MeasureError),
+    /// Anything else, said in a sentence (a breakpoint's condition, an instruction copy).
     #[error("{0}")]
     Message(String),
 }
@@ -73,9 +85,53 @@ struct LiveRequest {
     points: usize,
 }
 
+impl LiveRequest {
+    /// A measure, which waits for the runtime library.
+    fn measures(&self) -> bool {
+        self.request.action.metric().is_some()
+    }
+}
+
+/// A live process's placement: declared variables in memory mapped near the main program,
+/// the module's load bias, every loaded module reachable, measures in the runtime's slots.
+struct LivePlacement<'l> {
+    declared: &'l [Declaration],
+    bias: u64,
+    loaded: &'l BTreeMap<ModuleId, Loaded>,
+    measure: &'l mut Measure,
+}
+
+impl Placement for LivePlacement<'_> {
+    fn env<'a>(
+        &'a self,
+        module: &'a Module,
+        func: &'a crate::symbols::Function,
+        info: PointInfo,
+    ) -> SessionEnv<'a> {
+        SessionEnv::new(module, Some(func), self.declared, info, self.bias)
+            .with_modules(self.loaded.values().map(|l| &*l.module))
+            .with_loaded(self.loaded.values().map(|l| (&*l.module, l.bias)))
+    }
+
+    fn measure_source(
+        &mut self,
+        module: &Module,
+        id: u32,
+        func: crate::symbols::FuncId,
+        metric: Metric,
+        at_exit: bool,
+    ) -> Result<String, BuildError> {
+        let name = || module.functions().get(func).display_name().to_owned();
+        Ok(self
+            .measure
+            .source(name, id, module.id, func, metric, at_exit)?)
+    }
+}
+
 /// A `break`: an int3 the tracer reports.
 #[derive(Clone, Debug)]
 pub struct Breakpoint {
+    /// The breakpoint request's id.
     pub id: u32,
     /// Where the point is (runtime address of the original instruction).
     pub point: u64,
@@ -85,12 +141,14 @@ pub struct Breakpoint {
     pub cond: Option<Program>,
     /// Where the int3 is now, and the byte it replaced.
     placed: Option<(u64, u8)>,
+    /// How many times it stopped a thread.
     pub hits: u64,
 }
 
 /// What `start` does after the process is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopAt {
+    /// Run on.
     Nothing,
     /// A one-shot int3 at this runtime address (`main`).
     Once(u64),
@@ -108,6 +166,7 @@ pub struct Live {
     /// Initial values written so far (a prefix of `declared`).
     initialised: usize,
     data: Option<u64>,
+    /// Every breakpoint set, one per point (a request's several points share its id).
     pub breakpoints: Vec<Breakpoint>,
     /// Out-of-line copies of the instructions under conditional breakpoints (int3 address to
     /// the instruction's bytes and its copy): a thread whose condition is false runs the
@@ -144,12 +203,8 @@ struct LiveSpace<'p> {
     p: &'p mut Process,
     /// Memory allocated through this space (start to end): written directly.
     fresh: BTreeMap<u64, u64>,
-    /// Writes over existing code, in order.
-    pending: Vec<(u64, Vec<u8>)>,
-    /// `pending`'s indexes by address, and its longest write: reads overlay only the
-    /// writes near them, so a request of n sites costs n log n, not n².
-    by_addr: BTreeMap<u64, Vec<usize>>,
-    longest: u64,
+    /// Writes over existing code.
+    pending: Pending,
     /// (address, original byte) of every breakpoint in place.
     hidden: Vec<(u64, u8)>,
 }
@@ -159,19 +214,8 @@ impl<'p> LiveSpace<'p> {
         LiveSpace {
             p,
             fresh: BTreeMap::new(),
-            pending: Vec::new(),
-            by_addr: BTreeMap::new(),
-            longest: 0,
+            pending: Pending::default(),
             hidden,
-        }
-    }
-}
-
-fn overlay(bytes: &mut [u8], at: u64, src_at: u64, src: &[u8]) {
-    for (i, b) in src.iter().enumerate() {
-        let a = src_at + i as u64;
-        if a >= at && a < at + bytes.len() as u64 {
-            bytes[(a - at) as usize] = *b;
         }
     }
 }
@@ -186,18 +230,7 @@ impl AddressSpace for LiveSpace<'_> {
         for (at, orig) in &self.hidden {
             overlay(&mut bytes, addr.0, *at, &[*orig]);
         }
-        let from = addr.0.saturating_sub(self.longest);
-        let mut near: Vec<usize> = self
-            .by_addr
-            .range(from..addr.0.saturating_add(len as u64))
-            .flat_map(|(_, v)| v.iter().copied())
-            .collect();
-        // In the order they were written: later writes win.
-        near.sort_unstable();
-        for i in near {
-            let (at, w) = &self.pending[i];
-            overlay(&mut bytes, addr.0, *at, w);
-        }
+        self.pending.overlay(addr.0, &mut bytes);
         Ok(bytes)
     }
 
@@ -237,12 +270,7 @@ impl AddressSpace for LiveSpace<'_> {
                 detail: e.to_string(),
             });
         }
-        self.by_addr
-            .entry(addr.0)
-            .or_default()
-            .push(self.pending.len());
-        self.longest = self.longest.max(bytes.len() as u64);
-        self.pending.push((addr.0, bytes.to_vec()));
+        self.pending.push(addr.0, bytes);
         Ok(())
     }
 }
@@ -383,7 +411,7 @@ impl Live {
                 points: 0,
             },
         );
-        if measure::is_measure(&self.requests[&id].request) && self.measure.runtime.is_none() {
+        if self.requests[&id].measures() && self.measure.runtime.is_none() {
             // Waits for [`Live::start_measuring`].
             return Ok(Vec::new());
         }
@@ -395,7 +423,14 @@ impl Live {
             .collect();
         let mut reports = Vec::new();
         for m in targets {
-            reports.extend(self.apply(p, id, m)?);
+            match self.apply(p, id, m) {
+                Ok(r) => reports.extend(r),
+                Err(e) => {
+                    // Nothing half-done: what went in is taken out, as if never asked for.
+                    let _ = self.undo(p, id);
+                    return Err(e);
+                }
+            }
         }
         Ok(reports)
     }
@@ -407,7 +442,7 @@ impl Live {
         let waiting: Vec<u32> = self
             .requests
             .iter()
-            .filter(|(_, r)| measure::is_measure(&r.request) && r.applied.is_empty())
+            .filter(|(_, r)| r.measures() && r.applied.is_empty())
             .map(|(id, _)| *id)
             .collect();
         if waiting.is_empty() && self.measure.runtime.is_none() {
@@ -453,66 +488,46 @@ impl Live {
         Ok(())
     }
 
-    /// Inserts request `id` into loaded module `m`.
+    /// Inserts request `id` into loaded module `m`, through the one path from request to
+    /// patcher ([`build`]). What the patcher staged belongs to the request even when the
+    /// insert fails, so [`Live::remove`] takes it out.
     fn apply(
         &mut self,
         p: &mut Process,
         id: u32,
         m: ModuleId,
     ) -> Result<Vec<PointReport>, LiveError> {
-        if measure::metric(&self.requests[&id].request).is_some_and(|m| m.is_profile()) {
+        let metric = self.requests[&id].request.action.metric();
+        if let Action::Breakpoint { cond } = &self.requests[&id].request.action {
+            let cond = cond.clone();
+            return self.apply_breakpoint(p, id, m, cond.as_deref());
+        }
+        if metric.is_some_and(|m| m.is_profile()) {
             self.unwind_tables_for(p, m)?;
         }
-        let lr = &self.requests[&id];
-        let r = &lr.request;
-        let loaded = &self.loaded[&m];
-        let module = &*loaded.module;
-        let others: Vec<&Module> = self.loaded.values().map(|l| &*l.module).collect();
-        let metric = measure::metric(r);
-        let exit = measure::exit_request(r);
-        let mut reqs = Vec::new();
-        for f in r.funcs.iter().filter(|f| f.module == m) {
-            let func = module.functions().get(f.func);
-            for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
-                let Some(req) = req else { continue };
-                let source = match metric {
-                    Some(metric) => {
-                        let name = || func.display_name().to_owned();
-                        self.measure.source(name, id, m, f.func, metric, at_exit)?
-                    }
-                    None => r.source(),
-                };
-                for pt in points_of(module, req, f.func)? {
-                    let base = SessionEnv::new(
-                        module,
-                        Some(func),
-                        &self.declared,
-                        PointInfo::default(),
-                        loaded.bias,
-                    );
-                    let mut info = point_info(module, &base, req, &pt);
-                    info.internal = metric.is_some();
-                    let env =
-                        SessionEnv::new(module, Some(func), &self.declared, info, loaded.bias)
-                            .with_modules(others.iter().copied())
-                            .with_loaded(self.loaded.values().map(|l| (&*l.module, l.bias)));
-                    reqs.push(patch::Request {
-                        tag: id,
-                        point: pt,
-                        source: source.clone(),
-                        env: Arc::new(env.snapshot(&source)),
-                    });
-                }
-            }
-        }
+        let built = {
+            let loaded = &self.loaded[&m];
+            let mut place = LivePlacement {
+                declared: &self.declared,
+                bias: loaded.bias,
+                loaded: &self.loaded,
+                measure: &mut self.measure,
+            };
+            build::patch_requests(&loaded.module, &self.requests[&id].request, &mut place)?
+        };
         // Slots a previous owner used start from zero, before any code counts in them.
         self.measure.prepare_slots(p)?;
         let hidden = self.hidden();
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden);
-        let result = loaded.patcher.insert(&loaded.module, &mut space, &reqs);
+        let result = build::insert(&mut loaded.patcher, &loaded.module, &mut space, built);
         self.commit(space, m)?;
+        if let Some(lr) = self.requests.get_mut(&id) {
+            if !lr.applied.contains(&m) {
+                lr.applied.push(m);
+            }
+        }
         let done = result?;
         for (pt, why) in &done.skipped {
             self.messages.push(format!(
@@ -526,16 +541,70 @@ impl Live {
             *self.tactics.entry(r.tactic).or_insert(0) += 1;
         }
         if let Some(lr) = self.requests.get_mut(&id) {
-            lr.applied.push(m);
             lr.points += reports.len();
         }
         Ok(reports)
+    }
+
+    /// Sets breakpoint request `id` at its points in loaded module `m`: an `int3` at each,
+    /// stopping only when `cond` holds there (checked against each point's own facts).
+    fn apply_breakpoint(
+        &mut self,
+        p: &mut Process,
+        id: u32,
+        m: ModuleId,
+        cond: Option<&str>,
+    ) -> Result<Vec<PointReport>, LiveError> {
+        let (module, bias) = {
+            let l = &self.loaded[&m];
+            (l.module.clone(), l.bias)
+        };
+        let r = self.requests[&id].request.clone();
+        let mut wanted = Vec::new();
+        for f in r.funcs.iter().filter(|f| f.module == m) {
+            let func = module.functions().get(f.func);
+            for pt in build::points_of(&module, &r, f.func)? {
+                let cond = match cond {
+                    Some(c) => {
+                        let env =
+                            |info| SessionEnv::new(&module, Some(func), &self.declared, info, bias);
+                        let base = env(PointInfo::default());
+                        let info = crate::point::facts(&*module, &pt, id, &|c| base.c_type(c));
+                        let program = super::eval::check_condition(c, &env(info))
+                            .map_err(|e| LiveError::Message(e.to_string()))?;
+                        Some(program)
+                    }
+                    None => None,
+                };
+                let what = format!("{} {}", func.display_name(), pt.kind.as_str());
+                wanted.push((pt.addr.0.wrapping_add(bias), what, cond));
+            }
+        }
+        let n = wanted.len();
+        Self::paused(p, |p| {
+            for (at, what, cond) in wanted {
+                self.add_breakpoint(p, id, at, what, cond)?;
+            }
+            Ok(())
+        })?;
+        if let Some(lr) = self.requests.get_mut(&id) {
+            lr.applied.push(m);
+            lr.points += n;
+        }
+        Ok(Vec::new())
     }
 
     /// Removes request `id` everywhere it was inserted; like [`Live::insert`], the process
     /// may be running and is paused only while code is written.
     /// A measuring request's values stay for `report` and its slots are freed for reuse.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
+        if self.breakpoints.iter().any(|b| b.id == id) {
+            Self::paused(p, |p| {
+                self.lift_breakpoints(p)?;
+                self.breakpoints.retain(|b| b.id != id);
+                self.place_breakpoints(p)
+            })?;
+        }
         let Some(lr) = self.requests.remove(&id) else {
             self.measure.release(&p.reader(), id, true);
             return Ok(0);
@@ -548,7 +617,7 @@ impl Live {
                 continue;
             };
             let mut space = LiveSpace::new(&mut *p, hidden);
-            let r = loaded.patcher.remove(&loaded.module, &mut space, id);
+            let r = build::remove(&mut loaded.patcher, &loaded.module, &mut space, id);
             self.commit(space, m)?;
             match r {
                 Ok(n) => removed += n,
@@ -562,6 +631,19 @@ impl Live {
         Ok(removed)
     }
 
+    /// Takes request `id` out because inserting it failed: its code, its breakpoints, its
+    /// slots, and the values it kept (it never measured anything).
+    pub fn undo(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
+        let removed = self.remove(p, id);
+        self.forget(id);
+        removed
+    }
+
+    /// Points request `id` was inserted at (breakpoints: `int3`s set), over all modules.
+    pub fn points(&self, id: u32) -> usize {
+        self.requests.get(&id).map_or(0, |r| r.points)
+    }
+
     /// Forgets what request `id` measured: it was removed because inserting it failed.
     pub fn forget(&mut self, id: u32) {
         self.measure.forget(id);
@@ -571,8 +653,11 @@ impl Live {
     /// it still waits for.
     pub fn status(&self, id: u32) -> Option<String> {
         let lr = self.requests.get(&id)?;
-        if measure::is_measure(&lr.request) && self.measure.runtime.is_none() {
+        if lr.measures() && self.measure.runtime.is_none() {
             return Some("waiting for main (the runtime library loads there)".to_owned());
+        }
+        if matches!(lr.request.action, Action::Breakpoint { .. }) {
+            return Some(format!("set at {} point(s)", lr.points));
         }
         let mut text = format!("inserted at {} point(s)", lr.points);
         let waiting: Vec<&str> = lr
@@ -602,19 +687,20 @@ impl Live {
         let LiveSpace {
             p, pending, hidden, ..
         } = space;
+        let pending = pending.writes();
         if pending.is_empty() {
             return Ok(());
         }
         // Everything but the writes themselves is prepared while the process runs: the
         // changes merged into a few runs of bytes, read as they are now (only gsh changes
         // code, and it does so on this thread).
-        let runs = runs_of(p, &pending, &hidden)?;
+        let runs = runs_of(p, pending, &hidden)?;
         let running = p.state() == crate::process::State::Running;
         let t = std::time::Instant::now();
         if running {
             p.halt()?;
         }
-        let result = self.write_pending(p, &pending, &runs, m);
+        let result = self.write_pending(p, pending, &runs, m);
         if running && p.state().is_alive() {
             p.resume()?;
         }
@@ -872,14 +958,24 @@ impl Live {
             .iter()
             .filter(|(_, r)| r.modules.contains_key(&id) && !r.applied.contains(&id))
             // Counts wait for the runtime, not only for their library.
-            .filter(|(_, r)| !measure::is_measure(&r.request) || self.measure.runtime.is_some())
+            .filter(|(_, r)| !r.measures() || self.measure.runtime.is_some())
             .map(|(k, _)| *k)
             .collect();
         for rid in waiting {
+            let before = self.points(rid);
+            let what = match self.requests[&rid].request.action {
+                Action::Breakpoint { .. } => "breakpoint",
+                _ => "instrumentation",
+            };
             match self.apply(p, rid, id) {
-                Ok(reports) => self.messages.push(format!(
-                    "instrumentation {rid}: {} point(s) inserted in {}",
-                    reports.len(),
+                Ok(_) => self.messages.push(format!(
+                    "{what} {rid}: {} point(s) {} in {}",
+                    self.points(rid) - before,
+                    if what == "breakpoint" {
+                        "set"
+                    } else {
+                        "inserted"
+                    },
                     m.path.display()
                 )),
                 Err(e) => self.messages.push(format!(

@@ -3,8 +3,7 @@
 //! function, and the values read from the threads' blocks without stopping the process.
 //!
 //! A measure is an ordinary plan request (so `delete`, `show instrumentation` and ids work as
-//! for `at`) whose body is the marker of its [`Metric`], which no user snippet can contain (the
-//! checker rejects the reserved names outside gsh's own snippets). [`super::Live`] compiles it,
+//! for `at`) whose action is [`Action::Measure`] with its [`Metric`]. [`super::Live`] compiles it,
 //! per function and point, to one of the runtime operations of [`crate::snippet::codegen`]'s
 //! `rt` module: an inline counter, an inline `rdtsc` timer, or a call into the runtime with
 //! only what the callee may change saved. Every event is counted: a thread without a block
@@ -30,6 +29,8 @@ use crate::session::{FuncRef, ModuleId, Session};
 use crate::snippet::check::RT_SAVE_FULL;
 use crate::symbols::FuncId;
 
+use super::action::Action;
+pub use super::action::Metric;
 use super::request::{Plan, PointSpec, Request, RequestError, Where};
 
 /// Counter slots per thread (`gsh_rt_init`'s `max_slots`): one per measured function. The
@@ -41,78 +42,6 @@ const PATH_CAPACITY: u32 = layout::DEFAULT_PATH_CAPACITY;
 const PATH_RECORD: usize = size_of::<PathRecord>();
 const SLOT_RECORD: usize = size_of::<SlotRecord>();
 const SHADOW_ENTRY: usize = size_of::<ShadowEntry>();
-
-/// What a measuring request measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Metric {
-    /// Calls (`count`).
-    Count,
-    /// Calls and inclusive wall time (`time`).
-    Time,
-    /// Calls and inclusive thread CPU time (`time --cpu`).
-    TimeCpu,
-    /// Calls and wall time per distinct call path (`profile`).
-    Profile,
-    /// Calls and thread CPU time per call path (`profile --cpu`).
-    ProfileCpu,
-    /// Calls per call path (`profile --count`).
-    ProfileCount,
-}
-
-impl Metric {
-    const ALL: [Metric; 6] = [
-        Metric::Count,
-        Metric::Time,
-        Metric::TimeCpu,
-        Metric::Profile,
-        Metric::ProfileCpu,
-        Metric::ProfileCount,
-    ];
-
-    /// The body of the plan request: a marker [`super::Live`] recognises and no user snippet
-    /// can contain (the checker rejects the reserved names outside gsh's own snippets).
-    pub fn body(self) -> &'static str {
-        match self {
-            Metric::Count => "__gsh_rt_count();",
-            Metric::Time => "__gsh_rt_time_enter();",
-            Metric::TimeCpu => "__gsh_rt_time_enter(1);",
-            Metric::Profile => "__gsh_rt_call();",
-            Metric::ProfileCpu => "__gsh_rt_call(1);",
-            Metric::ProfileCount => "__gsh_rt_call(2);",
-        }
-    }
-
-    /// The command that asks for it, as `show instrumentation` shows it.
-    pub fn command(self) -> &'static str {
-        match self {
-            Metric::Count => "count",
-            Metric::Time => "time",
-            Metric::TimeCpu => "time --cpu",
-            Metric::Profile => "profile",
-            Metric::ProfileCpu => "profile --cpu",
-            Metric::ProfileCount => "profile --count",
-        }
-    }
-
-    /// Does it need the function's exits too?
-    pub fn has_exit(self) -> bool {
-        !matches!(self, Metric::Count | Metric::ProfileCount)
-    }
-
-    /// Does it keep call paths?
-    pub fn is_profile(self) -> bool {
-        matches!(
-            self,
-            Metric::Profile | Metric::ProfileCpu | Metric::ProfileCount
-        )
-    }
-
-    /// Does it measure time?
-    pub fn is_timed(self) -> bool {
-        !matches!(self, Metric::Count | Metric::ProfileCount)
-    }
-}
 
 /// Why measuring failed.
 #[derive(Debug, thiserror::Error)]
@@ -309,34 +238,12 @@ pub fn add<'p>(
                     .contains(".cold"))
         })
         .collect();
-    let id = plan.new_id();
-    plan.requests.push(Request {
-        id,
-        spec,
-        cond: None,
-        body: metric.body().to_owned(),
-        funcs,
-        warnings: Vec::new(),
-    });
-    Ok(plan.requests.last().expect("just pushed"))
-}
-
-/// What a plan request measures, if it is a measuring request.
-pub fn metric(r: &Request) -> Option<Metric> {
-    if r.cond.is_some() {
-        return None;
-    }
-    Metric::ALL.into_iter().find(|m| m.body() == r.body)
-}
-
-/// Is this plan request a measuring one (`count`, `time`, `profile`)?
-pub fn is_measure(r: &Request) -> bool {
-    metric(r).is_some()
+    Ok(plan.push(spec, Action::Measure(metric), funcs, Vec::new()))
 }
 
 /// The same request at the function's exits, for the metrics that need them.
 pub fn exit_request(r: &Request) -> Option<Request> {
-    metric(r).filter(|m| m.has_exit())?;
+    r.action.metric().filter(|m| m.has_exit())?;
     let mut e = r.clone();
     e.spec.at = Where::Exit;
     Some(e)
@@ -352,16 +259,38 @@ pub fn saved_source(metric: Metric, at_exit: bool, slot: u32, desc: u64) -> Stri
             desc + descriptor::fn_at(e)
         )
     };
+    match op(metric, at_exit, true) {
+        Op::Count => format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});"),
+        Op::TimeEnter => format!("__gsh_rt_time_enter({slot}, 0, 0, {desc:#x});"),
+        Op::TimeExit => format!("__gsh_rt_time_exit({slot}, 0, 0, {desc:#x});"),
+        Op::Call(e) => call(e),
+    }
+}
+
+/// How a point measures: one of the inline operations, or a call into the runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Count,
+    TimeEnter,
+    TimeExit,
+    Call(Event),
+}
+
+/// The operation measuring `metric` at an entry or (`at_exit`) an exit. Wall-clock timers are
+/// inline when `inline_timers` (the TSC is usable), else the runtime's own clock times them.
+fn op(metric: Metric, at_exit: bool, inline_timers: bool) -> Op {
     match (metric, at_exit) {
-        (Metric::Count, _) => format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});"),
-        (Metric::Time, false) => format!("__gsh_rt_time_enter({slot}, 0, 0, {desc:#x});"),
-        (Metric::Time, true) => format!("__gsh_rt_time_exit({slot}, 0, 0, {desc:#x});"),
-        (Metric::TimeCpu, false) => call(Event::EnterCpu),
-        (Metric::TimeCpu, true) => call(Event::ExitCpu),
-        (Metric::Profile, false) => call(Event::PathEnter),
-        (Metric::ProfileCpu, false) => call(Event::PathEnterCpu),
-        (Metric::Profile | Metric::ProfileCpu, true) => call(Event::PathExit),
-        (Metric::ProfileCount, _) => call(Event::PathCount),
+        (Metric::Count, _) => Op::Count,
+        (Metric::Time, false) if inline_timers => Op::TimeEnter,
+        (Metric::Time, true) if inline_timers => Op::TimeExit,
+        (Metric::Time, false) => Op::Call(Event::Enter),
+        (Metric::Time, true) => Op::Call(Event::Exit),
+        (Metric::TimeCpu, false) => Op::Call(Event::EnterCpu),
+        (Metric::TimeCpu, true) => Op::Call(Event::ExitCpu),
+        (Metric::Profile, false) => Op::Call(Event::PathEnter),
+        (Metric::ProfileCpu, false) => Op::Call(Event::PathEnterCpu),
+        (Metric::Profile | Metric::ProfileCpu, true) => Op::Call(Event::PathExit),
+        (Metric::ProfileCount, _) => Op::Call(Event::PathCount),
     }
 }
 
@@ -446,19 +375,11 @@ impl Measure {
                 f.addr, f.save
             ))
         };
-        match (metric, at_exit) {
-            (Metric::Count, _) => Ok(format!("__gsh_rt_count({access});")),
-            (Metric::Time, false) if tsc => Ok(format!("__gsh_rt_time_enter({access});")),
-            (Metric::Time, true) if tsc => Ok(format!("__gsh_rt_time_exit({access});")),
-            // Without an invariant TSC the runtime's own clock (CLOCK_MONOTONIC) times.
-            (Metric::Time, false) => call(Event::Enter),
-            (Metric::Time, true) => call(Event::Exit),
-            (Metric::TimeCpu, false) => call(Event::EnterCpu),
-            (Metric::TimeCpu, true) => call(Event::ExitCpu),
-            (Metric::Profile, false) => call(Event::PathEnter),
-            (Metric::ProfileCpu, false) => call(Event::PathEnterCpu),
-            (Metric::Profile | Metric::ProfileCpu, true) => call(Event::PathExit),
-            (Metric::ProfileCount, _) => call(Event::PathCount),
+        match op(metric, at_exit, tsc) {
+            Op::Count => Ok(format!("__gsh_rt_count({access});")),
+            Op::TimeEnter => Ok(format!("__gsh_rt_time_enter({access});")),
+            Op::TimeExit => Ok(format!("__gsh_rt_time_exit({access});")),
+            Op::Call(e) => call(e),
         }
     }
 

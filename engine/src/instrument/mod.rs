@@ -2,19 +2,28 @@
 //! compiler and the patcher. This is gsh's equivalent of Dyninst's BPatch layer: it alone may
 //! import `session`, `snippet` and `dwarf` together.
 
+pub mod action;
+pub mod build;
+
+pub use crate::patch::{PointRow, Tactic};
+pub use build::describe_points;
 pub mod env;
+
+pub use action::{Action, Metric};
 
 pub use env::{Declaration, SessionEnv};
 pub mod request;
 
 pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 pub mod save;
+mod source;
 
 pub use save::{save, SaveError, SaveReport};
 pub mod eval;
 pub mod histogram;
 pub mod live;
 pub mod measure;
+mod pending;
 pub mod results;
 pub mod scope;
 pub mod values;

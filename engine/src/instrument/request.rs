@@ -6,143 +6,19 @@
 //! and the snippet type-checks at every one of them, so `at` fails at once with a diagnostic
 //! rather than at `save`.
 
-use std::fmt;
+#![warn(missing_docs)]
 
-use crate::cfg::Exit;
-use crate::session::{FuncRef, Session};
+use crate::point::{self, Point};
+use crate::session::{FuncRef, Module, Session};
 use crate::snippet::diag::render_all;
-use crate::snippet::env::{PointInfo, PointKind};
+use crate::snippet::env::PointInfo;
 use crate::snippet::{self, Declared};
+use crate::symbols::FuncId;
 
+pub use crate::point::{LoopAt, PointSpec, Where};
+
+use super::action::Action;
 use super::env::{Declaration, SessionEnv};
-use super::save::{point_info, points_of};
-
-/// Where in a loop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LoopAt {
-    Entry,
-    Exit,
-    IterBegin,
-    IterEnd,
-}
-
-/// Where in a function.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case", tag = "kind")]
-pub enum Where {
-    Entry,
-    Exit,
-    /// Before every call, or only calls to `callee`.
-    CallBefore {
-        callee: Option<String>,
-    },
-    /// After every call, or only calls to `callee`.
-    CallAfter {
-        callee: Option<String>,
-    },
-    Loop {
-        name: String,
-        at: LoopAt,
-    },
-}
-
-/// A point as the user names it: a function (name, `MODULE!NAME`, address or glob) and where.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct PointSpec {
-    pub func: String,
-    pub at: Where,
-}
-
-impl PointSpec {
-    /// Parses `FUNC entry`, `FUNC exit`, `FUNC call [CALLEE] before|after`,
-    /// `FUNC loop LOOP entry|exit|iter-begin|iter-end`.
-    pub fn parse(words: &[&str]) -> Result<PointSpec, String> {
-        const SHAPE: &str = "a point is `FUNC entry`, `FUNC exit`, `FUNC call [CALLEE] \
-                             before|after` or `FUNC loop LOOP entry|exit|iter-begin|iter-end`";
-        let (func, rest) = words
-            .split_first()
-            .ok_or_else(|| format!("missing point; {SHAPE}"))?;
-        let at = match rest {
-            ["entry"] => Where::Entry,
-            ["exit"] => Where::Exit,
-            ["call", when] | ["call", _, when] => {
-                let callee = (rest.len() == 3).then(|| rest[1].to_string());
-                match *when {
-                    "before" => Where::CallBefore { callee },
-                    "after" => Where::CallAfter { callee },
-                    other => {
-                        return Err(format!(
-                            "`{other}`: calls are instrumented `before` or `after`"
-                        ))
-                    }
-                }
-            }
-            ["loop", name, at] => Where::Loop {
-                name: name.to_string(),
-                at: match *at {
-                    "entry" => LoopAt::Entry,
-                    "exit" => LoopAt::Exit,
-                    "iter-begin" => LoopAt::IterBegin,
-                    "iter-end" => LoopAt::IterEnd,
-                    other => {
-                        return Err(format!(
-                            "`{other}`: a loop point is entry, exit, iter-begin or iter-end"
-                        ))
-                    }
-                },
-            },
-            [] => return Err(format!("`{func}` needs a point after it; {SHAPE}")),
-            _ => return Err(format!("`{}` is not a point; {SHAPE}", words.join(" "))),
-        };
-        Ok(PointSpec {
-            func: func.to_string(),
-            at,
-        })
-    }
-
-    /// The snippet point kind, which decides what `$0..$5` and `$return` mean.
-    pub fn kind(&self) -> PointKind {
-        match self.at {
-            Where::Entry => PointKind::Entry,
-            Where::Exit => PointKind::Exit,
-            Where::CallBefore { .. } => PointKind::CallBefore,
-            Where::CallAfter { .. } => PointKind::CallAfter,
-            Where::Loop { .. } => PointKind::Other,
-        }
-    }
-}
-
-impl fmt::Display for PointSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ", self.func)?;
-        match &self.at {
-            Where::Entry => write!(f, "entry"),
-            Where::Exit => write!(f, "exit"),
-            Where::CallBefore { callee } | Where::CallAfter { callee } => {
-                write!(f, "call ")?;
-                if let Some(c) = callee {
-                    write!(f, "{c} ")?;
-                }
-                let when = if matches!(self.at, Where::CallBefore { .. }) {
-                    "before"
-                } else {
-                    "after"
-                };
-                write!(f, "{when}")
-            }
-            Where::Loop { name, at } => {
-                let at = match at {
-                    LoopAt::Entry => "entry",
-                    LoopAt::Exit => "exit",
-                    LoopAt::IterBegin => "iter-begin",
-                    LoopAt::IterEnd => "iter-end",
-                };
-                write!(f, "loop {name} {at}")
-            }
-        }
-    }
-}
 
 /// Why a request was refused.
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +29,14 @@ pub enum RequestError {
     /// A function has no point of the kind asked for.
     #[error("{0}")]
     NoPoint(String),
+    /// The point exists but the patcher cannot place it yet.
+    #[error("`{spec}`: {why}")]
+    Unplaceable {
+        /// The point as the user wrote it.
+        spec: String,
+        /// Why it cannot be placed.
+        why: point::Unplaceable,
+    },
     /// The snippet does not check; the text is the rendered diagnostics.
     #[error("{0}")]
     Snippet(String),
@@ -164,13 +48,15 @@ pub enum RequestError {
     Redeclared(String),
 }
 
-/// One `at` request.
+/// One request of the plan: an action at the points a specification names.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Request {
+    /// Its id, shared with `delete` and `show instrumentation`.
     pub id: u32,
+    /// Where, as the user wrote it.
     pub spec: PointSpec,
-    pub cond: Option<String>,
-    pub body: String,
+    /// What to do there.
+    pub action: Action,
     /// The functions the spec resolved to.
     #[serde(skip)]
     pub funcs: Vec<FuncRef>,
@@ -179,9 +65,9 @@ pub struct Request {
 }
 
 impl Request {
-    /// The snippet as compiled: the body, guarded by the condition when there is one.
-    pub fn source(&self) -> String {
-        snippet_source(self.cond.as_deref(), &self.body)
+    /// The snippet as compiled, for a snippet request.
+    pub fn source(&self) -> Option<String> {
+        self.action.snippet_source()
     }
 }
 
@@ -215,48 +101,20 @@ fn shadowed(
         .collect()
 }
 
-/// What the snippet constants say at each point of `func` that `spec` names: the same facts
-/// `save` and a live process compile with ([`point_info`]). Loop points, which are not
-/// enumerated yet, get the loop's name and its header's source line.
+/// What the snippet constants say at each of `points` (of one function): the same facts
+/// `save` and a live process compile with ([`point::facts`]).
 fn point_infos(
-    module: &crate::session::Module,
-    func: crate::symbols::FuncId,
-    spec: &PointSpec,
+    module: &Module,
+    func: FuncId,
+    points: &[Point],
     id: u32,
     declared: &[Declaration],
 ) -> Vec<PointInfo> {
     let f = module.functions().get(func);
     let base = SessionEnv::new(module, Some(f), declared, PointInfo::default(), 0);
-    if let Where::Loop { name, .. } = &spec.at {
-        let analysis = module.analysis().function(func);
-        let Some(l) = analysis.loops.by_name(name) else {
-            return Vec::new();
-        };
-        let header = analysis.cfg.block(l.header).start;
-        let loc = module.debug_info().and_then(|d| d.location(header));
-        return vec![PointInfo {
-            kind: PointKind::Other,
-            function: f.display_name().to_owned(),
-            module: module.name.clone(),
-            file: loc.as_ref().map(|l| l.file.clone()),
-            line: loc.map(|l| l.line),
-            loop_name: Some(l.name.clone()),
-            id,
-            ..PointInfo::default()
-        }];
-    }
-    let probe = Request {
-        id,
-        spec: spec.clone(),
-        cond: None,
-        body: String::new(),
-        funcs: Vec::new(),
-        warnings: Vec::new(),
-    };
-    points_of(module, &probe, func)
-        .unwrap_or_default()
+    points
         .iter()
-        .map(|p| point_info(module, &base, &probe, p))
+        .map(|p| point::facts(module, p, id, &|c| base.c_type(c)))
         .collect()
 }
 
@@ -265,17 +123,12 @@ fn is_fragment(name: &str) -> bool {
     name.contains(".cold")
 }
 
-fn snippet_source(cond: Option<&str>, body: &str) -> String {
-    match cond {
-        Some(c) => format!("if ({c}) {{ {body} }}"),
-        None => body.to_owned(),
-    }
-}
-
 /// Declared variables and snippet requests, in the order they were made.
 #[derive(Debug, Default)]
 pub struct Plan {
+    /// `declare`d variables, in order.
     pub declared: Vec<Declared>,
+    /// Requests, in the order they were made.
     pub requests: Vec<Request>,
     next_id: u32,
 }
@@ -324,8 +177,20 @@ impl Plan {
         cond: Option<String>,
         body: String,
     ) -> Result<&Request, RequestError> {
+        self.add_action(session, spec, Action::Snippet { cond, body })
+    }
+
+    /// A request for `action` at `spec`: resolves the functions, finds their points (refusing
+    /// those that cannot be placed yet) and checks a snippet at each, then records it.
+    pub fn add_action(
+        &mut self,
+        session: &mut Session,
+        spec: PointSpec,
+        action: Action,
+    ) -> Result<&Request, RequestError> {
         let funcs = session.resolve_functions(&spec.func)?;
-        let source = snippet_source(cond.as_deref(), &body);
+        // Breakpoint conditions are checked where they are placed, against the frame.
+        let source = action.snippet_source();
         let (declared, _) = self.layout(CHECK_DATA_BASE);
         let mut selected = Vec::new();
         let mut warnings = Vec::new();
@@ -337,66 +202,32 @@ impl Plan {
             if funcs.len() > 1 && is_fragment(&func.name) {
                 continue;
             }
-            let analysis = module.analysis().function(r.func);
-            let table = module.functions();
-            let callee_matches =
-                |callee: &Option<String>, target: Option<crate::LinkAddr>| match callee {
-                    None => true,
-                    Some(want) => target.and_then(|t| table.at(t)).is_some_and(|f| {
-                        f.name == *want
-                            || f.name.strip_suffix("@plt") == Some(want)
-                            || f.display_name() == want
-                    }),
-                };
-            let has_point = match &spec.at {
-                Where::Entry => true,
-                Where::Exit => analysis.cfg.blocks.iter().any(|b| {
-                    matches!(
-                        b.exit,
-                        Some(
-                            Exit::Return
-                                | Exit::TailCall { .. }
-                                | Exit::NoReturnCall { .. }
-                                | Exit::Indirect
-                        )
-                    )
-                }),
-                Where::CallBefore { callee } | Where::CallAfter { callee } => analysis
-                    .cfg
-                    .calls()
-                    .any(|c| callee_matches(callee, c.target)),
-                Where::Loop { name, .. } => analysis.loops.by_name(name).is_some(),
-            };
-            if !has_point {
+            let points = match point::find(module, r.func, &spec.at) {
+                Ok(points) => points,
                 // With a glob, functions without the point are simply not selected; a single
                 // named function without it is an error.
-                if funcs.len() == 1 {
-                    let what = match &spec.at {
-                        Where::Entry => "no entry point".to_owned(),
-                        Where::Exit => "no exit point (it never returns)".to_owned(),
-                        Where::CallBefore { callee: Some(c) }
-                        | Where::CallAfter { callee: Some(c) } => {
-                            format!("no call to `{c}`")
-                        }
-                        Where::CallBefore { .. } | Where::CallAfter { .. } => "no calls".to_owned(),
-                        Where::Loop { name, .. } => {
-                            format!(
-                                "no loop named `{name}` (`loops {}` lists them)",
-                                func.display_name()
-                            )
-                        }
-                    };
+                Err(why) if funcs.len() == 1 => {
                     return Err(RequestError::NoPoint(format!(
-                        "{} has {what}",
+                        "{} has {why}",
                         func.display_name()
-                    )));
+                    )))
                 }
-                continue;
+                Err(_) => continue,
+            };
+            if let Some(why) = points.iter().find_map(|p| p.placeable().err()) {
+                return Err(RequestError::Unplaceable {
+                    spec: spec.to_string(),
+                    why,
+                });
             }
+            let Some(source) = &source else {
+                selected.push(*r);
+                continue;
+            };
             // Each point is checked with its own facts (`$line`, `$callee`, `$return`'s
             // type differ from point to point); points with the same facts check alike.
             let mut checked: Vec<PointInfo> = Vec::new();
-            for point in point_infos(module, r.func, &spec, self.next_id + 1, &declared) {
+            for point in point_infos(module, r.func, &points, self.next_id + 1, &declared) {
                 let key = PointInfo {
                     file: point.file.as_ref().map(|_| String::new()),
                     line: point.line.map(|_| 0),
@@ -408,18 +239,18 @@ impl Plan {
                 checked.push(key);
                 let env =
                     SessionEnv::new(module, Some(func), &declared, point, 0).with_session(session);
-                let (_, diags) = snippet::check_source(&source, &env);
+                let (_, diags) = snippet::check_source(source, &env);
                 if diags.iter().any(|d| d.is_error()) {
                     return Err(RequestError::Snippet(format!(
                         "in the snippet at {} ({}):\n{}",
                         spec,
                         func.display_name(),
-                        render_all(&diags, &source).trim_end()
+                        render_all(&diags, source).trim_end()
                     )));
                 }
             }
-            if spec.kind() == PointKind::Entry {
-                warnings.extend(shadowed(module, func, &declared, &source));
+            if spec.at == Where::Entry {
+                warnings.extend(shadowed(module, func, &declared, source));
             }
             selected.push(*r);
         }
@@ -430,16 +261,26 @@ impl Plan {
                 spec.func
             )));
         }
+        Ok(self.push(spec, action, selected, warnings))
+    }
+
+    /// Records a request made elsewhere (measures), with the next id.
+    pub(super) fn push(
+        &mut self,
+        spec: PointSpec,
+        action: Action,
+        funcs: Vec<FuncRef>,
+        warnings: Vec<String>,
+    ) -> &Request {
         self.next_id += 1;
         self.requests.push(Request {
             id: self.next_id,
             spec,
-            cond,
-            body,
-            funcs: selected,
+            action,
+            funcs,
             warnings,
         });
-        Ok(self.requests.last().expect("just pushed"))
+        self.requests.last().expect("just pushed")
     }
 
     /// A fresh id from the same sequence as `at` requests (breakpoints share it, so that

@@ -41,36 +41,67 @@ pub use gsh_rt_abi::results::Module as LoadedModule;
 pub enum ResultsError {
     /// No file at the path.
     #[error("there is no results file {}: run the saved program first (it writes the file when it exits)", .path.display())]
-    Missing { path: PathBuf },
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file exists but cannot be read.
     #[error("cannot read results file {}: {source}", .path.display())]
     Unreadable {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
     /// The JSON ends early.
     #[error("results file {} is truncated ({detail}): was the program killed while writing it?", .path.display())]
-    Truncated { path: PathBuf, detail: String },
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// Not JSON, or not the runtime's.
     #[error("{} is not the results file of a binary gsh saved with measuring: {detail}", .path.display())]
-    Foreign { path: PathBuf, detail: String },
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// Written by a runtime of another ABI version.
     #[error("results file {} was written by a runtime of ABI {found}; this gsh reads ABI {ABI_VERSION}", .path.display())]
-    OtherAbi { path: PathBuf, found: u64 },
+    OtherAbi {
+        /// The file.
+        path: PathBuf,
+        /// The version it has.
+        found: u64,
+    },
     /// The runtime wrote it, but for a program without a measuring descriptor.
     #[error("results file {} says nothing about what was measured: the runtime wrote it for a program gsh did not save with measuring (GSH_RT_OUTPUT?)", .path.display())]
-    NoMeta { path: PathBuf },
+    NoMeta {
+        /// The file.
+        path: PathBuf,
+    },
     /// The descriptor's meta text has another version.
     #[error("results file {}: its measuring table has version {found}; this gsh reads version {META_VERSION}", .path.display())]
-    OtherMeta { path: PathBuf, found: u32 },
+    OtherMeta {
+        /// The file.
+        path: PathBuf,
+        /// The version it has.
+        found: u32,
+    },
 }
 
 /// A results file, read: every measured function's values summed over threads, the call
 /// paths (per thread, not yet merged or named), and the modules to name them with.
 #[derive(Clone, Debug)]
 pub struct ResultsFile {
+    /// One per measured function, in the meta table's order.
     pub values: Vec<CountValue>,
+    /// Every thread's call-path records of profiled functions.
     pub paths: Vec<PathValue>,
+    /// The loaded objects, the program first.
     pub modules: Vec<LoadedModule>,
 }
 

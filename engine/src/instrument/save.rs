@@ -24,9 +24,10 @@
 //! dynamic entry still measures when run with `LD_PRELOAD=<runtime>`; [`Measuring::needed`]
 //! says which. A static executable loads no library, so `save` refuses to measure in one.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::addr::{LinkAddr, RuntimeAddr};
 use crate::elf::BinaryKind;
@@ -34,41 +35,57 @@ use crate::patch::trap;
 use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
-use crate::point::{self, Point, Query};
+use crate::point::Point;
 use crate::rewrite::{self, InitHook, Rewrite};
 use crate::session::{Module, Session};
 use crate::snippet::env::PointInfo;
-use crate::snippet::types::Type;
-use crate::symbols::FuncId;
+use crate::symbols::{FuncId, Function};
 
 use gsh_rt_abi::descriptor::{self, PT_GSH_MEASURE};
 
+use super::action::{Action, Metric};
+use super::build::{self, BuildError, Built, Placement};
 use super::env::{Declaration, SessionEnv};
-use super::measure::{self, MeasureError, Metric};
-use super::request::{Plan, Request, Where};
+use super::measure::{self, MeasureError};
+use super::pending::Pending;
+use super::request::{Plan, Request};
 
 /// Why `save` failed. Nothing is written when it fails.
 #[derive(Debug, thiserror::Error)]
 pub enum SaveError {
+    /// Nothing open, or the file's tables.
     #[error(transparent)]
     Engine(#[from] crate::Error),
+    /// Writing the new file.
     #[error(transparent)]
     Rewrite(#[from] rewrite::Error),
+    /// Placing a point.
     #[error(transparent)]
     Patch(#[from] patch::PatchError),
     /// Instrumentation in another module than the file being saved.
     #[error("instrumentation {id} is in {module}; `save` rewrites only {file} (use a live process for libraries)")]
     OtherModule {
+        /// The request.
         id: u32,
+        /// The module its function is in.
         module: String,
+        /// The file being saved.
         file: String,
     },
-    /// A kind of point the patcher does not place yet.
-    #[error("instrumentation {id}: {what} are not supported yet")]
-    Unsupported { id: u32, what: &'static str },
+    /// A request that cannot become patch requests (a point not placed yet, a measure).
+    #[error(transparent)]
+    Build(#[from] BuildError),
     /// Measuring needs the runtime library, and this file cannot load one.
     #[error("instrumentation {id} cannot measure in {file}: {why}")]
-    CannotMeasure { id: u32, file: String, why: String },
+    CannotMeasure {
+        /// The measuring request.
+        id: u32,
+        /// The file being saved.
+        file: String,
+        /// Why it cannot load the runtime.
+        why: String,
+    },
+    /// Finding the runtime library.
     #[error(transparent)]
     Measure(#[from] MeasureError),
 }
@@ -94,6 +111,7 @@ pub struct Measuring {
     pub results: PathBuf,
     /// The descriptor's link address.
     pub descriptor: LinkAddr,
+    /// What each slot measures.
     pub slots: Vec<SavedSlot>,
 }
 
@@ -101,26 +119,31 @@ pub struct Measuring {
 /// [`super::results::Meta`]).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SavedSlot {
+    /// The slot's index in the threads' blocks.
     pub slot: u32,
     /// The request's id.
     pub id: u32,
     /// `count`, `time`, `time-cpu`, `profile`, `profile-cpu` or `profile-count`.
     pub kind: Metric,
+    /// The measured function, as users name it.
     pub function: String,
 }
 
 /// What `save` did.
 #[derive(Debug)]
 pub struct SaveReport {
+    /// Every point inserted, with its tactic.
     pub points: Vec<PointReport>,
     /// Points left alone, and why: their instruction overlaps another instruction of the
     /// function's CFG (a block decoded from inside an instruction, typically from a jump
     /// table read past its end), so writing there could corrupt real code.
     pub skipped: Vec<(Point, String)>,
+    /// How many points each tactic placed.
     pub tactics: BTreeMap<Tactic, usize>,
     /// With traps: the signal functions whose PLT stubs now lead through gsh's wrappers
     /// ([`crate::patch::interpose`]), and those left alone with why.
     pub interposed: Vec<(String, Option<String>)>,
+    /// The new file's sizes and segments.
     pub file: rewrite::Summary,
     /// Present when the file measures (`count` and the like).
     pub measuring: Option<Measuring>,
@@ -130,9 +153,7 @@ pub struct SaveReport {
 struct RewriteSpace<'a> {
     rw: Rewrite<'a>,
     /// Writes over original code, replayed on reads so the patcher sees its own patches.
-    patched: BTreeMap<u64, Vec<u8>>,
-    /// The longest of them, so a read looks only at patches that can reach it.
-    longest: u64,
+    patched: Pending,
 }
 
 impl AddressSpace for RewriteSpace<'_> {
@@ -148,15 +169,7 @@ impl AddressSpace for RewriteSpace<'_> {
                 detail: "not in the file's loaded bytes".into(),
             })?
             .to_vec();
-        let from = addr.0.saturating_sub(self.longest);
-        for (&at, patch) in self.patched.range(from..addr.0 + len as u64) {
-            for (i, b) in patch.iter().enumerate() {
-                let a = at + i as u64;
-                if a >= addr.0 && a < addr.0 + len as u64 {
-                    bytes[(a - addr.0) as usize] = *b;
-                }
-            }
-        }
+        self.patched.overlay(addr.0, &mut bytes);
         Ok(bytes)
     }
 
@@ -183,69 +196,9 @@ impl AddressSpace for RewriteSpace<'_> {
                 detail: e.to_string(),
             })?;
         if self.rw.binary().bytes_at(LinkAddr(addr.0), 1).is_some() {
-            self.longest = self.longest.max(bytes.len() as u64);
-            self.patched.insert(addr.0, bytes.to_vec());
+            self.patched.push(addr.0, bytes);
         }
         Ok(())
-    }
-}
-
-/// The points of `func` a request selects.
-pub fn points_of(
-    module: &Module,
-    r: &Request,
-    func: crate::symbols::FuncId,
-) -> Result<Vec<Point>, SaveError> {
-    let mut q = Query::default();
-    match &r.spec.at {
-        Where::Entry => q.entry = true,
-        Where::Exit => q.exits = true,
-        Where::CallBefore { callee } => {
-            q.calls_before = true;
-            q.callee = callee.clone();
-        }
-        Where::CallAfter { callee } => {
-            q.calls_after = true;
-            q.callee = callee.clone();
-        }
-        Where::Loop { .. } => {
-            return Err(SaveError::Unsupported {
-                id: r.id,
-                what: "loop points",
-            })
-        }
-    }
-    Ok(point::find(module, func, &q))
-}
-
-/// What the snippet constants (`$function`, `$line`, `$callee`, ...) say at `point`, and the
-/// type `$return` has there.
-pub fn point_info(module: &Module, env: &SessionEnv<'_>, r: &Request, p: &Point) -> PointInfo {
-    let table = module.functions();
-    let func = table.get(p.func);
-    let debug = module.debug_info();
-    let loc = debug.and_then(|d| d.location(p.addr));
-    let return_of = |addr: Option<LinkAddr>| -> Option<Type> {
-        let info = debug?.function(addr?)?;
-        env.c_type(&info.return_type)
-    };
-    let kind = p.kind.snippet_kind();
-    let return_type = match kind {
-        crate::snippet::env::PointKind::Exit => return_of(Some(func.addr)),
-        crate::snippet::env::PointKind::CallAfter => return_of(p.callee),
-        _ => None,
-    };
-    PointInfo {
-        kind,
-        function: func.display_name().to_owned(),
-        module: module.name.clone(),
-        file: loc.as_ref().map(|l| l.file.clone()),
-        line: loc.map(|l| l.line),
-        callee: p.callee_name.clone(),
-        loop_name: p.loop_name.clone(),
-        id: r.id,
-        return_type,
-        internal: false,
     }
 }
 
@@ -283,7 +236,7 @@ pub fn save_with(
     let measured: Vec<&Request> = plan
         .requests
         .iter()
-        .filter(|r| measure::metric(r).is_some())
+        .filter(|r| r.action.metric().is_some())
         .collect();
     if let Some(r) = measured.first() {
         let binary = &module.binary;
@@ -297,7 +250,12 @@ pub fn save_with(
             });
         }
     }
-    for r in &plan.requests {
+    // Breakpoints belong to a live process; a saved file has none.
+    let saved = plan
+        .requests
+        .iter()
+        .filter(|r| !matches!(r.action, Action::Breakpoint { .. }));
+    for r in saved {
         if let Some(f) = r.funcs.iter().find(|f| f.module != module.id) {
             return Err(SaveError::OtherModule {
                 id: r.id,
@@ -312,8 +270,7 @@ pub fn save_with(
     };
     let mut space = RewriteSpace {
         rw: Rewrite::with_options(&module.binary, layout)?,
-        patched: BTreeMap::new(),
-        longest: 0,
+        patched: Pending::default(),
     };
     // Before the trap handler's hook (`init`) claims a spare dynamic entry: loading the
     // runtime matters more, and a library's hook can still chain an existing DT_INIT.
@@ -336,47 +293,16 @@ pub fn save_with(
         Vec::new()
     };
 
-    let mut requests = Vec::new();
-    let mut skipped = Vec::new();
+    let mut place = SavePlacement {
+        session,
+        declared: &declared,
+        measuring: measuring.as_ref().map(|m| (m.descriptor, slot_of)),
+    };
+    let mut built = Built::default();
     for r in &plan.requests {
-        let metric = measure::metric(r);
-        // Measuring requests name only entries; the metrics that time also go at the exits.
-        let exit = measure::exit_request(r);
-        for f in &r.funcs {
-            let func = module.functions().get(f.func);
-            for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
-                let Some(req) = req else { continue };
-                let source = match (metric, &measuring) {
-                    (Some(metric), Some(m)) => {
-                        let slot = slot_of
-                            .iter()
-                            .find(|&&(id, fid, _)| id == r.id && fid == f.func)
-                            .map_or(0, |&(_, _, slot)| slot);
-                        measure::saved_source(metric, at_exit, slot, m.descriptor.0)
-                    }
-                    _ => r.source(),
-                };
-                for p in points_of(module, req, f.func)? {
-                    if let Some(why) = overlapping_code(module, &p) {
-                        skipped.push((p, why));
-                        continue;
-                    }
-                    let base_env =
-                        SessionEnv::new(module, Some(func), &declared, PointInfo::default(), 0);
-                    let mut info = point_info(module, &base_env, req, &p);
-                    // gsh's own snippet: the runtime's reserved operations are allowed.
-                    info.internal = metric.is_some();
-                    let env = SessionEnv::new(module, Some(func), &declared, info, 0)
-                        .with_session(session);
-                    requests.push(patch::Request {
-                        tag: r.id,
-                        point: p,
-                        env: Arc::new(env.snapshot(&source)),
-                        source: source.clone(),
-                    });
-                }
-            }
-        }
+        let b = build::patch_requests(module, r, &mut place)?;
+        built.requests.extend(b.requests);
+        built.skipped.extend(b.skipped);
     }
     let hook = match module.binary.kind() {
         BinaryKind::SharedLibrary => space.rw.init().map(Hook::Init),
@@ -387,11 +313,12 @@ pub fn save_with(
         ..PatchOptions::default()
     };
     let mut patcher = Patcher::new(0, options);
-    let points = match (patcher.insert(module, &mut space, &requests), &hook) {
-        (Ok(done), _) => {
-            skipped.extend(done.skipped);
-            done.points
-        }
+    // A failure from here on writes nothing: the rewrite is discarded with what it staged.
+    let (points, skipped) = match (
+        build::insert(&mut patcher, module, &mut space, built),
+        &hook,
+    ) {
+        (Ok(done), _) => (done.points, done.skipped),
         (Err(patch::PatchError::NeedsTrap { point, addr, why }), Err(e)) => {
             return Err(patch::PatchError::NeedsTrap {
                 point,
@@ -424,6 +351,45 @@ pub fn save_with(
 /// `(request id, function, slot)` of every measured function.
 type SlotMap = Vec<(u32, FuncId, u32)>;
 
+/// A saved file's placement: declared variables in its new data segment, bias 0, every open
+/// module reachable, measures finding the runtime through the file's descriptor.
+struct SavePlacement<'s> {
+    session: &'s Session,
+    declared: &'s [Declaration],
+    /// The descriptor's address and each measured function's slot.
+    measuring: Option<(LinkAddr, SlotMap)>,
+}
+
+impl Placement for SavePlacement<'_> {
+    fn env<'a>(
+        &'a self,
+        module: &'a Module,
+        func: &'a Function,
+        info: PointInfo,
+    ) -> SessionEnv<'a> {
+        SessionEnv::new(module, Some(func), self.declared, info, 0).with_session(self.session)
+    }
+
+    fn measure_source(
+        &mut self,
+        _module: &Module,
+        id: u32,
+        func: FuncId,
+        metric: Metric,
+        at_exit: bool,
+    ) -> Result<String, BuildError> {
+        let (descriptor, slot_of) = self
+            .measuring
+            .as_ref()
+            .expect("save plans measuring before it builds a measure");
+        let slot = slot_of
+            .iter()
+            .find(|&&(i, f, _)| i == id && f == func)
+            .map_or(0, |&(_, _, slot)| slot);
+        Ok(measure::saved_source(metric, at_exit, slot, descriptor.0))
+    }
+}
+
 /// Gives every measured function a slot, writes the descriptor and its header, and names the
 /// runtime in the file (or says it must be preloaded).
 fn plan_measuring(
@@ -436,7 +402,7 @@ fn plan_measuring(
     let mut slots = Vec::new();
     let mut slot_of: SlotMap = Vec::new();
     for r in measured {
-        let Some(kind) = measure::metric(r) else {
+        let Some(kind) = r.action.metric() else {
             continue;
         };
         for f in &r.funcs {
@@ -612,25 +578,4 @@ fn install_trap_handler(
         Hook::Init(h) => rw.set_init(h, at),
     }
     Ok(previous)
-}
-
-/// Why `p` lies in doubtful code, if it does: another block of its function decodes an
-/// instruction across the point's address, so the two readings of those bytes cannot both be
-/// right. cc1 has one: a jump table read one entry too far gives a "target" inside a `je`,
-/// whose bytes then decode to a `ret imm16` that never runs.
-fn overlapping_code(module: &Module, p: &Point) -> Option<String> {
-    let cfg = &module.analysis().function(p.func).cfg;
-    for b in &cfg.blocks {
-        if !(b.start < p.addr && p.addr < b.end) {
-            continue;
-        }
-        let insns = patch::plan::decode(&module.binary, b.start, b.end.0 - b.start.0);
-        if !insns.iter().any(|i| i.ip() == p.addr.0) {
-            return Some(format!(
-                "the block at {} decodes an instruction across {}",
-                b.start, p.addr
-            ));
-        }
-    }
-    None
 }

@@ -32,7 +32,8 @@ pub struct Mapping {
 /// One ELF object mapped into the process: the executable or a shared library.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MappedModule {
-    /// The file as /proc/PID/maps names it (never a deleted file: see [`may_be_module`]).
+    /// The file as /proc/PID/maps names it: a regular file still on disk, never a device, a
+    /// deleted or replaced file, a memfd or a socket.
     pub path: PathBuf,
     /// Runtime address minus link address.
     pub bias: u64,

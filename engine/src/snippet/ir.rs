@@ -54,8 +54,8 @@ pub enum RtAccess {
     /// word holding the thread's block, and `gsh_rt_thread`'s address.
     Direct { tls_offset: i64, thread_fn: u64 },
     /// Read at run time from a measuring descriptor at this address (a rewritten binary): the
-    /// TLS offset at `+16` (0 when the runtime is not loaded: the operation is skipped) and
-    /// `gsh_rt_thread` at `+24`.
+    /// TLS offset (0 when the runtime is not loaded: the operation is skipped) and
+    /// `gsh_rt_thread`, at `gsh_rt_abi::descriptor`'s `TLS_OFFSET_AT` and `THREAD_FN_AT`.
     Descriptor(u64),
 }
 

@@ -34,27 +34,39 @@ pub const CONSULT: Spec = Spec {
     summary: "search by itself for why and where the running program is slow",
     help: "Runs Paradyn's Performance Consultant on the process (starting the program first \
 when there is none): it tests hypotheses about why the program is slow, each as a fraction of \
-a thread's wall time against a threshold: CPUBound (0.30: on a CPU), SyncWait (0.20: in lock, \
-condition and futex waits), IOBlocking (0.20: in read/write-family and file system calls on \
-files; refined to SmallIO, 0.10), ExternalWait (0.20: poll, select, epoll, sleeps, accept, and \
-reads and writes on sockets, pipes and terminals) and RunQueue (0.20: runnable but waiting for \
-a CPU). A hypothesis true for the program is refined to the threads it holds for, and \
-IOBlocking further to the file descriptors waited on, the likeliest first. A reading counts \
-after 1 s; within 5% of its threshold it waits, at most 6 s, then counts as false.
+a thread's wall time against a threshold: CPUBound (0.30: on a CPU or runnable, waiting for \
+one; refined to RunQueue, 0.20: the waiting part), SyncWait (0.20: asleep in lock, condition \
+and futex waits), IOBlocking (0.20: in read/write-family and file system calls on files; \
+refined to SmallIO, 0.10: calls of under 4096 bytes) and ExternalWait (0.20: asleep in poll, \
+select, epoll, sleeps, accept, and reads and writes on sockets, pipes and terminals). A thread \
+that used no CPU while parked on one futex throughout (an idle pool thread, a join) slows \
+nothing: its wait is not SyncWait. A reading counts after 1 s; within 5% of its threshold it \
+waits, at most 6 s, then counts as false.
 
-The search measures from outside the process (the scheduler's counts and the system call each \
-thread is blocked in, sampled every 5 ms), so the program runs unchanged and the search's cost \
-is the sampling thread's CPU, which the result reports. It ends when every experiment is \
-judged, after --for SECONDS (default 60), on Ctrl-C (keeping what it found), or when the \
-process ends. A stopped process is resumed and left running.
+A true hypothesis is refined along \"where\": the program to its threads, a thread to the call \
+path its time goes to, from the thread's own entry (main, or the function it was started \
+with) through the callees its stack samples show, the likeliest first, down to the first call \
+into a library; a chain where one callee holds nearly all the samples is gone through in one \
+step (Paradyn's Deep Start). A wait is refined further to the file descriptor it waits on or \
+the lock (the futex's address, named by the variable it lies in). A refinement is measured \
+over the samples of the experiment it refines and those since. A conclusion is a true \
+experiment nothing below it confirms; RunQueue stands only where CPUBound held.
 
-Refinement below a thread (modules, functions, loops, call paths) needs probes in the \
-program and is not done yet: conclusions name the program, the thread and, for I/O, the file.
+The search measures from outside the process: the scheduler's counts and each thread's system \
+call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
+registers read and its stack walked, and it runs again. Stops are paced so the program is \
+stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
+the overhead, with the stops taken and the CPU the /proc sampling used. Libraries loaded after \
+the search began are not unwound through. It ends when every experiment is judged, after --for \
+SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
+process is resumed and left running.
 
 The result lists the conclusions first (hypothesis, fraction, focus), then the search history \
 as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\"}], \"tested\", \
-\"overhead\", \"seconds\", \"graph\"}. --dot FILE writes the graph for Graphviz.",
+\"overhead\", \"sampler_cpu\", \"stack_samples\", \"seconds\", \"graph\"}; a focus lists the \
+program, then modules, functions, and a file or lock, outermost first. --dot FILE writes the \
+graph for Graphviz.",
     examples: &[
         ("consult --for 20", "search for up to 20 seconds"),
         (
@@ -64,6 +76,10 @@ With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\
         (
             "consult --dot search.dot",
             "also write the search history graph",
+        ),
+        (
+            "consult --cost 20",
+            "let stack samples stop the program up to a fifth of the time",
         ),
     ],
     run: consult_cmd,
@@ -156,6 +172,15 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             })
             .collect(),
     );
+    // Index every module's call-frame information now, while the program runs, rather than
+    // inside the first stop (a large library's index takes tens of milliseconds).
+    for (m, bias) in &modules {
+        for seg in m.binary.segments() {
+            if seg.flags & PF_X != 0 && seg.memsz > 0 {
+                let _ = unwinder.call_site(seg.vaddr.0.wrapping_add(*bias).wrapping_add(1));
+            }
+        }
+    }
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut lab = ProcLab::with_stacks(pid, store.clone());
     let cost = settings.cost_limit;
@@ -208,6 +233,9 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     Ok(Output::Text(text))
 }
+
+/// ELF's executable-segment flag.
+const PF_X: u32 = 1;
 
 /// The deepest stack a sample walks.
 const MAX_FRAMES: usize = 64;
@@ -310,15 +338,19 @@ fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
 }
 
 /// The system call a stopped thread is in (or has just finished, when the stop came at its
-/// return): `orig_rax` holds its number only after a `syscall` instruction.
+/// return): `orig_rax` holds its number only after a `syscall` instruction. A call the stop
+/// interrupted while it slept returns `-EINTR` or one of the kernel's restart codes
+/// (`ERESTARTSYS` 512 to `ERESTART_RESTARTBLOCK` 516), and is restarted on resuming.
 fn in_syscall(p: &Process, r: &libc::user_regs_struct) -> Option<Syscall> {
     if (r.orig_rax as i64) < 0 {
         return None;
     }
     let before = p.read(r.rip.wrapping_sub(2), 2).ok()?;
+    let ret = r.rax as i64;
     (before == [0x0f, 0x05]).then_some(Syscall {
         nr: r.orig_rax,
         args: [r.rdi, r.rsi, r.rdx],
+        interrupted: ret == -(libc::EINTR as i64) || (-516..=-512).contains(&ret),
     })
 }
 

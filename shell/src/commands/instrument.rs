@@ -37,8 +37,11 @@ pub const AT: Spec = Spec {
     summary: "insert a snippet at a point",
     help: "Inserts SNIPPET (a subset of C: `help snippets`) at POINT, which is `FUNC entry`, \
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
-[CALLEE] before|after` (every call site, or those calling CALLEE), or `FUNC loop LOOP \
-entry|exit|iter-begin|iter-end`. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
+[CALLEE] before|after` (every call site, or those calling CALLEE, by its name as `show points` \
+lists it, without `@plt`), `FUNC loop LOOP iter-begin` (the loop's header, every iteration), \
+`FUNC block ADDR` (entry to the basic block starting at ADDR), or `FUNC insn ADDR before|after` \
+(an instruction; after one that ends its block is an edge). Points on CFG edges (`FUNC loop LOOP \
+entry|exit|iter-end`, `FUNC edge FROM TO`) are refused until gsh has edge trampolines. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
 Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
 at every one of them now, its calls against their callees' prototypes (DWARF, or glibc's for \
@@ -187,27 +190,9 @@ fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             Cell::Num(u64::from(r.id)),
             Cell::text(r.spec.to_string()),
             Cell::Num(r.funcs.len() as u64),
-            Cell::opt(r.cond.clone()),
-            Cell::text(match engine::instrument::measure::metric(r) {
-                // A measure's body is an internal marker; show the command that made it.
-                Some(m) => format!("({})", m.command()),
-                None => r.body.split_whitespace().collect::<Vec<_>>().join(" "),
-            }),
+            Cell::opt(r.action.cond().map(str::to_owned)),
+            Cell::text(r.action.describe()),
             Cell::text(state),
-        ]);
-    }
-    for b in &ctx.breaks {
-        t.rows.push(vec![
-            Cell::Num(u64::from(b.id)),
-            Cell::text(b.spec.to_string()),
-            Cell::Num(b.funcs.len() as u64),
-            Cell::opt(b.cond.clone()),
-            Cell::text("(breakpoint)"),
-            Cell::text(if ctx.target.is_some() {
-                "set"
-            } else {
-                "planned"
-            }),
         ]);
     }
     t.title = Some(format!(
@@ -240,8 +225,7 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .collect::<Result<_>>()?;
     // All or nothing: check every id before removing any.
     for id in &ids {
-        if !ctx.plan.requests.iter().any(|r| r.id == *id) && !ctx.breaks.iter().any(|b| b.id == *id)
-        {
+        if !ctx.plan.requests.iter().any(|r| r.id == *id) {
             return Err(engine::instrument::RequestError::UnknownId(*id).into());
         }
     }
@@ -251,25 +235,11 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             for id in ids {
                 live.remove(p, *id)?;
             }
-            if ids
-                .iter()
-                .any(|id| live.breakpoints.iter().any(|b| b.id == *id))
-            {
-                engine::instrument::Live::paused(p, |p| {
-                    for id in ids {
-                        live.remove_breakpoint(p, *id)?;
-                    }
-                    Ok(())
-                })?;
-            }
             Ok(())
         })?;
     }
     for id in ids {
-        if ctx.plan.requests.iter().any(|r| r.id == id) {
-            ctx.plan.delete(id)?;
-        }
-        ctx.breaks.retain(|b| b.id != id);
+        ctx.plan.delete(id)?;
     }
     Ok(Output::Nothing)
 }
@@ -411,7 +381,7 @@ fn skipped_table(report: &engine::instrument::SaveReport) -> Option<(&'static st
         ]);
     }
     for p in &report.points {
-        if p.tactic == engine::patch::Tactic::Trap {
+        if p.tactic == engine::instrument::Tactic::Trap {
             t.rows.push(vec![
                 Cell::text(p.point.kind.as_str()),
                 Cell::Addr(p.point.addr.0),
@@ -435,37 +405,21 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         "Tactic",
         "Why",
     ]);
-    // One patcher per module, not per function: a patcher caches whole-module facts (the
-    // branch targets between functions) on first use.
-    let mut patchers = std::collections::HashMap::new();
-    for f in funcs {
-        let module = ctx.session.module(f.module);
-        let points = engine::point::find(module, f.func, &engine::point::Query::all());
-        let patcher = patchers.entry(f.module).or_insert_with(|| {
-            engine::patch::Patcher::new(0, engine::patch::PatchOptions::default())
-        });
-        let patcher = &*patcher;
-        // Each point as if instrumented alone: planned together, one point's needs (say, a
-        // whole-function relocation) would hide how cheaply the others could be reached.
-        let rows = points
-            .iter()
-            .flat_map(|p| engine::patch::describe_points(module, patcher, std::slice::from_ref(p)));
-        for row in rows {
-            let displaced = if row.tactic == Some(engine::patch::Tactic::RelocateFunction) {
-                format!("(the whole function, {} instructions)", row.displaced.len())
-            } else {
-                row.displaced.join("; ")
-            };
-            t.rows.push(vec![
-                Cell::text(row.function),
-                Cell::text(row.kind),
-                Cell::Addr(row.addr.0),
-                Cell::opt(row.callee),
-                Cell::text(displaced),
-                Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
-                Cell::text(row.why),
-            ]);
-        }
+    for row in engine::instrument::describe_points(&ctx.session, &funcs) {
+        let displaced = if row.tactic == Some(engine::instrument::Tactic::RelocateFunction) {
+            format!("(the whole function, {} instructions)", row.displaced.len())
+        } else {
+            row.displaced.join("; ")
+        };
+        t.rows.push(vec![
+            Cell::text(row.function),
+            Cell::text(row.kind),
+            Cell::Addr(row.addr.0),
+            Cell::opt(row.callee),
+            Cell::text(displaced),
+            Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
+            Cell::text(row.why),
+        ]);
     }
     let traps = t
         .rows

@@ -171,11 +171,7 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
                 Ok(n) => inserted = Cell::Num(n as u64),
                 Err(e) => {
                     // Nothing half-done: the request goes, as if never made.
-                    let _ = target.with(|p, live| {
-                        let removed = live.remove(p, id);
-                        live.forget(id);
-                        Ok(removed?)
-                    });
+                    let _ = target.with(|p, live| Ok(live.undo(p, id)?));
                     let _ = ctx.plan.delete(id);
                     return Err(e.context(format!("{} {glob}: not inserted", metric.command())));
                 }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::{eval, Live, PointSpec, SessionEnv};
+use engine::instrument::{eval, Action, Live, PointSpec, SessionEnv};
 use engine::process::{Launch, Process, State, Stop, Tracer};
 use engine::session::Session;
 use engine::snippet::env::{PointInfo, PointKind};
@@ -14,7 +14,7 @@ use engine::snippet::env::{PointInfo, PointKind};
 use super::{examine, Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
-use crate::target::{self, BreakRequest, Target};
+use crate::target::{self, Target};
 
 pub const START: Spec = Spec {
     name: "start",
@@ -157,9 +157,12 @@ pub const BREAK: Spec = Spec {
     complete: Complete::Point,
     summary: "stop the process at a point",
     help: "Stops the process when a thread reaches POINT (as for `at`: `FUNC entry`, `FUNC \
-exit`, `FUNC call [CALLEE] before|after`), and only when COND holds if given; COND is a \
-snippet expression (`$0 > 4096`, a parameter by name at entry). Prints the breakpoint's id; \
-`delete ID` removes it. May be set before there is a process.",
+exit`, `FUNC call [CALLEE] before|after`, `FUNC loop LOOP iter-begin`, `FUNC block ADDR`, \
+`FUNC insn ADDR before|after`), and only when COND holds if given; COND is a snippet \
+expression (`$0 > 4096`, a parameter by name at entry). The point is found now, so a typo or \
+a missing point fails at once. Prints the breakpoint's id; `delete ID` removes it; `show \
+instrumentation` lists it. May be set before there is a process; one in a library is set when \
+the library is loaded.",
     examples: &[
         ("break parse_header entry", ""),
         ("break parse_header entry if ($1 > 4096)", ""),
@@ -351,11 +354,11 @@ pub(super) fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String
         .with_context(|| format!("cannot start {}", launch.program.display()))?;
     let mut t = Target::new(tracer, true);
     let pid = t.pid();
-    let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
+    let (session, plan) = (&mut ctx.session, &ctx.plan);
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let result = t.with(|p, live| {
-        let notes = target::install(session, plan, breaks, p, live)?;
+        let notes = target::install(session, plan, p, live)?;
         if let (Some(main_addr), Some(bias)) = (main_addr, live.bias(engine::session::ModuleId(0)))
         {
             live.stop_once_at(p, main_addr.0.wrapping_add(bias))?;
@@ -472,9 +475,9 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if !other.is_empty() {
         eprintln!("note: {}", target::differences(pid, &other));
     }
-    let (session, plan, breaks) = (&mut ctx.session, &ctx.plan, &ctx.breaks);
+    let (session, plan) = (&mut ctx.session, &ctx.plan);
     let result = t.with(|p, live| {
-        let mut notes = target::install(session, plan, breaks, p, live)?;
+        let mut notes = target::install(session, plan, p, live)?;
         notes.extend(super::measure::start_measuring(p, live)?);
         Ok(notes)
     });
@@ -736,88 +739,28 @@ fn point_and_condition(words: Vec<String>) -> Result<(PointSpec, Option<String>)
     Ok((spec, cond))
 }
 
-/// Puts breakpoint `b` at every point it names in the process.
-pub fn place_break(
-    session: &Session,
-    live: &mut Live,
-    p: &mut Process,
-    b: &BreakRequest,
-) -> Result<usize> {
-    let funcs = b.funcs.clone();
-    let request = engine::instrument::Request {
-        id: b.id,
-        spec: b.spec.clone(),
-        cond: None,
-        body: String::new(),
-        funcs: funcs.clone(),
-        warnings: Vec::new(),
-    };
-    let mut n = 0;
-    for f in funcs {
-        let Some(bias) = live.bias(f.module) else {
-            continue;
-        };
-        let module = session.module(f.module);
-        let func = module.functions().get(f.func);
-        for pt in engine::instrument::save::points_of(module, &request, f.func)? {
-            let cond = match &b.cond {
-                Some(c) => {
-                    // The point's own facts ($line, $callee), as `at` checks them.
-                    let base = SessionEnv::new(
-                        module,
-                        Some(func),
-                        live.declared(),
-                        PointInfo::default(),
-                        bias,
-                    );
-                    let info = engine::instrument::save::point_info(module, &base, &request, &pt);
-                    let env = SessionEnv::new(module, Some(func), live.declared(), info, bias);
-                    Some(eval::check_condition(c, &env).map_err(|e| anyhow!("{e}"))?)
-                }
-                None => None,
-            };
-            live.add_breakpoint(
-                p,
-                b.id,
-                pt.addr.0.wrapping_add(bias),
-                format!("{} {}", func.display_name(), pt.kind.as_str()),
-                cond,
-            )?;
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
 fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let (spec, cond) = point_and_condition(args.rest())?;
-    // Resolve now, so that a typo fails here (and a library named is opened).
-    let funcs = ctx.session.resolve_functions(&spec.func)?;
-    let id = ctx.plan.new_id();
-    let b = BreakRequest {
-        id,
-        spec: spec.clone(),
-        cond,
-        funcs,
-    };
+    // Resolved and its points found now, so that a typo fails here (and a library named is
+    // opened); a plan request like `at`'s, so a process started later gets it too.
+    let r = ctx
+        .plan
+        .add_action(&mut ctx.session, spec, Action::Breakpoint { cond })?;
+    let (id, spec, n) = (r.id, r.spec.clone(), r.funcs.len());
     let mut placed = None;
     if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
-        let session = &ctx.session;
-        let b = &b;
-        placed = Some(t.with(|p, live| {
-            let running = p.state() == State::Running;
-            if running {
-                p.halt()?;
+        let (session, plan) = (&ctx.session, &ctx.plan);
+        match t.with(|p, live| {
+            live.insert(p, session, plan, id)?;
+            Ok(live.points(id))
+        }) {
+            Ok(n) => placed = Some(n),
+            Err(e) => {
+                let _ = ctx.plan.delete(id);
+                return Err(e.context(format!("breakpoint {id} not set")));
             }
-            let n = place_break(session, live, p, b);
-            if running {
-                p.resume()?;
-            }
-            n
-        })?);
+        }
     }
-    let n = b.funcs.len();
-    ctx.breaks.push(b);
     let mut fields = vec![
         ("Breakpoint", Cell::Num(u64::from(id))),
         ("Point", Cell::text(spec.to_string())),

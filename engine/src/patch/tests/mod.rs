@@ -13,7 +13,7 @@ use super::{
     describe_points, AddressSpace, AllocKind, PatchError, PatchOptions, Patcher, Request, Tactic,
 };
 use crate::addr::RuntimeAddr;
-use crate::point::{self, Point, PointKind, Query};
+use crate::point::{self, Point, PointKind, Where};
 use crate::session::Session;
 use crate::snippet::types::{FnSig, IntKind, Type};
 use crate::snippet::{MapEnv, PointInfo, VarPlace};
@@ -171,14 +171,19 @@ impl Fixture {
         )
     }
 
-    fn points(&self, func: &str, q: &Query) -> Vec<Point> {
+    fn points(&self, func: &str, q: &[Where]) -> Vec<Point> {
         let m = self.session.main().expect("main module");
         let f = m
             .functions()
             .by_name(func)
             .next()
             .unwrap_or_else(|| panic!("no {func}"));
-        point::find(m, f.id, q)
+        let mut out: Vec<Point> = q
+            .iter()
+            .flat_map(|w| point::find(m, f.id, w).unwrap_or_default())
+            .collect();
+        point::sort(&mut out);
+        out
     }
 
     /// Inserts `source` at every point given.
@@ -210,18 +215,12 @@ impl Fixture {
     }
 }
 
-fn entry() -> Query {
-    Query {
-        entry: true,
-        ..Query::default()
-    }
+fn entry() -> Vec<Where> {
+    vec![Where::Entry]
 }
 
-fn exits() -> Query {
-    Query {
-        exits: true,
-        ..Query::default()
-    }
+fn exits() -> Vec<Where> {
+    vec![Where::Exit]
 }
 
 const OPTS: [&str; 2] = ["-O0", "-O2"];
@@ -276,21 +275,17 @@ fn counts_at_entry_and_exit_are_exact() {
 fn call_sites_count_before_and_after() {
     for opt in OPTS {
         let mut fx = Fixture::new("calls", opt, PatchOptions::default());
-        let q = Query {
-            calls_before: true,
+        let q = [Where::CallBefore {
             callee: Some("inc".into()),
-            ..Query::default()
-        };
+        }];
         let b = fx.points("add3", &q);
         assert_eq!(b.len(), 2, "{opt}: {b:?}");
         let r = fx.insert(&b, "n0++;").expect("call-before");
         // A counter where the ABI leaves the flags dead is the bare `inc`: nothing saved.
         assert!(r.iter().all(|r| r.saves == "nothing"), "{r:?}");
-        let q = Query {
-            calls_after: true,
+        let q = [Where::CallAfter {
             callee: Some("inc".into()),
-            ..Query::default()
-        };
+        }];
         let a = fx.points("add3", &q);
         fx.insert(&a, "n1 = n1 + $return;").expect("call-after");
         for x in 0..10 {
@@ -388,11 +383,7 @@ fn calls_out_preserve_registers_and_vector_state() {
 #[test]
 fn tiny_functions_get_tactics_other_than_traps() {
     let mut fx = Fixture::new("tactics", "-O2", PatchOptions::default());
-    let all = Query {
-        entry: true,
-        exits: true,
-        ..Query::default()
-    };
+    let all = [Where::Entry, Where::Exit];
     let m = fx.session.main().expect("module");
     let rows = describe_points(m, &fx.patcher, &fx.points("needs_trap", &exits()));
     assert!(
@@ -562,4 +553,65 @@ fn an_exit_at_a_conditional_tail_call_counts_only_when_taken() {
     let after: Vec<i32> = (-3..130).map(|x| fx.f1("cond_tail")(x)).collect();
     assert_eq!(after, before);
     assert_eq!((fx.counter(0), fx.counter(1)), (133, 133));
+}
+
+/// A view holding only what [`crate::code::CodeView`] promises: the file's bytes, the function list and
+/// each function's CFG, copied out of the session. The patcher plans the same sites from it
+/// as from the module, so it needs nothing else of the session.
+struct Copied<'b> {
+    binary: &'b crate::elf::Binary,
+    functions: Vec<crate::symbols::Function>,
+    cfgs: Vec<crate::cfg::Cfg>,
+}
+
+impl crate::code::CodeBytes for Copied<'_> {
+    fn bytes_at(&self, addr: crate::addr::LinkAddr, len: u64) -> Option<&[u8]> {
+        self.binary.bytes_at(addr, len)
+    }
+}
+
+impl crate::code::CodeView for Copied<'_> {
+    fn functions(&self) -> &[crate::symbols::Function] {
+        &self.functions
+    }
+
+    fn cfg(&self, f: crate::symbols::FuncId) -> &crate::cfg::Cfg {
+        &self.cfgs[f.0 as usize]
+    }
+}
+
+#[test]
+fn the_patcher_plans_from_the_code_view_alone() {
+    let fx = Fixture::new("view", "-O2", PatchOptions::default());
+    let m = fx.session.main().expect("module");
+    let copied = Copied {
+        binary: &m.binary,
+        functions: crate::code::CodeView::functions(m).to_vec(),
+        cfgs: (0..m.functions().functions().len())
+            .map(|i| crate::code::CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
+            .collect(),
+    };
+    let mut points = Vec::new();
+    for f in [
+        "inc",
+        "pun_entry",
+        "mid_ret",
+        "needs_trap",
+        "classify",
+        "add3",
+    ] {
+        points.extend(fx.points(f, &entry()));
+        points.extend(fx.points(f, &exits()));
+    }
+    // Fresh patchers: each caches what it derives from the code (padding, foreign targets).
+    let fresh = || Patcher::new(0, PatchOptions::default());
+    let from_module = fresh().plan(m, &points);
+    let from_view = fresh().plan(&copied, &points);
+    assert!(from_module.sites.len() >= 6, "{:?}", from_module.sites);
+    assert_eq!(from_view.sites, from_module.sites);
+    assert_eq!(from_view.refused, from_module.refused);
+    assert_eq!(
+        format!("{:?}", describe_points(&copied, &fresh(), &points)),
+        format!("{:?}", describe_points(m, &fresh(), &points))
+    );
 }

@@ -1,0 +1,124 @@
+//! What to do at a point: the one type every plan request's action is. A user's snippet, a
+//! measure (gsh's own runtime operation for a [`Metric`]), or a breakpoint.
+//!
+//! Extension point: call replacement (`replace FUNC call CALLEE with OTHER`) and rule-selected
+//! adapter fragments become variants here. Every consumer matches [`Action`] exhaustively
+//! (checking in [`super::request`], patch requests in [`super::build`], `show instrumentation`
+//! through [`Action::describe`]), so a new variant makes the compiler name each place that must
+//! say what it does.
+
+#![warn(missing_docs)]
+
+/// What a measuring request measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Metric {
+    /// Calls (`count`).
+    Count,
+    /// Calls and inclusive wall time (`time`).
+    Time,
+    /// Calls and inclusive thread CPU time (`time --cpu`).
+    TimeCpu,
+    /// Calls and wall time per distinct call path (`profile`).
+    Profile,
+    /// Calls and thread CPU time per call path (`profile --cpu`).
+    ProfileCpu,
+    /// Calls per call path (`profile --count`).
+    ProfileCount,
+}
+
+impl Metric {
+    /// The command that asks for it, as `show instrumentation` shows it.
+    pub fn command(self) -> &'static str {
+        match self {
+            Metric::Count => "count",
+            Metric::Time => "time",
+            Metric::TimeCpu => "time --cpu",
+            Metric::Profile => "profile",
+            Metric::ProfileCpu => "profile --cpu",
+            Metric::ProfileCount => "profile --count",
+        }
+    }
+
+    /// Does it need the function's exits too?
+    pub fn has_exit(self) -> bool {
+        !matches!(self, Metric::Count | Metric::ProfileCount)
+    }
+
+    /// Does it keep call paths?
+    pub fn is_profile(self) -> bool {
+        matches!(
+            self,
+            Metric::Profile | Metric::ProfileCpu | Metric::ProfileCount
+        )
+    }
+
+    /// Does it measure time?
+    pub fn is_timed(self) -> bool {
+        !matches!(self, Metric::Count | Metric::ProfileCount)
+    }
+}
+
+/// What a plan request does at its points.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Action {
+    /// Run a user's snippet, only when `cond` holds if there is one.
+    Snippet {
+        /// A snippet expression; the body runs only when it is true.
+        cond: Option<String>,
+        /// The statements, as typed.
+        body: String,
+    },
+    /// Measure the functions (at their entries, and exits for the metrics that time).
+    Measure(Metric),
+    /// Stop a live process, only when `cond` holds if there is one.
+    Breakpoint {
+        /// A snippet expression, checked at each point against the stopped frame.
+        cond: Option<String>,
+    },
+}
+
+impl Action {
+    /// The metric, for a measure.
+    pub fn metric(&self) -> Option<Metric> {
+        match self {
+            Action::Measure(m) => Some(*m),
+            _ => None,
+        }
+    }
+
+    /// The condition, for the actions that have one.
+    pub fn cond(&self) -> Option<&str> {
+        match self {
+            Action::Snippet { cond, .. } | Action::Breakpoint { cond } => cond.as_deref(),
+            Action::Measure(_) => None,
+        }
+    }
+
+    /// The snippet as compiled: the body, guarded by the condition when there is one.
+    pub fn snippet_source(&self) -> Option<String> {
+        match self {
+            Action::Snippet { cond, body } => Some(snippet_source(cond.as_deref(), body)),
+            _ => None,
+        }
+    }
+
+    /// What `show instrumentation` prints in its Snippet column: the snippet on one line, or
+    /// the command that made a measure or breakpoint.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Snippet { body, .. } => body.split_whitespace().collect::<Vec<_>>().join(" "),
+            Action::Measure(m) => format!("({})", m.command()),
+            Action::Breakpoint { .. } => "(breakpoint)".to_owned(),
+        }
+    }
+}
+
+/// `if (COND) { BODY }`, or `BODY`.
+pub fn snippet_source(cond: Option<&str>, body: &str) -> String {
+    match cond {
+        Some(c) => format!("if ({c}) {{ {body} }}"),
+        None => body.to_owned(),
+    }
+}

@@ -1,0 +1,198 @@
+//! The one path from a plan request to the patcher: the points a request names in one module
+//! (refusing those the patcher cannot place yet, skipping doubtful code), the snippet each
+//! point gets (the user's, or gsh's measuring operation for the metric) with the point's own
+//! facts, and the insert into the patcher and back out. `save` and a live process both take
+//! this path; a [`Placement`] says what differs between them: where declared variables live,
+//! the load bias, what else a snippet may reach, and how a measure finds its slot and the
+//! runtime.
+//!
+//! Undo is one path as well: what an insert staged is taken out again by the request's tag
+//! ([`remove`]). A live process does that when an insert fails half-way and on `delete`; a
+//! saved file is written only after every insert succeeded, so a failure leaves nothing.
+
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::patch::{self, AddressSpace, Inserted, PatchError, PatchOptions, Patcher, PointRow};
+use crate::point::{self, Point};
+use crate::session::{FuncRef, Module, ModuleId, Session};
+use crate::snippet::env::PointInfo;
+use crate::symbols::{FuncId, Function};
+
+use super::action::{Action, Metric};
+use super::env::SessionEnv;
+use super::measure::{self, MeasureError};
+use super::request::Request;
+
+/// Why a request could not become patch requests.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A point of a kind the patcher does not place yet.
+    #[error("instrumentation {id}: {why}")]
+    Unplaceable {
+        /// The request.
+        id: u32,
+        /// Why its points cannot be placed.
+        why: point::Unplaceable,
+    },
+    /// A measure could not get its slot or the runtime's entry points.
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
+}
+
+/// What differs between writing a file and patching a process.
+pub trait Placement {
+    /// The environment a snippet at `info`'s point of `func` is compiled in: declared
+    /// variables where this placement put them, the module's load bias, and the other modules
+    /// a snippet may call into.
+    fn env<'a>(&'a self, module: &'a Module, func: &'a Function, info: PointInfo)
+        -> SessionEnv<'a>;
+
+    /// gsh's measuring snippet for request `id`'s function `func` at its entry or (`at_exit`)
+    /// its exits.
+    fn measure_source(
+        &mut self,
+        module: &Module,
+        id: u32,
+        func: FuncId,
+        metric: Metric,
+        at_exit: bool,
+    ) -> Result<String, BuildError>;
+}
+
+/// The patch requests for one request in one module, and the points left alone with why.
+#[derive(Default)]
+pub struct Built {
+    /// One per point and snippet.
+    pub requests: Vec<patch::Request>,
+    /// Points in doubtful code, with why.
+    pub skipped: Vec<(Point, String)>,
+}
+
+/// The points of `func` that `r` names, refusing those the patcher cannot place yet.
+pub fn points_of(module: &Module, r: &Request, func: FuncId) -> Result<Vec<Point>, BuildError> {
+    let points = point::find(module, func, &r.spec.at).unwrap_or_default();
+    if let Some(why) = points.iter().find_map(|p| p.placeable().err()) {
+        return Err(BuildError::Unplaceable { id: r.id, why });
+    }
+    Ok(points)
+}
+
+/// Request `r`'s patch requests in `module` (its functions there only). A breakpoint has
+/// none: it is an `int3` a live process keeps, not code.
+pub fn patch_requests(
+    module: &Module,
+    r: &Request,
+    place: &mut dyn Placement,
+) -> Result<Built, BuildError> {
+    let mut out = Built::default();
+    if matches!(r.action, Action::Breakpoint { .. }) {
+        return Ok(out);
+    }
+    let metric = r.action.metric();
+    // Measuring requests name only entries; the metrics that time also go at the exits.
+    let exit = measure::exit_request(r);
+    for f in r.funcs.iter().filter(|f| f.module == module.id) {
+        let func = module.functions().get(f.func);
+        for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
+            let Some(req) = req else { continue };
+            let source = match (metric, req.source()) {
+                (Some(metric), _) => place.measure_source(module, r.id, f.func, metric, at_exit)?,
+                (None, Some(source)) => source,
+                (None, None) => continue,
+            };
+            for p in points_of(module, req, f.func)? {
+                if let Some(why) = overlapping_code(module, &p) {
+                    out.skipped.push((p, why));
+                    continue;
+                }
+                let info = {
+                    let base = place.env(module, func, PointInfo::default());
+                    let mut info = point::facts(module, &p, r.id, &|c| base.c_type(c));
+                    // gsh's own snippet: the runtime's reserved operations are allowed.
+                    info.internal = metric.is_some();
+                    info
+                };
+                let env = place.env(module, func, info);
+                out.requests.push(patch::Request {
+                    tag: r.id,
+                    point: p,
+                    env: Arc::new(env.snapshot(&source)),
+                    source: source.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Inserts what [`patch_requests`] built; the one place instrumentation reaches the patcher.
+pub fn insert(
+    patcher: &mut Patcher,
+    module: &Module,
+    space: &mut dyn AddressSpace,
+    built: Built,
+) -> Result<Inserted, PatchError> {
+    let mut done = patcher.insert(module, space, &built.requests)?;
+    let mut skipped = built.skipped;
+    skipped.append(&mut done.skipped);
+    done.skipped = skipped;
+    Ok(done)
+}
+
+/// Takes request `tag`'s code out of `module` again: the one undo path.
+pub fn remove(
+    patcher: &mut Patcher,
+    module: &Module,
+    space: &mut dyn AddressSpace,
+    tag: u32,
+) -> Result<usize, PatchError> {
+    patcher.remove(module, space, tag)
+}
+
+/// Why `p` lies in doubtful code, if it does: another block of its function decodes an
+/// instruction across the point's address, so the two readings of those bytes cannot both be
+/// right. cc1 has one: a jump table read one entry too far gives a "target" inside a `je`,
+/// whose bytes then decode to a `ret imm16` that never runs.
+fn overlapping_code(module: &Module, p: &Point) -> Option<String> {
+    let cfg = &module.analysis().function(p.func).cfg;
+    for b in &cfg.blocks {
+        if !(b.start < p.addr && p.addr < b.end) {
+            continue;
+        }
+        let insns = patch::plan::decode(&module.binary, b.start, b.end.0 - b.start.0);
+        if !insns.iter().any(|i| i.ip() == p.addr.0) {
+            return Some(format!(
+                "the block at {} decodes an instruction across {}",
+                b.start, p.addr
+            ));
+        }
+    }
+    None
+}
+
+/// `show points`: every point of each of `funcs` and how the patcher would reach it, each
+/// point planned as if instrumented alone (planned together, one point's needs, say a
+/// whole-function relocation, would hide how cheaply the others could be reached).
+pub fn describe_points(session: &Session, funcs: &[FuncRef]) -> Vec<PointRow> {
+    // One patcher per module, not per function: a patcher caches whole-module facts (the
+    // branch targets between functions) on first use.
+    let mut patchers: HashMap<ModuleId, Patcher> = HashMap::new();
+    let mut rows = Vec::new();
+    for f in funcs {
+        let module = session.module(f.module);
+        let patcher = patchers
+            .entry(f.module)
+            .or_insert_with(|| Patcher::new(0, PatchOptions::default()));
+        for p in point::all(module, f.func) {
+            rows.extend(patch::describe_points(
+                module,
+                patcher,
+                std::slice::from_ref(&p),
+            ));
+        }
+    }
+    rows
+}

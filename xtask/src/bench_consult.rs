@@ -1,0 +1,244 @@
+//! `bench-consult [--runs N] [--cost PERCENT] [--threads N]`: how much `consult` slows the
+//! program it searches. A CPU-bound program (one thread per CPU by default, so the machine is
+//! saturated and gsh's own CPU counts too) prints how much work it has done every 100 ms, with
+//! the time by its own monotonic clock (a reader starved of CPU would bunch the lines; a line
+//! whose clock and count a stop came between is dropped); each
+//! run measures its progress rate for 5 s alone, then while `gsh -p PID -c 'consult'` searches
+//! it, then for 5 s alone again. The slowdown is the rate during the search over the mean of
+//! the rates before and after, in the same run; beside it, the same ratio per second of the
+//! program's own CPU time (what the stops cost its execution, whatever share of the machine it
+//! gets) and the overhead `consult` itself reported (the fraction of the time it kept the
+//! program stopped). On a machine other processes load, the wall ratio may exceed 1: the
+//! scheduler favours a thread that is often stopped and woken over the CPU hogs it competes
+//! with.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// CLOCK_MONOTONIC in seconds, the clock the program stamps its progress with.
+fn now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+use anyhow::{bail, Context as _, Result};
+use gsh_tests::{json_stream, target_dir, Gsh};
+
+/// Each thread adds its finished work units to one counter; main prints it every 100 ms.
+const PROGRAM: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+static volatile unsigned long done;
+static void *crunch(void *arg) {
+    (void)arg;
+    for (;;) {
+        unsigned long x = 1;
+        for (int i = 0; i < 20000; i++)
+            x = x * 6364136223846793005UL + 1442695040888963407UL;
+        if (x == 42) puts("");
+        __atomic_add_fetch(&done, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 1;
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        pthread_create(&t, NULL, crunch, NULL);
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (;;) {
+        struct timespec ts = {0, 100000000}, a, b, cpu;
+        nanosleep(&ts, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        unsigned long n = __atomic_load_n(&done, __ATOMIC_RELAXED);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ta = a.tv_sec + a.tv_nsec / 1e9, tb = b.tv_sec + b.tv_nsec / 1e9;
+        /* A stop between reading the clock and the count would pair them wrongly. */
+        if (tb - ta < 1e-3)
+            printf("%.6f %lu %.6f\n", tb, n, cpu.tv_sec + cpu.tv_nsec / 1e9);
+    }
+}
+"#;
+
+/// How long each phase without the search lasts.
+const ALONE: Duration = Duration::from_secs(5);
+
+fn usage() -> &'static str {
+    "bench-consult [--runs N] [--cost PERCENT] [--threads N]"
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let (mut runs, mut cost, mut threads) = (3usize, 5.0f64, None::<usize>);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |what: &str| -> Result<f64> {
+            let v = it
+                .next()
+                .with_context(|| format!("{what} needs a number"))?;
+            v.parse()
+                .with_context(|| format!("{what}: `{v}` is not a number"))
+        };
+        match a.as_str() {
+            "--runs" => runs = value("--runs")? as usize,
+            "--cost" => cost = value("--cost")?,
+            "--threads" => threads = Some(value("--threads")? as usize),
+            other => bail!("unexpected argument `{other}`; usage: {}", usage()),
+        }
+    }
+    if runs == 0 || !(cost > 0.0 && cost <= 100.0) {
+        bail!("usage: {}", usage());
+    }
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+    let dir = target_dir().join("bench-consult");
+    std::fs::create_dir_all(&dir)?;
+    let (src, exe) = (dir.join("crunch.c"), dir.join("crunch"));
+    std::fs::write(&src, PROGRAM)?;
+    let ok = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .context("running gcc")?
+        .success();
+    if !ok {
+        bail!("gcc failed on {}", src.display());
+    }
+    println!(
+        "consult --cost {cost} on a program computing in {threads} thread(s): its progress \
+         rate during the search over its rate alone before and after, same run"
+    );
+    let (mut walls, mut cpus) = (Vec::new(), Vec::new());
+    for run in 1..=runs {
+        let r = one_run(&exe, threads, cost)?;
+        println!(
+            "run {run}: work per wall second {:.3} of alone, per CPU second {:.3}; consult \
+             reported the program stopped {:.1}% of {:.1} s; the two alone phases differ by \
+             {:.1}% (the machine's other load)",
+            r.wall,
+            r.cpu,
+            r.reported * 100.0,
+            r.seconds,
+            r.noise * 100.0
+        );
+        walls.push(r.wall);
+        cpus.push(r.cpu);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "median: work per wall second {:.3} of alone, per CPU second {:.3}",
+        median(&mut walls),
+        median(&mut cpus)
+    );
+    Ok(())
+}
+
+/// What one run measured.
+struct Run {
+    /// Work per wall second during the search over alone.
+    wall: f64,
+    /// Work per CPU second of the program during the search over alone.
+    cpu: f64,
+    /// The overhead consult reported: the fraction of the time it kept the program stopped.
+    reported: f64,
+    /// Seconds the search ran.
+    seconds: f64,
+    /// How much the wall rates alone before and after differ, over their mean.
+    noise: f64,
+}
+
+fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
+    let mut child = Command::new(exe)
+        .arg(threads.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the program")?;
+    let pid = child.id();
+    let samples: Arc<Mutex<Vec<(f64, u64, f64)>>> = Arc::default();
+    let out = child.stdout.take().context("the program's output")?;
+    let s = samples.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            let w: Vec<&str> = line.split_whitespace().collect();
+            if let [t, n, cpu] = w[..] {
+                if let (Ok(t), Ok(n), Ok(cpu)) = (t.parse(), n.parse(), cpu.parse()) {
+                    s.lock().expect("samples").push((t, n, cpu));
+                }
+            }
+        }
+    });
+    let result = (|| -> Result<Run> {
+        std::thread::sleep(Duration::from_millis(500));
+        let t0 = now();
+        std::thread::sleep(ALONE);
+        let t1 = now();
+        let o = Gsh::new()
+            .args([
+                "--json",
+                "-p",
+                &pid.to_string(),
+                "-c",
+                &format!("consult --for 30 --cost {cost}"),
+            ])
+            .timeout(Duration::from_secs(90))
+            .run();
+        let t2 = now();
+        if !o.success() {
+            bail!("gsh failed:\n{o}");
+        }
+        std::thread::sleep(ALONE);
+        let t3 = now();
+        let r = json_stream(&o)
+            .pop()
+            .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+            .context("consult printed no result")?;
+        // Work per second of wall time, and per second of the program's CPU time.
+        let rate = |a: f64, b: f64| -> Result<(f64, f64)> {
+            let s = samples.lock().expect("samples");
+            let inside: Vec<&(f64, u64, f64)> =
+                s.iter().filter(|(t, _, _)| *t >= a && *t <= b).collect();
+            let (Some(first), Some(last)) = (inside.first(), inside.last()) else {
+                bail!("the program printed no progress");
+            };
+            let work = (last.1 - first.1) as f64;
+            Ok((
+                work / (last.0 - first.0).max(1e-9),
+                work / (last.2 - first.2).max(1e-9),
+            ))
+        };
+        // gsh's own start (opening the modules, attaching) is inside t1..t2 but before the
+        // search; the search's seconds are the last part of it.
+        let seconds = r["seconds"].as_f64().unwrap_or(0.0);
+        let searching = (t2 - seconds).max(t1);
+        let (before, after) = (rate(t0, t1)?, rate(t2, t3)?);
+        let during = rate(searching, t2)?;
+        let alone = ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0);
+        Ok(Run {
+            wall: during.0 / alone.0,
+            cpu: during.1 / alone.1,
+            reported: r["overhead"].as_f64().unwrap_or(f64::NAN),
+            seconds,
+            noise: (before.0 - after.0).abs() / alone.0,
+        })
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    result
+}
