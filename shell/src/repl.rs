@@ -3,6 +3,7 @@
 //! function names (once its table is built), and file paths; an unclosed `{` or quote
 //! continues the input on the next line.
 
+use crate::target::TargetSlot;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -371,7 +372,7 @@ pub fn run(ctx: &mut Context) -> Result<()> {
             }
             // Ctrl-C abandons the line being typed and halts a running process, as Dyner did.
             Err(ReadlineError::Interrupted) => {
-                if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+                if let Some(t) = ctx.target.live() {
                     let halted = t.with(|p, _| {
                         let running = p.state() == engine::process::State::Running;
                         if running {

@@ -2,15 +2,16 @@
 //! `x/NFU` formats) and `show registers`; and the [`Scope`] `print` and `x` name things in
 //! (the selected frame's registers, parameters and locals, every module's globals).
 
+use crate::target::TargetSlot;
 use anyhow::{anyhow, bail, Result};
 use engine::instrument::scope::{
     preserved_register, register_number, Scope, StoppedFrame, REGISTERS,
 };
 use engine::instrument::{eval, Live};
-use engine::process::{Process, State};
+use engine::process::Process;
 use engine::session::{Module, Session};
 
-use super::process::{eval_env, no_process};
+use super::process::eval_env;
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Table};
@@ -223,13 +224,10 @@ fn examine(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Err(args.usage_error("missing address"));
     }
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let out = t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
+    let out = t.with_stopped(|p, live| {
         let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
         let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
         let (env, near) = eval_env(session, live, rip)?;
@@ -314,13 +312,10 @@ fn dump(p: &Process, scope: &Scope<'_>, addr: u64, f: Format) -> Result<String> 
 fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let text = t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
+    let text = t.with_stopped(|p, live| {
         let tid = tid
             .filter(|t| p.threads().iter().any(|th| th.tid == *t))
             .or_else(|| p.threads().first().map(|th| th.tid));
@@ -349,13 +344,10 @@ fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let table = t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
+    let table = t.with_stopped(|p, live| {
         let tid = tid
             .filter(|t| p.threads().iter().any(|th| th.tid == *t))
             .or_else(|| p.threads().first().map(|th| th.tid));

@@ -2,6 +2,7 @@
 //! when made (functions resolve, points exist, snippets type-check) and kept in the context's
 //! plan until `save` writes them out.
 
+use crate::target::TargetSlot;
 use anyhow::{anyhow, Result};
 use engine::instrument::PointSpec;
 
@@ -92,7 +93,7 @@ fn declare(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     ctx.session.main()?;
     let d = ctx.plan.declare(&ctx.session, &words.join(" "))?.clone();
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+    if let Some(t) = ctx.target.live() {
         let plan = &ctx.plan;
         if let Err(e) = t.with(|p, live| Ok(live.sync_declared(p, plan)?)) {
             ctx.plan.declared.pop();
@@ -144,7 +145,7 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ("Point", Cell::text(spec)),
         ("Functions", Cell::Num(n as u64)),
     ];
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+    if let Some(t) = ctx.target.live() {
         let (session, plan) = (&ctx.session, &ctx.plan);
         let inserted = t.with(|p, live| Ok(live.insert(p, session, plan, id)?));
         match inserted {
@@ -176,7 +177,7 @@ fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let ids: Vec<u32> = ctx.plan.requests.iter().map(|r| r.id).collect();
     // In a live process, what each request's code is doing there; else it waits for `save`,
     // `start` or `attach`.
-    let states: Vec<String> = match ctx.target.as_ref().filter(|t| t.gone.is_none()) {
+    let states: Vec<String> = match ctx.target.live_ref() {
         Some(target) => target.with(|_, live| {
             Ok(ids
                 .iter()
@@ -229,7 +230,7 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             return Err(engine::instrument::RequestError::UnknownId(*id).into());
         }
     }
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+    if let Some(t) = ctx.target.live() {
         let ids = &ids;
         t.with(|p, live| {
             for id in ids {

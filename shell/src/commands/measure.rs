@@ -5,6 +5,7 @@
 //! rewritten binary's results file), as tables, JSON, folded stacks or a flame graph. The
 //! engine side is `engine::instrument::measure`.
 
+use crate::target::TargetSlot;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -148,7 +149,7 @@ fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<Output> {
     ctx.session.main()?;
     let mut t = Table::new(vec!["Instrumentation", "Function", "Measure", "Points"]);
-    let live = ctx.target.as_ref().is_some_and(|t| t.gone.is_none());
+    let live = ctx.target.is_live();
     for glob in globs {
         let r = measure::add(&mut ctx.plan, &mut ctx.session, &glob, metric)?;
         let (id, funcs) = (r.id, r.funcs.clone());
@@ -157,7 +158,7 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
             bail!("no function matches `{glob}`");
         }
         let mut inserted = Cell::Empty;
-        if let Some(target) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+        if let Some(target) = ctx.target.live() {
             let (session, plan) = (&ctx.session, &ctx.plan);
             let result = target.with(|p, live| {
                 // Only the runtime's injected calls and the writing of the jumps stop the

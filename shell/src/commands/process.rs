@@ -3,6 +3,7 @@
 //! `down`. The process lives on the engine's tracer thread; these commands send it work and
 //! report what happened in one line (`stopped at breakpoint 2 (parse entry) in thread 4242`).
 
+use crate::target::TargetSlot;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -313,14 +314,6 @@ fn launch(ctx: &Context, args: &mut Args) -> Result<Launch> {
     Ok(launch)
 }
 
-pub(super) fn no_process() -> anyhow::Error {
-    anyhow!("there is no process; `start`, `run` or `attach PID` first")
-}
-
-fn target(ctx: &mut Context) -> Result<&mut Target> {
-    ctx.target.as_mut().ok_or_else(no_process)
-}
-
 /// Replaces a finished target with nothing; refuses to replace a live one.
 fn make_room(ctx: &mut Context) -> Result<()> {
     if let Some(t) = &mut ctx.target {
@@ -502,7 +495,7 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let t = ctx.target.take().ok_or_else(no_process)?;
+    let t = ctx.target.take().ok_or_else(crate::target::no_process)?;
     let pid = t.pid();
     let started = t.started;
     if t.gone.is_some() {
@@ -529,7 +522,7 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn kill(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let t = ctx.target.take().ok_or_else(no_process)?;
+    let t = ctx.target.take().ok_or_else(crate::target::no_process)?;
     let pid = t.pid();
     if t.gone.is_none() {
         t.tracer.with(|p, _| p.kill())??;
@@ -539,7 +532,7 @@ fn kill(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn halt(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     let pid = t.pid();
     t.with(|p, _| Ok(p.halt()?))?;
     Ok(line(format!("process {pid} halted")))
@@ -551,7 +544,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let (stop, text, tid) = t.with(|p, live| {
         if resume {
             step_past_breakpoints(p, live)?;
@@ -599,7 +592,7 @@ fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if !background {
         return Ok(line(resume_and_wait(ctx, true)?));
     }
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     let pid = t.pid();
     t.with(|p, live| {
         step_past_breakpoints(p, live)?;
@@ -690,7 +683,7 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn show_threads(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let current = t.thread;
     let rows = t.with(|p, live| {
         Ok(p.threads()
@@ -748,7 +741,7 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .add_action(&mut ctx.session, spec, Action::Breakpoint { cond })?;
     let (id, spec, n) = (r.id, r.spec.clone(), r.funcs.len());
     let mut placed = None;
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+    if let Some(t) = ctx.target.live() {
         let (session, plan) = (&ctx.session, &ctx.plan);
         match t.with(|p, live| {
             live.insert(p, session, plan, id)?;
@@ -779,7 +772,7 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let path = args.positionals(1, 1)?.remove(0);
     let path = std::fs::canonicalize(&path).with_context(|| format!("cannot find {path}"))?;
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     let handle = t.with(|p, live| {
         let running = p.state() == State::Running;
         if running {
@@ -862,7 +855,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Err(args.usage_error("missing expression"));
     }
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     if t.gone.is_some() {
         // What the process left at its exit: the declared variables.
         let printed = t.tracer.with(|_, live| -> Result<eval::Printed> {
@@ -904,12 +897,9 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .ok_or_else(|| args.usage_error("missing `{ SNIPPET }`"))?;
     args.positionals(0, 0)?;
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
-    t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
+    t.with_stopped(|p, live| {
         let tid = tid
             .filter(|t| p.threads().iter().any(|th| th.tid == *t))
             .or_else(|| p.threads().first().map(|th| th.tid));
@@ -923,12 +913,9 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 /// The frames of the current thread: (pc, description).
 fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
-    t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
+    t.with_stopped(|p, live| {
         let tid = tid
             .filter(|t| p.threads().iter().any(|th| th.tid == *t))
             .or_else(|| p.threads().first().map(|th| th.tid))
@@ -940,7 +927,7 @@ fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
 
 fn show_frames(ctx: &mut Context, only: Option<usize>) -> Result<Output> {
     let frames = frames(ctx)?;
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     if t.frame >= frames.len() {
         t.frame = frames.len().saturating_sub(1);
     }
@@ -971,7 +958,7 @@ fn where_(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn up(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let n = frame_count(args)?;
     let count = frames(ctx)?.len();
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     if t.frame + 1 >= count {
         bail!("already at the outermost frame");
     }
@@ -982,7 +969,7 @@ fn up(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn down(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let n = frame_count(args)?;
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     if t.frame == 0 {
         bail!("already at the innermost frame");
     }
