@@ -3,7 +3,6 @@
 //! function names (once its table is built), and file paths; an unclosed `{` or quote
 //! continues the input on the next line.
 
-use crate::target::TargetSlot;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -19,6 +18,7 @@ use engine::{FuncId, Module};
 use crate::commands::{self, Complete};
 use crate::context::{error_line, Context};
 use crate::script;
+use crate::target::TargetSlot;
 
 /// What the prompt looks like, as Dyner's `(dyner) ` and gdb's `(gdb) `.
 pub const PROMPT: &str = "(gsh) ";

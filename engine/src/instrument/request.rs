@@ -290,6 +290,21 @@ impl Plan {
         self.next_id
     }
 
+    /// Places request `id` (already in the plan) with `place`, typically into a live process;
+    /// when placing fails the request leaves the plan, as if never made, so nothing is left
+    /// half-done and no caller writes the rollback.
+    pub fn place<R, E>(
+        &mut self,
+        id: u32,
+        place: impl FnOnce(&Plan) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let placed = place(self);
+        if placed.is_err() {
+            let _ = self.delete(id);
+        }
+        placed
+    }
+
     /// `delete ID`.
     pub fn delete(&mut self, id: u32) -> Result<Request, RequestError> {
         let i = self

@@ -3,7 +3,6 @@
 //! stack samples taken by stopping the process for a moment ([`TracerStacks`]) — and the
 //! program runs throughout and runs on afterwards.
 
-use crate::target::TargetSlot;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -22,6 +21,7 @@ use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::Output;
 use crate::target;
+use crate::target::TargetSlot;
 
 /// `--for`'s default and largest value.
 const DEFAULT_SECONDS: f64 = 60.0;

@@ -2,7 +2,6 @@
 //! `x/NFU` formats) and `show registers`; and the [`Scope`] `print` and `x` name things in
 //! (the selected frame's registers, parameters and locals, every module's globals).
 
-use crate::target::TargetSlot;
 use anyhow::{anyhow, bail, Result};
 use engine::instrument::scope::{
     preserved_register, register_number, Scope, StoppedFrame, REGISTERS,
@@ -15,6 +14,7 @@ use super::process::eval_env;
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Table};
+use crate::target::TargetSlot;
 
 pub const EXAMINE: Spec = Spec {
     name: "x",

@@ -2,13 +2,13 @@
 //! when made (functions resolve, points exist, snippets type-check) and kept in the context's
 //! plan until `save` writes them out.
 
-use crate::target::TargetSlot;
 use anyhow::{anyhow, Result};
 use engine::instrument::PointSpec;
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
+use crate::target::TargetSlot;
 
 pub const DECLARE: Spec = Spec {
     name: "declare",
@@ -146,16 +146,14 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ("Functions", Cell::Num(n as u64)),
     ];
     if let Some(t) = ctx.target.live() {
-        let (session, plan) = (&ctx.session, &ctx.plan);
-        let inserted = t.with(|p, live| Ok(live.insert(p, session, plan, id)?));
-        match inserted {
-            Ok(reports) => fields.push(("Inserted", Cell::Num(reports.len() as u64))),
-            Err(e) => {
-                // Nothing half-done: the request goes, as if never made.
-                let _ = ctx.plan.delete(id);
-                return Err(e.context(format!("instrumentation {id} not inserted")));
-            }
-        }
+        let session = &ctx.session;
+        let reports = ctx
+            .plan
+            .place(id, |plan| {
+                t.with(|p, live| Ok(live.insert(p, session, plan, id)?))
+            })
+            .map_err(|e| e.context(format!("instrumentation {id} not inserted")))?;
+        fields.push(("Inserted", Cell::Num(reports.len() as u64)));
     }
     Ok(Output::Record(Record {
         title: None,

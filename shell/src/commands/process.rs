@@ -3,7 +3,6 @@
 //! `down`. The process lives on the engine's tracer thread; these commands send it work and
 //! report what happened in one line (`stopped at breakpoint 2 (parse entry) in thread 4242`).
 
-use crate::target::TargetSlot;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -15,7 +14,7 @@ use engine::snippet::env::{PointInfo, PointKind};
 use super::{examine, Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
-use crate::target::{self, Target};
+use crate::target::{self, Target, TargetSlot};
 
 pub const START: Spec = Spec {
     name: "start",
@@ -742,17 +741,17 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let (id, spec, n) = (r.id, r.spec.clone(), r.funcs.len());
     let mut placed = None;
     if let Some(t) = ctx.target.live() {
-        let (session, plan) = (&ctx.session, &ctx.plan);
-        match t.with(|p, live| {
-            live.insert(p, session, plan, id)?;
-            Ok(live.points(id))
-        }) {
-            Ok(n) => placed = Some(n),
-            Err(e) => {
-                let _ = ctx.plan.delete(id);
-                return Err(e.context(format!("breakpoint {id} not set")));
-            }
-        }
+        let session = &ctx.session;
+        let n = ctx
+            .plan
+            .place(id, |plan| {
+                t.with(|p, live| {
+                    live.insert(p, session, plan, id)?;
+                    Ok(live.points(id))
+                })
+            })
+            .map_err(|e| e.context(format!("breakpoint {id} not set")))?;
+        placed = Some(n);
     }
     let mut fields = vec![
         ("Breakpoint", Cell::Num(u64::from(id))),
@@ -773,19 +772,8 @@ fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let path = args.positionals(1, 1)?.remove(0);
     let path = std::fs::canonicalize(&path).with_context(|| format!("cannot find {path}"))?;
     let t = ctx.target.present()?;
-    let handle = t.with(|p, live| {
-        let running = p.state() == State::Running;
-        if running {
-            p.halt()?;
-        }
-        let h = p.load_library(&path);
-        // Hooks for the new module run as the tracer notices it.
-        let _ = live;
-        if running {
-            p.resume()?;
-        }
-        Ok(h?)
-    })?;
+    // Hooks for the new module run as the tracer notices it.
+    let handle = t.with(|p, _| Ok(Live::paused(p, |p| Ok(p.load_library(&path)?))?))?;
     Ok(line(format!(
         "loaded {} (handle {handle:#x})",
         path.display()
