@@ -272,18 +272,13 @@ pub fn install(
 }
 
 /// A stop as one line: `stopped at breakpoint 2 (parse entry) in thread 4242`.
-pub fn describe_stop(
-    session: &Session,
-    live: &Live,
-    p: &Process,
-    stop: &engine::process::Stop,
-) -> String {
+pub fn describe_stop(live: &Live, p: &Process, stop: &engine::process::Stop) -> String {
     use engine::process::Stop;
     match stop {
         Stop::Breakpoint { tid, .. } => {
             let rip = p.regs(*tid).map(|r| r.rip).unwrap_or(0);
             let bps = live.breakpoints_hit(*tid, rip);
-            let at = where_is(session, live, rip);
+            let at = engine::instrument::frames::where_is(live, rip);
             if bps.is_empty() {
                 format!("stopped at {at} in thread {tid}")
             } else {
@@ -299,20 +294,4 @@ pub fn describe_stop(
         }
         other => other.to_string(),
     }
-}
-
-/// `main+4 (0x401136)` for a runtime address, looking through trampolines.
-pub fn where_is(session: &Session, live: &Live, rip: u64) -> String {
-    let (rip, note) = match live.origin(rip) {
-        Some((_, orig)) => (orig, " (in instrumentation)"),
-        None => (rip, ""),
-    };
-    for (m, bias) in live.loaded() {
-        let link = engine::addr::LinkAddr(rip.wrapping_sub(bias));
-        if let Some(d) = m.describe(link) {
-            let _ = session;
-            return format!("{d} ({rip:#x}){note}");
-        }
-    }
-    format!("{rip:#x}{note}")
 }

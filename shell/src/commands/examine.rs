@@ -10,7 +10,6 @@ use engine::instrument::{eval, Live};
 use engine::process::Process;
 use engine::session::{Module, Session};
 
-use super::process::eval_env;
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Table};
@@ -110,7 +109,7 @@ pub fn stopped_scope<'a>(
     let regs = tid.and_then(|t| p.regs(t).ok());
     let rip = regs.filter(|_| n == 0).map(|r| r.rip);
     let frames = regs
-        .map(|r| super::process_stack::frames_to(live, p, &r, n))
+        .map(|r| engine::instrument::frames::frames_to(live, p, &r, n))
         .unwrap_or_default();
     let found = frames.get(n).map(|f| (*f, frames.get(n + 1).copied()));
     let selected = found.map(|(f, _)| f);
@@ -230,7 +229,7 @@ fn examine(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let out = t.with_stopped(|p, live| {
         let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
         let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         let addr =
             eval::address(p, tid, &env, &mut scope, near, &text).map_err(|e| anyhow!("{e}"))?;
         dump(p, &scope, addr, format)
@@ -327,7 +326,7 @@ fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         if names.is_empty() {
             return Ok("no parameters or locals (no debug info for this frame?)\n".to_owned());
         }
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         let mut text = String::new();
         for name in names {
             let value = match eval::print_stopped(p, tid, &env, &mut scope, near, &name) {

@@ -6,10 +6,8 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::{eval, Action, Live, PointSpec, SessionEnv};
+use engine::instrument::{eval, frames, Action, Live, PointSpec};
 use engine::process::{Launch, Process, State, Stop, Tracer};
-use engine::session::Session;
-use engine::snippet::env::{PointInfo, PointKind};
 
 use super::{examine, Args, Complete, Spec};
 use crate::context::Context;
@@ -542,7 +540,6 @@ fn halt(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
-    let session = &ctx.session;
     let t = ctx.target.present()?;
     let (stop, text, tid) = t.with(|p, live| {
         if resume {
@@ -553,7 +550,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
         }
         // On a running process `cont_wait` resumes nothing and only waits.
         let stop = p.cont_wait(live, &flag)?;
-        let text = target::describe_stop(session, live, p, &stop);
+        let text = target::describe_stop(live, p, &stop);
         let tid = match &stop {
             Stop::Breakpoint { tid, .. } | Stop::Signal { tid, .. } => Some(*tid),
             _ => None,
@@ -631,7 +628,6 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let pid = t.pid();
     // The thread of the last stop, else the main thread.
     let current = t.thread.unwrap_or(pid);
-    let session = &ctx.session;
     let (state, at, threads) = match &t.gone {
         Some(why) => (why.clone(), None, 0),
         None => t.with(|p, live| {
@@ -640,7 +636,7 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 engine::process::State::Stopped => p
                     .regs(current)
                     .ok()
-                    .map(|r| (current, target::where_is(session, live, r.rip))),
+                    .map(|r| (current, frames::where_is(live, r.rip))),
                 _ => None,
             };
             Ok((state.to_string(), at, p.threads().len()))
@@ -681,14 +677,13 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn show_threads(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let session = &ctx.session;
     let t = ctx.target.present()?;
     let current = t.thread;
     let rows = t.with(|p, live| {
         Ok(p.threads()
             .into_iter()
             .map(|th| {
-                let at = th.rip.map(|r| target::where_is(session, live, r));
+                let at = th.rip.map(|r| frames::where_is(live, r));
                 (
                     th.tid,
                     th.name.clone(),
@@ -780,49 +775,6 @@ fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     )))
 }
 
-/// The environment `print`/`execute` check against: at a breakpoint at a function's entry,
-/// its parameters by name and `$0..$5`; elsewhere declared variables and globals.
-pub(super) fn eval_env<'a>(
-    session: &'a Session,
-    live: &'a Live,
-    rip: Option<u64>,
-) -> Result<(SessionEnv<'a>, u64)> {
-    let main = session.main()?;
-    let main_bias = live.bias(main.id).unwrap_or(0);
-    if let Some(rip) = rip {
-        for (m, bias) in live.loaded() {
-            let link = engine::addr::LinkAddr(rip.wrapping_sub(bias));
-            if let Some(f) = m.functions().containing(link) {
-                let module = session.module(m.id);
-                let func = module.functions().get(f.id);
-                let kind = if f.addr == link {
-                    PointKind::Entry
-                } else {
-                    PointKind::default()
-                };
-                let info = PointInfo {
-                    kind,
-                    function: func.display_name().to_owned(),
-                    module: module.name.clone(),
-                    ..PointInfo::default()
-                };
-                return Ok((
-                    SessionEnv::new(module, Some(func), live.declared(), info, bias)
-                        .with_session(session)
-                        .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
-                    rip,
-                ));
-            }
-        }
-    }
-    Ok((
-        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias)
-            .with_session(session)
-            .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
-        main_bias.wrapping_add(main.binary.entry().0),
-    ))
-}
-
 fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let mut expr = args.rest_raw();
     let mut format = None;
@@ -851,7 +803,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .last_data
                 .clone()
                 .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
-            let (env, _) = eval_env(session, live, None)?;
+            let (env, _) = eval::live_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
             scope.format = format;
             eval::print_exited(base, &bytes, &env, &mut scope, &expr).map_err(|e| anyhow!("{e}"))
@@ -863,7 +815,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let frame = t.frame;
     let printed = t.with(|p, live| {
         if p.state() == State::Running {
-            let (env, _) = eval_env(session, live, None)?;
+            let (env, _) = eval::live_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
             scope.format = format;
             return eval::print_running(&reader, &env, &mut scope, &expr)
@@ -872,7 +824,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
         let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
         scope.format = format;
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         eval::print_stopped(p, tid, &env, &mut scope, near, &expr).map_err(|e| anyhow!("{e}"))
     })?;
     Ok(line(format!("{expr} = {printed}")))
@@ -892,7 +844,7 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             .filter(|t| p.threads().iter().any(|th| th.tid == *t))
             .or_else(|| p.threads().first().map(|th| th.tid));
         let rip = tid.and_then(|t| p.regs(t).ok()).map(|r| r.rip);
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         eval::execute(p, tid, &env, near, &block.text).map_err(|e| anyhow!("{e}"))
     })?;
     Ok(Output::Nothing)
@@ -900,7 +852,6 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 /// The frames of the current thread: (pc, description).
 fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
-    let session = &ctx.session;
     let t = ctx.target.present()?;
     let tid = t.thread;
     t.with_stopped(|p, live| {
@@ -909,7 +860,7 @@ fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
             .or_else(|| p.threads().first().map(|th| th.tid))
             .ok_or_else(|| anyhow!("the process has no threads"))?;
         let r = p.regs(tid)?;
-        Ok(crate::commands::process_stack::walk(session, live, p, &r))
+        Ok(frames::walk(live, p, &r))
     })
 }
 
