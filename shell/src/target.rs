@@ -134,6 +134,16 @@ impl Target {
     }
 }
 
+/// `tid` if that thread still exists in `p`.
+pub fn existing_thread(p: &Process, tid: Option<i32>) -> Option<i32> {
+    tid.filter(|t| p.threads().iter().any(|th| th.tid == *t))
+}
+
+/// The thread commands look at: `tid` if it still exists, else the process's first.
+pub fn current_thread(p: &Process, tid: Option<i32>) -> Option<i32> {
+    existing_thread(p, tid).or_else(|| p.threads().first().map(|th| th.tid))
+}
+
 /// Why a command that needs a process cannot run.
 pub fn no_process() -> anyhow::Error {
     anyhow!("there is no process; `start`, `run` or `attach PID` first")

@@ -227,7 +227,7 @@ fn examine(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let tid = t.thread;
     let frame = t.frame;
     let out = t.with_stopped(|p, live| {
-        let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
+        let tid = crate::target::existing_thread(p, tid);
         let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
         let (env, near) = eval::live_env(session, live, rip)?;
         let addr =
@@ -315,9 +315,7 @@ fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let tid = t.thread;
     let frame = t.frame;
     let text = t.with_stopped(|p, live| {
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid));
+        let tid = crate::target::current_thread(p, tid);
         let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
         if scope.frame.is_none() {
             bail!("the selected frame is in no function gsh knows");
@@ -347,9 +345,7 @@ fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let tid = t.thread;
     let frame = t.frame;
     let table = t.with_stopped(|p, live| {
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid));
+        let tid = crate::target::current_thread(p, tid);
         let (scope, _) = stopped_scope(session, live, p, tid, frame);
         let regs = scope
             .regs

@@ -821,7 +821,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             return eval::print_running(&reader, &env, &mut scope, &expr)
                 .map_err(|e| anyhow!("{e}"));
         }
-        let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
+        let tid = crate::target::existing_thread(p, tid);
         let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
         scope.format = format;
         let (env, near) = eval::live_env(session, live, rip)?;
@@ -840,9 +840,7 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let t = ctx.target.present()?;
     let tid = t.thread;
     t.with_stopped(|p, live| {
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid));
+        let tid = crate::target::current_thread(p, tid);
         let rip = tid.and_then(|t| p.regs(t).ok()).map(|r| r.rip);
         let (env, near) = eval::live_env(session, live, rip)?;
         eval::execute(p, tid, &env, near, &block.text).map_err(|e| anyhow!("{e}"))
@@ -855,9 +853,7 @@ fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
     let t = ctx.target.present()?;
     let tid = t.thread;
     t.with_stopped(|p, live| {
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid))
+        let tid = crate::target::current_thread(p, tid)
             .ok_or_else(|| anyhow!("the process has no threads"))?;
         let r = p.regs(tid)?;
         Ok(frames::walk(live, p, &r))
