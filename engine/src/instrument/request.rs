@@ -169,6 +169,19 @@ impl Plan {
         Ok(self.declared.last().expect("just pushed"))
     }
 
+    /// Places the variable [`Plan::declare`] just added with `place` (typically written into
+    /// a live process); when placing fails the declaration leaves the plan, as if never made.
+    pub fn place_declared<R, E>(
+        &mut self,
+        place: impl FnOnce(&Plan) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let placed = place(self);
+        if placed.is_err() {
+            self.declared.pop();
+        }
+        placed
+    }
+
     /// `at POINT [if (COND)] { BODY }`: resolves and checks, then records the request.
     pub fn add(
         &mut self,

@@ -114,6 +114,12 @@ fn requests_are_checked_when_made() {
 
     // Layout: each variable aligned to its size.
     plan.declare(&session, "char flag").unwrap();
+    // A declaration that fails to be placed leaves the plan.
+    plan.declare(&session, "int lost").unwrap();
+    assert_eq!(
+        plan.place_declared(|_| Err::<(), _>("no room")),
+        Err("no room")
+    );
     plan.declare(&session, "double ratio = 0.5").unwrap();
     let (vars, size) = plan.layout(0x1000);
     assert_eq!(

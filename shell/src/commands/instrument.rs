@@ -94,11 +94,8 @@ fn declare(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     ctx.session.main()?;
     let d = ctx.plan.declare(&ctx.session, &words.join(" "))?.clone();
     if let Some(t) = ctx.target.live() {
-        let plan = &ctx.plan;
-        if let Err(e) = t.with(|p, live| Ok(live.sync_declared(p, plan)?)) {
-            ctx.plan.declared.pop();
-            return Err(e);
-        }
+        ctx.plan
+            .place_declared(|plan| t.with(|p, live| Ok(live.sync_declared(p, plan)?)))?;
     }
     Ok(Output::Record(Record {
         title: None,
