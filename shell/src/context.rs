@@ -34,6 +34,9 @@ pub struct Context {
     pub measured: Option<crate::commands::measure::Results>,
     /// `set thread-events`: print each thread start and exit, not one summary line.
     pub thread_events: bool,
+    /// `set attached-mode`: whether gsh lets a running attached process go while nothing
+    /// needs the tracer.
+    pub attached_mode: engine::process::AttachedMode,
     /// Set by Ctrl-C while a command waits for the process.
     pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,
     depth: usize,
@@ -60,6 +63,7 @@ impl Context {
             target: None,
             measured: None,
             thread_events: false,
+            attached_mode: engine::process::AttachedMode::default(),
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,
             out,

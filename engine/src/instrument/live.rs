@@ -1188,6 +1188,16 @@ impl Hooks for Live {
         TrapAction::Report
     }
 
+    /// Breakpoints, the one-shot stop and trap sites are `int3`s only the tracer can serve.
+    fn needs_tracer(&self) -> bool {
+        self.once.is_some()
+            || self.breakpoints.iter().any(|b| b.placed.is_some())
+            || self
+                .loaded
+                .values()
+                .any(|l| l.patcher.sites().any(|s| s.tactic == Tactic::Trap))
+    }
+
     fn exiting(&mut self, p: &mut Process, _tid: i32) {
         self.measure.snapshot(p);
         let (Some(base), Some(last)) = (self.data, self.declared.last()) else {

@@ -13,8 +13,8 @@
 //! ([`crate::patch`]) decides how control gets there; this module only says where.
 //!
 //! Points on a CFG edge ([`Point::edge`]: loop entry, exit and iteration end, `edge`) run
-//! only when control takes that edge, so they need edge trampolines (issue 16);
-//! [`Point::placeable`] refuses them until then, and says why.
+//! only when control takes that edge; the patcher places them ([`crate::patch::edge`]: at
+//! the target, at the source's last instruction, or through an edge trampoline).
 
 #![warn(missing_docs)]
 
@@ -220,11 +220,14 @@ impl Point {
         }
     }
 
-    /// Whether the patcher can place the point today, and why not.
+    /// Whether the patcher can place the point today, and why not. Points on edges are
+    /// placed by [`crate::patch::edge`], which skips the few it cannot place with the reason;
+    /// the one refused here is an entry from the caller into a loop whose header is the
+    /// function's entry block.
     pub fn placeable(&self) -> Result<(), Unplaceable> {
         match self.edge {
-            Some(_) => Err(Unplaceable::OnEdge(self.kind)),
-            None => Ok(()),
+            Some(OnEdge::FromCaller) => Err(Unplaceable::OnEdge(self.kind)),
+            _ => Ok(()),
         }
     }
 }
@@ -232,10 +235,10 @@ impl Point {
 /// Why a point cannot be placed yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unplaceable {
-    /// It runs only when control takes one CFG edge.
+    /// It runs when the caller enters a loop whose header is the function's entry block.
     #[error(
-        "{} points are not supported yet: they sit on CFG edges, which need edge \
-         trampolines (issue 16)",
+        "{} points are not supported yet where the loop's header is the function's first \
+         block: entering from the caller cannot be told apart from the back edges there",
         edge_kind_words(*.0)
     )]
     OnEdge(PointKind),

@@ -39,10 +39,13 @@ pub const AT: Spec = Spec {
     help: "Inserts SNIPPET (a subset of C: `help snippets`) at POINT, which is `FUNC entry`, \
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
 [CALLEE] before|after` (every call site, or those calling CALLEE, by its name as `show points` \
-lists it, without `@plt`), `FUNC loop LOOP iter-begin` (the loop's header, every iteration), \
-`FUNC block ADDR` (entry to the basic block starting at ADDR), or `FUNC insn ADDR before|after` \
-(an instruction; after one that ends its block is an edge). Points on CFG edges (`FUNC loop LOOP \
-entry|exit|iter-end`, `FUNC edge FROM TO`) are refused until gsh has edge trampolines. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
+lists it, without `@plt`), `FUNC loop LOOP entry|exit|iter-begin|iter-end` (edges into the loop's header from outside, \
+edges leaving the loop, the header, back edges and exits), \
+`FUNC block ADDR` (entry to the basic block starting at ADDR), `FUNC insn ADDR before|after` \
+(an instruction; after one that ends its block is an edge), or `FUNC edge FROM TO`. A point on \
+an edge runs at the edge's target when it is the target's only way in, before the source's \
+last instruction when it is the source's only way out, or else in an edge trampoline holding \
+the relocated conditional branch; jump-table edges are skipped with the reason. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
 Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
 at every one of them now, its calls against their callees' prototypes (DWARF, or glibc's for \

@@ -106,7 +106,12 @@ pub const CONTINUE: Spec = Spec {
     help: "Resumes every thread. Without `&`, waits until the process stops (a breakpoint, a \
 fatal signal, Ctrl-C) or exits; with `&`, returns at once and the process runs while you type: \
 `at`, `delete` and `print` work on it without stopping it for more than the moment a change \
-takes.",
+takes. A process gsh attached to runs hands-off while no breakpoint or trap-based \
+instrumentation needs gsh (`set attached-mode`): gsh detaches from every thread, leaving the \
+instrumentation counting, so signals and new threads cost the program nothing, and takes hold \
+again when a command needs it stopped. Meanwhile forks, execs, thread events and crashes are not \
+seen (a crash shows as the process killed by its signal) and libraries it loads join at that \
+next command.",
     examples: &[("continue", ""), ("continue &", "")],
     run: cont,
 };
@@ -431,6 +436,8 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ctx.session.open(&exe)?;
     }
     let mut t = Target::new(tracer, false);
+    let mode = ctx.attached_mode;
+    t.with(|p, _| Ok(p.set_attached_mode(mode)?))?;
     // What an earlier gsh left (it was killed while attached), before anything of ours.
     let changes = t.with(|p, _| Ok(p.text_changes()?))?;
     let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
@@ -628,8 +635,8 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let pid = t.pid();
     // The thread of the last stop, else the main thread.
     let current = t.thread.unwrap_or(pid);
-    let (state, at, threads) = match &t.gone {
-        Some(why) => (why.clone(), None, 0),
+    let (state, at, threads, hands_off) = match &t.gone {
+        Some(why) => (why.clone(), None, 0, false),
         None => t.with(|p, live| {
             let state = p.state();
             let at = match state {
@@ -639,7 +646,7 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                     .map(|r| (current, frames::where_is(live, r.rip))),
                 _ => None,
             };
-            Ok((state.to_string(), at, p.threads().len()))
+            Ok((state.to_string(), at, p.threads().len(), p.is_hands_off()))
         })?,
     };
     let sentence = match (&t.gone, &at) {
@@ -647,6 +654,11 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         (None, Some((tid, place))) => {
             format!("Process {pid} is stopped at {place} in thread {tid}.")
         }
+        (None, None) if hands_off => format!(
+            "Process {pid} is running with gsh hands-off (detached until a command needs it \
+             stopped; forks, execs, thread events and crashes are not seen meanwhile, `set \
+             attached-mode traced` follows them); `halt` stops it, `wait` waits."
+        ),
         (None, None) if state == "running" => format!(
             "Process {pid} is running; `halt` (or Ctrl-C at the prompt) stops it, `wait` waits."
         ),
@@ -661,7 +673,14 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ("Process", Cell::Num(pid as u64)),
         ("Program", Cell::opt(program)),
         ("Control", Cell::text(control)),
-        ("State", Cell::text(state)),
+        (
+            "State",
+            Cell::text(if hands_off {
+                format!("{state} (hands-off)")
+            } else {
+                state
+            }),
+        ),
     ];
     if let Some((tid, place)) = at {
         fields.push(("Where", Cell::text(place)));
