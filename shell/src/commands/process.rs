@@ -756,7 +756,7 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let mut placed = None;
     if let Some(t) = ctx.target.live() {
         let session = &ctx.session;
-        let n = ctx
+        let points = ctx
             .plan
             .place(id, |plan| {
                 t.with(|p, live| {
@@ -765,7 +765,7 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 })
             })
             .map_err(|e| e.context(format!("breakpoint {id} not set")))?;
-        placed = Some(n);
+        placed = Some(points);
     }
     let mut fields = vec![
         ("Breakpoint", Cell::Num(u64::from(id))),
