@@ -18,6 +18,7 @@ use engine::{FuncId, Module};
 use crate::commands::{self, Complete};
 use crate::context::{error_line, Context};
 use crate::script;
+use crate::target::TargetSlot;
 
 /// What the prompt looks like, as Dyner's `(dyner) ` and gdb's `(gdb) `.
 pub const PROMPT: &str = "(gsh) ";
@@ -371,7 +372,7 @@ pub fn run(ctx: &mut Context) -> Result<()> {
             }
             // Ctrl-C abandons the line being typed and halts a running process, as Dyner did.
             Err(ReadlineError::Interrupted) => {
-                if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+                if let Some(t) = ctx.target.live() {
                     let halted = t.with(|p, _| {
                         let running = p.state() == engine::process::State::Running;
                         if running {

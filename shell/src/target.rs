@@ -6,9 +6,9 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use engine::instrument::Live;
-use engine::process::{Event, Process, TextChange, Tracer};
+use engine::process::{Event, Process, State, TextChange, Tracer};
 use engine::session::Session;
 
 /// The process under control.
@@ -51,6 +51,20 @@ impl Target {
             return Err(anyhow!("the process is gone ({why})"));
         }
         self.tracer.with(f)?
+    }
+
+    /// Runs `f` on the tracer thread with the process stopped: the one check of every command
+    /// that reads or changes a stopped process (registers, memory, frames, snippets).
+    pub fn with_stopped<R: Send>(
+        &self,
+        f: impl FnOnce(&mut Process, &mut Live) -> Result<R> + Send,
+    ) -> Result<R> {
+        self.with(|p, live| {
+            if p.state() == State::Running {
+                bail!("the process is running; `halt` it first");
+            }
+            f(p, live)
+        })
     }
 
     /// Events the tracer recorded while nobody waited, and the live layer's messages. Thread
@@ -119,6 +133,52 @@ impl Target {
             Ok(())
         })??;
         Ok(())
+    }
+}
+
+/// `tid` if that thread still exists in `p`.
+pub fn existing_thread(p: &Process, tid: Option<i32>) -> Option<i32> {
+    tid.filter(|t| p.threads().iter().any(|th| th.tid == *t))
+}
+
+/// The thread commands look at: `tid` if it still exists, else the process's first.
+pub fn current_thread(p: &Process, tid: Option<i32>) -> Option<i32> {
+    existing_thread(p, tid).or_else(|| p.threads().first().map(|th| th.tid))
+}
+
+/// Why a command that needs a process cannot run.
+pub fn no_process() -> anyhow::Error {
+    anyhow!("there is no process; `start`, `run` or `attach PID` first")
+}
+
+/// The one way commands reach the process under control (`ctx.target`): present, or live
+/// (present and not gone), with the same error everywhere.
+pub trait TargetSlot {
+    /// The target, gone or not; the error says how to get one.
+    fn present(&mut self) -> Result<&mut Target>;
+    /// The target if it has not exited or been killed.
+    fn live(&mut self) -> Option<&mut Target>;
+    /// The target if it has not exited or been killed, to read.
+    fn live_ref(&self) -> Option<&Target>;
+    /// Whether there is a target that has not exited or been killed.
+    fn is_live(&self) -> bool;
+}
+
+impl TargetSlot for Option<Target> {
+    fn present(&mut self) -> Result<&mut Target> {
+        self.as_mut().ok_or_else(no_process)
+    }
+
+    fn live(&mut self) -> Option<&mut Target> {
+        self.as_mut().filter(|t| t.gone.is_none())
+    }
+
+    fn live_ref(&self) -> Option<&Target> {
+        self.as_ref().filter(|t| t.gone.is_none())
+    }
+
+    fn is_live(&self) -> bool {
+        self.live_ref().is_some()
     }
 }
 
@@ -224,18 +284,13 @@ pub fn install(
 }
 
 /// A stop as one line: `stopped at breakpoint 2 (parse entry) in thread 4242`.
-pub fn describe_stop(
-    session: &Session,
-    live: &Live,
-    p: &Process,
-    stop: &engine::process::Stop,
-) -> String {
+pub fn describe_stop(live: &Live, p: &Process, stop: &engine::process::Stop) -> String {
     use engine::process::Stop;
     match stop {
         Stop::Breakpoint { tid, .. } => {
             let rip = p.regs(*tid).map(|r| r.rip).unwrap_or(0);
             let bps = live.breakpoints_hit(*tid, rip);
-            let at = where_is(session, live, rip);
+            let at = engine::instrument::frames::where_is(live, rip);
             if bps.is_empty() {
                 format!("stopped at {at} in thread {tid}")
             } else {
@@ -251,20 +306,4 @@ pub fn describe_stop(
         }
         other => other.to_string(),
     }
-}
-
-/// `main+4 (0x401136)` for a runtime address, looking through trampolines.
-pub fn where_is(session: &Session, live: &Live, rip: u64) -> String {
-    let (rip, note) = match live.origin(rip) {
-        Some((_, orig)) => (orig, " (in instrumentation)"),
-        None => (rip, ""),
-    };
-    for (m, bias) in live.loaded() {
-        let link = engine::addr::LinkAddr(rip.wrapping_sub(bias));
-        if let Some(d) = m.describe(link) {
-            let _ = session;
-            return format!("{d} ({rip:#x}){note}");
-        }
-    }
-    format!("{rip:#x}{note}")
 }

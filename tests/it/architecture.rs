@@ -94,7 +94,10 @@ const SHELL_TANGLES: &[(&str, &str)] = &[
         "process",
         "the shell drives processes (launch, attach, halt, memory) directly",
     ),
-    ("unwind", "the shell walks stacks for `where` itself"),
+    (
+        "unwind",
+        "`consult` samples the stacks of a running process with the unwinder itself",
+    ),
 ];
 
 /// Workspace members that may depend on the engine; every other one (the runtime, the ABI it

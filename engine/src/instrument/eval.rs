@@ -15,8 +15,12 @@ use crate::snippet::{self, Env};
 use crate::patch::AllocKind;
 use crate::snippet::ast::StmtKind;
 
+use super::env::SessionEnv;
 use super::scope::{Found, Loc, PathMachine, PrintEnv, Scope};
 use super::values::{self, Printer, Types};
+use super::Live;
+use crate::session::Session;
+use crate::snippet::env::{PointInfo, PointKind};
 
 /// Why evaluation failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +34,51 @@ pub enum EvalError {
     Process(#[from] ProcessError),
     #[error("`print` takes one expression")]
     NotAnExpression,
+}
+
+/// The environment `print`/`execute` check against in the live process, and the address the
+/// snippet is taken to run at: with the thread at `rip` in a known function, that function's
+/// (at its entry, its parameters by name and `$0..$5`); elsewhere, or without `rip`, main's
+/// declared variables and globals at main's entry.
+pub fn live_env<'a>(
+    session: &'a Session,
+    live: &'a Live,
+    rip: Option<u64>,
+) -> crate::error::Result<(SessionEnv<'a>, u64)> {
+    let main = session.main()?;
+    let main_bias = live.bias(main.id).unwrap_or(0);
+    if let Some(rip) = rip {
+        for (m, bias) in live.loaded() {
+            let link = crate::addr::LinkAddr(rip.wrapping_sub(bias));
+            if let Some(f) = m.functions().containing(link) {
+                let module = session.module(m.id);
+                let func = module.functions().get(f.id);
+                let kind = if f.addr == link {
+                    PointKind::Entry
+                } else {
+                    PointKind::default()
+                };
+                let info = PointInfo {
+                    kind,
+                    function: func.display_name().to_owned(),
+                    module: module.name.clone(),
+                    ..PointInfo::default()
+                };
+                return Ok((
+                    SessionEnv::new(module, Some(func), live.declared(), info, bias)
+                        .with_session(session)
+                        .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
+                    rip,
+                ));
+            }
+        }
+    }
+    Ok((
+        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias)
+            .with_session(session)
+            .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
+        main_bias.wrapping_add(main.binary.entry().0),
+    ))
 }
 
 /// A printed value, as `print` shows it.

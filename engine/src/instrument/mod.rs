@@ -20,6 +20,7 @@ mod source;
 
 pub use save::{save, SaveError, SaveReport};
 pub mod eval;
+pub mod frames;
 pub mod histogram;
 pub mod live;
 pub mod measure;

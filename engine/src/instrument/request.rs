@@ -169,6 +169,19 @@ impl Plan {
         Ok(self.declared.last().expect("just pushed"))
     }
 
+    /// Places the variable [`Plan::declare`] just added with `place` (typically written into
+    /// a live process); when placing fails the declaration leaves the plan, as if never made.
+    pub fn place_declared<R, E>(
+        &mut self,
+        place: impl FnOnce(&Plan) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let placed = place(self);
+        if placed.is_err() {
+            self.declared.pop();
+        }
+        placed
+    }
+
     /// `at POINT [if (COND)] { BODY }`: resolves and checks, then records the request.
     pub fn add(
         &mut self,
@@ -288,6 +301,21 @@ impl Plan {
     pub fn new_id(&mut self) -> u32 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// Places request `id` (already in the plan) with `place`, typically into a live process;
+    /// when placing fails the request leaves the plan, as if never made, so nothing is left
+    /// half-done and no caller writes the rollback.
+    pub fn place<R, E>(
+        &mut self,
+        id: u32,
+        place: impl FnOnce(&Plan) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let placed = place(self);
+        if placed.is_err() {
+            let _ = self.delete(id);
+        }
+        placed
     }
 
     /// `delete ID`.

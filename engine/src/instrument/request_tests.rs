@@ -101,8 +101,25 @@ fn requests_are_checked_when_made() {
         [1, 3, 4]
     );
 
+    // A request that fails to be placed leaves the plan; one placed stays.
+    assert_eq!(plan.place(3, |p| Ok::<_, ()>(p.requests.len())), Ok(3));
+    assert_eq!(
+        plan.place(3, |_| Err::<(), _>("not inserted")),
+        Err("not inserted")
+    );
+    assert_eq!(
+        plan.requests.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [1, 4]
+    );
+
     // Layout: each variable aligned to its size.
     plan.declare(&session, "char flag").unwrap();
+    // A declaration that fails to be placed leaves the plan.
+    plan.declare(&session, "int lost").unwrap();
+    assert_eq!(
+        plan.place_declared(|_| Err::<(), _>("no room")),
+        Err("no room")
+    );
     plan.declare(&session, "double ratio = 0.5").unwrap();
     let (vars, size) = plan.layout(0x1000);
     assert_eq!(

@@ -21,6 +21,7 @@ use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::Output;
 use crate::target;
+use crate::target::TargetSlot;
 
 /// `--for`'s default and largest value.
 const DEFAULT_SECONDS: f64 = 60.0;
@@ -135,7 +136,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let settings = settings(args)?;
     let dot = args.option("--dot")?;
     args.positionals(0, 0)?;
-    if ctx.target.as_ref().is_none_or(|t| t.gone.is_some()) {
+    if !ctx.target.is_live() {
         let started = super::process::start_process(ctx, args)?;
         eprintln!("{started}");
     }
@@ -144,7 +145,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .main()
         .map(|m| m.name.clone())
         .unwrap_or_else(|_| "program".into());
-    let t = ctx.target.as_mut().ok_or_else(super::process::no_process)?;
+    let t = ctx.target.present()?;
     if let Some(gone) = &t.gone {
         bail!("{gone}: there is nothing to consult");
     }
@@ -160,7 +161,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     t.frame = 0;
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
-    let t = ctx.target.as_ref().ok_or_else(super::process::no_process)?;
+    let t = ctx.target.present()?;
     let modules: Vec<(Arc<Module>, u64)> =
         t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))?;
     let unwinder = Unwinder::new(

@@ -7,13 +7,13 @@ use engine::instrument::scope::{
     preserved_register, register_number, Scope, StoppedFrame, REGISTERS,
 };
 use engine::instrument::{eval, Live};
-use engine::process::{Process, State};
+use engine::process::Process;
 use engine::session::{Module, Session};
 
-use super::process::{eval_env, no_process};
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Table};
+use crate::target::TargetSlot;
 
 pub const EXAMINE: Spec = Spec {
     name: "x",
@@ -109,7 +109,7 @@ pub fn stopped_scope<'a>(
     let regs = tid.and_then(|t| p.regs(t).ok());
     let rip = regs.filter(|_| n == 0).map(|r| r.rip);
     let frames = regs
-        .map(|r| super::process_stack::frames_to(live, p, &r, n))
+        .map(|r| engine::instrument::frames::frames_to(live, p, &r, n))
         .unwrap_or_default();
     let found = frames.get(n).map(|f| (*f, frames.get(n + 1).copied()));
     let selected = found.map(|(f, _)| f);
@@ -223,16 +223,13 @@ fn examine(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Err(args.usage_error("missing address"));
     }
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let out = t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
-        let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
+    let out = t.with_stopped(|p, live| {
+        let tid = crate::target::existing_thread(p, tid);
         let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         let addr =
             eval::address(p, tid, &env, &mut scope, near, &text).map_err(|e| anyhow!("{e}"))?;
         dump(p, &scope, addr, format)
@@ -314,16 +311,11 @@ fn dump(p: &Process, scope: &Scope<'_>, addr: u64, f: Format) -> Result<String> 
 fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let text = t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid));
+    let text = t.with_stopped(|p, live| {
+        let tid = crate::target::current_thread(p, tid);
         let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
         if scope.frame.is_none() {
             bail!("the selected frame is in no function gsh knows");
@@ -332,7 +324,7 @@ fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         if names.is_empty() {
             return Ok("no parameters or locals (no debug info for this frame?)\n".to_owned());
         }
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         let mut text = String::new();
         for name in names {
             let value = match eval::print_stopped(p, tid, &env, &mut scope, near, &name) {
@@ -349,16 +341,11 @@ fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let table = t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid));
+    let table = t.with_stopped(|p, live| {
+        let tid = crate::target::current_thread(p, tid);
         let (scope, _) = stopped_scope(session, live, p, tid, frame);
         let regs = scope
             .regs

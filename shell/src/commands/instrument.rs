@@ -8,6 +8,7 @@ use engine::instrument::PointSpec;
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
+use crate::target::TargetSlot;
 
 pub const DECLARE: Spec = Spec {
     name: "declare",
@@ -95,12 +96,9 @@ fn declare(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     ctx.session.main()?;
     let d = ctx.plan.declare(&ctx.session, &words.join(" "))?.clone();
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
-        let plan = &ctx.plan;
-        if let Err(e) = t.with(|p, live| Ok(live.sync_declared(p, plan)?)) {
-            ctx.plan.declared.pop();
-            return Err(e);
-        }
+    if let Some(t) = ctx.target.live() {
+        ctx.plan
+            .place_declared(|plan| t.with(|p, live| Ok(live.sync_declared(p, plan)?)))?;
     }
     Ok(Output::Record(Record {
         title: None,
@@ -147,17 +145,15 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ("Point", Cell::text(spec)),
         ("Functions", Cell::Num(n as u64)),
     ];
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
-        let (session, plan) = (&ctx.session, &ctx.plan);
-        let inserted = t.with(|p, live| Ok(live.insert(p, session, plan, id)?));
-        match inserted {
-            Ok(reports) => fields.push(("Inserted", Cell::Num(reports.len() as u64))),
-            Err(e) => {
-                // Nothing half-done: the request goes, as if never made.
-                let _ = ctx.plan.delete(id);
-                return Err(e.context(format!("instrumentation {id} not inserted")));
-            }
-        }
+    if let Some(t) = ctx.target.live() {
+        let session = &ctx.session;
+        let reports = ctx
+            .plan
+            .place(id, |plan| {
+                t.with(|p, live| Ok(live.insert(p, session, plan, id)?))
+            })
+            .map_err(|e| e.context(format!("instrumentation {id} not inserted")))?;
+        fields.push(("Inserted", Cell::Num(reports.len() as u64)));
     }
     Ok(Output::Record(Record {
         title: None,
@@ -179,7 +175,7 @@ fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let ids: Vec<u32> = ctx.plan.requests.iter().map(|r| r.id).collect();
     // In a live process, what each request's code is doing there; else it waits for `save`,
     // `start` or `attach`.
-    let states: Vec<String> = match ctx.target.as_ref().filter(|t| t.gone.is_none()) {
+    let states: Vec<String> = match ctx.target.live_ref() {
         Some(target) => target.with(|_, live| {
             Ok(ids
                 .iter()
@@ -232,7 +228,7 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             return Err(engine::instrument::RequestError::UnknownId(*id).into());
         }
     }
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+    if let Some(t) = ctx.target.live() {
         let ids = &ids;
         t.with(|p, live| {
             for id in ids {

@@ -16,6 +16,7 @@ use engine::process::Process;
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Table};
+use crate::target::TargetSlot;
 
 pub const COUNT: Spec = Spec {
     name: "count",
@@ -148,7 +149,7 @@ fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<Output> {
     ctx.session.main()?;
     let mut t = Table::new(vec!["Instrumentation", "Function", "Measure", "Points"]);
-    let live = ctx.target.as_ref().is_some_and(|t| t.gone.is_none());
+    let live = ctx.target.is_live();
     for glob in globs {
         let r = measure::add(&mut ctx.plan, &mut ctx.session, &glob, metric)?;
         let (id, funcs) = (r.id, r.funcs.clone());
@@ -157,25 +158,27 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
             bail!("no function matches `{glob}`");
         }
         let mut inserted = Cell::Empty;
-        if let Some(target) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
-            let (session, plan) = (&ctx.session, &ctx.plan);
-            let result = target.with(|p, live| {
-                // Only the runtime's injected calls and the writing of the jumps stop the
-                // process; everything else is done while it runs.
-                live.load_runtime(p)?;
-                let mut n = live.insert(p, session, plan, id)?.len();
-                n += live.start_measuring(p)?.len();
-                Ok(n)
-            });
-            match result {
-                Ok(n) => inserted = Cell::Num(n as u64),
-                Err(e) => {
-                    // Nothing half-done: the request goes, as if never made.
-                    let _ = target.with(|p, live| Ok(live.undo(p, id)?));
-                    let _ = ctx.plan.delete(id);
-                    return Err(e.context(format!("{} {glob}: not inserted", metric.command())));
-                }
-            }
+        if let Some(target) = ctx.target.live() {
+            let session = &ctx.session;
+            let n = ctx
+                .plan
+                .place(id, |plan| {
+                    target.with(|p, live| {
+                        // Only the runtime's injected calls and the writing of the jumps stop
+                        // the process; everything else is done while it runs.
+                        let placed = live.load_runtime(p).and_then(|()| {
+                            let n = live.insert(p, session, plan, id)?.len();
+                            Ok(n + live.start_measuring(p)?.len())
+                        });
+                        if placed.is_err() {
+                            // Nothing half-done in the process either.
+                            let _ = live.undo(p, id);
+                        }
+                        Ok(placed?)
+                    })
+                })
+                .map_err(|e| e.context(format!("{} {glob}: not inserted", metric.command())))?;
+            inserted = Cell::Num(n as u64);
         }
         let name = match funcs.as_slice() {
             [f] => ctx.session.func(*f).display_name().to_owned(),

@@ -15,7 +15,6 @@ mod loops;
 pub mod measure;
 mod misc;
 pub mod process;
-mod process_stack;
 mod stats;
 mod symbols;
 mod watch;

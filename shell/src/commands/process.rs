@@ -6,15 +6,13 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::{eval, Action, Live, PointSpec, SessionEnv};
+use engine::instrument::{eval, frames, Action, Live, PointSpec};
 use engine::process::{Launch, Process, State, Stop, Tracer};
-use engine::session::Session;
-use engine::snippet::env::{PointInfo, PointKind};
 
 use super::{examine, Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
-use crate::target::{self, Target};
+use crate::target::{self, Target, TargetSlot};
 
 pub const START: Spec = Spec {
     name: "start",
@@ -319,14 +317,6 @@ fn launch(ctx: &Context, args: &mut Args) -> Result<Launch> {
     Ok(launch)
 }
 
-pub(super) fn no_process() -> anyhow::Error {
-    anyhow!("there is no process; `start`, `run` or `attach PID` first")
-}
-
-fn target(ctx: &mut Context) -> Result<&mut Target> {
-    ctx.target.as_mut().ok_or_else(no_process)
-}
-
 /// Replaces a finished target with nothing; refuses to replace a live one.
 fn make_room(ctx: &mut Context) -> Result<()> {
     if let Some(t) = &mut ctx.target {
@@ -513,7 +503,7 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let t = ctx.target.take().ok_or_else(no_process)?;
+    let t = ctx.target.take().ok_or_else(crate::target::no_process)?;
     let pid = t.pid();
     let started = t.started;
     if t.gone.is_some() {
@@ -540,7 +530,7 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn kill(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let t = ctx.target.take().ok_or_else(no_process)?;
+    let t = ctx.target.take().ok_or_else(crate::target::no_process)?;
     let pid = t.pid();
     if t.gone.is_none() {
         t.tracer.with(|p, _| p.kill())??;
@@ -550,7 +540,7 @@ fn kill(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn halt(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     let pid = t.pid();
     t.with(|p, _| Ok(p.halt()?))?;
     Ok(line(format!("process {pid} halted")))
@@ -561,8 +551,7 @@ fn halt(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
-    let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let (stop, text, tid) = t.with(|p, live| {
         if resume {
             step_past_breakpoints(p, live)?;
@@ -572,7 +561,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
         }
         // On a running process `cont_wait` resumes nothing and only waits.
         let stop = p.cont_wait(live, &flag)?;
-        let text = target::describe_stop(session, live, p, &stop);
+        let text = target::describe_stop(live, p, &stop);
         let tid = match &stop {
             Stop::Breakpoint { tid, .. } | Stop::Signal { tid, .. } => Some(*tid),
             _ => None,
@@ -610,7 +599,7 @@ fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if !background {
         return Ok(line(resume_and_wait(ctx, true)?));
     }
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     let pid = t.pid();
     t.with(|p, live| {
         step_past_breakpoints(p, live)?;
@@ -650,7 +639,6 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let pid = t.pid();
     // The thread of the last stop, else the main thread.
     let current = t.thread.unwrap_or(pid);
-    let session = &ctx.session;
     let (state, at, threads, hands_off) = match &t.gone {
         Some(why) => (why.clone(), None, 0, false),
         None => t.with(|p, live| {
@@ -659,7 +647,7 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 engine::process::State::Stopped => p
                     .regs(current)
                     .ok()
-                    .map(|r| (current, target::where_is(session, live, r.rip))),
+                    .map(|r| (current, frames::where_is(live, r.rip))),
                 _ => None,
             };
             Ok((state.to_string(), at, p.threads().len(), p.is_hands_off()))
@@ -712,14 +700,13 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn show_threads(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
-    let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let current = t.thread;
     let rows = t.with(|p, live| {
         Ok(p.threads()
             .into_iter()
             .map(|th| {
-                let at = th.rip.map(|r| target::where_is(session, live, r));
+                let at = th.rip.map(|r| frames::where_is(live, r));
                 (
                     th.tid,
                     th.name.clone(),
@@ -771,18 +758,18 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .add_action(&mut ctx.session, spec, Action::Breakpoint { cond })?;
     let (id, spec, n) = (r.id, r.spec.clone(), r.funcs.len());
     let mut placed = None;
-    if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
-        let (session, plan) = (&ctx.session, &ctx.plan);
-        match t.with(|p, live| {
-            live.insert(p, session, plan, id)?;
-            Ok(live.points(id))
-        }) {
-            Ok(n) => placed = Some(n),
-            Err(e) => {
-                let _ = ctx.plan.delete(id);
-                return Err(e.context(format!("breakpoint {id} not set")));
-            }
-        }
+    if let Some(t) = ctx.target.live() {
+        let session = &ctx.session;
+        let points = ctx
+            .plan
+            .place(id, |plan| {
+                t.with(|p, live| {
+                    live.insert(p, session, plan, id)?;
+                    Ok(live.points(id))
+                })
+            })
+            .map_err(|e| e.context(format!("breakpoint {id} not set")))?;
+        placed = Some(points);
     }
     let mut fields = vec![
         ("Breakpoint", Cell::Num(u64::from(id))),
@@ -802,67 +789,13 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let path = args.positionals(1, 1)?.remove(0);
     let path = std::fs::canonicalize(&path).with_context(|| format!("cannot find {path}"))?;
-    let t = target(ctx)?;
-    let handle = t.with(|p, live| {
-        let running = p.state() == State::Running;
-        if running {
-            p.halt()?;
-        }
-        let h = p.load_library(&path);
-        // Hooks for the new module run as the tracer notices it.
-        let _ = live;
-        if running {
-            p.resume()?;
-        }
-        Ok(h?)
-    })?;
+    let t = ctx.target.present()?;
+    // Hooks for the new module run as the tracer notices it.
+    let handle = t.with(|p, _| Ok(Live::paused(p, |p| Ok(p.load_library(&path)?))?))?;
     Ok(line(format!(
         "loaded {} (handle {handle:#x})",
         path.display()
     )))
-}
-
-/// The environment `print`/`execute` check against: at a breakpoint at a function's entry,
-/// its parameters by name and `$0..$5`; elsewhere declared variables and globals.
-pub(super) fn eval_env<'a>(
-    session: &'a Session,
-    live: &'a Live,
-    rip: Option<u64>,
-) -> Result<(SessionEnv<'a>, u64)> {
-    let main = session.main()?;
-    let main_bias = live.bias(main.id).unwrap_or(0);
-    if let Some(rip) = rip {
-        for (m, bias) in live.loaded() {
-            let link = engine::addr::LinkAddr(rip.wrapping_sub(bias));
-            if let Some(f) = m.functions().containing(link) {
-                let module = session.module(m.id);
-                let func = module.functions().get(f.id);
-                let kind = if f.addr == link {
-                    PointKind::Entry
-                } else {
-                    PointKind::default()
-                };
-                let info = PointInfo {
-                    kind,
-                    function: func.display_name().to_owned(),
-                    module: module.name.clone(),
-                    ..PointInfo::default()
-                };
-                return Ok((
-                    SessionEnv::new(module, Some(func), live.declared(), info, bias)
-                        .with_session(session)
-                        .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
-                    rip,
-                ));
-            }
-        }
-    }
-    Ok((
-        SessionEnv::new(main, None, live.declared(), PointInfo::default(), main_bias)
-            .with_session(session)
-            .with_loaded(live.loaded().map(|(m, b)| (&**m, b))),
-        main_bias.wrapping_add(main.binary.entry().0),
-    ))
 }
 
 fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -885,7 +818,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Err(args.usage_error("missing expression"));
     }
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     if t.gone.is_some() {
         // What the process left at its exit: the declared variables.
         let printed = t.tracer.with(|_, live| -> Result<eval::Printed> {
@@ -893,7 +826,7 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .last_data
                 .clone()
                 .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
-            let (env, _) = eval_env(session, live, None)?;
+            let (env, _) = eval::live_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
             scope.format = format;
             eval::print_exited(base, &bytes, &env, &mut scope, &expr).map_err(|e| anyhow!("{e}"))
@@ -905,16 +838,16 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let frame = t.frame;
     let printed = t.with(|p, live| {
         if p.state() == State::Running {
-            let (env, _) = eval_env(session, live, None)?;
+            let (env, _) = eval::live_env(session, live, None)?;
             let mut scope = examine::scope(session, live, None);
             scope.format = format;
             return eval::print_running(&reader, &env, &mut scope, &expr)
                 .map_err(|e| anyhow!("{e}"));
         }
-        let tid = tid.filter(|t| p.threads().iter().any(|th| th.tid == *t));
+        let tid = crate::target::existing_thread(p, tid);
         let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
         scope.format = format;
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         eval::print_stopped(p, tid, &env, &mut scope, near, &expr).map_err(|e| anyhow!("{e}"))
     })?;
     Ok(line(format!("{expr} = {printed}")))
@@ -927,17 +860,12 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .ok_or_else(|| args.usage_error("missing `{ SNIPPET }`"))?;
     args.positionals(0, 0)?;
     let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
-    t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid));
+    t.with_stopped(|p, live| {
+        let tid = crate::target::current_thread(p, tid);
         let rip = tid.and_then(|t| p.regs(t).ok()).map(|r| r.rip);
-        let (env, near) = eval_env(session, live, rip)?;
+        let (env, near) = eval::live_env(session, live, rip)?;
         eval::execute(p, tid, &env, near, &block.text).map_err(|e| anyhow!("{e}"))
     })?;
     Ok(Output::Nothing)
@@ -945,25 +873,19 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 /// The frames of the current thread: (pc, description).
 fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
-    let session = &ctx.session;
-    let t = ctx.target.as_mut().ok_or_else(no_process)?;
+    let t = ctx.target.present()?;
     let tid = t.thread;
-    t.with(|p, live| {
-        if p.state() == State::Running {
-            bail!("the process is running; `halt` it first");
-        }
-        let tid = tid
-            .filter(|t| p.threads().iter().any(|th| th.tid == *t))
-            .or_else(|| p.threads().first().map(|th| th.tid))
+    t.with_stopped(|p, live| {
+        let tid = crate::target::current_thread(p, tid)
             .ok_or_else(|| anyhow!("the process has no threads"))?;
         let r = p.regs(tid)?;
-        Ok(crate::commands::process_stack::walk(session, live, p, &r))
+        Ok(frames::walk(live, p, &r))
     })
 }
 
 fn show_frames(ctx: &mut Context, only: Option<usize>) -> Result<Output> {
     let frames = frames(ctx)?;
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     if t.frame >= frames.len() {
         t.frame = frames.len().saturating_sub(1);
     }
@@ -994,7 +916,7 @@ fn where_(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn up(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let n = frame_count(args)?;
     let count = frames(ctx)?.len();
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     if t.frame + 1 >= count {
         bail!("already at the outermost frame");
     }
@@ -1005,7 +927,7 @@ fn up(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn down(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let n = frame_count(args)?;
-    let t = target(ctx)?;
+    let t = ctx.target.present()?;
     if t.frame == 0 {
         bail!("already at the innermost frame");
     }

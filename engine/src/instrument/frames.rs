@@ -1,18 +1,21 @@
-//! The stack of a stopped thread for `where`/`up`/`down`: the engine's unwinder over the
-//! process's memory and loaded modules, each frame named as `disas` names addresses, with
-//! the source line when there is debug information. A frame in a trampoline is shown at the
-//! original instruction it stands for.
+//! The stack of a stopped thread for the shell's `where`/`up`/`down` (and the frames `print`
+//! and `info locals` look into): the unwinder over the process's memory and the modules the
+//! live process has loaded, each frame named as `disas` names addresses, with the source line
+//! when there is debug information. A frame in a trampoline is shown at the original
+//! instruction it stands for. The shell only prints what this returns.
 
-use engine::instrument::Live;
-use engine::process::Process;
-use engine::session::Session;
-use engine::unwind::{Frame, Memory, Regs, UnwindModule, Unwinder};
+#![warn(missing_docs)]
 
-use crate::target;
+use crate::addr::LinkAddr;
+use crate::process::Process;
+use crate::unwind::{Frame, Memory, Regs, UnwindModule, Unwinder};
 
-/// The most frames `where` shows.
-const MAX_FRAMES: usize = 256;
+use super::Live;
 
+/// The most frames [`walk`] returns.
+pub const MAX_FRAMES: usize = 256;
+
+/// A stopped process's memory as the unwinder reads it.
 struct ProcMemory<'p>(&'p Process);
 
 impl Memory for ProcMemory<'_> {
@@ -65,22 +68,16 @@ pub fn frames_to(live: &Live, p: &Process, r: &libc::user_regs_struct, n: usize)
     unwinder(live).walk(&ProcMemory(p), top_regs(live, r), n + 3)
 }
 
-/// (pc, one-line description) per frame, innermost first.
-pub fn walk(
-    session: &Session,
-    live: &Live,
-    p: &Process,
-    r: &libc::user_regs_struct,
-) -> Vec<(u64, String)> {
-    let unwinder = unwinder(live);
-    let top = top_regs(live, r);
-    unwinder
-        .walk(&ProcMemory(p), top, MAX_FRAMES)
+/// (pc, one-line description) per frame of the thread with registers `r`, innermost first,
+/// at most [`MAX_FRAMES`].
+pub fn walk(live: &Live, p: &Process, r: &libc::user_regs_struct) -> Vec<(u64, String)> {
+    unwinder(live)
+        .walk(&ProcMemory(p), top_regs(live, r), MAX_FRAMES)
         .iter()
         .map(|f| {
             // A return address is named by its call instruction's function and line.
             let look = f.lookup_pc();
-            let mut text = target::where_is(session, live, look);
+            let mut text = where_is(live, look);
             if look != f.pc {
                 text = text.replace(&format!("({look:#x})"), &format!("({:#x})", f.pc));
             }
@@ -92,9 +89,25 @@ pub fn walk(
         .collect()
 }
 
+/// Address `rip` of the live process named as `disas` names it (`func+off (addr)`), at the
+/// instruction it stands for when it is in instrumentation.
+pub fn where_is(live: &Live, rip: u64) -> String {
+    let (rip, note) = match live.origin(rip) {
+        Some((_, orig)) => (orig, " (in instrumentation)"),
+        None => (rip, ""),
+    };
+    for (m, bias) in live.loaded() {
+        if let Some(d) = m.describe(LinkAddr(rip.wrapping_sub(bias))) {
+            return format!("{d} ({rip:#x}){note}");
+        }
+    }
+    format!("{rip:#x}{note}")
+}
+
+/// `file:line` of `pc` when its module has line information.
 fn source_line(live: &Live, pc: u64) -> Option<String> {
     for (m, bias) in live.loaded() {
-        let link = engine::addr::LinkAddr(pc.wrapping_sub(bias));
+        let link = LinkAddr(pc.wrapping_sub(bias));
         if m.functions().containing(link).is_some() {
             let loc = m.debug_info()?.location(link)?;
             let file = std::path::Path::new(&loc.file)
