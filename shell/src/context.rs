@@ -34,6 +34,12 @@ pub struct Context {
     pub measured: Option<crate::commands::measure::Results>,
     /// `set thread-events`: print each thread start and exit, not one summary line.
     pub thread_events: bool,
+    /// `set attached-mode`: whether gsh lets a running attached process go while nothing
+    /// needs the tracer.
+    pub attached_mode: engine::process::AttachedMode,
+    /// `set attached-mode hands-off` (not `auto`): let go even while measuring, losing the
+    /// values a process that exits meanwhile ends with.
+    pub hands_off_while_measuring: bool,
     /// Set by Ctrl-C while a command waits for the process.
     pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,
     depth: usize,
@@ -60,6 +66,8 @@ impl Context {
             target: None,
             measured: None,
             thread_events: false,
+            attached_mode: engine::process::AttachedMode::default(),
+            hands_off_while_measuring: false,
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,
             out,

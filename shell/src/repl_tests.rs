@@ -97,7 +97,10 @@ fn points_complete_after_the_function() {
         point_words("at work "),
         vec!["entry ", "exit ", "call ", "loop ", "block ", "insn ", "edge "]
     );
-    assert_eq!(point_words("break work e"), vec!["entry ", "exit ", "edge "]);
+    assert_eq!(
+        point_words("break work e"),
+        vec!["entry ", "exit ", "edge "]
+    );
     assert_eq!(point_words("b 'work' c"), vec!["call "]);
     assert_eq!(
         point_words("at work call "),

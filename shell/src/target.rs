@@ -61,7 +61,9 @@ impl Target {
         let (mut started, mut exited) = (0usize, 0usize);
         for e in self.tracer.take_events() {
             match e {
-                Event::Exited { .. } | Event::Killed { .. } => self.gone = Some(e.to_string()),
+                Event::Exited { .. } | Event::Killed { .. } | Event::Ended { .. } => {
+                    self.gone = Some(e.to_string())
+                }
                 Event::LibraryLoaded { .. } | Event::Exec { .. } => self.modules_changed = true,
                 Event::ThreadStarted(_) if !each_thread => {
                     started += 1;

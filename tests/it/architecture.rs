@@ -70,12 +70,7 @@ const ENGINE: &[(&str, &[&str])] = &[
 /// Imports today's code makes against [`ENGINE`]'s order or one of the named rules below: the
 /// tangles left, each with why. A tangle the code no longer has fails
 /// [`every_tangle_is_still_in_the_code`], so the list only shrinks.
-const TANGLES: &[(&str, &str, &str)] = &[(
-    "point",
-    "session",
-    "`point::find` takes the whole `session::Module` where a `code::CodeView` would do, so the \
-     patcher, which takes `Point`s, still reaches the session through `point`",
-)];
+const TANGLES: &[(&str, &str, &str)] = &[];
 
 /// The engine modules the shell may use (besides the items the engine's root re-exports).
 const SHELL_USES: &[&str] = &[
@@ -95,14 +90,6 @@ const SHELL_USES: &[&str] = &[
 
 /// Engine modules the shell uses today that belong behind the engine's façade, with why.
 const SHELL_TANGLES: &[(&str, &str)] = &[
-    (
-        "patch",
-        "`show points` plans sites itself instead of asking `instrument`",
-    ),
-    (
-        "point",
-        "`show points` and breakpoints find points themselves",
-    ),
     (
         "process",
         "the shell drives processes (launch, attach, halt, memory) directly",

@@ -564,6 +564,157 @@ fn a_later_session_finds_and_removes_what_a_killed_gsh_left() {
     text_matches_file(pid, &ld_so).expect("ld.so's text");
 }
 
+/// True while a tracer is attached to `pid` (its `TracerPid`).
+fn traced(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .is_some_and(|v| v.trim() != "0")
+}
+
+/// The runtime address of `name` in `pid`, a PIE running `exe`.
+fn runtime_symbol(pid: i32, exe: &Path, name: &str) -> u64 {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(exe).expect("exe");
+    let file = object::File::parse(&*data).expect("elf");
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(name))
+        .expect("symbol")
+        .address();
+    let exe = std::fs::canonicalize(exe).expect("canonical");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let base = maps
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 6 && f[2] == "00000000" && Path::new(f[5]) == exe).then(|| {
+                u64::from_str_radix(f[0].split('-').next().unwrap_or(""), 16).expect("hex")
+            })
+        })
+        .expect("mapping");
+    base + sym
+}
+
+/// Hands-off through the shell: with a `count` and no breakpoint, `continue &` lets the
+/// program go (not traced); its SIGUSR1 handler runs for each of 100 signals and `report`
+/// counts each; `status` says hands-off; a breakpoint makes gsh stay traced and stop there.
+#[test]
+fn hands_off_keeps_counting_and_a_breakpoint_keeps_gsh_attached() {
+    use std::io::{BufRead, BufReader, Read as _, Write};
+    use std::os::unix::fs::FileExt;
+    let exe = Mutatee::new("live").path(Variant::O2);
+    struct Guard(std::process::Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(
+        Command::new(&exe)
+            .arg("2")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("live"),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    let pid = child.0.id() as i32;
+    let errors = scratch("hands-off-stderr");
+    let mut gsh = Guard(
+        Command::new(Gsh::binary())
+            .arg(&exe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&errors).expect("stderr file"))
+            .spawn()
+            .expect("gsh"),
+    );
+    let mut input = gsh.0.stdin.take().expect("stdin");
+    let mut said = BufReader::new(gsh.0.stdout.take().expect("gsh stdout"));
+    let mut until = |mark: &str| {
+        let mut all = String::new();
+        loop {
+            let mut l = String::new();
+            if said.read_line(&mut l).expect("read") == 0 {
+                let err = std::fs::read_to_string(&errors).unwrap_or_default();
+                panic!("gsh ended: {all}\nstderr: {err}");
+            }
+            if l.trim_end() == mark {
+                return all;
+            }
+            all.push_str(&l);
+        }
+    };
+    // By default a measure keeps gsh attached, so the final count of an exit is read.
+    writeln!(input, "attach {pid}; count on_usr1; continue &; echo zero").expect("write");
+    until("zero");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        traced(pid),
+        "gsh let go of a process that measures in mode auto"
+    );
+    writeln!(
+        input,
+        "set attached-mode hands-off; halt; continue &; echo one"
+    )
+    .expect("write");
+    until("one");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while traced(pid) {
+        assert!(Instant::now() < deadline, "gsh never let go");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mem = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+        .expect("mem");
+    let usr1 = runtime_symbol(pid, &exe, "usr1");
+    let count = || {
+        let mut b = [0u8; 4];
+        mem.read_exact_at(&mut b, usr1).expect("read");
+        i32::from_le_bytes(b)
+    };
+    for n in 1..=100 {
+        // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
+        while count() < n {
+            assert!(Instant::now() < deadline, "SIGUSR1 #{n} never arrived");
+            std::hint::spin_loop();
+        }
+    }
+    assert!(!traced(pid), "a signal brought gsh back");
+    writeln!(input, "report; status; echo two").expect("write");
+    let said_two = until("two");
+    assert!(
+        said_two.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.contains(&"on_usr1") && f.contains(&"count") && f.contains(&"100")
+        }),
+        "{said_two}"
+    );
+    assert!(said_two.contains("hands-off"), "{said_two}");
+    writeln!(input, "break add3 entry; echo three").expect("write");
+    until("three");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(traced(pid), "gsh let go with a breakpoint placed");
+    // The program ends its loops and calls add3.
+    let stop = runtime_symbol(pid, &exe, "stop");
+    mem.write_all_at(&1i32.to_le_bytes(), stop)
+        .expect("write stop");
+    writeln!(input, "wait; echo four").expect("write");
+    let said_four = until("four");
+    assert!(said_four.contains("stopped at breakpoint"), "{said_four}");
+    writeln!(input, "kill").expect("write");
+    drop(input);
+    let mut rest = String::new();
+    let _ = said.read_to_string(&mut rest);
+}
+
 /// A breakpoint is a plan request like `at`'s: its points are found when it is asked for (a
 /// loop that is not there fails at once, before any process), `show instrumentation` lists
 /// it, the process started later gets it (here at a loop's header, a point only a loop
@@ -589,5 +740,34 @@ fn breakpoints_are_plan_requests_placed_in_the_process_started_later() {
     let set = o.stdout.find("set at 1 point(s)").expect(&o.stdout);
     assert!(planned < stop && stop < set, "{}", o.stdout);
     assert!(o.stdout.contains("collatz=111\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+}
+
+/// A breakpoint in a library the program loads later is set when the library appears, and
+/// its condition is checked there.
+#[test]
+fn a_breakpoint_waits_for_its_library() {
+    let exe = Mutatee::new("plugin").path(Variant::O2);
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let o = gsh_c(
+        &format!(
+            "break {lib}!shared_add entry if ($0 == 7); run {lib}; print $0; delete 1; continue",
+            lib = lib.display()
+        ),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(
+        o.stderr.contains("breakpoint 1: 1 point(s) set in"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stdout
+            .contains("stopped at breakpoint 1 (shared_add entry)"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("$0 = 7\n"), "{}", o.stdout);
     assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
 }

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use engine::process::{
-    AllocKind, Event, Hooks, Launch, MappedModule, NoHooks, Process, ProcessError, State, Stop,
-    Tracer,
+    AllocKind, AttachedMode, Event, Hooks, Launch, MappedModule, NoHooks, Process, ProcessError,
+    State, Stop, Tracer,
 };
 use gsh_tests::{target_dir, Mutatee, Variant};
 use object::{Object, ObjectSymbol};
@@ -790,4 +790,199 @@ fn signals_are_forwarded_and_job_control_is_honoured() {
         "ready\n2 threads stopped\nadd3(1, 2, 3) = 321\nSIGUSR1 x 3\n"
     );
     let _ = std::fs::remove_file(out);
+}
+
+/// True while a tracer is attached to `pid` (its `TracerPid`).
+fn traced(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .map(|v| v.trim() != "0")
+        .unwrap()
+}
+
+/// Waits until gsh has let the running process go (hands-off).
+fn wait_hands_off<H: Hooks + 'static>(t: &Tracer<H>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !t.with(|p, _| p.is_hands_off()).unwrap() || traced(t.pid()) {
+        assert!(Instant::now() < deadline, "gsh never let the process go");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Hands-off: with nothing that needs the tracer, a running attached process is detached, so
+/// each signal it gets is delivered by the kernel alone (no stop); `halt` seizes every thread
+/// again and lists exactly the process's threads. In `traced` mode gsh keeps hold.
+#[test]
+fn hands_off_signals_arrive_untraced_and_halt_lists_exact_threads() {
+    let (guard, mut out) = spawn_live(3);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let usr1 = t.with(|p, _| symbol(p, &live(), "usr1")).unwrap();
+    t.with(|p, _| {
+        p.set_attached_mode(AttachedMode::Traced)?;
+        p.resume()
+    })
+    .unwrap()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(traced(pid), "traced mode let go");
+    assert!(!t.with(|p, _| p.is_hands_off()).unwrap());
+    t.with(|p, _| p.set_attached_mode(AttachedMode::HandsOff))
+        .unwrap()
+        .unwrap();
+    wait_hands_off(&t);
+    let reader = t.reader();
+    let count = || i32::from_le_bytes(reader.read(usr1, 4).unwrap().try_into().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in 1..=200 {
+        // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
+        while count() < n {
+            assert!(Instant::now() < deadline, "SIGUSR1 #{n} never arrived");
+            std::hint::spin_loop();
+        }
+    }
+    assert!(!traced(pid), "a signal brought the tracer back");
+    assert!(t.with(|p, _| p.is_hands_off()).unwrap());
+    let listed = t
+        .with(|p, _| {
+            p.halt()?;
+            Ok::<_, ProcessError>(p.threads())
+        })
+        .unwrap()
+        .unwrap();
+    assert!(traced(pid), "halt did not take hold again");
+    let mut tids: Vec<i32> = listed.iter().map(|t| t.tid).collect();
+    tids.sort();
+    let mut tasks: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tasks.sort();
+    assert_eq!(tids, tasks);
+    assert!(listed
+        .iter()
+        .all(|t| t.state == engine::process::ThreadState::Stopped));
+    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+    let end = t
+        .with(|p, h| {
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.cont_wait(h, &no_interrupt())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(
+        rest,
+        "3 threads stopped\nadd3(1, 2, 3) = 321\nSIGUSR1 x 200\n"
+    );
+}
+
+/// A process that ends while gsh is hands-off is reported with its status (from its pidfd,
+/// without reaping it: its parent still collects it), by exit or by signal.
+#[test]
+fn a_process_ending_while_hands_off_is_reported_with_its_status() {
+    for by_signal in [false, true] {
+        let (mut guard, _out) = spawn_live(2);
+        let pid = guard.0.id() as i32;
+        let t = Tracer::attach(pid, NoHooks).unwrap();
+        let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+        t.with(|p, _| p.resume()).unwrap().unwrap();
+        wait_hands_off(&t);
+        let _ = t.take_events();
+        if by_signal {
+            // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        } else {
+            // Written while it runs untraced, through /proc/PID/mem.
+            t.with(|p, _| p.write(stop, &1i32.to_le_bytes()))
+                .unwrap()
+                .unwrap();
+        }
+        let want = if by_signal {
+            State::Signaled(libc::SIGTERM)
+        } else {
+            State::Exited(0)
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = t.with(|p, _| p.state()).unwrap();
+            if s == want {
+                break;
+            }
+            assert!(s.is_alive(), "{s} instead of {want}");
+            assert!(Instant::now() < deadline, "the end was never seen");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let events = t.take_events();
+        let expected = if by_signal {
+            Event::Killed {
+                pid,
+                signal: libc::SIGTERM,
+            }
+        } else {
+            Event::Exited { pid, code: 0 }
+        };
+        assert!(events.contains(&expected), "{events:?}");
+        // gsh did not reap it: its parent still can.
+        let status = guard.0.wait().unwrap();
+        assert_eq!(status.success(), !by_signal, "{status}");
+        drop(t);
+    }
+}
+
+/// Records modules and needs no tracer, so gsh goes hands-off with it.
+#[derive(Clone, Default)]
+struct HandsOffRecorder(Recorder);
+
+impl Hooks for HandsOffRecorder {
+    fn modules_changed(&mut self, p: &mut Process, added: &[MappedModule]) {
+        self.0.modules_changed(p, added)
+    }
+
+    fn needs_tracer(&self) -> bool {
+        false
+    }
+}
+
+/// A library the program loads while gsh is hands-off (its dynamic linker hook signals
+/// SIGURG, ignored untraced) reaches the hooks when gsh takes hold again.
+#[test]
+fn a_library_loaded_while_hands_off_joins_at_the_reseize() {
+    let (guard, mut out) = spawn_live(2);
+    let pid = guard.0.id() as i32;
+    let hooks = HandsOffRecorder::default();
+    let seen = hooks.0.modules.clone();
+    let t = Tracer::attach(pid, hooks).unwrap();
+    let has_libm = |m: &Vec<PathBuf>| m.iter().any(|p| p.to_string_lossy().contains("libm"));
+    assert!(!has_libm(&seen.lock().unwrap()));
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    wait_hands_off(&t);
+    let _ = t.take_events();
+    // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+    unsafe { libc::kill(pid, libc::SIGUSR2) };
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "dlopen ok\n");
+    assert!(!traced(pid));
+    assert!(!has_libm(&seen.lock().unwrap()), "seen while hands-off?");
+    t.with(|p, _| p.halt()).unwrap().unwrap();
+    assert!(
+        has_libm(&seen.lock().unwrap()),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    let events = t.take_events();
+    assert!(
+        events.iter().any(
+            |e| matches!(e, Event::LibraryLoaded { path } if path.to_string_lossy().contains("libm"))
+        ),
+        "{events:?}"
+    );
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+    assert!(!traced(pid));
 }

@@ -159,7 +159,9 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
     let mut relocs = BTreeSet::new();
     let mut labels = BTreeSet::new();
     for section in file.sections() {
-        if section.kind() != SectionKind::ReadOnlyData {
+        // Computed gotos' tables of label addresses live in `.data.rel.ro` in a PIE.
+        let relro = section.name().is_ok_and(|n| n.starts_with(".data.rel.ro"));
+        if section.kind() != SectionKind::ReadOnlyData && !relro {
             continue;
         }
         relocs.extend(section.relocations().map(|(offset, _)| offset));
@@ -191,6 +193,7 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
             base.wrapping_add(i32::from_le_bytes(bytes.try_into().ok()?) as i64 as u64)
         })
     };
+    let functions = truth::symtab_functions(path);
     // The truth: each label whose first word is relocated starts a table, which runs to the
     // next label or the first word no relocation fills.
     let mut truth: BTreeMap<u64, (u64, BTreeSet<u64>)> = BTreeMap::new();
@@ -209,8 +212,19 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
             targets.extend(read(at, start));
             at += stride;
         }
-        // A lookup table of data (clang's `.Lswitch.table`, strings) is no jump table.
-        if targets.iter().all(|&t| in_code(t)) && !targets.is_empty() {
+        // A lookup table of data (clang's `.Lswitch.table`, strings) is no jump table, nor is
+        // an array of functions (a non-PIE's `const` callbacks live in `.rodata`): a jump
+        // table leads into one function, never to a function's start.
+        // A function and its cold part count as one.
+        let home = |t: u64| {
+            functions
+                .iter()
+                .find(|f| t > f.addr && t < f.addr + f.size)
+                .map(|f| f.name.split(".cold").next().unwrap_or_default())
+        };
+        let first = targets.first().and_then(|&t| home(t));
+        let one_function = first.is_some() && targets.iter().all(|&t| home(t) == first);
+        if targets.iter().all(|&t| in_code(t)) && !targets.is_empty() && one_function {
             truth.insert(start, ((at - start) / stride, targets));
         }
     }
@@ -221,6 +235,10 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
     let module = session.main().map_err(|e| e.to_string())?;
     let analysis = module.analysis();
     let mut seen = BTreeSet::new();
+    // Per table (several jumps may read one, a computed goto's at every dispatch): exact when
+    // every jump read it exactly.
+    let mut exact: BTreeMap<u64, bool> = BTreeMap::new();
+    let mut invented = BTreeSet::new();
     for f in module.functions().functions() {
         for t in &analysis.function(f.id).cfg.jump_tables {
             if !seen.insert(t.jump) {
@@ -229,20 +247,26 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
             let found: BTreeSet<u64> = t.targets.iter().map(|a| a.0).collect();
             match truth.get(&t.table.0) {
                 Some((entries, targets)) if *entries == t.entries && *targets == found => {
-                    g.tables_exact += 1;
+                    exact.entry(t.table.0).or_insert(true);
                 }
-                Some((entries, _)) => g.problems.push(format!(
-                    "table {:#x} of {}: {} entries read, {entries} in the table",
-                    t.table, f.name, t.entries
-                )),
+                Some((entries, _)) => {
+                    exact.insert(t.table.0, false);
+                    g.problems.push(format!(
+                        "table {:#x} of {}: {} entries read, {entries} in the table",
+                        t.table, f.name, t.entries
+                    ))
+                }
                 None => {
-                    g.tables_invented += 1;
-                    g.problems
-                        .push(format!("table {:#x} of {} is no table", t.table, f.name));
+                    if invented.insert(t.table.0) {
+                        g.problems
+                            .push(format!("table {:#x} of {} is no table", t.table, f.name));
+                    }
                 }
             }
         }
     }
+    g.tables_exact = exact.values().filter(|&&e| e).count();
+    g.tables_invented = invented.len();
     let found_at: BTreeSet<u64> = module
         .functions()
         .functions()

@@ -1,9 +1,11 @@
 //! `bench-attached [--runs N]`: what merely being attached costs a program, with nothing
 //! inserted: the time to create (and join) a thread and to deliver a signal to itself, while
-//! gsh's tracer is attached and the program runs in the background, against the same program
-//! not attached, measured in one run, runs interleaved. Under ptrace each thread creation is
-//! two stops (the creator's clone event, the new thread's first stop) and each signal one;
-//! the ratio says how fast the tracer handles them.
+//! gsh is attached and the program runs in the background, against the same program not
+//! attached, measured in one run, runs interleaved. Attached twice: hands-off (the default:
+//! gsh detaches while nothing needs the tracer) and traced (`set attached-mode traced`, every
+//! thread traced as gsh did before hands-off). Under ptrace each thread creation is two stops
+//! (the creator's clone event, the new thread's first stop) and each signal one; the traced
+//! ratio says how fast the tracer handles them.
 //!
 //! The program is generated: it reads a line from stdin (so gsh can attach first), then
 //! times `threads` creations or `signals` deliveries and prints the nanoseconds per operation.
@@ -13,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context as _, Result};
-use engine::process::{NoHooks, State, Tracer};
+use engine::process::{AttachedMode, NoHooks, State, Tracer};
 
 const PROGRAM: &str = r#"
 #include <pthread.h>
@@ -49,8 +51,8 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Runs the program once for `what`, attached or not; nanoseconds per operation.
-fn once(exe: &Path, what: &str, attached: bool) -> Result<f64> {
+/// Runs the program once for `what`, attached in `mode` or not; nanoseconds per operation.
+fn once(exe: &Path, what: &str, attached: Option<AttachedMode>) -> Result<f64> {
     let mut child = Command::new(exe)
         .arg(what)
         .stdin(Stdio::piped())
@@ -58,9 +60,22 @@ fn once(exe: &Path, what: &str, attached: bool) -> Result<f64> {
         .spawn()
         .context("starting the benchmark program")?;
     let pid = child.id() as i32;
-    let tracer = if attached {
+    let tracer = if let Some(mode) = attached {
         let t = Tracer::attach(pid, NoHooks)?;
-        t.with(|p, _| p.resume())??;
+        t.with(|p, _| {
+            p.set_attached_mode(mode)?;
+            p.resume()
+        })??;
+        if mode == AttachedMode::HandsOff {
+            // Measure once gsh has let go (right after the resume).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !t.with(|p, _| p.is_hands_off())? {
+                if std::time::Instant::now() > deadline {
+                    bail!("gsh never went hands-off");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         Some(t)
     } else {
         None
@@ -121,20 +136,23 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     println!(
         "cost of being attached, nothing inserted: median ns per operation over {runs} \
-         interleaved runs of 2,000 (target: attached <= 1.5x)"
+         interleaved runs of 2,000 (target: attached <= 1.5x; traced is gsh before hands-off)"
     );
     for (what, label) in [
         ("threads", "thread creation + join"),
         ("signals", "signal to itself"),
     ] {
-        let (mut bare, mut traced) = (Vec::new(), Vec::new());
+        let (mut bare, mut off, mut traced) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
-            bare.push(once(&exe, what, false)?);
-            traced.push(once(&exe, what, true)?);
+            bare.push(once(&exe, what, None)?);
+            off.push(once(&exe, what, Some(AttachedMode::HandsOff))?);
+            traced.push(once(&exe, what, Some(AttachedMode::Traced))?);
         }
-        let (b, t) = (median(bare), median(traced));
+        let (b, o, t) = (median(bare), median(off), median(traced));
         println!(
-            "  {label:<24} not attached {b:>9.0} ns   attached {t:>9.0} ns   {:.2}x",
+            "  {label:<24} not attached {b:>8.0} ns   hands-off {o:>8.0} ns {:>6.2}x   \
+             traced {t:>8.0} ns {:>6.2}x",
+            o / b,
             t / b
         );
     }

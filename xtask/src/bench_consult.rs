@@ -1,15 +1,32 @@
 //! `bench-consult [--runs N] [--cost PERCENT] [--threads N]`: how much `consult` slows the
 //! program it searches. A CPU-bound program (one thread per CPU by default, so the machine is
-//! saturated and gsh's own CPU counts too) prints how much work it has done every 100 ms; each
+//! saturated and gsh's own CPU counts too) prints how much work it has done every 100 ms, with
+//! the time by its own monotonic clock (a reader starved of CPU would bunch the lines; a line
+//! whose clock and count a stop came between is dropped); each
 //! run measures its progress rate for 5 s alone, then while `gsh -p PID -c 'consult'` searches
 //! it, then for 5 s alone again. The slowdown is the rate during the search over the mean of
-//! the rates before and after, in the same run; beside it, the overhead `consult` itself
-//! reported (the fraction of the time it kept the program stopped).
+//! the rates before and after, in the same run; beside it, the same ratio per second of the
+//! program's own CPU time (what the stops cost its execution, whatever share of the machine it
+//! gets) and the overhead `consult` itself reported (the fraction of the time it kept the
+//! program stopped). On a machine other processes load, the wall ratio may exceed 1: the
+//! scheduler favours a thread that is often stopped and woken over the CPU hogs it competes
+//! with.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// CLOCK_MONOTONIC in seconds, the clock the program stamps its progress with.
+fn now() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
 
 use anyhow::{bail, Context as _, Result};
 use gsh_tests::{json_stream, target_dir, Gsh};
@@ -41,9 +58,16 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (;;) {
-        struct timespec ts = {0, 100000000};
+        struct timespec ts = {0, 100000000}, a, b, cpu;
         nanosleep(&ts, NULL);
-        printf("%lu\n", __atomic_load_n(&done, __ATOMIC_RELAXED));
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        unsigned long n = __atomic_load_n(&done, __ATOMIC_RELAXED);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double ta = a.tv_sec + a.tv_nsec / 1e9, tb = b.tv_sec + b.tv_nsec / 1e9;
+        /* A stop between reading the clock and the count would pair them wrongly. */
+        if (tb - ta < 1e-3)
+            printf("%.6f %lu %.6f\n", tb, n, cpu.tv_sec + cpu.tv_nsec / 1e9);
     }
 }
 "#;
@@ -96,52 +120,74 @@ pub fn run(args: &[String]) -> Result<()> {
         "consult --cost {cost} on a program computing in {threads} thread(s): its progress \
          rate during the search over its rate alone before and after, same run"
     );
-    let mut slowdowns = Vec::new();
+    let (mut walls, mut cpus) = (Vec::new(), Vec::new());
     for run in 1..=runs {
-        let (slowdown, reported, seconds) = one_run(&exe, threads, cost)?;
+        let r = one_run(&exe, threads, cost)?;
         println!(
-            "run {run}: rate during the search {:.3} of the rate alone ({:.1}% slower); \
-             consult reported the program stopped {:.1}% of {seconds:.1} s",
-            slowdown,
-            (1.0 - slowdown) * 100.0,
-            reported * 100.0
+            "run {run}: work per wall second {:.3} of alone, per CPU second {:.3}; consult \
+             reported the program stopped {:.1}% of {:.1} s; the two alone phases differ by \
+             {:.1}% (the machine's other load)",
+            r.wall,
+            r.cpu,
+            r.reported * 100.0,
+            r.seconds,
+            r.noise * 100.0
         );
-        slowdowns.push(slowdown);
+        walls.push(r.wall);
+        cpus.push(r.cpu);
     }
-    slowdowns.sort_by(f64::total_cmp);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     println!(
-        "median: {:.3} of the rate alone ({:.1}% slower)",
-        slowdowns[slowdowns.len() / 2],
-        (1.0 - slowdowns[slowdowns.len() / 2]) * 100.0
+        "median: work per wall second {:.3} of alone, per CPU second {:.3}",
+        median(&mut walls),
+        median(&mut cpus)
     );
     Ok(())
 }
 
-/// One run: (rate during the search / rate alone, the overhead consult reported, seconds it
-/// searched).
-fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<(f64, f64, f64)> {
+/// What one run measured.
+struct Run {
+    /// Work per wall second during the search over alone.
+    wall: f64,
+    /// Work per CPU second of the program during the search over alone.
+    cpu: f64,
+    /// The overhead consult reported: the fraction of the time it kept the program stopped.
+    reported: f64,
+    /// Seconds the search ran.
+    seconds: f64,
+    /// How much the wall rates alone before and after differ, over their mean.
+    noise: f64,
+}
+
+fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
     let mut child = Command::new(exe)
         .arg(threads.to_string())
         .stdout(Stdio::piped())
         .spawn()
         .context("starting the program")?;
     let pid = child.id();
-    let samples: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
+    let samples: Arc<Mutex<Vec<(f64, u64, f64)>>> = Arc::default();
     let out = child.stdout.take().context("the program's output")?;
     let s = samples.clone();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { break };
-            if let Ok(n) = line.trim().parse::<u64>() {
-                s.lock().expect("samples").push((Instant::now(), n));
+            let w: Vec<&str> = line.split_whitespace().collect();
+            if let [t, n, cpu] = w[..] {
+                if let (Ok(t), Ok(n), Ok(cpu)) = (t.parse(), n.parse(), cpu.parse()) {
+                    s.lock().expect("samples").push((t, n, cpu));
+                }
             }
         }
     });
-    let result = (|| -> Result<(f64, f64, f64)> {
+    let result = (|| -> Result<Run> {
         std::thread::sleep(Duration::from_millis(500));
-        let t0 = Instant::now();
+        let t0 = now();
         std::thread::sleep(ALONE);
-        let t1 = Instant::now();
+        let t1 = now();
         let o = Gsh::new()
             .args([
                 "--json",
@@ -152,39 +198,44 @@ fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<(f64, f64
             ])
             .timeout(Duration::from_secs(90))
             .run();
-        let t2 = Instant::now();
+        let t2 = now();
         if !o.success() {
             bail!("gsh failed:\n{o}");
         }
         std::thread::sleep(ALONE);
-        let t3 = Instant::now();
+        let t3 = now();
         let r = json_stream(&o)
             .pop()
             .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
             .context("consult printed no result")?;
-        let rate = |a: Instant, b: Instant| -> Result<f64> {
+        // Work per second of wall time, and per second of the program's CPU time.
+        let rate = |a: f64, b: f64| -> Result<(f64, f64)> {
             let s = samples.lock().expect("samples");
-            let inside: Vec<&(Instant, u64)> =
-                s.iter().filter(|(t, _)| *t >= a && *t <= b).collect();
+            let inside: Vec<&(f64, u64, f64)> =
+                s.iter().filter(|(t, _, _)| *t >= a && *t <= b).collect();
             let (Some(first), Some(last)) = (inside.first(), inside.last()) else {
                 bail!("the program printed no progress");
             };
-            Ok((last.1 - first.1) as f64 / last.0.duration_since(first.0).as_secs_f64())
+            let work = (last.1 - first.1) as f64;
+            Ok((
+                work / (last.0 - first.0).max(1e-9),
+                work / (last.2 - first.2).max(1e-9),
+            ))
         };
         // gsh's own start (opening the modules, attaching) is inside t1..t2 but before the
         // search; the search's seconds are the last part of it.
         let seconds = r["seconds"].as_f64().unwrap_or(0.0);
-        let searching = t2
-            .checked_sub(Duration::from_secs_f64(seconds))
-            .unwrap_or(t1)
-            .max(t1);
-        let alone = (rate(t0, t1)? + rate(t2, t3)?) / 2.0;
+        let searching = (t2 - seconds).max(t1);
+        let (before, after) = (rate(t0, t1)?, rate(t2, t3)?);
         let during = rate(searching, t2)?;
-        Ok((
-            during / alone,
-            r["overhead"].as_f64().unwrap_or(f64::NAN),
+        let alone = ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0);
+        Ok(Run {
+            wall: during.0 / alone.0,
+            cpu: during.1 / alone.1,
+            reported: r["overhead"].as_f64().unwrap_or(f64::NAN),
             seconds,
-        ))
+            noise: (before.0 - after.0).abs() / alone.0,
+        })
     })();
     let _ = child.kill();
     let _ = child.wait();

@@ -38,6 +38,8 @@
 //! - `ground-truth [gcc|clang...]`: [`gsh_tests::ground_truth`]'s corpus built at -O0..-O3,
 //!   PIE and not; gsh's jump tables and stripped function starts graded against the
 //!   relocations and symbols the builds keep.
+//! - `ground-truth-crates [gcc|clang...]`: the same grading on real C from crates (SQLite,
+//!   Lua, zstd, zlib), fetched with cargo, built at -O0 and -O2, PIE and not.
 
 mod bench;
 mod bench_attached;
@@ -48,6 +50,7 @@ mod bench_stall;
 mod bench_static;
 mod coverage;
 mod ground_truth;
+mod ground_truth_crates;
 mod mem_attached;
 mod soak_redis;
 mod switches;
@@ -92,7 +95,10 @@ tasks:
                                   are not all block starts in gsh's CFGs
   ground-truth [gcc|clang...]     the corpus in tests/corpus built at -O0..-O3, PIE and not,
                                   with relocations kept: jump tables and stripped function
-                                  starts graded (default: gcc and clang)";
+                                  starts graded (default: gcc and clang)
+  ground-truth-crates [gcc|clang...]
+                                  the same on SQLite, Lua, zstd and zlib from crates
+                                  (fetched with cargo), at -O0 and -O2, PIE and not";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -150,6 +156,7 @@ fn run() -> Result<()> {
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),
         "ground-truth" => ground_truth::run(rest),
+        "ground-truth-crates" => ground_truth_crates::run(rest),
         "mem-attached" => mem_attached::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),

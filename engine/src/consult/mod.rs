@@ -94,6 +94,15 @@ impl Hypothesis {
         self != Hypothesis::RunQueue
     }
 
+    /// The hypothesis this one refines along the "why" axis, if any.
+    pub fn parent(self) -> Option<Hypothesis> {
+        match self {
+            Hypothesis::RunQueue => Some(Hypothesis::CPUBound),
+            Hypothesis::SmallIO => Some(Hypothesis::IOBlocking),
+            _ => None,
+        }
+    }
+
     /// The more precise hypotheses a true one is refined into along the "why" axis.
     pub fn children(self) -> &'static [Hypothesis] {
         match self {
@@ -523,9 +532,19 @@ impl Search {
             .iter()
             .enumerate()
             .filter(|(i, n)| {
+                // A qualifying refinement (RunQueue) stands only where what it qualifies
+                // (CPUBound) was not judged false at the same focus.
+                let h = n.experiment.hypothesis;
+                let unqualified = !h.replaces_parent()
+                    && self.nodes.iter().any(|p| {
+                        Some(p.experiment.hypothesis) == h.parent()
+                            && p.experiment.focus == n.experiment.focus
+                            && p.state == State::False
+                    });
                 // Not a conclusion when a true node refines it: a child, or a deeper focus
                 // for the same hypothesis reached another way.
-                n.state == State::True
+                !unqualified
+                    && n.state == State::True
                     && !self.nodes.iter().any(|c| {
                         c.state == State::True
                             && ((c.parent == Some(*i)

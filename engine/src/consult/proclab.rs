@@ -36,8 +36,11 @@ struct Shared {
 /// One experiment: what it measures and the window it measures over.
 struct Window {
     experiment: Experiment,
+    /// Where the window's `/proc` counts and stack samples start.
     snapshot: Snapshot,
     since: Instant,
+    /// When the experiment started: its reading counts once it has run the settle time.
+    started: Instant,
 }
 
 /// Measures a live process `pid` by sampling.
@@ -122,6 +125,24 @@ impl ProcLab {
             focus.last(),
             Some(Resource::Function(_) | Resource::File { .. } | Resource::Lock { .. })
         )
+    }
+
+    /// The outermost experiment `e` refines: the same hypothesis (or the one it refines along
+    /// the "why" axis) at a focus `e`'s focus extends, below the program level (the program's
+    /// window began before some threads existed).
+    fn ancestor(&self, e: &Experiment) -> Option<&Window> {
+        let related = |h: Hypothesis| h == e.hypothesis || Some(h) == e.hypothesis.parent();
+        self.experiments
+            .values()
+            .filter(|w| {
+                let f = &w.experiment.focus.0;
+                related(w.experiment.hypothesis)
+                    && Self::thread_of(&w.experiment.focus).is_some()
+                    && f.len() <= e.focus.0.len()
+                    && e.focus.0.starts_with(f)
+                    && w.experiment != *e
+            })
+            .min_by_key(|w| w.since)
     }
 
     /// Why sampling stopped, when the process went away or became unreadable.
@@ -278,12 +299,18 @@ impl Lab for ProcLab {
             Some(r) => return Err(format!("{r} cannot be measured by sampling")),
             None => return Err("an empty focus".into()),
         }
-        let snapshot = {
+        let (snapshot, since) = {
             let mut sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
             sh.sampler
                 .sample()
                 .map_err(|err| format!("process {}: {err}", self.pid))?;
-            sh.sampler.snapshot()
+            // A refinement reads the samples its ancestor read, and those since: they were
+            // taken passively, so they hold for the narrower focus too, and the child's
+            // fraction is then never judged on fewer samples than the parent's.
+            match self.ancestor(e) {
+                Some(w) => (w.snapshot.clone(), w.since),
+                None => (sh.sampler.snapshot(), Instant::now()),
+            }
         };
         self.next += 1;
         self.experiments.insert(
@@ -291,7 +318,8 @@ impl Lab for ProcLab {
             Window {
                 experiment: e.clone(),
                 snapshot,
-                since: Instant::now(),
+                since,
+                started: Instant::now(),
             },
         );
         Ok(ProbeId(self.next))
@@ -327,7 +355,7 @@ impl Lab for ProcLab {
         };
         Some(Reading {
             fraction,
-            seconds: w.since.elapsed().as_secs_f64(),
+            seconds: w.started.elapsed().as_secs_f64(),
         })
     }
 

@@ -261,9 +261,50 @@ impl Stacks {
         })
     }
 
+    /// What the samples of `tid` since `since` show one level below the call path
+    /// `functions` for `h`.
+    fn level(&self, h: Hypothesis, functions: &[&str], tid: i32, since: Instant) -> Level {
+        let mut lv = Level::default();
+        for s in self.window(tid, since) {
+            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
+                continue;
+            }
+            lv.all += 1;
+            if !holds(h, s) || !at(s, functions) {
+                continue;
+            }
+            lv.matched += 1;
+            // A path ends at its first call out of the program: that call is a leaf.
+            if let Some(next) = s.path.get(functions.len()) {
+                *lv.callees.entry(next.clone()).or_default() += 1;
+            }
+            match (&s.activity, &s.lock) {
+                (Activity::Blocked { fd: Some(fd), .. }, _) => {
+                    *lv.leaves.entry(LeafKey::File(*fd)).or_default() += 1
+                }
+                (_, Some((addr, name))) if h == Hypothesis::SyncWait => {
+                    *lv.leaves
+                        .entry(LeafKey::Lock(*addr, name.clone()))
+                        .or_default() += 1
+                }
+                _ => {}
+            }
+        }
+        // A wait is named below the call that waits (the last of its path), not beside the
+        // callers above it; time on a CPU waits on nothing.
+        if !lv.callees.is_empty() || matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) {
+            lv.leaves.clear();
+        }
+        lv
+    }
+
     /// The refinements of `focus` (a thread, or a call path below one) for `h` that thread
     /// `tid`'s samples since `since` show, each with the share of samples at it as its
     /// priority: the callees the path goes on to, and for waits the descriptor or lock.
+    ///
+    /// Deep Start: where one callee holds nearly all of the focus' samples ([`DEEP`]) and
+    /// the path goes on below it, the search would only confirm it; the refinement goes
+    /// straight down such a chain and proposes its last function, where the path branches.
     pub fn refine(
         &self,
         h: Hypothesis,
@@ -272,59 +313,44 @@ impl Stacks {
         since: Instant,
         least: f64,
     ) -> Vec<(Focus, f64)> {
-        let (functions, leaf) = split(focus);
+        let (first, leaf) = split(focus);
         if leaf.is_some() {
             return Vec::new();
         }
-        let mut callees: BTreeMap<Arc<FrameName>, usize> = BTreeMap::new();
-        let mut leaves: BTreeMap<LeafKey, usize> = BTreeMap::new();
-        let mut all = 0usize;
-        for s in self.window(tid, since) {
-            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
-                continue;
+        let mut functions: Vec<String> = first.iter().map(|f| (*f).to_owned()).collect();
+        let start = focus;
+        let mut focus = focus.clone();
+        let mut module = last_module(&focus);
+        let mut lv = self.level(h, &refs(&functions), tid, since);
+        loop {
+            let only = match lv.callees.iter().next() {
+                Some((f, &n)) if lv.callees.len() == 1 && lv.leaves.is_empty() => (f.clone(), n),
+                _ => break,
+            };
+            if lv.matched < DEEP_MIN || (only.1 as f64) < DEEP * lv.matched as f64 {
+                break;
             }
-            all += 1;
-            if !holds(h, s) || !at(s, &functions) {
-                continue;
+            let mut deeper = functions.clone();
+            deeper.push(only.0.function.clone());
+            let next = self.level(h, &refs(&deeper), tid, since);
+            if next.callees.is_empty() && next.leaves.is_empty() {
+                break;
             }
-            // A path ends at its first call out of the program: that call is a leaf.
-            if let Some(next) = s.path.get(functions.len()) {
-                *callees.entry(next.clone()).or_default() += 1;
-            }
-            match (&s.activity, &s.lock) {
-                (Activity::Blocked { fd: Some(fd), .. }, _) => {
-                    *leaves.entry(LeafKey::File(*fd)).or_default() += 1
-                }
-                (_, Some((addr, name))) if h == Hypothesis::SyncWait => {
-                    *leaves
-                        .entry(LeafKey::Lock(*addr, name.clone()))
-                        .or_default() += 1
-                }
-                _ => {}
-            }
+            focus = step(&focus, &mut module, &only.0);
+            functions = deeper;
+            lv = next;
         }
-        if all == 0 {
+        if lv.all == 0 {
             return Vec::new();
         }
-        // A wait is named below the call that waits (the last of its path), not beside the
-        // callers above it.
-        if !callees.is_empty() || matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) {
-            leaves.clear();
-        }
-        let previous_module = last_module(focus);
-        let mut out: Vec<(Focus, f64)> = callees
+        let all = lv.all as f64;
+        let through =
+            (focus.0.len() > start.0.len()).then(|| (focus.clone(), lv.matched as f64 / all));
+        let mut out: Vec<(Focus, f64)> = lv
+            .callees
             .into_iter()
-            .map(|(f, n)| {
-                let mut child = focus.clone();
-                if previous_module.as_deref() != Some(f.module.as_str()) {
-                    child = child.with(Resource::Module(f.module.clone()));
-                }
-                (
-                    child.with(Resource::Function(f.function.clone())),
-                    n as f64 / all as f64,
-                )
-            })
-            .chain(leaves.into_iter().map(|(k, n)| {
+            .map(|(f, n)| (step(&focus, &mut module.clone(), &f), n as f64 / all))
+            .chain(lv.leaves.into_iter().map(|(k, n)| {
                 let r = match k {
                     LeafKey::File(fd) => Resource::File {
                         fd,
@@ -334,14 +360,50 @@ impl Stacks {
                     },
                     LeafKey::Lock(addr, name) => Resource::Lock { addr, name },
                 };
-                (focus.with(r), n as f64 / all as f64)
+                (focus.with(r), n as f64 / all)
             }))
             .filter(|(_, p)| *p >= least)
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1));
         out.truncate(MAX_CHILDREN);
-        out
+        // Gone through a chain: its last function is the refinement, to be confirmed and
+        // refined in turn.
+        match through {
+            Some(t) => vec![t],
+            None => out,
+        }
     }
+}
+
+/// One level of refinement: counts of the samples below a call path.
+#[derive(Default)]
+struct Level {
+    /// Samples that count for the hypothesis' measure (on a CPU, for CPU hypotheses).
+    all: usize,
+    /// Those at the call path where the hypothesis held.
+    matched: usize,
+    callees: BTreeMap<Arc<FrameName>, usize>,
+    leaves: BTreeMap<LeafKey, usize>,
+}
+
+/// The share of a focus' samples one callee must hold for Deep Start to go through it.
+const DEEP: f64 = 0.97;
+/// The samples a focus needs before Deep Start trusts their shares.
+const DEEP_MIN: usize = 20;
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// `focus` extended by function `f`, naming `f`'s module first when it is not `module` (which
+/// becomes it).
+fn step(focus: &Focus, module: &mut Option<String>, f: &FrameName) -> Focus {
+    let mut child = focus.clone();
+    if module.as_deref() != Some(f.module.as_str()) {
+        child = child.with(Resource::Module(f.module.clone()));
+        *module = Some(f.module.clone());
+    }
+    child.with(Resource::Function(f.function.clone()))
 }
 
 /// A refinement below the call path.
@@ -419,11 +481,14 @@ pub fn sample_stacks(
 ) {
     let started = Instant::now();
     let mut stopped = Duration::ZERO;
+    // The next stop is expected to last as long as the last one.
+    let mut last = Duration::ZERO;
     while !stop.load(Ordering::Relaxed) {
         let at = Instant::now();
         match source.sample() {
             Ok(Some(batch)) => {
                 stopped += batch.stopped;
+                last = batch.stopped;
                 stacks
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -435,8 +500,9 @@ pub fn sample_stacks(
                 return;
             }
         }
-        // The next stop waits until the stopped time is within `cost` of the time elapsed.
-        let due = started + stopped.div_f64(cost.max(1e-6));
+        // The next stop waits until the stopped time, the next stop's included, is within
+        // `cost` of the time elapsed.
+        let due = started + (stopped + last).div_f64(cost.max(1e-6));
         let next = due.max(Instant::now() + MIN_PERIOD);
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();

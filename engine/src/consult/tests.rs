@@ -340,3 +340,27 @@ fn run_queue_qualifies_a_cpu_conclusion_and_small_io_replaces_an_io_one() {
         ]
     );
 }
+
+#[test]
+fn run_queue_is_no_conclusion_where_the_thread_is_not_cpu_bound() {
+    let mut m = Model::new(0.01);
+    m.child(&["app"], "poller", 1.0)
+        .child(&["app"], "cruncher", 1.0);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.9)
+        .truth(Hypothesis::CPUBound, &["app", "cruncher"], 0.9)
+        .truth(Hypothesis::CPUBound, &["app", "poller"], 0.1)
+        .truth(Hypothesis::RunQueue, &["app"], 0.5)
+        .truth(Hypothesis::RunQueue, &["app", "cruncher"], 0.5)
+        .truth(Hypothesis::RunQueue, &["app", "poller"], 0.3);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|x| format!("{} {}", x.hypothesis, x.focus))
+        .collect();
+    assert_eq!(
+        found,
+        ["CPUBound app > cruncher", "RunQueue app > cruncher"]
+    );
+}

@@ -7,6 +7,8 @@
 //! through [`Action::describe`]), so a new variant makes the compiler name each place that must
 //! say what it does.
 
+#![warn(missing_docs)]
+
 /// What a measuring request measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -62,11 +64,19 @@ impl Metric {
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Action {
     /// Run a user's snippet, only when `cond` holds if there is one.
-    Snippet { cond: Option<String>, body: String },
+    Snippet {
+        /// A snippet expression; the body runs only when it is true.
+        cond: Option<String>,
+        /// The statements, as typed.
+        body: String,
+    },
     /// Measure the functions (at their entries, and exits for the metrics that time).
     Measure(Metric),
     /// Stop a live process, only when `cond` holds if there is one.
-    Breakpoint { cond: Option<String> },
+    Breakpoint {
+        /// A snippet expression, checked at each point against the stopped frame.
+        cond: Option<String>,
+    },
 }
 
 impl Action {

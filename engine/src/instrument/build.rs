@@ -10,11 +10,14 @@
 //! ([`remove`]). A live process does that when an insert fails half-way and on `delete`; a
 //! saved file is written only after every insert succeeded, so a failure leaves nothing.
 
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::patch::{self, AddressSpace, Inserted, PatchError, Patcher};
+use crate::patch::{self, AddressSpace, Inserted, PatchError, PatchOptions, Patcher, PointRow};
 use crate::point::{self, Point};
-use crate::session::Module;
+use crate::session::{FuncRef, Module, ModuleId, Session};
 use crate::snippet::env::PointInfo;
 use crate::symbols::{FuncId, Function};
 
@@ -28,7 +31,13 @@ use super::request::Request;
 pub enum BuildError {
     /// A point of a kind the patcher does not place yet.
     #[error("instrumentation {id}: {why}")]
-    Unplaceable { id: u32, why: point::Unplaceable },
+    Unplaceable {
+        /// The request.
+        id: u32,
+        /// Why its points cannot be placed.
+        why: point::Unplaceable,
+    },
+    /// A measure could not get its slot or the runtime's entry points.
     #[error(transparent)]
     Measure(#[from] MeasureError),
 }
@@ -56,7 +65,9 @@ pub trait Placement {
 /// The patch requests for one request in one module, and the points left alone with why.
 #[derive(Default)]
 pub struct Built {
+    /// One per point and snippet.
     pub requests: Vec<patch::Request>,
+    /// Points in doubtful code, with why.
     pub skipped: Vec<(Point, String)>,
 }
 
@@ -160,4 +171,28 @@ fn overlapping_code(module: &Module, p: &Point) -> Option<String> {
         }
     }
     None
+}
+
+/// `show points`: every point of each of `funcs` and how the patcher would reach it, each
+/// point planned as if instrumented alone (planned together, one point's needs, say a
+/// whole-function relocation, would hide how cheaply the others could be reached).
+pub fn describe_points(session: &Session, funcs: &[FuncRef]) -> Vec<PointRow> {
+    // One patcher per module, not per function: a patcher caches whole-module facts (the
+    // branch targets between functions) on first use.
+    let mut patchers: HashMap<ModuleId, Patcher> = HashMap::new();
+    let mut rows = Vec::new();
+    for f in funcs {
+        let module = session.module(f.module);
+        let patcher = patchers
+            .entry(f.module)
+            .or_insert_with(|| Patcher::new(0, PatchOptions::default()));
+        for p in point::all(module, f.func) {
+            rows.extend(patch::describe_points(
+                module,
+                patcher,
+                std::slice::from_ref(&p),
+            ));
+        }
+    }
+    rows
 }

@@ -14,6 +14,8 @@
 //! trampoline when a site covers the point; they are lifted around every patch so that the
 //! patcher always finds the bytes it expects.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,20 +42,28 @@ const DATA_SIZE: u64 = 1 << 20;
 /// Why live instrumentation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
+    /// Controlling, reading or writing the process.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// Placing a point.
     #[error(transparent)]
     Patch(#[from] patch::PatchError),
+    /// Memory the patcher asked for.
     #[error(transparent)]
     Space(#[from] SpaceError),
+    /// A request that cannot become patch requests.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// The memory for declared variables is full.
     #[error("declared variables need more than {DATA_SIZE} bytes")]
     DataFull,
+    /// No request has that id.
     #[error("no instrumentation or breakpoint {0}")]
     UnknownId(u32),
+    /// The runtime library or its slots.
     #[error(transparent)]
     Measure(#[from] MeasureError),
+    /// Anything else, said in a sentence (a breakpoint's condition, an instruction copy).
     #[error("{0}")]
     Message(String),
 }
@@ -121,6 +131,7 @@ impl Placement for LivePlacement<'_> {
 /// A `break`: an int3 the tracer reports.
 #[derive(Clone, Debug)]
 pub struct Breakpoint {
+    /// The breakpoint request's id.
     pub id: u32,
     /// Where the point is (runtime address of the original instruction).
     pub point: u64,
@@ -130,12 +141,14 @@ pub struct Breakpoint {
     pub cond: Option<Program>,
     /// Where the int3 is now, and the byte it replaced.
     placed: Option<(u64, u8)>,
+    /// How many times it stopped a thread.
     pub hits: u64,
 }
 
 /// What `start` does after the process is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopAt {
+    /// Run on.
     Nothing,
     /// A one-shot int3 at this runtime address (`main`).
     Once(u64),
@@ -153,6 +166,7 @@ pub struct Live {
     /// Initial values written so far (a prefix of `declared`).
     initialised: usize,
     data: Option<u64>,
+    /// Every breakpoint set, one per point (a request's several points share its id).
     pub breakpoints: Vec<Breakpoint>,
     /// Out-of-line copies of the instructions under conditional breakpoints (int3 address to
     /// the instruction's bytes and its copy): a thread whose condition is false runs the
@@ -173,6 +187,10 @@ pub struct Live {
     pub paused_for: std::time::Duration,
     /// Measuring requests' runtime and slots (see [`super::measure`]).
     pub measure: Measure,
+    /// Let an attached process go (hands-off) even while it measures or holds declared
+    /// variables. Off by default: the tracer must see the exit to keep the final values
+    /// (`exiting`), which an untraced process takes with it.
+    pub hands_off_while_measuring: bool,
 }
 
 fn canon(p: &Path) -> PathBuf {
@@ -555,7 +573,7 @@ impl Live {
                         let env =
                             |info| SessionEnv::new(&module, Some(func), &self.declared, info, bias);
                         let base = env(PointInfo::default());
-                        let info = crate::point::facts(&module, &pt, id, &|c| base.c_type(c));
+                        let info = crate::point::facts(&*module, &pt, id, &|c| base.c_type(c));
                         let program = super::eval::check_condition(c, &env(info))
                             .map_err(|e| LiveError::Message(e.to_string()))?;
                         Some(program)
@@ -948,10 +966,20 @@ impl Live {
             .map(|(k, _)| *k)
             .collect();
         for rid in waiting {
+            let before = self.points(rid);
+            let what = match self.requests[&rid].request.action {
+                Action::Breakpoint { .. } => "breakpoint",
+                _ => "instrumentation",
+            };
             match self.apply(p, rid, id) {
-                Ok(reports) => self.messages.push(format!(
-                    "instrumentation {rid}: {} point(s) inserted in {}",
-                    reports.len(),
+                Ok(_) => self.messages.push(format!(
+                    "{what} {rid}: {} point(s) {} in {}",
+                    self.points(rid) - before,
+                    if what == "breakpoint" {
+                        "set"
+                    } else {
+                        "inserted"
+                    },
                     m.path.display()
                 )),
                 Err(e) => self.messages.push(format!(
@@ -1162,6 +1190,20 @@ impl Hooks for Live {
             }
         }
         TrapAction::Report
+    }
+
+    /// Breakpoints, the one-shot stop and trap sites are `int3`s only the tracer can serve;
+    /// counters and declared variables need it to see the exit and keep their final values,
+    /// unless the user chose to lose them ([`Live::hands_off_while_measuring`]).
+    fn needs_tracer(&self) -> bool {
+        let keeps_values = self.measure.slots_in_use() > 0 || self.data.is_some();
+        (keeps_values && !self.hands_off_while_measuring)
+            || self.once.is_some()
+            || self.breakpoints.iter().any(|b| b.placed.is_some())
+            || self
+                .loaded
+                .values()
+                .any(|l| l.patcher.sites().any(|s| s.tactic == Tactic::Trap))
     }
 
     fn exiting(&mut self, p: &mut Process, _tid: i32) {

@@ -4,6 +4,9 @@
 
 pub mod action;
 pub mod build;
+
+pub use crate::patch::{PointRow, Tactic};
+pub use build::describe_points;
 pub mod env;
 
 pub use action::{Action, Metric};
@@ -13,6 +16,7 @@ pub mod request;
 
 pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 pub mod save;
+mod source;
 
 pub use save::{save, SaveError, SaveReport};
 pub mod eval;

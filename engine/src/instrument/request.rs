@@ -6,6 +6,8 @@
 //! and the snippet type-checks at every one of them, so `at` fails at once with a diagnostic
 //! rather than at `save`.
 
+#![warn(missing_docs)]
+
 use crate::point::{self, Point};
 use crate::session::{FuncRef, Module, Session};
 use crate::snippet::diag::render_all;
@@ -30,7 +32,9 @@ pub enum RequestError {
     /// The point exists but the patcher cannot place it yet.
     #[error("`{spec}`: {why}")]
     Unplaceable {
+        /// The point as the user wrote it.
         spec: String,
+        /// Why it cannot be placed.
         why: point::Unplaceable,
     },
     /// The snippet does not check; the text is the rendered diagnostics.
@@ -47,8 +51,11 @@ pub enum RequestError {
 /// One request of the plan: an action at the points a specification names.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Request {
+    /// Its id, shared with `delete` and `show instrumentation`.
     pub id: u32,
+    /// Where, as the user wrote it.
     pub spec: PointSpec,
+    /// What to do there.
     pub action: Action,
     /// The functions the spec resolved to.
     #[serde(skip)]
@@ -119,7 +126,9 @@ fn is_fragment(name: &str) -> bool {
 /// Declared variables and snippet requests, in the order they were made.
 #[derive(Debug, Default)]
 pub struct Plan {
+    /// `declare`d variables, in order.
     pub declared: Vec<Declared>,
+    /// Requests, in the order they were made.
     pub requests: Vec<Request>,
     next_id: u32,
 }

@@ -24,6 +24,8 @@
 //! dynamic entry still measures when run with `LD_PRELOAD=<runtime>`; [`Measuring::needed`]
 //! says which. A static executable loads no library, so `save` refuses to measure in one.
 
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -51,17 +53,23 @@ use super::request::{Plan, Request};
 /// Why `save` failed. Nothing is written when it fails.
 #[derive(Debug, thiserror::Error)]
 pub enum SaveError {
+    /// Nothing open, or the file's tables.
     #[error(transparent)]
     Engine(#[from] crate::Error),
+    /// Writing the new file.
     #[error(transparent)]
     Rewrite(#[from] rewrite::Error),
+    /// Placing a point.
     #[error(transparent)]
     Patch(#[from] patch::PatchError),
     /// Instrumentation in another module than the file being saved.
     #[error("instrumentation {id} is in {module}; `save` rewrites only {file} (use a live process for libraries)")]
     OtherModule {
+        /// The request.
         id: u32,
+        /// The module its function is in.
         module: String,
+        /// The file being saved.
         file: String,
     },
     /// A request that cannot become patch requests (a point not placed yet, a measure).
@@ -69,7 +77,15 @@ pub enum SaveError {
     Build(#[from] BuildError),
     /// Measuring needs the runtime library, and this file cannot load one.
     #[error("instrumentation {id} cannot measure in {file}: {why}")]
-    CannotMeasure { id: u32, file: String, why: String },
+    CannotMeasure {
+        /// The measuring request.
+        id: u32,
+        /// The file being saved.
+        file: String,
+        /// Why it cannot load the runtime.
+        why: String,
+    },
+    /// Finding the runtime library.
     #[error(transparent)]
     Measure(#[from] MeasureError),
 }
@@ -95,6 +111,7 @@ pub struct Measuring {
     pub results: PathBuf,
     /// The descriptor's link address.
     pub descriptor: LinkAddr,
+    /// What each slot measures.
     pub slots: Vec<SavedSlot>,
 }
 
@@ -102,26 +119,31 @@ pub struct Measuring {
 /// [`super::results::Meta`]).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SavedSlot {
+    /// The slot's index in the threads' blocks.
     pub slot: u32,
     /// The request's id.
     pub id: u32,
     /// `count`, `time`, `time-cpu`, `profile`, `profile-cpu` or `profile-count`.
     pub kind: Metric,
+    /// The measured function, as users name it.
     pub function: String,
 }
 
 /// What `save` did.
 #[derive(Debug)]
 pub struct SaveReport {
+    /// Every point inserted, with its tactic.
     pub points: Vec<PointReport>,
     /// Points left alone, and why: their instruction overlaps another instruction of the
     /// function's CFG (a block decoded from inside an instruction, typically from a jump
     /// table read past its end), so writing there could corrupt real code.
     pub skipped: Vec<(Point, String)>,
+    /// How many points each tactic placed.
     pub tactics: BTreeMap<Tactic, usize>,
     /// With traps: the signal functions whose PLT stubs now lead through gsh's wrappers
     /// ([`crate::patch::interpose`]), and those left alone with why.
     pub interposed: Vec<(String, Option<String>)>,
+    /// The new file's sizes and segments.
     pub file: rewrite::Summary,
     /// Present when the file measures (`count` and the like).
     pub measuring: Option<Measuring>,

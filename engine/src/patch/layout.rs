@@ -52,6 +52,9 @@ pub struct PointCode<'e> {
     /// conditional tail call), laid out as `j!cc over; save; snippets; restore; jmp target;
     /// over:` in place of the branch's copy.
     pub on_taken: Vec<SnippetSrc<'e>>,
+    /// For a conditional branch: snippets that run only when it falls through (an edge
+    /// trampoline's fall-through block), laid out right after the branch's copy.
+    pub on_fall: Vec<SnippetSrc<'e>>,
     /// True when the original code may read the status flags after the point, so a snippet
     /// that clobbers them must save them.
     pub flags_live: bool,
@@ -90,6 +93,7 @@ fn snippets_code(
                 })
                 .collect(),
             on_taken: Vec::new(),
+            on_fall: Vec::new(),
             flags_live: pc.flags_live,
             vector: pc.vector,
         },
@@ -186,24 +190,37 @@ pub fn lay_out(
                     bytes.extend(code);
                 }
                 let at = base + bytes.len() as u64;
+                let mut copied = false;
                 if let Some(pc) = points.get(&insn.ip()).filter(|pc| !pc.on_taken.is_empty()) {
                     let copy_of = |t: u64| starts.get(&t).copied();
                     if let Some((code, plan)) = taken_code(pc, insn, at, &copy_of)? {
                         map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
                         saves.push((insn.ip(), plan));
                         bytes.extend(code);
-                        continue;
+                        copied = true;
+                    } else {
+                        // A branch with no inverse (jrcxz, loop): the snippets run before it.
+                        let (code, plan) = snippets_code(pc, &pc.on_taken, at)?;
+                        map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
+                        saves.push((insn.ip(), plan));
+                        bytes.extend(code);
                     }
-                    // A branch with no inverse (jrcxz, loop): the snippets run before it.
-                    let (code, plan) = snippets_code(pc, &pc.on_taken, at)?;
-                    map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
+                }
+                if !copied {
+                    let at = base + bytes.len() as u64;
+                    let code = relocate(insn, at, &|t| starts.get(&t).copied())?;
+                    map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
+                    bytes.extend(code);
+                }
+                if let Some(pc) = points.get(&insn.ip()).filter(|pc| !pc.on_fall.is_empty()) {
+                    // The branch's fall-through block: what follows runs only when it is not
+                    // taken.
+                    let at = base + bytes.len() as u64;
+                    let (code, plan) = snippets_code(pc, &pc.on_fall, at)?;
+                    map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
                     saves.push((insn.ip(), plan));
                     bytes.extend(code);
                 }
-                let at = base + bytes.len() as u64;
-                let code = relocate(insn, at, &|t| starts.get(&t).copied())?;
-                map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
-                bytes.extend(code);
             }
             let Some(last) = seg.last() else { continue };
             let next = segments.get(n + 1).and_then(|s| s.first()).map(|i| i.ip());

@@ -31,11 +31,13 @@
 //! static rewriter writes into the output (`instrument::save`). Live processes refuse traps.
 //!
 //! Future work: a recursion guard (a snippet calling a function that is itself instrumented
-//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler), and
-//! edge trampolines for loop points.
+//! recurses forever today; Dyninst's `setTrampRecursive`, Frida's skip-while-in-handler).
+//! Points on CFG edges are placed by [`edge`] (at the target, at the source's last
+//! instruction, or through an edge trampoline around a conditional branch).
 
 #![warn(missing_docs)]
 
+pub mod edge;
 pub mod interpose;
 pub mod layout;
 pub mod plan;
@@ -334,13 +336,26 @@ impl Patcher {
         space: &mut dyn AddressSpace,
         requests: &[Request],
     ) -> Result<Inserted, PatchError> {
+        // Points on edges move to where their snippets run ([`edge`]), or are skipped.
+        let mut skipped: Vec<(Point, String)> = Vec::new();
+        let mut placed: Vec<Request> = Vec::with_capacity(requests.len());
+        for r in requests {
+            match edge::place(view, &r.point) {
+                Ok(point) => placed.push(Request { point, ..r.clone() }),
+                Err(why) => {
+                    if !skipped.iter().any(|(q, _)| *q == r.point) {
+                        skipped.push((r.point.clone(), why));
+                    }
+                }
+            }
+        }
+        let requests = &placed[..];
         let (old, new): (Vec<&Request>, Vec<&Request>) = requests
             .iter()
             .partition(|r| self.applied_at(r.point.addr).is_some());
         let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
         let Planned { sites, refused } = self.plan(view, &points);
         let refused: HashMap<u64, String> = refused.into_iter().map(|(a, w)| (a.0, w)).collect();
-        let mut skipped: Vec<(Point, String)> = Vec::new();
         // Maps, not scans: a whole-program insert has 200k requests and 90k sites.
         let mut site_of: HashMap<u64, usize> = HashMap::new();
         for (i, s) in sites.iter().enumerate() {
@@ -575,6 +590,7 @@ impl Patcher {
             let pc = codes.entry(self.rt(a).0).or_insert_with(|| PointCode {
                 snippets: Vec::new(),
                 on_taken: Vec::new(),
+                on_fall: Vec::new(),
                 flags_live: false,
                 vector: self.options.vector,
             });
@@ -587,10 +603,11 @@ impl Patcher {
                 && plan::decode(view, a, 15)
                     .first()
                     .is_some_and(|i| i.is_jcc_short_or_near());
-            let list = if conditional_exit {
-                &mut pc.on_taken
-            } else {
-                &mut pc.snippets
+            let list = match edge::way(view, &r.point) {
+                edge::Way::Taken => &mut pc.on_taken,
+                edge::Way::FallThrough => &mut pc.on_fall,
+                edge::Way::Before if conditional_exit => &mut pc.on_taken,
+                edge::Way::Before => &mut pc.snippets,
             };
             list.push(SnippetSrc {
                 source: &r.source,
@@ -803,13 +820,28 @@ pub struct PointRow {
 
 /// How each point would be instrumented, given what `patcher` has written already.
 pub fn describe_points(view: &dyn CodeView, patcher: &Patcher, points: &[Point]) -> Vec<PointRow> {
-    let planned = patcher.plan(view, points);
+    let placed: Vec<Result<Point, String>> = points.iter().map(|p| edge::place(view, p)).collect();
+    let ok: Vec<Point> = placed
+        .iter()
+        .filter_map(|p| p.as_ref().ok().cloned())
+        .collect();
+    let planned = patcher.plan(view, &ok);
     let sites = &planned.sites;
     points
         .iter()
-        .map(|p| {
-            let site = sites.iter().find(|s| s.points.contains(&p.addr));
-            let refused = planned.refused.iter().find(|r| r.0 == p.addr);
+        .zip(&placed)
+        .map(|(p, placed)| {
+            let (site, refused) = match placed {
+                Ok(q) => (
+                    sites.iter().find(|s| s.points.contains(&q.addr)),
+                    planned
+                        .refused
+                        .iter()
+                        .find(|r| r.0 == q.addr)
+                        .map(|r| r.1.clone()),
+                ),
+                Err(why) => (None, Some(why.clone())),
+            };
             let displaced = site
                 .map(|s| {
                     s.segments
@@ -836,7 +868,7 @@ pub fn describe_points(view: &dyn CodeView, patcher: &Patcher, points: &[Point])
                 tactic: site.map(|s| s.tactic),
                 why: match (site, refused) {
                     (Some(s), _) => s.why.clone(),
-                    (None, Some(r)) => r.1.clone(),
+                    (None, Some(r)) => r,
                     (None, None) => "no instruction there".to_owned(),
                 },
             }

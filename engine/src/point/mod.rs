@@ -13,8 +13,10 @@
 //! ([`crate::patch`]) decides how control gets there; this module only says where.
 //!
 //! Points on a CFG edge ([`Point::edge`]: loop entry, exit and iteration end, `edge`) run
-//! only when control takes that edge, so they need edge trampolines (issue 16);
-//! [`Point::placeable`] refuses them until then, and says why.
+//! only when control takes that edge; the patcher places them ([`crate::patch::edge`]: at
+//! the target, at the source's last instruction, or through an edge trampoline).
+
+#![warn(missing_docs)]
 
 pub mod facts;
 pub mod spec;
@@ -24,8 +26,8 @@ pub use spec::{LoopAt, PointSpec, Where};
 
 use crate::addr::LinkAddr;
 use crate::cfg::loops::LoopEdge;
+use crate::cfg::loops::LoopForest;
 use crate::cfg::{BlockId, Cfg, Exit};
-use crate::session::Module;
 use crate::snippet;
 use crate::symbols::{FuncId, FunctionTable};
 
@@ -49,14 +51,20 @@ pub enum ExitKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum PointKind {
+    /// Function entry: before the first instruction.
     Entry,
+    /// A way out of the function.
     Exit {
+        /// Which way.
         how: ExitKind,
     },
+    /// Before a call instruction.
     CallBefore,
+    /// Where a call returns to.
     CallAfter,
     /// A loop's entry, exit (on edges), iteration begin (at the header) or end (on edges).
     Loop {
+        /// Where in the loop.
         at: LoopAt,
     },
     /// Entry to a basic block.
@@ -142,8 +150,11 @@ impl PointKind {
 pub enum OnEdge {
     /// An intra-procedural edge.
     Edge {
+        /// The block control leaves.
         from: BlockId,
+        /// The block control enters.
         to: BlockId,
+        /// How control goes along it.
         kind: crate::cfg::EdgeKind,
     },
     /// From the caller into the function's entry block (a loop whose header is the entry).
@@ -175,7 +186,9 @@ pub enum Scope<'a> {
 /// One instrumentation point.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Point {
+    /// What kind of point.
     pub kind: PointKind,
+    /// The function it is in.
     pub func: FuncId,
     /// The snippet runs just before the instruction at this address (for a point on an
     /// edge: the first instruction the edge leads to).
@@ -207,11 +220,14 @@ impl Point {
         }
     }
 
-    /// Whether the patcher can place the point today, and why not.
+    /// Whether the patcher can place the point today, and why not. Points on edges are
+    /// placed by [`crate::patch::edge`], which skips the few it cannot place with the reason;
+    /// the one refused here is an entry from the caller into a loop whose header is the
+    /// function's entry block.
     pub fn placeable(&self) -> Result<(), Unplaceable> {
         match self.edge {
-            Some(_) => Err(Unplaceable::OnEdge(self.kind)),
-            None => Ok(()),
+            Some(OnEdge::FromCaller) => Err(Unplaceable::OnEdge(self.kind)),
+            _ => Ok(()),
         }
     }
 }
@@ -219,10 +235,10 @@ impl Point {
 /// Why a point cannot be placed yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unplaceable {
-    /// It runs only when control takes one CFG edge.
+    /// It runs when the caller enters a loop whose header is the function's entry block.
     #[error(
-        "{} points are not supported yet: they sit on CFG edges, which need edge \
-         trampolines (issue 16)",
+        "{} points are not supported yet where the loop's header is the function's first \
+         block: entering from the caller cannot be told apart from the back edges there",
         edge_kind_words(*.0)
     )]
     OnEdge(PointKind),
@@ -242,25 +258,44 @@ fn edge_kind_words(k: PointKind) -> &'static str {
 /// Why a function has no point of the kind asked for; the text follows "FUNC has".
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NoPoint {
+    /// The function's entry decodes to no block.
     #[error("no entry point")]
     Entry,
+    /// No block leaves the function.
     #[error("no exit point (it never returns)")]
     Exit,
+    /// No call instruction.
     #[error("no calls")]
     Calls,
+    /// No call to the callee named.
     #[error("no call to `{0}`")]
     CallTo(String),
+    /// No loop of that name.
     #[error("no loop named `{name}` (`loops {func}` lists them)")]
-    Loop { name: String, func: String },
+    Loop {
+        /// The loop asked for.
+        name: String,
+        /// The function, as users name it.
+        func: String,
+    },
+    /// No block starts at that address.
     #[error("no basic block starting at {addr} (`cfg {func}` lists them)")]
-    Block { addr: LinkAddr, func: String },
+    Block {
+        /// The address asked for.
+        addr: LinkAddr,
+        /// The function, as users name it.
+        func: String,
+    },
+    /// No instruction of the function's CFG starts at that address.
     #[error("no instruction starting at {0}")]
     Insn(LinkAddr),
     #[error(
         "no point after the instruction at {0}: it ends its block, so what follows it is an \
          edge (`FUNC edge FROM TO`)"
     )]
+    /// After an instruction that ends its block is an edge.
     InsnEndsBlock(LinkAddr),
+    /// No edge between those blocks.
     #[error("no edge from the block at {0} to the block at {1}")]
     Edge(LinkAddr, LinkAddr),
 }
@@ -275,6 +310,27 @@ pub fn callee_matches(table: &FunctionTable, target: Option<LinkAddr>, want: &st
     [f.name.as_str(), f.display_name()]
         .iter()
         .any(|n| *n == want || n.strip_suffix("@plt") == Some(want))
+}
+
+/// What points are found in and described from: a module's code, functions, CFGs and loops,
+/// and the source facts a snippet may ask for. The instrumentation layer implements it over a
+/// session's module; `point` never sees the session or its DWARF.
+pub trait PointSource {
+    /// The module's name (`$module`).
+    fn name(&self) -> &str;
+    /// Its function table.
+    fn functions(&self) -> &FunctionTable;
+    /// The CFG of function `f`.
+    fn cfg(&self, f: FuncId) -> &Cfg;
+    /// The loops of function `f`.
+    fn loops(&self, f: FuncId) -> &LoopForest;
+    /// The file's bytes at a link address; `None` when they are not all in the file.
+    fn bytes_at(&self, addr: LinkAddr, len: u64) -> Option<&[u8]>;
+    /// The source file and line of the instruction at `addr`, when the line table has it.
+    fn line(&self, addr: LinkAddr) -> Option<(String, u32)>;
+    /// The C spelling of the return type of the function starting at `func`, when DWARF
+    /// describes it.
+    fn return_type(&self, func: LinkAddr) -> Option<String>;
 }
 
 /// A point of `func` (everything but its kind and place filled in).
@@ -315,7 +371,7 @@ pub fn sort(points: &mut [Point]) {
 
 /// Every point `show points` lists (entry, exits, before and after each call), in address
 /// order.
-pub fn all(module: &Module, func: FuncId) -> Vec<Point> {
+pub fn all(module: &(impl PointSource + ?Sized), func: FuncId) -> Vec<Point> {
     let mut out = Vec::new();
     for w in [
         Where::Entry,
@@ -331,10 +387,13 @@ pub fn all(module: &Module, func: FuncId) -> Vec<Point> {
 
 /// The points of function `func` of `module` that `at` names, in address order, or why
 /// there are none.
-pub fn find(module: &Module, func: FuncId, at: &Where) -> Result<Vec<Point>, NoPoint> {
+pub fn find(
+    module: &(impl PointSource + ?Sized),
+    func: FuncId,
+    at: &Where,
+) -> Result<Vec<Point>, NoPoint> {
     let table = module.functions();
-    let analysis = module.analysis().function(func);
-    let cfg = &analysis.cfg;
+    let cfg = module.cfg(func);
     let make = Maker { table, func };
     let mut out = Vec::new();
     match at {
@@ -381,10 +440,13 @@ pub fn find(module: &Module, func: FuncId, at: &Where) -> Result<Vec<Point>, NoP
             }
         }
         Where::Loop { name, at } => {
-            let l = analysis.loops.by_name(name).ok_or_else(|| NoPoint::Loop {
-                name: name.clone(),
-                func: table.get(func).display_name().to_owned(),
-            })?;
+            let l = module
+                .loops(func)
+                .by_name(name)
+                .ok_or_else(|| NoPoint::Loop {
+                    name: name.clone(),
+                    func: table.get(func).display_name().to_owned(),
+                })?;
             let pts = l.points(cfg);
             let kind = PointKind::Loop { at: *at };
             let named = |p: Point| Point {
@@ -467,9 +529,13 @@ fn on_edge(make: &Maker<'_>, cfg: &Cfg, kind: PointKind, e: OnEdge) -> Point {
 }
 
 /// The end of each instruction of the code from `start` to `end`, decoded in order.
-fn insn_ends(module: &Module, start: LinkAddr, end: LinkAddr) -> Vec<LinkAddr> {
+fn insn_ends(
+    module: &(impl PointSource + ?Sized),
+    start: LinkAddr,
+    end: LinkAddr,
+) -> Vec<LinkAddr> {
     use iced_x86::{Decoder, DecoderOptions};
-    let Some(bytes) = module.binary.bytes_at(start, end.0 - start.0) else {
+    let Some(bytes) = module.bytes_at(start, end.0 - start.0) else {
         return Vec::new();
     };
     let mut d = Decoder::with_ip(64, bytes, start.0, DecoderOptions::NONE);

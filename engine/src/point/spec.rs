@@ -36,32 +36,44 @@ impl LoopAt {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Where {
+    /// `entry`.
     Entry,
+    /// `exit`: every return, tail call and call that never returns.
     Exit,
     /// Before every call, or only calls to `callee`.
     CallBefore {
+        /// The callee's name, raw or demangled, without `@plt`.
         callee: Option<String>,
     },
     /// After every call, or only calls to `callee`.
     CallAfter {
+        /// The callee's name, raw or demangled, without `@plt`.
         callee: Option<String>,
     },
+    /// `loop LOOP entry|exit|iter-begin|iter-end`.
     Loop {
+        /// The loop's name (`loop_1.2`).
         name: String,
+        /// Where in it.
         at: LoopAt,
     },
     /// On entry to the basic block starting at `addr`.
     Block {
+        /// The block's first instruction.
         addr: LinkAddr,
     },
     /// Just before (or, with `after`, just after) the instruction at `addr`.
     Insn {
+        /// The instruction.
         addr: LinkAddr,
+        /// After it rather than before.
         after: bool,
     },
     /// On the CFG edge from the block starting at `from` to the block starting at `to`.
     Edge {
+        /// The start of the block control leaves.
         from: LinkAddr,
+        /// The start of the block control enters.
         to: LinkAddr,
     },
 }
@@ -69,7 +81,9 @@ pub enum Where {
 /// A point as the user names it: a function (name, `MODULE!NAME`, address or glob) and where.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PointSpec {
+    /// The function part, as written: a name, `MODULE!NAME`, an address or a glob.
     pub func: String,
+    /// Where in each function.
     pub at: Where,
 }
 

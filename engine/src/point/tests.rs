@@ -2,7 +2,10 @@
 //! call sites filtered by callee, loops, blocks and instructions, and specifications parsed
 //! and printed back.
 
-use super::{all, callee_matches, find, ExitKind, LoopAt, NoPoint, PointKind, PointSpec, Where};
+use super::{
+    all, callee_matches, find, ExitKind, LoopAt, NoPoint, OnEdge, PointKind, PointSpec, Scope,
+    Where,
+};
 use crate::addr::LinkAddr;
 use crate::testutil::{compile, open};
 
@@ -142,14 +145,20 @@ fn loop_points_sit_at_the_header_or_on_edges() {
     let begin = find(m, sum, &at(LoopAt::IterBegin)).unwrap();
     assert_eq!(begin.len(), 1);
     assert!(begin[0].edge.is_none() && begin[0].placeable().is_ok());
-    assert_eq!(begin[0].loop_name.as_deref(), Some("loop_1"));
+    assert_eq!(begin[0].scope(), Scope::Loop("loop_1"));
     for a in [LoopAt::Entry, LoopAt::Exit, LoopAt::IterEnd] {
         let pts = find(m, sum, &at(a)).unwrap();
         assert!(!pts.is_empty(), "{a:?}");
         for p in &pts {
             assert!(p.edge.is_some(), "{a:?}: {p:?}");
-            let why = p.placeable().unwrap_err().to_string();
-            assert!(why.contains("edge trampolines"), "{why}");
+            assert_eq!(p.scope(), Scope::Loop("loop_1"));
+            // Placed by the patcher's edge placement; only an entry from the caller is
+            // refused here.
+            assert_eq!(
+                p.placeable().is_ok(),
+                p.edge != Some(OnEdge::FromCaller),
+                "{a:?}: {p:?}"
+            );
         }
     }
     assert!(matches!(
@@ -179,6 +188,23 @@ fn block_and_instruction_points() {
         .expect("block");
     let pts = find(m, many, &Where::Block { addr: b.start }).unwrap();
     assert_eq!((pts.len(), pts[0].kind), (1, PointKind::Block));
+    assert_eq!(pts[0].scope(), Scope::Block(b.id));
+    let entry = find(m, many, &Where::Entry).unwrap();
+    assert_eq!(entry[0].scope(), Scope::Function);
+    let e = cfg.edges[0];
+    let (from, to) = (cfg.block(e.from).start, cfg.block(e.to).start);
+    let on = find(m, many, &Where::Edge { from, to }).unwrap();
+    assert_eq!((on.len(), on[0].addr), (1, to));
+    assert_eq!(
+        on[0].scope(),
+        Scope::Edge(super::OnEdge::Edge {
+            from: e.from,
+            to: e.to,
+            kind: e.kind
+        })
+    );
+    // Edge points are placed by the patcher (`patch::edge`), not refused here.
+    assert!(on[0].placeable().is_ok());
     assert!(find(m, many, &Where::Block { addr: b.last }).is_err());
     // After the first instruction is before the second one.
     let after = find(

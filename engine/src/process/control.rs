@@ -11,13 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::error::ProcessError;
+use super::handsoff::HandsOff;
 use super::inject::Pools;
 use super::maps::{self, MappedModule, ModuleCache};
 use super::memory::{ChildMemory, MemFile, MemReader};
 use super::ptrace::{self, WaitEvent, SI_KERNEL};
 use super::rendezvous::Rendezvous;
 use super::wake::Waker;
-use super::{Event, Hooks, State, Stop, ThreadInfo, ThreadState, TrapAction};
+use super::{AttachedMode, Event, Hooks, State, Stop, ThreadInfo, ThreadState, TrapAction};
 
 /// One thread, as the tracer sees it.
 #[derive(Debug)]
@@ -50,7 +51,7 @@ pub struct Process {
     /// Stops caught while halting, to handle (with the hooks) when the process runs again.
     pub(crate) deferred: VecDeque<(i32, WaitEvent)>,
     /// Fork children whose first stop arrived before their parent's fork event.
-    early_children: HashSet<i32>,
+    pub(crate) early_children: HashSet<i32>,
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
     pub(crate) early_threads: HashSet<i32>,
@@ -65,10 +66,14 @@ pub struct Process {
     pub(crate) pools: Pools,
     /// Wakes the tracer thread on SIGCHLD (and on jobs): every wait for a stop blocks on it.
     pub(crate) waker: Arc<Waker>,
+    /// Whether a running attached process is let go while nothing needs the tracer.
+    pub(crate) mode: AttachedMode,
+    /// Set while gsh is hands-off: every thread detached, the process watched by a pidfd.
+    pub(crate) hands_off: Option<HandsOff>,
 }
 
 /// Fault signals: they stop the process and are reported before being delivered.
-fn is_fault(signal: i32) -> bool {
+pub(super) fn is_fault(signal: i32) -> bool {
     matches!(
         signal,
         libc::SIGSEGV
@@ -122,6 +127,8 @@ impl Process {
             rendezvous: None,
             pools: Pools::default(),
             waker,
+            mode: AttachedMode::default(),
+            hands_off: None,
         })
     }
 
@@ -167,6 +174,9 @@ impl Process {
 
     /// Its threads, with where each stopped one is.
     pub fn threads(&self) -> Vec<ThreadInfo> {
+        if self.hands_off.is_some() {
+            return self.untraced_threads();
+        }
         self.threads
             .iter()
             .map(|(&tid, t)| ThreadInfo {
@@ -207,6 +217,9 @@ impl Process {
             ))),
             State::Detached => Err(ProcessError::NotRunning(format!(
                 " (gsh detached from it) while {during}"
+            ))),
+            State::Ended => Err(ProcessError::NotRunning(format!(
+                " (it ended while gsh was hands-off) while {during}"
             ))),
         }
     }
@@ -331,6 +344,7 @@ impl Process {
     /// Stops every thread; idempotent. Afterwards every live thread is in a ptrace-stop.
     pub fn halt(&mut self) -> Result<(), ProcessError> {
         self.alive("halting")?;
+        self.reseize()?;
         let mut awaiting: HashSet<i32> = HashSet::new();
         for (&tid, t) in &mut self.threads {
             match t.state {
@@ -524,7 +538,7 @@ impl Process {
     /// the background loop).
     pub fn resume(&mut self) -> Result<(), ProcessError> {
         self.alive("resuming")?;
-        if self.state == State::Running {
+        if self.state == State::Running || self.hands_off.is_some() {
             return Ok(());
         }
         let deferred: HashSet<i32> = self.deferred.iter().map(|&(t, _)| t).collect();
@@ -582,6 +596,7 @@ impl Process {
         interrupt: &AtomicBool,
     ) -> Result<Stop, ProcessError> {
         self.alive("continuing")?;
+        self.reseize()?;
         self.flush_module_changes(hooks)?;
         if let Some(stop) = self.drain_deferred(hooks)? {
             return self.finish_stop(stop);
@@ -634,7 +649,7 @@ impl Process {
     /// One step of the background loop: handles whatever happened since the last call; on a
     /// user-visible stop halts everything and records it as an event.
     pub(crate) fn poll_background(&mut self, hooks: &mut dyn Hooks) -> Result<(), ProcessError> {
-        if self.state != State::Running {
+        if self.state != State::Running || self.poll_hands_off() {
             return Ok(());
         }
         let mut found = self.drain_deferred(hooks)?;
@@ -988,6 +1003,7 @@ impl Process {
     /// Kills the process (SIGKILL) and reaps it.
     pub fn kill(&mut self) -> Result<(), ProcessError> {
         self.alive("killing")?;
+        self.reseize()?;
         // SAFETY: kill takes only integers; `pid` is our tracee, not reused while we trace it.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
         let since = Instant::now();

@@ -21,6 +21,8 @@
 //! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
+//! - `handsoff.rs`: letting a running process go while nothing needs the tracer, watching it
+//!   with a pidfd, and seizing it again when a command needs it stopped.
 //! - `wake.rs`: what the tracer thread sleeps on (SIGCHLD and jobs), so every stop is handled
 //!   as soon as the kernel reports it.
 
@@ -29,6 +31,7 @@
 mod control;
 mod error;
 mod exe;
+mod handsoff;
 mod inject;
 mod leftovers;
 mod maps;
@@ -89,13 +92,49 @@ pub trait Hooks: Send {
     /// The main thread is exiting (its `PTRACE_EVENT_EXIT` stop): the process's memory is
     /// still there to read, for the last time, when the whole process is ending.
     fn exiting(&mut self, _p: &mut Process, _tid: i32) {}
+
+    /// True while the hooks need the tracer to see the process run: they planted `int3`s
+    /// (breakpoints, trap sites) or must see forks or the exit. While false, an attached
+    /// process that runs is let go (hands-off, see [`AttachedMode`]) until a command needs it
+    /// stopped. Hooks that do not say are assumed to need it.
+    fn needs_tracer(&self) -> bool {
+        true
+    }
 }
 
 /// Hooks that do nothing: traps are reported, libraries and forks ignored.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoHooks;
 
-impl Hooks for NoHooks {}
+impl Hooks for NoHooks {
+    fn needs_tracer(&self) -> bool {
+        false
+    }
+}
+
+/// How gsh follows an attached process while it runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttachedMode {
+    /// While nothing needs the tracer ([`Hooks::needs_tracer`]), a running process is
+    /// detached (instrumentation and runtime stay) and watched through a pidfd, so signals and
+    /// new threads cost what they cost untraced; every thread is seized again when a command
+    /// needs the process stopped. Forks, execs, thread events and fault signals are not seen
+    /// meanwhile; libraries loaded meanwhile are found at the re-seize.
+    #[default]
+    HandsOff,
+    /// Every thread stays traced while the process runs: each signal and thread creation stops
+    /// in the tracer, and fault signals stop the process.
+    Traced,
+}
+
+impl fmt::Display for AttachedMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AttachedMode::HandsOff => "hands-off",
+            AttachedMode::Traced => "traced",
+        })
+    }
+}
 
 /// What to do with a thread that hit a foreign `int3`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +158,8 @@ pub enum State {
     Signaled(i32),
     /// gsh let it go.
     Detached,
+    /// It ended while gsh was hands-off, and its parent collected its exit status first.
+    Ended,
 }
 
 impl State {
@@ -136,6 +177,7 @@ impl fmt::Display for State {
             State::Exited(code) => write!(f, "exited with code {code}"),
             State::Signaled(sig) => write!(f, "killed by {}", signal_name(*sig)),
             State::Detached => write!(f, "detached"),
+            State::Ended => write!(f, "ended (its parent collected its exit status)"),
         }
     }
 }
@@ -226,6 +268,11 @@ pub enum Event {
         /// The signal's number.
         signal: i32,
     },
+    /// The process ended while gsh was hands-off; its exit status went to its parent.
+    Ended {
+        /// The process.
+        pid: i32,
+    },
     /// A thread with this id was created.
     ThreadStarted(i32),
     /// The thread with this id exited.
@@ -264,6 +311,10 @@ impl fmt::Display for Event {
             Event::Killed { pid, signal } => {
                 write!(f, "[process {pid} killed by {}]", signal_name(*signal))
             }
+            Event::Ended { pid } => write!(
+                f,
+                "[process {pid} ended while gsh was hands-off; its parent collected its exit status]"
+            ),
             Event::ThreadStarted(tid) => write!(f, "[new thread {tid}]"),
             Event::ThreadExited(tid) => write!(f, "[thread {tid} exited]"),
             Event::Forked { parent, child } => {

@@ -75,6 +75,11 @@ impl Rendezvous {
         }
     }
 
+    /// True when the hook is the trampoline's jump (harmless untraced), not an `int3`.
+    pub(crate) fn is_jump(&self) -> bool {
+        self.jump.is_some()
+    }
+
     /// How many bytes at `r_brk` are ours.
     pub(crate) fn len(&self) -> usize {
         if self.jump.is_some() {

@@ -209,12 +209,18 @@ fn serve<H: Hooks>(mut p: Process, mut hooks: H, rx: mpsc::Receiver<Msg<H>>) {
                 Ok(Ok(()))
             );
         }
+        // Nothing needs the tracer: let the running process go until a job needs it. A
+        // failure leaves it traced, as it was; the next wakeup tries again.
+        if !failed {
+            let _ = catch_unwind(AssertUnwindSafe(|| p.let_go_if_idle(&hooks)));
+        }
         let msg = match rx.try_recv() {
             Ok(m) => m,
             Err(mpsc::TryRecvError::Empty) => {
                 // `waitpid` was drained above after the last wakeup: a stop since then, or a
-                // job sent since `try_recv`, has left a byte that ends this wait at once.
-                waker.wait(failed.then_some(RETRY));
+                // job sent since `try_recv`, has left a byte that ends this wait at once. While
+                // hands-off, the process's pidfd ends it when the process ends.
+                waker.wait_also(p.exit_fd(), failed.then_some(RETRY));
                 continue;
             }
             Err(mpsc::TryRecvError::Disconnected) => Msg::Quit,
@@ -393,7 +399,7 @@ fn spawn_traced(l: &Launch) -> Result<i32, ProcessError> {
 }
 
 /// Seizes every thread of `pid`, re-reading /proc/PID/task until no new thread appears.
-fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
+pub(crate) fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
     let me = std::process::id() as i32;
     // TracerPid names the tracing thread: this one.
     // SAFETY: gettid takes no arguments and cannot fail.

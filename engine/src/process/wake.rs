@@ -11,7 +11,7 @@
 //! `waitpid`.
 
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -57,18 +57,24 @@ impl Waker {
     /// Blocks until a wakeup (a SIGCHLD since the last wait, or [`Waker::wake`]) or until
     /// `timeout` passes; then forgets the wakeups so far. Callers check `waitpid` next.
     pub(crate) fn wait(&self, timeout: Option<Duration>) {
+        self.wait_also(None, timeout)
+    }
+
+    /// [`Waker::wait`], also ending when `extra` (a hands-off process's pidfd) is readable.
+    pub(crate) fn wait_also(&self, extra: Option<RawFd>, timeout: Option<Duration>) {
         let timeout_ms = match timeout {
             None => -1,
             Some(t) => t.as_millis().clamp(1, 60_000) as i32,
         };
-        let mut fd = libc::pollfd {
-            fd: self.rx.as_raw_fd(),
+        let mut fds = [self.rx.as_raw_fd(), extra.unwrap_or(-1)].map(|fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
-        };
-        // SAFETY: `fd` is one valid pollfd for the call's duration and names our open socket.
-        // EINTR (another signal) counts as a wakeup like any other.
-        unsafe { libc::poll(&mut fd, 1, timeout_ms) };
+        });
+        // SAFETY: `fds` are valid pollfds for the call's duration naming our open socket and,
+        // when given, the caller's open pidfd (a negative fd is ignored by poll). EINTR
+        // (another signal) counts as a wakeup like any other.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         let mut buf = [0u8; 256];
         loop {
             match (&self.rx).read(&mut buf) {

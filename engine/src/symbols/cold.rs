@@ -6,8 +6,11 @@
 //! fragment is instrumented as a function of its own, whose entries and exits never balance.
 //!
 //! A fragment is recognised here by its parent: every direct branch to its start comes from one
-//! other function, and either one of them is conditional (a tail call is a `jmp`) or the
-//! fragment branches back into the middle of that function (a called function never does).
+//! other function, and either one of them is conditional (a tail call is a `jmp`), or the
+//! fragment branches back into the middle of that function (a called function never does), or
+//! its FDE says the frame is already set up at its start (at a function's entry the CFA is
+//! `rsp + 8`): gcc's isolated null dereferences (`mov rax, [8]; ud2`) are reached by a `jmp`
+//! and never come back.
 //! It is then named after its parent (`f.cold`, `sub_1130.cold`), which is how the rest of gsh
 //! knows a part split off a function: the parent's CFG takes it in, and globs skip it.
 
@@ -70,7 +73,10 @@ pub fn name_fragments(
             _ => Seen::Many,
         };
     }
-    let mut parts = foldhash::HashMap::<usize, u32>::default();
+    // Fragments by their parent, in address order; those only a `jmp` enters are decided
+    // after, by how they end or by their FDE, read once for them all.
+    let mut found = Vec::new();
+    let mut unsure = Vec::new();
     for i in 0..functions.len() {
         let Seen::From(p, conditional) = seen[i] else {
             continue;
@@ -79,9 +85,24 @@ pub fn name_fragments(
             // A fragment's own fragment, or a chain nothing names: leave it.
             continue;
         }
-        if !conditional && !branches_into(binary, &functions[i], &functions[p]) {
-            continue;
+        if conditional || branches_into(binary, &functions[i], &functions[p]) {
+            found.push((i, p));
+        } else {
+            unsure.push((i, p));
         }
+    }
+    if !unsure.is_empty() {
+        let starts = unsure.iter().map(|&(i, _)| functions[i].addr.0).collect();
+        let framed = super::ehframe::starts_inside_a_frame(binary, &starts);
+        found.extend(
+            unsure
+                .into_iter()
+                .filter(|&(i, _)| framed.contains(&functions[i].addr.0)),
+        );
+        found.sort_unstable();
+    }
+    let mut parts = foldhash::HashMap::<usize, u32>::default();
+    for (i, p) in found {
         let n = parts.entry(p).or_default();
         let name = match *n {
             0 => format!("{}.cold", functions[p].name),

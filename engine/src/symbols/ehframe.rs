@@ -2,7 +2,9 @@
 //! compiled code is a whole function (or its `.cold` part). This is what makes stripped
 //! binaries explorable.
 
-use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
+use gimli::{
+    BaseAddresses, CfaRule, CieOrFde, EhFrame, LittleEndian, UnwindContext, UnwindSection, X86_64,
+};
 
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
@@ -43,6 +45,49 @@ pub fn fde_ranges(binary: &Binary) -> Vec<(LinkAddr, u64)> {
                     if fde.len() > 0 {
                         out.push((LinkAddr(fde.initial_address()), fde.len()));
                     }
+                }
+            }
+            Ok(Some(CieOrFde::Cie(_))) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Of the FDE starts in `starts`, those where the call frame is already set up at the first
+/// instruction: the CFA is not `rsp + 8`, as it is at every function's entry (the return
+/// address just pushed). Such a range is no function but a part of one (a `.cold` part gcc
+/// split off after the prologue).
+pub fn starts_inside_a_frame(
+    binary: &Binary,
+    starts: &foldhash::HashSet<u64>,
+) -> foldhash::HashSet<u64> {
+    let mut out = foldhash::HashSet::default();
+    let Some((eh_frame, bases)) = eh_frame(binary) else {
+        return out;
+    };
+    let mut ctx = Box::new(UnwindContext::new());
+    let mut entries = eh_frame.entries(&bases);
+    loop {
+        match entries.next() {
+            Ok(Some(CieOrFde::Fde(partial))) => {
+                let Ok(fde) = partial.parse(UnwindSection::cie_from_offset) else {
+                    continue;
+                };
+                let start = fde.initial_address();
+                if !starts.contains(&start) {
+                    continue;
+                }
+                let Ok(row) = fde.unwind_info_for_address(&eh_frame, &bases, &mut ctx, start)
+                else {
+                    continue;
+                };
+                let entry = matches!(
+                    row.cfa(),
+                    CfaRule::RegisterAndOffset { register, offset: 8 } if *register == X86_64::RSP
+                );
+                if !entry {
+                    out.insert(start);
                 }
             }
             Ok(Some(CieOrFde::Cie(_))) => {}

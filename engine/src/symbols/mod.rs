@@ -2,11 +2,12 @@
 //!
 //! Function starts come from five sources, merged by address: `.symtab`, `.dynsym`, PLT stubs
 //! (named `name@plt` from their relocations), `.eh_frame` FDEs (exact start and end of nearly
-//! every compiled function), and the targets of direct calls. Each function remembers where its
-//! name came from ([`NameSource`]) and which sources saw it ([`Found`]), so users can tell a real
-//! name from a made-up `sub_401136`. A stripped binary's separate debug file (Debian's
-//! `libc6-dbg`, `-dbgsym` packages) keeps the `.symtab` the binary lost; its names come next,
-//! so libc's `start_thread` is not `sub_88ef0`.
+//! every compiled function), and the targets of direct calls. A stripped binary's cold parts
+//! are then named after the functions they were split from (`cold.rs`). Each function
+//! remembers where its name came from ([`NameSource`]) and which sources saw it ([`Found`]),
+//! so users can tell a real name from a made-up `sub_401136`. A stripped binary's separate
+//! debug file (Debian's `libc6-dbg`, `-dbgsym` packages) keeps the `.symtab` the binary lost;
+//! its names come next, so libc's `start_thread` is not `sub_88ef0`.
 
 mod cold;
 pub mod ehframe;
@@ -45,7 +46,7 @@ pub enum NameSource {
     /// A PLT stub, named from its jump-slot relocation.
     Plt,
     /// Inferred from code: `_start` at the ELF entry, `main` from the argument `_start` passes
-    /// to `__libc_start_main`.
+    /// to `__libc_start_main`, `f.cold` from the function that branches into a cold part.
     Inferred,
     /// No name anywhere: made up from the address.
     Synthetic,

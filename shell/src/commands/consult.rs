@@ -44,11 +44,13 @@ nothing: its wait is not SyncWait. A reading counts after 1 s; within 5% of its 
 waits, at most 6 s, then counts as false.
 
 A true hypothesis is refined along \"where\": the program to its threads, a thread to the call \
-path its time goes to, one function at a time from the thread's own entry (main, or the \
-function it was started with) through the callees its stack samples show, the likeliest \
-first, down to the first call into a library; then a wait to the file descriptor it waits on \
-or the lock (the futex's address, named by the variable it lies in). A conclusion is a true \
-experiment nothing below it confirms.
+path its time goes to, from the thread's own entry (main, or the function it was started \
+with) through the callees its stack samples show, the likeliest first, down to the first call \
+into a library; a chain where one callee holds nearly all the samples is gone through in one \
+step (Paradyn's Deep Start). A wait is refined further to the file descriptor it waits on or \
+the lock (the futex's address, named by the variable it lies in). A refinement is measured \
+over the samples of the experiment it refines and those since. A conclusion is a true \
+experiment nothing below it confirms; RunQueue stands only where CPUBound held.
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
@@ -170,6 +172,15 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             })
             .collect(),
     );
+    // Index every module's call-frame information now, while the program runs, rather than
+    // inside the first stop (a large library's index takes tens of milliseconds).
+    for (m, bias) in &modules {
+        for seg in m.binary.segments() {
+            if seg.flags & PF_X != 0 && seg.memsz > 0 {
+                let _ = unwinder.call_site(seg.vaddr.0.wrapping_add(*bias).wrapping_add(1));
+            }
+        }
+    }
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut lab = ProcLab::with_stacks(pid, store.clone());
     let cost = settings.cost_limit;
@@ -222,6 +233,9 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     Ok(Output::Text(text))
 }
+
+/// ELF's executable-segment flag.
+const PF_X: u32 = 1;
 
 /// The deepest stack a sample walks.
 const MAX_FRAMES: usize = 64;

@@ -38,10 +38,13 @@ pub const AT: Spec = Spec {
     help: "Inserts SNIPPET (a subset of C: `help snippets`) at POINT, which is `FUNC entry`, \
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
 [CALLEE] before|after` (every call site, or those calling CALLEE, by its name as `show points` \
-lists it, without `@plt`), `FUNC loop LOOP iter-begin` (the loop's header, every iteration), \
-`FUNC block ADDR` (entry to the basic block starting at ADDR), or `FUNC insn ADDR before|after` \
-(an instruction; after one that ends its block is an edge). Points on CFG edges (`FUNC loop LOOP \
-entry|exit|iter-end`, `FUNC edge FROM TO`) are refused until gsh has edge trampolines. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
+lists it, without `@plt`), `FUNC loop LOOP entry|exit|iter-begin|iter-end` (edges into the loop's header from outside, \
+edges leaving the loop, the header, back edges and exits), \
+`FUNC block ADDR` (entry to the basic block starting at ADDR), `FUNC insn ADDR before|after` \
+(an instruction; after one that ends its block is an edge), or `FUNC edge FROM TO`. A point on \
+an edge runs at the edge's target when it is the target's only way in, before the source's \
+last instruction when it is the source's only way out, or else in an edge trampoline holding \
+the relocated conditional branch; jump-table edges are skipped with the reason. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
 Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
 at every one of them now, its calls against their callees' prototypes (DWARF, or glibc's for \
@@ -381,7 +384,7 @@ fn skipped_table(report: &engine::instrument::SaveReport) -> Option<(&'static st
         ]);
     }
     for p in &report.points {
-        if p.tactic == engine::patch::Tactic::Trap {
+        if p.tactic == engine::instrument::Tactic::Trap {
             t.rows.push(vec![
                 Cell::text(p.point.kind.as_str()),
                 Cell::Addr(p.point.addr.0),
@@ -405,37 +408,21 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         "Tactic",
         "Why",
     ]);
-    // One patcher per module, not per function: a patcher caches whole-module facts (the
-    // branch targets between functions) on first use.
-    let mut patchers = std::collections::HashMap::new();
-    for f in funcs {
-        let module = ctx.session.module(f.module);
-        let points = engine::point::all(module, f.func);
-        let patcher = patchers.entry(f.module).or_insert_with(|| {
-            engine::patch::Patcher::new(0, engine::patch::PatchOptions::default())
-        });
-        let patcher = &*patcher;
-        // Each point as if instrumented alone: planned together, one point's needs (say, a
-        // whole-function relocation) would hide how cheaply the others could be reached.
-        let rows = points
-            .iter()
-            .flat_map(|p| engine::patch::describe_points(module, patcher, std::slice::from_ref(p)));
-        for row in rows {
-            let displaced = if row.tactic == Some(engine::patch::Tactic::RelocateFunction) {
-                format!("(the whole function, {} instructions)", row.displaced.len())
-            } else {
-                row.displaced.join("; ")
-            };
-            t.rows.push(vec![
-                Cell::text(row.function),
-                Cell::text(row.kind),
-                Cell::Addr(row.addr.0),
-                Cell::opt(row.callee),
-                Cell::text(displaced),
-                Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
-                Cell::text(row.why),
-            ]);
-        }
+    for row in engine::instrument::describe_points(&ctx.session, &funcs) {
+        let displaced = if row.tactic == Some(engine::instrument::Tactic::RelocateFunction) {
+            format!("(the whole function, {} instructions)", row.displaced.len())
+        } else {
+            row.displaced.join("; ")
+        };
+        t.rows.push(vec![
+            Cell::text(row.function),
+            Cell::text(row.kind),
+            Cell::Addr(row.addr.0),
+            Cell::opt(row.callee),
+            Cell::text(displaced),
+            Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
+            Cell::text(row.why),
+        ]);
     }
     let traps = t
         .rows

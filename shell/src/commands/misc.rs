@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
+use engine::process::AttachedMode;
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -51,14 +52,28 @@ pub const SLEEP: Spec = Spec {
 pub const SET: Spec = Spec {
     name: "set",
     aliases: &["set print"],
-    usage: "[thread-events on|off]",
+    usage: "[thread-events on|off | attached-mode auto|hands-off|traced]",
     complete: Complete::Nothing,
     summary: "show or change a shell setting",
     help: "Without arguments, lists the settings and their values. `thread-events` (off by \
 default) says whether each thread a live process starts or ends is printed as `[new thread \
 TID]` / `[thread TID exited]`; when off, the shell prints one summary line instead, such as \
-`[1900 threads started, 1898 exited]`. gdb's spelling `set print thread-events off` works too.",
-    examples: &[("set thread-events on", "")],
+`[1900 threads started, 1898 exited]`. gdb's spelling `set print thread-events off` works too. \
+`attached-mode` says how gsh follows a process it attached to while it runs. `auto` (the \
+default) runs it hands-off while nothing needs gsh: no breakpoint, no trap-based \
+instrumentation, no measure and no declared variable whose final value gsh must read when the \
+process exits. Hands-off, every thread is detached (instrumentation and the runtime stay and \
+keep working) and taken hold of again when a command needs the process stopped, so signals and \
+new threads cost the program nothing; forks, execs, thread events and crashes are not seen \
+meanwhile (a crash shows as the process killed by its signal), and libraries it loads join at \
+the next command that stops it. `hands-off` lets go while measuring too: counters keep counting \
+and `report` reads them, but a process that exits while let go takes its final values with it. \
+`traced` keeps every thread traced, as gdb does: each signal and thread creation stops in gsh, \
+and a fault signal stops the process where it happened. A process gsh started is always traced.",
+    examples: &[
+        ("set thread-events on", ""),
+        ("set attached-mode traced", ""),
+    ],
     run: set,
 };
 
@@ -123,7 +138,31 @@ fn set(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 Cell::Text("thread-events".into()),
                 Cell::Text(on_off(ctx.thread_events).into()),
             ]);
+            t.rows.push(vec![
+                Cell::Text("attached-mode".into()),
+                Cell::Text(attached_setting(ctx).into()),
+            ]);
             Ok(Output::Table(t))
+        }
+        [name, value] if name == "attached-mode" => {
+            let (mode, measuring) = match value.as_str() {
+                "auto" => (AttachedMode::HandsOff, false),
+                "hands-off" => (AttachedMode::HandsOff, true),
+                "traced" => (AttachedMode::Traced, false),
+                v => bail!("attached-mode is `auto`, `hands-off` or `traced`, not `{v}`"),
+            };
+            ctx.attached_mode = mode;
+            ctx.hands_off_while_measuring = measuring;
+            if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
+                t.with(|p, live| {
+                    live.hands_off_while_measuring = measuring;
+                    Ok(p.set_attached_mode(mode)?)
+                })?;
+            }
+            Ok(Output::Nothing)
+        }
+        [name] if name == "attached-mode" => {
+            bail!("say `set attached-mode auto`, `hands-off` or `traced`")
         }
         [name, value] if name == "thread-events" => {
             ctx.thread_events = match value.as_str() {
@@ -134,9 +173,11 @@ fn set(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             Ok(Output::Nothing)
         }
         [name] if name == "thread-events" => bail!("say `set thread-events on` or `off`"),
-        [name, ..] => match super::closest(name, ["thread-events"].into_iter()) {
+        [name, ..] => match super::closest(name, ["thread-events", "attached-mode"].into_iter()) {
             Some(s) => bail!("no setting named `{name}`; did you mean `{s}`?"),
-            None => bail!("no setting named `{name}`; the settings are: thread-events"),
+            None => {
+                bail!("no setting named `{name}`; the settings are: thread-events, attached-mode")
+            }
         },
     }
 }
@@ -169,4 +210,13 @@ fn quit(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     ctx.quit = true;
     Ok(Output::Nothing)
+}
+
+/// The `attached-mode` setting's name.
+fn attached_setting(ctx: &Context) -> &'static str {
+    match (ctx.attached_mode, ctx.hands_off_while_measuring) {
+        (AttachedMode::Traced, _) => "traced",
+        (AttachedMode::HandsOff, true) => "hands-off",
+        (AttachedMode::HandsOff, false) => "auto",
+    }
 }

@@ -108,7 +108,13 @@ pub const CONTINUE: Spec = Spec {
     help: "Resumes every thread. Without `&`, waits until the process stops (a breakpoint, a \
 fatal signal, Ctrl-C) or exits; with `&`, returns at once and the process runs while you type: \
 `at`, `delete` and `print` work on it without stopping it for more than the moment a change \
-takes.",
+takes. A process gsh attached to runs hands-off while no breakpoint, trap-based \
+instrumentation, measure or declared variable needs gsh (`set attached-mode`; measures and \
+declared variables need gsh to read their final values if the process exits, unless `set \
+attached-mode hands-off`): gsh detaches from every thread, leaving the instrumentation working, so signals and new threads cost the program nothing, and takes hold \
+again when a command needs it stopped. Meanwhile forks, execs, thread events and crashes are not \
+seen (a crash shows as the process killed by its signal) and libraries it loads join at that \
+next command.",
     examples: &[("continue", ""), ("continue &", "")],
     run: cont,
 };
@@ -157,9 +163,12 @@ pub const BREAK: Spec = Spec {
     complete: Complete::Point,
     summary: "stop the process at a point",
     help: "Stops the process when a thread reaches POINT (as for `at`: `FUNC entry`, `FUNC \
-exit`, `FUNC call [CALLEE] before|after`), and only when COND holds if given; COND is a \
-snippet expression (`$0 > 4096`, a parameter by name at entry). Prints the breakpoint's id; \
-`delete ID` removes it. May be set before there is a process.",
+exit`, `FUNC call [CALLEE] before|after`, `FUNC loop LOOP iter-begin`, `FUNC block ADDR`, \
+`FUNC insn ADDR before|after`), and only when COND holds if given; COND is a snippet \
+expression (`$0 > 4096`, a parameter by name at entry). The point is found now, so a typo or \
+a missing point fails at once. Prints the breakpoint's id; `delete ID` removes it; `show \
+instrumentation` lists it. May be set before there is a process; one in a library is set when \
+the library is loaded.",
     examples: &[
         ("break parse_header entry", ""),
         ("break parse_header entry if ($1 > 4096)", ""),
@@ -438,6 +447,11 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ctx.session.open(&exe)?;
     }
     let mut t = Target::new(tracer, false);
+    let (mode, measuring) = (ctx.attached_mode, ctx.hands_off_while_measuring);
+    t.with(|p, live| {
+        live.hands_off_while_measuring = measuring;
+        Ok(p.set_attached_mode(mode)?)
+    })?;
     // What an earlier gsh left (it was killed while attached), before anything of ours.
     let changes = t.with(|p, _| Ok(p.text_changes()?))?;
     let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
@@ -637,8 +651,8 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     // The thread of the last stop, else the main thread.
     let current = t.thread.unwrap_or(pid);
     let session = &ctx.session;
-    let (state, at, threads) = match &t.gone {
-        Some(why) => (why.clone(), None, 0),
+    let (state, at, threads, hands_off) = match &t.gone {
+        Some(why) => (why.clone(), None, 0, false),
         None => t.with(|p, live| {
             let state = p.state();
             let at = match state {
@@ -648,7 +662,7 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                     .map(|r| (current, target::where_is(session, live, r.rip))),
                 _ => None,
             };
-            Ok((state.to_string(), at, p.threads().len()))
+            Ok((state.to_string(), at, p.threads().len(), p.is_hands_off()))
         })?,
     };
     let sentence = match (&t.gone, &at) {
@@ -656,6 +670,11 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         (None, Some((tid, place))) => {
             format!("Process {pid} is stopped at {place} in thread {tid}.")
         }
+        (None, None) if hands_off => format!(
+            "Process {pid} is running with gsh hands-off (detached until a command needs it \
+             stopped; forks, execs, thread events and crashes are not seen meanwhile, `set \
+             attached-mode traced` follows them); `halt` stops it, `wait` waits."
+        ),
         (None, None) if state == "running" => format!(
             "Process {pid} is running; `halt` (or Ctrl-C at the prompt) stops it, `wait` waits."
         ),
@@ -670,7 +689,14 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ("Process", Cell::Num(pid as u64)),
         ("Program", Cell::opt(program)),
         ("Control", Cell::text(control)),
-        ("State", Cell::text(state)),
+        (
+            "State",
+            Cell::text(if hands_off {
+                format!("{state} (hands-off)")
+            } else {
+                state
+            }),
+        ),
     ];
     if let Some((tid, place)) = at {
         fields.push(("Where", Cell::text(place)));

@@ -287,7 +287,7 @@ fn wait_until(t: &Target, due: Instant, interrupt: &std::sync::atomic::AtomicBoo
 /// Why a process that is not running cannot be watched further, as a table note.
 fn not_running(pid: i32, state: State) -> String {
     match state {
-        State::Exited(_) | State::Signaled(_) => {
+        State::Exited(_) | State::Signaled(_) | State::Ended => {
             format!("process {pid} {state}: these are its final values")
         }
         State::Stopped => format!(

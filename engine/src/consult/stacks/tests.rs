@@ -148,6 +148,7 @@ fn refinement_proposes_callees_likeliest_first_then_the_lock_waited_on() {
             })
             .collect()
     };
+    // Every CPU sample of the thread is in `worker`, which branches: Deep Start stops there.
     assert_eq!(
         names(Hypothesis::CPUBound, &[]),
         [("app > worker".into(), 1.0)]
@@ -229,6 +230,10 @@ fn sampling_keeps_the_stopped_time_under_the_cost_limit() {
     assert!(f <= 0.11, "stopped {f}");
     // 2 ms stops at a 10% budget: one every 20 ms, so about 25 in half a second.
     assert!((10..=30).contains(&source.0), "{} samples", source.0);
+    assert!(
+        f <= 0.1,
+        "stopped {f}: the next stop is budgeted before it is taken"
+    );
 }
 
 struct Failing;
@@ -244,4 +249,48 @@ fn a_failing_source_ends_sampling_and_says_why() {
     let stacks = Mutex::new(Stacks::new(1));
     sample_stacks(&mut Failing, &stacks, 0.05, &AtomicBool::new(false));
     assert_eq!(stacks.lock().unwrap().error(), Some("the process exited"));
+}
+
+/// A chain of calls no sample leaves (`start_thread > run > step > crunch`): Deep Start
+/// proposes its last function at once, not one level per experiment.
+#[test]
+fn deep_start_goes_down_a_chain_to_where_it_branches() {
+    let mut s = Stacks::new(std::process::id() as i32);
+    let t0 = Instant::now();
+    for i in 0..40 {
+        let leaf = if i % 2 == 0 { "add" } else { "mul" };
+        s.push(
+            t0,
+            Batch {
+                stopped: Duration::ZERO,
+                threads: vec![worker(
+                    &[
+                        ("app", "run"),
+                        ("app", "step"),
+                        ("app", "crunch"),
+                        ("app", leaf),
+                    ],
+                    None,
+                )],
+            },
+        );
+    }
+    let since = s.samples[0].at;
+    let got: Vec<String> = s
+        .refine(Hypothesis::CPUBound, &focus(&[]), 2, since, 0.05)
+        .iter()
+        .map(|(f, _)| f.to_string())
+        .collect();
+    assert_eq!(got, ["app > thread 2 > app > worker > run > step > crunch"]);
+    // Too few samples to trust: one level at a time.
+    let few = Stacks {
+        samples: s.samples[..10].to_vec(),
+        ..Stacks::new(1)
+    };
+    let got: Vec<String> = few
+        .refine(Hypothesis::CPUBound, &focus(&[]), 2, since, 0.05)
+        .iter()
+        .map(|(f, _)| f.to_string())
+        .collect();
+    assert_eq!(got, ["app > thread 2 > app > worker"]);
 }

@@ -1,0 +1,119 @@
+//! Points on CFG edges (loop entry, exit and iteration end, `edge`): where each one's snippets
+//! run so that they run exactly when control takes the edge (issue 16).
+//!
+//! Cheapest first:
+//!
+//! 1. The edge is the only way into its target (and the target is not the function's entry):
+//!    before the target's first instruction, an ordinary point.
+//! 2. The edge is the only way out of its source, which ends in a `jmp` or simply falls into
+//!    the next block: before the source's last instruction.
+//! 3. The source ends in a conditional branch: an *edge trampoline*. The site copies the `jcc`
+//!    (with the instructions before it that make room for the jump) into a trampoline that
+//!    holds the relocated branch and one block per edge: the taken edge's snippets run on the
+//!    branch's taken path (`j!cc over; snippets; jmp target; over:`), the fall-through edge's
+//!    right after the branch, each block then continuing to the original target
+//!    ([`super::layout::PointCode::on_taken`], [`super::layout::PointCode::on_fall`]).
+//!
+//! Anything else (a jump-table or exception edge, an edge from the caller into a loop whose
+//! header is the function's entry, the edge after a call into a block with several
+//! predecessors, a `loop`/`jrcxz` branch) is refused with the reason.
+
+use crate::addr::LinkAddr;
+use crate::cfg::{BlockId, EdgeKind};
+use crate::code::CodeView;
+use crate::point::{OnEdge, Point};
+
+use super::plan;
+
+/// Where an edge point's snippets run relative to the instruction at its placed address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// Before the instruction (an ordinary point).
+    Before,
+    /// On the taken path of the conditional branch there.
+    Taken,
+    /// On the fall-through path of the conditional branch there.
+    FallThrough,
+}
+
+/// `p` moved to where its snippets run: a point on an edge gets the address of the
+/// instruction it is placed at ([`way`] then says how); any other point is returned as is.
+pub fn place(view: &dyn CodeView, p: &Point) -> Result<Point, String> {
+    let (addr, block, _) = decide(view, p)?;
+    Ok(Point {
+        addr,
+        block,
+        ..p.clone()
+    })
+}
+
+/// How the snippets of `p` (as [`place`] returned it) run at its address.
+pub fn way(view: &dyn CodeView, p: &Point) -> Way {
+    decide(view, p).map_or(Way::Before, |d| d.2)
+}
+
+/// Where and how an edge point runs (any other point: at its address, before it).
+fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), String> {
+    let Some(on) = p.edge else {
+        return Ok((p.addr, p.block, Way::Before));
+    };
+    let (from, to, kind) = match on {
+        OnEdge::FromCaller => {
+            return Err(
+                "the loop's header is the function's entry, so its entry from the \
+                        caller cannot be told apart from its back edges there"
+                    .to_owned(),
+            )
+        }
+        OnEdge::Edge { from, to, kind } => (from, to, kind),
+    };
+    match kind {
+        EdgeKind::JumpTable => {
+            return Err(
+                "an edge of an indirect jump (a jump table) cannot be instrumented \
+                        on its own yet"
+                    .to_owned(),
+            )
+        }
+        EdgeKind::Catch => {
+            return Err("an edge to an exception landing pad cannot be instrumented".to_owned())
+        }
+        _ => {}
+    }
+    let cfg = view.cfg(p.func);
+    let tb = cfg.block(to);
+    let fb = cfg.block(from);
+    if cfg.predecessors(to).count() == 1 && cfg.entry_block() != Some(to) {
+        return Ok((tb.start, to, Way::Before));
+    }
+    let last = plan::decode(view, fb.last, 15).into_iter().next();
+    let Some(last) = last.filter(|i| i.ip() == fb.last.0) else {
+        return Err(format!("cannot decode the instruction at {}", fb.last));
+    };
+    let succs = cfg.successors(from).count();
+    if succs == 1 && kind != EdgeKind::CallFallThrough {
+        return Ok((fb.last, from, Way::Before));
+    }
+    if last.is_jcc_short_or_near() && succs == 2 {
+        let target = last.near_branch_target();
+        if target == last.next_ip() {
+            return Err(format!(
+                "the branch at {} goes to the next instruction either way",
+                fb.last
+            ));
+        }
+        let way = if target == tb.start.0 {
+            Way::Taken
+        } else {
+            Way::FallThrough
+        };
+        return Ok((fb.last, from, way));
+    }
+    Err(format!(
+        "the edge {} -> {} leaves a block ending in `{}` for a block with several \
+         predecessors",
+        fb.start,
+        tb.start,
+        format!("{:?}", last.mnemonic()).to_lowercase()
+    ))
+}
