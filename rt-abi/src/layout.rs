@@ -29,6 +29,9 @@ pub const DEFAULT_PATH_CAPACITY: u32 = 4096;
 /// Entries in the per-thread cache of unwind-table lookups (16 bytes each, private to the
 /// runtime; it sits between the shadow stack and the path table).
 pub const RA_CACHE_ENTRIES: u64 = 256;
+/// Bytes of the per-thread walk memo (private to the runtime; it follows the unwind-rule
+/// cache): the last call-path walk's inputs, every stack word it read, and the record it found.
+pub const WALK_MEMO_BYTES: u64 = 1088;
 /// Shadow-stack entries per thread; deeper activations are counted but not timed.
 pub const SHADOW_CAPACITY: u32 = 1024;
 

@@ -12,12 +12,21 @@
 //! It stops at [`MAX_PATH_DEPTH`], at an implausible return address, or when the next address
 //! would leave the mapping that holds `rsp` (every address between `rsp` and the end of that
 //! mapping is readable, which is what makes reading arbitrary `rbp` values safe).
+//!
+//! The walk is a pure function of its inputs: `rsp`, `rbp`, the end of the stack mapping, the
+//! registered unwind tables (which only grow: their count names them), and the stack words it
+//! reads. Each thread keeps a memo of its last walk ([`WalkMemo`]): those inputs, every word
+//! read with its address, and the record the path found. An entry whose inputs are the same and
+//! whose stack still holds the same words at the same addresses has the same path, so it reuses
+//! the record without walking, hashing or probing: the common case of a function called in a
+//! loop costs a few loads and compares per frame. The result is exactly the full walk's.
 
 use crate::events::{block_for, bump, exit, pop_gone, push, Now};
 use crate::layout::*;
 use crate::sys;
-use crate::thread::{Block, GSH_RT_ROOT, PATHS_OFF, RA_CACHE_OFF};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use crate::thread::{Block, GSH_RT_ROOT, MEMO_OFF, PATHS_OFF, RA_CACHE_OFF};
+use std::sync::atomic::compiler_fence;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
 /// Linear-probe limit before an activation goes to the "other" record.
 const MAX_PROBE: u32 = 32;
@@ -133,6 +142,78 @@ fn word(p: u64) -> u64 {
 
 /// Walks the return addresses above `rsp` into `ras`; returns how many were found.
 pub fn walk(b: Block, rsp: u64, rbp: u64, ras: &mut [u64; MAX_PATH_DEPTH]) -> usize {
+    walk_logged(b, rsp, rbp, ras, None)
+}
+
+/// The memo of a thread's last walk, private to the runtime ([`WALK_MEMO_BYTES`] at
+/// `MEMO_OFF` in the block; zero, as a fresh or cleared block is, means empty).
+#[repr(C)]
+struct WalkMemo {
+    /// Set while an entry point uses the memo: a signal handler's profiled entry that
+    /// interrupts it neither reads nor writes the memo.
+    busy: u64,
+    /// The walk's inputs; `rsp == 0`: no memo.
+    rsp: u64,
+    rbp: u64,
+    hi: u64,
+    gen: u64,
+    /// The record found, with the hash and slot it had.
+    hash: u64,
+    slot: u32,
+    record: u32,
+    /// `words[..n]`: (address, value) of every stack word the walk read, in order.
+    n: u64,
+    words: [[u64; 2]; 2 * MAX_PATH_DEPTH],
+}
+
+const _: () = assert!(size_of::<WalkMemo>() as u64 <= WALK_MEMO_BYTES);
+
+/// The walk memo of block `b`.
+#[inline(always)]
+fn memo(b: Block) -> *mut WalkMemo {
+    // SAFETY: the memo region lies inside the block, `WALK_MEMO_BYTES` long, 8-aligned.
+    unsafe { b.as_ptr().add(MEMO_OFF.load(Relaxed) as usize) }.cast()
+}
+
+/// As [`walk`], logging every word read into `log` (its `words` and `n`).
+#[inline(always)]
+fn walk_logged(
+    b: Block,
+    rsp: u64,
+    rbp: u64,
+    ras: &mut [u64; MAX_PATH_DEPTH],
+    log: Option<*mut WalkMemo>,
+) -> usize {
+    let mut logged = 0usize;
+    let mut read = |p: u64| {
+        let v = word(p);
+        if let Some(m) = log {
+            // SAFETY: at most two words are read per frame, so `logged < 2 * MAX_PATH_DEPTH`;
+            // `m` is this thread's memo, held busy by the caller. Volatile: a loop of plain
+            // stores may compile to a call of libc's `memcpy`.
+            unsafe { (&raw mut (*m).words[logged]).write_volatile([p, v]) };
+            logged += 1;
+        }
+        v
+    };
+    let n = walk_inner(b, rsp, rbp, ras, &mut read);
+    if let Some(m) = log {
+        // SAFETY: as above.
+        unsafe { (&raw mut (*m).n).write_volatile(logged as u64) };
+    }
+    n
+}
+
+/// The walk itself; every stack word it reads goes through `word` (which shadows the plain
+/// [`word`] here).
+#[inline(always)]
+fn walk_inner(
+    b: Block,
+    rsp: u64,
+    rbp: u64,
+    ras: &mut [u64; MAX_PATH_DEPTH],
+    word: &mut impl FnMut(u64) -> u64,
+) -> usize {
     let h = b.header();
     let cache = RaCache::new(b);
     let (mut lo, mut hi) = (h.stack_lo.load(Relaxed), h.stack_hi.load(Relaxed));
@@ -245,6 +326,81 @@ fn find(b: Block, h: &ThreadHeader, slot: u32, ras: &[u64]) -> u32 {
     RECORD_OTHER
 }
 
+/// The memo's record if the walk from (`rsp`, `rbp`) would read what the memo's did.
+#[inline(always)]
+fn memo_hit(
+    b: Block,
+    h: &ThreadHeader,
+    m: &WalkMemo,
+    slot: u32,
+    rsp: u64,
+    rbp: u64,
+) -> Option<u32> {
+    if m.rsp != rsp
+        || m.rbp != rbp
+        || m.slot != slot
+        || m.hi != h.stack_hi.load(Relaxed)
+        || rsp < h.stack_lo.load(Relaxed)
+        || m.gen != GSH_RT_ROOT.unwind_count.load(Acquire) as u64
+    {
+        return None;
+    }
+    // Each address was in the stack mapping's readable range for this same `rsp` and end.
+    if !m.words[..m.n as usize].iter().all(|&[p, v]| word(p) == v) {
+        return None;
+    }
+    // The record is still this path's: not cleared or retired by the mutator since.
+    let r = record(b, m.record);
+    (r.hash.load(Relaxed) == m.hash && r.slot == slot).then_some(m.record)
+}
+
+/// The path record (or [`RECORD_OTHER`]) of an activation of `slot` entered with `rsp`, `rbp`:
+/// from the memo when it applies, else by walking, remembering the walk.
+#[inline(always)]
+fn record_for(b: Block, h: &ThreadHeader, slot: u32, rsp: u64, rbp: u64) -> u32 {
+    let mut ras = [0u64; MAX_PATH_DEPTH];
+    let mp = memo(b);
+    // SAFETY: `mp` is this thread's memo; only this thread (or a signal handler interrupting
+    // it, which `busy` keeps out) touches it.
+    let busy = unsafe { (&raw const (*mp).busy).read_volatile() };
+    if busy != 0 {
+        let n = walk(b, rsp, rbp, &mut ras);
+        return find(b, h, slot, &ras[..n]);
+    }
+    // SAFETY: as above; the fences keep the memo's use between the two stores of `busy`.
+    unsafe { (&raw mut (*mp).busy).write_volatile(1) };
+    compiler_fence(SeqCst);
+    // SAFETY: as above; no other reference to the memo exists while it is busy.
+    let hit = memo_hit(b, h, unsafe { &*mp }, slot, rsp, rbp);
+    let idx = match hit {
+        Some(i) => i,
+        None => {
+            // SAFETY: as above.
+            unsafe { (&raw mut (*mp).rsp).write_volatile(0) };
+            let n = walk_logged(b, rsp, rbp, &mut ras, Some(mp));
+            let idx = find(b, h, slot, &ras[..n]);
+            if idx != RECORD_OTHER {
+                // SAFETY: as above.
+                unsafe {
+                    let m = &mut *mp;
+                    m.rbp = rbp;
+                    m.hi = h.stack_hi.load(Relaxed);
+                    m.gen = GSH_RT_ROOT.unwind_count.load(Acquire) as u64;
+                    m.hash = record(b, idx).hash.load(Relaxed);
+                    m.slot = slot;
+                    m.record = idx;
+                    m.rsp = rsp;
+                }
+            }
+            idx
+        }
+    };
+    compiler_fence(SeqCst);
+    // SAFETY: as above.
+    unsafe { (&raw mut (*mp).busy).write_volatile(0) };
+    idx
+}
+
 #[inline(always)]
 fn path_enter<const TSC: bool>(slot: u32, rsp: u64, rbp: u64, kind: u32) {
     let Some(b) = block_for::<TSC>() else {
@@ -253,9 +409,7 @@ fn path_enter<const TSC: bool>(slot: u32, rsp: u64, rbp: u64, kind: u32) {
     let h = b.header();
     let mut now = Now::<TSC>::default();
     let top = pop_gone(b, h, rsp, true, &mut now);
-    let mut ras = [0u64; MAX_PATH_DEPTH];
-    let n = walk(b, rsp, rbp, &mut ras);
-    let idx = find(b, h, slot, &ras[..n]);
+    let idx = record_for(b, h, slot, rsp, rbp);
     if idx == RECORD_OTHER {
         bump(&h.other_count, 1);
     } else {

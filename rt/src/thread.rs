@@ -51,6 +51,8 @@ static WANT_PATHS: AtomicU32 = AtomicU32::new(DEFAULT_PATH_CAPACITY);
 pub static SHADOW_OFF: AtomicU64 = AtomicU64::new(0);
 /// Offset of the return-address cache in a block.
 pub static RA_CACHE_OFF: AtomicU64 = AtomicU64::new(0);
+/// Offset of the walk memo in a block.
+pub static MEMO_OFF: AtomicU64 = AtomicU64::new(0);
 /// Offset of the path table in a block.
 pub static PATHS_OFF: AtomicU64 = AtomicU64::new(0);
 /// The pthread key whose destructor marks a block dead.
@@ -79,7 +81,8 @@ pub fn init() {
         let paths = WANT_PATHS.load(Relaxed).max(2).next_power_of_two();
         let shadow = SLOTS_OFFSET + slots as u64 * 32;
         let ra_cache = shadow + SHADOW_CAPACITY as u64 * 32;
-        let path_off = (ra_cache + RA_CACHE_ENTRIES * 16).next_multiple_of(64);
+        let memo = ra_cache + RA_CACHE_ENTRIES * 16;
+        let path_off = (memo + WALK_MEMO_BYTES).next_multiple_of(64);
         let size = (path_off + paths as u64 * std::mem::size_of::<PathRecord>() as u64)
             .next_multiple_of(4096);
         r.max_slots.store(slots, Relaxed);
@@ -91,6 +94,7 @@ pub fn init() {
         SHADOW_OFF.store(shadow, Relaxed);
         PATHS_OFF.store(path_off, Relaxed);
         RA_CACHE_OFF.store(ra_cache, Relaxed);
+        MEMO_OFF.store(memo, Relaxed);
         let mut key: libc::pthread_key_t = 0;
         // SAFETY: `key` is a valid out-pointer; `thread_exit` has the destructor signature.
         if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0 {
