@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
 use engine::instrument::Live;
-use engine::process::{Event, Process, State, TextChange, Tracer};
+use engine::process::{Event, Process, State, Stop, TextChange, Tracer};
 use engine::session::Session;
 
 /// The process under control.
@@ -24,6 +24,8 @@ pub struct Target {
     pub gone: Option<String>,
     /// A library was loaded since the session last learnt the process's modules.
     pub modules_changed: bool,
+    /// Events taken from the tracer and not yet printed (see [`Target::background_stop`]).
+    queued: Vec<Event>,
 }
 
 impl Target {
@@ -35,6 +37,23 @@ impl Target {
             frame: 0,
             gone: None,
             modules_changed: false,
+            queued: Vec::new(),
+        }
+    }
+
+    /// The stop a process running in the background came to (a breakpoint, a fault signal)
+    /// whose event has not been printed yet: `wait` then tells it as it would have told it
+    /// waiting. Taken out of the events, so it is told once.
+    pub fn background_stop(&mut self) -> Option<Stop> {
+        self.queued.extend(self.tracer.take_events());
+        let i = self
+            .queued
+            .iter()
+            .rposition(|e| matches!(e, Event::Breakpoint { .. } | Event::Signal { .. }))?;
+        match self.queued.remove(i) {
+            Event::Breakpoint { tid, rip } => Some(Stop::Breakpoint { tid, rip }),
+            Event::Signal { tid, signal } => Some(Stop::Signal { tid, signal }),
+            _ => None,
         }
     }
 
@@ -73,7 +92,9 @@ impl Target {
     pub fn events(&mut self, each_thread: bool) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let (mut started, mut exited) = (0usize, 0usize);
-        for e in self.tracer.take_events() {
+        let mut all = std::mem::take(&mut self.queued);
+        all.extend(self.tracer.take_events());
+        for e in all {
             match e {
                 Event::Exited { .. } | Event::Killed { .. } | Event::Ended { .. } => {
                     self.gone = Some(e.to_string())

@@ -706,6 +706,19 @@ fn hands_off_keeps_counting_and_a_breakpoint_keeps_gsh_attached() {
     let stop = runtime_symbol(pid, &exe, "stop");
     mem.write_all_at(&1i32.to_le_bytes(), stop)
         .expect("write stop");
+    // Let it reach the breakpoint before `wait`: `wait` once said only "process N is
+    // stopped" of a stop that came while it ran in the background.
+    let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stat()
+        .rsplit(") ")
+        .next()
+        .is_some_and(|f| f.starts_with('t'))
+    {
+        assert!(Instant::now() < deadline, "never stopped at add3");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
     writeln!(input, "wait; echo four").expect("write");
     let said_four = until("four");
     assert!(said_four.contains("stopped at breakpoint"), "{said_four}");

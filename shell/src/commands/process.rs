@@ -552,15 +552,21 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
+    // `wait` after the process stopped on its own while running in the background tells that
+    // stop (it once said only "process N is stopped").
+    let background = if resume { None } else { t.background_stop() };
     let (stop, text, tid) = t.with(|p, live| {
         if resume {
             step_past_breakpoints(p, live)?;
         }
-        if !resume && p.state() != State::Running {
-            return Ok((None, format!("process {} is {}", p.pid(), p.state()), None));
-        }
-        // On a running process `cont_wait` resumes nothing and only waits.
-        let stop = p.cont_wait(live, &flag)?;
+        let stop = match background {
+            Some(stop) if p.state() == State::Stopped => stop,
+            _ if !resume && p.state() != State::Running => {
+                return Ok((None, format!("process {} is {}", p.pid(), p.state()), None));
+            }
+            // On a running process `cont_wait` resumes nothing and only waits.
+            _ => p.cont_wait(live, &flag)?,
+        };
         let text = target::describe_stop(live, p, &stop);
         let tid = match &stop {
             Stop::Breakpoint { tid, .. } | Stop::Signal { tid, .. } => Some(*tid),
