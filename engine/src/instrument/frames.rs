@@ -38,7 +38,7 @@ fn unwinder(live: &Live) -> Unwinder<'_> {
 
 /// The registers a walk starts from. A thread stopped inside a trampoline is unwound from
 /// the instruction it stands for: the trampoline's own code has no call-frame information.
-fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
+pub fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
     let rip = live.origin(r.rip).map_or(r.rip, |(_, a)| a);
     Regs {
         rip,

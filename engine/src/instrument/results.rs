@@ -21,7 +21,6 @@ use crate::addr::LinkAddr;
 use crate::session::Session;
 
 use super::measure::{CountValue, Metric, PathValue};
-use super::save::SavedSlot;
 
 /// The JSON text `save` writes into the measuring descriptor: what each slot of the saved
 /// code measures. The runtime copies it into the results file as `meta`.
@@ -262,6 +261,20 @@ impl Names {
         }
         format!("{ra:#x}")
     }
+}
+
+/// What one slot of a saved file measures (also written into the descriptor's meta JSON,
+/// [`Meta`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SavedSlot {
+    /// The slot's index in the threads' blocks.
+    pub slot: u32,
+    /// The request's id.
+    pub id: u32,
+    /// `count`, `time`, `time-cpu`, `profile`, `profile-cpu` or `profile-count`.
+    pub kind: Metric,
+    /// The measured function, as users name it.
+    pub function: String,
 }
 
 #[cfg(test)]

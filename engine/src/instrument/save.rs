@@ -49,6 +49,7 @@ use super::env::{Declaration, SessionEnv};
 use super::measure::{self, MeasureError};
 use super::pending::Pending;
 use super::request::{Plan, Request};
+pub use super::results::SavedSlot;
 
 /// Why `save` failed. Nothing is written when it fails.
 #[derive(Debug, thiserror::Error)]
@@ -113,20 +114,6 @@ pub struct Measuring {
     pub descriptor: LinkAddr,
     /// What each slot measures.
     pub slots: Vec<SavedSlot>,
-}
-
-/// What one slot of a saved file measures (also written into the descriptor's meta JSON,
-/// [`super::results::Meta`]).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SavedSlot {
-    /// The slot's index in the threads' blocks.
-    pub slot: u32,
-    /// The request's id.
-    pub id: u32,
-    /// `count`, `time`, `time-cpu`, `profile`, `profile-cpu` or `profile-count`.
-    pub kind: Metric,
-    /// The measured function, as users name it.
-    pub function: String,
 }
 
 /// What `save` did.

@@ -12,10 +12,10 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use engine::addr::LinkAddr;
 use engine::consult::stacks::{self, Batch, FrameName, StackSource, Stacks, Syscall, ThreadStack};
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
-use engine::instrument::Live;
+use engine::instrument::{frames, Live};
 use engine::process::{Process, State, Tracer};
 use engine::session::Module;
-use engine::unwind::{Memory, Regs, UnwindModule, Unwinder};
+use engine::unwind::{Memory, UnwindModule, Unwinder};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -313,31 +313,6 @@ impl TracerStacks<'_> {
     }
 }
 
-/// The registers a walk starts from; a thread inside a trampoline is unwound from the
-/// instruction it stands for.
-fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
-    Regs {
-        rip: live.origin(r.rip).map_or(r.rip, |(_, a)| a),
-        rsp: r.rsp,
-        rbp: r.rbp,
-        rbx: r.rbx,
-        r12: r.r12,
-        r13: r.r13,
-        r14: r.r14,
-        r15: r.r15,
-        rax: r.rax,
-        rdx: r.rdx,
-        rcx: r.rcx,
-        rsi: r.rsi,
-        rdi: r.rdi,
-        r8: r.r8,
-        r9: r.r9,
-        r10: r.r10,
-        r11: r.r11,
-        ..Regs::default()
-    }
-}
-
 /// The system call a stopped thread is in (or has just finished, when the stop came at its
 /// return): `orig_rax` holds its number only after a `syscall` instruction. A call the stop
 /// interrupted while it slept returns `-EINTR` or one of the kernel's restart codes
@@ -369,7 +344,8 @@ impl StackSource for TracerStacks<'_> {
                 let mut raw = Vec::new();
                 for th in p.threads() {
                     let Ok(r) = p.regs(th.tid) else { continue };
-                    let frames = unwinder.walk(&ProcMemory(p), top_regs(live, &r), MAX_FRAMES);
+                    let frames =
+                        unwinder.walk(&ProcMemory(p), frames::top_regs(live, &r), MAX_FRAMES);
                     raw.push((
                         th.tid,
                         in_syscall(p, &r),
