@@ -450,6 +450,10 @@ pub(crate) fn seize_all(pid: i32) -> Result<Vec<i32>, ProcessError> {
                     seized.push(tid);
                     new = true;
                 }
+                // A thread that has exited but is not reaped yet cannot be traced: the kernel
+                // refuses with EPERM. It never runs again, so there is nothing to stop. (A
+                // thread pool's short-lived threads are often in that state.)
+                Err(Errno::EPERM) if tid != pid && is_exiting(pid, tid) => {}
                 Err(Errno::EPERM) => {
                     release(&seized);
                     return Err(permission_problem(pid));
@@ -478,6 +482,17 @@ fn tracer_of(tid: i32) -> Option<i32> {
         .lines()
         .find_map(|l| l.strip_prefix("TracerPid:"))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// True when thread `tid` of `pid` is gone or exiting (a zombie, or dead): its state in
+/// /proc, after the command name, is `Z`, `X` or `x`.
+fn is_exiting(pid: i32, tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+        return true;
+    };
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next())
+        .is_none_or(|state| matches!(state, 'Z' | 'X' | 'x'))
 }
 
 /// Lets go of threads seized by a failed attach (they were never stopped).
