@@ -358,12 +358,12 @@ fn memo_hit(
 /// from the memo when it applies, else by walking, remembering the walk.
 #[inline(always)]
 fn record_for(b: Block, h: &ThreadHeader, slot: u32, rsp: u64, rbp: u64) -> u32 {
-    let mut ras = [0u64; MAX_PATH_DEPTH];
     let mp = memo(b);
     // SAFETY: `mp` is this thread's memo; only this thread (or a signal handler interrupting
     // it, which `busy` keeps out) touches it.
     let busy = unsafe { (&raw const (*mp).busy).read_volatile() };
     if busy != 0 {
+        let mut ras = [0u64; MAX_PATH_DEPTH];
         let n = walk(b, rsp, rbp, &mut ras);
         return find(b, h, slot, &ras[..n]);
     }
@@ -377,6 +377,8 @@ fn record_for(b: Block, h: &ThreadHeader, slot: u32, rsp: u64, rbp: u64) -> u32 
         None => {
             // SAFETY: as above.
             unsafe { (&raw mut (*mp).rsp).write_volatile(0) };
+            // Only a miss walks: a hit does not clear the return-address buffer.
+            let mut ras = [0u64; MAX_PATH_DEPTH];
             let n = walk_logged(b, rsp, rbp, &mut ras, Some(mp));
             let idx = find(b, h, slot, &ras[..n]);
             if idx != RECORD_OTHER {
