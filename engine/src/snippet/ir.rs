@@ -29,6 +29,10 @@ pub enum Stmt {
         slot: u32,
         access: RtAccess,
     },
+    /// gsh's block-coverage probe, never written by users: one `inc qword` of the counter at
+    /// this absolute address (RIP-relative when near; `rt-abi`'s `descriptor::UNPROBED`
+    /// explains the counters).
+    Hit(u64),
 }
 
 /// What an [`Stmt::Rt`] does to its slot.
