@@ -18,7 +18,7 @@ use serde_json::Value;
 /// The input both builds run with.
 const INPUT: &str = "a1b2";
 /// What the mutatee prints for it.
-const OUTPUT: &str = "weight 203 odd 3 steps 52\n";
+const OUTPUT: &str = "weight 203 odd 3 steps 52 tail 1\n";
 
 /// The mutatee built in a fresh directory of this test: `plain` (-O0 -g) and, with `gcov`,
 /// `cov` (-O0 -g --coverage, writing its `.gcda` beside it).
@@ -180,20 +180,20 @@ fn executed_lines_agree_with_gcov() {
 #[test]
 fn a_small_function_counts_exactly_live_and_saved() {
     let b = build("exact", false);
-    // parity(0..7) at -O0: the test block runs 7 times, the odd arm 3, the even arm 4, the
-    // join 7.
+    // parity(0..7), then parity(203) and parity(52) at -O0: the test block runs 9 times, the
+    // odd arm 4, the even arm 5, the join 9.
     let expect = |f: &Value| {
         assert_eq!(f["blocks"], 4, "{f}");
         assert_eq!(f["covered"], 4, "{f}");
         assert_eq!(f["unprobed"], 0, "{f}");
-        assert_eq!(f["entries"], 7, "{f}");
+        assert_eq!(f["entries"], 9, "{f}");
         let counts: Vec<u64> = f["block_counts"]
             .as_array()
             .expect("block_counts")
             .iter()
             .map(|b| b["count"].as_u64().expect("count"))
             .collect();
-        assert_eq!(counts, [7, 3, 4, 7], "{f}");
+        assert_eq!(counts, [9, 4, 5, 9], "{f}");
         let (covered, total) = f["lines"]
             .as_array()
             .expect("lines")
@@ -234,6 +234,43 @@ fn a_small_function_counts_exactly_live_and_saved() {
     );
 }
 
+/// A block's counts, in address order.
+fn block_counts(f: &Value) -> Vec<u64> {
+    f["block_counts"]
+        .as_array()
+        .expect("block_counts")
+        .iter()
+        .map(|b| b["count"].as_u64().expect("count"))
+        .collect()
+}
+
+#[test]
+fn once_takes_out_the_probes_of_blocks_seen() {
+    let b = build("once", false);
+    // Stopped in count_down, parity has run 7 times (its blocks 7, 3, 4, 7); `report` takes
+    // its probes out, so the two calls after count_down are not counted.
+    let out = gsh_json_all(
+        &format!(
+            "coverage parity --once; break count_down entry; run {INPUT}; report; continue; report"
+        ),
+        &b.plain,
+    );
+    let first = function(&out[3], "parity");
+    assert_eq!(block_counts(first), [7, 3, 4, 7], "{first}");
+    let last = function(&out[5], "parity");
+    assert_eq!(block_counts(last), [7, 3, 4, 7], "{last}");
+    // Without --once the same run counts them.
+    let out = gsh_json_all(
+        &format!("coverage parity; break count_down entry; run {INPUT}; report; continue; report"),
+        &b.plain,
+    );
+    assert_eq!(block_counts(function(&out[5], "parity")), [9, 4, 5, 9]);
+    // A saved file has no gsh to take probes out.
+    let o = gsh_c("coverage parity --once; save once.out", &b.plain);
+    assert!(!o.success());
+    assert!(o.stderr.contains("--once"), "{}", o.stderr);
+}
+
 #[test]
 fn lcov_tracefile_is_accepted_by_genhtml() {
     ensure_package("lcov");
@@ -257,7 +294,7 @@ fn lcov_tracefile_is_accepted_by_genhtml() {
         text.contains(&format!("SF:{}", b.source.display())),
         "{text}"
     );
-    assert!(text.contains("FNDA:7,parity"), "{text}");
+    assert!(text.contains("FNDA:9,parity"), "{text}");
     assert!(text.contains("FNDA:0,never_called"), "{text}");
     assert!(text.trim_end().ends_with("end_of_record"), "{text}");
     let html = b.dir.join("html");

@@ -77,7 +77,9 @@ int main(int argc, char **argv)
         printf("never %d\n", never_called(w));
         return 3;
     }
-    printf("weight %d odd %d steps %d\n", w, odd, count_down(w));
+    int steps = count_down(w);
+    int tail = parity(w) + parity(steps);
+    printf("weight %d odd %d steps %d tail %d\n", w, odd, steps, tail);
     if (strlen(word) > 100)
         abort();
     return 0;

@@ -233,6 +233,17 @@ pub fn insert_or_skip_traps(
     }
 }
 
+/// Takes request `tag`'s code out of `module` at `points` only (`coverage --once`).
+pub fn remove_points(
+    patcher: &mut Patcher,
+    module: &Module,
+    space: &mut dyn AddressSpace,
+    tag: u32,
+    points: &std::collections::HashSet<crate::addr::LinkAddr>,
+) -> Result<usize, PatchError> {
+    patcher.remove_points(module, space, tag, points)
+}
+
 /// Takes request `tag`'s code out of `module` again: the one undo path.
 pub fn remove(
     patcher: &mut Patcher,

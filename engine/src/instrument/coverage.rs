@@ -364,6 +364,24 @@ pub struct CoverageArray {
     pub unprobed: BTreeMap<u32, String>,
     /// The counts as they were when the request was deleted or the process ended.
     pub last: Option<Vec<u64>>,
+    /// `--once`: probes of blocks that ran are taken out ([`LiveCoverage::hit_once`]).
+    pub once: bool,
+    /// `--once`: the counters whose probes are gone.
+    pub retired: std::collections::BTreeSet<u32>,
+}
+
+/// Probes `coverage --once` may take out: request `id`'s in `module`, at these blocks (link
+/// addresses), whose counters are `counters`.
+#[derive(Debug)]
+pub struct Retire {
+    /// The request.
+    pub id: u32,
+    /// The module.
+    pub module: ModuleId,
+    /// The blocks' addresses.
+    pub points: std::collections::HashSet<LinkAddr>,
+    /// Their counters.
+    pub counters: Vec<u32>,
 }
 
 /// Coverage in a live process: the counter arrays of every request and module.
@@ -382,6 +400,7 @@ impl LiveCoverage {
         module: &Module,
         bias: u64,
         funcs: &[FuncId],
+        once: bool,
         alloc: impl FnOnce(u64, u64) -> Result<u64, crate::process::ProcessError>,
     ) -> Result<(), crate::process::ProcessError> {
         if self.array(id, module.id).is_some() {
@@ -398,6 +417,8 @@ impl LiveCoverage {
             bias,
             unprobed: BTreeMap::new(),
             last: None,
+            once,
+            retired: Default::default(),
         });
         Ok(())
     }
@@ -445,6 +466,57 @@ impl LiveCoverage {
                 a.last = Some(c);
             }
         }
+    }
+
+    /// `--once`: the probes of blocks that ran and still have them, per request and module.
+    pub fn hit_once(&self, reader: &MemReader) -> Vec<Retire> {
+        let mut out = Vec::new();
+        for a in self.arrays.iter().filter(|a| a.once && a.last.is_none()) {
+            let Ok(counts) = read_counts(reader, a) else {
+                continue;
+            };
+            let mut r = Retire {
+                id: a.map.id,
+                module: a.module,
+                points: Default::default(),
+                counters: Vec::new(),
+            };
+            let mut k = 0u32;
+            for f in &a.map.functions {
+                for &(start, _) in &f.blocks {
+                    let ran = counts.get(k as usize).is_some_and(|&c| c > 0);
+                    if ran && !a.retired.contains(&k) && !a.unprobed.contains_key(&k) {
+                        r.points.insert(LinkAddr(start));
+                        r.counters.push(k);
+                    }
+                    k += 1;
+                }
+            }
+            if !r.counters.is_empty() {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Records that `r`'s probes are gone.
+    pub fn retired(&mut self, r: &Retire) {
+        if let Some(a) = self
+            .arrays
+            .iter_mut()
+            .find(|a| a.map.id == r.id && a.module == r.module)
+        {
+            a.retired.extend(r.counters.iter().copied());
+        }
+    }
+
+    /// Probes in place now, over every request (for `status` and tests).
+    pub fn probes(&self) -> usize {
+        self.arrays
+            .iter()
+            .filter(|a| a.last.is_none())
+            .map(|a| a.map.len() as usize - a.unprobed.len() - a.retired.len())
+            .sum()
     }
 
     /// True when some request has counters.

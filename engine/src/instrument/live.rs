@@ -531,7 +531,7 @@ impl Live {
             self.unwind_tables_for(p, m)?;
         }
         let coverage = matches!(self.requests[&id].request.action, Action::Coverage { .. });
-        if coverage {
+        if let Action::Coverage { once } = self.requests[&id].request.action {
             let loaded = &self.loaded[&m];
             let funcs: Vec<_> = self.requests[&id]
                 .request
@@ -540,10 +540,14 @@ impl Live {
                 .filter(|f| f.module == m)
                 .map(|f| f.func)
                 .collect();
-            self.coverage
-                .prepare(id, &loaded.module, loaded.bias, &funcs, |near, size| {
-                    p.allocate(near, size, AllocKind::Data)
-                })?;
+            self.coverage.prepare(
+                id,
+                &loaded.module,
+                loaded.bias,
+                &funcs,
+                once,
+                |near, size| p.allocate(near, size, AllocKind::Data),
+            )?;
         }
         let built = {
             let loaded = &self.loaded[&m];
@@ -686,6 +690,36 @@ impl Live {
         result?;
         self.coverage.keep(&p.reader(), Some(id));
         self.measure.release(&p.reader(), id, true);
+        Ok(removed)
+    }
+
+    /// `coverage --once`: takes out the probes of the blocks that ran since the last call
+    /// (their counters stay as they are, at least 1), through the patcher's undo path while
+    /// the process is paused only for the writes, as `delete` does: every thread is stopped
+    /// while the bytes change, and threads inside them are moved. Returns how many probes
+    /// went.
+    pub fn retire_hit_probes(&mut self, p: &mut Process) -> Result<usize, LiveError> {
+        if !p.state().is_alive() {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        for r in self.coverage.hit_once(&p.reader()) {
+            let hidden = self.hidden();
+            let Some(loaded) = self.loaded.get_mut(&r.module) else {
+                continue;
+            };
+            let mut space = LiveSpace::new(&mut *p, hidden);
+            let done = build::remove_points(
+                &mut loaded.patcher,
+                &loaded.module,
+                &mut space,
+                r.id,
+                &r.points,
+            );
+            self.commit(space, r.module)?;
+            removed += done?;
+            self.coverage.retired(&r);
+        }
         Ok(removed)
     }
 

@@ -89,6 +89,12 @@ pub enum SaveError {
     /// Finding the runtime library.
     #[error(transparent)]
     Measure(#[from] MeasureError),
+    /// `coverage --once` takes probes out from gsh, which a saved file runs without.
+    #[error("instrumentation {id} is `coverage --once`, which works in a live process only: a saved file has no gsh to take its probes out (use `coverage` without --once)")]
+    OnceLiveOnly {
+        /// The request.
+        id: u32,
+    },
 }
 
 /// How `save` writes a file; [`SaveOptions::default`] is what `save OUT` does.
@@ -238,6 +244,13 @@ pub fn save_with(
                     .into(),
             });
         }
+    }
+    if let Some(r) = plan
+        .requests
+        .iter()
+        .find(|r| r.action == Action::Coverage { once: true })
+    {
+        return Err(SaveError::OnceLiveOnly { id: r.id });
     }
     // Breakpoints belong to a live process; a saved file has none.
     let saved = plan

@@ -13,7 +13,7 @@ use crate::target::TargetSlot;
 pub const COVERAGE: Spec = Spec {
     name: "coverage",
     aliases: &[],
-    usage: "FUNC...",
+    usage: "FUNC... [--once]",
     complete: Complete::Function,
     summary: "block coverage: count every basic block's executions",
     help: "Puts a probe at the entry of every basic block of each FUNC (a name or a glob; '*' \
@@ -24,12 +24,20 @@ increment, never a block's coverage). Works in a live process (`run`, `attach`) 
 `save` writes: run the saved program, then `report RESULTS` reads what it wrote at exit. \
 `report` shows, per function, the blocks and (with DWARF) the source lines that ran, and how \
 many blocks got no probe (\"unprobed\": doubtful code, or a block only a trap could reach in \
-a live process); `report --lcov FILE` writes an lcov tracefile for genhtml.",
+a live process); `report --lcov FILE` writes an lcov tracefile for genhtml. `--once` (live only) takes each \
+block's probe out once its block has run, whenever `report` reads the counters (all threads \
+stopped while the bytes change), so code already seen costs nothing afterwards; its counts are \
+then 0 or at least 1. A thread still inside an old trampoline (a relocated function it has not \
+left) runs its probes until it leaves.",
     examples: &[
         ("coverage '*'", "every block of the program"),
         (
             "coverage parse_expr lookup",
             "two ids: the blocks of parse_expr, and of lookup",
+        ),
+        (
+            "coverage '*' --once",
+            "which code runs; each probe goes once `report` has seen its block run",
         ),
     ],
     run: coverage_cmd,
@@ -37,9 +45,6 @@ a live process); `report --lcov FILE` writes an lcov tracefile for genhtml.",
 
 fn coverage_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let once = args.flag("--once");
-    if once {
-        bail!("coverage --once is not supported yet");
-    }
     let globs = args.positionals(1, usize::MAX)?;
     ctx.session.main()?;
     let live = ctx.target.is_live();

@@ -394,7 +394,11 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         (Some(f), _) => read_results_file(&mut ctx.session, Path::new(f))?,
         (None, Some(t)) => {
             let pid = t.pid();
-            t.tracer.with(|p, live| live_results(pid, p, live))??
+            t.tracer.with(|p, live| {
+                // `coverage --once`: blocks seen so far lose their probes.
+                live.retire_hit_probes(p)?;
+                live_results(pid, p, live)
+            })??
         }
         (None, None) => ctx.measured.clone().ok_or_else(|| {
             anyhow!("there is no process to read values from; `count FUNC`, then `run`")
