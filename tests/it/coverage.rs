@@ -314,3 +314,52 @@ fn an_unknown_function_is_a_clear_error() {
         o.stderr
     );
 }
+
+#[test]
+fn blocks_without_a_probe_are_reported_unprobed() {
+    // `ls` has blocks too small for a jump in functions that cannot be relocated (indirect
+    // jumps): only a trap reaches them, and coverage takes none. Whatever this machine's ls
+    // has, every block `save` left out is reported unprobed (count null), none is dropped,
+    // and the saved ls lists a directory as the original does.
+    let b = build("unprobed", false);
+    let ls = Path::new("/usr/bin/ls");
+    let saved = b.dir.join("ls.cov");
+    let results = b.dir.join("ls.json");
+    let out = gsh_json_all(
+        &format!(
+            "coverage '*'; save {} --results {}",
+            saved.display(),
+            results.display()
+        ),
+        ls,
+    );
+    let save = out.last().expect("save's record");
+    let skipped = save["skipped"].as_u64().unwrap_or(0);
+    let counters = save["coverage"].clone();
+    let dir = b.dir.to_str().expect("UTF-8").to_owned();
+    let original = run_program(ls, &["-la", "/usr/lib"], &[]);
+    let run = run_program(&saved, &["-la", "/usr/lib"], &[]);
+    assert!(run.status.success());
+    assert_eq!(run.stdout, original.stdout);
+    let r = report(&format!("report {}", results.display()), ls);
+    let functions = r["coverage"].as_array().expect("coverage");
+    let (blocks, unprobed, null) = functions.iter().fold((0, 0, 0), |(b, u, n), f| {
+        let nulls = f["block_counts"]
+            .as_array()
+            .expect("block_counts")
+            .iter()
+            .filter(|b| b["count"].is_null())
+            .count() as u64;
+        (
+            b + f["blocks"].as_u64().expect("blocks"),
+            u + f["unprobed"].as_u64().expect("unprobed"),
+            n + nulls,
+        )
+    });
+    assert_eq!(
+        unprobed, skipped,
+        "save skipped {skipped}, report says {unprobed} ({dir})"
+    );
+    assert_eq!(null, unprobed);
+    assert_eq!(counters, format!("{blocks} block counters"), "{save}");
+}

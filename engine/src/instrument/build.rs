@@ -187,6 +187,43 @@ pub fn insert(
     Ok(done)
 }
 
+/// Leaves out of `built` the coverage probes of requests `tags` that only a trap could reach
+/// (listed as skipped, with why): a trap costs a signal, or a stop under the tracer, each
+/// time its block runs, so a hot block would dominate the program; coverage reports such a
+/// block as unprobed instead. Planned as [`Patcher::insert`] would plan them.
+pub fn drop_trapped_probes(patcher: &Patcher, module: &Module, built: &mut Built, tags: &[u32]) {
+    let probes: Vec<Point> = built
+        .requests
+        .iter()
+        .filter(|r| tags.contains(&r.tag))
+        .map(|r| r.point.clone())
+        .collect();
+    if probes.is_empty() {
+        return;
+    }
+    let planned = patcher.plan(module, &probes);
+    let trapped: HashMap<u64, String> = planned
+        .sites
+        .iter()
+        .filter(|s| s.tactic == patch::Tactic::Trap)
+        .flat_map(|s| s.points.iter().map(|a| (a.0, s.why.clone())))
+        .collect();
+    if trapped.is_empty() {
+        return;
+    }
+    let (dropped, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut built.requests)
+        .into_iter()
+        .partition(|r| tags.contains(&r.tag) && trapped.contains_key(&r.point.addr.0));
+    built.requests = kept;
+    for r in dropped {
+        let why = &trapped[&r.point.addr.0];
+        built.skipped.push((
+            r.point,
+            format!("only a trap could reach it, and coverage takes no traps: {why}"),
+        ));
+    }
+}
+
 /// [`insert`], leaving out the points only a trap could reach where traps are refused (they
 /// are listed as skipped, with why), for coverage probes: a block without a probe is
 /// reported as unprobed, where one refused point would refuse the whole request.

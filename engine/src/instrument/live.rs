@@ -567,7 +567,9 @@ impl Live {
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden);
         let result = if coverage {
-            // A block only a trap could reach goes unprobed: live processes take no traps.
+            // A block only a trap could reach goes unprobed.
+            let mut built = built;
+            build::drop_trapped_probes(&loaded.patcher, &loaded.module, &mut built, &[id]);
             build::insert_or_skip_traps(&mut loaded.patcher, &loaded.module, &mut space, built)
         } else {
             build::insert(&mut loaded.patcher, &loaded.module, &mut space, built)

@@ -317,6 +317,13 @@ pub fn save_with(
         ..PatchOptions::default()
     };
     let mut patcher = Patcher::new(0, options);
+    let coverage_ids: Vec<u32> = plan
+        .requests
+        .iter()
+        .filter(|r| matches!(r.action, Action::Coverage { .. }))
+        .map(|r| r.id)
+        .collect();
+    build::drop_trapped_probes(&patcher, module, &mut built, &coverage_ids);
     // A failure from here on writes nothing: the rewrite is discarded with what it staged.
     let (points, skipped) = match (
         build::insert(&mut patcher, module, &mut space, built),
