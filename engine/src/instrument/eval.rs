@@ -5,6 +5,8 @@
 //! written into memory gsh allocates. A running process can be read (declared variables,
 //! globals) without stopping it; anything that writes or calls needs it stopped.
 
+#![warn(missing_docs)]
+
 use crate::process::{MemReader, Process, ProcessError};
 use crate::snippet::abi::{self, SAVED_REGS_SIZE};
 use crate::snippet::interp::{self, Addr, Machine, Value};
@@ -29,10 +31,13 @@ pub enum EvalError {
     #[error("{0}")]
     Snippet(String),
     #[error("{0}")]
+    /// Running the snippet failed: memory it reads cannot be read, a size is unknown, an injected call failed.
     Machine(String),
     #[error(transparent)]
+    /// Process control failed (the process ended, a thread vanished).
     Process(#[from] ProcessError),
     #[error("`print` takes one expression")]
+    /// The text is statements, not one expression.
     NotAnExpression,
 }
 
@@ -84,6 +89,7 @@ pub fn live_env<'a>(
 /// A printed value, as `print` shows it.
 #[derive(Clone, Debug)]
 pub struct Printed {
+    /// The value as `print` shows it (`$1 = ` left to the caller).
     pub shown: String,
 }
 
