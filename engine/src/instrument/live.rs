@@ -261,6 +261,14 @@ impl AddressSpace for LiveSpace<'_> {
     }
 
     fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError> {
+        #[cfg(test)]
+        if rollback_tests::fault_hit() {
+            return Err(SpaceError::Access {
+                addr,
+                len: bytes.len(),
+                detail: "injected fault".into(),
+            });
+        }
         let end = addr.0 + bytes.len() as u64;
         let in_fresh = self
             .fresh
@@ -1243,3 +1251,7 @@ impl Loaded {
         a.0.wrapping_add(self.bias)
     }
 }
+
+#[cfg(test)]
+#[path = "rollback_tests.rs"]
+mod rollback_tests;
