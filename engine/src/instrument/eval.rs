@@ -30,15 +30,22 @@ pub enum EvalError {
     /// The text does not check (the rendered diagnostics).
     #[error("{0}")]
     Snippet(String),
+    /// Running the snippet failed: memory it reads cannot be read, a size is unknown, an
+    /// injected call failed.
     #[error("{0}")]
-    /// Running the snippet failed: memory it reads cannot be read, a size is unknown, an injected call failed.
     Machine(String),
-    #[error(transparent)]
     /// Process control failed (the process ended, a thread vanished).
+    #[error(transparent)]
     Process(#[from] ProcessError),
-    #[error("`print` takes one expression")]
+    /// The session cannot give what the evaluation needs (no file is open).
+    #[error(transparent)]
+    Session(#[from] crate::error::Error),
     /// The text is statements, not one expression.
+    #[error("`print` takes one expression")]
     NotAnExpression,
+    /// The process ended without leaving declared variables' values behind.
+    #[error("the process is gone and left no values to print")]
+    NothingLeft,
 }
 
 /// The environment `print`/`execute` check against in the live process, and the address the

@@ -15,6 +15,7 @@ pub use env::{Declaration, SessionEnv};
 pub mod request;
 
 pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
+pub mod sampling;
 pub mod save;
 mod source;
 
@@ -22,6 +23,7 @@ pub use save::{save, SaveError, SaveReport};
 pub mod eval;
 pub mod frames;
 pub mod histogram;
+pub mod inspect;
 pub mod live;
 pub mod measure;
 mod pending;
