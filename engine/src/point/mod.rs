@@ -271,7 +271,7 @@ pub enum NoPoint {
     #[error("no call to `{0}`")]
     CallTo(String),
     /// No loop of that name.
-    #[error("no loop named `{name}` (`loops {func}` lists them)")]
+    #[error("no loop named `{name}` (`loops {func}` lists them, by name or header address)")]
     Loop {
         /// The loop asked for.
         name: String,
@@ -442,7 +442,7 @@ pub fn find(
         Where::Loop { name, at } => {
             let l = module
                 .loops(func)
-                .by_name(name)
+                .find(cfg, name)
                 .ok_or_else(|| NoPoint::Loop {
                     name: name.clone(),
                     func: table.get(func).display_name().to_owned(),

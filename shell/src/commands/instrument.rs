@@ -40,7 +40,9 @@ pub const AT: Spec = Spec {
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
 [CALLEE] before|after` (every call site, or those calling CALLEE, by its name as `show points` \
 lists it, without `@plt`), `FUNC loop LOOP entry|exit|iter-begin|iter-end` (edges into the loop's header from outside, \
-edges leaving the loop, the header, back edges and exits), \
+edges leaving the loop, the header, back edges and exits; LOOP as `loops` names it, `loop_1.2`, \
+or by its header's address, which names loops of stripped binaries too; a loop left by a \
+`longjmp` or exception from a function it calls takes no edge, so that exit is not seen), \
 `FUNC block ADDR` (entry to the basic block starting at ADDR), `FUNC insn ADDR before|after` \
 (an instruction; after one that ends its block is an edge), or `FUNC edge FROM TO`. A point on \
 an edge runs at the edge's target when it is the target's only way in, before the source's \
