@@ -3,6 +3,14 @@
 
 use super::*;
 
+fn function_probe() -> Probe {
+    Probe {
+        loop_name: None,
+        counted: Counted::Entries,
+        at_exit: false,
+    }
+}
+
 fn claim(m: &mut Measure, id: u32, func: usize) -> Result<u32, MeasureError> {
     m.slot(
         || format!("f{func}"),
@@ -10,7 +18,37 @@ fn claim(m: &mut Measure, id: u32, func: usize) -> Result<u32, MeasureError> {
         ModuleId(0),
         FuncId(func as u32),
         Metric::Count,
+        &function_probe(),
     )
+}
+
+#[test]
+fn a_loop_gets_a_slot_for_entries_and_one_for_iterations_and_its_exits_share_the_first() {
+    let mut m = Measure::default();
+    let probe = |l: &str, counted, at_exit| Probe {
+        loop_name: Some(l.into()),
+        counted,
+        at_exit,
+    };
+    let mut at = |p: Probe| {
+        m.slot(|| "f".into(), 1, ModuleId(0), FuncId(3), Metric::Count, &p)
+            .expect("room")
+    };
+    let function = at(function_probe());
+    let entries = at(probe("loop_1", Counted::Entries, false));
+    let exits = at(probe("loop_1", Counted::Entries, true));
+    let iterations = at(probe("loop_1", Counted::Iterations, false));
+    let inner = at(probe("loop_1.1", Counted::Entries, false));
+    assert_eq!(entries, exits);
+    let mut all = vec![function, entries, iterations, inner];
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 4, "{all:?}");
+    let c = &m.counters[2];
+    assert_eq!(
+        (c.loop_name.as_deref(), c.counted),
+        (Some("loop_1"), Counted::Iterations)
+    );
 }
 
 #[test]

@@ -23,6 +23,7 @@ pub mod eval;
 pub mod frames;
 pub mod histogram;
 pub mod live;
+pub mod loop_measure;
 pub mod measure;
 mod pending;
 pub mod results;

@@ -28,6 +28,11 @@ pub enum Stmt {
         op: RtOp,
         slot: u32,
         access: RtAccess,
+        /// Added to the point's `rsp` to give the activation's frame, which timers and call
+        /// paths key their open activations by: 0 at a function's entry and exits; at a
+        /// loop's points, what makes it the same value at every point of one activation of
+        /// the loop (`instrument::loops`' frame key).
+        frame: i32,
     },
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::measure::{self, CountValue, Metric, PathValue};
+use engine::instrument::measure::{self, CountValue, LoopSel, Measured, Metric, PathValue};
 use engine::instrument::Live;
 use engine::process::Process;
 
@@ -120,7 +120,33 @@ flame graph itself.",
 
 fn count(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, Metric::Count)
+    measure_cmd(ctx, targets(globs)?, Metric::Count)
+}
+
+/// The words after `count` or `time`: functions, each optionally followed by `loop LOOP`
+/// (`loop_1.2`, a header address, or `'*'` for every loop of the function).
+fn targets(words: Vec<String>) -> Result<Vec<(String, Measured)>> {
+    let mut out: Vec<(String, Measured)> = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(w) = words.next() {
+        if w != "loop" {
+            out.push((w, Measured::Function));
+            continue;
+        }
+        let Some((func, of)) = out.last_mut() else {
+            bail!("`loop` needs a function before it: `FUNC loop LOOP`");
+        };
+        let Some(sel) = words.next() else {
+            bail!("`{func} loop` needs the loop: `loop_1.2`, its header address, or '*' for every loop");
+        };
+        if *of != Measured::Function {
+            bail!("`{func}` is given two loops; write `{func} loop LOOP` once per loop");
+        }
+        *of = Measured::Loop {
+            loops: LoopSel::parse(&sel),
+        };
+    }
+    Ok(out)
 }
 
 fn time(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -130,7 +156,7 @@ fn time(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         Metric::Time
     };
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, metric)
+    measure_cmd(ctx, targets(globs)?, metric)
 }
 
 fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -141,18 +167,25 @@ fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         (false, false) => Metric::Profile,
     };
     let globs = args.positionals(1, usize::MAX)?;
+    let globs = globs.into_iter().map(|g| (g, Measured::Function)).collect();
     measure_cmd(ctx, globs, metric)
 }
 
 /// One request per glob; inserted at once into a live process, else when it reaches main.
 /// The table names what each id measures: the function, or the glob and how many it matched.
-fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<Output> {
+fn measure_cmd(
+    ctx: &mut Context,
+    globs: Vec<(String, Measured)>,
+    metric: Metric,
+) -> Result<Output> {
     ctx.session.main()?;
     let mut t = Table::new(vec!["Instrumentation", "Function", "Measure", "Points"]);
     let live = ctx.target.is_live();
-    for glob in globs {
-        let r = measure::add(&mut ctx.plan, &mut ctx.session, &glob, metric)?;
+    let mut notes = Vec::new();
+    for (glob, of) in globs {
+        let r = measure::add_of(&mut ctx.plan, &mut ctx.session, &glob, metric, of.clone())?;
         let (id, funcs) = (r.id, r.funcs.clone());
+        notes.extend(r.warnings.iter().cloned());
         if funcs.is_empty() {
             let _ = ctx.plan.delete(id);
             bail!("no function matches `{glob}`");
@@ -184,6 +217,10 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
             [f] => ctx.session.func(*f).display_name().to_owned(),
             many => format!("{glob} ({} functions)", many.len()),
         };
+        let name = match &of {
+            Measured::Function => name,
+            Measured::Loop { loops } => format!("{name} loop {loops}"),
+        };
         t.rows.push(vec![
             Cell::Num(u64::from(id)),
             Cell::text(name),
@@ -192,10 +229,13 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
         ]);
     }
     if !live {
-        t.note = Some(
+        notes.push(
             "inserted when the process reaches main (`start` or `run`); `report` shows the values"
                 .into(),
         );
+    }
+    if !notes.is_empty() {
+        t.note = Some(notes.join("\n"));
     }
     Ok(Output::Table(t))
 }
@@ -394,9 +434,12 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if json || ctx.json {
         let mut doc = serde_json::to_value(&results)?;
         if let Some(values) = doc.get_mut("values").and_then(|v| v.as_array_mut()) {
-            for v in values {
+            for (v, value) in values.iter_mut().zip(&results.values) {
                 let id = v.get("id").and_then(|i| i.as_u64()).unwrap_or(0);
                 v["deleted"] = serde_json::json!(deleted.contains(&(id as u32)));
+                if let (Some(it), true) = (value.iterations, value.calls > 0) {
+                    v["iterations_per_entry"] = serde_json::json!(it as f64 / value.calls as f64);
+                }
             }
         }
         return Ok(Output::Json(doc));
@@ -429,15 +472,25 @@ fn duration(ns: u64) -> String {
     }
 }
 
+/// Iterations per entry of a loop, to two decimals (`-` before its first entry).
+fn per_entry(v: &CountValue) -> Option<String> {
+    let it = v.iterations?;
+    Some(if v.calls == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", it as f64 / v.calls as f64)
+    })
+}
+
 fn values_table(r: &Results, deleted: &[u32]) -> Table {
-    let mut t = Table::new(vec![
-        "Instrumentation",
-        "Function",
-        "Measure",
-        "Calls",
-        "Total",
-        "Mean",
-    ]);
+    // A loop's calls are its entries; its iterations get columns of their own when counted.
+    let loops = r.values.iter().any(|v| v.iterations.is_some());
+    let mut columns = vec!["Instrumentation", "Function", "Measure", "Calls"];
+    if loops {
+        columns.extend(["Iterations", "Per entry"]);
+    }
+    columns.extend(["Total", "Mean"]);
+    let mut t = Table::new(columns);
     t.title = Some(r.title.clone());
     for v in &r.values {
         let (total, mean) = match v.ns {
@@ -453,17 +506,28 @@ fn values_table(r: &Results, deleted: &[u32]) -> Table {
         } else {
             v.metric.command().to_owned()
         };
-        t.rows.push(vec![
+        let mut row = vec![
             Cell::Num(u64::from(v.id)),
-            Cell::text(v.function.clone()),
+            Cell::text(v.what()),
             Cell::text(measure),
             Cell::Num(v.calls),
-            total,
-            mean,
-        ]);
+        ];
+        if loops {
+            row.push(v.iterations.map_or(Cell::Empty, Cell::Num));
+            row.push(Cell::opt(per_entry(v)));
+        }
+        row.extend([total, mean]);
+        t.rows.push(row);
+    }
+    let mut notes = Vec::new();
+    if loops {
+        notes.push("a loop's calls are its entries; an iteration is a pass through its header");
     }
     if !deleted.is_empty() {
-        t.note = Some("(deleted): values as they were when the instrumentation was deleted".into());
+        notes.push("(deleted): values as they were when the instrumentation was deleted");
+    }
+    if !notes.is_empty() {
+        t.note = Some(notes.join("\n"));
     }
     t
 }

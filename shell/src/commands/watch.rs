@@ -91,16 +91,29 @@ fn read(t: &Target) -> Result<Reading> {
         let results = super::measure::live_results(pid, p, live)?;
         let mut metrics = Vec::new();
         for v in results.values {
+            let what = v.what();
+            let calls = if v.loop_name.is_some() {
+                "entries"
+            } else {
+                "calls"
+            };
             metrics.push(Metric {
                 id: v.id,
-                name: format!("{} calls", v.function),
+                name: format!("{what} {calls}"),
                 value: v.calls,
             });
+            if let Some(it) = v.iterations {
+                metrics.push(Metric {
+                    id: v.id,
+                    name: format!("{what} iterations"),
+                    value: it,
+                });
+            }
             // Time as a cumulative metric too: its rate is the time spent per second.
             if let Some(ns) = v.ns {
                 metrics.push(Metric {
                     id: v.id,
-                    name: format!("{} {} µs", v.function, v.metric.command()),
+                    name: format!("{what} {} µs", v.metric.command()),
                     value: ns / 1000,
                 });
             }
