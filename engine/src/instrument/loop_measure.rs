@@ -163,3 +163,16 @@ pub fn points(module: &Module, func: FuncId, l: &Loop, at: LoopAt) -> Vec<Point>
     };
     crate::point::find(module, func, &w).unwrap_or_default()
 }
+
+/// Where a loop timer closes for exit point `p`: on its edge when the patcher can place code
+/// there, else at the start of the block the edge leads to (an exception landing pad, a
+/// jump table's target, a block several others reach through calls). Closing there is right
+/// for every way in: control arriving from outside the loop finds no activation open at its
+/// frame (or only an outer, recursive one, whose key is higher), and an inline timer's close
+/// does nothing then.
+pub fn closing_point(module: &Module, p: Point) -> Point {
+    if p.edge.is_none() || crate::patch::edge::place(module, &p).is_ok() {
+        return p;
+    }
+    Point { edge: None, ..p }
+}

@@ -347,6 +347,7 @@ pub fn add_of<'p>(
         Measured::Function => funcs,
         Measured::Loop { loops } => {
             let mut kept = Vec::new();
+            let mut refused = Vec::new();
             for f in funcs {
                 let module = session.module(f.module);
                 let name = module.functions().get(f.func).display_name().to_owned();
@@ -364,17 +365,13 @@ pub fn add_of<'p>(
                 for l in &chosen {
                     let pts = loop_measure::points(module, f.func, l, LoopAt::Entry);
                     match pts.iter().find_map(|p| p.placeable().err()) {
-                        Some(why)
-                            if !many && matches!(loops, LoopSel::Named(_) | LoopSel::Header(_)) =>
-                        {
+                        Some(why) if !many && !matches!(loops, LoopSel::All) => {
                             return Err(RequestError::Unplaceable {
                                 spec: spec.to_string(),
                                 why,
                             })
                         }
-                        Some(why) => {
-                            warnings.push(format!("{name} {}: not measured: {why}", l.name))
-                        }
+                        Some(why) => refused.push(format!("{name} {}: {why}", l.name)),
                         None => placeable += 1,
                     }
                 }
@@ -384,9 +381,15 @@ pub fn add_of<'p>(
             }
             if kept.is_empty() {
                 return Err(RequestError::NoPoint(format!(
-                    "no loop of the functions matching `{glob}` can be measured"
+                    "no loop of the functions matching `{glob}` can be measured{}",
+                    if refused.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", refused.join("; "))
+                    }
                 )));
             }
+            warnings.extend(refused.into_iter().map(|r| format!("not measured: {r}")));
             kept
         }
     };
@@ -438,6 +441,10 @@ pub fn probes(
                 let mut kinds = vec![(Counted::Entries, false, entries)];
                 if m.metric.has_exit() {
                     let exits = loop_measure::points(module, func, l, LoopAt::Exit);
+                    let exits = exits
+                        .into_iter()
+                        .map(|p| loop_measure::closing_point(module, p))
+                        .collect();
                     kinds.push((Counted::Entries, true, exits));
                 } else {
                     let headers = loop_measure::points(module, func, l, LoopAt::IterBegin);

@@ -166,9 +166,9 @@ fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         (false, true) => Metric::ProfileCount,
         (false, false) => Metric::Profile,
     };
+    // Parsed as `count` and `time` are, so `profile F loop L` gets the engine's reason.
     let globs = args.positionals(1, usize::MAX)?;
-    let globs = globs.into_iter().map(|g| (g, Measured::Function)).collect();
-    measure_cmd(ctx, globs, metric)
+    measure_cmd(ctx, targets(globs)?, metric)
 }
 
 /// One request per glob; inserted at once into a live process, else when it reaches main.
