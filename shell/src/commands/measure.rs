@@ -21,9 +21,9 @@ use crate::target::TargetSlot;
 pub const COUNT: Spec = Spec {
     name: "count",
     aliases: &[],
-    usage: "FUNC...",
+    usage: "FUNC [loop LOOP]...",
     complete: Complete::Function,
-    summary: "count calls to functions in the live process",
+    summary: "count calls to functions, or entries and iterations of their loops",
     help: "Counts every call to each FUNC (a name or a glob such as 'work_*'; `lib!FUNC` for a \
 library's) at its entry, per thread and exactly, with a counter inlined in the trampoline: a \
 thread-local load, a test and an increment. The runtime library libgsh_rt.so is loaded into the \
@@ -31,9 +31,22 @@ process the first time (found next to the gsh executable, or at $GSH_RT). Each F
 instrumentation id that `delete` removes; the table printed names what each id counts (the \
 function, or the glob and how many functions it matched) and how many points went in. `report` \
 shows the counts. Asked for before `start` or `run`, the counting begins when the process \
-reaches main.",
+reaches main; `save` writes the same counters into a rewritten binary, whose results `report \
+FILE` reads.
+
+`FUNC loop LOOP` counts a loop instead: its entries (control coming into its header from outside \
+it) and its iterations (passes through its header), and `report` shows iterations per entry. \
+LOOP is a name as `loops FUNC` shows it (`loop_1.2`), the loop's header address, or '*' for \
+every loop of FUNC, each loop its own row (`FUNC loop_1.2`). An unknown loop is an error \
+listing FUNC's loops; irreducible cycles (entered at more than one block) form no loop and are \
+named in a warning; a loop whose header is FUNC's first block cannot be counted yet (its entry \
+from the caller looks like its back edges there).",
     examples: &[
         ("count work_item", "calls to work_item"),
+        (
+            "count parse loop '*'",
+            "entries and iterations of every loop of parse",
+        ),
         (
             "count 'parse_*' lookup",
             "two ids: the parse functions, and lookup",
@@ -45,7 +58,7 @@ reaches main.",
 pub const TIME: Spec = Spec {
     name: "time",
     aliases: &[],
-    usage: "FUNC... [--cpu]",
+    usage: "FUNC [loop LOOP]... [--cpu]",
     complete: Complete::Function,
     summary: "time functions (inclusive wall or thread-CPU time) in the live process",
     help: "Counts the calls to each FUNC and sums the inclusive time spent in it, per thread, \
@@ -55,7 +68,14 @@ and exit, so microseconds per call). Recursion is timed once, for the outermost 
 activation that never returns through its exit (left by longjmp or an exception) is closed at \
 the next entry of the function on that thread whose stack pointer shows the frame is gone \
 (iPath's active-stack check). Activations still open are credited up to the moment `report` \
-reads them. As for `count`, the table printed names what each id times.",
+reads them. As for `count`, the table printed names what each id times.
+
+`FUNC loop LOOP` (LOOP as for `count`) times a loop instead: its entries and the inclusive time \
+from each entry to the exit that leaves it (break, return, goto and every other edge out; an \
+exception caught in FUNC closes it in the handler). Its activations are keyed by FUNC's frame, \
+so a recursive call's loop is timed with the outer one, and a loop left by longjmp or by an \
+exception caught in a caller is closed at FUNC's next entry at that frame, as functions' timers \
+are.",
     examples: &[
         (
             "time handle_request",
@@ -65,6 +85,7 @@ reads them. As for `count`, the table printed names what each id times.",
             "time 'parse_*' --cpu",
             "thread CPU time of each parse function",
         ),
+        ("time main loop loop_1", "wall time spent in main's first loop"),
     ],
     run: time,
 };
@@ -102,7 +123,9 @@ over all threads, and for profiles one row per call path. The values are read fr
 process's memory without stopping it, so `report` may be repeated while the process runs after \
 `continue &`. Once the process has exited, the values are those it had when it exited; after \
 `detach`, those it had when gsh detached. RESULTS names a results file written at exit by a \
-binary that `save` rewrote with measuring in it. A measure that was deleted keeps the \
+binary that `save` rewrote with measuring in it. A loop's row is named `FUNC loop_1.2` (JSON: \
+`\"loop\"`); its Calls are its entries, with Iterations and Per entry for `count` (JSON: \
+`iterations`, `iterations_per_entry`). A measure that was deleted keeps the \
 values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
 everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \

@@ -36,7 +36,8 @@ pub const WATCH: Spec = Spec {
     usage: "[SECONDS] [--samples N] [--for SECONDS]",
     complete: Complete::Nothing,
     summary: "live view of the measurements, refreshed, with a time history per metric",
-    help: "Reads every measured metric (each function of `count`) every SECONDS (default 1; \
+    help: "Reads every measured metric (each function of `count`; a loop's entries and \
+iterations) every SECONDS (default 1; \
 fractions such as 0.2 are fine, at least 0.05) from the process's memory without stopping it, \
 and shows for each its total, its rate per second over the last interval, and its history as a \
 sparkline of bars scaled to its busiest bucket (a space where nothing happened). The history is a Paradyn time histogram of \
