@@ -67,26 +67,58 @@ fn row<'a>(report: &'a Value, function: &str, lp: &str, metric: &str) -> &'a Val
         .unwrap_or_else(|| panic!("no {metric} row for {function} {lp}: {report}"))
 }
 
+/// How the stripped build's functions are written and shown: by their address in the -O2
+/// build it was stripped from (`0x1350` in commands, `sub_1350` in rows); other builds by name.
+fn names(m: &Mutatee, v: Variant) -> impl Fn(&str) -> (String, String) {
+    let addrs: Vec<(String, String)> = if v == Variant::Stripped {
+        let o2 = m.path(Variant::O2);
+        LOOPS
+            .iter()
+            .map(|l| {
+                let doc = gsh_json_all(&format!("show functions {}", l.0), &o2);
+                let a = doc[0]["rows"][0]["address"].as_str().expect("address");
+                (l.0.to_owned(), a.to_owned())
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    move |f: &str| match addrs.iter().find(|(n, _)| n == f) {
+        Some((_, a)) => (a.clone(), format!("sub_{}", a.trim_start_matches("0x"))),
+        None => (f.to_owned(), f.to_owned()),
+    }
+}
+
 /// The commands measuring `loopmeasure.c`: every loop counted and timed, jumpy's also on
 /// the CPU clock; nest3's loops through `'*'`, with_goto's by its header address.
-fn loopmeasure_commands(exe: &Path) -> String {
-    let header = gsh_json_all("loops with_goto", exe)[0]["rows"][0]["header"]
+fn loopmeasure_commands(exe: &Path, name: &dyn Fn(&str) -> (String, String)) -> String {
+    let with_goto = name("with_goto").0;
+    let header = gsh_json_all(&format!("loops {with_goto}"), exe)[0]["rows"][0]["header"]
         .as_str()
-        .map(str::to_owned);
-    let with_goto = header.unwrap_or_else(|| "loop_1".into());
-    let mut c = String::from("count nest3 loop '*'; time nest3 loop '*'");
+        .map(str::to_owned)
+        .expect("with_goto's loop");
+    let mut c = format!("count {0} loop '*'; time {0} loop '*'", name("nest3").0);
     for (f, l, ..) in LOOPS.iter().filter(|l| l.0 != "nest3") {
-        let l = if *f == "with_goto" { &with_goto } else { *l };
-        c.push_str(&format!("; count {f} loop {l}; time {f} loop {l}"));
+        let l = if *f == "with_goto" { &header } else { *l };
+        c.push_str(&format!(
+            "; count {0} loop {l}; time {0} loop {l}",
+            name(f).0
+        ));
     }
-    c.push_str("; time jumpy loop loop_1 --cpu");
+    c.push_str(&format!("; time {} loop loop_1 --cpu", name("jumpy").0));
     c
 }
 
 /// Checks a report of [`loopmeasure_commands`] at variant `v`.
-fn check_loopmeasure(report: &Value, v: Variant, how: &str) {
+fn check_loopmeasure(
+    report: &Value,
+    v: Variant,
+    how: &str,
+    name: &dyn Fn(&str) -> (String, String),
+) {
     for &(f, l, entries, it0, it2) in LOOPS {
         let iterations = if v == Variant::O0 { it0 } else { it2 };
+        let f = &name(f).1;
         let c = row(report, f, l, "count");
         assert_eq!(c["calls"], entries, "{v:?} {how} {f} {l} entries: {c}");
         assert_eq!(
@@ -105,7 +137,7 @@ fn check_loopmeasure(report: &Value, v: Variant, how: &str) {
         let ns = t["ns"].as_u64().expect("ns");
         assert!(ns < OPEN_TIMER, "{v:?} {how} {f} {l} left open: {t}");
     }
-    let cpu = row(report, "jumpy", "loop_1", "time-cpu");
+    let cpu = row(report, &name("jumpy").1, "loop_1", "time-cpu");
     assert_eq!(cpu["calls"], 5, "{v:?} {how}: {cpu}");
     assert!(cpu["ns"].as_u64().expect("ns") < OPEN_TIMER, "{cpu}");
 }
@@ -152,11 +184,13 @@ fn live_and_saved(m: &Mutatee, v: Variant, commands: &str, tag: &str) -> [Value;
 #[test]
 fn loop_counts_and_timers_are_exact_live_and_saved() {
     let m = Mutatee::new("loopmeasure");
-    for v in [Variant::O0, Variant::O2] {
-        let commands = loopmeasure_commands(&m.path(v));
+    // -O0 and -O2 are PIE (the compiler's default here); the stripped build is the -O2 one.
+    for v in [Variant::O0, Variant::O2, Variant::NoPie, Variant::Stripped] {
+        let name = names(&m, v);
+        let commands = loopmeasure_commands(&m.path(v), &name);
         let [live, saved] = live_and_saved(&m, v, &commands, "c");
-        check_loopmeasure(&live, v, "live");
-        check_loopmeasure(&saved, v, "saved");
+        check_loopmeasure(&live, v, "live", &name);
+        check_loopmeasure(&saved, v, "saved", &name);
     }
 }
 
@@ -258,4 +292,57 @@ fn loop_refusals_and_where_loop_measures_show() {
     ] {
         assert!(o.stdout.contains(want), "missing {want:?}: {}", o.stdout);
     }
+}
+
+/// On an attached server, while it runs: the worker loop was entered before gsh came, so it
+/// has no entries, and each iteration calls `handle_request` once, so the two counts read at
+/// one instant differ by at most one per thread; the server's output is unchanged.
+#[test]
+fn loop_counts_on_an_attached_server() {
+    use gsh_tests::server::{expected, spawn};
+    use std::time::{Duration, Instant};
+    let exe = Mutatee::new("server").path(Variant::O2);
+    let (threads, rounds) = (2, 1500);
+    let out = scratch("attach").join("server.out");
+    let mut child = spawn(&exe, threads, rounds, &out);
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(50));
+    let docs = gsh_json_all(
+        &format!(
+            "attach {pid}; count worker loop loop_1; count handle_request; continue &; \
+             sleep 0.15; report; detach"
+        ),
+        &exe,
+    );
+    let report = docs
+        .iter()
+        .rev()
+        .find(|d| d["values"].is_array())
+        .expect("a report");
+    let lp = row(report, "worker", "loop_1", "count");
+    let iterations = lp["iterations"].as_u64().expect("iterations");
+    let calls = report["values"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .find(|r| r["function"] == "handle_request")
+        .and_then(|r| r["calls"].as_u64())
+        .expect("handle_request's calls");
+    assert_eq!(lp["calls"], 0, "entered before the attach: {lp}");
+    assert!(iterations > 0, "{report}");
+    assert!(
+        iterations.abs_diff(calls) <= u64::from(threads),
+        "{iterations} iterations, {calls} calls: {report}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "server ended with {status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "server did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got = std::fs::read_to_string(&out).expect("server output");
+    assert_eq!(got, expected(&exe, threads, rounds));
 }

@@ -85,7 +85,10 @@ are.",
             "time 'parse_*' --cpu",
             "thread CPU time of each parse function",
         ),
-        ("time main loop loop_1", "wall time spent in main's first loop"),
+        (
+            "time main loop loop_1",
+            "wall time spent in main's first loop",
+        ),
     ],
     run: time,
 };
