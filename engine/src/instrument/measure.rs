@@ -348,6 +348,8 @@ pub fn add_of<'p>(
         Measured::Loop { loops } => {
             let mut kept = Vec::new();
             let mut refused = Vec::new();
+            // (function, its irreducible cycles)
+            let mut tangled: Vec<(String, String)> = Vec::new();
             for f in funcs {
                 let module = session.module(f.module);
                 let name = module.functions().get(f.func).display_name().to_owned();
@@ -357,9 +359,7 @@ pub fn add_of<'p>(
                     Err(_) => continue,
                 };
                 if let Some(c) = loop_measure::irreducible(module, f.func) {
-                    warnings.push(format!(
-                        "{name} has irreducible cycles ({c}): they form no loop and are not measured"
-                    ));
+                    tangled.push((name.clone(), c));
                 }
                 let mut placeable = 0;
                 for l in &chosen {
@@ -390,6 +390,7 @@ pub fn add_of<'p>(
                 )));
             }
             warnings.extend(refused.into_iter().map(|r| format!("not measured: {r}")));
+            warnings.extend(irreducible_warning(&tangled));
             kept
         }
     };
@@ -399,6 +400,34 @@ pub fn add_of<'p>(
         funcs,
         warnings,
     ))
+}
+
+/// The warning naming the irreducible cycles of the functions a loop measure selected: each
+/// cycle of one function, or the functions when several have some (`loops FUNC` names their
+/// cycles).
+fn irreducible_warning(tangled: &[(String, String)]) -> Option<String> {
+    const LISTED: usize = 8;
+    match tangled {
+        [] => None,
+        [(name, cycles)] => Some(format!(
+            "{name} has irreducible cycles ({cycles}): they form no loop and are not measured"
+        )),
+        many => {
+            let names: Vec<&str> = many.iter().take(LISTED).map(|t| t.0.as_str()).collect();
+            let more = many.len().saturating_sub(LISTED);
+            Some(format!(
+                "{} functions have irreducible cycles, which form no loop and are not measured: \
+                 {}{} (`loops FUNC` names them)",
+                many.len(),
+                names.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ))
+        }
+    }
 }
 
 /// The code request `r` (a measure) puts into `func`: each [`Probe`] with its points and, per
@@ -432,7 +461,12 @@ pub fn probes(
             let Ok(chosen) = loop_measure::select(module, func, loops) else {
                 return out;
             };
-            let heights = loop_measure::block_heights(module, func);
+            // Only timers key activations by frame; counts need no stack heights.
+            let heights = if m.metric.has_exit() {
+                loop_measure::block_heights(module, func)
+            } else {
+                Vec::new()
+            };
             for l in chosen {
                 let entries = loop_measure::points(module, func, l, LoopAt::Entry);
                 if entries.iter().any(|p| p.placeable().is_err()) {
@@ -452,7 +486,11 @@ pub fn probes(
                 }
                 // One key for the loop's every point, or the points' own `rsp` throughout.
                 let all: Vec<Point> = kinds.iter().flat_map(|k| k.2.iter().cloned()).collect();
-                let frames = loop_measure::frame_offsets(&heights, &all);
+                let frames = if m.metric.has_exit() {
+                    loop_measure::frame_offsets(&heights, &all)
+                } else {
+                    None
+                };
                 let mut k = 0;
                 for (counted, at_exit, points) in kinds {
                     let probe = Probe {
