@@ -74,10 +74,12 @@ fn names(m: &Mutatee, v: Variant) -> impl Fn(&str) -> (String, String) {
         let o2 = m.path(Variant::O2);
         LOOPS
             .iter()
-            .map(|l| {
-                let doc = gsh_json_all(&format!("show functions {}", l.0), &o2);
+            .map(|l| l.0)
+            .chain(["countdown"])
+            .map(|f| {
+                let doc = gsh_json_all(&format!("show functions {f}"), &o2);
                 let a = doc[0]["rows"][0]["address"].as_str().expect("address");
-                (l.0.to_owned(), a.to_owned())
+                (f.to_owned(), a.to_owned())
             })
             .collect()
     } else {
@@ -106,6 +108,9 @@ fn loopmeasure_commands(exe: &Path, name: &dyn Fn(&str) -> (String, String)) -> 
         ));
     }
     c.push_str(&format!("; time {} loop loop_1 --cpu", name("jumpy").0));
+    // Its header is its first block: entries from the caller have no edge to count on, so
+    // they are its iterations less its back edges.
+    c.push_str(&format!("; count {} loop loop_1", name("countdown").0));
     c
 }
 
@@ -140,6 +145,13 @@ fn check_loopmeasure(
     let cpu = row(report, &name("jumpy").1, "loop_1", "time-cpu");
     assert_eq!(cpu["calls"], 5, "{v:?} {how}: {cpu}");
     assert!(cpu["ns"].as_u64().expect("ns") < OPEN_TIMER, "{cpu}");
+    // countdown(5): entered once, 5 passes through its header (the last falls out).
+    let c = row(report, &name("countdown").1, "loop_1", "count");
+    assert_eq!(
+        (&c["calls"], &c["iterations"]),
+        (&Value::from(1), &Value::from(5)),
+        "{v:?} {how}: {c}"
+    );
 }
 
 /// Measures `m` at `v` with `commands` live (`start`, `continue`, `report --json`) and in a
@@ -225,9 +237,8 @@ fn loop_timers_left_by_exceptions_are_balanced() {
 
 /// What cannot be measured says why: an unknown loop lists the function's loops, a header
 /// address that heads no loop likewise, a function without loops says so, a loop whose
-/// header is the function's first block is refused with the reason (and passed over by
-/// `'*'`, which then has nothing left), irreducible cycles are named, and profiles are for
-/// functions. Loop measures show in `show instrumentation` and `watch`.
+/// header is the function's first block cannot be timed (and is passed over by `'*'`, which
+/// then has nothing left), irreducible cycles are named, and profiles are for functions. Loop measures show in `show instrumentation` and `watch`.
 #[test]
 fn loop_refusals_and_where_loop_measures_show() {
     let exe = Mutatee::new("loopmeasure").path(Variant::O2);
@@ -249,7 +260,7 @@ fn loop_refusals_and_where_loop_measures_show() {
     );
     let e = err("count leaf loop '*'");
     assert!(e.contains("leaf has no loops"), "{e}");
-    let e = err("count countdown loop loop_1");
+    let e = err("time countdown loop loop_1");
     assert!(e.contains("function's first block"), "{e}");
     let e = err("time countdown loop '*'");
     assert!(
@@ -302,7 +313,8 @@ fn loop_counts_on_an_attached_server() {
     use gsh_tests::server::{expected, spawn};
     use std::time::{Duration, Instant};
     let exe = Mutatee::new("server").path(Variant::O2);
-    let (threads, rounds) = (2, 1500);
+    // Three seconds at least (a 1 ms sleep a round): time for gsh to attach on a loaded machine.
+    let (threads, rounds) = (2, 3000);
     let out = scratch("attach").join("server.out");
     let mut child = spawn(&exe, threads, rounds, &out);
     let pid = child.id();

@@ -176,3 +176,20 @@ pub fn closing_point(module: &Module, p: Point) -> Point {
     }
     Point { edge: None, ..p }
 }
+
+/// The points on `l`'s back edges (the iteration ends that return to its header), when the
+/// patcher can place every one of them; `None` otherwise.
+pub fn back_edges(module: &Module, func: FuncId, l: &Loop) -> Option<Vec<Point>> {
+    use crate::point::OnEdge;
+    let back: Vec<Point> = points(module, func, l, LoopAt::IterEnd)
+        .into_iter()
+        .filter(|p| {
+            matches!(p.edge, Some(OnEdge::Edge { from, to, .. })
+                if l.back_edges.contains(&(from, to)))
+        })
+        .collect();
+    let placed = back
+        .iter()
+        .all(|p| p.placeable().is_ok() && crate::patch::edge::place(module, p).is_ok());
+    (placed && !back.is_empty()).then_some(back)
+}

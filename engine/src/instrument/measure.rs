@@ -136,6 +136,11 @@ pub enum Counted {
     Entries,
     /// The loop's iterations: passes through its header.
     Iterations,
+    /// Passes along the loop's back edges, for a loop whose entries cannot be counted on
+    /// their edges (its header is the function's first block, or an entry edge has no place
+    /// for code): its entries are then its iterations less these, since every arrival at a
+    /// header comes along an entry edge or a back edge.
+    BackEdges,
 }
 
 /// One kind of code a measure puts into a function: for what (the function or one loop),
@@ -196,23 +201,65 @@ impl CountValue {
     }
 }
 
-/// Folds the slots that count iterations into their loop's value (same request, function
-/// and loop): `values[i]` belongs to `counted[i]`'s slot.
+/// Folds the slots that count iterations (and back edges) into their loop's value (same
+/// request, function and loop): `values[i]` belongs to `counted[i]`'s slot. A loop counted
+/// without an entries slot gets its entries as iterations less back edges.
 pub fn fold_iterations(values: Vec<CountValue>, counted: &[Counted]) -> Vec<CountValue> {
+    let same = |a: &CountValue, b: &CountValue| {
+        a.id == b.id && a.function == b.function && a.loop_name == b.loop_name
+    };
     let mut out: Vec<CountValue> = Vec::with_capacity(values.len());
-    let mut iterations = Vec::new();
-    for (v, c) in values.into_iter().zip(counted) {
+    let mut rest = Vec::new();
+    for (v, c) in values.iter().zip(counted) {
+        let has_entries = || {
+            values
+                .iter()
+                .zip(counted)
+                .any(|(w, c)| *c == Counted::Entries && same(v, w))
+        };
         match c {
-            Counted::Entries => out.push(v),
-            Counted::Iterations => iterations.push(v),
+            Counted::Entries => out.push(v.clone()),
+            // A loop whose entries are derived: its row where its iterations slot is.
+            Counted::Iterations if !has_entries() && !out.iter().any(|o| same(o, v)) => {
+                out.push(CountValue {
+                    calls: 0,
+                    iterations: Some(0),
+                    ..v.clone()
+                });
+                rest.push((v.clone(), *c));
+            }
+            _ => rest.push((v.clone(), *c)),
         }
     }
-    for it in iterations {
-        let same = |v: &&mut CountValue| {
-            v.id == it.id && v.function == it.function && v.loop_name == it.loop_name
+    let derived: Vec<bool> = out
+        .iter()
+        .map(|o| {
+            rest.iter()
+                .any(|(v, c)| *c == Counted::BackEdges && same(o, v))
+        })
+        .collect();
+    for (v, c) in &rest {
+        let Some(i) = out.iter().position(|o| same(o, v)) else {
+            continue;
         };
-        if let Some(v) = out.iter_mut().find(same) {
-            *v.iterations.get_or_insert(0) += it.calls;
+        let o = &mut out[i];
+        match c {
+            Counted::Iterations => {
+                *o.iterations.get_or_insert(0) += v.calls;
+                if derived[i] {
+                    o.calls += v.calls;
+                }
+            }
+            // Subtracted once every slot is in: a thread's back edges never outnumber its
+            // header passes, but the sum is taken over threads in any order.
+            Counted::BackEdges | Counted::Entries => {}
+        }
+    }
+    for (v, c) in &rest {
+        if *c == Counted::BackEdges {
+            if let Some(o) = out.iter_mut().find(|o| same(o, v)) {
+                o.calls = o.calls.saturating_sub(v.calls);
+            }
         }
     }
     out
@@ -364,7 +411,14 @@ pub fn add_of<'p>(
                 let mut placeable = 0;
                 for l in &chosen {
                     let pts = loop_measure::points(module, f.func, l, LoopAt::Entry);
-                    match pts.iter().find_map(|p| p.placeable().err()) {
+                    // A count takes such a loop's entries from its back edges.
+                    let derived =
+                        !metric.has_exit() && loop_measure::back_edges(module, f.func, l).is_some();
+                    match pts
+                        .iter()
+                        .find_map(|p| p.placeable().err())
+                        .filter(|_| !derived)
+                    {
                         Some(why) if !many && !matches!(loops, LoopSel::All) => {
                             return Err(RequestError::Unplaceable {
                                 spec: spec.to_string(),
@@ -469,6 +523,27 @@ pub fn probes(
             };
             for l in chosen {
                 let entries = loop_measure::points(module, func, l, LoopAt::Entry);
+                let unplaced = |p: &Point| {
+                    p.placeable().is_err() || crate::patch::edge::place(module, p).is_err()
+                };
+                if !m.metric.has_exit() && entries.iter().any(unplaced) {
+                    // Entries the patcher cannot reach are counted as iterations less back
+                    // edges, when it can reach those.
+                    if let Some(back) = loop_measure::back_edges(module, func, l) {
+                        let headers = loop_measure::points(module, func, l, LoopAt::IterBegin);
+                        for (counted, points) in
+                            [(Counted::Iterations, headers), (Counted::BackEdges, back)]
+                        {
+                            let probe = Probe {
+                                loop_name: Some(l.name.clone()),
+                                counted,
+                                at_exit: false,
+                            };
+                            out.push((probe, points.into_iter().map(|p| (p, 0)).collect()));
+                        }
+                        continue;
+                    }
+                }
                 if entries.iter().any(|p| p.placeable().is_err()) {
                     continue;
                 }
@@ -555,7 +630,7 @@ enum Op {
 /// The operation measuring `metric` at `probe`'s points. Wall-clock timers are inline when
 /// `inline_timers` (the TSC is usable), else the runtime's own clock times them.
 fn op(metric: Metric, probe: &Probe, inline_timers: bool) -> Op {
-    if probe.counted == Counted::Iterations {
+    if probe.counted != Counted::Entries {
         return Op::Count;
     }
     match (metric, probe.at_exit) {

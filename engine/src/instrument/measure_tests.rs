@@ -92,3 +92,39 @@ fn a_full_table_refuses_and_a_failed_request_gives_its_slots_back() {
     assert!(m.unprepared.is_empty());
     assert_eq!(m.free.len(), MAX_SLOTS as usize);
 }
+
+#[test]
+fn a_loop_without_an_entries_slot_has_its_iterations_less_its_back_edges_as_entries() {
+    let v = |function: &str, calls: u64| CountValue {
+        id: 1,
+        function: function.into(),
+        loop_name: Some("loop_1".into()),
+        calls,
+        iterations: None,
+        metric: Metric::Count,
+        ns: None,
+    };
+    // Two threads' slots, as read: f's loop by back edges, g's with an entries slot.
+    let values = vec![
+        v("f", 5),
+        v("f", 4),
+        v("g", 2),
+        v("g", 9),
+        v("f", 7),
+        v("f", 5),
+    ];
+    let counted = [
+        Counted::Iterations,
+        Counted::BackEdges,
+        Counted::Entries,
+        Counted::Iterations,
+        Counted::Iterations,
+        Counted::BackEdges,
+    ];
+    let out = fold_iterations(values, &counted);
+    let got: Vec<(&str, u64, Option<u64>)> = out
+        .iter()
+        .map(|v| (v.function.as_str(), v.calls, v.iterations))
+        .collect();
+    assert_eq!(got, vec![("f", 3, Some(12)), ("g", 2, Some(9))]);
+}
