@@ -1022,26 +1022,66 @@ pub fn reads_flags(view: &dyn CodeView, addr: LinkAddr) -> bool {
         .is_some_and(|i| i.rflags_read() & STATUS != 0)
 }
 
-/// Are the status flags possibly read before being written, from `addr` to the end of its
-/// block? (True when the block is unknown, or ends before they are all written.)
+/// Blocks [`flags_live`] follows past the point's own before it calls the flags live.
+const FLAGS_SCAN_BLOCKS: usize = 16;
+
+/// Are the status flags possibly read before being written, from `addr` on? The scan follows
+/// the CFG's edges from the point's block: a path ends where every flag is written, or at a
+/// call, a return or a jump to another function (the ABI leaves the flags undefined there:
+/// neither a callee nor a caller may read them), or at a call that never returns or a trap.
+/// True when a path reads them first, or leads where the CFG cannot follow (an unresolved
+/// jump, undecodable code), or when more than [`FLAGS_SCAN_BLOCKS`] blocks would be needed.
 pub fn flags_live(view: &dyn CodeView, cfg: &Cfg, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
-    let Some(b) = cfg.block_containing(addr) else {
+    let Some(first) = cfg.block_containing(addr) else {
         return true;
     };
-    let b = cfg.block(b);
-    let mut written = 0;
-    for i in decode(view, addr, b.end.0 - addr.0) {
-        if i.rflags_read() & STATUS & !written != 0 {
+    // The point's block is scanned from the point; reached again by a loop, from its start.
+    let mut work = vec![(first, addr)];
+    let mut seen: HashSet<BlockId> = HashSet::new();
+    while let Some((id, from)) = work.pop() {
+        let b = cfg.block(id);
+        let mut written = 0;
+        for i in decode(view, from, b.end.0.saturating_sub(from.0)) {
+            if i.rflags_read() & STATUS & !written != 0 {
+                return true;
+            }
+            written |=
+                i.rflags_written() | i.rflags_cleared() | i.rflags_set() | i.rflags_undefined();
+            if written & STATUS == STATUS {
+                break;
+            }
+        }
+        if written & STATUS == STATUS || b.call.is_some() {
+            continue;
+        }
+        match b.exit {
+            Some(
+                Exit::Return
+                | Exit::TailCall { .. }
+                | Exit::Indirect
+                | Exit::NoReturnCall { .. }
+                | Exit::Trap,
+            ) => continue,
+            Some(Exit::Unresolved | Exit::Invalid) => return true,
+            None => {}
+        }
+        let mut successors = 0;
+        for e in cfg.successors(id) {
+            successors += 1;
+            if seen.insert(e.to) {
+                if seen.len() > FLAGS_SCAN_BLOCKS {
+                    return true;
+                }
+                work.push((e.to, cfg.block(e.to).start));
+            }
+        }
+        if successors == 0 {
             return true;
         }
-        written |= i.rflags_written() | i.rflags_cleared() | i.rflags_set() | i.rflags_undefined();
-        if written & STATUS == STATUS {
-            return false;
-        }
     }
-    true
+    false
 }
 
 #[cfg(test)]
@@ -1079,5 +1119,55 @@ mod claimed_tests {
         assert_eq!(d.subtract(15..20), vec![15..20]);
         assert_eq!(top.subtract(3..4), vec![3..4]);
         assert!(!Both(&top, &top).overlaps(&(24..26)));
+    }
+}
+
+#[cfg(test)]
+mod flags_tests {
+    use super::*;
+    use crate::testutil::{compile, open};
+
+    /// `f`: the flags a `cmp` sets are read by a `jne` one block later, past a `jmp`. `g`:
+    /// nothing reads them before the `ret` a `jmp` leads to. `h`: a call comes first.
+    /// `k`: a loop back into the point's own block, whose start reads them.
+    const SOURCE: &str = r#"
+__asm__(".text\n"
+    ".globl f\n.type f,@function\nf:\n"
+    "  cmp $5, %edi\n  mov $1, %eax\n  jmp 1f\n1:\n  jne 2f\n  ret\n2:\n  mov $2, %eax\n  ret\n"
+    ".size f, .-f\n"
+    ".globl g\n.type g,@function\ng:\n"
+    "  mov $1, %eax\n  jmp 1f\n1:\n  mov %eax, %ecx\n  ret\n"
+    ".size g, .-g\n"
+    ".globl h\n.type h,@function\nh:\n"
+    "  mov $1, %eax\n  call g\n  ret\n"
+    ".size h, .-h\n"
+    ".globl k\n.type k,@function\nk:\n"
+    "  cmp $5, %edi\n1:\n  jne 2f\n  mov $1, %eax\n  ret\n2:\n  mov $2, %eax\n  jmp 1b\n"
+    ".size k, .-k\n");
+int f(int); int g(void); int h(void); int k(int);
+int main(int argc, char **argv) { (void)argv; return f(argc) + g() + h() + k(argc); }
+"#;
+
+    #[test]
+    fn liveness_follows_the_cfg_to_a_read_or_a_boundary() {
+        let path = compile("flags", SOURCE, false, &["-O0"]);
+        let s = open(&path);
+        let m = s.main().expect("main module");
+        let live = |name: &str, offset: u64| {
+            let f = m.functions().by_name(name).next().expect("function");
+            let cfg = &m.analysis().function(f.id).cfg;
+            flags_live(m, cfg, LinkAddr(f.addr.0 + offset))
+        };
+        // f+3 is the `mov` after `cmp $5, %edi` (3 bytes): the `jne` past the `jmp` reads.
+        assert!(live("f", 3));
+        // g's `mov`, then `jmp`, `mov`, `ret`: nothing reads them.
+        assert!(!live("g", 0));
+        // h's `mov`, then a call.
+        assert!(!live("h", 0));
+        // k's `mov $2` (at 2:) jumps back to `jne`, which reads them.
+        let k = m.functions().by_name("k").next().expect("k");
+        let cfg = &m.analysis().function(k.id).cfg;
+        let back = cfg.blocks.iter().map(|b| b.start).max().expect("blocks");
+        assert!(flags_live(m, cfg, back));
     }
 }
