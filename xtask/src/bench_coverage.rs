@@ -1,4 +1,4 @@
-//! `bench-coverage [cc1|python3] [--runs N]`: what `coverage '*'` costs a real program, as a
+//! `bench-coverage [cc1|python3|sqlite3] [--runs N]`: what `coverage '*'` costs a real program, as a
 //! slowdown ratio to the plain program measured in the same run.
 //!
 //! The program is saved with `coverage '*'` (a probe, one `inc` of its own counter, at every
@@ -10,6 +10,7 @@
 //! - `cc1` (gcc 12's compiler proper): compiles every C mutatee (`gcc -S -O2 -g -B DIR`, DIR
 //!   holding the saved `cc1`); the `.s` files are compared.
 //! - `python3` (`-I`): `xtask/bench/whole_program.py`.
+//! - `sqlite3` (`:memory:`): the whole-program tests' SQL, with 200,000 rows.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,7 +22,8 @@ use gsh_tests::{mutatee_source_dir, target_dir, Gsh};
 const CC1: &str = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1";
 const PYTHON: &str = "/usr/bin/python3";
 const SCRIPT: &str = include_str!("../bench/whole_program.py");
-const USAGE: &str = "usage: bench-coverage [cc1|python3] [--runs N]";
+const SQLITE3: &str = "/usr/bin/sqlite3";
+const USAGE: &str = "usage: bench-coverage [cc1|python3|sqlite3] [--runs N]";
 
 pub fn run(args: &[String]) -> Result<()> {
     let mut program = "cc1".to_owned();
@@ -36,7 +38,7 @@ pub fn run(args: &[String]) -> Result<()> {
                     .filter(|&n| n > 0)
                     .with_context(|| format!("--runs needs a number; {USAGE}"))?;
             }
-            "cc1" | "python3" => program = a.clone(),
+            "cc1" | "python3" | "sqlite3" => program = a.clone(),
             other => bail!("unexpected argument `{other}`; {USAGE}"),
         }
     }
@@ -48,7 +50,11 @@ pub fn run(args: &[String]) -> Result<()> {
         .join(format!("{program}-{}", std::process::id()));
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;
-    let original = Path::new(if program == "cc1" { CC1 } else { PYTHON });
+    let original = Path::new(match program.as_str() {
+        "cc1" => CC1,
+        "python3" => PYTHON,
+        _ => SQLITE3,
+    });
     let name = original.file_name().expect("a file name");
     let saved = bin.join(name);
     let results = dir.join("coverage.json");
@@ -82,10 +88,18 @@ pub fn run(args: &[String]) -> Result<()> {
             println!("  {l}");
         }
     }
-    let (a, b) = if program == "cc1" {
-        cc1(&dir, &bin, runs)?
-    } else {
-        python(&dir, original, &saved, runs)?
+    let (a, b) = match program.as_str() {
+        "cc1" => cc1(&dir, &bin, runs)?,
+        "python3" => {
+            let script = dir.join("whole_program.py");
+            std::fs::write(&script, SCRIPT)?;
+            let args = ["-I".to_owned(), script.display().to_string()];
+            alternate(original, &saved, &args, "", runs)?
+        }
+        _ => {
+            let sql = gsh_tests::whole::SQL.replace("x < 3000", "x < 200000");
+            alternate(original, &saved, &[":memory:".to_owned()], &sql, runs)?
+        }
     };
     let (ma, mb) = (median(a), median(b));
     println!(
@@ -178,27 +192,32 @@ fn cc1(dir: &Path, bin: &Path, runs: usize) -> Result<(Vec<Duration>, Vec<Durati
     Ok((a, b))
 }
 
-/// Runs the benchmark script with the original and the saved python3, alternating; the
-/// outputs must be the same.
-fn python(
-    dir: &Path,
+/// Runs the original and the saved program with `args` and `input` on stdin, alternating;
+/// the outputs must be the same.
+fn alternate(
     original: &Path,
     saved: &Path,
+    args: &[String],
+    input: &str,
     runs: usize,
 ) -> Result<(Vec<Duration>, Vec<Duration>)> {
-    let script = dir.join("whole_program.py");
-    std::fs::write(&script, SCRIPT)?;
+    use std::io::Write;
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let mut want = None;
     for _ in 0..runs {
         for (exe, times) in [(original, &mut a), (saved, &mut b)] {
             let start = Instant::now();
-            let o = Command::new(exe)
-                .arg("-I")
-                .arg(&script)
-                .stdin(Stdio::null())
-                .output()
+            let mut child = Command::new(exe)
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
                 .with_context(|| format!("cannot run {}", exe.display()))?;
+            let mut stdin = child.stdin.take().expect("piped");
+            stdin.write_all(input.as_bytes())?;
+            drop(stdin);
+            let o = child.wait_with_output()?;
             times.push(start.elapsed());
             if !o.status.success() {
                 bail!(
@@ -214,6 +233,6 @@ fn python(
             }
         }
     }
-    println!("  workload: python3 -I whole_program.py");
+    println!("  workload: {} {}", original.display(), args.join(" "));
     Ok((a, b))
 }

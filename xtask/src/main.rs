@@ -32,8 +32,8 @@
 //!   program (all five by default), saved, and the copy's output on a workload compared
 //!   exactly with the original's; prints the tactic counts, the run-time ratio and the
 //!   per-function entry/exit balance. Run it with `--release`.
-//! - `bench-coverage [cc1|python3] [--runs N]`: `coverage '*'` of gcc 12's `cc1` compiling
-//!   the C mutatees (or python3 running a script), saved: the slowdown against the original
+//! - `bench-coverage [cc1|python3|sqlite3] [--runs N]`: `coverage '*'` of gcc 12's `cc1`
+//!   compiling the C mutatees (or python3 running a script, or sqlite3 a query), saved: the slowdown against the original
 //!   in the same run, with identical outputs. Run it with `--release`.
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
@@ -91,9 +91,10 @@ tasks:
   mem-attached [--runs N]         gsh's peak memory attached to an nginx worker and to a
                                   program with shared mappings, vs the same on their files
                                   (default 3 runs; use --release)
-  bench-coverage [cc1|python3] [--runs N]
+  bench-coverage [cc1|python3|sqlite3] [--runs N]
                                   coverage '*' of cc1 compiling the C mutatees (or python3
-                                  on a script), saved: slowdown vs the original, same run
+                                  on a script, sqlite3 on a query), saved: slowdown vs the
+                                  original, same run
                                   (default cc1, 3 runs; use --release)
   whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]
                                   a counter at every entry and exit of the program, saved;
