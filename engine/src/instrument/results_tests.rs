@@ -47,6 +47,7 @@ fn sample(clock: &str) -> String {
                 counted: Counted::Iterations,
             },
         ],
+        coverage: Vec::new(),
     };
     let meta = serde_json::to_string(&meta).expect("meta");
     format!(

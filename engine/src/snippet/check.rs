@@ -150,12 +150,14 @@ fn is_null_constant(e: &Expr) -> bool {
 /// - each in a long form ending `TLS_OFFSET, THREAD_FN, DESC, FRAME` (`DESC` 0 in a live
 ///   process, `TLS_OFFSET` and `THREAD_FN` 0 in a rewritten binary): `FRAME` (an `i32`, as
 ///   its 64-bit two's complement) is added to the point's `rsp` to give the frame the
-///   activation is keyed by (see [`ir::Stmt::Rt`]).
-pub const RT_NAMES: [&str; 4] = [
+///   activation is keyed by (see [`ir::Stmt::Rt`]);
+/// - `__gsh_cov_hit(COUNTER)`: a block-coverage probe, `COUNTER` the counter's address.
+pub const RT_NAMES: [&str; 5] = [
     "__gsh_rt_count",
     "__gsh_rt_time_enter",
     "__gsh_rt_time_exit",
     "__gsh_rt_call",
+    "__gsh_cov_hit",
 ];
 
 /// `SAVE` of `__gsh_rt_call` asking for all vector state.
@@ -190,6 +192,15 @@ impl Checker<'_> {
                 _ => None,
             })
             .collect();
+        if name == "__gsh_cov_hit" {
+            return match lits[..] {
+                [counter] if args.len() == 1 => Some(ir::Stmt::Hit(counter)),
+                _ => {
+                    self.error(e.span, format!("`{name}` takes the counter's address"));
+                    None
+                }
+            };
+        }
         let call = name == "__gsh_rt_call";
         let (head, rest) = lits.split_at(if call { 2.min(lits.len()) } else { 0 });
         let wrong = |this: &mut Self| {

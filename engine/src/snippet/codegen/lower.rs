@@ -23,6 +23,7 @@ impl Gen {
                     access,
                     frame,
                 } => self.rt(*op, *slot, *access, *frame)?,
+                Stmt::Hit(counter) => self.hit(*counter)?,
                 Stmt::If(c, then, otherwise) => {
                     let else_l = self.new_label();
                     self.branch(c, false, else_l)?;
