@@ -161,7 +161,7 @@ pub enum Counted {
 pub struct Probe {
     /// The loop (`loop_1.2`), or `None` for the function.
     pub loop_name: Option<String>,
-    /// What the slot behind these points counts.
+    /// What its slot counts: calls or entries, or a loop's iterations.
     pub counted: Counted,
     /// At the exits (the function's, or the loop's exit edges): timers close there.
     pub at_exit: bool,
@@ -180,7 +180,7 @@ pub struct Counter {
     pub name: String,
     /// The loop, for a loop measure.
     pub loop_name: Option<String>,
-    /// What its slot counts.
+    /// What its slot counts: calls or entries, or a loop's iterations.
     pub counted: Counted,
     /// The runtime slot its values are kept in, in every thread block.
     pub slot: u32,
@@ -199,7 +199,7 @@ pub struct CountValue {
     /// The loop (`loop_1.2`), for a loop measure.
     #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
     pub loop_name: Option<String>,
-    /// Calls of the function, or entries into the loop.
+    /// Calls of the function, or entries into the loop, summed over threads.
     pub calls: u64,
     /// Iterations of the loop (passes through its header), for `count FUNC loop LOOP`.
     #[serde(skip_serializing_if = "Option::is_none")]

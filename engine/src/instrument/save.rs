@@ -371,12 +371,12 @@ pub fn save_with(
     })
 }
 
-/// Each slot of a measure: its request, function, loop (`None`: the function), what it
-/// counts, and the slot.
-type SlotMap = Vec<(u32, FuncId, Option<String>, Counted, u32)>;
 /// `(request id, function address, block address)` to the address of the block's coverage
 /// counter.
 type CounterMap = HashMap<(u32, u64, u64), u64>;
+/// Each slot of a measure: its request, function, loop (`None`: the function), what it
+/// counts, and the slot.
+type SlotMap = Vec<(u32, FuncId, Option<String>, Counted, u32)>;
 
 /// A saved file's placement: declared variables in its new data segment, bias 0, every open
 /// module reachable, measures finding the runtime through the file's descriptor.
