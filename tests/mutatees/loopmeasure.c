@@ -4,7 +4,7 @@
  * whose header is its function's first instruction (hand-written, so no compiler moves it).
  * Every trip count is fixed by the arguments main passes; no function is called with a count
  * of zero (a rotated -O2 loop behind its guard would then not be entered at all).
- * After the loops main sleeps 60 ms, so a loop timer left open would show it.
+ * After the loops main sleeps 200 ms, so a loop timer left open would show it.
  * Deterministic: always prints the same lines and exits 0. */
 #include <setjmp.h>
 #include <stdio.h>
@@ -148,7 +148,7 @@ int main(void) {
     }
     printf("jumpy=%d\n", done);
     printf("countdown=%d\n", countdown(5));
-    struct timespec nap = {0, 60 * 1000 * 1000};
+    struct timespec nap = {0, 200 * 1000 * 1000};
     nanosleep(&nap, NULL);
     return 0;
 }
