@@ -242,8 +242,10 @@ fn loop_timers_left_by_exceptions_are_balanced() {
 }
 
 /// What cannot be measured says why: an unknown loop lists the function's loops, a header
-/// address that heads no loop likewise, a function without loops says so, irreducible
-/// cycles are named, and profiles are for functions. Loop measures show in `show instrumentation` and `watch`.
+/// address that heads no loop likewise, a function without loops says so, a loop whose
+/// header is the function's first block is timed once per call, irreducible cycles are
+/// named, and profiles are for functions. Loop measures show in `show instrumentation` and
+/// `watch`.
 #[test]
 fn loop_refusals_and_where_loop_measures_show() {
     let exe = Mutatee::new("loopmeasure").path(Variant::O2);
@@ -265,6 +267,17 @@ fn loop_refusals_and_where_loop_measures_show() {
     );
     let e = err("count leaf loop '*'");
     assert!(e.contains("leaf has no loops"), "{e}");
+    // A loop whose header is the function's first block is entered from the caller: its
+    // entry runs once per call (the patcher's entry-block tactic), so it can be timed.
+    let o = gsh_c("time countdown loop loop_1; run; report", &exe);
+    o.assert_code(0);
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l.contains("countdown loop_1  time         1  ")),
+        "{}",
+        o.stdout
+    );
     let e = err("profile nest3 loop loop_1");
     assert!(
         e.contains("loops are measured by `count` and `time`"),
