@@ -76,7 +76,7 @@ fn names(m: &Mutatee, v: Variant) -> impl Fn(&str) -> (String, String) {
         LOOPS
             .iter()
             .map(|l| l.0)
-            .chain(["countdown"])
+            .chain(["countdown", "called_into"])
             .map(|f| {
                 let doc = gsh_json_all(&format!("show functions {f}"), &o2);
                 let a = doc[0]["rows"][0]["address"].as_str().expect("address");
@@ -114,6 +114,9 @@ fn loopmeasure_commands(exe: &Path, name: &dyn Fn(&str) -> (String, String)) -> 
         "; count {0} loop loop_1; time {0} loop loop_1",
         name("countdown").0
     ));
+    // A call returns into its header, which its back edge also reaches: that entry edge has
+    // no place for code, so its entries are its iterations less its back edges.
+    c.push_str(&format!("; count {} loop loop_1", name("called_into").0));
     c
 }
 
@@ -158,6 +161,13 @@ fn check_loopmeasure(
     let t = row(report, &name("countdown").1, "loop_1", "time");
     assert_eq!(t["calls"], 1, "{v:?} {how}: {t}");
     assert!(t["ns"].as_u64().expect("ns") < OPEN_TIMER, "{t}");
+    // called_into(5): the same, counted through its back edges.
+    let c = row(report, &name("called_into").1, "loop_1", "count");
+    assert_eq!(
+        (&c["calls"], &c["iterations"]),
+        (&Value::from(1), &Value::from(5)),
+        "{v:?} {how}: {c}"
+    );
 }
 
 /// Measures `m` at `v` with `commands` live (`start`, `continue`, `report --json`) and in a
