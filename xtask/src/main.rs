@@ -38,6 +38,9 @@
 //!   per-function entry/exit balance. With `--loops` (default python3 and cc1): entry, exit,
 //!   iter-begin and iter-end counters on every loop instead, with the per-loop balance.
 //!   Run it with `--release`.
+//! - `bench-coverage [cc1|python3] [--runs N]`: `coverage '*'` of gcc 12's `cc1` compiling
+//!   the C mutatees (or python3 running a script), saved: the slowdown against the original
+//!   in the same run, with identical outputs. Run it with `--release`.
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
 //!   gsh's CFGs.
@@ -50,6 +53,7 @@
 mod bench;
 mod bench_attached;
 mod bench_consult;
+mod bench_coverage;
 mod bench_live;
 mod bench_loops;
 mod bench_measure;
@@ -98,6 +102,10 @@ tasks:
   mem-attached [--runs N]         gsh's peak memory attached to an nginx worker and to a
                                   program with shared mappings, vs the same on their files
                                   (default 3 runs; use --release)
+  bench-coverage [cc1|python3] [--runs N]
+                                  coverage '*' of cc1 compiling the C mutatees (or python3
+                                  on a script), saved: slowdown vs the original, same run
+                                  (default cc1, 3 runs; use --release)
   whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops] [--runs N]
                                   a counter at every entry and exit of the program, saved;
                                   outputs compared exactly, tactics, run-time ratios and
@@ -167,6 +175,7 @@ fn run() -> Result<()> {
         "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
+        "bench-coverage" => bench_coverage::run(rest),
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),
         "ground-truth" => ground_truth::run(rest),

@@ -32,7 +32,9 @@ pub(super) struct Predecessors {
 
 /// What a CFG build needs besides the function itself.
 pub struct Context<'a> {
+    /// The file the function's bytes are read from.
     pub binary: &'a Binary,
+    /// The module's functions: a direct jump to another function's start is a tail call.
     pub functions: &'a FunctionTable,
     /// True when a call to this address never returns.
     pub is_noreturn: &'a (dyn Fn(LinkAddr) -> bool + Sync),

@@ -14,6 +14,7 @@ use super::{BlockId, Cfg};
 pub struct Loop {
     /// `loop_1`, `loop_1.2`, ...
     pub name: String,
+    /// The block every entry into the loop goes through; it dominates every block of the loop.
     pub header: BlockId,
     /// Every block of the loop, nested loops' included, in address order.
     pub blocks: Vec<BlockId>,
@@ -21,6 +22,7 @@ pub struct Loop {
     pub back_edges: Vec<(BlockId, BlockId)>,
     /// Index of the enclosing loop in [`LoopForest::loops`].
     pub parent: Option<usize>,
+    /// Indexes of the loops nested directly in this one, in [`LoopForest::loops`].
     pub children: Vec<usize>,
     /// 1 for outermost loops.
     pub depth: u32,
@@ -29,6 +31,7 @@ pub struct Loop {
 /// All loops of a function, in pre-order (each loop before the loops nested in it).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct LoopForest {
+    /// Every loop, in pre-order: an outer loop before those nested in it, siblings by header address.
     pub loops: Vec<Loop>,
     /// Retreating edges whose target does not dominate their source: irreducible cycles.
     pub irreducible: Vec<(BlockId, BlockId)>,
@@ -79,8 +82,11 @@ impl LoopForest {
 pub enum LoopEdge {
     /// An intra-procedural edge.
     Edge {
+        /// The block control leaves.
         from: BlockId,
+        /// The block control enters.
         to: BlockId,
+        /// The edge's kind in the CFG.
         kind: super::EdgeKind,
     },
     /// The loop's header is the function's entry block: the caller enters the loop.

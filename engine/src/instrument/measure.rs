@@ -46,12 +46,22 @@ const SHADOW_ENTRY: usize = size_of::<ShadowEntry>();
 /// Why measuring failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
+    /// Process control failed while loading the runtime or reading its memory.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// No `libgsh_rt.so` where gsh looks (`$GSH_RT`, beside the executable, its parent); the
+    /// text says where it looked and how to build it.
     #[error("cannot find gsh's runtime library: {0}")]
     NoRuntime(String),
+    /// The runtime library was found but cannot be used.
     #[error("the runtime library {path}: {detail}")]
-    BadRuntime { path: PathBuf, detail: String },
+    BadRuntime {
+        /// The library file.
+        path: PathBuf,
+        /// What is wrong: unreadable, not an ELF, a missing export, a failed `dlopen`...
+        detail: String,
+    },
+    /// Every runtime slot holds a measure; `delete` frees some.
     #[error("every one of the {MAX_SLOTS} counter slots is in use")]
     SlotsFull,
 }
@@ -59,6 +69,7 @@ pub enum MeasureError {
 /// A runtime function generated code calls, and the vector state to save around it.
 #[derive(Clone, Copy, Debug)]
 pub struct RtFn {
+    /// Its runtime address (a descriptor's `fns` cell in a rewritten binary).
     pub addr: u64,
     /// `__gsh_rt_call`'s SAVE: an `xmm` mask, or [`RT_SAVE_FULL`].
     pub save: u64,
@@ -67,6 +78,7 @@ pub struct RtFn {
 /// The runtime as loaded in the process.
 #[derive(Clone, Debug)]
 pub struct Runtime {
+    /// The library file loaded (`libgsh_rt.so`).
     pub path: PathBuf,
     /// `GSH_RT_ROOT`'s address.
     pub root: u64,
@@ -128,20 +140,28 @@ impl Runtime {
 pub struct Counter {
     /// The request's id.
     pub id: u32,
+    /// The module the function is in.
     pub module: ModuleId,
+    /// The function, in that module's table.
     pub func: FuncId,
     /// The function as users name it.
     pub name: String,
+    /// The runtime slot its values are kept in, in every thread block.
     pub slot: u32,
+    /// What is measured.
     pub metric: Metric,
 }
 
 /// A measured function's value: calls, and for timers the inclusive time.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct CountValue {
+    /// The request's id.
     pub id: u32,
+    /// The function as users name it.
     pub function: String,
+    /// Entries into it, summed over threads.
     pub calls: u64,
+    /// What was measured.
     pub metric: Metric,
     /// Inclusive time (wall or thread CPU), for timed metrics; activations open now are
     /// credited up to now.
@@ -152,22 +172,30 @@ pub struct CountValue {
 /// One distinct call path to a profiled function, summed over threads.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PathValue {
+    /// The request's id.
     pub id: u32,
+    /// The profiled function as users name it.
     pub function: String,
+    /// What was measured.
     pub metric: Metric,
     /// Return addresses, innermost first (`ras[0]` is in the profiled function's caller).
     pub ras: Vec<u64>,
+    /// Entries into the function along this path.
     pub calls: u64,
+    /// Inclusive time along this path, in nanoseconds.
     pub ns: u64,
 }
 
 /// Measuring state of one process; [`super::Live`] holds it.
 #[derive(Debug, Default)]
 pub struct Measure {
+    /// The runtime, once loaded into the process.
     pub runtime: Option<Runtime>,
+    /// The measured functions, one per slot in use.
     pub counters: Vec<Counter>,
     /// Values as the process left them when it exited (or gsh detached).
     pub last: Option<Vec<CountValue>>,
+    /// Call paths as the process left them when it exited (or gsh detached).
     pub last_paths: Option<Vec<PathValue>>,
     /// Modules whose call-site unwind tables the runtime has (for profiles' stack walks).
     pub unwound: Vec<ModuleId>,

@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod build;
+pub mod coverage;
 
 pub use crate::patch::{PointRow, Tactic};
 pub use build::describe_points;
@@ -15,6 +16,7 @@ pub use env::{Declaration, SessionEnv};
 pub mod request;
 
 pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
+pub mod sampling;
 pub mod save;
 mod source;
 
@@ -22,6 +24,7 @@ pub use save::{save, SaveError, SaveReport};
 pub mod eval;
 pub mod frames;
 pub mod histogram;
+pub mod inspect;
 pub mod live;
 pub mod measure;
 mod pending;

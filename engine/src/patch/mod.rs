@@ -530,11 +530,35 @@ impl Patcher {
         space: &mut dyn AddressSpace,
         tag: u32,
     ) -> Result<usize, PatchError> {
+        self.remove_matching(view, space, |r| r.tag == tag)
+    }
+
+    /// Takes out the snippets inserted with `tag` at the points at `points` (link addresses)
+    /// only, as [`Patcher::remove`] does (`coverage --once` retires the probes of blocks that
+    /// ran).
+    pub fn remove_points(
+        &mut self,
+        view: &dyn CodeView,
+        space: &mut dyn AddressSpace,
+        tag: u32,
+        points: &std::collections::HashSet<LinkAddr>,
+    ) -> Result<usize, PatchError> {
+        self.remove_matching(view, space, |r| {
+            r.tag == tag && points.contains(&r.point.addr)
+        })
+    }
+
+    fn remove_matching(
+        &mut self,
+        view: &dyn CodeView,
+        space: &mut dyn AddressSpace,
+        gone: impl Fn(&Request) -> bool,
+    ) -> Result<usize, PatchError> {
         let mut removed = 0;
         let mut i = 0;
         while i < self.applied.len() {
             let before = self.applied[i].requests.len();
-            self.applied[i].requests.retain(|r| r.tag != tag);
+            self.applied[i].requests.retain(|r| !gone(r));
             let after = self.applied[i].requests.len();
             removed += before - after;
             if after == before {

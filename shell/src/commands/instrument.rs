@@ -354,6 +354,10 @@ fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     if let Some(m) = &report.measuring {
         fields.push(("Measured", Cell::Num(m.slots.len() as u64)));
+        if m.coverage > 0 {
+            let text = format!("{} block counters", m.coverage);
+            fields.push(("Coverage", Cell::text(text)));
+        }
         fields.push(("Results", Cell::text(m.results.display().to_string())));
         let runtime = if m.needed {
             format!("{} (loaded by the file)", m.runtime.display())
