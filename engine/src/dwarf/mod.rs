@@ -275,6 +275,15 @@ impl DebugInfo {
         self.with(|s| s.location(addr.0))
     }
 
+    /// The line-table rows in `[lo, hi)`: address, file (in full) and line of each.
+    pub fn locations(&self, lo: LinkAddr, hi: LinkAddr) -> Vec<(LinkAddr, String, u32)> {
+        self.with(|s| Some(s.locations(lo.0, hi.0)))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, f, l)| (LinkAddr(a), f, l))
+            .collect()
+    }
+
     /// The function whose code starts at or contains `addr`: the outermost function, not
     /// one inlined into it.
     pub fn function(&self, addr: LinkAddr) -> Option<FunctionInfo> {

@@ -1,5 +1,5 @@
 //! What to do at a point: the one type every plan request's action is. A user's snippet, a
-//! measure (gsh's own runtime operation for a [`Metric`]), or a breakpoint.
+//! measure (gsh's own runtime operation for a [`Metric`]), block coverage, or a breakpoint.
 //!
 //! Extension point: call replacement (`replace FUNC call CALLEE with OTHER`) and rule-selected
 //! adapter fragments become variants here. Every consumer matches [`Action`] exhaustively
@@ -72,6 +72,14 @@ pub enum Action {
     },
     /// Measure the functions (at their entries, and exits for the metrics that time).
     Measure(Metric),
+    /// Count the executions of every basic block of the functions (`coverage`): one counter
+    /// per block, incremented by a probe at the block's entry ([`super::coverage`]). It is not
+    /// a [`Metric`]: its points are every block, not the function's entry, and its counters
+    /// live in an array of their own rather than in the runtime's per-thread slots.
+    Coverage {
+        /// `--once`: each probe is taken out once its block has run (live only).
+        once: bool,
+    },
     /// Stop a live process, only when `cond` holds if there is one.
     Breakpoint {
         /// A snippet expression, checked at each point against the stopped frame.
@@ -88,11 +96,17 @@ impl Action {
         }
     }
 
+    /// Does the action keep values for `report` (a measure or coverage)? A saved file then
+    /// loads the runtime, which writes them at exit.
+    pub fn reports(&self) -> bool {
+        matches!(self, Action::Measure(_) | Action::Coverage { .. })
+    }
+
     /// The condition, for the actions that have one.
     pub fn cond(&self) -> Option<&str> {
         match self {
             Action::Snippet { cond, .. } | Action::Breakpoint { cond } => cond.as_deref(),
-            Action::Measure(_) => None,
+            Action::Measure(_) | Action::Coverage { .. } => None,
         }
     }
 
@@ -110,6 +124,8 @@ impl Action {
         match self {
             Action::Snippet { body, .. } => body.split_whitespace().collect::<Vec<_>>().join(" "),
             Action::Measure(m) => format!("({})", m.command()),
+            Action::Coverage { once: false } => "(coverage)".to_owned(),
+            Action::Coverage { once: true } => "(coverage --once)".to_owned(),
             Action::Breakpoint { .. } => "(breakpoint)".to_owned(),
         }
     }

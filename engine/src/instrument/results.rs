@@ -30,6 +30,9 @@ pub struct Meta {
     pub version: u32,
     /// One entry per slot.
     pub slots: Vec<SavedSlot>,
+    /// Which block each coverage counter belongs to, per coverage request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<super::coverage::CoverageMap>,
 }
 
 /// A loaded object of the measured process, with its load bias.
@@ -102,6 +105,11 @@ pub struct ResultsFile {
     pub paths: Vec<PathValue>,
     /// The loaded objects, the program first.
     pub modules: Vec<LoadedModule>,
+    /// Coverage requests' block maps.
+    pub coverage: Vec<super::coverage::CoverageMap>,
+    /// Their counters' values (absent: zero), [`super::coverage::UNPROBED`] for blocks
+    /// without a probe.
+    pub coverage_counts: HashMap<u32, u64>,
 }
 
 /// Reads the results file at `path`.
@@ -221,6 +229,8 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
         values,
         paths,
         modules: file.modules.clone(),
+        coverage: meta.coverage.clone(),
+        coverage_counts: file.coverage.iter().copied().collect(),
     }
 }
 

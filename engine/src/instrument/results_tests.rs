@@ -25,6 +25,7 @@ fn sample(clock: &str) -> String {
                 function: "leaf".into(),
             },
         ],
+        coverage: Vec::new(),
     };
     let meta = serde_json::to_string(&meta).expect("meta");
     format!(

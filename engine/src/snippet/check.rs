@@ -146,12 +146,14 @@ fn is_null_constant(e: &Expr) -> bool {
 ///   `0x10000` for all vector state;
 /// - each with a last argument `DESC` (and `TLS_OFFSET`, `THREAD_FN` 0) for a rewritten binary:
 ///   the runtime is found through the measuring descriptor at `DESC`, and `FUNC` is the
-///   address of the cell holding the function.
-pub const RT_NAMES: [&str; 4] = [
+///   address of the cell holding the function;
+/// - `__gsh_cov_hit(COUNTER)`: a block-coverage probe, `COUNTER` the counter's address.
+pub const RT_NAMES: [&str; 5] = [
     "__gsh_rt_count",
     "__gsh_rt_time_enter",
     "__gsh_rt_time_exit",
     "__gsh_rt_call",
+    "__gsh_cov_hit",
 ];
 
 /// `SAVE` of `__gsh_rt_call` asking for all vector state.
@@ -186,6 +188,15 @@ impl Checker<'_> {
                 _ => None,
             })
             .collect();
+        if name == "__gsh_cov_hit" {
+            return match lits[..] {
+                [counter] if args.len() == 1 => Some(ir::Stmt::Hit(counter)),
+                _ => {
+                    self.error(e.span, format!("`{name}` takes the counter's address"));
+                    None
+                }
+            };
+        }
         let call = name == "__gsh_rt_call";
         let (head, rest) = lits.split_at(if call { 2.min(lits.len()) } else { 0 });
         let (slot, access) = match rest {

@@ -195,7 +195,7 @@ impl Interp<'_> {
                         self.stmts(o)?;
                     }
                 }
-                Stmt::Rt { .. } => {
+                Stmt::Rt { .. } | Stmt::Hit(_) => {
                     return Err("gsh's runtime operations run only in a process".into());
                 }
             }

@@ -34,6 +34,10 @@ pub enum Stmt {
         /// How the code finds the runtime.
         access: RtAccess,
     },
+    /// gsh's block-coverage probe, never written by users: one `inc qword` of the counter at
+    /// this absolute address (RIP-relative when near; `rt-abi`'s `descriptor::UNPROBED`
+    /// explains the counters).
+    Hit(u64),
 }
 
 /// What an [`Stmt::Rt`] does to its slot.

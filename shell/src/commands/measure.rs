@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context as _, Result};
+use engine::instrument::coverage::FunctionCoverage;
 use engine::instrument::measure::{self, CountValue, Metric, PathValue};
 use engine::instrument::Live;
-use engine::process::Process;
+use engine::process::{MemReader, Process};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -94,9 +95,9 @@ only, no exit instrumentation), as iPath does. Only the chosen functions pay for
 pub const REPORT: Spec = Spec {
     name: "report",
     aliases: &[],
-    usage: "[RESULTS] [--json | --folded FILE | --svg FILE]",
+    usage: "[RESULTS] [--json | --folded FILE | --svg FILE | --lcov FILE]",
     complete: Complete::File,
-    summary: "show what `count`, `time` and `profile` measured so far",
+    summary: "show what `count`, `time`, `profile` and `coverage` measured so far",
     help: "Shows, for every measured function, the calls and the inclusive time so far, summed \
 over all threads, and for profiles one row per call path. The values are read from the \
 process's memory without stopping it, so `report` may be repeated while the process runs after \
@@ -106,10 +107,13 @@ binary that `save` rewrote with measuring in it. A measure that was deleted keep
 values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
 everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
-flame graph itself.",
+flame graph itself. Block coverage (`coverage`) is shown per function: blocks covered of all, \
+source lines covered (with DWARF), blocks left unprobed, and entries; `--lcov FILE` writes it as \
+an lcov tracefile (`genhtml FILE` makes HTML of it).",
     examples: &[
         ("report", "every measured function's values so far"),
         ("report --svg flame.svg", "a flame graph of the profiles"),
+        ("report --lcov cov.info", "block coverage as an lcov tracefile"),
         (
             "report run.gsh.json",
             "the results a rewritten binary wrote",
@@ -218,6 +222,9 @@ pub struct Results {
     pub title: String,
     pub values: Vec<CountValue>,
     pub paths: Vec<PathRow>,
+    /// Block coverage, per function (`coverage`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<FunctionCoverage>,
 }
 
 /// The name of the function a return address `ra` returns into, as users see it.
@@ -291,6 +298,7 @@ impl Results {
             title,
             values,
             paths,
+            coverage: Vec::new(),
         }
     }
 }
@@ -313,21 +321,49 @@ pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
     } else {
         format!("process {pid} has exited: its final values")
     };
-    Ok(Results::new(title, values, symbolise(live, paths)))
+    let reader = p.reader();
+    let coverage = live_coverage(live, alive.then_some(&reader))?;
+    Ok(Results {
+        coverage,
+        ..Results::new(title, values, symbolise(live, paths))
+    })
+}
+
+/// The live process's coverage, lines from the modules as loaded.
+fn live_coverage(live: &Live, reader: Option<&MemReader>) -> Result<Vec<FunctionCoverage>> {
+    Ok(live.coverage.summarise(reader, |id| {
+        live.loaded().find(|(m, _)| m.id == id).map(|(m, _)| &**m)
+    })?)
 }
 
 /// Keeps what was measured before gsh lets go of the process (`detach`), for `report`.
 pub fn keep_on_detach(ctx_measured: &mut Option<Results>, pid: i32, p: &Process, live: &mut Live) {
+    if !live.measure.measured_anything() && live.coverage.is_empty() {
+        return;
+    }
+    live.coverage.keep(&p.reader(), None);
+    let coverage = live_coverage(live, None).unwrap_or_default();
     if !live.measure.measured_anything() {
+        *ctx_measured = Some(Results {
+            coverage,
+            ..Results::new(
+                format!("process {pid}, values when gsh detached"),
+                Vec::new(),
+                Vec::new(),
+            )
+        });
         return;
     }
     live.measure.snapshot(p);
     if let (Some(values), paths) = (&live.measure.last, &live.measure.last_paths) {
-        *ctx_measured = Some(Results::new(
-            format!("process {pid}, values when gsh detached"),
-            values.clone(),
-            symbolise(live, paths.clone().unwrap_or_default()),
-        ));
+        *ctx_measured = Some(Results {
+            coverage,
+            ..Results::new(
+                format!("process {pid}, values when gsh detached"),
+                values.clone(),
+                symbolise(live, paths.clone().unwrap_or_default()),
+            )
+        });
     }
 }
 
@@ -335,19 +371,27 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let json = args.flag("--json");
     let folded = args.option("--folded")?;
     let svg = args.option("--svg")?;
+    let lcov = args.option("--lcov")?;
     let file = args.positionals(0, 1)?.pop();
     let results = match (&file, &ctx.target) {
         (Some(f), _) => read_results_file(&mut ctx.session, Path::new(f))?,
         (None, Some(t)) => {
             let pid = t.pid();
-            t.tracer.with(|p, live| live_results(pid, p, live))??
+            t.tracer.with(|p, live| {
+                // `coverage --once`: blocks seen so far lose their probes.
+                live.retire_hit_probes(p)?;
+                live_results(pid, p, live)
+            })??
         }
         (None, None) => ctx.measured.clone().ok_or_else(|| {
             anyhow!("there is no process to read values from; `count FUNC`, then `run`")
         })?,
     };
-    if results.values.is_empty() {
-        bail!("nothing is measured; `count`, `time` or `profile FUNC` first");
+    if results.values.is_empty() && results.coverage.is_empty() {
+        bail!("nothing is measured; `count`, `time`, `profile` or `coverage FUNC` first");
+    }
+    if lcov.is_some() && results.coverage.is_empty() {
+        bail!("--lcov writes block coverage, and nothing was covered; `coverage FUNC` first");
     }
     // Deleted measures keep the values they had when deleted: users who delete and then
     // report expect to see what was measured, marked so they know it stopped counting.
@@ -374,6 +418,9 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         write_svg(&results, Path::new(out))?;
         notes.push(format!("flame graph written to {out}"));
     }
+    if let Some(out) = &lcov {
+        notes.push(super::coverage::write_lcov(&results.coverage, out)?);
+    }
     if json || ctx.json {
         let mut doc = serde_json::to_value(&results)?;
         if let Some(values) = doc.get_mut("values").and_then(|v| v.as_array_mut()) {
@@ -384,7 +431,16 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         }
         return Ok(Output::Json(doc));
     }
-    let mut parts = vec![("values", Output::Table(values_table(&results, &deleted)))];
+    let mut parts = Vec::new();
+    if !results.values.is_empty() {
+        parts.push(("values", Output::Table(values_table(&results, &deleted))));
+    }
+    if !results.coverage.is_empty() {
+        parts.push((
+            "coverage",
+            Output::Table(super::coverage::table(&results.coverage)),
+        ));
+    }
     if !results.paths.is_empty() {
         parts.push(("paths", Output::Table(paths_table(&results))));
     }
@@ -556,13 +612,38 @@ fn write_svg(r: &Results, out: &Path) -> Result<()> {
 /// The results file a rewritten binary writes at exit, read by the engine
 /// ([`engine::instrument::results`]), its paths named and merged as a live process's are.
 fn read_results_file(session: &mut engine::Session, path: &Path) -> Result<Results> {
+    use engine::instrument::coverage::{self, UNPROBED};
     use engine::instrument::results;
     let file = results::read(path)?;
+    // Coverage lines come from the saved program's own DWARF (the rewrite keeps it, at the
+    // same addresses); with nothing open, the program is opened as the session's file.
+    let program = file.modules.first().and_then(|m| {
+        let p = Path::new(&m.name);
+        let id = match session.main() {
+            Ok(_) => session.module_for_path(p),
+            Err(_) => session.open(p),
+        };
+        id.ok().map(|id| session.module_arc(id))
+    });
     let names = results::Names::new(session, &file.modules);
     let paths = merge_paths(file.paths, |ra| names.name(ra));
-    Ok(Results::new(
-        format!("results file {}", path.display()),
-        file.values,
-        paths,
-    ))
+    let mut covered = Vec::new();
+    for map in &file.coverage {
+        covered.extend(coverage::summarise(map, program.as_deref(), |k| match file
+            .coverage_counts
+            .get(&k)
+        {
+            Some(&UNPROBED) => None,
+            Some(&c) => Some(c),
+            None => Some(0),
+        }));
+    }
+    Ok(Results {
+        coverage: covered,
+        ..Results::new(
+            format!("results file {}", path.display()),
+            file.values,
+            paths,
+        )
+    })
 }

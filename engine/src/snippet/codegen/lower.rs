@@ -18,6 +18,7 @@ impl Gen {
                     }
                 }
                 Stmt::Rt { op, slot, access } => self.rt(*op, *slot, *access)?,
+                Stmt::Hit(counter) => self.hit(*counter)?,
                 Stmt::If(c, then, otherwise) => {
                     let else_l = self.new_label();
                     self.branch(c, false, else_l)?;

@@ -99,6 +99,12 @@ impl Gen {
         Ok(())
     }
 
+    /// A coverage probe: `inc qword ptr [rip+counter]` (through `r11` when out of reach).
+    pub(super) fn hit(&mut self, counter: u64) -> Res {
+        let m = self.abs_qword(counter)?;
+        op1!(self, Op::Inc_rm64, m)
+    }
+
     /// A memory operand for the 8 bytes at `addr`: RIP-relative when near, else through r11.
     fn abs_qword(&mut self, addr: u64) -> Res<MemoryOperand> {
         if self.is_near(addr) {
