@@ -2,8 +2,11 @@
 //! address space fails, the code is byte for byte what it was, the plan no longer holds the
 //! request, and the program, instrumented afterwards, computes what it computes alone.
 //!
-//! The failure is injected: [`fail_write`] makes the N-th write through a `LiveSpace` fail,
-//! once, on the thread that arms it (the tracer's, where `Live` runs).
+//! The failure is injected: [`fail_write`] makes the N-th write fail, once, on the thread that
+//! arms it (the tracer's, where `Live` runs). The writes counted are the patcher's, through a
+//! `LiveSpace` (trampolines, then the jumps staged), and the commit's, one per run of changed
+//! bytes written while every thread is stopped; the four functions lie 8 KiB apart, so their
+//! jumps are four runs and a commit can fail after some of them went in.
 
 use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
@@ -48,15 +51,15 @@ const SOURCE: &str = r#"
 
 long hits;
 
-__attribute__((noipa)) int work1(int x) { return x * 3 + 1; }
-__attribute__((noipa)) int work2(int x) { return x % 7 ? x / 7 : -x; }
-__attribute__((noipa)) int work3(int x) {
+__attribute__((noipa, aligned(8192))) int work1(int x) { return x * 3 + 1; }
+__attribute__((noipa, aligned(8192))) int work2(int x) { return x % 7 ? x / 7 : -x; }
+__attribute__((noipa, aligned(8192))) int work3(int x) {
     int s = 0;
     for (int i = 0; i < x % 13; i++)
         s += i ^ x;
     return s;
 }
-__attribute__((noipa)) int work4(int x) {
+__attribute__((noipa, aligned(8192))) int work4(int x) {
     switch (x % 5) {
     case 0: return work1(x);
     case 1: return work2(x) + 2;
