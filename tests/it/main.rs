@@ -13,6 +13,7 @@ mod discovery;
 mod dwarf;
 mod instrument;
 mod live;
+mod loop_measure;
 mod loop_points;
 mod measure;
 mod mutatees;

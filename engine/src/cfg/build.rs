@@ -583,7 +583,11 @@ impl Builder<'_, '_> {
 type StackHeights = foldhash::HashMap<u64, i64>;
 
 /// The `(rsp, rbp)` heights after `insn`, or `None` when rsp's becomes unknown.
-fn stack_effect(insn: &Instruction, sp: i64, bp: Option<i64>) -> Option<(i64, Option<i64>)> {
+pub(crate) fn stack_effect(
+    insn: &Instruction,
+    sp: i64,
+    bp: Option<i64>,
+) -> Option<(i64, Option<i64>)> {
     use iced_x86::Register::{RBP, RSP};
     let op0 =
         |r| insn.op_count() > 0 && insn.op0_kind() == OpKind::Register && insn.op0_register() == r;

@@ -23,7 +23,7 @@ use crate::symbols::{FuncId, Function};
 
 use super::action::{Action, Metric};
 use super::env::SessionEnv;
-use super::measure::{self, MeasureError};
+use super::measure::{self, MeasureError, Probe};
 use super::request::Request;
 
 /// Why a request could not become patch requests.
@@ -50,15 +50,16 @@ pub trait Placement {
     fn env<'a>(&'a self, module: &'a Module, func: &'a Function, info: PointInfo)
         -> SessionEnv<'a>;
 
-    /// gsh's measuring snippet for request `id`'s function `func` at its entry or (`at_exit`)
-    /// its exits.
+    /// gsh's measuring snippet for request `id`'s function `func` (or its loop) at a point of
+    /// `probe`, its timer keyed by the point's `rsp` plus `frame`.
     fn measure_source(
         &mut self,
         module: &Module,
         id: u32,
         func: FuncId,
         metric: Metric,
-        at_exit: bool,
+        probe: &Probe,
+        frame: i32,
     ) -> Result<String, BuildError>;
 
     /// The address of the counter of coverage request `id`'s block at `block` in `func`.
@@ -104,18 +105,27 @@ pub fn patch_requests(
         return coverage_requests(module, r, place);
     }
     let metric = r.action.metric();
-    // Measuring requests name only entries; the metrics that time also go at the exits.
-    let exit = measure::exit_request(r);
     for f in r.funcs.iter().filter(|f| f.module == module.id) {
         let func = module.functions().get(f.func);
-        for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
-            let Some(req) = req else { continue };
-            let source = match (metric, req.source()) {
-                (Some(metric), _) => place.measure_source(module, r.id, f.func, metric, at_exit)?,
-                (None, Some(source)) => source,
-                (None, None) => continue,
-            };
-            for p in points_of(module, req, f.func)? {
+        // A measure's code differs from point to point (entries and exits, a loop's headers,
+        // each point's frame); a snippet is the same at every point.
+        let sources: Vec<(String, Vec<Point>)> = match (metric, r.source()) {
+            (Some(metric), _) => {
+                let mut out = Vec::new();
+                for (probe, points) in measure::probes(module, r, f.func) {
+                    for (p, frame) in points {
+                        let source =
+                            place.measure_source(module, r.id, f.func, metric, &probe, frame)?;
+                        out.push((source, vec![p]));
+                    }
+                }
+                out
+            }
+            (None, Some(source)) => vec![(source, points_of(module, r, f.func)?)],
+            (None, None) => continue,
+        };
+        for (source, points) in sources {
+            for p in points {
                 if let Some(why) = overlapping_code(module, &p) {
                     out.skipped.push((p, why));
                     continue;

@@ -33,7 +33,7 @@ use super::action::{Action, Metric};
 use super::build::{self, BuildError, Placement};
 use super::coverage::LiveCoverage;
 use super::env::{Declaration, SessionEnv};
-use super::measure::{Measure, MeasureError};
+use super::measure::{Measure, MeasureError, Probe};
 use super::pending::{overlay, Pending};
 use super::request::{Plan, Request};
 
@@ -121,12 +121,13 @@ impl Placement for LivePlacement<'_> {
         id: u32,
         func: crate::symbols::FuncId,
         metric: Metric,
-        at_exit: bool,
+        probe: &Probe,
+        frame: i32,
     ) -> Result<String, BuildError> {
         let name = || module.functions().get(func).display_name().to_owned();
         Ok(self
             .measure
-            .source(name, id, module.id, func, metric, at_exit)?)
+            .source(name, id, module.id, func, metric, probe, frame)?)
     }
 
     fn coverage_counter(

@@ -27,6 +27,7 @@ pub mod frames;
 pub mod histogram;
 pub mod inspect;
 pub mod live;
+pub mod loop_measure;
 pub mod measure;
 mod pending;
 pub mod results;

@@ -20,7 +20,7 @@ use gsh_rt_abi::ABI_VERSION;
 use crate::addr::LinkAddr;
 use crate::session::Session;
 
-use super::measure::{CountValue, Metric, PathValue};
+use super::measure::{fold_iterations, CountValue, Counted, Metric, PathValue};
 
 /// The JSON text `save` writes into the measuring descriptor: what each slot of the saved
 /// code measures. The runtime copies it into the results file as `meta`.
@@ -183,7 +183,9 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
         .map(|m| CountValue {
             id: m.id,
             function: m.function.clone(),
+            loop_name: m.loop_name.clone(),
             calls: 0,
+            iterations: None,
             metric: m.kind,
             ns: (m.kind.is_timed() && !m.kind.is_profile()).then_some(0),
         })
@@ -225,8 +227,9 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
             });
         }
     }
+    let counted: Vec<Counted> = meta.slots.iter().map(|m| m.counted).collect();
     ResultsFile {
-        values,
+        values: fold_iterations(values, &counted),
         paths,
         modules: file.modules.clone(),
         coverage: meta.coverage.clone(),
@@ -285,6 +288,17 @@ pub struct SavedSlot {
     pub kind: Metric,
     /// The measured function, as users name it.
     pub function: String,
+    /// The measured loop (`loop_1.2`), for a loop measure.
+    #[serde(rename = "loop", default, skip_serializing_if = "Option::is_none")]
+    pub loop_name: Option<String>,
+    /// What the slot counts: calls or a loop's entries (the default), or a loop's
+    /// iterations.
+    #[serde(default, skip_serializing_if = "is_entries")]
+    pub counted: Counted,
+}
+
+fn is_entries(c: &Counted) -> bool {
+    *c == Counted::Entries
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ use gsh_rt_abi::descriptor::{self, PT_GSH_MEASURE};
 use super::action::{Action, Metric};
 use super::build::{self, BuildError, Built, Placement};
 use super::env::{Declaration, SessionEnv};
-use super::measure::{self, MeasureError};
+use super::measure::{self, Counted, MeasureError, Probe};
 use super::pending::Pending;
 use super::request::{Plan, Request};
 pub use super::results::SavedSlot;
@@ -371,11 +371,12 @@ pub fn save_with(
     })
 }
 
-/// `(request id, function, slot)` of every measured function.
-type SlotMap = Vec<(u32, FuncId, u32)>;
 /// `(request id, function address, block address)` to the address of the block's coverage
 /// counter.
 type CounterMap = HashMap<(u32, u64, u64), u64>;
+/// Each slot of a measure: its request, function, loop (`None`: the function), what it
+/// counts, and the slot.
+type SlotMap = Vec<(u32, FuncId, Option<String>, Counted, u32)>;
 
 /// A saved file's placement: declared variables in its new data segment, bias 0, every open
 /// module reachable, measures finding the runtime through the file's descriptor.
@@ -404,7 +405,8 @@ impl Placement for SavePlacement<'_> {
         id: u32,
         func: FuncId,
         metric: Metric,
-        at_exit: bool,
+        probe: &Probe,
+        frame: i32,
     ) -> Result<String, BuildError> {
         let (descriptor, slot_of) = self
             .measuring
@@ -412,9 +414,17 @@ impl Placement for SavePlacement<'_> {
             .expect("save plans measuring before it builds a measure");
         let slot = slot_of
             .iter()
-            .find(|&&(i, f, _)| i == id && f == func)
-            .map_or(0, |&(_, _, slot)| slot);
-        Ok(measure::saved_source(metric, at_exit, slot, descriptor.0))
+            .find(|(i, f, l, c, _)| {
+                *i == id && *f == func && *l == probe.loop_name && *c == probe.counted
+            })
+            .map_or(0, |s| s.4);
+        Ok(measure::saved_source(
+            metric,
+            probe,
+            slot,
+            descriptor.0,
+            frame,
+        ))
     }
 
     fn coverage_counter(
@@ -452,20 +462,25 @@ fn plan_measuring(
             continue;
         };
         for f in &r.funcs {
-            if slot_of
-                .iter()
-                .any(|&(id, fid, _)| id == r.id && fid == f.func)
-            {
-                continue;
+            for (probe, _) in measure::probes(module, r, f.func) {
+                let key = (r.id, f.func, probe.loop_name.clone(), probe.counted);
+                if slot_of
+                    .iter()
+                    .any(|(i, fid, l, c, _)| (*i, *fid, l, *c) == (key.0, key.1, &key.2, key.3))
+                {
+                    continue;
+                }
+                let slot = slots.len() as u32;
+                slot_of.push((key.0, key.1, key.2, key.3, slot));
+                slots.push(SavedSlot {
+                    slot,
+                    id: r.id,
+                    kind,
+                    function: module.functions().get(f.func).display_name().to_owned(),
+                    loop_name: probe.loop_name,
+                    counted: probe.counted,
+                });
             }
-            let slot = slots.len() as u32;
-            slot_of.push((r.id, f.func, slot));
-            slots.push(SavedSlot {
-                slot,
-                id: r.id,
-                kind,
-                function: module.functions().get(f.func).display_name().to_owned(),
-            });
         }
     }
     // Coverage requests' blocks, numbered one after another.

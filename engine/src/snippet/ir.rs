@@ -33,6 +33,11 @@ pub enum Stmt {
         slot: u32,
         /// How the code finds the runtime.
         access: RtAccess,
+        /// Added to the point's `rsp` to give the activation's frame, which timers and call
+        /// paths key their open activations by: 0 at a function's entry and exits; at a
+        /// loop's points, what makes it the same value at every point of one activation of
+        /// the loop (`instrument::loops`' frame key).
+        frame: i32,
     },
     /// gsh's block-coverage probe, never written by users: one `inc qword` of the counter at
     /// this absolute address (RIP-relative when near; `rt-abi`'s `descriptor::UNPROBED`

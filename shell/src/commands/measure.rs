@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use engine::instrument::coverage::FunctionCoverage;
-use engine::instrument::measure::{self, CountValue, Metric, PathValue};
+use engine::instrument::measure::{self, CountValue, LoopSel, Measured, Metric, PathValue};
 use engine::instrument::Live;
 use engine::process::{MemReader, Process};
 
@@ -22,9 +22,9 @@ use crate::target::TargetSlot;
 pub const COUNT: Spec = Spec {
     name: "count",
     aliases: &[],
-    usage: "FUNC...",
+    usage: "FUNC [loop LOOP]...",
     complete: Complete::Function,
-    summary: "count calls to functions in the live process",
+    summary: "count calls to functions, or entries and iterations of their loops",
     help: "Counts every call to each FUNC (a name or a glob such as 'work_*'; `lib!FUNC` for a \
 library's) at its entry, per thread and exactly, with a counter inlined in the trampoline: a \
 thread-local load, a test and an increment. The runtime library libgsh_rt.so is loaded into the \
@@ -32,9 +32,23 @@ process the first time (found next to the gsh executable, or at $GSH_RT). Each F
 instrumentation id that `delete` removes; the table printed names what each id counts (the \
 function, or the glob and how many functions it matched) and how many points went in. `report` \
 shows the counts. Asked for before `start` or `run`, the counting begins when the process \
-reaches main.",
+reaches main; `save` writes the same counters into a rewritten binary, whose results `report \
+FILE` reads.
+
+`FUNC loop LOOP` counts a loop instead: its entries (control coming into its header from outside \
+it) and its iterations (passes through its header), and `report` shows iterations per entry. \
+LOOP is a name as `loops FUNC` shows it (`loop_1.2`), the loop's header address, or '*' for \
+every loop of FUNC, each loop its own row (`FUNC loop_1.2`). An unknown loop is an error \
+listing FUNC's loops; irreducible cycles (entered at more than one block) form no loop and are \
+named in a warning. Where an entry has no edge to count on (the loop's header is FUNC's first \
+block, so entering from the caller looks like its back edges there; or the patcher cannot reach \
+an entry edge), the entries are the iterations less the passes along its back edges.",
     examples: &[
         ("count work_item", "calls to work_item"),
+        (
+            "count parse loop '*'",
+            "entries and iterations of every loop of parse",
+        ),
         (
             "count 'parse_*' lookup",
             "two ids: the parse functions, and lookup",
@@ -46,7 +60,7 @@ reaches main.",
 pub const TIME: Spec = Spec {
     name: "time",
     aliases: &[],
-    usage: "FUNC... [--cpu]",
+    usage: "FUNC [loop LOOP]... [--cpu]",
     complete: Complete::Function,
     summary: "time functions (inclusive wall or thread-CPU time) in the live process",
     help: "Counts the calls to each FUNC and sums the inclusive time spent in it, per thread, \
@@ -56,7 +70,14 @@ and exit, so microseconds per call). Recursion is timed once, for the outermost 
 activation that never returns through its exit (left by longjmp or an exception) is closed at \
 the next entry of the function on that thread whose stack pointer shows the frame is gone \
 (iPath's active-stack check). Activations still open are credited up to the moment `report` \
-reads them. As for `count`, the table printed names what each id times.",
+reads them. As for `count`, the table printed names what each id times.
+
+`FUNC loop LOOP` (LOOP as for `count`) times a loop instead: its entries and the inclusive time \
+from each entry to the exit that leaves it (break, return, goto and every other edge out; an \
+exception caught in FUNC closes it in the handler). Its activations are keyed by FUNC's frame, \
+so a recursive call's loop is timed with the outer one, and a loop left by longjmp or by an \
+exception caught in a caller is closed at FUNC's next entry at that frame, as functions' timers \
+are. A loop whose header is FUNC's first block cannot be timed yet.",
     examples: &[
         (
             "time handle_request",
@@ -65,6 +86,10 @@ reads them. As for `count`, the table printed names what each id times.",
         (
             "time 'parse_*' --cpu",
             "thread CPU time of each parse function",
+        ),
+        (
+            "time main loop loop_1",
+            "wall time spent in main's first loop",
         ),
     ],
     run: time,
@@ -103,7 +128,9 @@ over all threads, and for profiles one row per call path. The values are read fr
 process's memory without stopping it, so `report` may be repeated while the process runs after \
 `continue &`. Once the process has exited, the values are those it had when it exited; after \
 `detach`, those it had when gsh detached. RESULTS names a results file written at exit by a \
-binary that `save` rewrote with measuring in it. A measure that was deleted keeps the \
+binary that `save` rewrote with measuring in it. A loop's row is named `FUNC loop_1.2` (JSON: \
+`\"loop\"`); its Calls are its entries, with Iterations and Per entry for `count` (JSON: \
+`iterations`, `iterations_per_entry`). A measure that was deleted keeps the \
 values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
 everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
@@ -124,7 +151,33 @@ an lcov tracefile (`genhtml FILE` makes HTML of it).",
 
 fn count(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, Metric::Count)
+    measure_cmd(ctx, targets(globs)?, Metric::Count)
+}
+
+/// The words after `count` or `time`: functions, each optionally followed by `loop LOOP`
+/// (`loop_1.2`, a header address, or `'*'` for every loop of the function).
+fn targets(words: Vec<String>) -> Result<Vec<(String, Measured)>> {
+    let mut out: Vec<(String, Measured)> = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(w) = words.next() {
+        if w != "loop" {
+            out.push((w, Measured::Function));
+            continue;
+        }
+        let Some((func, of)) = out.last_mut() else {
+            bail!("`loop` needs a function before it: `FUNC loop LOOP`");
+        };
+        let Some(sel) = words.next() else {
+            bail!("`{func} loop` needs the loop: `loop_1.2`, its header address, or '*' for every loop");
+        };
+        if *of != Measured::Function {
+            bail!("`{func}` is given two loops; write `{func} loop LOOP` once per loop");
+        }
+        *of = Measured::Loop {
+            loops: LoopSel::parse(&sel),
+        };
+    }
+    Ok(out)
 }
 
 fn time(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -134,7 +187,7 @@ fn time(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         Metric::Time
     };
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, metric)
+    measure_cmd(ctx, targets(globs)?, metric)
 }
 
 fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -144,19 +197,26 @@ fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         (false, true) => Metric::ProfileCount,
         (false, false) => Metric::Profile,
     };
+    // Parsed as `count` and `time` are, so `profile F loop L` gets the engine's reason.
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, metric)
+    measure_cmd(ctx, targets(globs)?, metric)
 }
 
 /// One request per glob; inserted at once into a live process, else when it reaches main.
 /// The table names what each id measures: the function, or the glob and how many it matched.
-fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<Output> {
+fn measure_cmd(
+    ctx: &mut Context,
+    globs: Vec<(String, Measured)>,
+    metric: Metric,
+) -> Result<Output> {
     ctx.session.main()?;
     let mut t = Table::new(vec!["Instrumentation", "Function", "Measure", "Points"]);
     let live = ctx.target.is_live();
-    for glob in globs {
-        let r = measure::add(&mut ctx.plan, &mut ctx.session, &glob, metric)?;
+    let mut notes = Vec::new();
+    for (glob, of) in globs {
+        let r = measure::add_of(&mut ctx.plan, &mut ctx.session, &glob, metric, of.clone())?;
         let (id, funcs) = (r.id, r.funcs.clone());
+        notes.extend(r.warnings.iter().cloned());
         if funcs.is_empty() {
             let _ = ctx.plan.delete(id);
             bail!("no function matches `{glob}`");
@@ -188,6 +248,10 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
             [f] => ctx.session.func(*f).display_name().to_owned(),
             many => format!("{glob} ({} functions)", many.len()),
         };
+        let name = match &of {
+            Measured::Function => name,
+            Measured::Loop { loops } => format!("{name} loop {loops}"),
+        };
         t.rows.push(vec![
             Cell::Num(u64::from(id)),
             Cell::text(name),
@@ -196,10 +260,13 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
         ]);
     }
     if !live {
-        t.note = Some(
+        notes.push(
             "inserted when the process reaches main (`start` or `run`); `report` shows the values"
                 .into(),
         );
+    }
+    if !notes.is_empty() {
+        t.note = Some(notes.join("\n"));
     }
     Ok(Output::Table(t))
 }
@@ -424,9 +491,12 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if json || ctx.json {
         let mut doc = serde_json::to_value(&results)?;
         if let Some(values) = doc.get_mut("values").and_then(|v| v.as_array_mut()) {
-            for v in values {
+            for (v, value) in values.iter_mut().zip(&results.values) {
                 let id = v.get("id").and_then(|i| i.as_u64()).unwrap_or(0);
                 v["deleted"] = serde_json::json!(deleted.contains(&(id as u32)));
+                if let (Some(it), true) = (value.iterations, value.calls > 0) {
+                    v["iterations_per_entry"] = serde_json::json!(it as f64 / value.calls as f64);
+                }
             }
         }
         return Ok(Output::Json(doc));
@@ -468,15 +538,25 @@ fn duration(ns: u64) -> String {
     }
 }
 
+/// Iterations per entry of a loop, to two decimals (`-` before its first entry).
+fn per_entry(v: &CountValue) -> Option<String> {
+    let it = v.iterations?;
+    Some(if v.calls == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", it as f64 / v.calls as f64)
+    })
+}
+
 fn values_table(r: &Results, deleted: &[u32]) -> Table {
-    let mut t = Table::new(vec![
-        "Instrumentation",
-        "Function",
-        "Measure",
-        "Calls",
-        "Total",
-        "Mean",
-    ]);
+    // A loop's calls are its entries; its iterations get columns of their own when counted.
+    let loops = r.values.iter().any(|v| v.iterations.is_some());
+    let mut columns = vec!["Instrumentation", "Function", "Measure", "Calls"];
+    if loops {
+        columns.extend(["Iterations", "Per entry"]);
+    }
+    columns.extend(["Total", "Mean"]);
+    let mut t = Table::new(columns);
     t.title = Some(r.title.clone());
     for v in &r.values {
         let (total, mean) = match v.ns {
@@ -492,17 +572,28 @@ fn values_table(r: &Results, deleted: &[u32]) -> Table {
         } else {
             v.metric.command().to_owned()
         };
-        t.rows.push(vec![
+        let mut row = vec![
             Cell::Num(u64::from(v.id)),
-            Cell::text(v.function.clone()),
+            Cell::text(v.what()),
             Cell::text(measure),
             Cell::Num(v.calls),
-            total,
-            mean,
-        ]);
+        ];
+        if loops {
+            row.push(v.iterations.map_or(Cell::Empty, Cell::Num));
+            row.push(Cell::opt(per_entry(v)));
+        }
+        row.extend([total, mean]);
+        t.rows.push(row);
+    }
+    let mut notes = Vec::new();
+    if loops {
+        notes.push("a loop's calls are its entries; an iteration is a pass through its header");
     }
     if !deleted.is_empty() {
-        t.note = Some("(deleted): values as they were when the instrumentation was deleted".into());
+        notes.push("(deleted): values as they were when the instrumentation was deleted");
+    }
+    if !notes.is_empty() {
+        t.note = Some(notes.join("\n"));
     }
     t
 }
