@@ -279,31 +279,6 @@ impl Drop for CtrlC {
     }
 }
 
-/// Learns the process's modules into the session and inserts everything the plan holds
-/// (snippets, measures, breakpoints). The process must be stopped.
-pub fn install(
-    session: &mut Session,
-    plan: &engine::instrument::Plan,
-    p: &mut Process,
-    live: &mut Live,
-) -> Result<Vec<String>> {
-    live.learn_modules(session, p)?;
-    live.sync_declared(p, plan)?;
-    let mut notes = Vec::new();
-    for r in &plan.requests {
-        live.insert(p, session, plan, r.id)?;
-        if matches!(r.action, engine::instrument::Action::Breakpoint { .. }) {
-            continue;
-        }
-        notes.push(format!(
-            "instrumentation {}: {}",
-            r.id,
-            live.status(r.id).unwrap_or_else(|| "not inserted".into())
-        ));
-    }
-    Ok(notes)
-}
-
 /// A stop as one line: `stopped at breakpoint 2 (parse entry) in thread 4242`.
 pub fn describe_stop(live: &Live, p: &Process, stop: &engine::process::Stop) -> String {
     use engine::process::Stop;

@@ -583,12 +583,14 @@ impl Live {
         } else {
             build::insert(&mut loaded.patcher, &loaded.module, &mut space, built)
         };
-        self.commit(space, m)?;
+        // Recorded before the commit: should writing the jumps fail, the patcher still holds
+        // the request's sites, and `remove` must take them out of this module too.
         if let Some(lr) = self.requests.get_mut(&id) {
             if !lr.applied.contains(&m) {
                 lr.applied.push(m);
             }
         }
+        self.commit(space, m)?;
         let done = result?;
         if coverage {
             let blocks: Vec<(u64, u64, String)> = done
@@ -824,6 +826,10 @@ impl Live {
             p.write(at, &[byte])?;
         }
         for r in runs {
+            #[cfg(test)]
+            if rollback_tests::fault_hit() {
+                return Err(LiveError::Message("injected fault".into()));
+            }
             p.write(r.at, &r.new)?;
         }
         // Each change's bytes as the stopped threads saw them.

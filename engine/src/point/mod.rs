@@ -2,7 +2,7 @@
 //! site before and after, loop entry, exit and iteration, block entry, instruction before and
 //! after, CFG edge), the one parser of a point as users write it ([`spec`]), the one place
 //! that finds a specification's points in a function's CFG ([`find`]), the one callee matcher
-//! ([`callee_matches`]), and the facts a snippet may ask of a point ([`facts`]).
+//! ([`callee_matches`]), and the facts a snippet may ask of a point ([`facts()`]).
 //!
 //! A point that is not on an edge is "just before the instruction at [`Point::addr`]": entry
 //! is before the first instruction; an exit is before the `ret`, before the tail-call `jmp`

@@ -271,23 +271,6 @@ fn measure_cmd(
     Ok(Output::Table(t))
 }
 
-/// Loads the runtime and inserts the waiting measuring requests, if there are any; for
-/// `start` (at main) and `attach`. Returns notes for the user.
-pub fn start_measuring(p: &mut Process, live: &mut Live) -> Result<Vec<String>> {
-    let reports = live.start_measuring(p)?;
-    if reports.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(vec![format!(
-        "measuring: {} point(s) inserted, runtime {}",
-        reports.len(),
-        live.measure
-            .runtime
-            .as_ref()
-            .map_or_else(String::new, |r| r.path.display().to_string())
-    )])
-}
-
 /// One call path of a profile, symbolised.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PathRow {

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::{eval, frames, inspect, Action, Live, PointSpec};
-use engine::process::{Launch, Process, State, Stop, Tracer};
+use engine::instrument::{control, eval, frames, inspect, Action, Live, PointSpec};
+use engine::process::{Launch, State, Stop, Tracer};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -353,22 +353,7 @@ pub(super) fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String
     let (session, plan) = (&mut ctx.session, &ctx.plan);
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
-    let result = t.with(|p, live| {
-        let notes = target::install(session, plan, p, live)?;
-        if let (Some(main_addr), Some(bias)) = (main_addr, live.bias(engine::session::ModuleId(0)))
-        {
-            live.stop_once_at(p, main_addr.0.wrapping_add(bias))?;
-            let stop = p.cont_wait(live, &flag)?;
-            if !matches!(stop, Stop::Breakpoint { .. }) {
-                return Ok((notes, Some(stop)));
-            }
-            // `count`s wait for libc to be up, which it is at main.
-            let mut notes = notes;
-            notes.extend(super::measure::start_measuring(p, live)?);
-            return Ok((notes, None));
-        }
-        Ok((notes, None))
-    });
+    let result = t.with(|p, live| Ok(control::to_main(session, plan, p, live, main_addr, &flag)?));
     let (notes, early) = match result {
         Ok(x) => x,
         Err(e) => {
@@ -477,11 +462,7 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         eprintln!("note: {}", target::differences(pid, &other));
     }
     let (session, plan) = (&mut ctx.session, &ctx.plan);
-    let result = t.with(|p, live| {
-        let mut notes = target::install(session, plan, p, live)?;
-        notes.extend(super::measure::start_measuring(p, live)?);
-        Ok(notes)
-    });
+    let result = t.with(|p, live| Ok(control::attached(session, plan, p, live)?));
     let notes = match result {
         Ok(n) => n,
         Err(e) => {
@@ -557,7 +538,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     let background = if resume { None } else { t.background_stop() };
     let (stop, text, tid) = t.with(|p, live| {
         if resume {
-            step_past_breakpoints(p, live)?;
+            control::step_past_breakpoints(p, live)?;
         }
         let stop = match background {
             Some(stop) if p.state() == State::Stopped => stop,
@@ -584,17 +565,6 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     Ok(text)
 }
 
-/// Threads sitting on one of our int3s execute the original instruction first.
-pub(super) fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
-    if p.state() != State::Stopped {
-        return Ok(());
-    }
-    for th in p.threads() {
-        live.step_past_breakpoint(p, th.tid)?;
-    }
-    Ok(())
-}
-
 fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let words = args.positionals(0, 1)?;
     let background = match words.first().map(String::as_str) {
@@ -607,11 +577,7 @@ fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     let t = ctx.target.present()?;
     let pid = t.pid();
-    t.with(|p, live| {
-        step_past_breakpoints(p, live)?;
-        p.resume()?;
-        Ok(())
-    })?;
+    t.with(|p, live| Ok(control::resume(p, live)?))?;
     t.frame = 0;
     Ok(line(format!("process {pid} running")))
 }
