@@ -2,6 +2,8 @@
 //! fixpoint, the call graph, and per-function metrics. Runs in parallel with rayon, once per
 //! module, the first time anything asks for a CFG.
 
+#![warn(missing_docs)]
+
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -23,8 +25,11 @@ const MAX_ROUNDS: usize = 8;
 /// Everything learned about one function.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct FunctionAnalysis {
+    /// Its control-flow graph.
     pub cfg: Cfg,
+    /// Its natural loops, their nesting and the dominator tree.
     pub loops: LoopForest,
+    /// True when it never returns: every way out is a trap or a call (or tail call) to a function that never returns.
     pub noreturn: bool,
     /// Functions called directly (deduplicated, in address order).
     pub callees: Vec<FuncId>,
@@ -37,33 +42,55 @@ pub struct FunctionAnalysis {
 /// Size and shape figures of a function.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Metrics {
+    /// Instructions in its blocks.
     pub instructions: u64,
+    /// Basic blocks.
     pub blocks: usize,
+    /// Intra-procedural edges.
     pub edges: usize,
+    /// McCabe's complexity, edges − blocks + 2 (1 for an empty CFG).
     pub cyclomatic: i64,
+    /// Natural loops, nested ones included.
     pub loops: usize,
+    /// The deepest loop nesting (0 without loops).
     pub max_loop_depth: u32,
+    /// Blocks that end in a call.
     pub call_sites: usize,
+    /// Functions that call or tail-call it directly.
     pub callers: usize,
 }
 
 /// Counts over a whole module.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Stats {
+    /// Functions in the module's table.
     pub functions: usize,
+    /// Basic blocks, summed over functions.
     pub blocks: usize,
+    /// Intra-procedural edges, summed over functions.
     pub edges: usize,
+    /// Instructions in blocks, summed over functions (shared code counts once per function).
     pub instructions: u64,
+    /// Natural loops, summed over functions.
     pub loops: usize,
+    /// Functions with at least one irreducible cycle.
     pub irreducible: usize,
+    /// Jump tables resolved.
     pub jump_tables: usize,
+    /// Jump tables no guarding compare bounded (read until an entry left the function).
     pub jump_tables_unbounded: usize,
+    /// Indirect jumps neither resolved as tables nor taken as tail calls.
     pub unresolved_indirect_jumps: usize,
+    /// Functions found never to return.
     pub noreturn_functions: usize,
+    /// Functions with a block inside another function's range.
     pub overlapping_functions: usize,
+    /// Edges of the call graph: distinct (caller, callee) pairs.
     pub call_edges: usize,
+    /// Indirect call sites.
     pub indirect_calls: usize,
     #[serde(serialize_with = "secs")]
+    /// Wall time the whole analysis took (JSON: seconds).
     pub elapsed: Duration,
 }
 
@@ -239,6 +266,7 @@ impl Analysis {
         }
     }
 
+    /// The analysis of function `id`. Panics on an id from another module's table.
     pub fn function(&self, id: FuncId) -> &FunctionAnalysis {
         &self.functions[id.0 as usize]
     }
@@ -248,6 +276,7 @@ impl Analysis {
         &self.callers[id.0 as usize]
     }
 
+    /// The module's counts.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }

@@ -24,6 +24,8 @@
 //! `pop rbx`) still count as written: proving the pairing is not worth it, the caller pushes
 //! them. `rsp` is never reported (calls are balanced) nor is `rip`.
 
+#![warn(missing_docs)]
+
 use iced_x86::{
     CpuidFeature, Decoder, DecoderOptions, EncodingKind, Instruction, InstructionInfoFactory,
     InstructionInfoOptions, Mnemonic, OpAccess, Register,
@@ -147,6 +149,7 @@ pub enum StateKind {
 }
 
 impl StateKind {
+    /// The state's name in an [`Unknown::State`] message (`VEX-encoded`, `x87`...).
     pub fn as_str(self) -> &'static str {
         match self {
             StateKind::Vex => "VEX-encoded",
@@ -168,14 +171,21 @@ impl StateKind {
 pub enum Unknown {
     /// An indirect call (through a register or memory that is not a GOT slot).
     #[error("indirect call at {at}")]
-    IndirectCall { at: LinkAddr },
+    IndirectCall {
+        /// The call instruction.
+        at: LinkAddr,
+    },
     /// An indirect jump that is neither a resolved jump table nor a jump through the GOT.
     #[error("unresolved indirect jump at {at}")]
-    IndirectJump { at: LinkAddr },
+    IndirectJump {
+        /// The jump instruction.
+        at: LinkAddr,
+    },
     /// A call or jump through the GOT (a PLT stub, `-fno-plt` code): its target is in another
     /// module.
     #[error("{at} leaves the module{}", target.as_ref().map(|t| format!(" to {t}")).unwrap_or_default())]
     LeavesModule {
+        /// The call or jump instruction.
         at: LinkAddr,
         /// The imported symbol, when the GOT slot's relocation names one.
         target: Option<String>,
@@ -183,19 +193,33 @@ pub enum Unknown {
     /// An instruction changing state a trampoline cannot save with pushes and `movdqu`.
     #[error("{mnemonic} at {at} uses {}", why.as_str())]
     State {
+        /// The instruction.
         at: LinkAddr,
+        /// Its mnemonic, as the disassembler spells it (`vmovdqu`, `fld`...).
         mnemonic: String,
+        /// Which state it touches.
         why: StateKind,
     },
     /// The code could not be decoded (or ran off its section).
     #[error("undecodable code at {at}")]
-    Decode { at: LinkAddr },
+    Decode {
+        /// Where decoding failed.
+        at: LinkAddr,
+    },
     /// A direct call or jump to an address where no known function starts.
     #[error("{at} reaches {target}, where no known function starts")]
-    NotAFunction { at: LinkAddr, target: LinkAddr },
+    NotAFunction {
+        /// The call or jump instruction.
+        at: LinkAddr,
+        /// Where it goes.
+        target: LinkAddr,
+    },
     /// More than [`MAX_INSTRUCTIONS`] instructions are reachable.
     #[error("more than {limit} reachable instructions")]
-    TooMuchCode { limit: usize },
+    TooMuchCode {
+        /// The limit, [`MAX_INSTRUCTIONS`].
+        limit: usize,
+    },
 }
 
 impl Unknown {

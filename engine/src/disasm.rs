@@ -1,6 +1,8 @@
 //! Instruction decoding for display: Intel syntax, with branch and RIP-relative targets named
 //! by a caller-supplied symbolizer, as objdump's `<name>` annotations.
 
+#![warn(missing_docs)]
+
 use iced_x86::{Decoder, DecoderOptions, Formatter, Instruction, IntelFormatter};
 
 use crate::addr::LinkAddr;
@@ -8,10 +10,13 @@ use crate::addr::LinkAddr;
 /// One decoded instruction, ready to print.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Line {
+    /// Address of its first byte.
     pub addr: LinkAddr,
     /// The instruction's bytes as lowercase hex pairs separated by spaces.
     pub bytes: String,
+    /// Its length in bytes (1 to 15).
     pub len: usize,
+    /// Its text in Intel syntax, with `0x` numbers (`mov eax, [rip+0x2ee6]`).
     pub text: String,
     /// The name of a branch or call target, or of the data a RIP-relative operand reaches.
     pub target: Option<String>,

@@ -32,6 +32,8 @@
 //! - A *mutatee* is the program gsh instruments; a *point* is a place in it where code can be
 //!   inserted; a *snippet* is the code inserted there.
 
+#![warn(missing_docs)]
+
 pub mod addr;
 pub mod analysis;
 pub mod callee;

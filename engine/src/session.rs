@@ -4,6 +4,8 @@
 //! Modules are analysed lazily: a module's function table is built the first time something
 //! asks for it, and its DWARF the first time a source-level question is asked.
 
+#![warn(missing_docs)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -28,15 +30,19 @@ pub struct ModuleId(pub u32);
 /// A function of a module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct FuncRef {
+    /// The module it belongs to.
     pub module: ModuleId,
+    /// Its index in that module's function table.
     pub func: FuncId,
 }
 
 /// One loaded ELF object and what has been learned about it so far.
 pub struct Module {
+    /// Its index in [`Session::modules`]; the main module is 0.
     pub id: ModuleId,
     /// The file name users type (`libc.so.6`, `ls`).
     pub name: String,
+    /// The opened, validated ELF file.
     pub binary: Binary,
     /// True for the executable (or library) the session was opened on.
     pub is_main: bool,
@@ -134,7 +140,9 @@ impl Module {
 /// A `DT_NEEDED` entry and where the dynamic linker would find it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Library {
+    /// The name as written in `DT_NEEDED` (`libc.so.6`).
     pub name: String,
+    /// The file the dynamic linker would load; `None` when none is found.
     pub path: Option<PathBuf>,
 }
 
@@ -142,7 +150,9 @@ pub struct Library {
 pub enum Matcher {
     /// Every name.
     All,
+    /// A shell-style glob, matched against the whole name.
     Glob(GlobMatcher),
+    /// A regular expression, matched anywhere in the name.
     Regex(Regex),
 }
 
@@ -194,6 +204,7 @@ impl Matcher {
             || f.aliases.iter().any(|a| self.is_match(a))
     }
 
+    /// True when the variable's raw or demangled name matches.
     pub fn matches_variable(&self, v: &Variable) -> bool {
         self.is_match(&v.name) || v.demangled.as_deref().is_some_and(|d| self.is_match(d))
     }
@@ -253,14 +264,17 @@ impl Session {
         self.modules.first().map(|m| &**m).ok_or(Error::NothingOpen)
     }
 
+    /// The open modules: the main one first, then libraries in the order they were loaded.
     pub fn modules(&self) -> &[Arc<Module>] {
         &self.modules
     }
 
+    /// The module with id `id`. Panics on an id from another session.
     pub fn module(&self, id: ModuleId) -> &Module {
         &self.modules[id.0 as usize]
     }
 
+    /// The function `r` names. Panics on a reference from another session.
     pub fn func(&self, r: FuncRef) -> &Function {
         self.module(r.module).functions().get(r.func)
     }

@@ -59,8 +59,11 @@ abi_struct! {
         pub unwind_off: u32,
         /// Entries in that table.
         pub unwind_count: u32,
-        /// Zero.
-        pub reserved: [u8; 8],
+        /// Descriptor-relative offset of `u64[coverage_count]` (8-aligned): block coverage
+        /// counters, one per probed block, that generated code increments in place; 0 = none.
+        pub coverage_off: u32,
+        /// Counters in that array.
+        pub coverage_count: u32,
     }
 }
 
@@ -73,6 +76,7 @@ const _: () = {
     assert!(offset_of!(Descriptor, output_off) == 96);
     assert!(offset_of!(Descriptor, meta_off) == 104);
     assert!(offset_of!(Descriptor, unwind_off) == 112);
+    assert!(offset_of!(Descriptor, coverage_off) == 120);
     assert!(Event::ALL.len() * 8 == offset_of!(Descriptor, output_off) - 32);
 };
 
@@ -80,6 +84,19 @@ const _: () = {
 pub const TLS_OFFSET_AT: u64 = offset_of!(Descriptor, tls_offset) as u64;
 /// Where generated code finds `gsh_rt_thread`: `[descriptor + THREAD_FN_AT]`.
 pub const THREAD_FN_AT: u64 = offset_of!(Descriptor, thread_fn) as u64;
+
+/// A coverage counter whose value says its block has no probe (the patcher could not place
+/// one): `save` writes it as the counter's initial value, and readers report the block as
+/// unprobed rather than unexecuted.
+pub const UNPROBED: u64 = u64::MAX;
+
+/// The descriptor-relative offset of the coverage counters in descriptor bytes `d` that
+/// [`encode_with_coverage`] wrote (0 when there are none).
+pub fn coverage_off(d: &[u8]) -> u32 {
+    let at = offset_of!(Descriptor, coverage_off);
+    d.get(at..at + 4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
 
 /// Where generated code finds event function `e`: `[descriptor + fn_at(e)]`.
 pub const fn fn_at(e: Event) -> u64 {
@@ -96,6 +113,19 @@ pub fn encode(
     output: &[u8],
     meta: &[u8],
     unwind: &[u8],
+) -> Option<alloc::vec::Vec<u8>> {
+    encode_with_coverage(slots, output, meta, unwind, 0)
+}
+
+/// [`encode`], then `coverage` zeroed block-coverage counters (8-aligned, after everything
+/// else; [`coverage_off`] finds them).
+#[cfg(feature = "alloc")]
+pub fn encode_with_coverage(
+    slots: u32,
+    output: &[u8],
+    meta: &[u8],
+    unwind: &[u8],
+    coverage: u32,
 ) -> Option<alloc::vec::Vec<u8>> {
     let put = |d: &mut [u8], at: usize, v: u32| d[at..at + 4].copy_from_slice(&v.to_le_bytes());
     let mut d = alloc::vec![0u8; HEADER_SIZE];
@@ -129,6 +159,13 @@ pub fn encode(
         put(&mut d, offset_of!(Descriptor, unwind_off), at);
         put(&mut d, offset_of!(Descriptor, unwind_count), count);
         d.extend_from_slice(unwind);
+    }
+    if coverage > 0 {
+        d.resize(d.len().next_multiple_of(8), 0);
+        let at = u32::try_from(d.len()).ok()?;
+        put(&mut d, offset_of!(Descriptor, coverage_off), at);
+        put(&mut d, offset_of!(Descriptor, coverage_count), coverage);
+        d.resize(d.len().checked_add(8 * coverage as usize)?, 0);
     }
     u32::try_from(d.len()).ok()?;
     Some(d)

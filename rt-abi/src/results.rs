@@ -30,6 +30,10 @@ pub struct Output<Meta> {
     /// Every loaded object in `dl_iterate_phdr` order, the program first.
     #[serde(default)]
     pub modules: Vec<Module>,
+    /// The served descriptor's block-coverage counters that are not zero, as `[index,
+    /// count]` pairs in index order (absent when it has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<(u32, u64)>,
 }
 
 /// `Output::clock`.

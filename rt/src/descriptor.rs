@@ -88,9 +88,12 @@ pub unsafe fn serve(desc: *mut u8, len: usize, bias: u64) -> Result<(), Refused>
                 .is_some_and(|e| e <= len)
     };
     let unwind_bytes = d.unwind_count.checked_mul(UNWIND_ENTRY as u32);
+    let coverage_bytes = d.coverage_count.checked_mul(8);
     if !within(d.output_off, d.output_len)
         || !within(d.meta_off, d.meta_len)
         || !unwind_bytes.is_some_and(|n| within(d.unwind_off, n))
+        || !coverage_bytes.is_some_and(|n| within(d.coverage_off, n))
+        || !d.coverage_off.is_multiple_of(8)
     {
         return Err(Refused::BadStrings);
     }
@@ -179,6 +182,29 @@ pub fn slots() -> Option<u32> {
     let d = SERVED.load(Acquire);
     // SAFETY: a served descriptor stays mapped for the process's life.
     (!d.is_null()).then(|| unsafe { (*d).slots })
+}
+
+/// The served descriptor's block-coverage counters (empty without any).
+pub fn coverage() -> &'static [AtomicU64] {
+    let d = SERVED.load(Acquire);
+    if d.is_null() {
+        return &[];
+    }
+    // SAFETY: a served descriptor stays mapped for the process's life.
+    let desc = unsafe { &*d };
+    if desc.coverage_count == 0 {
+        return &[];
+    }
+    // SAFETY: `serve` checked that the 8-aligned array lies inside the descriptor (itself
+    // 8-aligned); generated code increments the counters in place, hence atomics.
+    unsafe {
+        std::slice::from_raw_parts(
+            d.cast::<u8>()
+                .add(desc.coverage_off as usize)
+                .cast::<AtomicU64>(),
+            desc.coverage_count as usize,
+        )
+    }
 }
 
 /// The served descriptor's meta JSON text, if any.

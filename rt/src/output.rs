@@ -268,6 +268,21 @@ pub fn render() -> String {
         let _ = write!(out, "{sep}{{\"slot\":{i},\"count\":{count},\"ns\":{ns}}}");
     }
     let _ = write!(out, "],\"threads\":[{threads}]");
+    let coverage = descriptor::coverage();
+    if coverage.iter().any(|c| c.load(Relaxed) != 0) {
+        out.push_str(",\"coverage\":[");
+        let mut first = true;
+        for (i, c) in coverage.iter().enumerate() {
+            let c = c.load(Relaxed);
+            if c == 0 {
+                continue;
+            }
+            let sep = if first { "" } else { "," };
+            first = false;
+            let _ = write!(out, "{sep}[{i},{c}]");
+        }
+        out.push(']');
+    }
     let _ = write!(out, ",\"meta\":{}", descriptor::meta().unwrap_or("null"));
     out.push_str(",\"modules\":[");
     for (i, (name, base)) in descriptor::modules().iter().enumerate() {

@@ -61,8 +61,8 @@ const ENGINE: &[(&str, &[&str])] = &[
     (
         "instrument",
         &[
-            "addr", "callee", "cfg", "dwarf", "elf", "error", "patch", "point", "process",
-            "rewrite", "session", "snippet", "symbols", "unwind",
+            "addr", "callee", "cfg", "consult", "dwarf", "elf", "error", "patch", "point",
+            "process", "rewrite", "session", "snippet", "symbols", "unwind",
         ],
     ),
 ];
@@ -89,16 +89,10 @@ const SHELL_USES: &[&str] = &[
 ];
 
 /// Engine modules the shell uses today that belong behind the engine's façade, with why.
-const SHELL_TANGLES: &[(&str, &str)] = &[
-    (
-        "process",
-        "the shell drives processes (launch, attach, halt, memory) directly",
-    ),
-    (
-        "unwind",
-        "`consult` samples the stacks of a running process with the unwinder itself",
-    ),
-];
+const SHELL_TANGLES: &[(&str, &str)] = &[(
+    "process",
+    "the shell drives processes (launch, attach, halt, memory) directly",
+)];
 
 /// Workspace members that may depend on the engine; every other one (the runtime, the ABI it
 /// shares) must not.

@@ -1,48 +1,198 @@
 //! Loop points (issue 16) placed through edge placement and edge trampolines, in a saved
-//! binary and a live process: entry, exit, iter-begin and iter-end counted exactly on
-//! `loops.c`, at -O0 and -O2, with the mutatee's own output unchanged.
+//! binary and a live process: entry, exit, iter-begin and iter-end counted exactly, with the
+//! mutatee's own output unchanged, at -O0 and -O2, PIE and non-PIE, and stripped (loops found
+//! by the stripped binary's own analysis, named by their header addresses).
+//!
+//! `loops.c` has nests, siblings and calls in loops; `loops_exits.c` leaves its loops by
+//! `break`, `return`, `goto`, `longjmp` (from the loop's function and from a callee),
+//! iterates with `continue` and do-while, has a loop whose header is the function's first
+//! block at -O2 (entered by the call itself; the function's `entry` point is once per call
+//! there too), and a lone conditional branch whose two edges are counted as `edge` points.
 
-use gsh_tests::{gsh_c, run_program, target_dir, Mutatee, Variant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-/// `(function, loop, entries, iterations at -O0, iterations at -O2)`. Entries follow from the
-/// calls in `main` (`nested(6)`, `collatz_steps(27)`, `siblings(10)`, `calls_in_loop(24)`).
-/// An iteration is a pass through the header, so it includes the last test that leaves
-/// the loop where the header is that test (gcc's -O0 `for` and `while`, tested at the
-/// bottom and entered by a jump there: `n + 1` passes per entry); gcc's -O2 rotates the
-/// loops behind a guard, so the header is the body's top and runs `n` times per entry.
-const LOOPS: &[(&str, &str, u64, u64, u64)] = &[
-    ("nested", "loop_1", 1, 7, 6),
-    ("nested", "loop_1.1", 6, 42, 36),
-    ("nested", "loop_1.1.1", 36, 252, 216),
-    ("collatz_steps", "loop_1", 1, 112, 111),
-    ("siblings", "loop_1", 1, 11, 10),
-    ("siblings", "loop_2", 1, 11, 10),
-    ("calls_in_loop", "loop_1", 1, 25, 24),
+use gsh_tests::{gsh_c, gsh_json, run_program, target_dir, Mutatee, Variant};
+
+/// One loop and what its four points count in one run of the mutatee:
+/// `[entries, exits, iteration begins, iteration ends]` at -O0 and at -O2 (the -O2 figures
+/// hold for every build made with -O2: PIE, non-PIE, stripped).
+struct Case {
+    func: &'static str,
+    name: &'static str,
+    o0: [u64; 4],
+    o2: [u64; 4],
+}
+
+const fn case(func: &'static str, name: &'static str, o0: [u64; 4], o2: [u64; 4]) -> Case {
+    Case { func, name, o0, o2 }
+}
+
+/// `loops.c`. Entries follow from the calls in `main` (`nested(6)`, `collatz_steps(27)`,
+/// `siblings(10)`, `calls_in_loop(24)`), and every loop is left once per entry. An
+/// iteration is a pass through the header, so it includes the last test that leaves the loop
+/// where the header is that test (gcc's -O0 `for` and `while`, tested at the bottom and
+/// entered by a jump there: `n + 1` passes per entry); gcc's -O2 rotates the loops behind a
+/// guard, so the header is the body's top and runs `n` times per entry.
+const LOOPS: &[Case] = &[
+    case("nested", "loop_1", [1, 1, 7, 7], [1, 1, 6, 6]),
+    case("nested", "loop_1.1", [6, 6, 42, 42], [6, 6, 36, 36]),
+    case(
+        "nested",
+        "loop_1.1.1",
+        [36, 36, 252, 252],
+        [36, 36, 216, 216],
+    ),
+    case(
+        "collatz_steps",
+        "loop_1",
+        [1, 1, 112, 112],
+        [1, 1, 111, 111],
+    ),
+    case("siblings", "loop_1", [1, 1, 11, 11], [1, 1, 10, 10]),
+    case("siblings", "loop_2", [1, 1, 11, 11], [1, 1, 10, 10]),
+    case("calls_in_loop", "loop_1", [1, 1, 25, 25], [1, 1, 24, 24]),
 ];
 
-fn script(v: Variant) -> (String, String) {
+/// `loops_exits.c`: each function is called twice, its loop entered once per call (the
+/// inner loop of `with_goto` once per outer iteration reached) and left once per entry, by
+/// the way the comment names, except where a callee's `longjmp` leaves it.
+const EXITS: &[Case] = &[
+    // break at i == 3, then the test fails at i == 10: -O0 tests i = 0..3 and 0..10 (4 + 11
+    // passes); -O2's header is the body, run for i = 0..2 and 0..9 (3 + 10).
+    case("with_break", "loop_1", [2, 2, 15, 15], [2, 2, 13, 13]),
+    // return at i == 4: 5 + 11 tests at -O0, 4 + 10 bodies at -O2.
+    case("with_return", "loop_1", [2, 2, 16, 16], [2, 2, 14, 14]),
+    // goto out of both loops at (i, j) = (2, 2) of a 5x5 nest, then a full 5x5 search: the
+    // outer test runs 3 + 6 times at -O0, and the inner loop is entered 3 + 5 times, its test
+    // running 6 + 6 + 3 and 5 * 6 times. gcc -O2 makes the nest one loop whose header steps
+    // j: 5 + 5 + 2 passes, then 25.
+    case("with_goto", "loop_1", [2, 2, 9, 9], [2, 2, 37, 37]),
+    // `continue` (i % 3 == 0) stays in the loop: 11 + 8 tests at -O0, 10 + 7 bodies at -O2.
+    case("with_continue", "loop_1", [2, 2, 19, 19], [2, 2, 17, 17]),
+    // do-while: the header is the body at every level; 1 pass for v = 1, 6 for v = 100.
+    case("do_while", "loop_1", [2, 2, 7, 7], [2, 2, 7, 7]),
+    // longjmp from the loop's own body at i == 2 is a call that never returns, so the edge
+    // into its block is an exit: 7 + 3 tests at -O0, 6 + 2 bodies at -O2.
+    case("jump_here", "loop_1", [2, 2, 10, 10], [2, 2, 8, 8]),
+    // longjmp from a callee at i == 3 leaves the loop by no edge of this function: the second
+    // entry has no exit, and its fourth iteration no end. Entries and exits do not balance:
+    // 2 entries, 1 exit; 7 + 4 begins and 6 + 4 ends at -O0, 6 + 4 and 5 + 4 at -O2.
+    case("jump_in_callee", "loop_1", [2, 1, 11, 10], [2, 1, 10, 9]),
+    // A do-while whose header is the function's first block at -O2: the call itself enters
+    // the loop, and the function is copied whole so that the back edges skip the entry's
+    // snippets. 7 passes for seed 1, 8 for seed 8.
+    case("header_first", "loop_1", [2, 2, 15, 15], [2, 2, 15, 15]),
+];
+
+/// The inner loop of `with_goto`, which gcc -O2 merges into its parent.
+const EXITS_O0_ONLY: &[Case] = &[case("with_goto", "loop_1.1", [8, 8, 45, 45], [0; 4])];
+
+const POINTS: [&str; 4] = ["entry", "exit", "iter-begin", "iter-end"];
+
+/// How the test names a loop in one build: by function and loop name, or, stripped, both by
+/// the header's address (`at 0x12f0 loop 0x12f0 entry`: the function containing it).
+fn loop_spec(c: &Case, headers: Option<&BTreeMap<(String, String), String>>) -> (String, String) {
+    match headers {
+        None => (c.func.to_owned(), c.name.to_owned()),
+        Some(h) => {
+            let a = h
+                .get(&(c.func.to_owned(), c.name.to_owned()))
+                .unwrap_or_else(|| panic!("no header for {} {} in the -O2 build", c.func, c.name))
+                .clone();
+            (a.clone(), a)
+        }
+    }
+}
+
+/// Every loop of `exe` as `loops '*'` lists it: `(function, loop) -> header address`.
+fn headers(exe: &Path) -> BTreeMap<(String, String), String> {
+    let v = gsh_json("loops '*'", exe);
+    let rows = v["rows"].as_array().expect("loops rows");
+    rows.iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().expect("a string field").to_owned();
+            ((s("function"), s("loop")), s("header"))
+        })
+        .collect()
+}
+
+/// One counted point: its `at` specification and the count it must reach.
+struct Counted {
+    label: String,
+    point: String,
+    want: u64,
+}
+
+/// The points of `cases` in build `v` of a mutatee, with their expected counts.
+fn loop_points(
+    cases: &[Case],
+    v: Variant,
+    headers: Option<&BTreeMap<(String, String), String>>,
+) -> Vec<Counted> {
+    let mut out = Vec::new();
+    for c in cases {
+        let want = if v == Variant::O0 { c.o0 } else { c.o2 };
+        let (f, l) = loop_spec(c, headers);
+        for (k, at) in POINTS.iter().enumerate() {
+            out.push(Counted {
+                label: format!("{} {} {at}", c.func, c.name),
+                point: format!("{f} loop {l} {at}"),
+                want: want[k],
+            });
+        }
+    }
+    out
+}
+
+/// The two edges of `sign_split`'s conditional branch, counted: at -O0 it is `jns` (taken
+/// for the 5 values that are not negative), at -O2 `js` (taken for the 3 negative ones).
+fn edge_points(exe_for_cfg: &Path, v: Variant, by_addr: bool) -> Vec<Counted> {
+    let cfg = gsh_json("cfg sign_split", exe_for_cfg);
+    let blocks = cfg["blocks"]["rows"].as_array().expect("blocks");
+    let branch: Vec<&str> = blocks
+        .iter()
+        .filter(|b| b["exit"] == "branch")
+        .map(|b| b["start"].as_str().expect("start"))
+        .collect();
+    assert_eq!(
+        branch.len(),
+        1,
+        "sign_split has one conditional branch: {cfg}"
+    );
+    let entry = cfg["function"]["entry"].as_str().expect("entry");
+    let func = if by_addr { entry } else { "sign_split" };
+    let (taken, fall) = if v == Variant::O0 { (5, 3) } else { (3, 5) };
+    let edges = cfg["edges"]["rows"].as_array().expect("edges");
+    let mut out = Vec::new();
+    for e in edges.iter().filter(|e| e["from"] == branch[0]) {
+        let kind = e["kind"].as_str().expect("kind");
+        let to = e["to"].as_str().expect("to");
+        out.push(Counted {
+            label: format!("sign_split edge {kind}"),
+            point: format!("{func} edge {} {to}", branch[0]),
+            want: if kind == "taken" { taken } else { fall },
+        });
+    }
+    assert_eq!(out.len(), 2, "a conditional branch has two edges: {cfg}");
+    out
+}
+
+/// The script counting every point into its own variable, printing them all at `main`'s exit,
+/// and the lines it must print.
+fn script(points: &[Counted]) -> (String, String) {
     let mut s = String::new();
     let mut want = String::new();
-    let mut names = Vec::new();
-    for (i, (f, l, entries, it0, it2)) in LOOPS.iter().enumerate() {
-        let it = if v == Variant::O0 { it0 } else { it2 };
-        for (k, at) in ["entry", "exit", "iter-begin", "iter-end"]
-            .iter()
-            .enumerate()
-        {
-            let n = format!("c{i}_{k}");
-            s.push_str(&format!(
-                "declare long {n}; at {f} loop {l} {at} {{ {n}++; }}; "
-            ));
-            names.push(n);
-        }
-        want.push_str(&format!("gsh: {f} {l} {entries} {entries} {it} {it}\n"));
-    }
     let mut fmt = String::new();
     let mut args = Vec::new();
-    for (i, (f, l, ..)) in LOOPS.iter().enumerate() {
-        fmt.push_str(&format!("gsh: {f} {l} %ld %ld %ld %ld\\n"));
-        args.extend((0..4).map(|k| format!("c{i}_{k}")));
+    for (i, p) in points.iter().enumerate() {
+        s.push_str(&format!(
+            "declare long c{i}; at {} {{ c{i}++; }}; ",
+            p.point
+        ));
+        fmt.push_str(&format!("gsh: {} %ld\\n", p.label));
+        args.push(format!("c{i}"));
+        want.push_str(&format!("gsh: {} {}\n", p.label, p.want));
     }
     s.push_str(&format!(
         "at main exit {{ printf(\"{fmt}\", {}); }}",
@@ -51,26 +201,119 @@ fn script(v: Variant) -> (String, String) {
     (s, want)
 }
 
-#[test]
-fn loop_entry_exit_and_iteration_counts_are_exact_saved_and_live() {
-    let m = Mutatee::new("loops");
+/// Counts `points` in build `v` of `m`, saved and live, and compares the program's output
+/// and the counts with what they must be.
+fn check(m: &Mutatee, v: Variant, points: &[Counted]) {
+    let (script, counts) = script(points);
+    let want = format!("{}{counts}", m.expected_stdout());
+    let exe = m.path(v);
     let dir = target_dir().join("instrumented");
     std::fs::create_dir_all(&dir).expect("create target/instrumented");
-    for v in [Variant::O0, Variant::O2] {
-        let (script, counts) = script(v);
-        let want = format!("{}{counts}", m.expected_stdout());
-        let exe = m.path(v);
-        let out = dir.join(format!("loop-points-{v:?}"));
-        let o = gsh_c(&format!("{script}; save {}", out.display()), &exe);
-        o.assert_code(0);
-        let r = run_program(&out, &[], &[]);
-        assert_eq!(r.status.code(), Some(0), "{v:?}");
-        assert_eq!(String::from_utf8_lossy(&r.stdout), want, "{v:?} saved");
-        // The same requests in a live process.
-        let live = dir.join(format!("loop-points-{v:?}.live"));
-        let o = gsh_c(&format!("{script}; run > {}", live.display()), &exe);
-        o.assert_code(0);
-        let text = std::fs::read_to_string(&live).expect("live output");
-        assert_eq!(text, want, "{v:?} live");
+    let out = dir.join(format!("loop-points-{}", m.file_name(v)));
+    let o = gsh_c(&format!("{script}; save {}", out.display()), &exe);
+    o.assert_code(0);
+    let r = run_program(&out, &[], &[]);
+    assert_eq!(r.status.code(), Some(0), "{v:?} saved:\n{o}");
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        want,
+        "{} saved:\n{o}",
+        m.file_name(v)
+    );
+    // The same requests in a live process.
+    let live = dir.join(format!("loop-points-{}.live", m.file_name(v)));
+    let o = gsh_c(&format!("{script}; run > {}", live.display()), &exe);
+    o.assert_code(0);
+    let text = std::fs::read_to_string(&live).expect("live output");
+    assert_eq!(text, want, "{} live:\n{o}", m.file_name(v));
+}
+
+/// The loops of the stripped build are the -O2 build's, found without symbols: the same
+/// headers. Returns the -O2 build's headers by function and loop name.
+fn stripped_headers(m: &Mutatee) -> BTreeMap<(String, String), String> {
+    let named = headers(&m.path(Variant::O2));
+    let stripped: BTreeSet<String> = headers(&m.path(Variant::Stripped)).into_values().collect();
+    let want: BTreeSet<String> = named.values().cloned().collect();
+    assert_eq!(stripped, want, "the stripped build's loop headers");
+    named
+}
+
+fn loops_in(v: Variant) {
+    let m = Mutatee::new("loops");
+    let headers = (v == Variant::Stripped).then(|| stripped_headers(&m));
+    check(&m, v, &loop_points(LOOPS, v, headers.as_ref()));
+}
+
+fn exits_in(v: Variant) {
+    let m = Mutatee::new("loops_exits");
+    let headers = (v == Variant::Stripped).then(|| stripped_headers(&m));
+    let mut points = loop_points(EXITS, v, headers.as_ref());
+    if v == Variant::O0 {
+        points.extend(loop_points(EXITS_O0_ONLY, v, None));
     }
+    let cfg_of = if v == Variant::Stripped {
+        m.path(Variant::O2)
+    } else {
+        m.path(v)
+    };
+    points.extend(edge_points(&cfg_of, v, v == Variant::Stripped));
+    // The function's entry is once per call even where its first block is a loop header
+    // (-O2): it counted every back edge to it as well (15).
+    let (f, _) = loop_spec(&EXITS[EXITS.len() - 1], headers.as_ref());
+    points.push(Counted {
+        label: "header_first entry".into(),
+        point: format!("{f} entry"),
+        want: 2,
+    });
+    check(&m, v, &points);
+}
+
+#[test]
+fn loop_counts_are_exact_at_o0() {
+    loops_in(Variant::O0);
+}
+
+#[test]
+fn loop_counts_are_exact_at_o2() {
+    loops_in(Variant::O2);
+}
+
+#[test]
+fn loop_counts_are_exact_in_a_pie() {
+    loops_in(Variant::Pie);
+}
+
+#[test]
+fn loop_counts_are_exact_without_pie() {
+    loops_in(Variant::NoPie);
+}
+
+#[test]
+fn loop_counts_are_exact_stripped_by_header_address() {
+    loops_in(Variant::Stripped);
+}
+
+#[test]
+fn loops_left_every_way_count_exactly_at_o0() {
+    exits_in(Variant::O0);
+}
+
+#[test]
+fn loops_left_every_way_count_exactly_at_o2() {
+    exits_in(Variant::O2);
+}
+
+#[test]
+fn loops_left_every_way_count_exactly_in_a_pie() {
+    exits_in(Variant::Pie);
+}
+
+#[test]
+fn loops_left_every_way_count_exactly_without_pie() {
+    exits_in(Variant::NoPie);
+}
+
+#[test]
+fn loops_left_every_way_count_exactly_stripped_by_header_address() {
+    exits_in(Variant::Stripped);
 }

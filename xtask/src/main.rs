@@ -32,6 +32,9 @@
 //!   program (all five by default), saved, and the copy's output on a workload compared
 //!   exactly with the original's; prints the tactic counts, the run-time ratio and the
 //!   per-function entry/exit balance. Run it with `--release`.
+//! - `bench-coverage [cc1|python3] [--runs N]`: `coverage '*'` of gcc 12's `cc1` compiling
+//!   the C mutatees (or python3 running a script), saved: the slowdown against the original
+//!   in the same run, with identical outputs. Run it with `--release`.
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
 //!   gsh's CFGs.
@@ -44,6 +47,7 @@
 mod bench;
 mod bench_attached;
 mod bench_consult;
+mod bench_coverage;
 mod bench_live;
 mod bench_measure;
 mod bench_stall;
@@ -87,6 +91,10 @@ tasks:
   mem-attached [--runs N]         gsh's peak memory attached to an nginx worker and to a
                                   program with shared mappings, vs the same on their files
                                   (default 3 runs; use --release)
+  bench-coverage [cc1|python3] [--runs N]
+                                  coverage '*' of cc1 compiling the C mutatees (or python3
+                                  on a script), saved: slowdown vs the original, same run
+                                  (default cc1, 3 runs; use --release)
   whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]
                                   a counter at every entry and exit of the program, saved;
                                   outputs compared exactly, tactics, run-time ratios and
@@ -153,6 +161,7 @@ fn run() -> Result<()> {
         "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
+        "bench-coverage" => bench_coverage::run(rest),
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),
         "ground-truth" => ground_truth::run(rest),

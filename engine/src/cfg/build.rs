@@ -32,7 +32,9 @@ pub(super) struct Predecessors {
 
 /// What a CFG build needs besides the function itself.
 pub struct Context<'a> {
+    /// The file the function's bytes are read from.
     pub binary: &'a Binary,
+    /// The module's functions: a direct jump to another function's start is a tail call.
     pub functions: &'a FunctionTable,
     /// True when a call to this address never returns.
     pub is_noreturn: &'a (dyn Fn(LinkAddr) -> bool + Sync),
@@ -581,7 +583,11 @@ impl Builder<'_, '_> {
 type StackHeights = foldhash::HashMap<u64, i64>;
 
 /// The `(rsp, rbp)` heights after `insn`, or `None` when rsp's becomes unknown.
-fn stack_effect(insn: &Instruction, sp: i64, bp: Option<i64>) -> Option<(i64, Option<i64>)> {
+pub(crate) fn stack_effect(
+    insn: &Instruction,
+    sp: i64,
+    bp: Option<i64>,
+) -> Option<(i64, Option<i64>)> {
     use iced_x86::Register::{RBP, RSP};
     let op0 =
         |r| insn.op_count() > 0 && insn.op0_kind() == OpKind::Register && insn.op0_register() == r;

@@ -50,6 +50,7 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The limits of `binary`: its variables, function starts and `R_X86_64_RELATIVE` targets.
     pub fn read(binary: &Binary, functions: &FunctionTable) -> Limits {
         let mut starts: Vec<u64> = functions
             .variables()

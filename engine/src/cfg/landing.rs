@@ -62,6 +62,7 @@ impl LandingPads {
         (addr.0 >= start && addr.0 < end).then_some(LinkAddr(pad))
     }
 
+    /// True when the binary has no call that may throw into a landing pad (a C program, usually).
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }

@@ -14,6 +14,7 @@ use super::{BlockId, Cfg};
 pub struct Loop {
     /// `loop_1`, `loop_1.2`, ...
     pub name: String,
+    /// The block every entry into the loop goes through; it dominates every block of the loop.
     pub header: BlockId,
     /// Every block of the loop, nested loops' included, in address order.
     pub blocks: Vec<BlockId>,
@@ -21,6 +22,7 @@ pub struct Loop {
     pub back_edges: Vec<(BlockId, BlockId)>,
     /// Index of the enclosing loop in [`LoopForest::loops`].
     pub parent: Option<usize>,
+    /// Indexes of the loops nested directly in this one, in [`LoopForest::loops`].
     pub children: Vec<usize>,
     /// 1 for outermost loops.
     pub depth: u32,
@@ -29,6 +31,7 @@ pub struct Loop {
 /// All loops of a function, in pre-order (each loop before the loops nested in it).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct LoopForest {
+    /// Every loop, in pre-order: an outer loop before those nested in it, siblings by header address.
     pub loops: Vec<Loop>,
     /// Retreating edges whose target does not dominate their source: irreducible cycles.
     pub irreducible: Vec<(BlockId, BlockId)>,
@@ -47,6 +50,22 @@ impl LoopForest {
         self.loops.iter().find(|l| l.name == name)
     }
 
+    /// The loop `name` names in `cfg`, the graph the loops were found in: a name as
+    /// [`Loop::name`] spells it (`loop_1.2`), or its header's address as `loops` prints it
+    /// (`0x12f0`), which also names a loop of a stripped binary whatever the nesting.
+    pub fn find(&self, cfg: &Cfg, name: &str) -> Option<&Loop> {
+        if let Some(l) = self.by_name(name) {
+            return Some(l);
+        }
+        let hex = name
+            .strip_prefix("0x")
+            .or_else(|| name.strip_prefix("0X"))?;
+        let addr = u64::from_str_radix(hex, 16).ok()?;
+        self.loops
+            .iter()
+            .find(|l| cfg.block(l.header).start.0 == addr)
+    }
+
     /// The innermost loop containing `block`.
     pub fn innermost(&self, block: BlockId) -> Option<&Loop> {
         self.loops
@@ -63,8 +82,11 @@ impl LoopForest {
 pub enum LoopEdge {
     /// An intra-procedural edge.
     Edge {
+        /// The block control leaves.
         from: BlockId,
+        /// The block control enters.
         to: BlockId,
+        /// The edge's kind in the CFG.
         kind: super::EdgeKind,
     },
     /// The loop's header is the function's entry block: the caller enters the loop.
@@ -512,5 +534,11 @@ mod tests {
         assert_eq!(inner.entry, vec![e(1, 2, Ft)]);
         assert_eq!(inner.exit, vec![e(3, 1, Ft)]);
         assert_eq!(inner.iter_end, vec![e(3, 2, Tk), e(3, 1, Ft)]);
+        // The same loops by their headers' addresses, as `loops` prints them.
+        assert_eq!(forest.find(&cfg, "0x1010").unwrap().name, "loop_1");
+        assert_eq!(forest.find(&cfg, "0x1020").unwrap().name, "loop_1.1");
+        assert_eq!(forest.find(&cfg, "loop_1.1").unwrap().header, BlockId(2));
+        assert!(forest.find(&cfg, "0x1030").is_none(), "not a header");
+        assert!(forest.find(&cfg, "0xzz").is_none());
     }
 }

@@ -5,6 +5,8 @@
 //! Architecture invariant: a CFG is built from bytes read through [`crate::Binary::bytes_at`]
 //! and names from the function table; it knows nothing of processes.
 
+#![warn(missing_docs)]
+
 pub mod build;
 mod jumptable;
 pub mod landing;
@@ -38,6 +40,7 @@ pub enum EdgeKind {
 }
 
 impl EdgeKind {
+    /// The kind's name as `show cfg` and the JSON output spell it (`call-ft`, `jump-table`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             EdgeKind::FallThrough => "fallthrough",
@@ -56,7 +59,10 @@ pub enum Exit {
     /// A `ret`.
     Return,
     /// A direct jump to another function's entry.
-    TailCall { target: LinkAddr },
+    TailCall {
+        /// The entry of the function jumped to.
+        target: LinkAddr,
+    },
     /// An indirect jump that leaves the function: not a jump table, and taken with the stack
     /// as it was at entry (a tail call through a pointer).
     Indirect,
@@ -65,7 +71,10 @@ pub enum Exit {
     /// out, so not a place for an exit point; its targets are missing from the graph.
     Unresolved,
     /// A call to a function that never returns (`exit`, `abort`, `__cxa_throw`, ...).
-    NoReturnCall { target: LinkAddr },
+    NoReturnCall {
+        /// The callee's address (a PLT stub for a library function).
+        target: LinkAddr,
+    },
     /// `hlt`, `ud2`, or `int3`: execution cannot continue here.
     Trap,
     /// Decoding failed or ran out of the code's bytes.
@@ -86,12 +95,15 @@ pub struct CallSite {
 /// A basic block: straight-line code with one entry at its start.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Block {
+    /// Its index in [`Cfg::blocks`].
     pub id: BlockId,
+    /// Address of its first instruction.
     pub start: LinkAddr,
     /// One past its last byte.
     pub end: LinkAddr,
     /// Address of its last instruction.
     pub last: LinkAddr,
+    /// How many instructions it holds (at least 1).
     pub instructions: u32,
     /// Set when control leaves the function here.
     pub exit: Option<Exit>,
@@ -102,8 +114,11 @@ pub struct Block {
 /// An intra-procedural edge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Edge {
+    /// The block control leaves.
     pub from: BlockId,
+    /// The block control enters, at its start.
     pub to: BlockId,
+    /// How control gets from one to the other.
     pub kind: EdgeKind,
 }
 
@@ -126,17 +141,21 @@ pub struct JumpTable {
 /// The control-flow graph of one function.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Cfg {
+    /// The function's entry address, where the traversal started.
     pub entry: LinkAddr,
     /// Blocks sorted by start address; `blocks[0]` is not necessarily the entry (see
     /// [`Cfg::entry_block`]).
     pub blocks: Vec<Block>,
+    /// Every intra-procedural edge, in the order the traversal found them; calls are not edges.
     pub edges: Vec<Edge>,
+    /// Jump tables resolved in the function, in the order they were found.
     pub jump_tables: Vec<JumpTable>,
     /// Indirect jumps that could not be resolved as jump tables and are not tail calls.
     pub unresolved: Vec<LinkAddr>,
 }
 
 impl Cfg {
+    /// The block with id `id`. Panics if `id` is not a block of this CFG: ids come only from it.
     pub fn block(&self, id: BlockId) -> &Block {
         &self.blocks[id.0 as usize]
     }
@@ -161,10 +180,12 @@ impl Cfg {
         (addr < b.end).then_some(b.id)
     }
 
+    /// The edges leaving `id` (a linear scan of [`Cfg::edges`]).
     pub fn successors(&self, id: BlockId) -> impl Iterator<Item = &Edge> + '_ {
         self.edges.iter().filter(move |e| e.from == id)
     }
 
+    /// The edges entering `id` (a linear scan of [`Cfg::edges`]).
     pub fn predecessors(&self, id: BlockId) -> impl Iterator<Item = &Edge> + '_ {
         self.edges.iter().filter(move |e| e.to == id)
     }

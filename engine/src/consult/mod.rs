@@ -14,6 +14,8 @@
 //! structure. It decides what to measure, when a measurement is conclusive, and how much
 //! measuring may cost at once; it inserts nothing itself.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 pub mod proclab;
@@ -136,9 +138,19 @@ pub enum Resource {
     /// A call path below the enclosing function, caller first.
     CallPath(Vec<String>),
     /// A lock or condition, by its address, with the symbol it lies in when known.
-    Lock { addr: u64, name: Option<String> },
+    Lock {
+        /// The futex's runtime address.
+        addr: u64,
+        /// The symbol and offset it lies in (`big_lock`, `queue+8`).
+        name: Option<String>,
+    },
     /// A file descriptor and what it refers to.
-    File { fd: i32, path: String },
+    File {
+        /// The descriptor.
+        fd: i32,
+        /// What `/proc/PID/fd/FD` links to (a path, `socket:[...]`, `pipe:[...]`).
+        path: String,
+    },
 }
 
 impl fmt::Display for Resource {
@@ -192,7 +204,9 @@ impl fmt::Display for Focus {
 /// A hypothesis at a focus.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct Experiment {
+    /// Why the program might be slow.
     pub hypothesis: Hypothesis,
+    /// Where it might be.
     pub focus: Focus,
 }
 
@@ -272,7 +286,9 @@ pub enum State {
     Untested,
     /// Measuring.
     Active,
+    /// Judged true: the measured fraction passed the threshold (beyond the hysteresis band).
     True,
+    /// Judged false: the fraction stayed below the threshold, or no conclusive reading came in the bounded wait.
     False,
     /// Its instrumentation could not be inserted.
     Failed,
@@ -281,12 +297,15 @@ pub enum State {
 /// One node of the search history graph.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Node {
+    /// The hypothesis and focus tested.
     pub experiment: Experiment,
+    /// Where it stands.
     pub state: State,
     /// The last fraction measured.
     pub fraction: Option<f64>,
     /// The node this one refines.
     pub parent: Option<usize>,
+    /// The order untested nodes start in, highest first: the lab's priority for a refinement, infinity for the roots.
     pub priority: f64,
     /// Why a node failed or was judged without a conclusive reading.
     pub note: Option<String>,
@@ -303,8 +322,11 @@ pub struct Node {
 /// A conclusion: a true experiment none of whose refinements is true.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Finding {
+    /// Why the program is slow.
     pub hypothesis: Hypothesis,
+    /// Where.
     pub focus: Focus,
+    /// The fraction of wall time last measured there (0 to 1, per thread).
     pub fraction: f64,
 }
 
@@ -578,9 +600,13 @@ impl Search {
 /// and the fraction measured.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct FindingOut {
+    /// Why the program is slow.
     pub hypothesis: Hypothesis,
+    /// The focus's resources as text, outermost first, the thread left out.
     pub focus: Vec<String>,
+    /// The fraction of wall time measured there.
     pub fraction: f64,
+    /// The thread the focus names, if any.
     pub thread: Option<u32>,
 }
 
@@ -607,19 +633,28 @@ impl From<&Finding> for FindingOut {
 /// One node of the search history graph as scripts read it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct NodeOut {
+    /// Its index in [`Report::graph`].
     pub id: usize,
+    /// The node it refines; `None` for a root.
     pub parent: Option<usize>,
+    /// The hypothesis tested.
     pub hypothesis: Hypothesis,
+    /// The focus as text, outermost first (the thread included).
     pub focus: Vec<String>,
+    /// Where the experiment stands.
     pub state: State,
+    /// The last fraction measured, if any.
     pub fraction: Option<f64>,
+    /// Why it failed or was judged without a conclusive reading.
     pub note: Option<String>,
 }
 
 /// What a finished (or interrupted) search reports.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Report {
+    /// The conclusions, largest fraction first.
     pub findings: Vec<FindingOut>,
+    /// How many experiments were judged true or false.
     pub tested: usize,
     /// The cost of the search to the program observed while it ran: the fraction of the wall
     /// time the program was stopped for stack samples.
@@ -628,7 +663,9 @@ pub struct Report {
     pub sampler_cpu: f64,
     /// How many times the process was stopped for stack samples.
     pub stack_samples: u64,
+    /// Wall seconds the search ran.
     pub seconds: f64,
+    /// Every node of the search history graph, in creation order.
     pub graph: Vec<NodeOut>,
 }
 

@@ -25,8 +25,11 @@ pub enum Activity {
     Running,
     /// Blocked in a system call of this kind; `fd` and `path` for calls on a descriptor.
     Blocked {
+        /// The hypothesis the call's kind supports (lock, file or outside wait).
         hypothesis: Hypothesis,
+        /// The system call's number.
         syscall: u64,
+        /// The descriptor it blocks on, for calls on one.
         fd: Option<i32>,
     },
     /// Blocked in a call no hypothesis covers.
@@ -191,8 +194,11 @@ pub struct Sampler {
 /// Fractions of one thread's wall time over a window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadTime {
+    /// The thread's id.
     pub tid: i32,
+    /// Wall seconds the window covered for this thread.
     pub seconds: f64,
+    /// Each hypothesis' fraction of that wall time (0 to 1).
     pub fractions: BTreeMap<Hypothesis, f64>,
     /// Descriptors the thread blocked on, with the fraction of samples on each.
     pub fds: Vec<(i32, f64)>,

@@ -39,6 +39,7 @@ pub struct FrameName {
 /// The system call a thread was in when stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Syscall {
+    /// The system call's number (`orig_rax`).
     pub nr: u64,
     /// The first three arguments (a descriptor or a futex's address; a byte count third).
     pub args: [u64; 3],
@@ -50,7 +51,9 @@ pub struct Syscall {
 /// One thread's stack at one stop.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadStack {
+    /// The thread's id.
     pub tid: i32,
+    /// The system call it was in, if any.
     pub syscall: Option<Syscall>,
     /// The symbol a futex address lies in (`big_lock`, `queue+8`), when the source knows it.
     pub lock_name: Option<String>,
@@ -61,7 +64,9 @@ pub struct ThreadStack {
 /// Every thread's stack at one stop, and how long the process was stopped for it.
 #[derive(Clone, Debug)]
 pub struct Batch {
+    /// How long the process was stopped to take the batch.
     pub stopped: Duration,
+    /// One stack per thread.
     pub threads: Vec<ThreadStack>,
 }
 

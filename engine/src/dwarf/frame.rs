@@ -63,13 +63,16 @@ pub enum VarLocation {
     Address(u64),
     /// Its bytes (held in registers, or computed: `DW_OP_stack_value`, pieces).
     Value(Vec<u8>),
+    /// Not recoverable at this pc: no location covers it, or it needs what gsh cannot read (TLS, a register the unwinder lost).
     OptimizedOut,
 }
 
 /// A parameter or local of a frame, and where it is.
 #[derive(Clone, Debug)]
 pub struct FrameVariable {
+    /// What DWARF says of the variable (name, type, kind).
     pub info: VariableInfo,
+    /// Where its value is at the frame's pc.
     pub location: VarLocation,
 }
 

@@ -170,6 +170,21 @@ impl State {
         })
     }
 
+    /// Every line-table row from `lo` up to `hi`: each row's address and its source line, the
+    /// file as the line table names it in full (for coverage: a line ran when code of any row
+    /// of it ran).
+    pub fn locations(&self, lo: u64, hi: u64) -> Vec<(u64, String, u32)> {
+        let Some(ctx) = self.lines() else {
+            return Vec::new();
+        };
+        let Ok(rows) = ctx.find_location_range(lo, hi) else {
+            return Vec::new();
+        };
+        rows.filter_map(|(addr, _, loc)| Some((addr, loc.file?.to_owned(), loc.line?)))
+            .filter(|&(_, _, line)| line != 0)
+            .collect()
+    }
+
     /// The DIE of the outermost function whose code contains `addr`.
     pub fn function_die(&self, addr: u64) -> Option<DieRef> {
         let ctx = self.lines()?;

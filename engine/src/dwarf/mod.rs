@@ -12,6 +12,8 @@
 //! Not supported: split DWARF (`.dwo`), `.debug_types` type units, and dwz supplementary
 //! files (`.gnu_debugaltlink`); their DIEs are simply not found.
 
+#![warn(missing_docs)]
+
 mod frame;
 mod functions;
 mod load;
@@ -33,7 +35,9 @@ pub use frame::{FrameRegs, FrameVariable, VarLocation};
 /// A source position.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SourceLoc {
+    /// The file name as the line table or `DW_AT_decl_file` gives it (often absolute).
     pub file: String,
+    /// 1-based line number.
     pub line: u32,
 }
 
@@ -46,6 +50,7 @@ impl std::fmt::Display for SourceLoc {
 /// A formal parameter of a function.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Param {
+    /// Its name; `None` for an unnamed parameter (`int f(int)`).
     pub name: Option<String>,
     /// The type as C would spell it, e.g. `const char *`.
     pub type_name: String,
@@ -54,9 +59,13 @@ pub struct Param {
 /// What DWARF says about one function.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct FunctionInfo {
+    /// The function's name (`DW_AT_name`, not the linkage name).
     pub name: String,
+    /// The return type as C would spell it; `void` when it has none.
     pub return_type: String,
+    /// The formal parameters, in order.
     pub params: Vec<Param>,
+    /// True when it takes `...` after its parameters.
     pub variadic: bool,
     /// False for functions declared without a prototype (K&R C, assembly): an empty
     /// parameter list then means "unknown", not `(void)`.
@@ -140,12 +149,17 @@ pub enum VariableKind {
 /// What DWARF says about one variable.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct VariableInfo {
+    /// Its name.
     pub name: String,
+    /// Its type as C would spell it (`struct point *`, `int[16]`).
     pub type_name: String,
     /// Static address, for globals and static locals.
     pub addr: Option<LinkAddr>,
+    /// Its size in bytes, when its type has a known size.
     pub size: Option<u64>,
+    /// Where it is declared.
     pub decl: Option<SourceLoc>,
+    /// Whether it is a global, a static local, a parameter or a local.
     pub kind: VariableKind,
 }
 
@@ -153,21 +167,30 @@ pub struct VariableInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TypeKind {
+    /// `struct NAME`.
     Struct,
+    /// `union NAME`.
     Union,
+    /// `enum NAME`, with its enumerators.
     Enum,
+    /// A C++ `class`.
     Class,
+    /// A `typedef`, naming another type ([`TypeLayout::target`]).
     Typedef,
+    /// A base type: `int`, `double`, `unsigned char`...
     Base,
 }
 
 /// A member of a struct, union or class.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Member {
+    /// Its name; `None` for an anonymous struct or union member.
     pub name: Option<String>,
+    /// Its type as C would spell it.
     pub type_name: String,
     /// Byte offset from the start of the aggregate.
     pub offset: u64,
+    /// Its size in bytes, when known.
     pub size: Option<u64>,
     /// For bit-fields: (bit offset within the aggregate, bit size).
     pub bits: Option<(u64, u64)>,
@@ -180,13 +203,19 @@ pub struct Member {
 /// The layout of a named type.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct TypeLayout {
+    /// What kind of type it is.
     pub kind: TypeKind,
+    /// The type's name as C spells it (`struct point`, `size_t`).
     pub name: String,
+    /// Its size in bytes (`DW_AT_byte_size`); `None` for incomplete types.
     pub size: Option<u64>,
+    /// Members of a struct, union or class, in declaration order; empty for other kinds.
     pub members: Vec<Member>,
+    /// An enum's enumerators and their values, in declaration order; empty for other kinds.
     pub enumerators: Vec<(String, i64)>,
     /// For typedefs: the type it names.
     pub target: Option<String>,
+    /// Where it is declared.
     pub decl: Option<SourceLoc>,
 }
 
@@ -244,6 +273,15 @@ impl DebugInfo {
     /// The source line of `addr`.
     pub fn location(&self, addr: LinkAddr) -> Option<SourceLoc> {
         self.with(|s| s.location(addr.0))
+    }
+
+    /// The line-table rows in `[lo, hi)`: address, file (in full) and line of each.
+    pub fn locations(&self, lo: LinkAddr, hi: LinkAddr) -> Vec<(LinkAddr, String, u32)> {
+        self.with(|s| Some(s.locations(lo.0, hi.0)))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, f, l)| (LinkAddr(a), f, l))
+            .collect()
     }
 
     /// The function whose code starts at or contains `addr`: the outermost function, not

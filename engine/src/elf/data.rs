@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 
 /// File contents, mapped or owned.
 pub enum Data {
+    /// The file mapped read-only; the mapping lives as long as the `Binary`.
     Mapped(memmap2::Mmap),
+    /// Bytes held in memory: a test's fake ELF or a fuzzer's input.
     Owned(Vec<u8>),
 }
 

@@ -5,6 +5,8 @@
 //! section table only. Everything that walks symbols or code lives in [`crate::symbols`] and is
 //! computed when first asked for.
 
+#![warn(missing_docs)]
+
 mod data;
 mod validate;
 
@@ -53,14 +55,21 @@ impl BinaryKind {
 /// One section of the file, copied out of the section table.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Section {
+    /// Its index in the section header table (0 is the null section).
     pub index: usize,
+    /// Its name from `.shstrtab` (`.text`, `.plt.sec`...); empty when it has none.
     pub name: String,
+    /// Its link address (`sh_addr`); 0 for sections not loaded.
     pub addr: LinkAddr,
+    /// Its size in bytes in memory (`sh_size`), also for `SHT_NOBITS` sections that take none in the file.
     pub size: u64,
     /// Where its bytes are in the file; `None` for `SHT_NOBITS` sections such as `.bss`.
     pub file_range: Option<(FileOffset, u64)>,
+    /// `sh_flags`: `SHF_ALLOC`, `SHF_WRITE`, `SHF_EXECINSTR`...
     pub flags: u64,
+    /// `sh_type`: `SHT_PROGBITS`, `SHT_NOBITS`, `SHT_SYMTAB`...
     pub kind: u32,
+    /// `sh_entsize`: the size of one entry for tables (symbols, relocations), else 0.
     pub entsize: u64,
 }
 
@@ -84,10 +93,15 @@ impl Section {
 /// One loadable segment (`PT_LOAD`).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Segment {
+    /// Link address of its first byte (`p_vaddr`).
     pub vaddr: LinkAddr,
+    /// Bytes it takes in memory (`p_memsz`); past `filesz` they are zero-filled.
     pub memsz: u64,
+    /// Where its bytes start in the file (`p_offset`).
     pub offset: FileOffset,
+    /// Bytes it takes in the file (`p_filesz`).
     pub filesz: u64,
+    /// `p_flags`: `PF_R`, `PF_W`, `PF_X`.
     pub flags: u32,
 }
 
@@ -250,6 +264,7 @@ impl Binary {
         ElfFile64::parse(&*self.data).expect("validated when the binary was opened")
     }
 
+    /// What the file is: executable, PIE, shared library, relocatable object, other.
     pub fn kind(&self) -> BinaryKind {
         self.kind
     }
@@ -262,14 +277,17 @@ impl Binary {
         )
     }
 
+    /// The entry point (`e_entry`), usually `_start`; 0 in most shared libraries.
     pub fn entry(&self) -> LinkAddr {
         self.entry
     }
 
+    /// Every section, in section-table order.
     pub fn sections(&self) -> &[Section] {
         &self.sections
     }
 
+    /// The `PT_LOAD` segments, in program-header order.
     pub fn segments(&self) -> &[Segment] {
         &self.segments
     }

@@ -1,5 +1,5 @@
 //! What to do at a point: the one type every plan request's action is. A user's snippet, a
-//! measure (gsh's own runtime operation for a [`Metric`]), or a breakpoint.
+//! measure (gsh's own runtime operation for a [`Metric`]), block coverage, or a breakpoint.
 //!
 //! Extension point: call replacement (`replace FUNC call CALLEE with OTHER`) and rule-selected
 //! adapter fragments become variants here. Every consumer matches [`Action`] exhaustively
@@ -59,6 +59,68 @@ impl Metric {
     }
 }
 
+/// Which loops of a function a loop measure takes: as `loops FUNC` names them, by header
+/// address, or all of them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "by", content = "value")]
+pub enum LoopSel {
+    /// `loop_1.2`.
+    Named(String),
+    /// The loop whose header block starts at this address.
+    Header(crate::addr::LinkAddr),
+    /// `'*'`: every loop of the function.
+    All,
+}
+
+impl LoopSel {
+    /// The selector as users write it: `loop_1.2`, `0x401136` or `*`.
+    pub fn parse(word: &str) -> LoopSel {
+        if word == "*" {
+            return LoopSel::All;
+        }
+        match word
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+        {
+            Some(a) => LoopSel::Header(crate::addr::LinkAddr(a)),
+            None => LoopSel::Named(word.to_owned()),
+        }
+    }
+}
+
+impl std::fmt::Display for LoopSel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoopSel::Named(n) => write!(f, "{n}"),
+            LoopSel::Header(a) => write!(f, "{a}"),
+            LoopSel::All => write!(f, "*"),
+        }
+    }
+}
+
+/// What a measure is taken over.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "of")]
+pub enum Measured {
+    /// Each function: its calls (at its entry) and, for timers, the time to its exits.
+    Function,
+    /// Loops of each function: their entries and iterations (`count`), or the time from
+    /// each entry to the exit that leaves the loop (`time`).
+    Loop {
+        /// Which loops.
+        loops: LoopSel,
+    },
+}
+
+/// A measure: what is measured, over what.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Measurement {
+    /// What is measured.
+    pub metric: Metric,
+    /// Over what: functions or loops.
+    pub of: Measured,
+}
+
 /// What a plan request does at its points.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
@@ -70,8 +132,17 @@ pub enum Action {
         /// The statements, as typed.
         body: String,
     },
-    /// Measure the functions (at their entries, and exits for the metrics that time).
-    Measure(Metric),
+    /// Measure the functions (at their entries, and exits for the metrics that time), or
+    /// their loops (at their entries and headers, or entries and exits).
+    Measure(Measurement),
+    /// Count the executions of every basic block of the functions (`coverage`): one counter
+    /// per block, incremented by a probe at the block's entry ([`super::coverage`]). It is not
+    /// a [`Metric`]: its points are every block, not the function's entry, and its counters
+    /// live in an array of their own rather than in the runtime's per-thread slots.
+    Coverage {
+        /// `--once`: each probe is taken out once its block has run (live only).
+        once: bool,
+    },
     /// Stop a live process, only when `cond` holds if there is one.
     Breakpoint {
         /// A snippet expression, checked at each point against the stopped frame.
@@ -83,16 +154,30 @@ impl Action {
     /// The metric, for a measure.
     pub fn metric(&self) -> Option<Metric> {
         match self {
-            Action::Measure(m) => Some(*m),
+            Action::Measure(m) => Some(m.metric),
             _ => None,
         }
+    }
+
+    /// The measure, for a measure.
+    pub fn measurement(&self) -> Option<&Measurement> {
+        match self {
+            Action::Measure(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Does the action keep values for `report` (a measure or coverage)? A saved file then
+    /// loads the runtime, which writes them at exit.
+    pub fn reports(&self) -> bool {
+        matches!(self, Action::Measure(_) | Action::Coverage { .. })
     }
 
     /// The condition, for the actions that have one.
     pub fn cond(&self) -> Option<&str> {
         match self {
             Action::Snippet { cond, .. } | Action::Breakpoint { cond } => cond.as_deref(),
-            Action::Measure(_) => None,
+            Action::Measure(_) | Action::Coverage { .. } => None,
         }
     }
 
@@ -109,7 +194,16 @@ impl Action {
     pub fn describe(&self) -> String {
         match self {
             Action::Snippet { body, .. } => body.split_whitespace().collect::<Vec<_>>().join(" "),
-            Action::Measure(m) => format!("({})", m.command()),
+            Action::Measure(Measurement {
+                metric,
+                of: Measured::Function,
+            }) => format!("({})", metric.command()),
+            Action::Measure(Measurement {
+                metric,
+                of: Measured::Loop { loops },
+            }) => format!("({} loop {loops})", metric.command()),
+            Action::Coverage { once: false } => "(coverage)".to_owned(),
+            Action::Coverage { once: true } => "(coverage --once)".to_owned(),
             Action::Breakpoint { .. } => "(breakpoint)".to_owned(),
         }
     }

@@ -23,7 +23,7 @@ use crate::symbols::{FuncId, Function};
 
 use super::action::{Action, Metric};
 use super::env::SessionEnv;
-use super::measure::{self, MeasureError};
+use super::measure::{self, MeasureError, Probe};
 use super::request::Request;
 
 /// Why a request could not become patch requests.
@@ -50,16 +50,26 @@ pub trait Placement {
     fn env<'a>(&'a self, module: &'a Module, func: &'a Function, info: PointInfo)
         -> SessionEnv<'a>;
 
-    /// gsh's measuring snippet for request `id`'s function `func` at its entry or (`at_exit`)
-    /// its exits.
+    /// gsh's measuring snippet for request `id`'s function `func` (or its loop) at a point of
+    /// `probe`, its timer keyed by the point's `rsp` plus `frame`.
     fn measure_source(
         &mut self,
         module: &Module,
         id: u32,
         func: FuncId,
         metric: Metric,
-        at_exit: bool,
+        probe: &Probe,
+        frame: i32,
     ) -> Result<String, BuildError>;
+
+    /// The address of the counter of coverage request `id`'s block at `block` in `func`.
+    fn coverage_counter(
+        &mut self,
+        module: &Module,
+        id: u32,
+        func: FuncId,
+        block: crate::addr::LinkAddr,
+    ) -> Result<u64, BuildError>;
 }
 
 /// The patch requests for one request in one module, and the points left alone with why.
@@ -91,19 +101,31 @@ pub fn patch_requests(
     if matches!(r.action, Action::Breakpoint { .. }) {
         return Ok(out);
     }
+    if matches!(r.action, Action::Coverage { .. }) {
+        return coverage_requests(module, r, place);
+    }
     let metric = r.action.metric();
-    // Measuring requests name only entries; the metrics that time also go at the exits.
-    let exit = measure::exit_request(r);
     for f in r.funcs.iter().filter(|f| f.module == module.id) {
         let func = module.functions().get(f.func);
-        for (at_exit, req) in [(false, Some(r)), (true, exit.as_ref())] {
-            let Some(req) = req else { continue };
-            let source = match (metric, req.source()) {
-                (Some(metric), _) => place.measure_source(module, r.id, f.func, metric, at_exit)?,
-                (None, Some(source)) => source,
-                (None, None) => continue,
-            };
-            for p in points_of(module, req, f.func)? {
+        // A measure's code differs from point to point (entries and exits, a loop's headers,
+        // each point's frame); a snippet is the same at every point.
+        let sources: Vec<(String, Vec<Point>)> = match (metric, r.source()) {
+            (Some(metric), _) => {
+                let mut out = Vec::new();
+                for (probe, points) in measure::probes(module, r, f.func) {
+                    for (p, frame) in points {
+                        let source =
+                            place.measure_source(module, r.id, f.func, metric, &probe, frame)?;
+                        out.push((source, vec![p]));
+                    }
+                }
+                out
+            }
+            (None, Some(source)) => vec![(source, points_of(module, r, f.func)?)],
+            (None, None) => continue,
+        };
+        for (source, points) in sources {
+            for p in points {
                 if let Some(why) = overlapping_code(module, &p) {
                     out.skipped.push((p, why));
                     continue;
@@ -128,6 +150,39 @@ pub fn patch_requests(
     Ok(out)
 }
 
+/// A coverage request's patch requests: a probe at every block of each function, each
+/// incrementing its block's own counter.
+fn coverage_requests(
+    module: &Module,
+    r: &Request,
+    place: &mut dyn Placement,
+) -> Result<Built, BuildError> {
+    let mut out = Built::default();
+    for f in r.funcs.iter().filter(|f| f.module == module.id) {
+        let func = module.functions().get(f.func);
+        for p in super::coverage::points(module, f.func) {
+            if let Some(why) = overlapping_code(module, &p) {
+                out.skipped.push((p, why));
+                continue;
+            }
+            let counter = place.coverage_counter(module, r.id, f.func, p.addr)?;
+            let source = super::coverage::probe_source(counter);
+            let info = PointInfo {
+                internal: true,
+                ..PointInfo::default()
+            };
+            let env = place.env(module, func, info);
+            out.requests.push(patch::Request {
+                tag: r.id,
+                point: p,
+                env: Arc::new(env.snapshot(&source)),
+                source,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Inserts what [`patch_requests`] built; the one place instrumentation reaches the patcher.
 pub fn insert(
     patcher: &mut Patcher,
@@ -140,6 +195,100 @@ pub fn insert(
     skipped.append(&mut done.skipped);
     done.skipped = skipped;
     Ok(done)
+}
+
+/// Leaves out of `built` the coverage probes of requests `tags` that only a trap could reach
+/// (listed as skipped, with why): a trap costs a signal, or a stop under the tracer, each
+/// time its block runs, so a hot block would dominate the program; coverage reports such a
+/// block as unprobed instead. Planned as [`Patcher::insert`] would plan them.
+pub fn drop_trapped_probes(patcher: &Patcher, module: &Module, built: &mut Built, tags: &[u32]) {
+    let probes: Vec<Point> = built
+        .requests
+        .iter()
+        .filter(|r| tags.contains(&r.tag))
+        .map(|r| r.point.clone())
+        .collect();
+    if probes.is_empty() {
+        return;
+    }
+    let planned = patcher.plan(module, &probes);
+    let trapped: HashMap<u64, String> = planned
+        .sites
+        .iter()
+        .filter(|s| s.tactic == patch::Tactic::Trap)
+        .flat_map(|s| s.points.iter().map(|a| (a.0, s.why.clone())))
+        .collect();
+    if trapped.is_empty() {
+        return;
+    }
+    let (dropped, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut built.requests)
+        .into_iter()
+        .partition(|r| tags.contains(&r.tag) && trapped.contains_key(&r.point.addr.0));
+    built.requests = kept;
+    for r in dropped {
+        let why = &trapped[&r.point.addr.0];
+        built.skipped.push((
+            r.point,
+            format!("only a trap could reach it, and coverage takes no traps: {why}"),
+        ));
+    }
+}
+
+/// [`insert`], leaving out the points only a trap could reach where traps are refused (they
+/// are listed as skipped, with why), for coverage probes: a block without a probe is
+/// reported as unprobed, where one refused point would refuse the whole request.
+pub fn insert_or_skip_traps(
+    patcher: &mut Patcher,
+    module: &Module,
+    space: &mut dyn AddressSpace,
+    mut built: Built,
+) -> Result<Inserted, PatchError> {
+    loop {
+        // `Patcher::insert` refuses a trap before it writes anything, so trying again
+        // without the point is clean.
+        let attempt = Built {
+            requests: built.requests.clone(),
+            skipped: Vec::new(),
+        };
+        match insert(patcher, module, space, attempt) {
+            Err(PatchError::NeedsTrap { addr, why, .. }) => {
+                let (refused, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut built.requests)
+                    .into_iter()
+                    .partition(|r| r.point.addr == addr);
+                if refused.is_empty() {
+                    return Err(PatchError::NeedsTrap {
+                        point: "block".into(),
+                        addr,
+                        why,
+                    });
+                }
+                built.requests = kept;
+                for r in refused {
+                    built
+                        .skipped
+                        .push((r.point, format!("only a trap could reach it: {why}")));
+                }
+            }
+            Ok(mut done) => {
+                let mut skipped = std::mem::take(&mut built.skipped);
+                skipped.append(&mut done.skipped);
+                done.skipped = skipped;
+                return Ok(done);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Takes request `tag`'s code out of `module` at `points` only (`coverage --once`).
+pub fn remove_points(
+    patcher: &mut Patcher,
+    module: &Module,
+    space: &mut dyn AddressSpace,
+    tag: u32,
+    points: &std::collections::HashSet<crate::addr::LinkAddr>,
+) -> Result<usize, PatchError> {
+    patcher.remove_points(module, space, tag, points)
 }
 
 /// Takes request `tag`'s code out of `module` again: the one undo path.

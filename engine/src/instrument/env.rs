@@ -7,6 +7,8 @@
 //! express (function pointers, `float`, bit-fields) becomes the nearest thing it can (`void *`)
 //! or is left out, so a snippet never sees a wrong layout.
 
+#![warn(missing_docs)]
+
 use crate::dwarf::{DebugInfo, TypeKind};
 use crate::session::{Module, Session};
 use crate::snippet::abi;
@@ -21,8 +23,11 @@ const MAX_TYPEDEFS: usize = 8;
 /// A variable made with `declare`, placed at `addr` (where the instrumentation's data lives).
 #[derive(Clone, Debug)]
 pub struct Declaration {
+    /// The name snippets use.
     pub name: String,
+    /// Its snippet type (`long`, `double`, a pointer...).
     pub ty: Type,
+    /// Its runtime address in the process, or a placeholder before the process has memory for it.
     pub addr: u64,
 }
 

@@ -5,6 +5,8 @@
 //! written into memory gsh allocates. A running process can be read (declared variables,
 //! globals) without stopping it; anything that writes or calls needs it stopped.
 
+#![warn(missing_docs)]
+
 use crate::process::{MemReader, Process, ProcessError};
 use crate::snippet::abi::{self, SAVED_REGS_SIZE};
 use crate::snippet::interp::{self, Addr, Machine, Value};
@@ -28,12 +30,22 @@ pub enum EvalError {
     /// The text does not check (the rendered diagnostics).
     #[error("{0}")]
     Snippet(String),
+    /// Running the snippet failed: memory it reads cannot be read, a size is unknown, an
+    /// injected call failed.
     #[error("{0}")]
     Machine(String),
+    /// Process control failed (the process ended, a thread vanished).
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// The session cannot give what the evaluation needs (no file is open).
+    #[error(transparent)]
+    Session(#[from] crate::error::Error),
+    /// The text is statements, not one expression.
     #[error("`print` takes one expression")]
     NotAnExpression,
+    /// The process ended without leaving declared variables' values behind.
+    #[error("the process is gone and left no values to print")]
+    NothingLeft,
 }
 
 /// The environment `print`/`execute` check against in the live process, and the address the
@@ -84,6 +96,7 @@ pub fn live_env<'a>(
 /// A printed value, as `print` shows it.
 #[derive(Clone, Debug)]
 pub struct Printed {
+    /// The value as `print` shows it (`$1 = ` left to the caller).
     pub shown: String,
 }
 

@@ -16,7 +16,7 @@ use super::Live;
 pub const MAX_FRAMES: usize = 256;
 
 /// A stopped process's memory as the unwinder reads it.
-struct ProcMemory<'p>(&'p Process);
+pub(super) struct ProcMemory<'p>(pub(super) &'p Process);
 
 impl Memory for ProcMemory<'_> {
     fn read_u64(&self, addr: u64) -> Option<u64> {

@@ -10,6 +10,8 @@
 //! The histogram knows nothing about processes or metrics; `watch` in the shell keeps one per
 //! metric and draws it.
 
+#![warn(missing_docs)]
+
 use std::time::Duration;
 
 /// Buckets per histogram unless the caller asks otherwise: enough for a sparkline to show a
@@ -27,7 +29,12 @@ pub enum HistogramError {
     ZeroWidth,
     /// Samples must come in time order: the interval before `at` is recorded already.
     #[error("a sample at {at:?} is earlier than the {end:?} already recorded")]
-    Backwards { at: Duration, end: Duration },
+    Backwards {
+        /// The sample's time, since the histogram's start.
+        at: Duration,
+        /// The end of what is recorded already, since the start.
+        end: Duration,
+    },
 }
 
 /// One metric's values over time, since time zero (the histogram's start), in constant space.

@@ -33,8 +33,9 @@ use crate::snippet::ir::Program;
 
 use super::action::{Action, Metric};
 use super::build::{self, BuildError, Placement};
+use super::coverage::LiveCoverage;
 use super::env::{Declaration, SessionEnv};
-use super::measure::{Measure, MeasureError};
+use super::measure::{Measure, MeasureError, Probe};
 use super::pending::{overlay, Pending};
 use super::request::{Plan, Request};
 
@@ -101,6 +102,7 @@ struct LivePlacement<'l> {
     bias: u64,
     loaded: &'l BTreeMap<ModuleId, Loaded>,
     measure: &'l mut Measure,
+    coverage: &'l LiveCoverage,
 }
 
 impl Placement for LivePlacement<'_> {
@@ -121,12 +123,30 @@ impl Placement for LivePlacement<'_> {
         id: u32,
         func: crate::symbols::FuncId,
         metric: Metric,
-        at_exit: bool,
+        probe: &Probe,
+        frame: i32,
     ) -> Result<String, BuildError> {
         let name = || module.functions().get(func).display_name().to_owned();
         Ok(self
             .measure
-            .source(name, id, module.id, func, metric, at_exit)?)
+            .source(name, id, module.id, func, metric, probe, frame)?)
+    }
+
+    fn coverage_counter(
+        &mut self,
+        module: &Module,
+        id: u32,
+        func: crate::symbols::FuncId,
+        block: crate::addr::LinkAddr,
+    ) -> Result<u64, BuildError> {
+        let f = module.functions().get(func).addr.0;
+        self.coverage
+            .counter(id, module.id, f, block.0)
+            .ok_or_else(|| {
+                BuildError::Measure(MeasureError::NoRuntime(format!(
+                    "no coverage counter for the block at {block}"
+                )))
+            })
     }
 }
 
@@ -189,6 +209,8 @@ pub struct Live {
     pub paused_for: std::time::Duration,
     /// Measuring requests' runtime and slots (see [`super::measure`]).
     pub measure: Measure,
+    /// Coverage requests' counters (see [`super::coverage`]).
+    pub coverage: LiveCoverage,
     /// Let an attached process go (hands-off) even while it measures or holds declared
     /// variables. Off by default: the tracer must see the exit to keep the final values
     /// (`exiting`), which an untraced process takes with it.
@@ -263,6 +285,14 @@ impl AddressSpace for LiveSpace<'_> {
     }
 
     fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError> {
+        #[cfg(test)]
+        if rollback_tests::fault_hit() {
+            return Err(SpaceError::Access {
+                addr,
+                len: bytes.len(),
+                detail: "injected fault".into(),
+            });
+        }
         let end = addr.0 + bytes.len() as u64;
         let in_fresh = self
             .fresh
@@ -511,6 +541,25 @@ impl Live {
         if metric.is_some_and(|m| m.is_profile()) {
             self.unwind_tables_for(p, m)?;
         }
+        let coverage = matches!(self.requests[&id].request.action, Action::Coverage { .. });
+        if let Action::Coverage { once } = self.requests[&id].request.action {
+            let loaded = &self.loaded[&m];
+            let funcs: Vec<_> = self.requests[&id]
+                .request
+                .funcs
+                .iter()
+                .filter(|f| f.module == m)
+                .map(|f| f.func)
+                .collect();
+            self.coverage.prepare(
+                id,
+                &loaded.module,
+                loaded.bias,
+                &funcs,
+                once,
+                |near, size| p.allocate(near, size, AllocKind::Data),
+            )?;
+        }
         let built = {
             let loaded = &self.loaded[&m];
             let mut place = LivePlacement {
@@ -518,6 +567,7 @@ impl Live {
                 bias: loaded.bias,
                 loaded: &self.loaded,
                 measure: &mut self.measure,
+                coverage: &self.coverage,
             };
             build::patch_requests(&loaded.module, &self.requests[&id].request, &mut place)?
         };
@@ -527,7 +577,14 @@ impl Live {
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden);
-        let result = build::insert(&mut loaded.patcher, &loaded.module, &mut space, built);
+        let result = if coverage {
+            // A block only a trap could reach goes unprobed.
+            let mut built = built;
+            build::drop_trapped_probes(&loaded.patcher, &loaded.module, &mut built, &[id]);
+            build::insert_or_skip_traps(&mut loaded.patcher, &loaded.module, &mut space, built)
+        } else {
+            build::insert(&mut loaded.patcher, &loaded.module, &mut space, built)
+        };
         self.commit(space, m)?;
         if let Some(lr) = self.requests.get_mut(&id) {
             if !lr.applied.contains(&m) {
@@ -535,6 +592,17 @@ impl Live {
             }
         }
         let done = result?;
+        if coverage {
+            let blocks: Vec<(u64, u64, String)> = done
+                .skipped
+                .iter()
+                .map(|(pt, why)| {
+                    let f = self.loaded[&m].module.functions().get(pt.func).addr.0;
+                    (f, pt.addr.0, why.clone())
+                })
+                .collect();
+            self.coverage.unprobed(id, m, &blocks);
+        }
         for (pt, why) in &done.skipped {
             self.messages.push(format!(
                 "instrumentation {id}: {} at {} skipped: {why}",
@@ -633,7 +701,38 @@ impl Live {
         // Its code is gone: the values are final and the slots free. (Code that could not
         // be removed may still count, so its slots stay taken.)
         result?;
+        self.coverage.keep(&p.reader(), Some(id));
         self.measure.release(&p.reader(), id, true);
+        Ok(removed)
+    }
+
+    /// `coverage --once`: takes out the probes of the blocks that ran since the last call
+    /// (their counters stay as they are, at least 1), through the patcher's undo path while
+    /// the process is paused only for the writes, as `delete` does: every thread is stopped
+    /// while the bytes change, and threads inside them are moved. Returns how many probes
+    /// went.
+    pub fn retire_hit_probes(&mut self, p: &mut Process) -> Result<usize, LiveError> {
+        if !p.state().is_alive() {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        for r in self.coverage.hit_once(&p.reader()) {
+            let hidden = self.hidden();
+            let Some(loaded) = self.loaded.get_mut(&r.module) else {
+                continue;
+            };
+            let mut space = LiveSpace::new(&mut *p, hidden);
+            let done = build::remove_points(
+                &mut loaded.patcher,
+                &loaded.module,
+                &mut space,
+                r.id,
+                &r.points,
+            );
+            self.commit(space, r.module)?;
+            removed += done?;
+            self.coverage.retired(&r);
+        }
         Ok(removed)
     }
 
@@ -1221,7 +1320,8 @@ impl Hooks for Live {
     /// counters and declared variables need it to see the exit and keep their final values,
     /// unless the user chose to lose them ([`Live::hands_off_while_measuring`]).
     fn needs_tracer(&self) -> bool {
-        let keeps_values = self.measure.slots_in_use() > 0 || self.data.is_some();
+        let keeps_values =
+            self.measure.slots_in_use() > 0 || self.data.is_some() || !self.coverage.is_empty();
         (keeps_values && !self.hands_off_while_measuring)
             || self.once.is_some()
             || self.breakpoints.iter().any(|b| b.placed.is_some())
@@ -1233,6 +1333,7 @@ impl Hooks for Live {
 
     fn exiting(&mut self, p: &mut Process, _tid: i32) {
         self.measure.snapshot(p);
+        self.coverage.keep(&p.reader(), None);
         let (Some(base), Some(last)) = (self.data, self.declared.last()) else {
             return;
         };
@@ -1268,3 +1369,7 @@ impl Loaded {
         a.0.wrapping_add(self.bias)
     }
 }
+
+#[cfg(test)]
+#[path = "rollback_tests.rs"]
+mod rollback_tests;

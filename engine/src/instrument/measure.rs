@@ -29,9 +29,11 @@ use crate::session::{FuncRef, ModuleId, Session};
 use crate::snippet::check::RT_SAVE_FULL;
 use crate::symbols::FuncId;
 
-use super::action::Action;
-pub use super::action::Metric;
-use super::request::{Plan, PointSpec, Request, RequestError, Where};
+use super::action::{Action, Measurement};
+pub use super::action::{LoopSel, Measured, Metric};
+use super::loop_measure;
+use super::request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
+use crate::point::Point;
 
 /// Counter slots per thread (`gsh_rt_init`'s `max_slots`): one per measured function. The
 /// runtime's default, which a saved file's descriptor also asks for.
@@ -46,12 +48,22 @@ const SHADOW_ENTRY: usize = size_of::<ShadowEntry>();
 /// Why measuring failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
+    /// Process control failed while loading the runtime or reading its memory.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// No `libgsh_rt.so` where gsh looks (`$GSH_RT`, beside the executable, its parent); the
+    /// text says where it looked and how to build it.
     #[error("cannot find gsh's runtime library: {0}")]
     NoRuntime(String),
+    /// The runtime library was found but cannot be used.
     #[error("the runtime library {path}: {detail}")]
-    BadRuntime { path: PathBuf, detail: String },
+    BadRuntime {
+        /// The library file.
+        path: PathBuf,
+        /// What is wrong: unreadable, not an ELF, a missing export, a failed `dlopen`...
+        detail: String,
+    },
+    /// Every runtime slot holds a measure; `delete` frees some.
     #[error("every one of the {MAX_SLOTS} counter slots is in use")]
     SlotsFull,
 }
@@ -59,6 +71,7 @@ pub enum MeasureError {
 /// A runtime function generated code calls, and the vector state to save around it.
 #[derive(Clone, Copy, Debug)]
 pub struct RtFn {
+    /// Its runtime address (a descriptor's `fns` cell in a rewritten binary).
     pub addr: u64,
     /// `__gsh_rt_call`'s SAVE: an `xmm` mask, or [`RT_SAVE_FULL`].
     pub save: u64,
@@ -67,6 +80,7 @@ pub struct RtFn {
 /// The runtime as loaded in the process.
 #[derive(Clone, Debug)]
 pub struct Runtime {
+    /// The library file loaded (`libgsh_rt.so`).
     pub path: PathBuf,
     /// `GSH_RT_ROOT`'s address.
     pub root: u64,
@@ -123,25 +137,74 @@ impl Runtime {
     }
 }
 
-/// One measured function.
+/// What one slot counts (its `count`; a timer's slot also sums the time of what it counts).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Counted {
+    /// The function's calls, or the loop's entries.
+    #[default]
+    Entries,
+    /// The loop's iterations: passes through its header.
+    Iterations,
+    /// Passes along the loop's back edges, for a loop whose entries cannot be counted on
+    /// their edges (its header is the function's first block, or an entry edge has no place
+    /// for code): its entries are then its iterations less these, since every arrival at a
+    /// header comes along an entry edge or a back edge.
+    BackEdges,
+}
+
+/// One kind of code a measure puts into a function: for what (the function or one loop),
+/// what its slot counts, and whether it opens (entries, iterations) or closes (exits).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// The loop (`loop_1.2`), or `None` for the function.
+    pub loop_name: Option<String>,
+    /// What its slot counts: calls or entries, or a loop's iterations.
+    pub counted: Counted,
+    /// At the exits (the function's, or the loop's exit edges): timers close there.
+    pub at_exit: bool,
+}
+
+/// One slot of a measure: a request's function or loop, and what the slot counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Counter {
     /// The request's id.
     pub id: u32,
+    /// The module the function is in.
     pub module: ModuleId,
+    /// The function, in that module's table.
     pub func: FuncId,
     /// The function as users name it.
     pub name: String,
+    /// The loop, for a loop measure.
+    pub loop_name: Option<String>,
+    /// What its slot counts: calls or entries, or a loop's iterations.
+    pub counted: Counted,
+    /// The runtime slot its values are kept in, in every thread block.
     pub slot: u32,
+    /// What is measured.
     pub metric: Metric,
 }
 
-/// A measured function's value: calls, and for timers the inclusive time.
+/// A measured function's or loop's value: calls (a loop's entries), a loop's iterations, and
+/// for timers the inclusive time.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct CountValue {
+    /// The request's id.
     pub id: u32,
+    /// The function as users name it.
     pub function: String,
+    /// The loop (`loop_1.2`), for a loop measure.
+    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    pub loop_name: Option<String>,
+    /// Calls of the function, or entries into the loop, summed over threads.
     pub calls: u64,
+    /// Iterations of the loop (passes through its header), for `count FUNC loop LOOP`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u64>,
+    /// What was measured.
     pub metric: Metric,
     /// Inclusive time (wall or thread CPU), for timed metrics; activations open now are
     /// credited up to now.
@@ -149,25 +212,107 @@ pub struct CountValue {
     pub ns: Option<u64>,
 }
 
+impl CountValue {
+    /// What was measured, as a row names it: `work`, or `work loop_1.2` for a loop.
+    pub fn what(&self) -> String {
+        match &self.loop_name {
+            Some(l) => format!("{} {l}", self.function),
+            None => self.function.clone(),
+        }
+    }
+}
+
+/// Folds the slots that count iterations (and back edges) into their loop's value (same
+/// request, function and loop): `values[i]` belongs to `counted[i]`'s slot. A loop counted
+/// without an entries slot gets its entries as iterations less back edges.
+pub fn fold_iterations(values: Vec<CountValue>, counted: &[Counted]) -> Vec<CountValue> {
+    let same = |a: &CountValue, b: &CountValue| {
+        a.id == b.id && a.function == b.function && a.loop_name == b.loop_name
+    };
+    let mut out: Vec<CountValue> = Vec::with_capacity(values.len());
+    let mut rest = Vec::new();
+    for (v, c) in values.iter().zip(counted) {
+        let has_entries = || {
+            values
+                .iter()
+                .zip(counted)
+                .any(|(w, c)| *c == Counted::Entries && same(v, w))
+        };
+        match c {
+            Counted::Entries => out.push(v.clone()),
+            // A loop whose entries are derived: its row where its iterations slot is.
+            Counted::Iterations if !has_entries() && !out.iter().any(|o| same(o, v)) => {
+                out.push(CountValue {
+                    calls: 0,
+                    iterations: Some(0),
+                    ..v.clone()
+                });
+                rest.push((v.clone(), *c));
+            }
+            _ => rest.push((v.clone(), *c)),
+        }
+    }
+    let derived: Vec<bool> = out
+        .iter()
+        .map(|o| {
+            rest.iter()
+                .any(|(v, c)| *c == Counted::BackEdges && same(o, v))
+        })
+        .collect();
+    for (v, c) in &rest {
+        let Some(i) = out.iter().position(|o| same(o, v)) else {
+            continue;
+        };
+        let o = &mut out[i];
+        match c {
+            Counted::Iterations => {
+                *o.iterations.get_or_insert(0) += v.calls;
+                if derived[i] {
+                    o.calls += v.calls;
+                }
+            }
+            // Subtracted once every slot is in: a thread's back edges never outnumber its
+            // header passes, but the sum is taken over threads in any order.
+            Counted::BackEdges | Counted::Entries => {}
+        }
+    }
+    for (v, c) in &rest {
+        if *c == Counted::BackEdges {
+            if let Some(o) = out.iter_mut().find(|o| same(o, v)) {
+                o.calls = o.calls.saturating_sub(v.calls);
+            }
+        }
+    }
+    out
+}
+
 /// One distinct call path to a profiled function, summed over threads.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PathValue {
+    /// The request's id.
     pub id: u32,
+    /// The profiled function as users name it.
     pub function: String,
+    /// What was measured.
     pub metric: Metric,
     /// Return addresses, innermost first (`ras[0]` is in the profiled function's caller).
     pub ras: Vec<u64>,
+    /// Entries into the function along this path.
     pub calls: u64,
+    /// Inclusive time along this path, in nanoseconds.
     pub ns: u64,
 }
 
 /// Measuring state of one process; [`super::Live`] holds it.
 #[derive(Debug, Default)]
 pub struct Measure {
+    /// The runtime, once loaded into the process.
     pub runtime: Option<Runtime>,
+    /// The measured functions, one per slot in use.
     pub counters: Vec<Counter>,
     /// Values as the process left them when it exited (or gsh detached).
     pub last: Option<Vec<CountValue>>,
+    /// Call paths as the process left them when it exited (or gsh detached).
     pub last_paths: Option<Vec<PathValue>>,
     /// Modules whose call-site unwind tables the runtime has (for profiles' stack walks).
     pub unwound: Vec<ModuleId>,
@@ -222,7 +367,42 @@ pub fn add<'p>(
     glob: &str,
     metric: Metric,
 ) -> Result<&'p Request, RequestError> {
-    let spec = PointSpec::parse(&[glob, "entry"]).map_err(RequestError::NoPoint)?;
+    add_of(plan, session, glob, metric, Measured::Function)
+}
+
+/// Adds a measuring request for the functions `glob` names or, for [`Measured::Loop`], their
+/// loops, as one id. A loop measure checks its loops now: a loop named that a single
+/// function lacks is an error listing its loops, a function without loops is passed over when
+/// a glob matches several, and so is a loop whose header is the function's first block (its
+/// entry from the caller cannot be placed yet), with a warning.
+pub fn add_of<'p>(
+    plan: &'p mut Plan,
+    session: &mut Session,
+    glob: &str,
+    metric: Metric,
+    of: Measured,
+) -> Result<&'p Request, RequestError> {
+    let at: &[&str] = match &of {
+        Measured::Function => &["entry"],
+        Measured::Loop { .. } if metric.is_profile() => {
+            return Err(RequestError::NoPoint(format!(
+                "`{}` profiles functions; loops are measured by `count` and `time`",
+                metric.command()
+            )))
+        }
+        Measured::Loop { .. } => &["loop", "", "entry"],
+    };
+    let sel = match &of {
+        Measured::Loop { loops } => loops.to_string(),
+        Measured::Function => String::new(),
+    };
+    let words: Vec<&str> = std::iter::once(glob)
+        .chain(
+            at.iter()
+                .map(|w| if w.is_empty() { sel.as_str() } else { w }),
+        )
+        .collect();
+    let spec = PointSpec::parse(&words).map_err(RequestError::NoPoint)?;
     let funcs: Vec<FuncRef> = session.resolve_functions(glob)?;
     let many = funcs.len() > 1;
     let funcs: Vec<FuncRef> = funcs
@@ -238,32 +418,232 @@ pub fn add<'p>(
                     .contains(".cold"))
         })
         .collect();
-    Ok(plan.push(spec, Action::Measure(metric), funcs, Vec::new()))
+    let mut warnings = Vec::new();
+    let funcs = match &of {
+        Measured::Function => funcs,
+        Measured::Loop { loops } => {
+            let mut kept = Vec::new();
+            let mut refused = Vec::new();
+            // (function, its irreducible cycles)
+            let mut tangled: Vec<(String, String)> = Vec::new();
+            for f in funcs {
+                let module = session.module(f.module);
+                let name = module.functions().get(f.func).display_name().to_owned();
+                let chosen = match loop_measure::select(module, f.func, loops) {
+                    Ok(chosen) => chosen,
+                    Err(why) if !many => return Err(RequestError::NoPoint(why)),
+                    Err(_) => continue,
+                };
+                if let Some(c) = loop_measure::irreducible(module, f.func) {
+                    tangled.push((name.clone(), c));
+                }
+                let mut placeable = 0;
+                for l in &chosen {
+                    let pts = loop_measure::points(module, f.func, l, LoopAt::Entry);
+                    // A count takes such a loop's entries from its back edges.
+                    let derived =
+                        !metric.has_exit() && loop_measure::back_edges(module, f.func, l).is_some();
+                    match pts
+                        .iter()
+                        .find_map(|p| p.placeable().err())
+                        .filter(|_| !derived)
+                    {
+                        Some(why) if !many && !matches!(loops, LoopSel::All) => {
+                            return Err(RequestError::Unplaceable {
+                                spec: spec.to_string(),
+                                why,
+                            })
+                        }
+                        Some(why) => refused.push(format!("{name} {}: {why}", l.name)),
+                        None => placeable += 1,
+                    }
+                }
+                if placeable > 0 {
+                    kept.push(f);
+                }
+            }
+            if kept.is_empty() {
+                return Err(RequestError::NoPoint(format!(
+                    "no loop of the functions matching `{glob}` can be measured{}",
+                    if refused.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", refused.join("; "))
+                    }
+                )));
+            }
+            warnings.extend(refused.into_iter().map(|r| format!("not measured: {r}")));
+            warnings.extend(irreducible_warning(&tangled));
+            kept
+        }
+    };
+    Ok(plan.push(
+        spec,
+        Action::Measure(Measurement { metric, of }),
+        funcs,
+        warnings,
+    ))
 }
 
-/// The same request at the function's exits, for the metrics that need them.
-pub fn exit_request(r: &Request) -> Option<Request> {
-    r.action.metric().filter(|m| m.has_exit())?;
-    let mut e = r.clone();
-    e.spec.at = Where::Exit;
-    Some(e)
+/// The warning naming the irreducible cycles of the functions a loop measure selected: each
+/// cycle of one function, or the functions when several have some (`loops FUNC` names their
+/// cycles).
+fn irreducible_warning(tangled: &[(String, String)]) -> Option<String> {
+    const LISTED: usize = 8;
+    match tangled {
+        [] => None,
+        [(name, cycles)] => Some(format!(
+            "{name} has irreducible cycles ({cycles}): they form no loop and are not measured"
+        )),
+        many => {
+            let names: Vec<&str> = many.iter().take(LISTED).map(|t| t.0.as_str()).collect();
+            let more = many.len().saturating_sub(LISTED);
+            Some(format!(
+                "{} functions have irreducible cycles, which form no loop and are not measured: \
+                 {}{} (`loops FUNC` names them)",
+                many.len(),
+                names.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ))
+        }
+    }
+}
+
+/// The code request `r` (a measure) puts into `func`: each [`Probe`] with its points and, per
+/// point, the frame offset its timer keys activations by (see [`loop_measure`]). Loops whose
+/// entry cannot be placed are left out (the request warned of them when it was made).
+pub fn probes(
+    module: &crate::Module,
+    r: &Request,
+    func: FuncId,
+) -> Vec<(Probe, Vec<(Point, i32)>)> {
+    let Some(m) = r.action.measurement() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    match &m.of {
+        Measured::Function => {
+            for (at_exit, at) in [(false, Where::Entry), (true, Where::Exit)] {
+                if at_exit && !m.metric.has_exit() {
+                    continue;
+                }
+                let points = crate::point::find(module, func, &at).unwrap_or_default();
+                let probe = Probe {
+                    loop_name: None,
+                    counted: Counted::Entries,
+                    at_exit,
+                };
+                out.push((probe, points.into_iter().map(|p| (p, 0)).collect()));
+            }
+        }
+        Measured::Loop { loops } => {
+            let Ok(chosen) = loop_measure::select(module, func, loops) else {
+                return out;
+            };
+            // Only timers key activations by frame; counts need no stack heights.
+            let heights = if m.metric.has_exit() {
+                loop_measure::block_heights(module, func)
+            } else {
+                Vec::new()
+            };
+            for l in chosen {
+                let entries = loop_measure::points(module, func, l, LoopAt::Entry);
+                let unplaced = |p: &Point| {
+                    p.placeable().is_err() || crate::patch::edge::place(module, p).is_err()
+                };
+                if !m.metric.has_exit() && entries.iter().any(unplaced) {
+                    // Entries the patcher cannot reach are counted as iterations less back
+                    // edges, when it can reach those.
+                    if let Some(back) = loop_measure::back_edges(module, func, l) {
+                        let headers = loop_measure::points(module, func, l, LoopAt::IterBegin);
+                        for (counted, points) in
+                            [(Counted::Iterations, headers), (Counted::BackEdges, back)]
+                        {
+                            let probe = Probe {
+                                loop_name: Some(l.name.clone()),
+                                counted,
+                                at_exit: false,
+                            };
+                            out.push((probe, points.into_iter().map(|p| (p, 0)).collect()));
+                        }
+                        continue;
+                    }
+                }
+                if entries.iter().any(|p| p.placeable().is_err()) {
+                    continue;
+                }
+                let mut kinds = vec![(Counted::Entries, false, entries)];
+                if m.metric.has_exit() {
+                    let exits = loop_measure::points(module, func, l, LoopAt::Exit);
+                    let exits = exits
+                        .into_iter()
+                        .map(|p| loop_measure::closing_point(module, p))
+                        .collect();
+                    kinds.push((Counted::Entries, true, exits));
+                } else {
+                    let headers = loop_measure::points(module, func, l, LoopAt::IterBegin);
+                    kinds.push((Counted::Iterations, false, headers));
+                }
+                // One key for the loop's every point, or the points' own `rsp` throughout.
+                let all: Vec<Point> = kinds.iter().flat_map(|k| k.2.iter().cloned()).collect();
+                let frames = if m.metric.has_exit() {
+                    loop_measure::frame_offsets(&heights, &all)
+                } else {
+                    None
+                };
+                let mut k = 0;
+                for (counted, at_exit, points) in kinds {
+                    let probe = Probe {
+                        loop_name: Some(l.name.clone()),
+                        counted,
+                        at_exit,
+                    };
+                    let with: Vec<(Point, i32)> = points
+                        .into_iter()
+                        .map(|p| {
+                            let f = frames.as_ref().map_or(0, |f| f[k]);
+                            k += 1;
+                            (p, f)
+                        })
+                        .collect();
+                    out.push((probe, with));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The snippet a rewritten binary runs at a point of `metric`'s slot `slot`, finding the
 /// runtime through the measuring descriptor at `desc` (`rt/LAYOUT.md`). Calls save all vector
 /// state: the runtime that will be loaded is not known when the file is written.
-pub fn saved_source(metric: Metric, at_exit: bool, slot: u32, desc: u64) -> String {
+pub fn saved_source(metric: Metric, probe: &Probe, slot: u32, desc: u64, frame: i32) -> String {
+    let access = format!("{slot}, 0, 0, {desc:#x}{}", frame_arg(frame));
     let call = |e: Event| {
         format!(
-            "__gsh_rt_call({:#x}, {RT_SAVE_FULL:#x}, {slot}, 0, 0, {desc:#x});",
+            "__gsh_rt_call({:#x}, {RT_SAVE_FULL:#x}, {access});",
             desc + descriptor::fn_at(e)
         )
     };
-    match op(metric, at_exit, true) {
-        Op::Count => format!("__gsh_rt_count({slot}, 0, 0, {desc:#x});"),
-        Op::TimeEnter => format!("__gsh_rt_time_enter({slot}, 0, 0, {desc:#x});"),
-        Op::TimeExit => format!("__gsh_rt_time_exit({slot}, 0, 0, {desc:#x});"),
+    match op(metric, probe, true) {
+        Op::Count => format!("__gsh_rt_count({access});"),
+        Op::TimeEnter => format!("__gsh_rt_time_enter({access});"),
+        Op::TimeExit => format!("__gsh_rt_time_exit({access});"),
         Op::Call(e) => call(e),
+    }
+}
+
+/// The runtime operations' last argument, FRAME, when it is not 0 (`snippet::check`'s
+/// `RT_NAMES`): an `i32` as its 64-bit two's complement. A live process's operations then
+/// name DESC as 0 before it.
+fn frame_arg(frame: i32) -> String {
+    match frame {
+        0 => String::new(),
+        f => format!(", {:#x}", i64::from(f) as u64),
     }
 }
 
@@ -276,10 +656,13 @@ enum Op {
     Call(Event),
 }
 
-/// The operation measuring `metric` at an entry or (`at_exit`) an exit. Wall-clock timers are
-/// inline when `inline_timers` (the TSC is usable), else the runtime's own clock times them.
-fn op(metric: Metric, at_exit: bool, inline_timers: bool) -> Op {
-    match (metric, at_exit) {
+/// The operation measuring `metric` at `probe`'s points. Wall-clock timers are inline when
+/// `inline_timers` (the TSC is usable), else the runtime's own clock times them.
+fn op(metric: Metric, probe: &Probe, inline_timers: bool) -> Op {
+    if probe.counted != Counted::Entries {
+        return Op::Count;
+    }
+    match (metric, probe.at_exit) {
         (Metric::Count, _) => Op::Count,
         (Metric::Time, false) if inline_timers => Op::TimeEnter,
         (Metric::Time, true) if inline_timers => Op::TimeExit,
@@ -313,7 +696,8 @@ impl Measure {
         Ok(self.runtime.as_ref().expect("just set"))
     }
 
-    /// The slot of request `id`'s function `func`, given on first use.
+    /// The slot of request `id`'s function `func` (or its loop) that counts what `probe`
+    /// counts, given on first use.
     fn slot(
         &mut self,
         name: impl FnOnce() -> String,
@@ -321,12 +705,15 @@ impl Measure {
         module: ModuleId,
         func: FuncId,
         metric: Metric,
+        probe: &Probe,
     ) -> Result<u32, MeasureError> {
-        if let Some(c) = self
-            .counters
-            .iter()
-            .find(|c| c.id == id && c.module == module && c.func == func)
-        {
+        if let Some(c) = self.counters.iter().find(|c| {
+            c.id == id
+                && c.module == module
+                && c.func == func
+                && c.loop_name == probe.loop_name
+                && c.counted == probe.counted
+        }) {
             return Ok(c.slot);
         }
         let slot = match self.free.pop_first() {
@@ -343,13 +730,17 @@ impl Measure {
             module,
             func,
             name: name(),
+            loop_name: probe.loop_name.clone(),
+            counted: probe.counted,
             slot,
             metric,
         });
         Ok(slot)
     }
 
-    /// The snippet measuring `func` for request `id` at its entry or (`at_exit`) its exits.
+    /// The snippet measuring `func` (or its loop) for request `id` at a point of `probe`,
+    /// its timer keyed by the point's `rsp` plus `frame`.
+    #[allow(clippy::too_many_arguments)]
     pub fn source(
         &mut self,
         name: impl FnOnce() -> String,
@@ -357,16 +748,25 @@ impl Measure {
         module: ModuleId,
         func: FuncId,
         metric: Metric,
-        at_exit: bool,
+        probe: &Probe,
+        frame: i32,
     ) -> Result<String, MeasureError> {
         if self.runtime.is_none() {
             return Err(MeasureError::NoRuntime(
                 "not loaded in the process yet".into(),
             ));
         }
-        let slot = self.slot(name, id, module, func, metric)?;
+        let slot = self.slot(name, id, module, func, metric, probe)?;
         let rt = self.runtime.as_mut().expect("checked above");
-        let access = format!("{slot}, {:#x}, {:#x}", rt.tls_offset as u64, rt.thread_fn);
+        let access = format!(
+            "{slot}, {:#x}, {:#x}{}",
+            rt.tls_offset as u64,
+            rt.thread_fn,
+            match frame {
+                0 => String::new(),
+                _ => format!(", 0{}", frame_arg(frame)),
+            }
+        );
         let tsc = rt.tsc;
         let mut call = |event: Event| -> Result<String, MeasureError> {
             let f = rt.call_fn(event)?;
@@ -375,7 +775,7 @@ impl Measure {
                 f.addr, f.save
             ))
         };
-        match op(metric, at_exit, tsc) {
+        match op(metric, probe, tsc) {
             Op::Count => Ok(format!("__gsh_rt_count({access});")),
             Op::TimeEnter => Ok(format!("__gsh_rt_time_enter({access});")),
             Op::TimeExit => Ok(format!("__gsh_rt_time_exit({access});")),
@@ -456,12 +856,15 @@ impl Measure {
             .map(|(i, c)| CountValue {
                 id: c.id,
                 function: c.name.clone(),
+                loop_name: c.loop_name.clone(),
                 calls: calls[i],
+                iterations: None,
                 metric: c.metric,
                 ns: (c.metric.is_timed() && !c.metric.is_profile()).then_some(ns[i]),
             })
             .collect();
-        Ok(self.with_kept(now))
+        let counted: Vec<Counted> = self.counters.iter().map(|c| c.counted).collect();
+        Ok(self.with_kept(fold_iterations(now, &counted)))
     }
 
     /// `now` and the deleted requests' kept values, by request id.
@@ -538,12 +941,15 @@ impl Measure {
             .map(|c| CountValue {
                 id: c.id,
                 function: c.name.clone(),
+                loop_name: c.loop_name.clone(),
                 calls: 0,
+                iterations: None,
                 metric: c.metric,
                 ns: (c.metric.is_timed() && !c.metric.is_profile()).then_some(0),
             })
             .collect();
-        self.with_kept(now)
+        let counted: Vec<Counted> = self.counters.iter().map(|c| c.counted).collect();
+        self.with_kept(fold_iterations(now, &counted))
     }
 
     /// Gives back request `id`'s slots, for reuse by later requests; with `keep`, its values

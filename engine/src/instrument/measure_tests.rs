@@ -3,6 +3,14 @@
 
 use super::*;
 
+fn function_probe() -> Probe {
+    Probe {
+        loop_name: None,
+        counted: Counted::Entries,
+        at_exit: false,
+    }
+}
+
 fn claim(m: &mut Measure, id: u32, func: usize) -> Result<u32, MeasureError> {
     m.slot(
         || format!("f{func}"),
@@ -10,7 +18,37 @@ fn claim(m: &mut Measure, id: u32, func: usize) -> Result<u32, MeasureError> {
         ModuleId(0),
         FuncId(func as u32),
         Metric::Count,
+        &function_probe(),
     )
+}
+
+#[test]
+fn a_loop_gets_a_slot_for_entries_and_one_for_iterations_and_its_exits_share_the_first() {
+    let mut m = Measure::default();
+    let probe = |l: &str, counted, at_exit| Probe {
+        loop_name: Some(l.into()),
+        counted,
+        at_exit,
+    };
+    let mut at = |p: Probe| {
+        m.slot(|| "f".into(), 1, ModuleId(0), FuncId(3), Metric::Count, &p)
+            .expect("room")
+    };
+    let function = at(function_probe());
+    let entries = at(probe("loop_1", Counted::Entries, false));
+    let exits = at(probe("loop_1", Counted::Entries, true));
+    let iterations = at(probe("loop_1", Counted::Iterations, false));
+    let inner = at(probe("loop_1.1", Counted::Entries, false));
+    assert_eq!(entries, exits);
+    let mut all = vec![function, entries, iterations, inner];
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 4, "{all:?}");
+    let c = &m.counters[2];
+    assert_eq!(
+        (c.loop_name.as_deref(), c.counted),
+        (Some("loop_1"), Counted::Iterations)
+    );
 }
 
 #[test]
@@ -53,4 +91,40 @@ fn a_full_table_refuses_and_a_failed_request_gives_its_slots_back() {
     m.release(&reader, 3, false);
     assert!(m.unprepared.is_empty());
     assert_eq!(m.free.len(), MAX_SLOTS as usize);
+}
+
+#[test]
+fn a_loop_without_an_entries_slot_has_its_iterations_less_its_back_edges_as_entries() {
+    let v = |function: &str, calls: u64| CountValue {
+        id: 1,
+        function: function.into(),
+        loop_name: Some("loop_1".into()),
+        calls,
+        iterations: None,
+        metric: Metric::Count,
+        ns: None,
+    };
+    // Two threads' slots, as read: f's loop by back edges, g's with an entries slot.
+    let values = vec![
+        v("f", 5),
+        v("f", 4),
+        v("g", 2),
+        v("g", 9),
+        v("f", 7),
+        v("f", 5),
+    ];
+    let counted = [
+        Counted::Iterations,
+        Counted::BackEdges,
+        Counted::Entries,
+        Counted::Iterations,
+        Counted::Iterations,
+        Counted::BackEdges,
+    ];
+    let out = fold_iterations(values, &counted);
+    let got: Vec<(&str, u64, Option<u64>)> = out
+        .iter()
+        .map(|v| (v.function.as_str(), v.calls, v.iterations))
+        .collect();
+    assert_eq!(got, vec![("f", 3, Some(12)), ("g", 2, Some(9))]);
 }

@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod build;
+pub mod coverage;
 
 pub use crate::patch::{PointRow, Tactic};
 pub use build::describe_points;
@@ -15,6 +16,7 @@ pub use env::{Declaration, SessionEnv};
 pub mod request;
 
 pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
+pub mod sampling;
 pub mod save;
 mod source;
 
@@ -22,7 +24,9 @@ pub use save::{save, SaveError, SaveReport};
 pub mod eval;
 pub mod frames;
 pub mod histogram;
+pub mod inspect;
 pub mod live;
+pub mod loop_measure;
 pub mod measure;
 mod pending;
 pub mod results;

@@ -20,7 +20,7 @@ use gsh_rt_abi::ABI_VERSION;
 use crate::addr::LinkAddr;
 use crate::session::Session;
 
-use super::measure::{CountValue, Metric, PathValue};
+use super::measure::{fold_iterations, CountValue, Counted, Metric, PathValue};
 
 /// The JSON text `save` writes into the measuring descriptor: what each slot of the saved
 /// code measures. The runtime copies it into the results file as `meta`.
@@ -30,6 +30,9 @@ pub struct Meta {
     pub version: u32,
     /// One entry per slot.
     pub slots: Vec<SavedSlot>,
+    /// Which block each coverage counter belongs to, per coverage request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<super::coverage::CoverageMap>,
 }
 
 /// A loaded object of the measured process, with its load bias.
@@ -102,6 +105,11 @@ pub struct ResultsFile {
     pub paths: Vec<PathValue>,
     /// The loaded objects, the program first.
     pub modules: Vec<LoadedModule>,
+    /// Coverage requests' block maps.
+    pub coverage: Vec<super::coverage::CoverageMap>,
+    /// Their counters' values (absent: zero), [`super::coverage::UNPROBED`] for blocks
+    /// without a probe.
+    pub coverage_counts: HashMap<u32, u64>,
 }
 
 /// Reads the results file at `path`.
@@ -175,7 +183,9 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
         .map(|m| CountValue {
             id: m.id,
             function: m.function.clone(),
+            loop_name: m.loop_name.clone(),
             calls: 0,
+            iterations: None,
             metric: m.kind,
             ns: (m.kind.is_timed() && !m.kind.is_profile()).then_some(0),
         })
@@ -217,10 +227,13 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
             });
         }
     }
+    let counted: Vec<Counted> = meta.slots.iter().map(|m| m.counted).collect();
     ResultsFile {
-        values,
+        values: fold_iterations(values, &counted),
         paths,
         modules: file.modules.clone(),
+        coverage: meta.coverage.clone(),
+        coverage_counts: file.coverage.iter().copied().collect(),
     }
 }
 
@@ -275,6 +288,17 @@ pub struct SavedSlot {
     pub kind: Metric,
     /// The measured function, as users name it.
     pub function: String,
+    /// The measured loop (`loop_1.2`), for a loop measure.
+    #[serde(rename = "loop", default, skip_serializing_if = "Option::is_none")]
+    pub loop_name: Option<String>,
+    /// What the slot counts: calls or a loop's entries (the default), or a loop's
+    /// iterations.
+    #[serde(default, skip_serializing_if = "is_entries")]
+    pub counted: Counted,
+}
+
+fn is_entries(c: &Counted) -> bool {
+    *c == Counted::Entries
 }
 
 #[cfg(test)]

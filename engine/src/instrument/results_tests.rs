@@ -11,27 +11,50 @@ fn sample(clock: &str) -> String {
                 id: 1,
                 kind: Metric::Count,
                 function: "work_item".into(),
+                loop_name: None,
+                counted: Counted::Entries,
             },
             SavedSlot {
                 slot: 1,
                 id: 2,
                 kind: Metric::Time,
                 function: "worker".into(),
+                loop_name: None,
+                counted: Counted::Entries,
             },
             SavedSlot {
                 slot: 2,
                 id: 3,
                 kind: Metric::Profile,
                 function: "leaf".into(),
+                loop_name: None,
+                counted: Counted::Entries,
+            },
+            SavedSlot {
+                slot: 3,
+                id: 4,
+                kind: Metric::Count,
+                function: "nested".into(),
+                loop_name: Some("loop_1.1".into()),
+                counted: Counted::Entries,
+            },
+            SavedSlot {
+                slot: 4,
+                id: 4,
+                kind: Metric::Count,
+                function: "nested".into(),
+                loop_name: Some("loop_1.1".into()),
+                counted: Counted::Iterations,
             },
         ],
+        coverage: Vec::new(),
     };
     let meta = serde_json::to_string(&meta).expect("meta");
     format!(
         r#"{{"abi":{ABI_VERSION},"clock":"{clock}","ns_per_tick":0.5,
  "slots":[{{"slot":0,"count":12,"ns":0}}],
  "threads":[{{"tid":123,"alive":false,
-   "slots":[{{"slot":0,"count":5,"ns":0}},{{"slot":1,"count":2,"ns":1000}}],
+   "slots":[{{"slot":0,"count":5,"ns":0}},{{"slot":1,"count":2,"ns":1000}},{{"slot":3,"count":6,"ns":0}},{{"slot":4,"count":36,"ns":0}}],
    "paths":[{{"slot":2,"count":1,"ns":812,"ras":["0x401234","0x405678"]}}],
    "other":{{"count":0,"ns":0}},"abandoned":0,"unmatched":0,"untimed":0,"bad_slots":0}},
   {{"tid":124,"alive":true,
@@ -51,18 +74,20 @@ fn path() -> &'static Path {
 #[test]
 fn a_results_file_sums_threads_per_function() {
     let r = parse(&sample("rdtsc"), path()).expect("reads");
-    let calls: Vec<(&str, u64, Option<u64>)> = r
+    let calls: Vec<(String, u64, Option<u64>, Option<u64>)> = r
         .values
         .iter()
-        .map(|v| (v.function.as_str(), v.calls, v.ns))
+        .map(|v| (v.what(), v.calls, v.iterations, v.ns))
         .collect();
-    // Inline wall timers keep ticks (0.5 ns each); slot 9 is no measured function's.
+    // Inline wall timers keep ticks (0.5 ns each); slot 9 is no measured function's; a
+    // loop's iterations slot folds into its entries' row.
     assert_eq!(
         calls,
         vec![
-            ("work_item", 12, None),
-            ("worker", 2, Some(500)),
-            ("leaf", 0, None)
+            ("work_item".into(), 12, None, None),
+            ("worker".into(), 2, None, Some(500)),
+            ("leaf".into(), 0, None, None),
+            ("nested loop_1.1".into(), 6, Some(36), None),
         ]
     );
     assert_eq!(r.paths.len(), 1);

@@ -26,7 +26,7 @@
 
 #![warn(missing_docs)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::addr::{LinkAddr, RuntimeAddr};
@@ -46,7 +46,7 @@ use gsh_rt_abi::descriptor::{self, PT_GSH_MEASURE};
 use super::action::{Action, Metric};
 use super::build::{self, BuildError, Built, Placement};
 use super::env::{Declaration, SessionEnv};
-use super::measure::{self, MeasureError};
+use super::measure::{self, Counted, MeasureError, Probe};
 use super::pending::Pending;
 use super::request::{Plan, Request};
 pub use super::results::SavedSlot;
@@ -89,6 +89,12 @@ pub enum SaveError {
     /// Finding the runtime library.
     #[error(transparent)]
     Measure(#[from] MeasureError),
+    /// `coverage --once` takes probes out from gsh, which a saved file runs without.
+    #[error("instrumentation {id} is `coverage --once`, which works in a live process only: a saved file has no gsh to take its probes out (use `coverage` without --once)")]
+    OnceLiveOnly {
+        /// The request.
+        id: u32,
+    },
 }
 
 /// How `save` writes a file; [`SaveOptions::default`] is what `save OUT` does.
@@ -114,6 +120,8 @@ pub struct Measuring {
     pub descriptor: LinkAddr,
     /// What each slot measures.
     pub slots: Vec<SavedSlot>,
+    /// Block-coverage counters (`coverage` requests), in the descriptor.
+    pub coverage: u32,
 }
 
 /// What `save` did.
@@ -223,7 +231,7 @@ pub fn save_with(
     let measured: Vec<&Request> = plan
         .requests
         .iter()
-        .filter(|r| r.action.metric().is_some())
+        .filter(|r| r.action.reports())
         .collect();
     if let Some(r) = measured.first() {
         let binary = &module.binary;
@@ -236,6 +244,13 @@ pub fn save_with(
                     .into(),
             });
         }
+    }
+    if let Some(r) = plan
+        .requests
+        .iter()
+        .find(|r| r.action == Action::Coverage { once: true })
+    {
+        return Err(SaveError::OnceLiveOnly { id: r.id });
     }
     // Breakpoints belong to a live process; a saved file has none.
     let saved = plan
@@ -261,11 +276,12 @@ pub fn save_with(
     };
     // Before the trap handler's hook (`init`) claims a spare dynamic entry: loading the
     // runtime matters more, and a library's hook can still chain an existing DT_INIT.
-    let (measuring, slot_of) = if measured.is_empty() {
-        (None, Vec::new())
+    let (measuring, slot_of, counters) = if measured.is_empty() {
+        (None, Vec::new(), HashMap::new())
     } else {
-        let (m, slot_of) = plan_measuring(&mut space.rw, module, &measured, out, options)?;
-        (Some(m), slot_of)
+        let (m, slot_of, counters) =
+            plan_measuring(&mut space.rw, module, &measured, out, options)?;
+        (Some(m), slot_of, counters)
     };
     // Declared variables, with their initial values, in the new data segment.
     let (_, size) = plan.layout(0);
@@ -284,6 +300,7 @@ pub fn save_with(
         session,
         declared: &declared,
         measuring: measuring.as_ref().map(|m| (m.descriptor, slot_of)),
+        counters: &counters,
     };
     let mut built = Built::default();
     for r in &plan.requests {
@@ -300,6 +317,13 @@ pub fn save_with(
         ..PatchOptions::default()
     };
     let mut patcher = Patcher::new(0, options);
+    let coverage_ids: Vec<u32> = plan
+        .requests
+        .iter()
+        .filter(|r| matches!(r.action, Action::Coverage { .. }))
+        .map(|r| r.id)
+        .collect();
+    build::drop_trapped_probes(&patcher, module, &mut built, &coverage_ids);
     // A failure from here on writes nothing: the rewrite is discarded with what it staged.
     let (points, skipped) = match (
         build::insert(&mut patcher, module, &mut space, built),
@@ -316,6 +340,18 @@ pub fn save_with(
         }
         (Err(e), _) => return Err(e.into()),
     };
+    // A block left without a probe starts at UNPROBED, so the report does not take it for a
+    // block that never ran.
+    for (p, _) in &skipped {
+        let func = module.functions().get(p.func).addr.0;
+        for (&(_, f, b), &at) in &counters {
+            if (f, b) == (func, p.addr.0) {
+                space
+                    .rw
+                    .write(LinkAddr(at), &super::coverage::UNPROBED.to_le_bytes())?;
+            }
+        }
+    }
     let traps = patcher.traps();
     let mut interposed = Vec::new();
     if !traps.is_empty() {
@@ -335,8 +371,12 @@ pub fn save_with(
     })
 }
 
-/// `(request id, function, slot)` of every measured function.
-type SlotMap = Vec<(u32, FuncId, u32)>;
+/// `(request id, function address, block address)` to the address of the block's coverage
+/// counter.
+type CounterMap = HashMap<(u32, u64, u64), u64>;
+/// Each slot of a measure: its request, function, loop (`None`: the function), what it
+/// counts, and the slot.
+type SlotMap = Vec<(u32, FuncId, Option<String>, Counted, u32)>;
 
 /// A saved file's placement: declared variables in its new data segment, bias 0, every open
 /// module reachable, measures finding the runtime through the file's descriptor.
@@ -345,6 +385,8 @@ struct SavePlacement<'s> {
     declared: &'s [Declaration],
     /// The descriptor's address and each measured function's slot.
     measuring: Option<(LinkAddr, SlotMap)>,
+    /// Coverage counters.
+    counters: &'s CounterMap,
 }
 
 impl Placement for SavePlacement<'_> {
@@ -363,7 +405,8 @@ impl Placement for SavePlacement<'_> {
         id: u32,
         func: FuncId,
         metric: Metric,
-        at_exit: bool,
+        probe: &Probe,
+        frame: i32,
     ) -> Result<String, BuildError> {
         let (descriptor, slot_of) = self
             .measuring
@@ -371,9 +414,35 @@ impl Placement for SavePlacement<'_> {
             .expect("save plans measuring before it builds a measure");
         let slot = slot_of
             .iter()
-            .find(|&&(i, f, _)| i == id && f == func)
-            .map_or(0, |&(_, _, slot)| slot);
-        Ok(measure::saved_source(metric, at_exit, slot, descriptor.0))
+            .find(|(i, f, l, c, _)| {
+                *i == id && *f == func && *l == probe.loop_name && *c == probe.counted
+            })
+            .map_or(0, |s| s.4);
+        Ok(measure::saved_source(
+            metric,
+            probe,
+            slot,
+            descriptor.0,
+            frame,
+        ))
+    }
+
+    fn coverage_counter(
+        &mut self,
+        module: &Module,
+        id: u32,
+        func: FuncId,
+        block: LinkAddr,
+    ) -> Result<u64, BuildError> {
+        let f = module.functions().get(func).addr.0;
+        self.counters
+            .get(&(id, f, block.0))
+            .copied()
+            .ok_or_else(|| {
+                BuildError::Measure(MeasureError::NoRuntime(format!(
+                    "no coverage counter for the block at {block}"
+                )))
+            })
     }
 }
 
@@ -385,7 +454,7 @@ fn plan_measuring(
     measured: &[&Request],
     out: &Path,
     options: &SaveOptions,
-) -> Result<(Measuring, SlotMap), SaveError> {
+) -> Result<(Measuring, SlotMap, CounterMap), SaveError> {
     let mut slots = Vec::new();
     let mut slot_of: SlotMap = Vec::new();
     for r in measured {
@@ -393,20 +462,36 @@ fn plan_measuring(
             continue;
         };
         for f in &r.funcs {
-            if slot_of
-                .iter()
-                .any(|&(id, fid, _)| id == r.id && fid == f.func)
-            {
-                continue;
+            for (probe, _) in measure::probes(module, r, f.func) {
+                let key = (r.id, f.func, probe.loop_name.clone(), probe.counted);
+                if slot_of
+                    .iter()
+                    .any(|(i, fid, l, c, _)| (*i, *fid, l, *c) == (key.0, key.1, &key.2, key.3))
+                {
+                    continue;
+                }
+                let slot = slots.len() as u32;
+                slot_of.push((key.0, key.1, key.2, key.3, slot));
+                slots.push(SavedSlot {
+                    slot,
+                    id: r.id,
+                    kind,
+                    function: module.functions().get(f.func).display_name().to_owned(),
+                    loop_name: probe.loop_name,
+                    counted: probe.counted,
+                });
             }
-            let slot = slots.len() as u32;
-            slot_of.push((r.id, f.func, slot));
-            slots.push(SavedSlot {
-                slot,
-                id: r.id,
-                kind,
-                function: module.functions().get(f.func).display_name().to_owned(),
-            });
+        }
+    }
+    // Coverage requests' blocks, numbered one after another.
+    let mut coverage = Vec::new();
+    let mut next = 0u32;
+    for r in measured {
+        if matches!(r.action, Action::Coverage { .. }) {
+            let funcs: Vec<FuncId> = r.funcs.iter().map(|f| f.func).collect();
+            let map = super::coverage::CoverageMap::new(module, r.id, &funcs, next);
+            next += map.len();
+            coverage.push(map);
         }
     }
     if rw.has_phdr(PT_GSH_MEASURE) {
@@ -424,6 +509,7 @@ fn plan_measuring(
     let meta = super::results::Meta {
         version: descriptor::META_VERSION,
         slots: slots.clone(),
+        coverage: coverage.clone(),
     };
     let meta = serde_json::to_string(&meta).expect("plain data serialises");
     // Profiles walk the stack: without the module's call-site table the runtime could only
@@ -434,11 +520,12 @@ fn plan_measuring(
     } else {
         Vec::new()
     };
-    let bytes = descriptor::encode(
+    let bytes = descriptor::encode_with_coverage(
         slots.len() as u32,
         results.as_os_str().as_encoded_bytes(),
         meta.as_bytes(),
         &unwind,
+        next,
     )
     .ok_or_else(|| rewrite::Error::OutOfReach {
         detail: format!(
@@ -448,6 +535,15 @@ fn plan_measuring(
     })?;
     let descriptor = rw.alloc_data_with(&bytes, descriptor::ALIGN)?;
     rw.add_phdr(PT_GSH_MEASURE, descriptor, bytes.len() as u64)?;
+    let mut counters = CounterMap::new();
+    if next > 0 {
+        let base = descriptor.0 + u64::from(descriptor::coverage_off(&bytes));
+        for map in &coverage {
+            for ((f, b), k) in map.index() {
+                counters.insert((map.id, f, b), base + 8 * u64::from(k));
+            }
+        }
+    }
     let needed = match rw.add_needed(runtime.as_os_str().as_encoded_bytes()) {
         Ok(()) => true,
         Err(rewrite::Error::NoDynamicRoom { .. }) => false,
@@ -459,8 +555,9 @@ fn plan_measuring(
         results,
         descriptor,
         slots,
+        coverage: next,
     };
-    Ok((m, slot_of))
+    Ok((m, slot_of, counters))
 }
 
 /// Where the SIGTRAP handler's install stub is hooked in.

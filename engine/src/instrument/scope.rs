@@ -9,6 +9,8 @@
 //! path (arithmetic, calls) goes to the snippet interpreter ([`PrintEnv`] gives it the same
 //! globals).
 
+#![warn(missing_docs)]
+
 use crate::dwarf::{FrameRegs, FrameVariable, VarLocation};
 use crate::session::Module;
 use crate::snippet::ast::{self, ExprKind as A, UnOp};
@@ -34,8 +36,11 @@ pub enum Loc {
 /// spells it.
 #[derive(Clone)]
 pub struct Found<'a> {
+    /// Where the object is: an address, bytes, or optimized out.
     pub loc: Loc,
+    /// Its type, as `module`'s DWARF spells it.
     pub type_name: String,
+    /// The module whose DWARF types it.
     pub module: &'a Module,
     /// For a bit-field: (bit offset from `loc`, bit count).
     pub bits: Option<(u64, u64)>,
@@ -46,6 +51,7 @@ pub struct Found<'a> {
 /// What a path needs from the process: memory, the saved registers, and the value of a
 /// subscript.
 pub trait PathMachine {
+    /// `len` bytes at runtime address `addr`, or why they cannot be read.
     fn read(&mut self, addr: u64, len: usize) -> Result<Vec<u8>, String>;
     /// Bytes of the saved-register block (parameters at a function's entry).
     fn saved(&self, offset: u32, len: usize) -> Option<Vec<u8>>;
@@ -66,6 +72,7 @@ pub struct Scope<'a> {
     pub regs: Option<crate::unwind::Regs>,
     /// gdb's `print/F` format for the values shown ([`super::values::formatted`]).
     pub format: Option<char>,
+    /// Variables made with `declare`.
     pub declared: &'a [Declaration],
     /// `MODULE!NAME` spellings replaced in the expression by placeholders: (placeholder,
     /// module index in `modules`, name).
@@ -82,6 +89,7 @@ fn module_named(module: &Module, name: &str) -> bool {
 }
 
 impl<'a> Scope<'a> {
+    /// A scope over `modules` (each with its load bias, the one to search first first) and `declared`, with no frame: globals and declared variables only.
     pub fn new(modules: Vec<(&'a Module, u64)>, declared: &'a [Declaration]) -> Scope<'a> {
         Scope {
             modules,
@@ -578,7 +586,9 @@ fn find_member(
 /// The environment `print`'s snippets check against: the frame's own ([`SessionEnv`]),
 /// then the globals of every other loaded module (and `MODULE!NAME` placeholders).
 pub struct PrintEnv<'e, 'a> {
+    /// The frame's environment: its parameters, declared variables, its module's globals and functions.
     pub inner: &'e dyn Env,
+    /// The scope whose other modules' globals it adds.
     pub scope: &'e Scope<'a>,
     /// The frame's register-held locals: where in the interpreter's saved block each value
     /// was put.
@@ -647,10 +657,13 @@ impl Env for PrintEnv<'_, '_> {
 
 /// A frame of a stopped thread, as location expressions see it.
 pub struct StoppedFrame<'r> {
+    /// The frame's registers, as far as the unwinder recovered them.
     pub regs: crate::unwind::Regs,
     /// The canonical frame address; 0 when the unwinder could not find it.
     pub cfa: u64,
+    /// The load bias of the frame's module.
     pub bias: u64,
+    /// Reads `len` bytes at a runtime address; `None` when they cannot be read.
     pub read: &'r dyn Fn(u64, usize) -> Option<Vec<u8>>,
     /// The frame that called this one, when it is in the same module.
     pub caller: Option<Box<StoppedFrame<'r>>>,

@@ -10,6 +10,8 @@
 //! the spelling grammar is the one `dwarf::types` writes. What cannot be resolved (an
 //! anonymous aggregate, a type without DWARF) prints as its raw bytes' integer.
 
+#![warn(missing_docs)]
+
 use crate::dwarf::{DebugInfo, Member, TypeKind, TypeLayout};
 
 /// gdb's `print repeats`: runs longer than this are folded.
@@ -23,29 +25,44 @@ const MAX_DEPTH: usize = 16;
 /// The shape of a type, with typedefs and qualifiers peeled off.
 #[derive(Clone, Debug)]
 pub enum Shape {
+    /// `void`: nothing to show.
     Void,
+    /// An integer type other than `char`.
     Int {
+        /// Size in bytes.
         size: u64,
+        /// True for signed types.
         signed: bool,
     },
+    /// `char`, `signed char` or `unsigned char`: shown as a number and a quoted character.
     Char {
+        /// True for `char` and `signed char`.
         signed: bool,
     },
+    /// `_Bool`/`bool`: shown as `true` or `false`.
     Bool {
+        /// Size in bytes.
         size: u64,
     },
+    /// A floating-point type.
     Float {
+        /// Size in bytes (4, 8, or 16 for `long double`).
         size: u64,
     },
     /// A pointer to the type spelled so (`None` for a function).
     Ptr(Option<String>),
     /// An array of `count` elements (`None`: unknown bound) spelled `elem`.
     Array {
+        /// The element type's spelling.
         elem: String,
+        /// The element count; `None` for an unknown bound (`int[]`).
         count: Option<u64>,
     },
+    /// A struct or class, with its members.
     Struct(TypeLayout),
+    /// A union, with its members.
     Union(TypeLayout),
+    /// An enum, with its enumerators.
     Enum(TypeLayout),
     /// Not resolvable here; `size` when known.
     Unknown,
@@ -105,6 +122,7 @@ pub struct Types<'a> {
 }
 
 impl<'a> Types<'a> {
+    /// Types looked up in `debug`; without DWARF only base types and pointers resolve.
     pub fn new(debug: Option<&'a DebugInfo>) -> Types<'a> {
         Types { debug }
     }
@@ -204,7 +222,9 @@ pub type Reader<'r> = dyn FnMut(u64, usize) -> Option<Vec<u8>> + 'r;
 
 /// Formats values of one module's types.
 pub struct Printer<'a, 'r> {
+    /// The module's types, by spelling.
     pub types: Types<'a>,
+    /// Reads the process's memory.
     pub read: &'a mut Reader<'r>,
     /// The function or variable an address is in (`shapes+88`), for pointers.
     pub symbol: &'a dyn Fn(u64) -> Option<String>,

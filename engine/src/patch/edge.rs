@@ -14,14 +14,24 @@
 //!    right after the branch, each block then continuing to the original target
 //!    ([`super::layout::PointCode::on_taken`], [`super::layout::PointCode::on_fall`]).
 //!
-//! Anything else (a jump-table or exception edge, an edge from the caller into a loop whose
-//! header is the function's entry, the edge after a call into a block with several
-//! predecessors, a `loop`/`jrcxz` branch) is refused with the reason.
+//! 4. The edge from the caller into a function whose first block is a loop header (the loop's
+//!    entry is the call itself; a function `entry` point is the same edge): the function is
+//!    relocated whole, its snippets laid out before the copy of the first instruction, and
+//!    every branch inside the copy to the first instruction (the back edges) retargeted past
+//!    them ([`Way::FromCaller`], [`super::layout::PointCode::on_arrival`]). At the original
+//!    entry, a jump into the copy's start: only calls, tail calls and jumps from other
+//!    functions arrive there. A point at the entry placed any other way ran on every back
+//!    edge too (`entry` counted a loop's iterations), and placing it at the function entry
+//!    less the back-edge arrivals would work for counters only, not for snippets.
+//!
+//! Anything else (a jump-table or exception edge, an entry from the caller into a function
+//! with indirect jumps, which cannot be relocated whole, the edge after a call into a block
+//! with several predecessors, a `loop`/`jrcxz` branch) is refused with the reason.
 
 use crate::addr::LinkAddr;
 use crate::cfg::{BlockId, EdgeKind};
 use crate::code::CodeView;
-use crate::point::{OnEdge, Point};
+use crate::point::{OnEdge, Point, PointKind};
 
 use super::plan;
 
@@ -34,6 +44,22 @@ pub enum Way {
     Taken,
     /// On the fall-through path of the conditional branch there.
     FallThrough,
+    /// Before the function's first instruction, only when control arrives from outside the
+    /// function (a call), never on a back edge to it: the function is relocated whole.
+    FromCaller,
+}
+
+/// True when some branch of the function goes back to its first instruction: its entry block
+/// is a loop header, so the function's entry from the caller is not the only way into it.
+pub fn looping_entry(cfg: &crate::cfg::Cfg) -> bool {
+    cfg.entry_block()
+        .is_some_and(|b| cfg.predecessors(b).next().is_some())
+}
+
+/// True when `p` runs only on arrival from the caller at a [`looping_entry`], which only a
+/// relocated copy of the function tells apart from the back edges.
+pub fn from_caller(view: &dyn CodeView, p: &Point) -> bool {
+    way(view, p) == Way::FromCaller
 }
 
 /// `p` moved to where its snippets run: a point on an edge gets the address of the
@@ -54,18 +80,27 @@ pub fn way(view: &dyn CodeView, p: &Point) -> Way {
 
 /// Where and how an edge point runs (any other point: at its address, before it).
 fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), String> {
-    let Some(on) = p.edge else {
-        return Ok((p.addr, p.block, Way::Before));
-    };
-    let (from, to, kind) = match on {
-        OnEdge::FromCaller => {
-            return Err(
-                "the loop's header is the function's entry, so its entry from the \
-                        caller cannot be told apart from its back edges there"
-                    .to_owned(),
-            )
+    let caller =
+        p.edge == Some(OnEdge::FromCaller) || (p.edge.is_none() && p.kind == PointKind::Entry);
+    if caller {
+        let cfg = view.cfg(p.func);
+        if !looping_entry(cfg) {
+            return Ok((p.addr, p.block, Way::Before));
         }
-        OnEdge::Edge { from, to, kind } => (from, to, kind),
+        if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
+            return Err(format!(
+                "the function's first block is a loop header, so its entry from the caller is \
+                 told apart from the back edges to it only in a copy of the whole function, \
+                 and a function with indirect jumps cannot be copied ({} at {})",
+                p.kind.as_str(),
+                p.addr
+            ));
+        }
+        let b = cfg.entry_block().unwrap_or(p.block);
+        return Ok((cfg.block(b).start, b, Way::FromCaller));
+    }
+    let Some(OnEdge::Edge { from, to, kind }) = p.edge else {
+        return Ok((p.addr, p.block, Way::Before));
     };
     match kind {
         EdgeKind::JumpTable => {

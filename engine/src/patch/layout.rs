@@ -10,7 +10,8 @@
 //!                jmp <first original instruction after the run>   (only if it falls through)
 //! ```
 //!
-//! Branches between copied instructions go to the copies (to the point code before them), so
+//! Branches between copied instructions go to the copies (to the point code before them, past
+//! code that runs only on arrival from outside: [`PointCode::on_arrival`]), so
 //! layout depends on its own result; it is repeated until every address is stable (two rounds
 //! in practice: sizes change only when a snippet's variables move in or out of RIP-relative
 //! reach).
@@ -55,6 +56,10 @@ pub struct PointCode<'e> {
     /// For a conditional branch: snippets that run only when it falls through (an edge
     /// trampoline's fall-through block), laid out right after the branch's copy.
     pub on_fall: Vec<SnippetSrc<'e>>,
+    /// Snippets that run only when control enters the trampoline here from outside it (the
+    /// caller, at a relocated function's first instruction), laid out before everything else
+    /// for the instruction; branches inside the trampoline to the instruction land after them.
+    pub on_arrival: Vec<SnippetSrc<'e>>,
     /// True when the original code may read the status flags after the point, so a snippet
     /// that clobbers them must save them.
     pub flags_live: bool,
@@ -94,6 +99,7 @@ fn snippets_code(
                 .collect(),
             on_taken: Vec::new(),
             on_fall: Vec::new(),
+            on_arrival: Vec::new(),
             flags_live: pc.flags_live,
             vector: pc.vector,
         },
@@ -181,6 +187,17 @@ pub fn lay_out(
         let mut now: HashMap<u64, u64> = HashMap::new();
         for (n, seg) in segments.iter().enumerate() {
             for insn in seg {
+                if let Some(pc) = points
+                    .get(&insn.ip())
+                    .filter(|pc| !pc.on_arrival.is_empty())
+                {
+                    // Entered from outside only: branches within the copy skip it.
+                    let at = base + bytes.len() as u64;
+                    let (code, plan) = snippets_code(pc, &pc.on_arrival, at)?;
+                    map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
+                    saves.push((insn.ip(), plan));
+                    bytes.extend(code);
+                }
                 let at = base + bytes.len() as u64;
                 now.insert(insn.ip(), at);
                 if let Some(pc) = points.get(&insn.ip()).filter(|pc| !pc.snippets.is_empty()) {

@@ -241,8 +241,18 @@ impl Patcher {
         let mut by_func: BTreeMap<FuncId, Vec<LinkAddr>> = BTreeMap::new();
         let mut out: Vec<Site> = Vec::new();
         let mut refused: Vec<(LinkAddr, String)> = Vec::new();
+        // Functions with a point that runs only on arrival from the caller at a looping
+        // entry: only a copy of the whole function keeps the back edges out of it.
+        let mut whole: HashSet<FuncId> = HashSet::new();
         for p in points {
-            match self.applied_at(p.addr) {
+            if edge::from_caller(view, p) {
+                whole.insert(p.func);
+            }
+        }
+        for p in points {
+            match self.applied_at(p.addr).filter(|&i| {
+                !whole.contains(&p.func) || self.applied[i].site.tactic == Tactic::RelocateFunction
+            }) {
                 Some(i) => {
                     let mut s = self.applied[i].site.clone();
                     s.points = vec![p.addr];
@@ -313,7 +323,11 @@ impl Patcher {
                 rebuilt = o;
                 &rebuilt
             };
-            let (sites, no) = planner.plan(&addrs, &claimed, outside, &inside);
+            let (sites, no) = if whole.contains(&f) {
+                planner.plan_whole(&addrs, &claimed, outside, &inside)
+            } else {
+                planner.plan(&addrs, &claimed, outside, &inside)
+            };
             refused.extend(no);
             for s in sites {
                 claimed.add(&s);
@@ -350,9 +364,15 @@ impl Patcher {
             }
         }
         let requests = &placed[..];
-        let (old, new): (Vec<&Request>, Vec<&Request>) = requests
-            .iter()
-            .partition(|r| self.applied_at(r.point.addr).is_some());
+        // A snippet for the caller's arrival at a looping entry joins a site only when that
+        // site is the whole function's copy; otherwise the function is copied now, absorbing
+        // its sites.
+        let (old, new): (Vec<&Request>, Vec<&Request>) = requests.iter().partition(|r| {
+            self.applied_at(r.point.addr).is_some_and(|i| {
+                !edge::from_caller(view, &r.point)
+                    || self.applied[i].site.tactic == Tactic::RelocateFunction
+            })
+        });
         let points: Vec<Point> = new.iter().map(|r| r.point.clone()).collect();
         let Planned { sites, refused } = self.plan(view, &points);
         let refused: HashMap<u64, String> = refused.into_iter().map(|(a, w)| (a.0, w)).collect();
@@ -510,11 +530,35 @@ impl Patcher {
         space: &mut dyn AddressSpace,
         tag: u32,
     ) -> Result<usize, PatchError> {
+        self.remove_matching(view, space, |r| r.tag == tag)
+    }
+
+    /// Takes out the snippets inserted with `tag` at the points at `points` (link addresses)
+    /// only, as [`Patcher::remove`] does (`coverage --once` retires the probes of blocks that
+    /// ran).
+    pub fn remove_points(
+        &mut self,
+        view: &dyn CodeView,
+        space: &mut dyn AddressSpace,
+        tag: u32,
+        points: &std::collections::HashSet<LinkAddr>,
+    ) -> Result<usize, PatchError> {
+        self.remove_matching(view, space, |r| {
+            r.tag == tag && points.contains(&r.point.addr)
+        })
+    }
+
+    fn remove_matching(
+        &mut self,
+        view: &dyn CodeView,
+        space: &mut dyn AddressSpace,
+        gone: impl Fn(&Request) -> bool,
+    ) -> Result<usize, PatchError> {
         let mut removed = 0;
         let mut i = 0;
         while i < self.applied.len() {
             let before = self.applied[i].requests.len();
-            self.applied[i].requests.retain(|r| r.tag != tag);
+            self.applied[i].requests.retain(|r| !gone(r));
             let after = self.applied[i].requests.len();
             removed += before - after;
             if after == before {
@@ -591,6 +635,7 @@ impl Patcher {
                 snippets: Vec::new(),
                 on_taken: Vec::new(),
                 on_fall: Vec::new(),
+                on_arrival: Vec::new(),
                 flags_live: false,
                 vector: self.options.vector,
             });
@@ -606,6 +651,7 @@ impl Patcher {
             let list = match edge::way(view, &r.point) {
                 edge::Way::Taken => &mut pc.on_taken,
                 edge::Way::FallThrough => &mut pc.on_fall,
+                edge::Way::FromCaller => &mut pc.on_arrival,
                 edge::Way::Before if conditional_exit => &mut pc.on_taken,
                 edge::Way::Before => &mut pc.snippets,
             };

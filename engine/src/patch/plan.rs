@@ -931,6 +931,49 @@ impl Planner<'_> {
         (sites, refused)
     }
 
+    /// Sites for the points at `addrs` of a function that must be copied whole (a point at
+    /// its looping entry runs only on arrival from the caller: [`super::edge::Way::FromCaller`]):
+    /// one relocated-function site, or, when the function cannot be copied, every point at
+    /// the entry refused with why and the others planned as usual (a point inside a site
+    /// written already is then refused rather than placed over it).
+    pub fn plan_whole(
+        &self,
+        addrs: &[LinkAddr],
+        claimed: &Claimed,
+        outside: &Claimed,
+        inside: &[LinkAddr],
+    ) -> (Vec<Site>, Vec<(LinkAddr, String)>) {
+        match self.place_function(outside) {
+            Ok(mut site) => {
+                site.why = format!(
+                    "its first block is a loop header: {}; branches in the copy back to its \
+                     entry skip what runs on the caller's arrival",
+                    site.why.trim_start_matches("no room at the point; ")
+                );
+                site.points = addrs.iter().chain(inside).copied().collect();
+                site.points.sort();
+                site.points.dedup();
+                (vec![site], Vec::new())
+            }
+            Err(e) => {
+                let entry = self.cfg.entry;
+                let rest: Vec<LinkAddr> = addrs.iter().copied().filter(|&a| a != entry).collect();
+                let (sites, mut refused) = self.plan(&rest, claimed, outside, inside);
+                if addrs.contains(&entry) {
+                    refused.push((
+                        entry,
+                        format!(
+                            "the function's first block is a loop header, so its entry from \
+                             the caller is told apart from the back edges to it only in a copy \
+                             of the whole function, and it cannot be copied: {e}"
+                        ),
+                    ));
+                }
+                (sites, refused)
+            }
+        }
+    }
+
     /// Why no local tactic placed a jump at `addr`, in the block's own terms: how many bytes
     /// the block has around the point, and that neither padding nor evictable instructions
     /// lie within a `jmp rel8`'s reach.

@@ -220,22 +220,22 @@ impl Point {
         }
     }
 
-    /// Whether the patcher can place the point today, and why not. Points on edges are
-    /// placed by [`crate::patch::edge`], which skips the few it cannot place with the reason;
-    /// the one refused here is an entry from the caller into a loop whose header is the
-    /// function's entry block.
+    /// Whether the patcher can place the point today, and why not. Every kind of point can
+    /// be: points on edges are placed by [`crate::patch::edge`], which skips the few it
+    /// cannot place in a given function with the reason (a jump-table edge; the entry from
+    /// the caller into a loop whose header is the entry block of a function with indirect
+    /// jumps, which cannot be copied whole).
     pub fn placeable(&self) -> Result<(), Unplaceable> {
-        match self.edge {
-            Some(OnEdge::FromCaller) => Err(Unplaceable::OnEdge(self.kind)),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 }
 
-/// Why a point cannot be placed yet.
+/// Why a point cannot be placed yet. [`Point::placeable`] refuses nothing today; the type stays
+/// for the requests that check it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unplaceable {
-    /// It runs when the caller enters a loop whose header is the function's entry block.
+    /// It runs when the caller enters a loop whose header is the function's entry block
+    /// (refused until the patcher could copy such functions whole).
     #[error(
         "{} points are not supported yet where the loop's header is the function's first \
          block: entering from the caller cannot be told apart from the back edges there",
@@ -271,7 +271,7 @@ pub enum NoPoint {
     #[error("no call to `{0}`")]
     CallTo(String),
     /// No loop of that name.
-    #[error("no loop named `{name}` (`loops {func}` lists them)")]
+    #[error("no loop named `{name}` (`loops {func}` lists them, by name or header address)")]
     Loop {
         /// The loop asked for.
         name: String,
@@ -442,7 +442,7 @@ pub fn find(
         Where::Loop { name, at } => {
             let l = module
                 .loops(func)
-                .by_name(name)
+                .find(cfg, name)
                 .ok_or_else(|| NoPoint::Loop {
                     name: name.clone(),
                     func: table.get(func).display_name().to_owned(),

@@ -63,6 +63,8 @@
 //! and `gdb` read the result. The section header table and its name table are written anew at
 //! the end of the file.
 
+#![warn(missing_docs)]
+
 mod emit;
 mod plan;
 mod raw;
@@ -82,43 +84,70 @@ pub const PAGE: u64 = 0x1000;
 pub enum Error {
     /// The input is an object file, core file or other non-loadable ELF.
     #[error("{path}: only executables and shared libraries can be rewritten, not {kind} files")]
-    NotLoadable { path: PathBuf, kind: &'static str },
+    NotLoadable {
+        /// The input file.
+        path: PathBuf,
+        /// What it is (`object`, `other`).
+        kind: &'static str,
+    },
     /// The input has no `PT_LOAD` segment.
     #[error("the file has no loadable segment")]
     NoLoadSegments,
     /// The file's headers are inconsistent in a way the rewriter cannot work around.
     #[error("malformed ELF: {detail}")]
-    Malformed { detail: String },
+    Malformed {
+        /// Which header is wrong, and how.
+        detail: String,
+    },
     /// New code or data would lie beyond rel32 reach of the original code.
     #[error("out of reach: {detail}")]
-    OutOfReach { detail: String },
+    OutOfReach {
+        /// What would be placed, and the limit it would cross.
+        detail: String,
+    },
     /// The code reserve is exhausted.
     #[error("the code reserve of {reserve:#x} bytes is full ({wanted:#x} more bytes asked for); create the rewrite with a larger reserve")]
-    CodeReserveFull { reserve: u64, wanted: u64 },
+    CodeReserveFull {
+        /// The reserve's size in bytes ([`Options::code_reserve`]).
+        reserve: u64,
+        /// Bytes asked for beyond it.
+        wanted: u64,
+    },
     /// An alignment that is not a power of two.
     #[error("alignment {0} is not a power of two")]
     BadAlign(u64),
     /// A write to bytes the rewriter cannot change.
     #[error("cannot write {len} bytes at {addr}: {why}")]
     BadWrite {
+        /// Link address of the first byte to write.
         addr: LinkAddr,
+        /// Bytes to write.
         len: usize,
+        /// Why they cannot be written (outside every segment, in bytes the file does not hold...).
         why: String,
     },
     /// A shared library's initializer cannot be hooked (see [`Rewrite::init`]).
     #[error("cannot run code at load time: {detail}")]
-    NoInitHook { detail: String },
+    NoInitHook {
+        /// What the file lacks.
+        detail: String,
+    },
     /// The dynamic table has no spare entry left for a new tag (see [`Rewrite::add_needed`]).
     #[error("no room for a new dynamic entry: {detail}")]
-    NoDynamicRoom { detail: String },
+    NoDynamicRoom {
+        /// What the table lacks.
+        detail: String,
+    },
     /// More program headers than the rewrite was created with room for.
     #[error("no room for another program header: the rewrite was created with room for {0} extra")]
     NoHeaderRoom(usize),
     /// The output file could not be written.
     #[error("cannot write {path}: {source}")]
     Io {
+        /// The output file.
         path: PathBuf,
         #[source]
+        /// What the operating system said.
         source: std::io::Error,
     },
 }
@@ -166,10 +195,18 @@ impl Default for Options {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InitHook {
     /// `DT_INIT` exists: the hook replaces it and must call (or jump to) the old function.
-    Chain { old: LinkAddr, entry_offset: u64 },
+    Chain {
+        /// The initializer `DT_INIT` names now.
+        old: LinkAddr,
+        /// File offset of the `DT_INIT` entry in the dynamic table.
+        entry_offset: u64,
+    },
     /// No `DT_INIT`, but the dynamic table has a spare `DT_NULL` after its terminator: the
     /// terminator becomes `DT_INIT`, and the spare one ends the table.
-    Spare { entry_offset: u64 },
+    Spare {
+        /// File offset of the terminating `DT_NULL` entry that becomes `DT_INIT`.
+        entry_offset: u64,
+    },
 }
 
 /// What [`Rewrite::save`] did, for reports and tests.
@@ -177,11 +214,15 @@ pub enum InitHook {
 pub struct Summary {
     /// How the program header table got room: `copy` (nothing new), `free`, `move`, `relocate`.
     pub tactic: &'static str,
+    /// Program headers in the input.
     pub phdrs_before: usize,
+    /// Program headers in the output.
     pub phdrs_after: usize,
     /// Sections that moved to the new read-only segment.
     pub moved_sections: Vec<String>,
+    /// The input file's size in bytes.
     pub size_before: u64,
+    /// The output file's size in bytes.
     pub size_after: u64,
 }
 
@@ -391,6 +432,7 @@ impl<'a> Rewrite<'a> {
         self.orig.phdrs.iter().any(|p| p.p_type == p_type)
     }
 
+    /// The binary being rewritten.
     pub fn binary(&self) -> &'a Binary {
         self.binary
     }

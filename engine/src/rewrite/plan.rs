@@ -195,8 +195,11 @@ pub const POINTER_TAGS: &[u32] = &[
 /// A byte range of the first segment that moves, unchanged, to the new read-only segment.
 #[derive(Clone, Debug)]
 pub struct Block {
+    /// Its offset in the input file.
     pub old_offset: u64,
+    /// Its link address in the input (the new segment maps it elsewhere).
     pub old_vaddr: u64,
+    /// Its length in bytes.
     pub len: u64,
     /// Indices of the sections inside it.
     pub sections: Vec<usize>,

@@ -146,12 +146,18 @@ fn is_null_constant(e: &Expr) -> bool {
 ///   `0x10000` for all vector state;
 /// - each with a last argument `DESC` (and `TLS_OFFSET`, `THREAD_FN` 0) for a rewritten binary:
 ///   the runtime is found through the measuring descriptor at `DESC`, and `FUNC` is the
-///   address of the cell holding the function.
-pub const RT_NAMES: [&str; 4] = [
+///   address of the cell holding the function;
+/// - each in a long form ending `TLS_OFFSET, THREAD_FN, DESC, FRAME` (`DESC` 0 in a live
+///   process, `TLS_OFFSET` and `THREAD_FN` 0 in a rewritten binary): `FRAME` (an `i32`, as
+///   its 64-bit two's complement) is added to the point's `rsp` to give the frame the
+///   activation is keyed by (see [`ir::Stmt::Rt`]);
+/// - `__gsh_cov_hit(COUNTER)`: a block-coverage probe, `COUNTER` the counter's address.
+pub const RT_NAMES: [&str; 5] = [
     "__gsh_rt_count",
     "__gsh_rt_time_enter",
     "__gsh_rt_time_exit",
     "__gsh_rt_call",
+    "__gsh_cov_hit",
 ];
 
 /// `SAVE` of `__gsh_rt_call` asking for all vector state.
@@ -186,26 +192,50 @@ impl Checker<'_> {
                 _ => None,
             })
             .collect();
+        if name == "__gsh_cov_hit" {
+            return match lits[..] {
+                [counter] if args.len() == 1 => Some(ir::Stmt::Hit(counter)),
+                _ => {
+                    self.error(e.span, format!("`{name}` takes the counter's address"));
+                    None
+                }
+            };
+        }
         let call = name == "__gsh_rt_call";
         let (head, rest) = lits.split_at(if call { 2.min(lits.len()) } else { 0 });
-        let (slot, access) = match rest {
-            [slot, tls, thread] if lits.len() == args.len() => (
-                *slot,
+        let wrong = |this: &mut Self| {
+            this.error(
+                e.span,
+                format!("`{name}`: wrong arguments for gsh's runtime operation"),
+            );
+        };
+        if lits.len() != args.len() {
+            wrong(self);
+            return None;
+        }
+        let (slot, access, frame) = match *rest {
+            [slot, tls, thread] | [slot, tls, thread, 0, _] => (
+                slot,
                 ir::RtAccess::Direct {
-                    tls_offset: *tls as i64,
-                    thread_fn: *thread,
+                    tls_offset: tls as i64,
+                    thread_fn: thread,
                 },
+                rest.get(4).copied().unwrap_or(0),
             ),
-            [slot, 0, 0, desc] if lits.len() == args.len() => {
-                (*slot, ir::RtAccess::Descriptor(*desc))
-            }
+            [slot, 0, 0, desc] | [slot, 0, 0, desc, _] if desc != 0 => (
+                slot,
+                ir::RtAccess::Descriptor(desc),
+                rest.get(4).copied().unwrap_or(0),
+            ),
             _ => {
-                self.error(
-                    e.span,
-                    format!("`{name}`: wrong arguments for gsh's runtime operation"),
-                );
+                wrong(self);
                 return None;
             }
+        };
+        // FRAME is an i32, written as its 64-bit two's complement.
+        let Ok(frame) = i32::try_from(frame as i64) else {
+            self.error(e.span, format!("frame offset {frame:#x} is out of range"));
+            return None;
         };
         let Ok(slot) = u32::try_from(slot) else {
             self.error(e.span, format!("slot {slot} is too large"));
@@ -231,7 +261,12 @@ impl Checker<'_> {
                 return None;
             }
         };
-        Some(ir::Stmt::Rt { op, slot, access })
+        Some(ir::Stmt::Rt {
+            op,
+            slot,
+            access,
+            frame,
+        })
     }
 
     fn error(&mut self, span: Span, message: impl Into<String>) {

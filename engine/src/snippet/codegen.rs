@@ -29,11 +29,14 @@ use super::types::{IntKind, Type};
 pub struct Code {
     /// Execution enters at the first byte and leaves by falling off the last one.
     pub bytes: Vec<u8>,
+    /// The runtime address `bytes[0]` is encoded to run at (`rip`-relative operands depend on it).
     pub addr: u64,
     /// Where the string data starts, when there is any: `bytes[data..]` holds the strings
     /// (and the final landing instruction), and is never executed except for that last byte.
     pub data: Option<std::ops::Range<usize>>,
+    /// Exactly what the code may change; the trampoline saves these and nothing more.
     pub clobbers: Clobbers,
+    /// What the code expects of its trampoline: `rbx` at the saved-register block, which slots to fill before and restore after.
     pub requirements: Requirements,
 }
 

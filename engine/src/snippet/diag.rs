@@ -8,21 +8,27 @@ use super::ast::Span;
 /// How bad a diagnostic is. Only errors stop compilation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
+    /// Stops compilation.
     Error,
+    /// Reported; compilation goes on.
     Warning,
 }
 
 /// One problem in a snippet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// Whether it stops compilation.
     pub severity: Severity,
+    /// The byte range of the source at fault, where the caret goes.
     pub span: Span,
+    /// What is wrong, naming the thing at fault.
     pub message: String,
     /// What to do about it, shown beside the caret (e.g. "did you mean `count`?").
     pub hint: Option<String>,
 }
 
 impl Diagnostic {
+    /// An error at `span`, without a hint.
     pub fn error(span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Error,
@@ -32,6 +38,7 @@ impl Diagnostic {
         }
     }
 
+    /// A warning at `span`, without a hint.
     pub fn warning(span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Warning,
@@ -39,11 +46,13 @@ impl Diagnostic {
         }
     }
 
+    /// The same diagnostic with `hint` shown beside the caret.
     pub fn with_hint(mut self, hint: impl Into<String>) -> Diagnostic {
         self.hint = Some(hint.into());
         self
     }
 
+    /// True when it stops compilation.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }

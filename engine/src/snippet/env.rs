@@ -20,8 +20,20 @@ pub enum VarPlace {
 /// What a name denotes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Binding {
-    Var { ty: Type, place: VarPlace },
-    Func { addr: u64, sig: FnSig },
+    /// A variable.
+    Var {
+        /// Its snippet type.
+        ty: Type,
+        /// Where it lives.
+        place: VarPlace,
+    },
+    /// A function the snippet may call.
+    Func {
+        /// Its runtime address.
+        addr: u64,
+        /// Its signature, which calls are checked against.
+        sig: FnSig,
+    },
 }
 
 /// The kind of instrumentation point, which decides what `$return` and `$0..$5` mean.
@@ -43,11 +55,15 @@ pub enum PointKind {
 /// Constants about the point, for `$function $module $file $line $callee $loop $id`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PointInfo {
+    /// What `$return` and `$0..$5` mean here.
     pub kind: PointKind,
+    /// `$function`: the function's name as users see it.
     pub function: String,
+    /// `$module`: the module's file name.
     pub module: String,
     /// Source file and line, when there is debug info.
     pub file: Option<String>,
+    /// `$line`, when there is debug info.
     pub line: Option<u32>,
     /// The called function's name, at call points.
     pub callee: Option<String>,
@@ -79,18 +95,23 @@ pub trait Env {
 /// themselves.
 #[derive(Clone, Debug, Default)]
 pub struct MapEnv {
+    /// Names and what they denote; a later binding of a name shadows an earlier one.
     pub bindings: Vec<(String, Binding)>,
+    /// Struct layouts by name.
     pub structs: Vec<StructLayout>,
+    /// The point's facts.
     pub point: PointInfo,
 }
 
 impl MapEnv {
+    /// Adds variable `name` of type `ty` at `place`.
     pub fn var(mut self, name: &str, ty: Type, place: VarPlace) -> MapEnv {
         self.bindings
             .push((name.into(), Binding::Var { ty, place }));
         self
     }
 
+    /// Adds function `name` at runtime address `addr` with signature `sig`.
     pub fn func(mut self, name: &str, addr: u64, sig: FnSig) -> MapEnv {
         self.bindings
             .push((name.into(), Binding::Func { addr, sig }));

@@ -22,7 +22,9 @@ use super::types::{IntKind, Type};
 /// zero-extended from the type's width), doubles as themselves.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value {
+    /// An integer or pointer, as a 64-bit register holds it.
     Int(u64),
+    /// A `double`.
     Double(f64),
 }
 
@@ -53,7 +55,9 @@ impl Value {
 /// A storage address: in memory, or in the saved-register block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Addr {
+    /// A runtime address in the process's memory.
     Mem(u64),
+    /// A byte offset in the saved-register block (see [`super::abi::SavedRegs`]).
     Saved(u32),
 }
 
@@ -61,11 +65,13 @@ pub enum Addr {
 pub trait Machine {
     /// Reads `size` (1, 2, 4 or 8) bytes, little-endian, zero-extended.
     fn read(&mut self, addr: Addr, size: u32) -> Result<u64, String>;
+    /// Writes the low `size` (1, 2, 4 or 8) bytes of `bits`, little-endian.
     fn write(&mut self, addr: Addr, size: u32, bits: u64) -> Result<(), String>;
     /// The address string literal `index` lives at.
     fn string_addr(&mut self, index: usize) -> u64;
     /// Calls the mutatee function at `addr`.
     fn call(&mut self, addr: u64, args: &[(Value, Type)], ret: &Type) -> Result<Value, String>;
+    /// `$tid`: the calling thread's id.
     fn tid(&mut self) -> u64;
 }
 
@@ -189,7 +195,7 @@ impl Interp<'_> {
                         self.stmts(o)?;
                     }
                 }
-                Stmt::Rt { .. } => {
+                Stmt::Rt { .. } | Stmt::Hit(_) => {
                     return Err("gsh's runtime operations run only in a process".into());
                 }
             }

@@ -9,12 +9,14 @@ use super::types::Type;
 /// A checked snippet.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Program {
+    /// The statements, in order.
     pub stmts: Vec<Stmt>,
     /// String literals, in the order [`ExprKind::Str`] indexes them; NUL-terminated by codegen.
     pub strings: Vec<Vec<u8>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A checked statement.
 pub enum Stmt {
     /// Evaluated for its side effects; the value is dropped.
     Expr(Expr),
@@ -25,10 +27,22 @@ pub enum Stmt {
     /// [`crate::snippet::codegen`]'s `rt` module). A thread without a block yet gets one first,
     /// with every register the runtime may change saved around the call.
     Rt {
+        /// What to do.
         op: RtOp,
+        /// The runtime slot it acts on (the measure's index in the thread block).
         slot: u32,
+        /// How the code finds the runtime.
         access: RtAccess,
+        /// Added to the point's `rsp` to give the activation's frame, which timers and call
+        /// paths key their open activations by: 0 at a function's entry and exits; at a
+        /// loop's points, what makes it the same value at every point of one activation of
+        /// the loop (`instrument::loops`' frame key).
+        frame: i32,
     },
+    /// gsh's block-coverage probe, never written by users: one `inc qword` of the counter at
+    /// this absolute address (RIP-relative when near; `rt-abi`'s `descriptor::UNPROBED`
+    /// explains the counters).
+    Hit(u64),
 }
 
 /// What an [`Stmt::Rt`] does to its slot.
@@ -44,7 +58,12 @@ pub enum RtOp {
     /// Calls a runtime function `f(slot, sp, rbp)`, where `sp` and `rbp` are the values at the
     /// point, saving every general register the call may change and the vector state `save`
     /// names.
-    Call { func: RtFunc, save: VectorSaving },
+    Call {
+        /// The runtime function called.
+        func: RtFunc,
+        /// The vector state saved around the call.
+        save: VectorSaving,
+    },
 }
 
 /// How the generated code finds the runtime.
@@ -52,7 +71,12 @@ pub enum RtOp {
 pub enum RtAccess {
     /// Known when the code is generated (a live process): the `fs`-relative offset of the TLS
     /// word holding the thread's block, and `gsh_rt_thread`'s address.
-    Direct { tls_offset: i64, thread_fn: u64 },
+    Direct {
+        /// The `fs`-relative offset of the TLS word holding the thread's block.
+        tls_offset: i64,
+        /// `gsh_rt_thread`'s runtime address.
+        thread_fn: u64,
+    },
     /// Read at run time from a measuring descriptor at this address (a rewritten binary): the
     /// TLS offset (0 when the runtime is not loaded: the operation is skipped) and
     /// `gsh_rt_thread`, at `gsh_rt_abi::descriptor`'s `TLS_OFFSET_AT` and `THREAD_FN_AT`.
@@ -62,6 +86,7 @@ pub enum RtAccess {
 /// The runtime function an [`RtOp::Call`] calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RtFunc {
+    /// The function's runtime address.
     Addr(u64),
     /// The address of a cell holding the function's address (a descriptor's `fns[k]`).
     Cell(u64),
@@ -78,8 +103,11 @@ pub enum VectorSaving {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A checked expression: what it computes and the type of its value.
 pub struct Expr {
+    /// What it computes.
     pub kind: ExprKind,
+    /// Its value's type, after every conversion.
     pub ty: Type,
 }
 
@@ -97,7 +125,9 @@ pub enum PlaceKind {
 /// An lvalue: storage of type `ty`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Place {
+    /// Where it is.
     pub kind: PlaceKind,
+    /// The type stored there.
     pub ty: Type,
 }
 
@@ -105,30 +135,47 @@ pub struct Place {
 /// more, or `double`). For shifts, the count was converted to the left operand's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArithOp {
+    /// `+`.
     Add,
+    /// `-`.
     Sub,
+    /// `*`.
     Mul,
+    /// `/`, truncating toward zero on integers.
     Div,
+    /// `%`.
     Rem,
+    /// `&`.
     And,
+    /// `|`.
     Or,
+    /// `^`.
     Xor,
+    /// `<<`.
     Shl,
+    /// `>>`: arithmetic for a signed type, logical for an unsigned one.
     Shr,
 }
 
 /// A comparison of two operands of the same type (integer, double or pointer); yields `int`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmpOp {
+    /// `==`.
     Eq,
+    /// `!=`.
     Ne,
+    /// `<` (unsigned for unsigned types and pointers).
     Lt,
+    /// `<=`.
     Le,
+    /// `>`.
     Gt,
+    /// `>=`.
     Ge,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Unary operators on a checked operand.
 pub enum UnaryOp {
     /// Two's-complement (or IEEE) negation of an operand of the expression's type.
     Neg,
@@ -139,9 +186,11 @@ pub enum UnaryOp {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// What a checked expression computes.
 pub enum ExprKind {
     /// An integer or pointer constant, already wrapped to the expression's type.
     Int(u64),
+    /// A `double` constant.
     Float(f64),
     /// The address of string literal number N.
     Str(usize),
@@ -152,7 +201,9 @@ pub enum ExprKind {
     /// Stores `value` (of the place's type) into the place and yields it. The place's address
     /// is computed first, once; [`ExprKind::Current`] inside `value` reads the place.
     Assign {
+        /// Where to store.
         place: Box<Place>,
+        /// What to store.
         value: Box<Expr>,
     },
     /// Inside an `Assign`'s value: the place's value, read when evaluation reaches it.
@@ -160,12 +211,18 @@ pub enum ExprKind {
     /// `++`/`--`: adds `delta` (already scaled for pointers, `±1.0` for doubles) to the place;
     /// yields the old value when `post`, the new one otherwise.
     IncDec {
+        /// The place changed.
         place: Box<Place>,
+        /// What is added to it.
         delta: i64,
+        /// True for `x++`/`x--`.
         post: bool,
     },
+    /// A unary operator on an operand.
     Unary(UnaryOp, Box<Expr>),
+    /// Arithmetic on two operands of the expression's type.
     Arith(ArithOp, Box<Expr>, Box<Expr>),
+    /// A comparison; yields `int` 0 or 1.
     Compare(CmpOp, Box<Expr>, Box<Expr>),
     /// `ptr + index * scale` with `index` a `long`.
     PtrAdd(Box<Expr>, Box<Expr>, u64),
@@ -173,6 +230,7 @@ pub enum ExprKind {
     PtrDiff(Box<Expr>, Box<Expr>, u64),
     /// Short-circuit `&&` and `||` of scalars; yield `int` 0 or 1.
     LogAnd(Box<Expr>, Box<Expr>),
+    /// Short-circuit `||`: the right side runs only when the left is zero.
     LogOr(Box<Expr>, Box<Expr>),
     /// `c ? a : b`; `a` and `b` already have the expression's type.
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
@@ -180,7 +238,9 @@ pub enum ExprKind {
     Convert(Box<Expr>),
     /// Calls the function at `addr`; arguments already converted (and promoted for `...`).
     Call {
+        /// The callee's runtime address.
         addr: u64,
+        /// The arguments, in order, each of its parameter's type.
         args: Vec<Expr>,
     },
     /// The calling thread's id (`gettid`).
@@ -188,10 +248,12 @@ pub enum ExprKind {
 }
 
 impl Expr {
+    /// An expression computing `kind`, of type `ty`.
     pub fn new(kind: ExprKind, ty: Type) -> Expr {
         Expr { kind, ty }
     }
 
+    /// The integer constant `value` of type `ty` (wrap it with [`wrap`] first when it may not fit).
     pub fn int(value: u64, ty: Type) -> Expr {
         Expr::new(ExprKind::Int(value), ty)
     }
@@ -216,6 +278,7 @@ impl Expr {
 }
 
 impl Place {
+    /// True when computing the address has effects (a `Deref` of an expression that has them).
     pub fn has_effects(&self) -> bool {
         match &self.kind {
             PlaceKind::Deref(p, _) => p.has_effects(),

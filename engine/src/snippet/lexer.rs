@@ -14,14 +14,19 @@ use super::ast::{IntLit, Span};
 use super::diag::Diagnostic;
 
 #[derive(Clone, Debug, PartialEq)]
+/// What a token is.
 pub enum TokenKind {
     /// An identifier or keyword (`if`, `int`, ...); the parser tells them apart.
     Ident(String),
     /// `$name` or `$0`, without the `$`.
     Special(String),
+    /// An integer literal, with its suffix.
     Int(IntLit),
+    /// A floating-point literal.
     Float(f64),
+    /// A character literal's byte value (`'a'`, `'\n'`).
     Char(u8),
+    /// A string literal's bytes, escapes resolved, without the quotes or a terminating NUL.
     Str(Vec<u8>),
     /// An operator or punctuation, e.g. `<<=` or `{`.
     Punct(&'static str),
@@ -30,8 +35,11 @@ pub enum TokenKind {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// One token and where it is.
 pub struct Token {
+    /// What it is.
     pub kind: TokenKind,
+    /// Its byte range in the source.
     pub span: Span,
 }
 

@@ -48,6 +48,8 @@
 //! masked to the operand width (31 or 63); out-of-range `double` to integer conversions give
 //! `LONG_MIN` wrapped to the target width; evaluation is left to right. See [`interp`].
 
+#![warn(missing_docs)]
+
 /// The user's guide to the snippet language (`help snippets`, the man page's SNIPPETS section).
 pub const GRAMMAR: &str = include_str!("GRAMMAR.md");
 
@@ -86,7 +88,9 @@ pub use types::{FnSig, StructLayout, Type};
 /// A snippet compiled for one address.
 #[derive(Clone, Debug)]
 pub struct Compiled {
+    /// The checked program, for the interpreter and for inspection.
     pub program: ir::Program,
+    /// The machine code, encoded for the address asked for.
     pub code: Code,
     /// Warnings (errors stop compilation).
     pub warnings: Vec<Diagnostic>,
@@ -125,7 +129,9 @@ pub fn compile(source: &str, env: &dyn Env, addr: u64) -> Result<Compiled, Vec<D
 /// A variable from `declare TYPE NAME [= INIT]`, ready for the shell to allocate.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Declared {
+    /// The variable's name.
     pub name: String,
+    /// Its snippet type.
     pub ty: Type,
     /// The initial bytes (little-endian, `ty.size()` long); zeros without an initializer.
     pub init: Vec<u8>,

@@ -59,9 +59,13 @@ pub fn parse_expr(source: &str) -> (Expr, Vec<Diagnostic>) {
 /// A parsed `declare TYPE NAME [= INIT]` (the part after `declare`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Declaration {
+    /// The type as written.
     pub ty: TypeExpr,
+    /// The variable's name.
     pub name: String,
+    /// Where the name is, for diagnostics.
     pub name_span: Span,
+    /// The initializer after `=`, if any.
     pub init: Option<Expr>,
 }
 

@@ -10,24 +10,34 @@ pub use super::ast::IntKind;
 /// { struct node *next; }`) cost nothing; the environment lays them out on demand.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
+    /// `void`: only as a return type or a pointee.
     Void,
+    /// An integer type (`char` to `unsigned long`).
     Int(IntKind),
+    /// `double`; `float` is not a snippet type.
     Double,
+    /// A pointer to the type.
     Ptr(Box<Type>),
     /// A fixed-size array (from DWARF); in expressions it decays to a pointer to its element.
     Array(Box<Type>, u64),
     /// `struct NAME`, with the size the environment gave.
     Struct {
+        /// The struct's tag, without `struct`.
         name: String,
+        /// Its size in bytes.
         size: u64,
     },
 }
 
 impl Type {
+    /// `int`.
     pub const INT: Type = Type::Int(IntKind::Int);
+    /// `long`.
     pub const LONG: Type = Type::Int(IntKind::Long);
+    /// `unsigned long`.
     pub const ULONG: Type = Type::Int(IntKind::ULong);
 
+    /// A pointer to `to`.
     pub fn ptr(to: Type) -> Type {
         Type::Ptr(Box::new(to))
     }
@@ -48,14 +58,17 @@ impl Type {
         }
     }
 
+    /// True for integer types.
     pub fn is_int(&self) -> bool {
         matches!(self, Type::Int(_))
     }
 
+    /// True for integers and `double`: what arithmetic takes.
     pub fn is_arith(&self) -> bool {
         matches!(self, Type::Int(_) | Type::Double)
     }
 
+    /// True for pointers (not arrays, which decay to them in expressions).
     pub fn is_ptr(&self) -> bool {
         matches!(self, Type::Ptr(_))
     }
@@ -131,16 +144,22 @@ pub fn common_type(a: &Type, b: &Type) -> Type {
 /// A struct layout, as DWARF gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StructLayout {
+    /// The struct's tag, without `struct`.
     pub name: String,
+    /// Its size in bytes.
     pub size: u64,
+    /// Its members, in declaration order.
     pub fields: Vec<Field>,
 }
 
 /// A member of a struct. Bit-fields are not offered (the environment leaves them out).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
+    /// The member's name.
     pub name: String,
+    /// Its byte offset from the start of the struct.
     pub offset: u64,
+    /// Its snippet type.
     pub ty: Type,
 }
 
@@ -148,8 +167,11 @@ pub struct Field {
 /// from `.dynsym`): every argument then gets C's default argument promotions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FnSig {
+    /// The return type (`void` for none).
     pub ret: Type,
+    /// The parameter types; `None` when unprototyped.
     pub params: Option<Vec<Type>>,
+    /// True when it takes `...` after its parameters.
     pub variadic: bool,
     /// The parameter (0-based) holding a printf-style format that the variadic arguments
     /// must match, as GCC's `__attribute__((format(printf, N, N+1)))` says.

@@ -9,6 +9,8 @@
 //! debug file (Debian's `libc6-dbg`, `-dbgsym` packages) keeps the `.symtab` the binary lost;
 //! its names come next, so libc's `start_thread` is not `sub_88ef0`.
 
+#![warn(missing_docs)]
+
 mod cold;
 pub mod ehframe;
 mod plt;
@@ -53,6 +55,7 @@ pub enum NameSource {
 }
 
 impl NameSource {
+    /// The source's name as `show functions` prints it (`symtab`, `debug symtab`...).
     pub fn as_str(self) -> &'static str {
         match self {
             NameSource::Symtab => "symtab",
@@ -71,17 +74,24 @@ impl NameSource {
 pub struct Found(u8);
 
 impl Found {
+    /// Named in `.symtab` (or the separate debug file's).
     pub const SYMTAB: Found = Found(1);
+    /// Named in `.dynsym`.
     pub const DYNSYM: Found = Found(2);
+    /// A PLT stub.
     pub const PLT: Found = Found(4);
+    /// The start of an `.eh_frame` FDE.
     pub const EH_FRAME: Found = Found(8);
+    /// The target of a direct call.
     pub const CALL: Found = Found(16);
+    /// The ELF entry point.
     pub const ENTRY: Found = Found(32);
     /// `DT_INIT`/`DT_FINI`, an init or fini array, or a code pointer relocated in data.
     pub const DATA: Found = Found(64);
     /// The target of a tail call into code nothing else bounds.
     pub const TAIL_CALL: Found = Found(128);
 
+    /// True when every source in `other` is also in `self`.
     pub fn contains(self, other: Found) -> bool {
         self.0 & other.0 == other.0
     }
@@ -112,6 +122,7 @@ impl Found {
 /// A function: an entry address, a size, and its names.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Function {
+    /// Its index in the sorted [`FunctionTable`].
     pub id: FuncId,
     /// The raw (mangled) name, or `sub_ADDR` when it has none.
     pub name: String,
@@ -119,10 +130,13 @@ pub struct Function {
     pub demangled: Option<String>,
     /// Other symbols at the same address (`__libc_malloc` beside `malloc`).
     pub aliases: Vec<String>,
+    /// Its entry address, which is also its lowest.
     pub addr: LinkAddr,
     /// Size in bytes; from the symbol, the FDE, or the distance to the next function.
     pub size: u64,
+    /// Where its name came from.
     pub name_source: NameSource,
+    /// Every source that saw it start.
     pub found: Found,
     /// True for symbols visible outside the module (`STB_GLOBAL`/`STB_WEAK`).
     pub global: bool,
@@ -139,6 +153,7 @@ impl Function {
         self.addr.offset(self.size)
     }
 
+    /// True when `addr` lies in `[addr, addr + size)`.
     pub fn contains(&self, addr: LinkAddr) -> bool {
         addr >= self.addr && addr < self.end()
     }
@@ -154,18 +169,24 @@ impl Function {
 /// A data symbol.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Variable {
+    /// The raw (mangled) symbol name.
     pub name: String,
+    /// The demangled name, when `name` is mangled.
     pub demangled: Option<String>,
+    /// Its link address (for TLS variables, its offset in the TLS block).
     pub addr: LinkAddr,
+    /// Size in bytes, from the symbol.
     pub size: u64,
     /// Section the variable lives in (`.data`, `.bss`, `.rodata`, `.tbss`, ...).
     pub section: String,
+    /// True for symbols visible outside the module (`STB_GLOBAL`/`STB_WEAK`).
     pub global: bool,
     /// True for thread-local variables; `addr` is then an offset in the TLS block.
     pub tls: bool,
 }
 
 impl Variable {
+    /// The name to show users: demangled when there is one.
     pub fn display_name(&self) -> &str {
         self.demangled.as_deref().unwrap_or(&self.name)
     }
@@ -332,10 +353,12 @@ impl FunctionTable {
         }
     }
 
+    /// Every function, sorted by address; a function's [`FuncId`] is its index here.
     pub fn functions(&self) -> &[Function] {
         &self.functions
     }
 
+    /// Every data symbol, sorted by address, thread-local ones (by TLS offset) last.
     pub fn variables(&self) -> &[Variable] {
         &self.variables
     }
@@ -346,6 +369,7 @@ impl FunctionTable {
         self.got.get(&addr.0).map(String::as_str)
     }
 
+    /// The function with id `id`. Panics on an id from another table.
     pub fn get(&self, id: FuncId) -> &Function {
         &self.functions[id.0 as usize]
     }

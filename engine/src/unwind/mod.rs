@@ -14,6 +14,8 @@
 //! [`Frame::pc`] stays the return address. The exceptions are the top frame and a frame
 //! interrupted by a signal, whose pc is where execution actually stopped.
 
+#![warn(missing_docs)]
+
 use std::sync::{Arc, Mutex, OnceLock};
 
 use gimli::{
@@ -30,13 +32,16 @@ mod tests;
 /// Reads the target's memory (a ptrace'd process, or in tests our own). `None` when the
 /// address cannot be read; the walk then stops rather than guessing.
 pub trait Memory {
+    /// The 8 bytes at `addr`, little-endian; `None` when they cannot be read.
     fn read_u64(&self, addr: u64) -> Option<u64>;
 }
 
 /// A loaded module: its binary (for `.eh_frame` and code bytes) and its load bias, the amount
 /// added to its link addresses to get runtime addresses (0 for a non-PIE executable).
 pub struct UnwindModule<'a> {
+    /// The module's file, for its `.eh_frame` and code bytes.
     pub binary: &'a Binary,
+    /// Its load bias: runtime address minus link address (0 for a non-PIE executable).
     pub bias: u64,
 }
 
@@ -71,22 +76,39 @@ mod reg {
 /// hold stale values. `Default` gives all registers zero and known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Regs {
+    /// `rip` (DWARF column 16, the return-address column): the frame's pc.
     pub rip: u64,
+    /// `rsp` (DWARF register 7); above frame 0, the CFA of the frame below.
     pub rsp: u64,
+    /// `rbp` (DWARF register 6).
     pub rbp: u64,
+    /// `rbx` (DWARF register 3).
     pub rbx: u64,
+    /// `r12` (DWARF register 12).
     pub r12: u64,
+    /// `r13` (DWARF register 13).
     pub r13: u64,
+    /// `r14` (DWARF register 14).
     pub r14: u64,
+    /// `r15` (DWARF register 15).
     pub r15: u64,
+    /// `rax` (DWARF register 0).
     pub rax: u64,
+    /// `rdx` (DWARF register 1).
     pub rdx: u64,
+    /// `rcx` (DWARF register 2).
     pub rcx: u64,
+    /// `rsi` (DWARF register 4).
     pub rsi: u64,
+    /// `rdi` (DWARF register 5).
     pub rdi: u64,
+    /// `r8` (DWARF register 8).
     pub r8: u64,
+    /// `r9` (DWARF register 9).
     pub r9: u64,
+    /// `r10` (DWARF register 10).
     pub r10: u64,
+    /// `r11` (DWARF register 11).
     pub r11: u64,
     /// Bit `n` set: DWARF register `n` was not recovered in this frame.
     pub unknown: u32,
@@ -189,7 +211,9 @@ pub struct Frame {
     /// glibc's signal trampoline, the interrupted stack pointer). 0 when the walk could not
     /// unwind this frame, which is then the last.
     pub cfa: u64,
+    /// The registers recovered in this frame; those not recovered are marked in [`Regs::unknown`].
     pub regs: Regs,
+    /// How the walk found this frame.
     pub how: FoundBy,
 }
 
@@ -220,6 +244,7 @@ pub struct CallSiteRule {
     /// The CFA is `rbp + cfa_offset`; else `rsp + cfa_offset`, `rsp` as it is at the call
     /// instruction (just after the callee returns).
     pub cfa_from_rbp: bool,
+    /// Bytes added to `rbp` or `rsp` to get the CFA.
     pub cfa_offset: u32,
     /// The caller's caller's `rbp` is saved at `CFA + this`; `None`: `rbp` is unchanged here.
     pub rbp_saved_at: Option<i16>,

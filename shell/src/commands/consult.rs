@@ -1,21 +1,18 @@
 //! `consult`: the automated bottleneck search (`engine::consult`) on the current process, or on
 //! the program started for it. The search samples the process from outside — `/proc`, and
-//! stack samples taken by stopping the process for a moment ([`TracerStacks`]) — and the
-//! program runs throughout and runs on afterwards.
+//! stack samples taken by stopping the process for a moment (the engine's
+//! `instrument::sampling`) — and the program runs throughout and runs on afterwards.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::addr::LinkAddr;
-use engine::consult::stacks::{self, Batch, FrameName, StackSource, Stacks, Syscall, ThreadStack};
+use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
-use engine::instrument::{frames, Live};
-use engine::process::{Process, State, Tracer};
+use engine::instrument::sampling::StackSampler;
+use engine::process::State;
 use engine::session::Module;
-use engine::unwind::{Memory, UnwindModule, Unwinder};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -164,47 +161,21 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let t = ctx.target.present()?;
     let modules: Vec<(Arc<Module>, u64)> =
         t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))?;
-    let unwinder = Unwinder::new(
-        modules
-            .iter()
-            .map(|(m, bias)| UnwindModule {
-                binary: &m.binary,
-                bias: *bias,
-            })
-            .collect(),
-    );
-    // Index every module's call-frame information now, while the program runs, rather than
-    // inside the first stop (a large library's index takes tens of milliseconds).
-    for (m, bias) in &modules {
-        for seg in m.binary.segments() {
-            if seg.flags & PF_X != 0 && seg.memsz > 0 {
-                let _ = unwinder.call_site(seg.vaddr.0.wrapping_add(*bias).wrapping_add(1));
-            }
-        }
-    }
+    let sampler = StackSampler::new(&modules);
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut lab = ProcLab::with_stacks(pid, store.clone());
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
     let done = AtomicBool::new(false);
     let seconds = std::thread::scope(|scope| {
-        let sampler = std::thread::Builder::new()
+        let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || {
-                let mut source = TracerStacks {
-                    tracer: &t.tracer,
-                    unwinder: &unwinder,
-                    modules: &modules,
-                    names: HashMap::new(),
-                    locks: HashMap::new(),
-                };
-                stacks::sample_stacks(&mut source, &store, cost, &done);
-            });
+            .spawn_scoped(scope, || sampler.run(&t.tracer, &store, cost, &done));
         let seconds = consult::run(&mut search, &mut lab, limit, &flag, || {
             matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running))
         });
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(h) = sampler {
+        if let Ok(h) = sampling {
             let _ = h.join();
         }
         seconds
@@ -233,143 +204,4 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         text.push_str(&format!("(sampling stopped: {e})\n"));
     }
     Ok(Output::Text(text))
-}
-
-/// ELF's executable-segment flag.
-const PF_X: u32 = 1;
-
-/// The deepest stack a sample walks.
-const MAX_FRAMES: usize = 64;
-
-/// Reads a stopped process's memory for the unwinder.
-struct ProcMemory<'p>(&'p Process);
-
-impl Memory for ProcMemory<'_> {
-    fn read_u64(&self, addr: u64) -> Option<u64> {
-        let b = self.0.read(addr, 8).ok()?;
-        Some(u64::from_le_bytes(b.try_into().ok()?))
-    }
-}
-
-/// Stack samples of a traced process: each stops every thread (`halt`), reads its registers
-/// and walks its stack, and resumes; names are found after the process runs again.
-struct TracerStacks<'a> {
-    tracer: &'a Tracer<Live>,
-    unwinder: &'a Unwinder<'a>,
-    /// The modules loaded when the search began, with their load biases.
-    modules: &'a [(Arc<Module>, u64)],
-    names: HashMap<u64, FrameName>,
-    locks: HashMap<u64, Option<String>>,
-}
-
-/// One thread as a stop left it: its system call and its frames' lookup addresses.
-type Raw = (i32, Option<Syscall>, Vec<u64>);
-
-impl TracerStacks<'_> {
-    /// The frame at lookup address `pc`.
-    fn name(&mut self, pc: u64) -> FrameName {
-        if let Some(n) = self.names.get(&pc) {
-            return n.clone();
-        }
-        let n = self
-            .modules
-            .iter()
-            .find_map(|(m, bias)| {
-                let f = m.functions().containing(LinkAddr(pc.wrapping_sub(*bias)))?;
-                Some(FrameName {
-                    module: m.name.clone(),
-                    function: f.display_name().to_owned(),
-                    main: m.is_main,
-                })
-            })
-            .unwrap_or_else(|| FrameName {
-                module: String::new(),
-                function: format!("{pc:#x}"),
-                main: false,
-            });
-        self.names.insert(pc, n.clone());
-        n
-    }
-
-    /// The variable a futex address lies in, as `NAME` or `NAME+OFFSET`.
-    fn lock_name(&mut self, addr: u64) -> Option<String> {
-        if let Some(n) = self.locks.get(&addr) {
-            return n.clone();
-        }
-        let n = self.modules.iter().find_map(|(m, bias)| {
-            let link = addr.wrapping_sub(*bias);
-            let v = m.functions().variables().iter().find(|v| {
-                v.size > 0 && (v.addr.0..v.addr.0.saturating_add(v.size)).contains(&link)
-            })?;
-            let off = link - v.addr.0;
-            Some(if off == 0 {
-                v.name.clone()
-            } else {
-                format!("{}+{off}", v.name)
-            })
-        });
-        self.locks.insert(addr, n.clone());
-        n
-    }
-}
-
-/// The system call a stopped thread is in (or has just finished, when the stop came at its
-/// return): `orig_rax` holds its number only after a `syscall` instruction. A call the stop
-/// interrupted while it slept returns `-EINTR` or one of the kernel's restart codes
-/// (`ERESTARTSYS` 512 to `ERESTART_RESTARTBLOCK` 516), and is restarted on resuming.
-fn in_syscall(p: &Process, r: &libc::user_regs_struct) -> Option<Syscall> {
-    if (r.orig_rax as i64) < 0 {
-        return None;
-    }
-    let before = p.read(r.rip.wrapping_sub(2), 2).ok()?;
-    let ret = r.rax as i64;
-    (before == [0x0f, 0x05]).then_some(Syscall {
-        nr: r.orig_rax,
-        args: [r.rdi, r.rsi, r.rdx],
-        interrupted: ret == -(libc::EINTR as i64) || (-516..=-512).contains(&ret),
-    })
-}
-
-impl StackSource for TracerStacks<'_> {
-    fn sample(&mut self) -> Result<Option<Batch>, String> {
-        let unwinder = self.unwinder;
-        let taken = self
-            .tracer
-            .with(|p, live| -> Result<Option<(Duration, Vec<Raw>)>, String> {
-                if p.state() != State::Running {
-                    return Ok(None);
-                }
-                let t0 = Instant::now();
-                p.halt().map_err(|e| e.to_string())?;
-                let mut raw = Vec::new();
-                for th in p.threads() {
-                    let Ok(r) = p.regs(th.tid) else { continue };
-                    let frames =
-                        unwinder.walk(&ProcMemory(p), frames::top_regs(live, &r), MAX_FRAMES);
-                    raw.push((
-                        th.tid,
-                        in_syscall(p, &r),
-                        frames.iter().map(|f| f.lookup_pc()).collect(),
-                    ));
-                }
-                p.resume().map_err(|e| e.to_string())?;
-                Ok(Some((t0.elapsed(), raw)))
-            })
-            .map_err(|e| e.to_string())??;
-        let Some((stopped, raw)) = taken else {
-            return Ok(None);
-        };
-        let threads = raw
-            .into_iter()
-            .map(|(tid, syscall, pcs)| ThreadStack {
-                tid,
-                lock_name: syscall
-                    .filter(|s| s.nr == libc::SYS_futex as u64)
-                    .and_then(|s| self.lock_name(s.args[0])),
-                syscall,
-                frames: pcs.into_iter().map(|pc| self.name(pc)).collect(),
-            })
-            .collect();
-        Ok(Some(Batch { stopped, threads }))
-    }
 }

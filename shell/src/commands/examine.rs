@@ -1,14 +1,12 @@
 //! Looking at a stopped process as gdb does, beyond `print`: `x` (memory, in gdb's
-//! `x/NFU` formats) and `show registers`; and the [`Scope`] `print` and `x` name things in
-//! (the selected frame's registers, parameters and locals, every module's globals).
+//! `x/NFU` formats), `show registers` and `show locals`, in the [`Scope`] of the selected
+//! frame that the engine builds (`instrument::inspect`).
 
 use anyhow::{anyhow, bail, Result};
-use engine::instrument::scope::{
-    preserved_register, register_number, Scope, StoppedFrame, REGISTERS,
-};
-use engine::instrument::{eval, Live};
+use engine::instrument::eval;
+use engine::instrument::inspect::frame_scope;
+use engine::instrument::scope::{register_number, Scope, REGISTERS};
 use engine::process::Process;
-use engine::session::{Module, Session};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -66,98 +64,6 @@ where it does not say where one is. gdb's `info args` and `info locals` together
     examples: &[("show locals", "")],
     run: show_locals,
 };
-
-/// The names `print` sees: every module's globals (the frame's module first, then the main
-/// program's), and the frame at `pc` (its function's parameters by name).
-pub fn scope<'a>(session: &'a Session, live: &'a Live, pc: Option<u64>) -> Scope<'a> {
-    let bias = |id| live.bias(id).unwrap_or(0);
-    let frame = pc.and_then(|pc| {
-        session.modules().iter().find_map(|m| {
-            let link = engine::addr::LinkAddr(pc.wrapping_sub(live.bias(m.id)?));
-            m.functions().containing(link).map(|f| (&**m, f.addr))
-        })
-    });
-    let mut modules: Vec<(&Module, u64)> = Vec::new();
-    let first = frame.map(|(m, _)| m.id);
-    let main = session.main().ok().map(|m| m.id);
-    for id in [first, main].into_iter().flatten() {
-        if !modules.iter().any(|(m, _)| m.id == id) {
-            modules.push((session.module(id), bias(id)));
-        }
-    }
-    for m in session.modules() {
-        let loaded = live.bias(m.id).is_some() || Some(m.id) == main;
-        if loaded && !modules.iter().any(|(x, _)| x.id == m.id) {
-            modules.push((&**m, bias(m.id)));
-        }
-    }
-    let mut scope = Scope::new(modules, live.declared());
-    scope.frame = frame;
-    scope
-}
-
-/// The scope of frame `n` of thread `tid` in a stopped process: its registers, and its
-/// parameters and locals located by DWARF at its pc. Also the innermost frame's `rip` when
-/// `n` is 0 (`print`'s snippets see `$0..$5` and parameters at a function's entry there).
-pub fn stopped_scope<'a>(
-    session: &'a Session,
-    live: &'a Live,
-    p: &Process,
-    tid: Option<i32>,
-    n: usize,
-) -> (Scope<'a>, Option<u64>) {
-    let regs = tid.and_then(|t| p.regs(t).ok());
-    let rip = regs.filter(|_| n == 0).map(|r| r.rip);
-    let frames = regs
-        .map(|r| engine::instrument::frames::frames_to(live, p, &r, n))
-        .unwrap_or_default();
-    let found = frames.get(n).map(|f| (*f, frames.get(n + 1).copied()));
-    let selected = found.map(|(f, _)| f);
-    let mut scope = scope(session, live, selected.map(|f| f.lookup_pc()));
-    scope.regs = selected.map(|f| f.regs);
-    if let (Some((f, caller)), Some((module, _))) = (found, scope.frame) {
-        let bias = live.bias(module.id).unwrap_or(0);
-        let read = |a: u64, len: usize| p.read(a, len).ok();
-        // Entry values are looked up at the caller's call site, in the same module's DWARF.
-        let in_module = |pc: u64| {
-            module
-                .functions()
-                .containing(engine::addr::LinkAddr(pc.wrapping_sub(bias)))
-                .is_some()
-        };
-        let caller = caller
-            .filter(|c| c.cfa != 0 || c.regs.get(7).is_some())
-            .filter(|c| in_module(c.lookup_pc()))
-            .map(|c| {
-                Box::new(StoppedFrame {
-                    regs: c.regs,
-                    cfa: c.cfa,
-                    bias,
-                    read: &read,
-                    caller: None,
-                    return_address: None,
-                    recover: None,
-                })
-            });
-        let modules = scope.modules.clone();
-        let recover = |reg: u16| preserved_register(&modules, &frames, n, reg);
-        let stopped = StoppedFrame {
-            regs: f.regs,
-            cfa: f.cfa,
-            bias,
-            read: &read,
-            return_address: caller.as_ref().map(|c| c.regs.rip),
-            caller,
-            recover: Some(&recover),
-        };
-        let pc = engine::addr::LinkAddr(f.lookup_pc().wrapping_sub(bias));
-        scope.locals = module
-            .debug_info()
-            .map(|d| d.frame_variables(pc, &stopped))
-            .unwrap_or_default();
-    }
-    (scope, rip)
-}
 
 /// gdb's `/NFU`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,7 +134,7 @@ fn examine(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let frame = t.frame;
     let out = t.with_stopped(|p, live| {
         let tid = crate::target::existing_thread(p, tid);
-        let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
+        let (mut scope, rip) = frame_scope(session, live, p, tid, frame);
         let (env, near) = eval::live_env(session, live, rip)?;
         let addr =
             eval::address(p, tid, &env, &mut scope, near, &text).map_err(|e| anyhow!("{e}"))?;
@@ -316,7 +222,7 @@ fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let frame = t.frame;
     let text = t.with_stopped(|p, live| {
         let tid = crate::target::current_thread(p, tid);
-        let (mut scope, rip) = stopped_scope(session, live, p, tid, frame);
+        let (mut scope, rip) = frame_scope(session, live, p, tid, frame);
         if scope.frame.is_none() {
             bail!("the selected frame is in no function gsh knows");
         }
@@ -346,7 +252,7 @@ fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let frame = t.frame;
     let table = t.with_stopped(|p, live| {
         let tid = crate::target::current_thread(p, tid);
-        let (scope, _) = stopped_scope(session, live, p, tid, frame);
+        let (scope, _) = frame_scope(session, live, p, tid, frame);
         let regs = scope
             .regs
             .ok_or_else(|| anyhow!("the current thread's registers cannot be read"))?;

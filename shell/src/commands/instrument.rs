@@ -40,12 +40,16 @@ pub const AT: Spec = Spec {
 `FUNC exit` (every return, tail call and call to a function that never returns), `FUNC call \
 [CALLEE] before|after` (every call site, or those calling CALLEE, by its name as `show points` \
 lists it, without `@plt`), `FUNC loop LOOP entry|exit|iter-begin|iter-end` (edges into the loop's header from outside, \
-edges leaving the loop, the header, back edges and exits), \
+edges leaving the loop, the header, back edges and exits; LOOP as `loops` names it, `loop_1.2`, \
+or by its header's address, which names loops of stripped binaries too; a loop left by a \
+`longjmp` or exception from a function it calls takes no edge, so that exit is not seen), \
 `FUNC block ADDR` (entry to the basic block starting at ADDR), `FUNC insn ADDR before|after` \
 (an instruction; after one that ends its block is an edge), or `FUNC edge FROM TO`. A point on \
 an edge runs at the edge's target when it is the target's only way in, before the source's \
 last instruction when it is the source's only way out, or else in an edge trampoline holding \
-the relocated conditional branch; jump-table edges are skipped with the reason. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
+the relocated conditional branch; jump-table edges are skipped with the reason. Where a \
+function's first block is a loop header, its `entry` and the loop's entry (the call itself) run \
+once per call: the function is copied whole and the back edges in the copy skip them. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
 Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
 at every one of them now, its calls against their callees' prototypes (DWARF, or glibc's for \
@@ -349,6 +353,10 @@ fn save(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     if let Some(m) = &report.measuring {
         fields.push(("Measured", Cell::Num(m.slots.len() as u64)));
+        if m.coverage > 0 {
+            let text = format!("{} block counters", m.coverage);
+            fields.push(("Coverage", Cell::text(text)));
+        }
         fields.push(("Results", Cell::text(m.results.display().to_string())));
         let runtime = if m.needed {
             format!("{} (loaded by the file)", m.runtime.display())

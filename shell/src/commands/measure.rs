@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::measure::{self, CountValue, Metric, PathValue};
+use engine::instrument::coverage::FunctionCoverage;
+use engine::instrument::measure::{self, CountValue, LoopSel, Measured, Metric, PathValue};
 use engine::instrument::Live;
-use engine::process::Process;
+use engine::process::{MemReader, Process};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -21,9 +22,9 @@ use crate::target::TargetSlot;
 pub const COUNT: Spec = Spec {
     name: "count",
     aliases: &[],
-    usage: "FUNC...",
+    usage: "FUNC [loop LOOP]...",
     complete: Complete::Function,
-    summary: "count calls to functions in the live process",
+    summary: "count calls to functions, or entries and iterations of their loops",
     help: "Counts every call to each FUNC (a name or a glob such as 'work_*'; `lib!FUNC` for a \
 library's) at its entry, per thread and exactly, with a counter inlined in the trampoline: a \
 thread-local load, a test and an increment. The runtime library libgsh_rt.so is loaded into the \
@@ -31,9 +32,23 @@ process the first time (found next to the gsh executable, or at $GSH_RT). Each F
 instrumentation id that `delete` removes; the table printed names what each id counts (the \
 function, or the glob and how many functions it matched) and how many points went in. `report` \
 shows the counts. Asked for before `start` or `run`, the counting begins when the process \
-reaches main.",
+reaches main; `save` writes the same counters into a rewritten binary, whose results `report \
+FILE` reads.
+
+`FUNC loop LOOP` counts a loop instead: its entries (control coming into its header from outside \
+it) and its iterations (passes through its header), and `report` shows iterations per entry. \
+LOOP is a name as `loops FUNC` shows it (`loop_1.2`), the loop's header address, or '*' for \
+every loop of FUNC, each loop its own row (`FUNC loop_1.2`). An unknown loop is an error \
+listing FUNC's loops; irreducible cycles (entered at more than one block) form no loop and are \
+named in a warning. Where an entry has no edge to count on (the loop's header is FUNC's first \
+block, so entering from the caller looks like its back edges there; or the patcher cannot reach \
+an entry edge), the entries are the iterations less the passes along its back edges.",
     examples: &[
         ("count work_item", "calls to work_item"),
+        (
+            "count parse loop '*'",
+            "entries and iterations of every loop of parse",
+        ),
         (
             "count 'parse_*' lookup",
             "two ids: the parse functions, and lookup",
@@ -45,7 +60,7 @@ reaches main.",
 pub const TIME: Spec = Spec {
     name: "time",
     aliases: &[],
-    usage: "FUNC... [--cpu]",
+    usage: "FUNC [loop LOOP]... [--cpu]",
     complete: Complete::Function,
     summary: "time functions (inclusive wall or thread-CPU time) in the live process",
     help: "Counts the calls to each FUNC and sums the inclusive time spent in it, per thread, \
@@ -55,7 +70,14 @@ and exit, so microseconds per call). Recursion is timed once, for the outermost 
 activation that never returns through its exit (left by longjmp or an exception) is closed at \
 the next entry of the function on that thread whose stack pointer shows the frame is gone \
 (iPath's active-stack check). Activations still open are credited up to the moment `report` \
-reads them. As for `count`, the table printed names what each id times.",
+reads them. As for `count`, the table printed names what each id times.
+
+`FUNC loop LOOP` (LOOP as for `count`) times a loop instead: its entries and the inclusive time \
+from each entry to the exit that leaves it (break, return, goto and every other edge out; an \
+exception caught in FUNC closes it in the handler). Its activations are keyed by FUNC's frame, \
+so a recursive call's loop is timed with the outer one, and a loop left by longjmp or by an \
+exception caught in a caller is closed at FUNC's next entry at that frame, as functions' timers \
+are. A loop whose header is FUNC's first block cannot be timed yet.",
     examples: &[
         (
             "time handle_request",
@@ -64,6 +86,10 @@ reads them. As for `count`, the table printed names what each id times.",
         (
             "time 'parse_*' --cpu",
             "thread CPU time of each parse function",
+        ),
+        (
+            "time main loop loop_1",
+            "wall time spent in main's first loop",
         ),
     ],
     run: time,
@@ -94,22 +120,27 @@ only, no exit instrumentation), as iPath does. Only the chosen functions pay for
 pub const REPORT: Spec = Spec {
     name: "report",
     aliases: &[],
-    usage: "[RESULTS] [--json | --folded FILE | --svg FILE]",
+    usage: "[RESULTS] [--json | --folded FILE | --svg FILE | --lcov FILE]",
     complete: Complete::File,
-    summary: "show what `count`, `time` and `profile` measured so far",
+    summary: "show what `count`, `time`, `profile` and `coverage` measured so far",
     help: "Shows, for every measured function, the calls and the inclusive time so far, summed \
 over all threads, and for profiles one row per call path. The values are read from the \
 process's memory without stopping it, so `report` may be repeated while the process runs after \
 `continue &`. Once the process has exited, the values are those it had when it exited; after \
 `detach`, those it had when gsh detached. RESULTS names a results file written at exit by a \
-binary that `save` rewrote with measuring in it. A measure that was deleted keeps the \
+binary that `save` rewrote with measuring in it. A loop's row is named `FUNC loop_1.2` (JSON: \
+`\"loop\"`); its Calls are its entries, with Iterations and Per entry for `count` (JSON: \
+`iterations`, `iterations_per_entry`). A measure that was deleted keeps the \
 values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
 everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
-flame graph itself.",
+flame graph itself. Block coverage (`coverage`) is shown per function: blocks covered of all, \
+source lines covered (with DWARF), blocks left unprobed, and entries; `--lcov FILE` writes it as \
+an lcov tracefile (`genhtml FILE` makes HTML of it).",
     examples: &[
         ("report", "every measured function's values so far"),
         ("report --svg flame.svg", "a flame graph of the profiles"),
+        ("report --lcov cov.info", "block coverage as an lcov tracefile"),
         (
             "report run.gsh.json",
             "the results a rewritten binary wrote",
@@ -120,7 +151,33 @@ flame graph itself.",
 
 fn count(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, Metric::Count)
+    measure_cmd(ctx, targets(globs)?, Metric::Count)
+}
+
+/// The words after `count` or `time`: functions, each optionally followed by `loop LOOP`
+/// (`loop_1.2`, a header address, or `'*'` for every loop of the function).
+fn targets(words: Vec<String>) -> Result<Vec<(String, Measured)>> {
+    let mut out: Vec<(String, Measured)> = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(w) = words.next() {
+        if w != "loop" {
+            out.push((w, Measured::Function));
+            continue;
+        }
+        let Some((func, of)) = out.last_mut() else {
+            bail!("`loop` needs a function before it: `FUNC loop LOOP`");
+        };
+        let Some(sel) = words.next() else {
+            bail!("`{func} loop` needs the loop: `loop_1.2`, its header address, or '*' for every loop");
+        };
+        if *of != Measured::Function {
+            bail!("`{func}` is given two loops; write `{func} loop LOOP` once per loop");
+        }
+        *of = Measured::Loop {
+            loops: LoopSel::parse(&sel),
+        };
+    }
+    Ok(out)
 }
 
 fn time(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -130,7 +187,7 @@ fn time(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         Metric::Time
     };
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, metric)
+    measure_cmd(ctx, targets(globs)?, metric)
 }
 
 fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -140,19 +197,26 @@ fn profile(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         (false, true) => Metric::ProfileCount,
         (false, false) => Metric::Profile,
     };
+    // Parsed as `count` and `time` are, so `profile F loop L` gets the engine's reason.
     let globs = args.positionals(1, usize::MAX)?;
-    measure_cmd(ctx, globs, metric)
+    measure_cmd(ctx, targets(globs)?, metric)
 }
 
 /// One request per glob; inserted at once into a live process, else when it reaches main.
 /// The table names what each id measures: the function, or the glob and how many it matched.
-fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<Output> {
+fn measure_cmd(
+    ctx: &mut Context,
+    globs: Vec<(String, Measured)>,
+    metric: Metric,
+) -> Result<Output> {
     ctx.session.main()?;
     let mut t = Table::new(vec!["Instrumentation", "Function", "Measure", "Points"]);
     let live = ctx.target.is_live();
-    for glob in globs {
-        let r = measure::add(&mut ctx.plan, &mut ctx.session, &glob, metric)?;
+    let mut notes = Vec::new();
+    for (glob, of) in globs {
+        let r = measure::add_of(&mut ctx.plan, &mut ctx.session, &glob, metric, of.clone())?;
         let (id, funcs) = (r.id, r.funcs.clone());
+        notes.extend(r.warnings.iter().cloned());
         if funcs.is_empty() {
             let _ = ctx.plan.delete(id);
             bail!("no function matches `{glob}`");
@@ -184,6 +248,10 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
             [f] => ctx.session.func(*f).display_name().to_owned(),
             many => format!("{glob} ({} functions)", many.len()),
         };
+        let name = match &of {
+            Measured::Function => name,
+            Measured::Loop { loops } => format!("{name} loop {loops}"),
+        };
         t.rows.push(vec![
             Cell::Num(u64::from(id)),
             Cell::text(name),
@@ -192,10 +260,13 @@ fn measure_cmd(ctx: &mut Context, globs: Vec<String>, metric: Metric) -> Result<
         ]);
     }
     if !live {
-        t.note = Some(
+        notes.push(
             "inserted when the process reaches main (`start` or `run`); `report` shows the values"
                 .into(),
         );
+    }
+    if !notes.is_empty() {
+        t.note = Some(notes.join("\n"));
     }
     Ok(Output::Table(t))
 }
@@ -235,6 +306,9 @@ pub struct Results {
     pub title: String,
     pub values: Vec<CountValue>,
     pub paths: Vec<PathRow>,
+    /// Block coverage, per function (`coverage`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<FunctionCoverage>,
 }
 
 /// The name of the function a return address `ra` returns into, as users see it.
@@ -308,6 +382,7 @@ impl Results {
             title,
             values,
             paths,
+            coverage: Vec::new(),
         }
     }
 }
@@ -330,21 +405,49 @@ pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
     } else {
         format!("process {pid} has exited: its final values")
     };
-    Ok(Results::new(title, values, symbolise(live, paths)))
+    let reader = p.reader();
+    let coverage = live_coverage(live, alive.then_some(&reader))?;
+    Ok(Results {
+        coverage,
+        ..Results::new(title, values, symbolise(live, paths))
+    })
+}
+
+/// The live process's coverage, lines from the modules as loaded.
+fn live_coverage(live: &Live, reader: Option<&MemReader>) -> Result<Vec<FunctionCoverage>> {
+    Ok(live.coverage.summarise(reader, |id| {
+        live.loaded().find(|(m, _)| m.id == id).map(|(m, _)| &**m)
+    })?)
 }
 
 /// Keeps what was measured before gsh lets go of the process (`detach`), for `report`.
 pub fn keep_on_detach(ctx_measured: &mut Option<Results>, pid: i32, p: &Process, live: &mut Live) {
+    if !live.measure.measured_anything() && live.coverage.is_empty() {
+        return;
+    }
+    live.coverage.keep(&p.reader(), None);
+    let coverage = live_coverage(live, None).unwrap_or_default();
     if !live.measure.measured_anything() {
+        *ctx_measured = Some(Results {
+            coverage,
+            ..Results::new(
+                format!("process {pid}, values when gsh detached"),
+                Vec::new(),
+                Vec::new(),
+            )
+        });
         return;
     }
     live.measure.snapshot(p);
     if let (Some(values), paths) = (&live.measure.last, &live.measure.last_paths) {
-        *ctx_measured = Some(Results::new(
-            format!("process {pid}, values when gsh detached"),
-            values.clone(),
-            symbolise(live, paths.clone().unwrap_or_default()),
-        ));
+        *ctx_measured = Some(Results {
+            coverage,
+            ..Results::new(
+                format!("process {pid}, values when gsh detached"),
+                values.clone(),
+                symbolise(live, paths.clone().unwrap_or_default()),
+            )
+        });
     }
 }
 
@@ -352,19 +455,27 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let json = args.flag("--json");
     let folded = args.option("--folded")?;
     let svg = args.option("--svg")?;
+    let lcov = args.option("--lcov")?;
     let file = args.positionals(0, 1)?.pop();
     let results = match (&file, &ctx.target) {
         (Some(f), _) => read_results_file(&mut ctx.session, Path::new(f))?,
         (None, Some(t)) => {
             let pid = t.pid();
-            t.tracer.with(|p, live| live_results(pid, p, live))??
+            t.tracer.with(|p, live| {
+                // `coverage --once`: blocks seen so far lose their probes.
+                live.retire_hit_probes(p)?;
+                live_results(pid, p, live)
+            })??
         }
         (None, None) => ctx.measured.clone().ok_or_else(|| {
             anyhow!("there is no process to read values from; `count FUNC`, then `run`")
         })?,
     };
-    if results.values.is_empty() {
-        bail!("nothing is measured; `count`, `time` or `profile FUNC` first");
+    if results.values.is_empty() && results.coverage.is_empty() {
+        bail!("nothing is measured; `count`, `time`, `profile` or `coverage FUNC` first");
+    }
+    if lcov.is_some() && results.coverage.is_empty() {
+        bail!("--lcov writes block coverage, and nothing was covered; `coverage FUNC` first");
     }
     // Deleted measures keep the values they had when deleted: users who delete and then
     // report expect to see what was measured, marked so they know it stopped counting.
@@ -391,17 +502,32 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         write_svg(&results, Path::new(out))?;
         notes.push(format!("flame graph written to {out}"));
     }
+    if let Some(out) = &lcov {
+        notes.push(super::coverage::write_lcov(&results.coverage, out)?);
+    }
     if json || ctx.json {
         let mut doc = serde_json::to_value(&results)?;
         if let Some(values) = doc.get_mut("values").and_then(|v| v.as_array_mut()) {
-            for v in values {
+            for (v, value) in values.iter_mut().zip(&results.values) {
                 let id = v.get("id").and_then(|i| i.as_u64()).unwrap_or(0);
                 v["deleted"] = serde_json::json!(deleted.contains(&(id as u32)));
+                if let (Some(it), true) = (value.iterations, value.calls > 0) {
+                    v["iterations_per_entry"] = serde_json::json!(it as f64 / value.calls as f64);
+                }
             }
         }
         return Ok(Output::Json(doc));
     }
-    let mut parts = vec![("values", Output::Table(values_table(&results, &deleted)))];
+    let mut parts = Vec::new();
+    if !results.values.is_empty() {
+        parts.push(("values", Output::Table(values_table(&results, &deleted))));
+    }
+    if !results.coverage.is_empty() {
+        parts.push((
+            "coverage",
+            Output::Table(super::coverage::table(&results.coverage)),
+        ));
+    }
     if !results.paths.is_empty() {
         parts.push(("paths", Output::Table(paths_table(&results))));
     }
@@ -429,15 +555,25 @@ fn duration(ns: u64) -> String {
     }
 }
 
+/// Iterations per entry of a loop, to two decimals (`-` before its first entry).
+fn per_entry(v: &CountValue) -> Option<String> {
+    let it = v.iterations?;
+    Some(if v.calls == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}", it as f64 / v.calls as f64)
+    })
+}
+
 fn values_table(r: &Results, deleted: &[u32]) -> Table {
-    let mut t = Table::new(vec![
-        "Instrumentation",
-        "Function",
-        "Measure",
-        "Calls",
-        "Total",
-        "Mean",
-    ]);
+    // A loop's calls are its entries; its iterations get columns of their own when counted.
+    let loops = r.values.iter().any(|v| v.iterations.is_some());
+    let mut columns = vec!["Instrumentation", "Function", "Measure", "Calls"];
+    if loops {
+        columns.extend(["Iterations", "Per entry"]);
+    }
+    columns.extend(["Total", "Mean"]);
+    let mut t = Table::new(columns);
     t.title = Some(r.title.clone());
     for v in &r.values {
         let (total, mean) = match v.ns {
@@ -453,17 +589,28 @@ fn values_table(r: &Results, deleted: &[u32]) -> Table {
         } else {
             v.metric.command().to_owned()
         };
-        t.rows.push(vec![
+        let mut row = vec![
             Cell::Num(u64::from(v.id)),
-            Cell::text(v.function.clone()),
+            Cell::text(v.what()),
             Cell::text(measure),
             Cell::Num(v.calls),
-            total,
-            mean,
-        ]);
+        ];
+        if loops {
+            row.push(v.iterations.map_or(Cell::Empty, Cell::Num));
+            row.push(Cell::opt(per_entry(v)));
+        }
+        row.extend([total, mean]);
+        t.rows.push(row);
+    }
+    let mut notes = Vec::new();
+    if loops {
+        notes.push("a loop's calls are its entries; an iteration is a pass through its header");
     }
     if !deleted.is_empty() {
-        t.note = Some("(deleted): values as they were when the instrumentation was deleted".into());
+        notes.push("(deleted): values as they were when the instrumentation was deleted");
+    }
+    if !notes.is_empty() {
+        t.note = Some(notes.join("\n"));
     }
     t
 }
@@ -573,13 +720,38 @@ fn write_svg(r: &Results, out: &Path) -> Result<()> {
 /// The results file a rewritten binary writes at exit, read by the engine
 /// ([`engine::instrument::results`]), its paths named and merged as a live process's are.
 fn read_results_file(session: &mut engine::Session, path: &Path) -> Result<Results> {
+    use engine::instrument::coverage::{self, UNPROBED};
     use engine::instrument::results;
     let file = results::read(path)?;
+    // Coverage lines come from the saved program's own DWARF (the rewrite keeps it, at the
+    // same addresses); with nothing open, the program is opened as the session's file.
+    let program = file.modules.first().and_then(|m| {
+        let p = Path::new(&m.name);
+        let id = match session.main() {
+            Ok(_) => session.module_for_path(p),
+            Err(_) => session.open(p),
+        };
+        id.ok().map(|id| session.module_arc(id))
+    });
     let names = results::Names::new(session, &file.modules);
     let paths = merge_paths(file.paths, |ra| names.name(ra));
-    Ok(Results::new(
-        format!("results file {}", path.display()),
-        file.values,
-        paths,
-    ))
+    let mut covered = Vec::new();
+    for map in &file.coverage {
+        covered.extend(coverage::summarise(map, program.as_deref(), |k| match file
+            .coverage_counts
+            .get(&k)
+        {
+            Some(&UNPROBED) => None,
+            Some(&c) => Some(c),
+            None => Some(0),
+        }));
+    }
+    Ok(Results {
+        coverage: covered,
+        ..Results::new(
+            format!("results file {}", path.display()),
+            file.values,
+            paths,
+        )
+    })
 }

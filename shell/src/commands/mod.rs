@@ -7,6 +7,7 @@ mod args;
 mod calls;
 mod cfg;
 mod consult;
+mod coverage;
 mod disas;
 mod examine;
 mod files;
@@ -105,6 +106,7 @@ pub static COMMANDS: &[Spec] = &[
     measure::TIME,
     measure::PROFILE,
     measure::REPORT,
+    coverage::COVERAGE,
     watch::WATCH,
     consult::CONSULT,
     process::START,

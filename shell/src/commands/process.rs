@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::{eval, frames, Action, Live, PointSpec};
+use engine::instrument::{eval, frames, inspect, Action, Live, PointSpec};
 use engine::process::{Launch, Process, State, Stop, Tracer};
 
-use super::{examine, Args, Complete, Spec};
+use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::output::{Cell, Output, Record, Table};
 use crate::target::{self, Target, TargetSlot};
@@ -879,37 +879,15 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     let session = &ctx.session;
     let t = ctx.target.present()?;
-    if t.gone.is_some() {
+    let printed = if t.gone.is_some() {
         // What the process left at its exit: the declared variables.
-        let printed = t.tracer.with(|_, live| -> Result<eval::Printed> {
-            let (base, bytes) = live
-                .last_data
-                .clone()
-                .ok_or_else(|| anyhow!("the process is gone and left no values to print"))?;
-            let (env, _) = eval::live_env(session, live, None)?;
-            let mut scope = examine::scope(session, live, None);
-            scope.format = format;
-            eval::print_exited(base, &bytes, &env, &mut scope, &expr).map_err(|e| anyhow!("{e}"))
-        })??;
-        return Ok(line(format!("{expr} = {printed}")));
+        t.tracer
+            .with(|_, live| inspect::print_after_exit(session, live, format, &expr))?
+    } else {
+        let (tid, frame) = (t.thread, t.frame);
+        t.with(|p, live| Ok(inspect::print(session, live, p, tid, frame, format, &expr)))?
     }
-    let reader = t.tracer.reader();
-    let tid = t.thread;
-    let frame = t.frame;
-    let printed = t.with(|p, live| {
-        if p.state() == State::Running {
-            let (env, _) = eval::live_env(session, live, None)?;
-            let mut scope = examine::scope(session, live, None);
-            scope.format = format;
-            return eval::print_running(&reader, &env, &mut scope, &expr)
-                .map_err(|e| anyhow!("{e}"));
-        }
-        let tid = crate::target::existing_thread(p, tid);
-        let (mut scope, rip) = examine::stopped_scope(session, live, p, tid, frame);
-        scope.format = format;
-        let (env, near) = eval::live_env(session, live, rip)?;
-        eval::print_stopped(p, tid, &env, &mut scope, near, &expr).map_err(|e| anyhow!("{e}"))
-    })?;
+    .map_err(|e| anyhow!("{e}"))?;
     Ok(line(format!("{expr} = {printed}")))
 }
 

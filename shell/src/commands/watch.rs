@@ -36,7 +36,8 @@ pub const WATCH: Spec = Spec {
     usage: "[SECONDS] [--samples N] [--for SECONDS]",
     complete: Complete::Nothing,
     summary: "live view of the measurements, refreshed, with a time history per metric",
-    help: "Reads every measured metric (each function of `count`) every SECONDS (default 1; \
+    help: "Reads every measured metric (each function of `count`; a loop's entries and \
+iterations) every SECONDS (default 1; \
 fractions such as 0.2 are fine, at least 0.05) from the process's memory without stopping it, \
 and shows for each its total, its rate per second over the last interval, and its history as a \
 sparkline of bars scaled to its busiest bucket (a space where nothing happened). The history is a Paradyn time histogram of \
@@ -91,16 +92,29 @@ fn read(t: &Target) -> Result<Reading> {
         let results = super::measure::live_results(pid, p, live)?;
         let mut metrics = Vec::new();
         for v in results.values {
+            let what = v.what();
+            let calls = if v.loop_name.is_some() {
+                "entries"
+            } else {
+                "calls"
+            };
             metrics.push(Metric {
                 id: v.id,
-                name: format!("{} calls", v.function),
+                name: format!("{what} {calls}"),
                 value: v.calls,
             });
+            if let Some(it) = v.iterations {
+                metrics.push(Metric {
+                    id: v.id,
+                    name: format!("{what} iterations"),
+                    value: it,
+                });
+            }
             // Time as a cumulative metric too: its rate is the time spent per second.
             if let Some(ns) = v.ns {
                 metrics.push(Metric {
                     id: v.id,
-                    name: format!("{} {} µs", v.function, v.metric.command()),
+                    name: format!("{what} {} µs", v.metric.command()),
                     value: ns / 1000,
                 });
             }

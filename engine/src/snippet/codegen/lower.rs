@@ -17,7 +17,13 @@ impl Gen {
                         self.expr(e)?;
                     }
                 }
-                Stmt::Rt { op, slot, access } => self.rt(*op, *slot, *access)?,
+                Stmt::Rt {
+                    op,
+                    slot,
+                    access,
+                    frame,
+                } => self.rt(*op, *slot, *access, *frame)?,
+                Stmt::Hit(counter) => self.hit(*counter)?,
                 Stmt::If(c, then, otherwise) => {
                     let else_l = self.new_label();
                     self.branch(c, false, else_l)?;

@@ -80,23 +80,38 @@ const XMM: [R; 16] = [
     R::XMM15,
 ];
 
+/// `r += frame` when the operation keys its activation by a frame other than the point's
+/// `rsp` (flags are the operation's to change anyway).
+fn add_frame(g: &mut Gen, r: R, frame: i32) -> Res {
+    match frame {
+        0 => Ok(()),
+        d => op2!(g, Op::Add_rm64_imm32, r, d),
+    }
+}
+
 fn at(base: R, displ: i64) -> MemoryOperand {
     MemoryOperand::with_base_displ(base, displ)
 }
 
 impl Gen {
-    pub(super) fn rt(&mut self, op: RtOp, slot: u32, access: RtAccess) -> Res {
+    pub(super) fn rt(&mut self, op: RtOp, slot: u32, access: RtAccess, frame: i32) -> Res {
         let rec = disp32(SLOTS_OFFSET as i64 + SLOT_SIZE * i64::from(slot))?;
         let done = self.new_label();
         self.rt_block(access, done)?;
         match op {
             RtOp::Count => op1!(self, Op::Inc_rm64, at(R::R11, rec + COUNT))?,
-            RtOp::TimeEnter => self.time_enter(rec, done)?,
-            RtOp::TimeExit => self.time_exit(rec, done)?,
-            RtOp::Call { func, save } => self.rt_call(func, save, slot)?,
+            RtOp::TimeEnter => self.time_enter(rec, frame, done)?,
+            RtOp::TimeExit => self.time_exit(rec, frame, done)?,
+            RtOp::Call { func, save } => self.rt_call(func, save, slot, frame)?,
         }
         self.bind(done);
         Ok(())
+    }
+
+    /// A coverage probe: `inc qword ptr [rip+counter]` (through `r11` when out of reach).
+    pub(super) fn hit(&mut self, counter: u64) -> Res {
+        let m = self.abs_qword(counter)?;
+        op1!(self, Op::Inc_rm64, m)
     }
 
     /// A memory operand for the 8 bytes at `addr`: RIP-relative when near, else through r11.
@@ -190,14 +205,16 @@ impl Gen {
         op1!(self, Op::Call_rm64, m)
     }
 
-    /// The point's `rsp` (from the saved-register block) into `r`.
-    fn load_sp(&mut self, r: R) -> Res {
+    /// The activation's frame into `r`: the point's `rsp` (from the saved-register block)
+    /// plus the operation's frame offset.
+    fn load_sp(&mut self, r: R, frame: i32) -> Res {
         let place = Place {
             kind: PlaceKind::Saved(SP_OFFSET),
             ty: Type::Int(IntKind::ULong),
         };
         let m = self.static_mem(&place, false)?;
-        op2!(self, Op::Mov_r64_rm64, r, m)
+        op2!(self, Op::Mov_r64_rm64, r, m)?;
+        add_frame(self, r, frame)
     }
 
     /// `rax` = the TSC (`rdx` clobbered).
@@ -207,11 +224,11 @@ impl Gen {
         op2!(self, Op::Or_r64_rm64, R::RAX, R::RDX)
     }
 
-    fn time_enter(&mut self, rec: i64, done: Label) -> Res {
+    fn time_enter(&mut self, rec: i64, frame: i32, done: Label) -> Res {
         let (total, open_sp, start) = (rec + TICKS, rec + OPEN_SP, rec + START);
         let open = self.new_label();
         op1!(self, Op::Inc_rm64, at(R::R11, rec + COUNT))?;
-        self.load_sp(R::RAX)?;
+        self.load_sp(R::RAX, frame)?;
         op2!(self, Op::Mov_r64_rm64, R::RDX, at(R::R11, open_sp))?;
         op2!(self, Op::Test_rm64_r64, R::RDX, R::RDX)?;
         self.jump(Op::Je_rel32_64, open)?;
@@ -225,23 +242,23 @@ impl Gen {
         op2!(self, Op::Sub_r64_rm64, R::RAX, at(R::R11, start))?;
         op2!(self, Op::Add_rm64_r64, at(R::R11, total), R::RAX)?;
         op2!(self, Op::Mov_rm64_r64, at(R::R11, start), R::RDX)?;
-        self.load_sp(R::RAX)?;
+        self.load_sp(R::RAX, frame)?;
         op2!(self, Op::Mov_rm64_r64, at(R::R11, open_sp), R::RAX)?;
         self.jump(Op::Jmp_rel32_64, done)?;
         self.bind(open);
         self.tsc()?;
         op2!(self, Op::Mov_rm64_r64, at(R::R11, start), R::RAX)?;
-        self.load_sp(R::RAX)?;
+        self.load_sp(R::RAX, frame)?;
         op2!(self, Op::Mov_rm64_r64, at(R::R11, open_sp), R::RAX)
     }
 
-    fn time_exit(&mut self, rec: i64, done: Label) -> Res {
+    fn time_exit(&mut self, rec: i64, frame: i32, done: Label) -> Res {
         let (total, open_sp, start) = (rec + TICKS, rec + OPEN_SP, rec + START);
         op2!(self, Op::Mov_r64_rm64, R::RDX, at(R::R11, open_sp))?;
         op2!(self, Op::Test_rm64_r64, R::RDX, R::RDX)?;
         // Nothing open: the function was entered before it was instrumented.
         self.jump(Op::Je_rel32_64, done)?;
-        self.load_sp(R::RAX)?;
+        self.load_sp(R::RAX, frame)?;
         op2!(self, Op::Cmp_r64_rm64, R::RAX, R::RDX)?;
         // An inner (recursive) activation returns.
         self.jump(Op::Jb_rel32_64, done)?;
@@ -251,7 +268,7 @@ impl Gen {
         op2!(self, Op::Mov_rm64_imm32, at(R::R11, open_sp), 0i32)
     }
 
-    fn rt_call(&mut self, func: RtFunc, save: VectorSaving, slot: u32) -> Res {
+    fn rt_call(&mut self, func: RtFunc, save: VectorSaving, slot: u32, frame: i32) -> Res {
         self.stack = true;
         // The block read below goes through the clobber-exempt region, so note it first.
         let sp_place = Place {
@@ -292,6 +309,7 @@ impl Gen {
         };
         op2!(self, Op::Mov_r32_imm32, R::EDI, slot)?;
         op2!(self, Op::Mov_r64_rm64, R::RSI, sp)?;
+        add_frame(self, R::RSI, frame)?;
         // rbp now points at the pushed rbp: the point's.
         op2!(self, Op::Mov_r64_rm64, R::RDX, at(R::RBP, 0))?;
         match func {
@@ -407,6 +425,46 @@ mod tests {
                 if name.ends_with("enter") { 2 } else { 1 }
             );
             assert!(text.contains("[rbx+38h]"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_frame_offset_moves_the_key_of_timers_and_calls() {
+        // A loop's timer: the point's rsp plus 0x18, in a live process and a saved file.
+        for src in [
+            "__gsh_rt_time_enter(2, 0xffffffffffffffc0, 0x401000, 0, 0x18);",
+            "__gsh_rt_time_exit(2, 0, 0, 0x405000, 0x18);",
+        ] {
+            let c = compile(src, &internal_env(), 0x400000).expect("compiles");
+            let text = c.code.disassemble();
+            let loads = text.iter().filter(|l| l.ends_with("mov rax,[rbx+38h]"));
+            let adds = text.iter().filter(|l| l.ends_with("add rax,18h"));
+            assert_eq!(loads.count(), adds.count(), "{src}: {text:?}");
+            assert!(text.iter().any(|l| l.ends_with("add rax,18h")), "{text:?}");
+        }
+        // Negative, as its two's complement: -8.
+        let src =
+            "__gsh_rt_call(0x401100, 3, 5, 0xffffffffffffffc0, 0x401000, 0, 0xfffffffffffffff8);";
+        let c = compile(src, &internal_env(), 0x400000).expect("compiles");
+        let text = c.code.disassemble();
+        let sp = text
+            .iter()
+            .position(|l| l.ends_with("mov rsi,[rbx+38h]"))
+            .expect("the sp load");
+        assert!(
+            text[sp + 1].ends_with("add rsi,0FFFFFFFFFFFFFFF8h"),
+            "{text:?}"
+        );
+        // Without one, nothing is added.
+        let src = "__gsh_rt_time_enter(2, 0xffffffffffffffc0, 0x401000);";
+        let c = compile(src, &internal_env(), 0x400000).expect("compiles");
+        assert!(!c.code.disassemble().iter().any(|l| l.contains("add rax")));
+        // Out of an i32's range, or DESC with TLS and THREAD: refused.
+        for src in [
+            "__gsh_rt_count(1, 0xffffffffffffffc0, 0x401000, 0, 0x100000000);",
+            "__gsh_rt_count(1, 5, 6, 0x405000, 8);",
+        ] {
+            assert!(compile(src, &internal_env(), 0x400000).is_err(), "{src}");
         }
     }
 

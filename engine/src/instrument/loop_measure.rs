@@ -1,0 +1,195 @@
+//! What loop measures need beyond the points: which loops a selector names in a function
+//! (with errors that list the function's loops, and a message naming irreducible cycles,
+//! which are no loops), and the frame a loop's timer is keyed by.
+//!
+//! A timer keys its open activation by a stack address (`rt/LAYOUT.md`, "Shadow stack and
+//! lost exits"): an entry whose frame lies at or above an open one's closes it (that frame is
+//! gone: `longjmp`, an exception), one below it is nested (recursion). A function's key is
+//! its `rsp` at entry. A loop's points are spread over its function, where `rsp` moves
+//! (pushes, `sub rsp`, calls' arguments), so each point adds its stack height to its `rsp`:
+//! every point of one activation of the loop then gives the same key, the function's entry
+//! `rsp` less 8. That lies strictly between the function's own key and any callee's (a
+//! callee's entry `rsp` is at least 16 below: the call pushes 8 onto a 16-aligned stack), so
+//! a loop timer and its function's timer never close each other, a callee's frame left open
+//! below the loop is closed when the loop exits, and a loop left without passing an exit (an
+//! exception to a caller, `longjmp`) is closed at its function's next entry at that height,
+//! as function timers are.
+
+#![warn(missing_docs)]
+
+use crate::addr::LinkAddr;
+use crate::cfg::loops::Loop;
+use crate::point::{LoopAt, Point};
+use crate::session::Module;
+use crate::symbols::FuncId;
+
+use super::action::LoopSel;
+
+/// Below the function's entry `rsp`, where a loop's activations are keyed (see the module
+/// doc).
+const LOOP_KEY_BELOW_ENTRY: i64 = 8;
+
+/// The loops of `func` that `sel` names, in the analysis' order, or why there are none: a
+/// message that names the function's loops (or its irreducible cycles).
+pub fn select<'m>(
+    module: &'m Module,
+    func: FuncId,
+    sel: &LoopSel,
+) -> Result<Vec<&'m Loop>, String> {
+    let a = module.analysis().function(func);
+    let name = module.functions().get(func).display_name();
+    let loops = &a.loops.loops;
+    let chosen: Vec<&Loop> = match sel {
+        LoopSel::All => loops.iter().collect(),
+        LoopSel::Named(n) => loops.iter().filter(|l| l.name == *n).collect(),
+        LoopSel::Header(at) => loops
+            .iter()
+            .filter(|l| a.cfg.block(l.header).start == *at)
+            .collect(),
+    };
+    if !chosen.is_empty() {
+        return Ok(chosen);
+    }
+    let cycles = irreducible(module, func)
+        .map(|c| format!("; its irreducible cycles ({c}) form no loop and cannot be measured"))
+        .unwrap_or_default();
+    if loops.is_empty() {
+        return Err(format!("{name} has no loops{cycles}"));
+    }
+    let listed: Vec<String> = loops
+        .iter()
+        .map(|l| format!("{} (header {})", l.name, a.cfg.block(l.header).start))
+        .collect();
+    let what = match sel {
+        LoopSel::Named(n) => format!("no loop named `{n}`"),
+        LoopSel::Header(at) => format!("no loop whose header is at {at}"),
+        LoopSel::All => unreachable!("a function with loops has some for `*`"),
+    };
+    Err(format!(
+        "{name} has {what}; its loops are {}{cycles}",
+        listed.join(", ")
+    ))
+}
+
+/// `func`'s irreducible cycles as `loops` shows them (`FROM->TO` for each retreating edge
+/// into a block that does not dominate its source), or `None` when it has none.
+pub fn irreducible(module: &Module, func: FuncId) -> Option<String> {
+    let a = module.analysis().function(func);
+    if a.loops.irreducible.is_empty() {
+        return None;
+    }
+    let edges: Vec<String> = a
+        .loops
+        .irreducible
+        .iter()
+        .map(|(from, to)| format!("{}->{}", a.cfg.block(*from).start, a.cfg.block(*to).start))
+        .collect();
+    Some(edges.join(", "))
+}
+
+/// The stack height at the start of each block of `func` (its `rsp` less the `rsp` at the
+/// function's entry: 0 at entry, -8 after a `push`), where flow from the entry fixes it.
+pub fn block_heights(module: &Module, func: FuncId) -> Vec<Option<i64>> {
+    use iced_x86::{Decoder, DecoderOptions};
+    let cfg = &module.analysis().function(func).cfg;
+    let mut heights: Vec<Option<i64>> = vec![None; cfg.blocks.len()];
+    let Some(entry) = cfg.entry_block() else {
+        return heights;
+    };
+    // (block, rsp height, rbp height when rbp holds a stack address)
+    let mut work = vec![(entry, 0i64, None::<i64>)];
+    while let Some((b, sp, bp)) = work.pop() {
+        let slot = &mut heights[b.0 as usize];
+        if slot.is_some() {
+            continue;
+        }
+        *slot = Some(sp);
+        let block = cfg.block(b);
+        let Some(bytes) = module
+            .binary
+            .bytes_at(block.start, block.end.0 - block.start.0)
+        else {
+            continue;
+        };
+        let mut d = Decoder::with_ip(64, bytes, block.start.0, DecoderOptions::NONE);
+        let (mut sp, mut bp) = (sp, bp);
+        let mut known = true;
+        while d.can_decode() {
+            let insn = d.decode();
+            match crate::cfg::build::stack_effect(&insn, sp, bp) {
+                Some((s, p)) => (sp, bp) = (s, p),
+                None => {
+                    known = false;
+                    break;
+                }
+            }
+        }
+        if !known {
+            continue;
+        }
+        for e in cfg.successors(b) {
+            if heights[e.to.0 as usize].is_none() {
+                work.push((e.to, sp, bp));
+            }
+        }
+    }
+    heights
+}
+
+/// The frame offset of each of a loop's `points` (added to the point's `rsp`, it gives the
+/// loop's key: see the module doc), from `heights` ([`block_heights`]); `None` when the
+/// stack height at some point is not known, and the points' own `rsp` must serve.
+pub fn frame_offsets(heights: &[Option<i64>], points: &[Point]) -> Option<Vec<i32>> {
+    points
+        .iter()
+        .map(|p| {
+            let h = heights.get(p.block.0 as usize).copied().flatten()?;
+            i32::try_from(-h - LOOP_KEY_BELOW_ENTRY).ok()
+        })
+        .collect()
+}
+
+/// The header address of `l` in `func`'s CFG.
+pub fn header(module: &Module, func: FuncId, l: &Loop) -> LinkAddr {
+    module.analysis().function(func).cfg.block(l.header).start
+}
+
+/// The points where a loop measure of `l` goes: `at` of the loop, as `at FUNC loop L AT`
+/// finds them.
+pub fn points(module: &Module, func: FuncId, l: &Loop, at: LoopAt) -> Vec<Point> {
+    let w = crate::point::Where::Loop {
+        name: l.name.clone(),
+        at,
+    };
+    crate::point::find(module, func, &w).unwrap_or_default()
+}
+
+/// Where a loop timer closes for exit point `p`: on its edge when the patcher can place code
+/// there, else at the start of the block the edge leads to (an exception landing pad, a
+/// jump table's target, a block several others reach through calls). Closing there is right
+/// for every way in: control arriving from outside the loop finds no activation open at its
+/// frame (or only an outer, recursive one, whose key is higher), and an inline timer's close
+/// does nothing then.
+pub fn closing_point(module: &Module, p: Point) -> Point {
+    if p.edge.is_none() || crate::patch::edge::place(module, &p).is_ok() {
+        return p;
+    }
+    Point { edge: None, ..p }
+}
+
+/// The points on `l`'s back edges (the iteration ends that return to its header), when the
+/// patcher can place every one of them; `None` otherwise.
+pub fn back_edges(module: &Module, func: FuncId, l: &Loop) -> Option<Vec<Point>> {
+    use crate::point::OnEdge;
+    let back: Vec<Point> = points(module, func, l, LoopAt::IterEnd)
+        .into_iter()
+        .filter(|p| {
+            matches!(p.edge, Some(OnEdge::Edge { from, to, .. })
+                if l.back_edges.contains(&(from, to)))
+        })
+        .collect();
+    let placed = back
+        .iter()
+        .all(|p| p.placeable().is_ok() && crate::patch::edge::place(module, p).is_ok());
+    (placed && !back.is_empty()).then_some(back)
+}
