@@ -76,3 +76,21 @@ fn event_names_are_distinct_and_in_descriptor_order() {
     names.dedup();
     assert_eq!(names.len(), n, "an export listed twice");
 }
+
+#[test]
+fn coverage_counters_come_last_zeroed_and_aligned() {
+    let bytes = descriptor::encode_with_coverage(1, b"/o", b"{}", &[], 5).expect("fits");
+    let mut buf = Box::new(Aligned([0; 512]));
+    buf.0[..bytes.len()].copy_from_slice(&bytes);
+    // SAFETY: 512 aligned bytes hold the 128-byte header; every bit pattern is valid for it.
+    let d = unsafe { &*buf.0.as_ptr().cast::<Descriptor>() };
+    assert_eq!(d.coverage_count, 5);
+    assert_eq!(d.coverage_off, descriptor::coverage_off(&bytes));
+    assert_eq!(d.coverage_off % 8, 0);
+    assert_eq!(bytes.len(), d.coverage_off as usize + 5 * 8, "last");
+    assert!(bytes[d.coverage_off as usize..].iter().all(|&b| b == 0));
+    // Without counters the fields stay zero, as in files saved before they existed.
+    let plain = descriptor::encode(1, b"/o", b"{}", &[]).expect("fits");
+    assert_eq!(descriptor::coverage_off(&plain), 0);
+    assert_eq!(&plain[120..128], &[0; 8]);
+}

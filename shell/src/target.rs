@@ -207,18 +207,7 @@ impl TargetSlot for Option<Target> {
 /// (see [`engine::process::TextChange`]), then detaches. Returns the text that still differs
 /// from the files (not gsh's doing).
 pub fn let_go(p: &mut Process, live: &mut Live) -> Result<Vec<TextChange>> {
-    Live::paused(p, |p| live.remove_all(p))?;
-    p.halt()?;
-    let leftovers: Vec<TextChange> = p
-        .text_changes()?
-        .into_iter()
-        .filter(|c| c.kind.is_gsh())
-        .collect();
-    p.restore_text(&leftovers)?;
-    p.remove_rendezvous()?;
-    let left = p.text_changes()?;
-    p.detach()?;
-    Ok(left)
+    Ok(live.let_go(p)?)
 }
 
 /// `process 42: 2 places (7 bytes) of its code differ from the files, not by gsh: libfoo.so+0x1234 ...`

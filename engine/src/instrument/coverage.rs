@@ -198,7 +198,7 @@ pub struct FunctionCoverage {
     /// The function's source file and first line, with DWARF.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
-    /// The line of the function's entry, with DWARF.
+    /// The function's line (where it is declared), with DWARF.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     /// With DWARF, every line with code in the function, and its count (lines only unprobed
@@ -253,7 +253,12 @@ pub fn summarise(
             .iter()
             .find(|b| b.addr == f.addr)
             .and_then(|b| b.count);
-        let at_entry = debug.and_then(|d| d.location(LinkAddr(f.addr)));
+        // The declarator's line, as gcov and lcov name a function's line; else its entry's.
+        let at_entry = debug.and_then(|d| {
+            d.function(LinkAddr(f.addr))
+                .and_then(|i| i.decl)
+                .or_else(|| d.location(LinkAddr(f.addr)))
+        });
         out.push(FunctionCoverage {
             id: map.id,
             function: f.function.clone(),

@@ -1023,7 +1023,9 @@ pub fn reads_flags(view: &dyn CodeView, addr: LinkAddr) -> bool {
 }
 
 /// Are the status flags possibly read before being written, from `addr` to the end of its
-/// block? (True when the block is unknown, or ends before they are all written.)
+/// block? (True when the block is unknown, or ends before they are all written, except at a
+/// `ret` or `call`: the SysV ABI keeps no flags across a call or a return, so code after one
+/// never reads flags from before it.)
 pub fn flags_live(view: &dyn CodeView, cfg: &Cfg, addr: LinkAddr) -> bool {
     use iced_x86::RflagsBits as F;
     const STATUS: u32 = F::OF | F::SF | F::ZF | F::AF | F::CF | F::PF;
@@ -1038,6 +1040,12 @@ pub fn flags_live(view: &dyn CodeView, cfg: &Cfg, addr: LinkAddr) -> bool {
         }
         written |= i.rflags_written() | i.rflags_cleared() | i.rflags_set() | i.rflags_undefined();
         if written & STATUS == STATUS {
+            return false;
+        }
+        if matches!(
+            i.flow_control(),
+            FlowControl::Return | FlowControl::Call | FlowControl::IndirectCall
+        ) {
             return false;
         }
     }
