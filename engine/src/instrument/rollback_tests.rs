@@ -135,7 +135,7 @@ fn rollback(flags: &[&str]) {
 
     // The N-th write fails, for N = 1, 2, ... until an insert makes fewer writes than N.
     let mut failures = 0;
-    let inserted = loop {
+    let (inserted, id) = loop {
         let n = failures + 1;
         assert!(n < 10_000, "an insert that never stops writing");
         let spec = PointSpec::parse(&["work*", "entry"]).expect("point");
@@ -157,7 +157,7 @@ fn rollback(flags: &[&str]) {
         match result {
             Ok(points) => {
                 assert!(!fired, "write {n} failed, yet the insert succeeded");
-                break points;
+                break (points, id);
             }
             Err(e) => {
                 assert!(fired, "insert failed without the injected fault: {e}");
@@ -178,6 +178,30 @@ fn rollback(flags: &[&str]) {
         "an insert at four entries made only {failures} writes"
     );
     assert_eq!(inserted, 4, "work1..work4's entries");
+
+    // `delete` takes it out just as cleanly; inserted again, it counts from here.
+    plan.delete(id).expect("delete the request");
+    let text = tracer
+        .with(|p, live| {
+            live.remove(p, id).expect("remove the request");
+            main_text(p, &session, bias)
+        })
+        .expect("tracer");
+    assert!(
+        text == original,
+        "after delete, the code differs from before"
+    );
+    let spec = PointSpec::parse(&["work*", "entry"]).expect("point");
+    let id = plan
+        .add(&mut session, spec, None, "hits++;".into())
+        .expect("request")
+        .id;
+    let session = &session;
+    let points = tracer
+        .with(|p, live| plan.place(id, |plan| live.insert(p, session, plan, id)))
+        .expect("tracer")
+        .expect("insert again");
+    assert_eq!(points.len(), 4, "work1..work4's entries");
 
     // The program, instrumented at last, computes what it computes alone.
     let stop = tracer
