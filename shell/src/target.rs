@@ -207,18 +207,7 @@ impl TargetSlot for Option<Target> {
 /// (see [`engine::process::TextChange`]), then detaches. Returns the text that still differs
 /// from the files (not gsh's doing).
 pub fn let_go(p: &mut Process, live: &mut Live) -> Result<Vec<TextChange>> {
-    Live::paused(p, |p| live.remove_all(p))?;
-    p.halt()?;
-    let leftovers: Vec<TextChange> = p
-        .text_changes()?
-        .into_iter()
-        .filter(|c| c.kind.is_gsh())
-        .collect();
-    p.restore_text(&leftovers)?;
-    p.remove_rendezvous()?;
-    let left = p.text_changes()?;
-    p.detach()?;
-    Ok(left)
+    Ok(live.let_go(p)?)
 }
 
 /// `process 42: 2 places (7 bytes) of its code differ from the files, not by gsh: libfoo.so+0x1234 ...`
@@ -277,31 +266,6 @@ impl Drop for CtrlC {
             signal_hook::low_level::unregister(id);
         }
     }
-}
-
-/// Learns the process's modules into the session and inserts everything the plan holds
-/// (snippets, measures, breakpoints). The process must be stopped.
-pub fn install(
-    session: &mut Session,
-    plan: &engine::instrument::Plan,
-    p: &mut Process,
-    live: &mut Live,
-) -> Result<Vec<String>> {
-    live.learn_modules(session, p)?;
-    live.sync_declared(p, plan)?;
-    let mut notes = Vec::new();
-    for r in &plan.requests {
-        live.insert(p, session, plan, r.id)?;
-        if matches!(r.action, engine::instrument::Action::Breakpoint { .. }) {
-            continue;
-        }
-        notes.push(format!(
-            "instrumentation {}: {}",
-            r.id,
-            live.status(r.id).unwrap_or_else(|| "not inserted".into())
-        ));
-    }
-    Ok(notes)
 }
 
 /// A stop as one line: `stopped at breakpoint 2 (parse entry) in thread 4242`.

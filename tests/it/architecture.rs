@@ -91,7 +91,7 @@ const SHELL_USES: &[&str] = &[
 /// Engine modules the shell uses today that belong behind the engine's façade, with why.
 const SHELL_TANGLES: &[(&str, &str)] = &[(
     "process",
-    "the shell drives processes (launch, attach, halt, memory) directly",
+    "the shell holds the tracer and makes ptrace-level requests itself (halt, kill, detach, registers, memory)",
 )];
 
 /// Workspace members that may depend on the engine; every other one (the runtime, the ABI it

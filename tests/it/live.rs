@@ -551,7 +551,8 @@ fn a_later_session_finds_and_removes_what_a_killed_gsh_left() {
     assert!(
         o.stderr.contains("removed 3 changes (")
             && o.stderr
-                .contains("bytes: 0 int3, 3 jumps into trampolines)"),
+                .contains("bytes: 0 int3, 3 jumps into trampolines)")
+            && o.stderr.contains("memory pools the earlier gsh left"),
         "{}",
         o.stderr
     );
@@ -783,4 +784,62 @@ fn a_breakpoint_waits_for_its_library() {
     );
     assert!(o.stdout.contains("$0 = 7\n"), "{}", o.stdout);
     assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+}
+
+/// Sessions one after another reuse gsh's memory in the process: after the first, an
+/// attach, `count`, detach leaves the process with as many mappings as before (each session
+/// used to map three pools more), and says what it found of the earlier session (the runtime
+/// it reuses, the pools it takes over).
+#[test]
+fn repeated_sessions_reuse_gsh_memory_and_say_what_they_found() {
+    use std::io::{BufRead, BufReader};
+    let exe = Mutatee::new("live").path(Variant::O2);
+    /// Kills the program whatever the test did.
+    struct Guard(std::process::Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(
+        Command::new(&exe)
+            .arg("2")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("live"),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    let pid = child.0.id();
+    let mappings = || {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .expect("maps")
+            .lines()
+            .count()
+    };
+    let mut counts = Vec::new();
+    for session in 0..4 {
+        let o = gsh_c(
+            &format!("attach {pid}; count add3; continue &; sleep 0.05; report; detach"),
+            &exe,
+        );
+        o.assert_code(0);
+        assert!(o.stdout.contains("add3"), "{}", o.stdout);
+        if session > 0 {
+            assert!(
+                o.stderr.contains("is loaded from an earlier session")
+                    && o.stderr.contains("note: reusing "),
+                "session {session}: {}",
+                o.stderr
+            );
+        }
+        counts.push(mappings());
+    }
+    assert!(
+        counts[1..].iter().all(|&c| c == counts[0]),
+        "mappings after each session: {counts:?}"
+    );
+    text_matches_file(pid, &exe).expect("the program's text");
 }

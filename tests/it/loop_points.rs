@@ -241,7 +241,22 @@ fn stripped_headers(m: &Mutatee) -> BTreeMap<(String, String), String> {
 fn loops_in(v: Variant) {
     let m = Mutatee::new("loops");
     let headers = (v == Variant::Stripped).then(|| stripped_headers(&m));
-    check(&m, v, &loop_points(LOOPS, v, headers.as_ref()));
+    let mut points = loop_points(LOOPS, v, headers.as_ref());
+    // `loop '*'`: every loop of the function, here the whole nest.
+    let f = loop_spec(&LOOPS[0], headers.as_ref()).0;
+    for (k, at) in POINTS.iter().enumerate() {
+        let all: u64 = LOOPS
+            .iter()
+            .filter(|c| c.func == "nested")
+            .map(|c| if v == Variant::O0 { c.o0[k] } else { c.o2[k] })
+            .sum();
+        points.push(Counted {
+            label: format!("nested every loop {at}"),
+            point: format!("{f} loop '*' {at}"),
+            want: all,
+        });
+    }
+    check(&m, v, &points);
 }
 
 fn exits_in(v: Variant) {

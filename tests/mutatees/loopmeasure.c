@@ -4,7 +4,7 @@
  * whose header is its function's first instruction (hand-written, so no compiler moves it).
  * Every trip count is fixed by the arguments main passes; no function is called with a count
  * of zero (a rotated -O2 loop behind its guard would then not be entered at all).
- * After the loops main sleeps 60 ms, so a loop timer left open would show it.
+ * After the loops main sleeps 200 ms, so a loop timer left open would show it.
  * Deterministic: always prints the same lines and exits 0. */
 #include <setjmp.h>
 #include <stdio.h>
@@ -118,6 +118,23 @@ __asm__(".text\n"
         "  ret\n"
         ".size countdown, .-countdown\n");
 
+/* called_into(n): a call returns straight into the loop's header, which its back edge also
+ * reaches, so the entry edge (the call's return) has no place of its own for code. */
+int called_into(int n);
+__asm__(".text\n"
+        ".globl called_into\n"
+        ".type called_into, @function\n"
+        "called_into:\n"
+        "  pushq %rbx\n"
+        "  movl %edi, %ebx\n"
+        "  call leaf\n"
+        "1:\n"
+        "  subl $1, %ebx\n"
+        "  jnz 1b\n"
+        "  popq %rbx\n"
+        "  ret\n"
+        ".size called_into, .-called_into\n");
+
 int main(void) {
     static const int v[] = {4, 8, 15, 16, 23, 42};
     /* One call per statement: the order of a call's arguments is the compiler's. */
@@ -148,7 +165,8 @@ int main(void) {
     }
     printf("jumpy=%d\n", done);
     printf("countdown=%d\n", countdown(5));
-    struct timespec nap = {0, 60 * 1000 * 1000};
+    printf("called_into=%d\n", called_into(5));
+    struct timespec nap = {0, 200 * 1000 * 1000};
     nanosleep(&nap, NULL);
     return 0;
 }

@@ -1,7 +1,7 @@
 // loopthrow.cpp: loops left by C++ exceptions, for loop timers (`time FUNC loop LOOP`):
 // `throws_out`'s loop is left by an exception its caller catches, `catches_in`'s by one it
 // catches itself outside the loop (control reaches its landing pad from inside the loop).
-// After the loops main sleeps 60 ms, so a loop timer left open would show it.
+// After the loops main sleeps 200 ms, so a loop timer left open would show it.
 // Deterministic: always prints the same lines and exits 0.
 #include <cstdio>
 #include <stdexcept>
@@ -59,7 +59,7 @@ int main() {
     int b = catches_in(4, 0);
     int c = catches_in(6, 3);
     std::printf("catches_in=%d %d %d\n", a, b, c);
-    struct timespec nap = {0, 60 * 1000 * 1000};
+    struct timespec nap = {0, 200 * 1000 * 1000};
     nanosleep(&nap, nullptr);
     return 0;
 }

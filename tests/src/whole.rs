@@ -66,7 +66,9 @@ pub struct Balance {
     pub extra_exits_indirect: Vec<(String, u64, u64)>,
 }
 
-fn gsh_json_rows(command: &str, file: &Path) -> Vec<serde_json::Value> {
+/// The rows of `gsh --json -c COMMAND FILE` (one command whose result is a table), with a
+/// time limit fit for whole programs.
+pub fn gsh_json_rows(command: &str, file: &Path) -> Vec<serde_json::Value> {
     let o = Gsh::new()
         .args(["--json", "-c", command])
         .arg(file)
@@ -114,11 +116,7 @@ pub fn save_counted(original: &Path, out: &Path) -> Saved {
         })
         .collect();
     let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
-    let fopen = ["fopen64@plt", "fopen@plt"]
-        .into_iter()
-        .find(|f| names.contains(f))
-        .and_then(|f| f.strip_suffix("@plt"))
-        .unwrap_or_else(|| panic!("{} imports no fopen", original.display()));
+    let fopen = fopen_of(original, &names);
     let dump = out.with_extension("counters");
     let mut script = String::new();
     for i in 0..funcs.len() {
@@ -134,13 +132,68 @@ pub fn save_counted(original: &Path, out: &Path) -> Saved {
             script.push_str(&format!("at {} exit {{ gsh_x{i}++; }}\n", f.addr));
         }
     }
-    let write = format!(
-        "{{ if ($tid == gsh_pid) {{ gsh_fp = (void *){fopen}(\"{}\", \"w\"); fwrite(&gsh_e0, 8, {}, gsh_fp); fclose(gsh_fp); }} }}",
-        dump.display(),
-        funcs.len() * 2
-    );
-    // Where the program ends normally: main's exits, or, when main only tail-calls (python3's
-    // `main` is `jmp Py_BytesMain`), the exits of the functions it jumps to.
+    let write = dump_snippet(fopen, &dump, "gsh_e0", funcs.len() * 2);
+    script.push_str(&at_the_end(&points, &names, &write));
+    let (report, took) = run_save(original, out, script);
+    Saved {
+        out: out.to_owned(),
+        dump,
+        funcs,
+        report,
+        took,
+    }
+}
+
+/// Runs `script` (written beside `out` as `OUT.gsh`), then `save OUT`, on `original`; returns
+/// `save`'s report, as printed, and how long it all took. Panics when gsh fails.
+pub fn run_save(original: &Path, out: &Path, mut script: String) -> (String, Duration) {
+    script.push_str(&format!("save {}\n", out.display()));
+    let file = out.with_extension("gsh");
+    std::fs::write(&file, script).expect("write the gsh script");
+    let start = Instant::now();
+    let o = Gsh::new()
+        .args(["-c".into(), format!("source {}", file.display())])
+        .arg(original)
+        .timeout(Duration::from_secs(3600))
+        .run();
+    let took = start.elapsed();
+    o.assert_success();
+    let report = o
+        .stdout
+        .split("  Saved")
+        .nth(1)
+        .map(|s| format!("  Saved{s}"))
+        .unwrap_or(o.stdout.clone());
+    (report, took)
+}
+
+/// The program's own `fopen` (`fopen64` or `fopen`, through its PLT), for the snippet that
+/// writes the counters. Panics when it imports neither.
+pub fn fopen_of<'a>(original: &Path, names: &[&'a str]) -> &'a str {
+    ["fopen64@plt", "fopen@plt"]
+        .into_iter()
+        .find_map(|f| names.iter().find(|n| **n == f))
+        .and_then(|f| f.strip_suffix("@plt"))
+        .unwrap_or_else(|| panic!("{} imports no fopen", original.display()))
+}
+
+/// A snippet writing `count` declared `long`s from `first` on (declared one after another,
+/// 8 bytes each) to `dump`, in the process that entered `main` only (its main thread's id is
+/// `gsh_pid`, which `at main entry { gsh_pid = $tid; }` sets; forked children inherit the
+/// counters and must not write them).
+pub fn dump_snippet(fopen: &str, dump: &Path, first: &str, count: usize) -> String {
+    format!(
+        "{{ if ($tid == gsh_pid) {{ gsh_fp = (void *){fopen}(\"{}\", \"w\"); fwrite(&{first}, 8, {count}, gsh_fp); fclose(gsh_fp); }} }}",
+        dump.display()
+    )
+}
+
+/// The commands that run `write` where the program ends normally: at `main`'s exits, or, when
+/// `main` only tail-calls (python3's `main` is `jmp Py_BytesMain`), at the exits of the
+/// functions it jumps to; and at `exit@plt`'s entry. `points` are `show points` rows holding
+/// (at least) `main`'s, `names` the program's function names.
+pub fn at_the_end(points: &[serde_json::Value], names: &[&str], write: &str) -> String {
+    let mut script = String::new();
     let main_exits: Vec<&serde_json::Value> = points
         .iter()
         .filter(|r| r["function"].as_str() == Some("main"))
@@ -169,30 +222,7 @@ pub fn save_counted(original: &Path, out: &Path) -> Saved {
     if names.contains(&"exit@plt") {
         script.push_str(&format!("at exit@plt entry {write}\n"));
     }
-    script.push_str(&format!("save {}\n", out.display()));
-    let file = out.with_extension("gsh");
-    std::fs::write(&file, script).expect("write the gsh script");
-    let start = Instant::now();
-    let o = Gsh::new()
-        .args(["-c".into(), format!("source {}", file.display())])
-        .arg(original)
-        .timeout(Duration::from_secs(3600))
-        .run();
-    let took = start.elapsed();
-    o.assert_success();
-    let report = o
-        .stdout
-        .split("  Saved")
-        .nth(1)
-        .map(|s| format!("  Saved{s}"))
-        .unwrap_or(o.stdout.clone());
-    Saved {
-        out: out.to_owned(),
-        dump,
-        funcs,
-        report,
-        took,
-    }
+    script
 }
 
 /// Reads the counters the last run of `saved.out` wrote.

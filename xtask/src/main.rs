@@ -11,6 +11,10 @@
 //! - `bench-static [--calls N] [--runs N]`: the added ns per call of a gsh entry counter saved
 //!   into a program, against gcc's `-finstrument-functions` with empty hooks. Run it with
 //!   `--release`.
+//! - `bench-loops [--calls N] [--runs N]`: the added ns per iteration of a saved loop
+//!   iteration counter (and of entry, exit, iter-begin and iter-end counters together)
+//!   against the plain loop, and the added ns per entry of a loop timer against two `rdtsc`,
+//!   all in the same run. Run it with `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
 //! - `soak-redis [--runs CYCLES]`: issue 13's live soak on redis-server under load: exact
@@ -31,10 +35,13 @@
 //!   whole-program reports: a counter at every function's entry and every exit of Debian's
 //!   program (all five by default), saved, and the copy's output on a workload compared
 //!   exactly with the original's; prints the tactic counts, the run-time ratio and the
-//!   per-function entry/exit balance. Run it with `--release`.
+//!   per-function entry/exit balance. With `--loops` (default python3 and cc1): entry, exit,
+//!   iter-begin and iter-end counters on every loop instead, with the per-loop balance.
+//!   Run it with `--release`.
 //! - `bench-coverage [cc1|python3|sqlite3] [--runs N]`: `coverage '*'` of gcc 12's `cc1`
-//!   compiling the C mutatees (or python3 running a script, or sqlite3 a query), saved: the slowdown against the original
-//!   in the same run, with identical outputs. Run it with `--release`.
+//!   compiling the C mutatees (or python3 running a script, or sqlite3 a query), saved: the
+//!   slowdown against the original in the same run, with identical outputs. Run it with
+//!   `--release`.
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
 //!   gsh's CFGs.
@@ -49,6 +56,7 @@ mod bench_attached;
 mod bench_consult;
 mod bench_coverage;
 mod bench_live;
+mod bench_loops;
 mod bench_measure;
 mod bench_stall;
 mod bench_static;
@@ -76,6 +84,10 @@ tasks:
   bench-measure [--calls N] [--runs N]   ns per call added by live count, time, time --cpu,
                                   profile vs -finstrument-functions (default 50M calls, 5
                                   runs; use --release)
+  bench-loops [--calls N] [--runs N]   ns per iteration added by a loop iteration counter
+                                  and by four loop counters vs the plain loop, and ns per
+                                  entry of a loop timer vs two rdtsc (default 100M
+                                  iterations, 5 runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
   soak-redis [--runs CYCLES]      attach/count/time/profile/delete/detach cycles on
@@ -96,10 +108,12 @@ tasks:
                                   on a script, sqlite3 on a query), saved: slowdown vs the
                                   original, same run
                                   (default cc1, 3 runs; use --release)
-  whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]
+  whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops] [--runs N]
                                   a counter at every entry and exit of the program, saved;
                                   outputs compared exactly, tactics, run-time ratios and
-                                  entry/exit balance printed (default all, 3 runs; --release)
+                                  entry/exit balance printed (default all, 3 runs; --release);
+                                  --loops: four counters on every loop instead (default
+                                  python3 and cc1)
   check-switches BINARY...        jump tables an independent decoder finds whose case targets
                                   are not all block starts in gsh's CFGs
   ground-truth [gcc|clang...]     the corpus in tests/corpus built at -O0..-O3, PIE and not,
@@ -157,6 +171,7 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-loops" => bench_loops::run(rest),
         "bench-stall" => bench_stall::run(rest),
         "bench-consult" => bench_consult::run(rest),
         "soak-redis" => soak_redis::run(rest),

@@ -4,13 +4,22 @@
 //! pingCommand`, a read of the values, delete, detach. In each cycle a client of ours sends
 //! exactly K `PING`s, so `pingCommand`'s count must be K exactly, under both `count` and
 //! `time`, and its profile's calls must sum to K. Printed per cycle: gsh's RSS, the server's
-//! mapping count and the slots in use; at the end the server must still answer and its text
-//! must be its file's.
+//! mapping count and the slots in use.
+//!
+//! Then a real `gsh` process attaches and runs `count '*'` while the server runs, and is
+//! SIGKILLed twice: once mid-insert (as soon as it writes its first trampoline), once
+//! with its counters in place. Each time a cleaning session (`gsh -c 'attach --clean PID;
+//! detach'`) must find what it left, remove it, and say the code is as the files have it; the
+//! server must answer meanwhile. A last cycle, on the runtime the killed sessions left, must
+//! count exactly again. At the end the server still answers, the text of every module it maps
+//! is its file's, and gsh's RSS and the server's mapping count over the cycles are printed
+//! (first, last, growth per cycle).
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use engine::instrument::measure::{self, Metric};
@@ -48,12 +57,40 @@ fn mappings(pid: i32) -> usize {
         .unwrap_or(0)
 }
 
+/// The files the process maps executable (the program and its libraries).
+fn code_files(pid: i32) -> Vec<PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut out: Vec<PathBuf> = maps
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 6 && f[1].contains('x') && f[5].starts_with('/'))
+                .then(|| PathBuf::from(f[5]))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every module's text in `pid` equals its file's.
+fn all_text_matches(pid: i32) -> Result<usize> {
+    let files = code_files(pid);
+    for f in &files {
+        gsh_tests::server::text_matches_file(pid as u32, f)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+    }
+    Ok(files.len())
+}
+
 pub fn run(args: &[String]) -> Result<()> {
     let (file, cycles) = crate::file_and_runs(args, 50, "soak-redis [--runs CYCLES]")?;
     if let Some(f) = file {
         bail!("unexpected argument `{f}`; usage: soak-redis [--runs CYCLES]");
     }
     gsh_tests::ensure_package("redis-tools");
+    // Built before the server starts: the killed sessions are this gsh.
+    let gsh = gsh_tests::Gsh::binary().to_owned();
     let mut server = start_redis()?;
     let pid = server.id() as i32;
     let mut load = Command::new("redis-benchmark")
@@ -70,15 +107,220 @@ pub fn run(args: &[String]) -> Result<()> {
         .stderr(Stdio::null())
         .spawn()
         .context("starting redis-benchmark")?;
-    let result = soak(pid, cycles);
+    let result = soak(pid, cycles, &gsh);
     let _ = load.kill();
     let _ = load.wait();
+    let alive = server.try_wait().ok().flatten();
     let _ = server.kill();
     let _ = server.wait();
+    if let Some(status) = alive {
+        bail!("redis-server ended during the soak ({status})");
+    }
     result
 }
 
-fn soak(pid: i32, cycles: usize) -> Result<()> {
+/// One session on the engine, as the shell drives it: attach, load the runtime, `count '*'`,
+/// `time '*'`, `profile pingCommand`, PINGS pings, read and check the values, delete, detach.
+/// Returns the slots in use before the delete.
+fn cycle(
+    pid: i32,
+    cycle: usize,
+    session: &mut Session,
+    plan: &mut Plan,
+    client: &mut TcpStream,
+) -> Result<usize> {
+    let tracer = Tracer::attach(pid, Live::default())?;
+    {
+        let session = &mut *session;
+        tracer.with(|p, live| -> Result<()> {
+            live.learn_modules(session, p)?;
+            p.resume()?;
+            live.load_runtime(p)?;
+            Ok(())
+        })??;
+    }
+    let mut ids = Vec::new();
+    for (glob, metric) in [
+        ("*", Metric::Count),
+        ("*", Metric::Time),
+        ("pingCommand", Metric::Profile),
+    ] {
+        let id = measure::add(plan, session, glob, metric)?.id;
+        let (s, pl) = (&*session, &*plan);
+        tracer.with(|p, live| live.insert(p, s, pl, id))??;
+        ids.push(id);
+    }
+    for _ in 0..PINGS {
+        ping(client)?;
+    }
+    let (values, paths, slots) = tracer.with(|p, live| -> Result<_> {
+        let r = p.reader();
+        Ok((
+            live.measure.values(&r)?,
+            live.measure.paths(&r)?,
+            live.measure.slots_in_use(),
+        ))
+    })??;
+    let of = |metric: Metric| {
+        values
+            .iter()
+            .find(|v| v.function == "pingCommand" && v.metric == metric)
+            .map(|v| v.calls)
+    };
+    let (c, t) = (of(Metric::Count), of(Metric::Time));
+    let profiled: u64 = paths.iter().map(|p| p.calls).sum();
+    if c != Some(PINGS) || t != Some(PINGS) || profiled != PINGS {
+        bail!("cycle {cycle}: {PINGS} pings, pingCommand counted {c:?}, timed {t:?}, profiled {profiled}");
+    }
+    tracer.with(|p, live| -> Result<()> {
+        for id in &ids {
+            live.remove(p, *id)?;
+        }
+        if live.measure.slots_in_use() != 0 {
+            bail!(
+                "{} slots still in use after delete",
+                live.measure.slots_in_use()
+            );
+        }
+        let left = live.let_go(p)?;
+        if !left.is_empty() {
+            bail!(
+                "after detaching, {} places differ from the files",
+                left.len()
+            );
+        }
+        Ok(())
+    })??;
+    for id in ids {
+        plan.delete(id)?;
+    }
+    Ok(slots)
+}
+
+/// When the killed gsh dies.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    /// As soon as the server's anonymous executable memory changes after `count '*'` began:
+    /// gsh is writing its trampolines (into new pools, or the ones it reuses).
+    MidInsert,
+    /// Once `count '*'` has answered: its jumps and counters are in place.
+    Inserted,
+}
+
+/// The server's anonymous executable memory (gsh's trampoline pools, reused or new), as
+/// (start, bytes) per mapping.
+fn anonymous_code(pid: i32) -> Vec<(u64, Vec<u8>)> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let Ok(mem) = std::fs::File::open(format!("/proc/{pid}/mem")) else {
+        return Vec::new();
+    };
+    maps.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 5 || f[1] != "r-xp" {
+                return None;
+            }
+            let (lo, hi) = f[0].split_once('-')?;
+            let (lo, hi) = (
+                u64::from_str_radix(lo, 16).ok()?,
+                u64::from_str_radix(hi, 16).ok()?,
+            );
+            let mut buf = vec![0u8; (hi - lo) as usize];
+            mem.read_exact_at(&mut buf, lo).ok()?;
+            Some((lo, buf))
+        })
+        .collect()
+}
+
+/// Runs a `gsh` that attaches, lets the server run and counts every function, and SIGKILLs it
+/// at `when`. Returns how long it had been running and what the server's text then had.
+fn kill_gsh(gsh: &Path, pid: i32, exe: &Path, when: Kill) -> Result<(Duration, bool)> {
+    let log = std::env::temp_dir().join(format!("gsh-soak-{}.log", std::process::id()));
+    let mut child = Command::new(gsh)
+        .args([
+            "-c",
+            &format!("attach {pid}; continue &; echo counting; count '*'; echo counted; sleep 120"),
+        ])
+        .arg(exe)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(
+            std::fs::File::create(&log)
+                .context("gsh's log")?
+                .try_clone()?,
+        ))
+        .spawn()
+        .context("starting gsh")?;
+    let started = Instant::now();
+    let mut said = BufReader::new(child.stdout.take().context("gsh's stdout")?);
+    let mut line = String::new();
+    let wait_for = |said: &mut BufReader<_>, line: &mut String, what: &str| -> Result<()> {
+        loop {
+            line.clear();
+            if said.read_line(line)? == 0 {
+                bail!("gsh ended before saying `{what}`");
+            }
+            if line.trim_end() == what {
+                return Ok(());
+            }
+        }
+    };
+    let result = (|| -> Result<()> {
+        wait_for(&mut said, &mut line, "counting")?;
+        match when {
+            Kill::MidInsert => {
+                let before = anonymous_code(pid);
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while anonymous_code(pid) == before {
+                    if Instant::now() > deadline {
+                        bail!("gsh wrote no trampoline within 60 s of `count '*'`");
+                    }
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            }
+            Kill::Inserted => wait_for(&mut said, &mut line, "counted")?,
+        }
+        Ok(())
+    })();
+    let lived = started.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    result.with_context(|| format!("the killed gsh's stderr:\n{said}"))?;
+    let dirty = gsh_tests::server::text_matches_file(pid as u32, exe).is_err();
+    Ok((lived, dirty))
+}
+
+/// `attach --clean PID; detach` in a new gsh: what it removed (its stderr line), and it must
+/// end saying the code is as the files have it.
+fn clean(gsh: &Path, pid: i32, exe: &Path) -> Result<String> {
+    let out = Command::new(gsh)
+        .args(["-c", &format!("attach --clean {pid}; detach")])
+        .arg(exe)
+        .stdin(Stdio::null())
+        .output()
+        .context("starting the cleaning gsh")?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if !out.status.success() || !stdout.contains("its code is as the files have it") {
+        bail!(
+            "the cleaning session failed ({}):\n{stdout}{stderr}",
+            out.status
+        );
+    }
+    Ok(stderr
+        .lines()
+        .find(|l| l.starts_with("removed "))
+        .unwrap_or("removed nothing")
+        .to_owned())
+}
+
+fn soak(pid: i32, cycles: usize, gsh: &Path) -> Result<()> {
+    let began = Instant::now();
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
     let mut session = Session::new();
     session.open(&exe)?;
@@ -86,77 +328,63 @@ fn soak(pid: i32, cycles: usize) -> Result<()> {
     let mut client = TcpStream::connect(("127.0.0.1", PORT))?;
     client.set_nodelay(true)?;
     println!("cycle  gsh RSS (KiB)  server mappings  slots in use  pingCommand count/time/profile");
-    for cycle in 0..cycles {
-        let tracer = Tracer::attach(pid, Live::default())?;
-        {
-            let session = &mut session;
-            tracer.with(|p, live| -> Result<()> {
-                live.learn_modules(session, p)?;
-                p.resume()?;
-                live.load_runtime(p)?;
-                Ok(())
-            })??;
-        }
-        let mut ids = Vec::new();
-        for (glob, metric) in [
-            ("*", Metric::Count),
-            ("*", Metric::Time),
-            ("pingCommand", Metric::Profile),
-        ] {
-            let id = measure::add(&mut plan, &mut session, glob, metric)?.id;
-            let (s, pl) = (&session, &plan);
-            tracer.with(|p, live| live.insert(p, s, pl, id))??;
-            ids.push(id);
-        }
-        for _ in 0..PINGS {
-            ping(&mut client)?;
-        }
-        let (values, paths, slots) = tracer.with(|p, live| -> Result<_> {
-            let r = p.reader();
-            Ok((
-                live.measure.values(&r)?,
-                live.measure.paths(&r)?,
-                live.measure.slots_in_use(),
-            ))
-        })??;
-        let of = |metric: Metric| {
-            values
-                .iter()
-                .find(|v| v.function == "pingCommand" && v.metric == metric)
-                .map(|v| v.calls)
-        };
-        let (c, t) = (of(Metric::Count), of(Metric::Time));
-        let profiled: u64 = paths.iter().map(|p| p.calls).sum();
-        if c != Some(PINGS) || t != Some(PINGS) || profiled != PINGS {
-            bail!("cycle {cycle}: {PINGS} pings, pingCommand counted {c:?}, timed {t:?}, profiled {profiled}");
-        }
-        tracer.with(|p, live| -> Result<()> {
-            for id in &ids {
-                live.remove(p, *id)?;
-            }
-            if live.measure.slots_in_use() != 0 {
-                bail!(
-                    "{} slots still in use after delete",
-                    live.measure.slots_in_use()
-                );
-            }
-            Live::paused(p, |p| live.remove_all(p))?;
-            p.detach()?;
-            Ok(())
-        })??;
-        for id in ids {
-            plan.delete(id)?;
-        }
-        drop(tracer);
+    let mut figures = Vec::new();
+    let row = |cycle: usize, slots: usize| {
+        let f = (rss_kib(), mappings(pid));
         println!(
             "{cycle:>5}  {:>13}  {:>15}  {slots:>12}  {PINGS}/{PINGS}/{PINGS}",
-            rss_kib(),
-            mappings(pid)
+            f.0, f.1
+        );
+        f
+    };
+    for c in 0..cycles {
+        let slots = cycle(pid, c, &mut session, &mut plan, &mut client)?;
+        figures.push(row(c, slots));
+    }
+    let cycled = began.elapsed();
+
+    for when in [Kill::MidInsert, Kill::Inserted] {
+        let (lived, dirty) = kill_gsh(gsh, pid, &exe, when)?;
+        ping(&mut client).with_context(|| format!("redis after gsh was killed ({when:?})"))?;
+        let removed = clean(gsh, pid, &exe)?;
+        ping(&mut client).with_context(|| format!("redis after cleaning ({when:?})"))?;
+        let files = all_text_matches(pid)?;
+        println!(
+            "gsh SIGKILLed {when:?} after {:.2} s (program text {}); cleaning session: \
+             {removed}; then the text of all {files} code files is theirs",
+            lived.as_secs_f64(),
+            if dirty { "changed" } else { "unchanged" },
         );
     }
+    // The runtime the killed sessions loaded keeps their values: exact again all the same.
+    let slots = cycle(pid, cycles, &mut session, &mut plan, &mut client)?;
+    let last = row(cycles, slots);
+
     ping(&mut client)?;
-    gsh_tests::server::text_matches_file(pid as u32, &exe).map_err(anyhow::Error::msg)?;
-    println!("after {cycles} cycles the server answers and its text is its file's");
-    std::thread::sleep(Duration::from_millis(10));
+    let files = all_text_matches(pid)?;
+    let (first, end) = (figures[0], figures[figures.len() - 1]);
+    let per = |a: u64, b: u64| (b as f64 - a as f64) / (figures.len().max(2) - 1) as f64;
+    println!(
+        "after {cycles} cycles, two killed sessions and one more cycle ({:.1} s, cycles {:.1} s): \
+         the server answers and the text of its {files} code files is theirs",
+        began.elapsed().as_secs_f64(),
+        cycled.as_secs_f64()
+    );
+    println!(
+        "gsh RSS: first cycle {} KiB, cycle {} {} KiB ({:+.1} KiB/cycle), after the kills {} KiB",
+        first.0,
+        cycles - 1,
+        end.0,
+        per(first.0, end.0),
+        last.0
+    );
+    println!(
+        "server mappings: first cycle {}, cycle {} {} ({:+.2}/cycle), after the kills {}",
+        first.1,
+        cycles - 1,
+        end.1,
+        per(first.1 as u64, end.1 as u64),
+        last.1
+    );
     Ok(())
 }

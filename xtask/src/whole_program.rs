@@ -1,5 +1,5 @@
-//! `whole-program [sqlite3|bash|python3|redis-server|cc1|all]`: issue 12's whole-program
-//! reports. Every function's entry and every exit of a large Debian program get a counter of
+//! `whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops]`: issue 12's
+//! whole-program reports, and with `--loops` issue 16's (below). Every function's entry and every exit of a large Debian program get a counter of
 //! their own ([`gsh_tests::whole`]), the program is saved with `gsh` (release build), and the
 //! rewritten copy runs a workload beside the original and must produce exactly its output:
 //!
@@ -17,6 +17,16 @@
 //! original (median of `--runs`, alternating, in the same run) as a ratio, and the counters:
 //! functions called, balanced, left open (longjmp, exit, still running) and any whose exits
 //! outnumber their entries.
+//!
+//! With `--loops` (default programs: python3 and cc1), every loop `loops '*'` finds instead
+//! gets four counters, at its entry, exit, iter-begin and iter-end points (named by header
+//! address, `at 0xH loop 0xH entry`, so functions sharing a name are told apart), and the copy
+//! runs the same workload with the same comparison. Printed: the loops, the points and tactic
+//! counts (`trap` among them) and skipped points `save` reported, the run-time ratio, and the
+//! counters: loops entered, balanced (entries = exits and iteration begins = ends), left open
+//! (more entries than exits: a `longjmp`, `exit` or exception out of a callee, or still running
+//! at the end), and any with more exits than entries or more ends than begins (points in the
+//! wrong place).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,15 +40,21 @@ const PYTHON: &str = "/usr/bin/python3";
 const CC1: &str = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1";
 const SCRIPT: &str = include_str!("../bench/whole_program.py");
 const PROGRAMS: [&str; 5] = ["sqlite3", "bash", "python3", "redis-server", "cc1"];
-const USAGE: &str = "usage: whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--runs N]";
+const USAGE: &str =
+    "usage: whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops] [--runs N]";
+/// What `--loops` instruments by default.
+const LOOP_PROGRAMS: [&str; 2] = ["python3", "cc1"];
 
 pub fn run(args: &[String]) -> Result<()> {
-    let (which, runs) = crate::file_and_runs(args, 3, USAGE)?;
+    let loops = args.iter().any(|a| a == "--loops");
+    let rest: Vec<String> = args.iter().filter(|a| *a != "--loops").cloned().collect();
+    let (which, runs) = crate::file_and_runs(&rest, 3, USAGE)?;
     let which = which.unwrap_or_else(|| "all".to_owned());
     if cfg!(debug_assertions) {
         eprintln!("warning: built without optimisation; run with `cargo run --release -p xtask`");
     }
     let chosen: Vec<&str> = match which.as_str() {
+        "all" if loops => LOOP_PROGRAMS.to_vec(),
         "all" => PROGRAMS.to_vec(),
         p if PROGRAMS.contains(&p) => vec![p],
         other => bail!("unknown program `{other}`; {USAGE}"),
@@ -47,12 +63,19 @@ pub fn run(args: &[String]) -> Result<()> {
     Gsh::binary();
     let mut failed = Vec::new();
     for p in chosen {
-        let dir = target_dir().join("whole-program").join(p);
+        let dir = target_dir()
+            .join(if loops {
+                "whole-program-loops"
+            } else {
+                "whole-program"
+            })
+            .join(p);
         // Stale outputs of an earlier run must not pass for this one's.
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let r = match p {
+            _ if loops => whole_loops(p, &dir, runs),
             "sqlite3" => sqlite3(&dir, runs),
             "bash" => bash(&dir, runs),
             "python3" => python(&dir, runs),
@@ -187,12 +210,17 @@ fn bash(dir: &Path, runs: usize) -> Result<()> {
 fn python(dir: &Path, runs: usize) -> Result<()> {
     let original = Path::new(PYTHON);
     let saved = whole::save_counted(original, &dir.join("python3"));
+    let (a, b) = python_compare(dir, &saved.out, runs)?;
+    report("python3", &saved, a, b);
+    Ok(())
+}
+
+/// Runs the python workload with the original and `copy`; the median times.
+fn python_compare(dir: &Path, copy: &Path, runs: usize) -> Result<(Duration, Duration)> {
     let script = dir.join("whole_program.py");
     std::fs::write(&script, SCRIPT)?;
     // -I: no user site directory or environment variables, so both see the same modules.
-    let (a, b) = compare(original, &saved.out, &["-I", path(&script)?], "", runs)?;
-    report("python3", &saved, a, b);
-    Ok(())
+    compare(Path::new(PYTHON), copy, &["-I", path(&script)?], "", runs)
 }
 
 /// A redis-server on `port` until dropped (then `shutdown nosave`, waited for).
@@ -317,6 +345,16 @@ fn cc1(dir: &Path, runs: usize) -> Result<()> {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;
     let saved = whole::save_counted(Path::new(CC1), &bin.join("cc1"));
+    let (a, b, n) = cc1_compare(dir, &bin, runs)?;
+    report("cc1", &saved, a, b);
+    println!("  ({n} C files compiled with gcc -S -O2 -g)");
+    Ok(())
+}
+
+/// Compiles the test mutatees with gcc's own cc1 and with the one in `bin` (`gcc -B`),
+/// `runs` times; fails unless the `.s` files are identical. Returns the median times and
+/// how many files were compiled.
+fn cc1_compare(dir: &Path, bin: &Path, runs: usize) -> Result<(Duration, Duration, usize)> {
     let mut sources: Vec<PathBuf> = std::fs::read_dir(mutatee_source_dir())?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "c"))
@@ -330,7 +368,7 @@ fn cc1(dir: &Path, runs: usize) -> Result<()> {
             let want = dir.join(format!("{stem}.orig.s"));
             let got = dir.join(format!("{stem}.gsh.s"));
             let mut b_arg = std::ffi::OsString::from("-B");
-            b_arg.push(&bin);
+            b_arg.push(bin);
             b_arg.push("/");
             for (s, extra, time) in [(&want, None, &mut ta), (&got, Some(&b_arg), &mut tb)] {
                 let mut cmd = Command::new("gcc");
@@ -366,7 +404,7 @@ fn cc1(dir: &Path, runs: usize) -> Result<()> {
     }
     // The driver must really have run the rewritten cc1, not found the system one.
     let probe = Command::new("gcc")
-        .arg(format!("-B{}/", path(&bin)?))
+        .arg(format!("-B{}/", path(bin)?))
         .args(["-print-prog-name=cc1"])
         .output()?;
     let used = String::from_utf8_lossy(&probe.stdout).trim().to_owned();
@@ -376,12 +414,249 @@ fn cc1(dir: &Path, runs: usize) -> Result<()> {
             bin.display()
         );
     }
-    report("cc1", &saved, median(a), median(b));
-    println!("  ({} C files compiled with gcc -S -O2 -g)", sources.len());
-    Ok(())
+    Ok((median(a), median(b), sources.len()))
 }
 
 fn path(p: &Path) -> Result<&str> {
     p.to_str()
         .with_context(|| format!("{} is not UTF-8", p.display()))
+}
+
+/// A program saved with four counters on every loop.
+struct LoopsSaved {
+    out: PathBuf,
+    dump: PathBuf,
+    /// `(function, loop, header)` of each loop, in counter order.
+    loops: Vec<(String, String, String)>,
+    report: String,
+    took: Duration,
+}
+
+/// The four loop points, in counter order.
+const LOOP_POINTS: [&str; 4] = ["entry", "exit", "iter-begin", "iter-end"];
+
+/// Saves `original` as `out` with an entry, exit, iter-begin and iter-end counter on every
+/// loop, written at the end of the run as [`whole::save_counted`]'s are.
+fn save_loops(original: &Path, out: &Path) -> Result<LoopsSaved> {
+    let rows = whole::gsh_json_rows("loops '*'", original);
+    let loops: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_owned();
+            (s("function"), s("loop"), s("header"))
+        })
+        .collect();
+    if loops.is_empty() {
+        bail!("{} has no loops", original.display());
+    }
+    let functions = whole::gsh_json_rows("show functions", original);
+    let names: Vec<&str> = functions
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    let main_points = whole::gsh_json_rows("show points main", original);
+    let owner = Owners::new(&functions);
+    let fopen = whole::fopen_of(original, &names);
+    let dump = out.with_extension("counters");
+    let mut script = String::new();
+    for i in 0..loops.len() * 4 {
+        script.push_str(&format!("declare long gsh_l{i}\n"));
+    }
+    script.push_str("declare void *gsh_fp; declare long gsh_pid\n");
+    script.push_str("at main entry { gsh_pid = $tid; }\n");
+    for (i, (_, _, header)) in loops.iter().enumerate() {
+        let func = owner.of(header).unwrap_or(header);
+        for (k, at) in LOOP_POINTS.iter().enumerate() {
+            script.push_str(&format!(
+                "at {func} loop {header} {at} {{ gsh_l{}++; }}\n",
+                4 * i + k
+            ));
+        }
+    }
+    let write = whole::dump_snippet(fopen, &dump, "gsh_l0", loops.len() * 4);
+    script.push_str(&whole::at_the_end(&main_points, &names, &write));
+    let (report, took) = whole::run_save(original, out, script);
+    Ok(LoopsSaved {
+        out: out.to_owned(),
+        dump,
+        loops,
+        report,
+        took,
+    })
+}
+
+/// Which function a loop header belongs to, by address: the function whose bytes hold it, or,
+/// when those are a cold part (`f.cold`, part of its parent's CFG), its parent.
+struct Owners<'a> {
+    /// `(start, end, name, address)`, by start.
+    spans: Vec<(u64, u64, &'a str, &'a str)>,
+}
+
+impl<'a> Owners<'a> {
+    fn new(functions: &'a [serde_json::Value]) -> Owners<'a> {
+        let mut spans: Vec<(u64, u64, &str, &str)> = functions
+            .iter()
+            .filter_map(|r| {
+                let addr = r["address"].as_str()?;
+                let start = u64::from_str_radix(addr.strip_prefix("0x")?, 16).ok()?;
+                let size = r["size"].as_u64()?;
+                Some((start, start + size, r["name"].as_str()?, addr))
+            })
+            .collect();
+        spans.sort();
+        Owners { spans }
+    }
+
+    /// The address naming the function that owns `header` (`0x...`), if one is known.
+    fn of(&self, header: &str) -> Option<&'a str> {
+        let h = u64::from_str_radix(header.strip_prefix("0x")?, 16).ok()?;
+        let k = self.spans.partition_point(|s| s.0 <= h);
+        let &(_, _, name, addr) = self.spans[..k].iter().rev().find(|s| h < s.1)?;
+        match name.find(".cold") {
+            Some(i) => {
+                let parent = &name[..i];
+                let mut found = self.spans.iter().filter(|s| s.2 == parent);
+                match (found.next(), found.next()) {
+                    (Some(p), None) => Some(p.3),
+                    _ => None,
+                }
+            }
+            None => Some(addr),
+        }
+    }
+}
+
+/// What the loop counters of one run say.
+#[derive(Debug, Default)]
+struct LoopBalance {
+    entered: usize,
+    /// Entries = exits and iteration begins = ends.
+    balanced: usize,
+    /// `(loop, [entries, exits, begins, ends])` with more entries than exits (or begins than
+    /// ends) and never the reverse: left by a longjmp, exit or exception, or still running.
+    open: Vec<(String, [u64; 4])>,
+    /// More exits than entries or more ends than begins: points in the wrong place.
+    wrong: Vec<(String, [u64; 4])>,
+    /// Sums over all loops.
+    totals: [u64; 4],
+}
+
+fn loop_balance(saved: &LoopsSaved) -> Result<LoopBalance> {
+    let bytes = std::fs::read(&saved.dump)
+        .with_context(|| format!("{} wrote no counters", saved.out.display()))?;
+    if bytes.len() != saved.loops.len() * 32 {
+        bail!(
+            "counter file size {} for {} loops",
+            bytes.len(),
+            saved.loops.len()
+        );
+    }
+    let word = |k: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[k * 8..k * 8 + 8]);
+        u64::from_le_bytes(w)
+    };
+    let mut b = LoopBalance::default();
+    for (i, (f, l, h)) in saved.loops.iter().enumerate() {
+        let c = [
+            word(4 * i),
+            word(4 * i + 1),
+            word(4 * i + 2),
+            word(4 * i + 3),
+        ];
+        for (t, v) in b.totals.iter_mut().zip(c) {
+            *t += v;
+        }
+        if c[0] == 0 && c[2] == 0 {
+            continue;
+        }
+        b.entered += 1;
+        let name = format!("{f} {l} ({h})");
+        if c[1] > c[0] || c[3] > c[2] {
+            b.wrong.push((name, c));
+        } else if c[0] == c[1] && c[2] == c[3] {
+            b.balanced += 1;
+        } else {
+            b.open.push((name, c));
+        }
+    }
+    Ok(b)
+}
+
+/// The value of `save`'s report line `name` (`Points`, `Tactics`, `Skipped`), or `-`.
+fn field(report: &str, name: &str) -> String {
+    report
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(name))
+        .map_or_else(|| "-".to_owned(), |v| v.trim().to_owned())
+}
+
+/// `--loops`: every loop of `program` counted, saved, run and compared.
+fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
+    let (saved, (a, b)) = match program {
+        "python3" => {
+            let saved = save_loops(Path::new(PYTHON), &dir.join("python3"))?;
+            let t = python_compare(dir, &saved.out, runs)?;
+            (saved, t)
+        }
+        "cc1" => {
+            let bin = dir.join("bin");
+            std::fs::create_dir_all(&bin)?;
+            let saved = save_loops(Path::new(CC1), &bin.join("cc1"))?;
+            let (a, b, _) = cc1_compare(dir, &bin, runs)?;
+            (saved, (a, b))
+        }
+        other => bail!("--loops runs python3 and cc1, not {other}"),
+    };
+    let bal = loop_balance(&saved)?;
+    println!("{program}: entry, exit, iter-begin and iter-end counters on every loop");
+    println!("  loops:     {}", saved.loops.len());
+    println!(
+        "  points:    {} (skipped: {})",
+        field(&saved.report, "Points"),
+        field(&saved.report, "Skipped")
+    );
+    println!("  tactics:   {}", field(&saved.report, "Tactics"));
+    println!("  save took: {:.1} s", saved.took.as_secs_f64());
+    println!(
+        "  run time:  original {:.3} s, rewritten {:.3} s: {:.2}x",
+        a.as_secs_f64(),
+        b.as_secs_f64(),
+        b.as_secs_f64() / a.as_secs_f64()
+    );
+    println!("  output:    identical");
+    println!(
+        "  counters:  {} loops entered, {} balanced, {} left open, {} wrong; totals: {} entries, \
+         {} exits, {} iteration begins, {} ends",
+        bal.entered,
+        bal.balanced,
+        bal.open.len(),
+        bal.wrong.len(),
+        bal.totals[0],
+        bal.totals[1],
+        bal.totals[2],
+        bal.totals[3]
+    );
+    let show = |v: &[(String, [u64; 4])]| {
+        v.iter()
+            .take(8)
+            .map(|(n, c)| format!("{n} {}/{}/{}/{}", c[0], c[1], c[2], c[3]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !bal.open.is_empty() {
+        println!(
+            "    left open (entries/exits/begins/ends): {}",
+            show(&bal.open)
+        );
+    }
+    if !bal.wrong.is_empty() {
+        println!(
+            "    MORE EXITS THAN ENTRIES OR ENDS THAN BEGINS: {}",
+            show(&bal.wrong)
+        );
+        bail!("{} loops counted wrong", bal.wrong.len());
+    }
+    println!();
+    Ok(())
 }

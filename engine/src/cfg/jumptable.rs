@@ -50,7 +50,8 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The limits of `binary`: its variables, function starts and `R_X86_64_RELATIVE` targets.
+    /// The limits in `binary`: its variables and function starts, and the words its
+    /// `R_X86_64_RELATIVE` relocations fill.
     pub fn read(binary: &Binary, functions: &FunctionTable) -> Limits {
         let mut starts: Vec<u64> = functions
             .variables()

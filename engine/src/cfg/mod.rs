@@ -103,7 +103,8 @@ pub struct Block {
     pub end: LinkAddr,
     /// Address of its last instruction.
     pub last: LinkAddr,
-    /// How many instructions it holds (at least 1).
+    /// How many instructions it holds; 0 for a block at an address nothing decodes at (its exit
+    /// is then [`Exit::Invalid`]).
     pub instructions: u32,
     /// Set when control leaves the function here.
     pub exit: Option<Exit>,
@@ -146,7 +147,8 @@ pub struct Cfg {
     /// Blocks sorted by start address; `blocks[0]` is not necessarily the entry (see
     /// [`Cfg::entry_block`]).
     pub blocks: Vec<Block>,
-    /// Every intra-procedural edge, in the order the traversal found them; calls are not edges.
+    /// Every intra-procedural edge, by source block, then target, then kind, without duplicates;
+    /// calls are not edges.
     pub edges: Vec<Edge>,
     /// Jump tables resolved in the function, in the order they were found.
     pub jump_tables: Vec<JumpTable>,

@@ -307,7 +307,7 @@ impl Stacks {
     /// `tid`'s samples since `since` show, each with the share of samples at it as its
     /// priority: the callees the path goes on to, and for waits the descriptor or lock.
     ///
-    /// Deep Start: where one callee holds nearly all of the focus' samples ([`DEEP`]) and
+    /// Deep Start: where one callee holds nearly all of the focus' samples (97%) and
     /// the path goes on below it, the search would only confirm it; the refinement goes
     /// straight down such a chain and proposes its last function, where the path branches.
     pub fn refine(
@@ -477,7 +477,7 @@ fn on(s: &Sample, r: &Resource) -> bool {
 
 /// Samples `source` into `stacks` until `stop` is set, keeping the time the process is
 /// stopped under `cost` (a fraction of the wall time) and at most one stop per
-/// [`MIN_PERIOD`]. An error from the source is recorded and ends sampling.
+/// 10 ms. An error from the source is recorded and ends sampling.
 pub fn sample_stacks(
     source: &mut dyn StackSource,
     stacks: &Mutex<Stacks>,

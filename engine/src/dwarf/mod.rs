@@ -35,7 +35,7 @@ pub use frame::{FrameRegs, FrameVariable, VarLocation};
 /// A source position.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SourceLoc {
-    /// The file name as the line table or `DW_AT_decl_file` gives it (often absolute).
+    /// The file name as the line table or `DW_AT_decl_file` gives it.
     pub file: String,
     /// 1-based line number.
     pub line: u32,

@@ -3,7 +3,7 @@
 //! (the snippet compiler's reserved `__gsh_cov_hit`), with no call, no thread lookup and no
 //! registers saved but the flags where they are live.
 //!
-//! Coverage is its own [`Action`](super::Action), not a measure's [`Metric`](super::Metric):
+//! Coverage is its own [`Action`], not a measure's [`Metric`](super::Metric):
 //! its points are every block rather than a function's entry and exits, and its counters are
 //! not the runtime's per-thread slots (16384 of them, 32 bytes per thread each, far too few
 //! for `coverage '*'` of a large program) but one array of `u64`s per request and module,

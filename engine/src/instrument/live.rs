@@ -24,7 +24,9 @@ use crate::addr::RuntimeAddr;
 use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
-use crate::process::{ChildMemory, Hooks, MappedModule, Process, ProcessError, TrapAction};
+use crate::process::{
+    ChildMemory, Hooks, MappedModule, Process, ProcessError, TextChange, TrapAction,
+};
 use crate::session::{Module, ModuleId, Session};
 use crate::snippet::env::PointInfo;
 use crate::snippet::ir::Program;
@@ -583,12 +585,14 @@ impl Live {
         } else {
             build::insert(&mut loaded.patcher, &loaded.module, &mut space, built)
         };
-        self.commit(space, m)?;
+        // Recorded before the commit: should writing the jumps fail, the patcher still holds
+        // the request's sites, and `remove` must take them out of this module too.
         if let Some(lr) = self.requests.get_mut(&id) {
             if !lr.applied.contains(&m) {
                 lr.applied.push(m);
             }
         }
+        self.commit(space, m)?;
         let done = result?;
         if coverage {
             let blocks: Vec<(u64, u64, String)> = done
@@ -824,6 +828,10 @@ impl Live {
             p.write(at, &[byte])?;
         }
         for r in runs {
+            #[cfg(test)]
+            if rollback_tests::fault_hit() {
+                return Err(LiveError::Message("injected fault".into()));
+            }
             p.write(r.at, &r.new)?;
         }
         // Each change's bytes as the stopped threads saw them.
@@ -858,6 +866,29 @@ impl Live {
             p.write(at, &[byte])?;
         }
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// Ends the session on `p` leaving its code as the files have it: every request and
+    /// breakpoint taken out, whatever else of gsh's differs from the files (an earlier, killed
+    /// session's jumps) put back, the `r_brk` hook removed, then the process detached. When
+    /// no change of gsh's is left, gsh's memory in the process is marked released for the
+    /// next session to reuse. Returns what still differs from the files.
+    pub fn let_go(&mut self, p: &mut Process) -> Result<Vec<TextChange>, LiveError> {
+        Live::paused(p, |p| self.remove_all(p))?;
+        p.halt()?;
+        let leftovers: Vec<TextChange> = p
+            .text_changes()?
+            .into_iter()
+            .filter(|c| c.kind.is_gsh())
+            .collect();
+        p.restore_text(&leftovers)?;
+        p.remove_rendezvous()?;
+        let left = p.text_changes()?;
+        if !left.iter().any(|c| c.kind.is_gsh()) {
+            p.release_pools()?;
+        }
+        p.detach()?;
+        Ok(left)
     }
 
     /// Sets a breakpoint at a point (runtime address of the original instruction).

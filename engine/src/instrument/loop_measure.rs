@@ -12,8 +12,8 @@
 //! callee's entry `rsp` is at least 16 below: the call pushes 8 onto a 16-aligned stack), so
 //! a loop timer and its function's timer never close each other, a callee's frame left open
 //! below the loop is closed when the loop exits, and a loop left without passing an exit (an
-//! exception to a caller, `longjmp`) is closed at its function's next entry at that height,
-//! as function timers are.
+//! exception to a caller, `longjmp`) is closed at the loop's next entry at that frame or above
+//! it, as function timers are at their function's next entry.
 
 #![warn(missing_docs)]
 

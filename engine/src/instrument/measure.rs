@@ -373,8 +373,8 @@ pub fn add<'p>(
 /// Adds a measuring request for the functions `glob` names or, for [`Measured::Loop`], their
 /// loops, as one id. A loop measure checks its loops now: a loop named that a single
 /// function lacks is an error listing its loops, a function without loops is passed over when
-/// a glob matches several, and so is a loop whose header is the function's first block (its
-/// entry from the caller cannot be placed yet), with a warning.
+/// a glob matches several, a loop whose entry points cannot be placed is refused (named) or
+/// passed over with a warning (`'*'`), and irreducible cycles are named in a warning.
 pub fn add_of<'p>(
     plan: &'p mut Plan,
     session: &mut Session,

@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod build;
+pub mod control;
 pub mod coverage;
 
 pub use crate::patch::{PointRow, Tactic};

@@ -2,8 +2,11 @@
 //! address space fails, the code is byte for byte what it was, the plan no longer holds the
 //! request, and the program, instrumented afterwards, computes what it computes alone.
 //!
-//! The failure is injected: [`fail_write`] makes the N-th write through a `LiveSpace` fail,
-//! once, on the thread that arms it (the tracer's, where `Live` runs).
+//! The failure is injected: [`fail_write`] makes the N-th write fail, once, on the thread that
+//! arms it (the tracer's, where `Live` runs). The writes counted are the patcher's, through a
+//! `LiveSpace` (trampolines, then the jumps staged), and the commit's, one per run of changed
+//! bytes written while every thread is stopped; the four functions lie 8 KiB apart, so their
+//! jumps are four runs and a commit can fail after some of them went in.
 
 use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
@@ -48,15 +51,15 @@ const SOURCE: &str = r#"
 
 long hits;
 
-__attribute__((noinline)) int work1(int x) { return x * 3 + 1; }
-__attribute__((noinline)) int work2(int x) { return x % 7 ? x / 7 : -x; }
-__attribute__((noinline)) int work3(int x) {
+__attribute__((noipa, aligned(8192))) int work1(int x) { return x * 3 + 1; }
+__attribute__((noipa, aligned(8192))) int work2(int x) { return x % 7 ? x / 7 : -x; }
+__attribute__((noipa, aligned(8192))) int work3(int x) {
     int s = 0;
     for (int i = 0; i < x % 13; i++)
         s += i ^ x;
     return s;
 }
-__attribute__((noinline)) int work4(int x) {
+__attribute__((noipa, aligned(8192))) int work4(int x) {
     switch (x % 5) {
     case 0: return work1(x);
     case 1: return work2(x) + 2;
@@ -91,7 +94,13 @@ fn main_text(p: &Process, session: &Session, bias: u64) -> Vec<u8> {
 
 #[test]
 fn a_live_insert_failing_at_any_write_leaves_the_code_as_it_was() {
-    let path = testutil::compile("rollback", SOURCE, false, &["-O2", "-g"]);
+    rollback(&["-O2", "-g"]);
+    rollback(&["-O0", "-g", "-no-pie"]);
+}
+
+/// Fails the N-th write of one insert for N = 1, 2, ... in a program built with `flags`.
+fn rollback(flags: &[&str]) {
+    let path = testutil::compile("rollback", SOURCE, false, flags);
     let expected = std::process::Command::new(&path)
         .output()
         .expect("run the program alone");
@@ -126,7 +135,7 @@ fn a_live_insert_failing_at_any_write_leaves_the_code_as_it_was() {
 
     // The N-th write fails, for N = 1, 2, ... until an insert makes fewer writes than N.
     let mut failures = 0;
-    let inserted = loop {
+    let (inserted, id) = loop {
         let n = failures + 1;
         assert!(n < 10_000, "an insert that never stops writing");
         let spec = PointSpec::parse(&["work*", "entry"]).expect("point");
@@ -148,7 +157,7 @@ fn a_live_insert_failing_at_any_write_leaves_the_code_as_it_was() {
         match result {
             Ok(points) => {
                 assert!(!fired, "write {n} failed, yet the insert succeeded");
-                break points;
+                break (points, id);
             }
             Err(e) => {
                 assert!(fired, "insert failed without the injected fault: {e}");
@@ -170,6 +179,30 @@ fn a_live_insert_failing_at_any_write_leaves_the_code_as_it_was() {
     );
     assert_eq!(inserted, 4, "work1..work4's entries");
 
+    // `delete` takes it out just as cleanly; inserted again, it counts from here.
+    plan.delete(id).expect("delete the request");
+    let text = tracer
+        .with(|p, live| {
+            live.remove(p, id).expect("remove the request");
+            main_text(p, &session, bias)
+        })
+        .expect("tracer");
+    assert!(
+        text == original,
+        "after delete, the code differs from before"
+    );
+    let spec = PointSpec::parse(&["work*", "entry"]).expect("point");
+    let id = plan
+        .add(&mut session, spec, None, "hits++;".into())
+        .expect("request")
+        .id;
+    let session = &session;
+    let points = tracer
+        .with(|p, live| plan.place(id, |plan| live.insert(p, session, plan, id)))
+        .expect("tracer")
+        .expect("insert again");
+    assert_eq!(points.len(), 4, "work1..work4's entries");
+
     // The program, instrumented at last, computes what it computes alone.
     let stop = tracer
         .with(|p, live| p.cont_wait(live, &AtomicBool::new(false)))
@@ -181,5 +214,5 @@ fn a_live_insert_failing_at_any_write_leaves_the_code_as_it_was() {
     // Each of the four is called 1000 times from main; work4 calls work1 and work2 200 times
     // each besides.
     assert_eq!(got, format!("{sum} 4400\n"), "failed inserts: {failures}");
-    eprintln!("{failures} inserts failed and were rolled back before one succeeded");
+    eprintln!("{flags:?}: {failures} inserts failed and were rolled back before one succeeded");
 }

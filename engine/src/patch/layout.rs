@@ -63,6 +63,12 @@ pub struct PointCode<'e> {
     /// True when the original code may read the status flags after the point, so a snippet
     /// that clobbers them must save them.
     pub flags_live: bool,
+    /// The same for `on_taken`: whether the flags may be read where the taken path goes.
+    pub taken_flags_live: bool,
+    /// The same for `on_fall`: whether the flags may be read where the branch falls through.
+    /// (An edge trampoline's snippets run after the branch has read the flags, so only the
+    /// code at the edge's target decides whether they must be kept.)
+    pub fall_flags_live: bool,
     /// How vector state is saved if a snippet calls out.
     pub vector: VectorSave,
 }
@@ -82,10 +88,12 @@ fn compile_err(src: &SnippetSrc, e: Vec<snippet::Diagnostic>) -> PatchError {
     PatchError::Snippet(snippet::diag::render_all(&e, src.source))
 }
 
-/// The code for the snippets `list` of one point, at `at`.
+/// The code for the snippets `list` of one point, at `at`, where the flags are live after
+/// them or not.
 fn snippets_code(
     pc: &PointCode,
     list: &[SnippetSrc],
+    flags_live: bool,
     at: u64,
 ) -> Result<(Vec<u8>, SavePlan), PatchError> {
     point_code(
@@ -100,7 +108,9 @@ fn snippets_code(
             on_taken: Vec::new(),
             on_fall: Vec::new(),
             on_arrival: Vec::new(),
-            flags_live: pc.flags_live,
+            flags_live,
+            taken_flags_live: flags_live,
+            fall_flags_live: flags_live,
             vector: pc.vector,
         },
         at,
@@ -121,7 +131,7 @@ fn taken_code(
         return Ok(None);
     }
     const JCC: u64 = 6;
-    let (code, plan) = snippets_code(pc, &pc.on_taken, at + JCC)?;
+    let (code, plan) = snippets_code(pc, &pc.on_taken, pc.taken_flags_live, at + JCC)?;
     let target = insn.near_branch_target();
     let to = copy_of(target).unwrap_or(target);
     let jmp_at = at + JCC + code.len() as u64;
@@ -193,7 +203,7 @@ pub fn lay_out(
                 {
                     // Entered from outside only: branches within the copy skip it.
                     let at = base + bytes.len() as u64;
-                    let (code, plan) = snippets_code(pc, &pc.on_arrival, at)?;
+                    let (code, plan) = snippets_code(pc, &pc.on_arrival, pc.flags_live, at)?;
                     map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
                     saves.push((insn.ip(), plan));
                     bytes.extend(code);
@@ -216,8 +226,9 @@ pub fn lay_out(
                         bytes.extend(code);
                         copied = true;
                     } else {
-                        // A branch with no inverse (jrcxz, loop): the snippets run before it.
-                        let (code, plan) = snippets_code(pc, &pc.on_taken, at)?;
+                        // A branch with no inverse (jrcxz, loop): the snippets run before it,
+                        // where it is still to read the flags.
+                        let (code, plan) = snippets_code(pc, &pc.on_taken, true, at)?;
                         map.push((at..at + code.len() as u64, Origin::Before(insn.ip())));
                         saves.push((insn.ip(), plan));
                         bytes.extend(code);
@@ -233,7 +244,7 @@ pub fn lay_out(
                     // The branch's fall-through block: what follows runs only when it is not
                     // taken.
                     let at = base + bytes.len() as u64;
-                    let (code, plan) = snippets_code(pc, &pc.on_fall, at)?;
+                    let (code, plan) = snippets_code(pc, &pc.on_fall, pc.fall_flags_live, at)?;
                     map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
                     saves.push((insn.ip(), plan));
                     bytes.extend(code);

@@ -637,9 +637,10 @@ impl Patcher {
                 on_fall: Vec::new(),
                 on_arrival: Vec::new(),
                 flags_live: false,
+                taken_flags_live: false,
+                fall_flags_live: false,
                 vector: self.options.vector,
             });
-            pc.flags_live |= live;
             // An exit at a conditional branch (`js other_function`, a conditional tail call)
             // is left only when the branch is taken: its snippets run on that path alone.
             // Run before the branch, they counted every pass through it (python3's
@@ -648,12 +649,37 @@ impl Patcher {
                 && plan::decode(view, a, 15)
                     .first()
                     .is_some_and(|i| i.is_jcc_short_or_near());
+            // On an edge trampoline's path the branch has read the flags already: they need
+            // keeping only if the edge's target may read them.
+            let at_target = || {
+                let to = match r.point.edge {
+                    Some(crate::point::OnEdge::Edge { to, .. }) => to,
+                    _ => return true,
+                };
+                let cfg = view.cfg(r.point.func);
+                self.options.always_save_flags || plan::flags_live(view, cfg, cfg.block(to).start)
+            };
             let list = match edge::way(view, &r.point) {
-                edge::Way::Taken => &mut pc.on_taken,
-                edge::Way::FallThrough => &mut pc.on_fall,
-                edge::Way::FromCaller => &mut pc.on_arrival,
-                edge::Way::Before if conditional_exit => &mut pc.on_taken,
-                edge::Way::Before => &mut pc.snippets,
+                edge::Way::Taken => {
+                    pc.taken_flags_live |= at_target();
+                    &mut pc.on_taken
+                }
+                edge::Way::FallThrough => {
+                    pc.fall_flags_live |= at_target();
+                    &mut pc.on_fall
+                }
+                edge::Way::FromCaller => {
+                    pc.flags_live |= live;
+                    &mut pc.on_arrival
+                }
+                edge::Way::Before if conditional_exit => {
+                    pc.taken_flags_live |= live;
+                    &mut pc.on_taken
+                }
+                edge::Way::Before => {
+                    pc.flags_live |= live;
+                    &mut pc.snippets
+                }
             };
             list.push(SnippetSrc {
                 source: &r.source,

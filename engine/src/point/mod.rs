@@ -2,7 +2,7 @@
 //! site before and after, loop entry, exit and iteration, block entry, instruction before and
 //! after, CFG edge), the one parser of a point as users write it ([`spec`]), the one place
 //! that finds a specification's points in a function's CFG ([`find`]), the one callee matcher
-//! ([`callee_matches`]), and the facts a snippet may ask of a point ([`facts`]).
+//! ([`callee_matches`]), and the facts a snippet may ask of a point ([`facts()`]).
 //!
 //! A point that is not on an edge is "just before the instruction at [`Point::addr`]": entry
 //! is before the first instruction; an exit is before the `ret`, before the tail-call `jmp`
@@ -278,6 +278,9 @@ pub enum NoPoint {
         /// The function, as users name it.
         func: String,
     },
+    /// `loop '*'` in a function without loops.
+    #[error("no loops")]
+    Loops,
     /// No block starts at that address.
     #[error("no basic block starting at {addr} (`cfg {func}` lists them)")]
     Block {
@@ -440,31 +443,20 @@ pub fn find(
             }
         }
         Where::Loop { name, at } => {
-            let l = module
-                .loops(func)
-                .find(cfg, name)
-                .ok_or_else(|| NoPoint::Loop {
+            let forest = module.loops(func);
+            let chosen: Vec<&crate::cfg::loops::Loop> = if name == "*" {
+                forest.loops.iter().collect()
+            } else {
+                vec![forest.find(cfg, name).ok_or_else(|| NoPoint::Loop {
                     name: name.clone(),
                     func: table.get(func).display_name().to_owned(),
-                })?;
-            let pts = l.points(cfg);
-            let kind = PointKind::Loop { at: *at };
-            let named = |p: Point| Point {
-                loop_name: Some(l.name.clone()),
-                ..p
+                })?]
             };
-            let edges = match at {
-                LoopAt::IterBegin => {
-                    let h = pts.iter_begin;
-                    out.push(named(make.at(kind, cfg.block(h).start, h)));
-                    Vec::new()
-                }
-                LoopAt::Entry => pts.entry,
-                LoopAt::Exit => pts.exit,
-                LoopAt::IterEnd => pts.iter_end,
-            };
-            for e in edges {
-                out.push(named(on_edge(&make, cfg, kind, e.into())));
+            if chosen.is_empty() {
+                return Err(NoPoint::Loops);
+            }
+            for l in chosen {
+                loop_points(&make, cfg, l, *at, &mut out);
             }
         }
         Where::Block { addr } => {
@@ -514,6 +506,35 @@ pub fn find(
     }
     sort(&mut out);
     Ok(out)
+}
+
+/// The points of loop `l` of `cfg` at `at`.
+fn loop_points(
+    make: &Maker<'_>,
+    cfg: &Cfg,
+    l: &crate::cfg::loops::Loop,
+    at: LoopAt,
+    out: &mut Vec<Point>,
+) {
+    let pts = l.points(cfg);
+    let kind = PointKind::Loop { at };
+    let named = |p: Point| Point {
+        loop_name: Some(l.name.clone()),
+        ..p
+    };
+    let edges = match at {
+        LoopAt::IterBegin => {
+            let h = pts.iter_begin;
+            out.push(named(make.at(kind, cfg.block(h).start, h)));
+            Vec::new()
+        }
+        LoopAt::Entry => pts.entry,
+        LoopAt::Exit => pts.exit,
+        LoopAt::IterEnd => pts.iter_end,
+    };
+    for e in edges {
+        out.push(named(on_edge(make, cfg, kind, e.into())));
+    }
 }
 
 /// A point on edge `e`, at the first instruction the edge leads to.

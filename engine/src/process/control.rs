@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use super::error::ProcessError;
 use super::handsoff::HandsOff;
-use super::inject::Pools;
 use super::maps::{self, MappedModule, ModuleCache};
 use super::memory::{ChildMemory, MemFile, MemReader};
+use super::pools::Pools;
 use super::ptrace::{self, WaitEvent, SI_KERNEL};
 use super::rendezvous::Rendezvous;
 use super::wake::Waker;

@@ -142,7 +142,7 @@ pub(crate) fn permission_problem(pid: i32) -> ProcessError {
         .is_some_and(|v| v.trim().starts_with('Z') || v.trim().starts_with('X'));
     if zombie {
         return ProcessError::NotRunning(format!(
-            "process {pid} has exited (its parent has not collected it yet)"
+            ": process {pid} has exited (its parent has not collected it yet)"
         ));
     }
     let why = if tracer != 0 {
@@ -175,4 +175,36 @@ pub(crate) fn comm(pid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
         .map(|s| s.trim_end().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A zombie cannot be traced: the message reads as one sentence.
+    #[test]
+    fn a_zombie_is_said_to_have_exited() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id() as i32;
+        // Not waited for, so it stays a zombie once it has exited.
+        let zombie = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim().starts_with('Z'))
+            })
+        };
+        let start = std::time::Instant::now();
+        while !zombie() && start.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let e = super::permission_problem(pid).to_string();
+        let _ = child.wait();
+        assert_eq!(
+            e,
+            format!(
+                "the process is not running: process {pid} has exited (its parent has not collected it yet)"
+            )
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! Making the mutatee do things: injected system calls (`syscall; int3` run by one stopped
-//! thread), injected function calls (a return address pointing at an `int3` stub), memory pools
-//! mapped near the code with an injected `mmap`, and `dlopen` of a library.
+//! thread), injected function calls (a return address pointing at an `int3` stub), and
+//! `dlopen` of a library. The memory they need comes from `pools.rs`.
 //!
 //! Every injection runs one thread while the others stay stopped, and puts back every register
 //! and byte it changed. A thread stopped inside a system call keeps its `orig_rax` and
@@ -15,107 +15,16 @@ use object::{Object, ObjectSymbol};
 
 use super::control::Process;
 use super::error::ProcessError;
-use super::maps;
 use super::ptrace::{self, WaitEvent, SI_KERNEL};
 use super::{AllocKind, State, ThreadState};
 
-/// Pools are mapped in pieces of at least this size.
-const POOL_SIZE: u64 = 64 << 10;
 /// An injected call that runs longer than this is abandoned (it may be waiting for a lock a
 /// stopped thread holds).
 const CALL_DEADLINE: Duration = Duration::from_secs(10);
 
-/// One mapped pool, sub-allocated upwards and never freed.
-#[derive(Clone, Copy, Debug)]
-struct Pool {
-    start: u64,
-    size: u64,
-    used: u64,
-    kind: AllocKind,
-}
-
-/// The process's pools, and the `int3` stubs injections return to.
-#[derive(Default, Debug)]
-pub(crate) struct Pools {
-    pools: Vec<Pool>,
-    /// `syscall; int3` followed by `int3`: injected syscalls run the first, calls return to
-    /// the last.
-    stub: Option<u64>,
-}
-
 const STUB: [u8; 4] = [0x0f, 0x05, 0xcc, 0xcc];
 
-fn within(near: u64, start: u64, size: u64) -> bool {
-    crate::space::within_rel32(near, start) && crate::space::within_rel32(near, start + size)
-}
-
 impl Process {
-    /// Memory within ±2 GiB of `near`, from pools mapped with an injected `mmap`: read+exec for
-    /// code (written through /proc/PID/mem), read+write for data, never both. Aligned to 16
-    /// (64 for data). Never freed.
-    pub fn allocate(&mut self, near: u64, size: u64, kind: AllocKind) -> Result<u64, ProcessError> {
-        self.alive("allocating memory")?;
-        let align = match kind {
-            AllocKind::Code => 16,
-            AllocKind::Data => 64,
-        };
-        for p in &mut self.pools.pools {
-            let at = (p.start + p.used).next_multiple_of(align);
-            if p.kind == kind && at + size <= p.start + p.size && within(near, at, size) {
-                p.used = at + size - p.start;
-                return Ok(at);
-            }
-        }
-        let pool_size = size.next_multiple_of(0x1000).max(POOL_SIZE);
-        let start = self.map_pool(near, pool_size, kind)?;
-        self.pools.pools.push(Pool {
-            start,
-            size: pool_size,
-            used: size,
-            kind,
-        });
-        Ok(start)
-    }
-
-    /// Maps a fresh pool within reach of `near`.
-    fn map_pool(&mut self, near: u64, size: u64, kind: AllocKind) -> Result<u64, ProcessError> {
-        let prot = match kind {
-            AllocKind::Code => libc::PROT_READ | libc::PROT_EXEC,
-            AllocKind::Data => libc::PROT_READ | libc::PROT_WRITE,
-        };
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE;
-        // A gap may close between reading the maps and mapping (another thread's mmap is not
-        // possible, all are stopped, but be tolerant): try a few times.
-        for _ in 0..4 {
-            let maps = maps::read_maps(self.pid)?;
-            let Some(at) = maps::free_gap(&maps, near, size) else {
-                break;
-            };
-            let got = self.syscall(
-                libc::SYS_mmap,
-                &[at, size, prot as u64, flags as u64, u64::MAX, 0],
-            )?;
-            if got as u64 == at {
-                return Ok(at);
-            }
-            if got >= 0 {
-                // An old kernel that ignores MAP_FIXED_NOREPLACE put it elsewhere.
-                self.syscall(libc::SYS_munmap, &[got as u64, size])?;
-            } else if got != -(libc::EEXIST as i64) {
-                return Err(ProcessError::Inject {
-                    what: "mmap".into(),
-                    tid: self.pid,
-                    detail: std::io::Error::from_raw_os_error(-got as i32).to_string(),
-                });
-            }
-        }
-        Err(ProcessError::NoRoom {
-            pid: self.pid,
-            near,
-            size,
-        })
-    }
-
     /// The injection stub, mapping a small code pool for it on first use.
     fn stub(&mut self, near: u64) -> Result<u64, ProcessError> {
         if let Some(s) = self.pools.stub {
@@ -150,7 +59,7 @@ impl Process {
     }
 
     /// Runs `f` with every thread stopped, restoring the running state afterwards.
-    fn stopped<R>(
+    pub(super) fn stopped<R>(
         &mut self,
         f: impl FnOnce(&mut Process) -> Result<R, ProcessError>,
     ) -> Result<R, ProcessError> {

@@ -17,7 +17,8 @@
 //!
 //! - `tracer.rs`: the tracer thread, launching and attaching.
 //! - `control.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
-//! - `inject.rs`: injected syscalls and calls, memory pools, `dlopen`.
+//! - `inject.rs`: injected syscalls and calls, `dlopen`.
+//! - `pools.rs`: gsh's memory in the process, recognised and reused by later sessions.
 //! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
@@ -36,6 +37,7 @@ mod inject;
 mod leftovers;
 mod maps;
 mod memory;
+mod pools;
 mod ptrace;
 mod rendezvous;
 mod tracer;
@@ -51,6 +53,7 @@ pub use exe::{executable_path, is_executable_of};
 pub use leftovers::{ChangeKind, TextChange};
 pub use maps::{MappedModule, Mapping};
 pub use memory::{ChildMemory, MemReader};
+pub use pools::EarlierPools;
 pub use ptrace::signal_name;
 pub use tracer::Tracer;
 

@@ -1,4 +1,4 @@
-//! The snippet parser: tokens to an [`ast::Program`], by recursive descent for statements and
+//! The snippet parser: tokens to an [`super::ast::Program`], by recursive descent for statements and
 //! precedence climbing for C's expression grammar. It always returns a tree: a statement it
 //! cannot read becomes [`StmtKind::Error`] with a diagnostic, and parsing resumes after the
 //! next `;` or `}` (rust-analyzer's invariant: the tree and its diagnostics, never one or the

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _, Result};
 use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
+use engine::instrument::control;
 use engine::instrument::sampling::StackSampler;
 use engine::process::State;
 use engine::session::Module;
@@ -150,8 +151,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     // The search watches a running program: resume a stopped one, as `continue &` does.
     t.with(|p, live| {
         if p.state() == State::Stopped {
-            super::process::step_past_breakpoints(p, live)?;
-            p.resume()?;
+            control::resume(p, live)?;
         }
         Ok(())
     })?;

@@ -41,7 +41,8 @@ pub const AT: Spec = Spec {
 [CALLEE] before|after` (every call site, or those calling CALLEE, by its name as `show points` \
 lists it, without `@plt`), `FUNC loop LOOP entry|exit|iter-begin|iter-end` (edges into the loop's header from outside, \
 edges leaving the loop, the header, back edges and exits; LOOP as `loops` names it, `loop_1.2`, \
-or by its header's address, which names loops of stripped binaries too; a loop left by a \
+or by its header's address, which names loops of stripped binaries too, or `'*'` for every \
+loop of the function; a loop left by a \
 `longjmp` or exception from a function it calls takes no edge, so that exit is not seen), \
 `FUNC block ADDR` (entry to the basic block starting at ADDR), `FUNC insn ADDR before|after` \
 (an instruction; after one that ends its block is an edge), or `FUNC edge FROM TO`. A point on \

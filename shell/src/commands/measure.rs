@@ -40,9 +40,9 @@ it) and its iterations (passes through its header), and `report` shows iteration
 LOOP is a name as `loops FUNC` shows it (`loop_1.2`), the loop's header address, or '*' for \
 every loop of FUNC, each loop its own row (`FUNC loop_1.2`). An unknown loop is an error \
 listing FUNC's loops; irreducible cycles (entered at more than one block) form no loop and are \
-named in a warning. Where an entry has no edge to count on (the loop's header is FUNC's first \
-block, so entering from the caller looks like its back edges there; or the patcher cannot reach \
-an entry edge), the entries are the iterations less the passes along its back edges.",
+named in a warning. Where the patcher cannot reach an entry edge (a call returning into the \
+header, which other edges also reach), the entries are the iterations less the passes along \
+the loop's back edges.",
     examples: &[
         ("count work_item", "calls to work_item"),
         (
@@ -77,7 +77,7 @@ from each entry to the exit that leaves it (break, return, goto and every other 
 exception caught in FUNC closes it in the handler). Its activations are keyed by FUNC's frame, \
 so a recursive call's loop is timed with the outer one, and a loop left by longjmp or by an \
 exception caught in a caller is closed at FUNC's next entry at that frame, as functions' timers \
-are. A loop whose header is FUNC's first block cannot be timed yet.",
+are.",
     examples: &[
         (
             "time handle_request",
@@ -269,23 +269,6 @@ fn measure_cmd(
         t.note = Some(notes.join("\n"));
     }
     Ok(Output::Table(t))
-}
-
-/// Loads the runtime and inserts the waiting measuring requests, if there are any; for
-/// `start` (at main) and `attach`. Returns notes for the user.
-pub fn start_measuring(p: &mut Process, live: &mut Live) -> Result<Vec<String>> {
-    let reports = live.start_measuring(p)?;
-    if reports.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(vec![format!(
-        "measuring: {} point(s) inserted, runtime {}",
-        reports.len(),
-        live.measure
-            .runtime
-            .as_ref()
-            .map_or_else(String::new, |r| r.path.display().to_string())
-    )])
 }
 
 /// One call path of a profile, symbolised.

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::{eval, frames, inspect, Action, Live, PointSpec};
-use engine::process::{Launch, Process, State, Stop, Tracer};
+use engine::instrument::{control, eval, frames, inspect, Action, Live, PointSpec};
+use engine::process::{Launch, State, Stop, Tracer};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -54,8 +54,11 @@ pub const ATTACH: Spec = Spec {
 file is open. Its code is compared with its files first: what an earlier gsh left there (it \
 was killed while attached: an int3 at a breakpoint or at the dynamic linker's hook, jumps into \
 trampolines) is reported, and with --clean put back as the files have it; other differences \
-are reported only. Instrumentation and breakpoints requested before are inserted. `detach` \
-lets it go again with its code as it was.",
+are reported only. gsh's runtime library and memory left by an earlier session are reported \
+and reused: the runtime's counters are zeroed before they count again, and memory a session \
+released when it detached is written over (a killed session's only after --clean). \
+Instrumentation and breakpoints requested before are inserted. `detach` lets it go again with \
+its code as it was.",
     examples: &[("attach 4242", ""), ("attach --clean 4242", "")],
     run: attach,
 };
@@ -353,22 +356,7 @@ pub(super) fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String
     let (session, plan) = (&mut ctx.session, &ctx.plan);
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
-    let result = t.with(|p, live| {
-        let notes = target::install(session, plan, p, live)?;
-        if let (Some(main_addr), Some(bias)) = (main_addr, live.bias(engine::session::ModuleId(0)))
-        {
-            live.stop_once_at(p, main_addr.0.wrapping_add(bias))?;
-            let stop = p.cont_wait(live, &flag)?;
-            if !matches!(stop, Stop::Breakpoint { .. }) {
-                return Ok((notes, Some(stop)));
-            }
-            // `count`s wait for libc to be up, which it is at main.
-            let mut notes = notes;
-            notes.extend(super::measure::start_measuring(p, live)?);
-            return Ok((notes, None));
-        }
-        Ok((notes, None))
-    });
+    let result = t.with(|p, live| Ok(control::to_main(session, plan, p, live, main_addr, &flag)?));
     let (notes, early) = match result {
         Ok(x) => x,
         Err(e) => {
@@ -466,6 +454,16 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         if clean {
             t.with(|p, _| Ok(p.restore_text(&leftovers)?))?;
             eprintln!("removed {what}");
+            if other.is_empty() {
+                // Nothing jumps into the killed session's memory now: ours to reuse.
+                let reclaimed = t.with(|p, _| Ok(p.reclaim_kept_pools()?))?;
+                if reclaimed > 0 {
+                    eprintln!(
+                        "reusing {reclaimed} memory pool{} the earlier gsh left",
+                        if reclaimed == 1 { "" } else { "s" }
+                    );
+                }
+            }
         } else {
             eprintln!(
                 "warning: process {pid} has {what}; `attach --clean {pid}` removes them, and \
@@ -476,12 +474,11 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     if !other.is_empty() {
         eprintln!("note: {}", target::differences(pid, &other));
     }
+    for note in t.with(|p, _| earlier_session(p))? {
+        eprintln!("{note}");
+    }
     let (session, plan) = (&mut ctx.session, &ctx.plan);
-    let result = t.with(|p, live| {
-        let mut notes = target::install(session, plan, p, live)?;
-        notes.extend(super::measure::start_measuring(p, live)?);
-        Ok(notes)
-    });
+    let result = t.with(|p, live| Ok(control::attached(session, plan, p, live)?));
     let notes = match result {
         Ok(n) => n,
         Err(e) => {
@@ -499,6 +496,44 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         "attached to process {pid} ({threads} thread{}), stopped",
         if threads == 1 { "" } else { "s" }
     )))
+}
+
+/// What earlier gsh sessions left in the process besides code: the runtime library (reused,
+/// each counter zeroed before it counts again) and memory pools (reused once released).
+fn earlier_session(p: &mut engine::process::Process) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let runtime = p.modules()?.into_iter().find(|m| {
+        m.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libgsh_rt"))
+    });
+    if let Some(rt) = runtime {
+        notes.push(format!(
+            "note: gsh's runtime ({}) is loaded from an earlier session; it is reused, each \
+             counter zeroed before it counts again",
+            rt.path.display()
+        ));
+    }
+    let pools = p.earlier_pools()?;
+    if pools.reused > 0 {
+        notes.push(format!(
+            "note: reusing {} memory pool{} ({} KiB) an earlier gsh session released",
+            pools.reused,
+            if pools.reused == 1 { "" } else { "s" },
+            pools.reused_bytes >> 10
+        ));
+    }
+    if pools.kept > 0 {
+        notes.push(format!(
+            "note: {} memory pool{} ({} KiB) of an earlier gsh session that did not detach \
+             stay{} as they are (`attach --clean` frees them for reuse)",
+            pools.kept,
+            if pools.kept == 1 { "" } else { "s" },
+            pools.kept_bytes >> 10,
+            if pools.kept == 1 { "s" } else { "" },
+        ));
+    }
+    Ok(notes)
 }
 
 fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -557,7 +592,7 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     let background = if resume { None } else { t.background_stop() };
     let (stop, text, tid) = t.with(|p, live| {
         if resume {
-            step_past_breakpoints(p, live)?;
+            control::step_past_breakpoints(p, live)?;
         }
         let stop = match background {
             Some(stop) if p.state() == State::Stopped => stop,
@@ -584,17 +619,6 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     Ok(text)
 }
 
-/// Threads sitting on one of our int3s execute the original instruction first.
-pub(super) fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<()> {
-    if p.state() != State::Stopped {
-        return Ok(());
-    }
-    for th in p.threads() {
-        live.step_past_breakpoint(p, th.tid)?;
-    }
-    Ok(())
-}
-
 fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let words = args.positionals(0, 1)?;
     let background = match words.first().map(String::as_str) {
@@ -607,11 +631,7 @@ fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     let t = ctx.target.present()?;
     let pid = t.pid();
-    t.with(|p, live| {
-        step_past_breakpoints(p, live)?;
-        p.resume()?;
-        Ok(())
-    })?;
+    t.with(|p, live| Ok(control::resume(p, live)?))?;
     t.frame = 0;
     Ok(line(format!("process {pid} running")))
 }

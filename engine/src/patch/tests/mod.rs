@@ -88,6 +88,27 @@ neg_one:
     ret
     .size neg_one, .-neg_one
     .p2align 5, 0xcc
+    .globl count_down
+    .type count_down, @function
+count_down:                     # a loop whose back edge (jne) goes to a header that writes the
+    xor %eax, %eax              # flags before reading them; the header has two ways in and the
+    test %edi, %edi             # latch two ways out: its edges need an edge trampoline
+    jle 5f
+4:  add $2, %eax
+    sub $1, %edi
+    jne 4b
+5:  ret
+    .size count_down, .-count_down
+    .p2align 5, 0xcc
+    .globl spin_entry
+    .type spin_entry, @function
+spin_entry:                     # the entry block is the loop's header: the back edge
+    sub $1, %edi                # returns to the function's first instruction
+    jg spin_entry
+    lea 7(%rdi), %eax
+    ret
+    .size spin_entry, .-spin_entry
+    .p2align 5, 0xcc
     .section .note.GNU-stack,"",@progbits
 "#;
 
@@ -613,5 +634,77 @@ fn the_patcher_plans_from_the_code_view_alone() {
     assert_eq!(
         format!("{:?}", describe_points(&copied, &fresh(), &points)),
         format!("{:?}", describe_points(m, &fresh(), &points))
+    );
+}
+
+fn loop_at(at: point::LoopAt) -> Vec<Where> {
+    vec![Where::Loop {
+        name: "loop_1".into(),
+        at,
+    }]
+}
+
+/// An edge trampoline's snippets run after the branch has read the flags: a counter on a back
+/// edge to a header that writes the flags first saves nothing (it saved the flags, as the
+/// branch reads them).
+#[test]
+fn an_edge_trampoline_saves_the_flags_only_where_the_edge_target_reads_them() {
+    let mut fx = Fixture::new("edge_flags", "-O2", PatchOptions::default());
+    let ends = fx.points("count_down", &loop_at(point::LoopAt::IterEnd));
+    let m = fx.session.main().expect("module");
+    let f = m
+        .functions()
+        .by_name("count_down")
+        .next()
+        .expect("count_down")
+        .id;
+    let header = point::PointSource::loops(m, f).loops[0].header;
+    let back: Vec<Point> = ends
+        .iter()
+        .filter(|p| matches!(p.edge, Some(point::OnEdge::Edge { to, .. }) if to == header))
+        .cloned()
+        .collect();
+    assert_eq!(back.len(), 1, "{ends:?}");
+    let r = fx.insert(&back, "n0++;").expect("back edge");
+    assert_eq!(r[0].saves, "nothing", "{r:?}");
+    for x in 0..6 {
+        assert_eq!(fx.f1("count_down")(x), 2 * x.max(0));
+    }
+    // The back edge is taken x - 1 times for x >= 1.
+    assert_eq!(fx.counter(0), 1 + 2 + 3 + 4);
+    // The exit's target is a `ret`, after which the ABI keeps no flags: nothing saved either.
+    let exit: Vec<Point> = ends.iter().filter(|p| !back.contains(p)).cloned().collect();
+    let r = fx.insert(&exit, "n1++;").expect("exit edge");
+    assert_eq!(r[0].saves, "nothing", "{r:?}");
+    for x in 0..6 {
+        assert_eq!(fx.f1("count_down")(x), 2 * x.max(0));
+    }
+    assert_eq!(fx.counter(1), 5, "left once per call with x >= 1");
+}
+
+/// Where the entry block is a loop header, the function's entry and the loop's entry from the
+/// caller run once per call, the header's iteration begin on every pass: the function is
+/// copied whole and its back edge skips what runs on arrival.
+#[test]
+fn a_looping_entry_is_entered_once_per_call() {
+    let mut fx = Fixture::new("looping_entry", "-O2", PatchOptions::default());
+    let before: Vec<i32> = (0..10).map(|x| fx.f1("spin_entry")(x)).collect();
+    let e = fx.points("spin_entry", &entry());
+    let r = fx.insert(&e, "n0++;").expect("entry");
+    assert_eq!(r[0].tactic, Tactic::RelocateFunction, "{r:?}");
+    let l = fx.points("spin_entry", &loop_at(point::LoopAt::Entry));
+    assert_eq!(l.len(), 1, "{l:?}");
+    fx.insert(&l, "n1++;").expect("loop entry");
+    let b = fx.points("spin_entry", &loop_at(point::LoopAt::IterBegin));
+    fx.insert(&b, "n2++;").expect("iter-begin");
+    let after: Vec<i32> = (0..10).map(|x| fx.f1("spin_entry")(x)).collect();
+    assert_eq!(after, before);
+    assert_eq!(fx.counter(0), 10, "function entries");
+    assert_eq!(fx.counter(1), 10, "loop entries");
+    // One pass for x <= 1, x passes otherwise.
+    assert_eq!(
+        fx.counter(2),
+        1 + 1 + (2..10).sum::<i64>(),
+        "iteration begins"
     );
 }

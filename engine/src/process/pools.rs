@@ -1,0 +1,367 @@
+//! gsh's memory in a process: pools mapped near the code with an injected `mmap` (read+exec
+//! for code, written through /proc/PID/mem; read+write for data; never both), sub-allocated
+//! upwards and never unmapped. An inaccessible page before each pool keeps the process's own
+//! memory from joining the pool's mapping in front of it.
+//!
+//! Each pool begins with a header (magic, version, kind, size, state), so a later session
+//! recognises gsh's memory in the process. A pool whose session detached with the files' code
+//! back ([`Process::release_pools`]) is *released*: nothing jumps to it any more, and the next
+//! session reuses it from its start, unless a thread's `rip` is in it or a word on a thread's
+//! stack points into it (a signal frame or a return address into a trampoline). A pool whose
+//! session ended otherwise (gsh was killed) may still be jumped to, so it is kept as it is
+//! until the code is put back (`attach --clean`, then [`Process::reclaim_kept_pools`]). So
+//! sessions one after another map no more memory than one did.
+
+use super::control::Process;
+use super::error::ProcessError;
+use super::{maps, ptrace, AllocKind};
+
+/// Pools are mapped in pieces of at least this size.
+const POOL_SIZE: u64 = 64 << 10;
+/// The inaccessible page mapped before each pool.
+const GUARD: u64 = 0x1000;
+/// The header's size; allocations start after it.
+pub(crate) const HEADER: u64 = 64;
+/// The header's first bytes.
+const MAGIC: [u8; 8] = *b"gsh-pool";
+/// The header's layout version.
+const VERSION: u32 = 1;
+/// A session is using the pool (or died using it).
+const IN_USE: u32 = 1;
+/// The session that used the pool detached with nothing pointing into it.
+const RELEASED: u32 = 2;
+/// How much of each thread's stack, from `rsp` up, is searched for words pointing into a pool
+/// before it is reused.
+const STACK_SCAN: u64 = 256 << 10;
+
+fn kind_code(kind: AllocKind) -> u32 {
+    match kind {
+        AllocKind::Code => 1,
+        AllocKind::Data => 2,
+    }
+}
+
+/// A pool's header: magic, version, kind, size, state.
+fn header(kind: AllocKind, size: u64, state: u32) -> [u8; HEADER as usize] {
+    let mut h = [0u8; HEADER as usize];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&kind_code(kind).to_le_bytes());
+    h[16..24].copy_from_slice(&size.to_le_bytes());
+    h[24..28].copy_from_slice(&state.to_le_bytes());
+    h
+}
+
+/// Where the state word sits in a header.
+const STATE_AT: u64 = 24;
+
+/// A header read back: its kind, size and state, when `h` is one.
+fn parse_header(h: &[u8]) -> Option<(AllocKind, u64, u32)> {
+    let u32_at = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().unwrap_or_default());
+    if h.len() < HEADER as usize || h[..8] != MAGIC || u32_at(8) != VERSION {
+        return None;
+    }
+    let kind = match u32_at(12) {
+        1 => AllocKind::Code,
+        2 => AllocKind::Data,
+        _ => return None,
+    };
+    let size = u64::from_le_bytes(h[16..24].try_into().unwrap_or_default());
+    Some((kind, size, u32_at(24)))
+}
+
+/// One mapped pool.
+#[derive(Clone, Copy, Debug)]
+struct Pool {
+    start: u64,
+    size: u64,
+    /// Bytes from `start` handed out (the header included).
+    used: u64,
+    kind: AllocKind,
+    /// An earlier session's pool that may still be jumped to: nothing is allocated in it.
+    kept: bool,
+}
+
+/// The process's pools, and the `int3` stub injections return to.
+#[derive(Default, Debug)]
+pub(crate) struct Pools {
+    pools: Vec<Pool>,
+    /// `syscall; int3` followed by `int3`: injected syscalls run the first, calls return to
+    /// the last.
+    pub(crate) stub: Option<u64>,
+    /// The process's maps have been searched for an earlier session's pools.
+    scanned: bool,
+    earlier: EarlierPools,
+}
+
+/// What this session found of the memory earlier gsh sessions left in the process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EarlierPools {
+    /// Released pools, reused by this session.
+    pub reused: usize,
+    /// Their bytes.
+    pub reused_bytes: u64,
+    /// Pools of a session that did not detach (or that a thread is still in), left alone.
+    pub kept: usize,
+    /// Their bytes.
+    pub kept_bytes: u64,
+}
+
+fn within(near: u64, start: u64, size: u64) -> bool {
+    crate::space::within_rel32(near, start) && crate::space::within_rel32(near, start + size)
+}
+
+impl Process {
+    /// Memory within ±2 GiB of `near`, from pools mapped with an injected `mmap` (or left by
+    /// an earlier session and released): read+exec for code (written through /proc/PID/mem),
+    /// read+write for data, never both. Aligned to 16 (64 for data). Never freed.
+    pub fn allocate(&mut self, near: u64, size: u64, kind: AllocKind) -> Result<u64, ProcessError> {
+        self.alive("allocating memory")?;
+        self.adopt_pools()?;
+        let align = match kind {
+            AllocKind::Code => 16,
+            AllocKind::Data => 64,
+        };
+        for p in &mut self.pools.pools {
+            let at = (p.start + p.used).next_multiple_of(align);
+            if p.kind == kind && !p.kept && at + size <= p.start + p.size && within(near, at, size)
+            {
+                p.used = at + size - p.start;
+                return Ok(at);
+            }
+        }
+        let pool_size = (size + HEADER).next_multiple_of(0x1000).max(POOL_SIZE);
+        let start = self.map_pool(near, pool_size, kind)?;
+        self.mem.write(start, &header(kind, pool_size, IN_USE))?;
+        self.pools.pools.push(Pool {
+            start,
+            size: pool_size,
+            used: HEADER + size,
+            kind,
+            kept: false,
+        });
+        Ok(start + HEADER)
+    }
+
+    /// What this session found of earlier sessions' memory (searching for it now if nothing
+    /// was allocated yet).
+    pub fn earlier_pools(&mut self) -> Result<EarlierPools, ProcessError> {
+        self.alive("looking for gsh's memory")?;
+        self.adopt_pools()?;
+        Ok(self.pools.earlier)
+    }
+
+    /// Marks every pool of this session (and every one it found) released: call it once no
+    /// code jumps into any of them (the files' code is back, the `r_brk` hook removed), just
+    /// before detaching. The next session reuses them.
+    pub fn release_pools(&mut self) -> Result<(), ProcessError> {
+        for p in &self.pools.pools {
+            self.mem
+                .write(p.start + STATE_AT, &RELEASED.to_le_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Makes the pools an earlier, killed session left usable again, once the code is as the
+    /// files have it (after `attach --clean` put its jumps back): those no thread is in and no
+    /// stack points into. Returns how many.
+    pub fn reclaim_kept_pools(&mut self) -> Result<usize, ProcessError> {
+        self.alive("reclaiming gsh's memory")?;
+        self.adopt_pools()?;
+        let kept: Vec<usize> = (0..self.pools.pools.len())
+            .filter(|&i| self.pools.pools[i].kept)
+            .collect();
+        if kept.is_empty() {
+            return Ok(0);
+        }
+        let ranges: Vec<(u64, u64)> = kept
+            .iter()
+            .map(|&i| {
+                let p = self.pools.pools[i];
+                (p.start, p.start + p.size)
+            })
+            .collect();
+        let busy = self.stopped(|p| p.pools_in_use(&ranges))?;
+        let mut n = 0;
+        for (&i, busy) in kept.iter().zip(busy) {
+            if !busy {
+                self.reuse(i)?;
+                self.pools.earlier.kept -= 1;
+                self.pools.earlier.kept_bytes -= self.pools.pools[i].size;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Pool `i` starts afresh: its header says in use, data pools are zeroed.
+    fn reuse(&mut self, i: usize) -> Result<(), ProcessError> {
+        let p = &mut self.pools.pools[i];
+        p.used = HEADER;
+        p.kept = false;
+        let p = *p;
+        if p.kind == AllocKind::Data {
+            self.mem
+                .write(p.start + HEADER, &vec![0u8; (p.size - HEADER) as usize])?;
+        }
+        self.mem.write(p.start, &header(p.kind, p.size, IN_USE))
+    }
+
+    /// Once per session, before the first allocation: finds the pools earlier sessions left
+    /// (anonymous mappings, read+exec or read+write, that start with a header; adjacent pools
+    /// of one kind share a mapping) and takes them over.
+    fn adopt_pools(&mut self) -> Result<(), ProcessError> {
+        if self.pools.scanned {
+            return Ok(());
+        }
+        self.pools.scanned = true;
+        let mut found: Vec<(u64, u64, AllocKind, bool)> = Vec::new();
+        for m in maps::read_maps(self.pid)? {
+            if !m.name.is_empty() || m.inode != 0 || !m.read || m.exec == m.write {
+                continue;
+            }
+            let mut at = m.start;
+            while at + HEADER <= m.end {
+                let Ok(h) = self.mem.read(at, HEADER as usize) else {
+                    break;
+                };
+                let Some((kind, size, state)) = parse_header(&h) else {
+                    break;
+                };
+                if size < HEADER || at + size > m.end || (kind == AllocKind::Code) != m.exec {
+                    break;
+                }
+                found.push((at, size, kind, state == RELEASED));
+                at += size;
+            }
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        let ranges: Vec<(u64, u64)> = found.iter().map(|f| (f.0, f.0 + f.1)).collect();
+        let busy = self.stopped(|p| p.pools_in_use(&ranges))?;
+        for ((start, size, kind, released), busy) in found.into_iter().zip(busy) {
+            self.pools.pools.push(Pool {
+                start,
+                size,
+                used: size,
+                kind,
+                kept: true,
+            });
+            if released && !busy {
+                let i = self.pools.pools.len() - 1;
+                self.reuse(i)?;
+                self.pools.earlier.reused += 1;
+                self.pools.earlier.reused_bytes += size;
+            } else {
+                self.pools.earlier.kept += 1;
+                self.pools.earlier.kept_bytes += size;
+            }
+        }
+        Ok(())
+    }
+
+    /// For each range, whether a stopped thread's `rip` is in it or a word of the top of a
+    /// thread's stack points into it. A thread whose registers cannot be read makes every
+    /// range busy.
+    fn pools_in_use(&mut self, ranges: &[(u64, u64)]) -> Result<Vec<bool>, ProcessError> {
+        let mut busy = vec![false; ranges.len()];
+        let mark = |v: u64, busy: &mut Vec<bool>| {
+            for (b, (lo, hi)) in busy.iter_mut().zip(ranges) {
+                if (*lo..*hi).contains(&v) {
+                    *b = true;
+                }
+            }
+        };
+        let maps = maps::read_maps(self.pid)?;
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            let Ok(r) = ptrace::regs(tid) else {
+                return Ok(vec![true; ranges.len()]);
+            };
+            mark(r.rip, &mut busy);
+            let Some(stack) = maps.iter().find(|m| (m.start..m.end).contains(&r.rsp)) else {
+                continue;
+            };
+            let from = r.rsp & !7;
+            let len = (stack.end - from).min(STACK_SCAN) as usize;
+            let Ok(words) = self.mem.read(from, len) else {
+                return Ok(vec![true; ranges.len()]);
+            };
+            for w in words.chunks_exact(8) {
+                mark(
+                    u64::from_le_bytes(w.try_into().unwrap_or_default()),
+                    &mut busy,
+                );
+            }
+        }
+        Ok(busy)
+    }
+
+    /// Maps a fresh pool within reach of `near`, behind an inaccessible guard page: memory
+    /// the process maps later with the pool's protection may join the pool's mapping after
+    /// its end, never before its header, so the next session finds the header where a
+    /// mapping starts.
+    fn map_pool(&mut self, near: u64, size: u64, kind: AllocKind) -> Result<u64, ProcessError> {
+        let prot = match kind {
+            AllocKind::Code => libc::PROT_READ | libc::PROT_EXEC,
+            AllocKind::Data => libc::PROT_READ | libc::PROT_WRITE,
+        };
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE;
+        let total = size + GUARD;
+        // A gap may close between reading the maps and mapping (another thread's mmap is not
+        // possible, all are stopped, but be tolerant): try a few times.
+        for _ in 0..4 {
+            let maps = maps::read_maps(self.pid)?;
+            let Some(at) = maps::free_gap(&maps, near, total) else {
+                break;
+            };
+            let got = self.syscall(
+                libc::SYS_mmap,
+                &[at, total, libc::PROT_NONE as u64, flags as u64, u64::MAX, 0],
+            )?;
+            if got as u64 == at {
+                let done = self.syscall(libc::SYS_mprotect, &[at + GUARD, size, prot as u64])?;
+                if done != 0 {
+                    return Err(ProcessError::Inject {
+                        what: "mprotect".into(),
+                        tid: self.pid,
+                        detail: std::io::Error::from_raw_os_error(-done as i32).to_string(),
+                    });
+                }
+                return Ok(at + GUARD);
+            }
+            if got >= 0 {
+                // An old kernel that ignores MAP_FIXED_NOREPLACE put it elsewhere.
+                self.syscall(libc::SYS_munmap, &[got as u64, total])?;
+            } else if got != -(libc::EEXIST as i64) {
+                return Err(ProcessError::Inject {
+                    what: "mmap".into(),
+                    tid: self.pid,
+                    detail: std::io::Error::from_raw_os_error(-got as i32).to_string(),
+                });
+            }
+        }
+        Err(ProcessError::NoRoom {
+            pid: self.pid,
+            near,
+            size,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_reads_back_and_nothing_else_is_one() {
+        let h = header(AllocKind::Code, 0x10000, RELEASED);
+        assert_eq!(parse_header(&h), Some((AllocKind::Code, 0x10000, RELEASED)));
+        assert_eq!(parse_header(&[0u8; 64]), None);
+        let mut other = h;
+        other[8] = 9;
+        assert_eq!(parse_header(&other), None, "another version");
+        assert_eq!(parse_header(&h[..32]), None, "too short");
+    }
+}
