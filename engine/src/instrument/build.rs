@@ -40,6 +40,15 @@ pub enum BuildError {
     /// A measure could not get its slot or the runtime's entry points.
     #[error(transparent)]
     Measure(#[from] MeasureError),
+    /// A coverage probe's block has no counter: the placement gave the request none, or the
+    /// block is not in the function's CFG as the counters were numbered.
+    #[error("instrumentation {id}: no coverage counter for the block at {block}")]
+    NoCounter {
+        /// The request.
+        id: u32,
+        /// The block's address.
+        block: crate::addr::LinkAddr,
+    },
 }
 
 /// What differs between writing a file and patching a process.

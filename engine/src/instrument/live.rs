@@ -142,11 +142,7 @@ impl Placement for LivePlacement<'_> {
         let f = module.functions().get(func).addr.0;
         self.coverage
             .counter(id, module.id, f, block.0)
-            .ok_or_else(|| {
-                BuildError::Measure(MeasureError::NoRuntime(format!(
-                    "no coverage counter for the block at {block}"
-                )))
-            })
+            .ok_or(BuildError::NoCounter { id, block })
     }
 }
 

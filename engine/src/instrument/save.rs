@@ -438,11 +438,7 @@ impl Placement for SavePlacement<'_> {
         self.counters
             .get(&(id, f, block.0))
             .copied()
-            .ok_or_else(|| {
-                BuildError::Measure(MeasureError::NoRuntime(format!(
-                    "no coverage counter for the block at {block}"
-                )))
-            })
+            .ok_or(BuildError::NoCounter { id, block })
     }
 }
 
