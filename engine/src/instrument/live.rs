@@ -740,16 +740,18 @@ impl Live {
             let Some(loaded) = self.loaded.get_mut(&r.module) else {
                 continue;
             };
+            // All or nothing, as in `remove`: a failure leaves the probes in, and counting.
+            let prior = loaded.patcher.clone();
             let mut space = LiveSpace::new(&mut *p, hidden);
-            let done = build::remove_points(
-                &mut loaded.patcher,
-                &loaded.module,
-                &mut space,
-                r.id,
-                &r.points,
-            );
-            self.commit(space, r.module, None)?;
-            removed += done?;
+            let patcher = &mut loaded.patcher;
+            removed +=
+                match build::remove_points(patcher, &loaded.module, &mut space, r.id, &r.points) {
+                    Ok(n) => self.commit(space, r.module, Some(prior)).map(|()| n),
+                    Err(e) => {
+                        loaded.patcher = prior;
+                        Err(e.into())
+                    }
+                }?;
             self.coverage.retired(&r);
         }
         Ok(removed)
