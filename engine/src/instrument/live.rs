@@ -588,7 +588,7 @@ impl Live {
                 lr.applied.push(m);
             }
         }
-        self.commit(space, m)?;
+        self.commit(space, m, None)?;
         let done = result?;
         if coverage {
             let blocks: Vec<(u64, u64, String)> = done
@@ -669,6 +669,8 @@ impl Live {
     /// Removes request `id` everywhere it was inserted; like [`Live::insert`], the process
     /// may be running and is paused only while code is written.
     /// A measuring request's values stay for `report` and its slots are freed for reuse.
+    /// Should it fail, the module it failed in has its code and records as before, the request
+    /// stays (in the modules not yet done), and calling it again finishes the removal.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
         if self.breakpoints.iter().any(|b| b.id == id) {
             Self::paused(p, |p| {
@@ -677,28 +679,43 @@ impl Live {
                 self.place_breakpoints(p)
             })?;
         }
-        let Some(lr) = self.requests.remove(&id) else {
+        let Some(mut lr) = self.requests.remove(&id) else {
             self.measure.release(&p.reader(), id, true);
             return Ok(0);
         };
         let mut removed = 0;
-        let mut result = Ok(());
-        for m in lr.applied {
+        // Module by module, all or nothing: should staging or writing fail, that module's
+        // code and patcher records are as before, and the request stays with the modules it
+        // is still in, for `delete` to be tried again.
+        while let Some(&m) = lr.applied.first() {
             let hidden = self.hidden();
             let Some(loaded) = self.loaded.get_mut(&m) else {
+                lr.applied.remove(0);
                 continue;
             };
+            let prior = loaded.patcher.clone();
             let mut space = LiveSpace::new(&mut *p, hidden);
-            let r = build::remove(&mut loaded.patcher, &loaded.module, &mut space, id);
-            self.commit(space, m)?;
-            match r {
-                Ok(n) => removed += n,
-                Err(e) => result = Err(e),
+            let result = match build::remove(&mut loaded.patcher, &loaded.module, &mut space, id) {
+                Ok(n) => self.commit(space, m, Some(prior)).map(|()| n),
+                Err(e) => {
+                    // Nothing was written over code: only the records go back.
+                    loaded.patcher = prior;
+                    Err(e.into())
+                }
+            };
+            match result {
+                Ok(n) => {
+                    removed += n;
+                    lr.points = lr.points.saturating_sub(n);
+                    lr.applied.remove(0);
+                }
+                Err(e) => {
+                    self.requests.insert(id, lr);
+                    return Err(e);
+                }
             }
         }
-        // Its code is gone: the values are final and the slots free. (Code that could not
-        // be removed may still count, so its slots stay taken.)
-        result?;
+        // Its code is gone: the values are final and the slots free.
         self.coverage.keep(&p.reader(), Some(id));
         self.measure.release(&p.reader(), id, true);
         Ok(removed)
@@ -719,16 +736,18 @@ impl Live {
             let Some(loaded) = self.loaded.get_mut(&r.module) else {
                 continue;
             };
+            // All or nothing, as in `remove`: a failure leaves the probes in, and counting.
+            let prior = loaded.patcher.clone();
             let mut space = LiveSpace::new(&mut *p, hidden);
-            let done = build::remove_points(
-                &mut loaded.patcher,
-                &loaded.module,
-                &mut space,
-                r.id,
-                &r.points,
-            );
-            self.commit(space, r.module)?;
-            removed += done?;
+            let patcher = &mut loaded.patcher;
+            removed +=
+                match build::remove_points(patcher, &loaded.module, &mut space, r.id, &r.points) {
+                    Ok(n) => self.commit(space, r.module, Some(prior)).map(|()| n),
+                    Err(e) => {
+                        loaded.patcher = prior;
+                        Err(e.into())
+                    }
+                }?;
             self.coverage.retired(&r);
         }
         Ok(removed)
@@ -785,8 +804,16 @@ impl Live {
     /// Writes a space's pending code changes with every thread stopped: breakpoints lifted,
     /// changes written, threads moved out of changed bytes, breakpoints put back where their
     /// points' code now is. Written even when the patcher failed half-way, since its records
-    /// already count what it staged.
-    fn commit(&mut self, space: LiveSpace<'_>, m: ModuleId) -> Result<(), LiveError> {
+    /// already count what it staged. Should a write fail, the runs already written get their
+    /// old bytes back before any thread runs (the threads never see half a change, so none
+    /// needs moving), and `prior`, the patcher's records from before the staging, replaces
+    /// them: what the code shows and what the patcher says stay one.
+    fn commit(
+        &mut self,
+        space: LiveSpace<'_>,
+        m: ModuleId,
+        prior: Option<Patcher>,
+    ) -> Result<(), LiveError> {
         let LiveSpace {
             p, pending, hidden, ..
         } = space;
@@ -803,7 +830,7 @@ impl Live {
         if running {
             p.halt()?;
         }
-        let result = self.write_pending(p, pending, &runs, m);
+        let result = self.write_pending(p, pending, &runs, m, prior);
         if running && p.state().is_alive() {
             p.resume()?;
         }
@@ -817,18 +844,28 @@ impl Live {
         pending: &[(u64, Vec<u8>)],
         runs: &[Run],
         m: ModuleId,
+        prior: Option<Patcher>,
     ) -> Result<(), LiveError> {
         self.lift_breakpoints(p)?;
         let once = self.once.take();
         if let Some((at, byte)) = once {
             p.write(at, &[byte])?;
         }
-        for r in runs {
-            #[cfg(test)]
-            if rollback_tests::fault_hit() {
-                return Err(LiveError::Message("injected fault".into()));
+        for (i, r) in runs.iter().enumerate() {
+            if let Err(e) = write_run(p, r) {
+                // The failing run too: a write can fail part-way.
+                for r in runs[..=i].iter().rev() {
+                    p.write(r.at, &r.old)?;
+                }
+                if let Some(prior) = prior {
+                    self.loaded.get_mut(&m).expect("a loaded module").patcher = prior;
+                }
+                if let Some((at, _)) = once {
+                    self.stop_once_at(p, at)?;
+                }
+                self.place_breakpoints(p)?;
+                return Err(e);
             }
-            p.write(r.at, &r.new)?;
         }
         // Each change's bytes as the stopped threads saw them.
         let before: Vec<(u64, Vec<u8>)> = pending
@@ -1184,6 +1221,15 @@ fn runs_of(
         }
     }
     Ok(runs)
+}
+
+/// Writes a run's new bytes.
+fn write_run(p: &mut Process, r: &Run) -> Result<(), LiveError> {
+    #[cfg(test)]
+    if rollback_tests::fault_hit() {
+        return Err(LiveError::Message("injected fault".into()));
+    }
+    Ok(p.write(r.at, &r.new)?)
 }
 
 /// Moves stopped threads out of bytes that just changed (see the module documentation).

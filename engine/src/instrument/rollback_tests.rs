@@ -1,6 +1,8 @@
 //! A live insert that fails part-way is rolled back: whichever write through the process's
 //! address space fails, the code is byte for byte what it was, the plan no longer holds the
-//! request, and the program, instrumented afterwards, computes what it computes alone.
+//! request, and the program, instrumented afterwards, computes what it computes alone. A
+//! `delete` failing at any write leaves the request inserted, its code byte for byte as it
+//! was, until one succeeds and leaves the code as the file has it.
 //!
 //! The failure is injected: [`fail_write`] makes the N-th write fail, once, on the thread that
 //! arms it (the tracer's, where `Live` runs). The writes counted are the patcher's, through a
@@ -179,17 +181,50 @@ fn rollback(flags: &[&str]) {
     );
     assert_eq!(inserted, 4, "work1..work4's entries");
 
-    // `delete` takes it out just as cleanly; inserted again, it counts from here.
-    plan.delete(id).expect("delete the request");
-    let text = tracer
-        .with(|p, live| {
-            live.remove(p, id).expect("remove the request");
-            main_text(p, &session, bias)
-        })
+    // A `delete` failing at any write leaves the request in, its code as it was; the one
+    // that makes fewer writes than N takes it out, leaving the code as the file has it.
+    let instrumented = tracer
+        .with(|p, _| main_text(p, &session, bias))
         .expect("tracer");
+    assert!(instrumented != original, "the insert changed no code");
+    let mut delete_failures = 0;
+    loop {
+        let n = delete_failures + 1;
+        assert!(n < 10_000, "a delete that never stops writing");
+        let (result, text, fired, points) = tracer
+            .with(|p, live| {
+                fail_write(n);
+                let result = live.remove(p, id);
+                let fired = !disarm();
+                (result, main_text(p, &session, bias), fired, live.points(id))
+            })
+            .expect("tracer");
+        match result {
+            Ok(removed) => {
+                assert!(!fired, "write {n} failed, yet the delete succeeded");
+                assert_eq!(removed, 4, "work1..work4's entries");
+                assert!(
+                    text == original,
+                    "after delete, the code differs from before the insert"
+                );
+                plan.delete(id).expect("delete the request");
+                break;
+            }
+            Err(e) => {
+                assert!(fired, "delete failed without the injected fault: {e}");
+                assert!(
+                    text == instrumented,
+                    "after the delete failed at write {n} ({e}), the code differs from the \
+                     instrumented code"
+                );
+                assert_eq!(points, 4, "request {id} after a failed delete");
+                delete_failures += 1;
+            }
+        }
+    }
     assert!(
-        text == original,
-        "after delete, the code differs from before"
+        delete_failures >= 4,
+        "a delete at four entries made only {delete_failures} writes"
     );
     let spec = PointSpec::parse(&["work*", "entry"]).expect("point");
     let id = plan
@@ -214,5 +249,7 @@ fn rollback(flags: &[&str]) {
     // Each of the four is called 1000 times from main; work4 calls work1 and work2 200 times
     // each besides.
     assert_eq!(got, format!("{sum} 4400\n"), "failed inserts: {failures}");
-    eprintln!("{flags:?}: {failures} inserts failed and were rolled back before one succeeded");
+    eprintln!(
+        "{flags:?}: {failures} inserts and {delete_failures} deletes failed and were rolled back"
+    );
 }

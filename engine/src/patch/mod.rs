@@ -147,6 +147,7 @@ pub struct PointReport {
 }
 
 /// A site as written.
+#[derive(Clone)]
 struct Applied {
     func: FuncId,
     site: Site,
@@ -161,7 +162,9 @@ struct Applied {
     copies: Vec<(u64, u64)>,
 }
 
-/// Inserts instrumentation into one module and remembers what it did.
+/// Inserts instrumentation into one module and remembers what it did. A clone is a snapshot
+/// of its records, to put back when the code could not be changed as they say.
+#[derive(Clone)]
 pub struct Patcher {
     bias: u64,
     options: PatchOptions,

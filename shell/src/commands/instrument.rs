@@ -233,18 +233,26 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             return Err(engine::instrument::RequestError::UnknownId(*id).into());
         }
     }
-    if let Some(t) = ctx.target.live() {
-        let ids = &ids;
-        t.with(|p, live| {
-            for id in ids {
+    // A request leaves the list once it has left the process: one whose removal failed stays
+    // inserted and listed, for `delete` to be tried again.
+    let mut gone = Vec::new();
+    let result = match ctx.target.live() {
+        Some(t) => t.with(|p, live| {
+            for id in &ids {
                 live.remove(p, *id)?;
+                gone.push(*id);
             }
             Ok(())
-        })?;
-    }
-    for id in ids {
+        }),
+        None => {
+            gone.clone_from(&ids);
+            Ok(())
+        }
+    };
+    for id in gone {
         ctx.plan.delete(id)?;
     }
+    result?;
     Ok(Output::Nothing)
 }
 
