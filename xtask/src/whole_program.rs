@@ -464,8 +464,8 @@ fn save_loops(original: &Path, out: &Path) -> Result<LoopsSaved> {
     }
     script.push_str("declare void *gsh_fp; declare long gsh_pid\n");
     script.push_str("at main entry { gsh_pid = $tid; }\n");
-    for (i, (_, _, header)) in loops.iter().enumerate() {
-        let func = owner.of(header).unwrap_or(header);
+    for (i, (function, _, header)) in loops.iter().enumerate() {
+        let func = owner.of(function, header);
         for (k, at) in LOOP_POINTS.iter().enumerate() {
             script.push_str(&format!(
                 "at {func} loop {header} {at} {{ gsh_l{}++; }}\n",
@@ -485,44 +485,33 @@ fn save_loops(original: &Path, out: &Path) -> Result<LoopsSaved> {
     })
 }
 
-/// Which function a loop header belongs to, by address: the function whose bytes hold it, or,
-/// when those are a cold part (`f.cold`, part of its parent's CFG), its parent.
+/// The function a `loops` row names, by address where its name is unique (functions sharing
+/// a name are told apart that way), else by the loop's header (the function holding it). By
+/// name first: a loop's CFG can be a cold part's (`f.cold`, listed on its own) reaching back
+/// into its parent, or the parent's reaching into the cold part.
 struct Owners<'a> {
-    /// `(start, end, name, address)`, by start.
-    spans: Vec<(u64, u64, &'a str, &'a str)>,
+    unique: std::collections::HashMap<&'a str, &'a str>,
 }
 
 impl<'a> Owners<'a> {
     fn new(functions: &'a [serde_json::Value]) -> Owners<'a> {
-        let mut spans: Vec<(u64, u64, &str, &str)> = functions
+        let mut count: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for r in functions {
+            if let Some(n) = r["name"].as_str() {
+                *count.entry(n).or_default() += 1;
+            }
+        }
+        let unique = functions
             .iter()
-            .filter_map(|r| {
-                let addr = r["address"].as_str()?;
-                let start = u64::from_str_radix(addr.strip_prefix("0x")?, 16).ok()?;
-                let size = r["size"].as_u64()?;
-                Some((start, start + size, r["name"].as_str()?, addr))
-            })
+            .filter_map(|r| Some((r["name"].as_str()?, r["address"].as_str()?)))
+            .filter(|(n, _)| count[n] == 1)
             .collect();
-        spans.sort();
-        Owners { spans }
+        Owners { unique }
     }
 
-    /// The address naming the function that owns `header` (`0x...`), if one is known.
-    fn of(&self, header: &str) -> Option<&'a str> {
-        let h = u64::from_str_radix(header.strip_prefix("0x")?, 16).ok()?;
-        let k = self.spans.partition_point(|s| s.0 <= h);
-        let &(_, _, name, addr) = self.spans[..k].iter().rev().find(|s| h < s.1)?;
-        match name.find(".cold") {
-            Some(i) => {
-                let parent = &name[..i];
-                let mut found = self.spans.iter().filter(|s| s.2 == parent);
-                match (found.next(), found.next()) {
-                    (Some(p), None) => Some(p.3),
-                    _ => None,
-                }
-            }
-            None => Some(addr),
-        }
+    /// How to name the function of the loop listed under `function` with header `header`.
+    fn of<'b>(&'b self, function: &str, header: &'b str) -> &'b str {
+        self.unique.get(function).copied().unwrap_or(header)
     }
 }
 
