@@ -178,6 +178,43 @@ fn edge_points(exe_for_cfg: &Path, v: Variant, by_addr: bool) -> Vec<Counted> {
     out
 }
 
+/// `classify`'s jump-table edges into case blocks nothing else reaches: `calls_in_loop(24)`
+/// calls it with 0..23, so each of the twelve cases runs twice. gcc makes the table at -O0
+/// and -O2 alike.
+fn jump_table_edges(m: &Mutatee, v: Variant) -> Vec<Counted> {
+    let stripped = v == Variant::Stripped;
+    let exe = if stripped {
+        m.path(Variant::O2)
+    } else {
+        m.path(v)
+    };
+    let cfg = gsh_json("cfg classify", &exe);
+    let edges = cfg["edges"]["rows"].as_array().expect("edges");
+    let into = |to: &serde_json::Value| edges.iter().filter(|e| &e["to"] == to).count();
+    let func = if stripped {
+        cfg["function"]["entry"].as_str().expect("entry")
+    } else {
+        "classify"
+    };
+    let table: Vec<Counted> = edges
+        .iter()
+        .filter(|e| e["kind"] == "jump-table" && into(&e["to"]) == 1)
+        .map(|e| {
+            let (from, to) = (
+                e["from"].as_str().expect("from"),
+                e["to"].as_str().expect("to"),
+            );
+            Counted {
+                label: format!("classify case {to}"),
+                point: format!("{func} edge {from} {to}"),
+                want: 2,
+            }
+        })
+        .collect();
+    assert!(table.len() >= 10, "classify's jump table: {cfg}");
+    table
+}
+
 /// The script counting every point into its own variable, printing them all at `main`'s exit,
 /// and the lines it must print.
 fn script(points: &[Counted]) -> (String, String) {
@@ -242,6 +279,7 @@ fn loops_in(v: Variant) {
     let m = Mutatee::new("loops");
     let headers = (v == Variant::Stripped).then(|| stripped_headers(&m));
     let mut points = loop_points(LOOPS, v, headers.as_ref());
+    points.extend(jump_table_edges(&m, v));
     // `loop '*'`: every loop of the function, here the whole nest.
     let f = loop_spec(&LOOPS[0], headers.as_ref()).0;
     for (k, at) in POINTS.iter().enumerate() {

@@ -428,6 +428,9 @@ struct LoopsSaved {
     dump: PathBuf,
     /// `(function, loop, header)` of each loop, in counter order.
     loops: Vec<(String, String, String)>,
+    /// Loops `loops '*'` lists under a function whose own bytes do not hold their header
+    /// ([`Owners::of`]), left out.
+    elsewhere: usize,
     report: String,
     took: Duration,
 }
@@ -450,12 +453,24 @@ fn save_loops(original: &Path, out: &Path) -> Result<LoopsSaved> {
         bail!("{} has no loops", original.display());
     }
     let functions = whole::gsh_json_rows("show functions", original);
+    let owner = Owners::new(&functions);
+    let listed = loops.len();
+    let mut named: Vec<(String, String, String, String)> = Vec::new();
+    for (f, l, h) in loops {
+        if let Some(func) = owner.of(&f, &h) {
+            named.push((func.to_owned(), f, l, h));
+        }
+    }
+    let elsewhere = listed - named.len();
+    let loops: Vec<(String, String, String)> = named
+        .iter()
+        .map(|(_, f, l, h)| (f.clone(), l.clone(), h.clone()))
+        .collect();
     let names: Vec<&str> = functions
         .iter()
         .filter_map(|r| r["name"].as_str())
         .collect();
     let main_points = whole::gsh_json_rows("show points main", original);
-    let owner = Owners::new(&functions);
     let fopen = whole::fopen_of(original, &names);
     let dump = out.with_extension("counters");
     let mut script = String::new();
@@ -464,8 +479,7 @@ fn save_loops(original: &Path, out: &Path) -> Result<LoopsSaved> {
     }
     script.push_str("declare void *gsh_fp; declare long gsh_pid\n");
     script.push_str("at main entry { gsh_pid = $tid; }\n");
-    for (i, (_, _, header)) in loops.iter().enumerate() {
-        let func = owner.of(header).unwrap_or(header);
+    for (i, (func, _, _, header)) in named.iter().enumerate() {
         for (k, at) in LOOP_POINTS.iter().enumerate() {
             script.push_str(&format!(
                 "at {func} loop {header} {at} {{ gsh_l{}++; }}\n",
@@ -480,50 +494,59 @@ fn save_loops(original: &Path, out: &Path) -> Result<LoopsSaved> {
         out: out.to_owned(),
         dump,
         loops,
+        elsewhere,
         report,
         took,
     })
 }
 
-/// Which function a loop header belongs to, by address: the function whose bytes hold it, or,
-/// when those are a cold part (`f.cold`, part of its parent's CFG), its parent.
+/// The function a `loops` row names, by address where its name is unique (functions sharing
+/// a name are told apart that way), else by the loop's header (the function holding it). By
+/// name first: a loop's CFG can be a cold part's (`f.cold`, listed on its own) reaching back
+/// into its parent, or the parent's reaching into the cold part.
 struct Owners<'a> {
-    /// `(start, end, name, address)`, by start.
-    spans: Vec<(u64, u64, &'a str, &'a str)>,
+    /// Unique name -> (address as written, start, end).
+    unique: std::collections::HashMap<&'a str, (&'a str, u64, u64)>,
 }
 
 impl<'a> Owners<'a> {
     fn new(functions: &'a [serde_json::Value]) -> Owners<'a> {
-        let mut spans: Vec<(u64, u64, &str, &str)> = functions
+        let mut count: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for r in functions {
+            if let Some(n) = r["name"].as_str() {
+                *count.entry(n).or_default() += 1;
+            }
+        }
+        let unique = functions
             .iter()
             .filter_map(|r| {
-                let addr = r["address"].as_str()?;
-                let start = u64::from_str_radix(addr.strip_prefix("0x")?, 16).ok()?;
-                let size = r["size"].as_u64()?;
-                Some((start, start + size, r["name"].as_str()?, addr))
+                let a = r["address"].as_str()?;
+                let start = parse_hex(a)?;
+                let size = r["size"].as_u64().unwrap_or(0);
+                Some((r["name"].as_str()?, (a, start, start + size)))
             })
+            .filter(|(n, _)| count[n] == 1)
             .collect();
-        spans.sort();
-        Owners { spans }
+        Owners { unique }
     }
 
-    /// The address naming the function that owns `header` (`0x...`), if one is known.
-    fn of(&self, header: &str) -> Option<&'a str> {
-        let h = u64::from_str_radix(header.strip_prefix("0x")?, 16).ok()?;
-        let k = self.spans.partition_point(|s| s.0 <= h);
-        let &(_, _, name, addr) = self.spans[..k].iter().rev().find(|s| h < s.1)?;
-        match name.find(".cold") {
-            Some(i) => {
-                let parent = &name[..i];
-                let mut found = self.spans.iter().filter(|s| s.2 == parent);
-                match (found.next(), found.next()) {
-                    (Some(p), None) => Some(p.3),
-                    _ => None,
-                }
+    /// How to name the function of the loop listed under `function` with header `header`;
+    /// `None` when the header lies outside that function's own bytes: a fragment's CFG (a
+    /// cold part, `sub_517590.cold`) reaching into its parent's code finds the parent's loops
+    /// without the parent's ways into them, so their entries would go uncounted.
+    fn of<'b>(&'b self, function: &str, header: &'b str) -> Option<&'b str> {
+        match self.unique.get(function) {
+            Some(&(a, start, end)) => {
+                let h = parse_hex(header)?;
+                (start..end.max(start + 1)).contains(&h).then_some(a)
             }
-            None => Some(addr),
+            None => Some(header),
         }
     }
+}
+
+fn parse_hex(a: &str) -> Option<u64> {
+    u64::from_str_radix(a.strip_prefix("0x")?, 16).ok()
 }
 
 /// What the loop counters of one run say.
@@ -537,11 +560,28 @@ struct LoopBalance {
     open: Vec<(String, [u64; 4])>,
     /// More exits than entries or more ends than begins: points in the wrong place.
     wrong: Vec<(String, [u64; 4])>,
+    /// Entered, but a point at the header (an entry, back edge or the iteration begin) was
+    /// skipped: not judged. (A skipped exit shows as a loop left open.)
+    partial: Vec<(String, [u64; 4])>,
     /// Sums over all loops.
     totals: [u64; 4],
 }
 
+/// The addresses of the loop points `save` skipped (its notes table: `loop-exit 0x...
+/// skipped why`). An entry, iteration begin or back edge is at its loop's header.
+fn skipped_at(report: &str) -> std::collections::HashSet<String> {
+    report
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let (kind, addr, outcome) = (w.next()?, w.next()?, w.next()?);
+            (kind.starts_with("loop-") && outcome == "skipped").then(|| addr.to_owned())
+        })
+        .collect()
+}
+
 fn loop_balance(saved: &LoopsSaved) -> Result<LoopBalance> {
+    let skipped = skipped_at(&saved.report);
     let bytes = std::fs::read(&saved.dump)
         .with_context(|| format!("{} wrote no counters", saved.out.display()))?;
     if bytes.len() != saved.loops.len() * 32 {
@@ -572,7 +612,10 @@ fn loop_balance(saved: &LoopsSaved) -> Result<LoopBalance> {
         }
         b.entered += 1;
         let name = format!("{f} {l} ({h})");
-        if c[1] > c[0] || c[3] > c[2] {
+        if skipped.contains(h) {
+            // An entry, back edge or the header itself has no counter: not judged.
+            b.partial.push((name, c));
+        } else if c[1] > c[0] || c[3] > c[2] {
             b.wrong.push((name, c));
         } else if c[0] == c[1] && c[2] == c[3] {
             b.balanced += 1;
@@ -610,7 +653,12 @@ fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
     };
     let bal = loop_balance(&saved)?;
     println!("{program}: entry, exit, iter-begin and iter-end counters on every loop");
-    println!("  loops:     {}", saved.loops.len());
+    println!(
+        "  loops:     {} ({} more listed under a fragment whose bytes do not hold their \
+         header, left out)",
+        saved.loops.len(),
+        saved.elsewhere
+    );
     println!(
         "  points:    {} (skipped: {})",
         field(&saved.report, "Points"),
@@ -626,11 +674,13 @@ fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
     );
     println!("  output:    identical");
     println!(
-        "  counters:  {} loops entered, {} balanced, {} left open, {} wrong; totals: {} entries, \
-         {} exits, {} iteration begins, {} ends",
+        "  counters:  {} loops entered, {} balanced, {} left open, {} not judged (a point at \
+         the header skipped), {} wrong; totals: {} entries, {} exits, {} iteration begins, {} \
+         ends",
         bal.entered,
         bal.balanced,
         bal.open.len(),
+        bal.partial.len(),
         bal.wrong.len(),
         bal.totals[0],
         bal.totals[1],
@@ -649,6 +699,9 @@ fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
             "    left open (entries/exits/begins/ends): {}",
             show(&bal.open)
         );
+    }
+    if !bal.partial.is_empty() {
+        println!("    not judged: {}", show(&bal.partial));
     }
     if !bal.wrong.is_empty() {
         println!(

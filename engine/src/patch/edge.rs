@@ -4,7 +4,8 @@
 //! Cheapest first:
 //!
 //! 1. The edge is the only way into its target (and the target is not the function's entry):
-//!    before the target's first instruction, an ordinary point.
+//!    before the target's first instruction, an ordinary point. This holds for any kind of
+//!    edge: a jump table's case block, or a landing pad, that nothing else reaches.
 //! 2. The edge is the only way out of its source, which ends in a `jmp` or simply falls into
 //!    the next block: before the source's last instruction.
 //! 3. The source ends in a conditional branch: an *edge trampoline*. The site copies the `jcc`
@@ -24,7 +25,7 @@
 //!    edge too (`entry` counted a loop's iterations), and placing it at the function entry
 //!    less the back-edge arrivals would work for counters only, not for snippets.
 //!
-//! Anything else (a jump-table or exception edge, an entry from the caller into a function
+//! Anything else (a jump-table or exception edge into a block with other ways in, an entry from the caller into a function
 //! with indirect jumps, which cannot be relocated whole, the edge after a call into a block
 //! with several predecessors, a `loop`/`jrcxz` branch) is refused with the reason.
 
@@ -102,24 +103,30 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
     let Some(OnEdge::Edge { from, to, kind }) = p.edge else {
         return Ok((p.addr, p.block, Way::Before));
     };
+    let cfg = view.cfg(p.func);
+    let tb = cfg.block(to);
+    let fb = cfg.block(from);
+    // A case block only its jump table reaches (or a landing pad only one call reaches) runs
+    // exactly when the edge is taken, whatever the edge's kind.
+    if cfg.predecessors(to).count() == 1 && cfg.entry_block() != Some(to) {
+        return Ok((tb.start, to, Way::Before));
+    }
     match kind {
         EdgeKind::JumpTable => {
             return Err(
-                "an edge of an indirect jump (a jump table) cannot be instrumented \
-                        on its own yet"
+                "an edge of an indirect jump (a jump table) to a block with other ways in \
+                 cannot be instrumented on its own yet"
                     .to_owned(),
             )
         }
         EdgeKind::Catch => {
-            return Err("an edge to an exception landing pad cannot be instrumented".to_owned())
+            return Err(
+                "an edge to an exception landing pad other calls reach too cannot be \
+                 instrumented"
+                    .to_owned(),
+            )
         }
         _ => {}
-    }
-    let cfg = view.cfg(p.func);
-    let tb = cfg.block(to);
-    let fb = cfg.block(from);
-    if cfg.predecessors(to).count() == 1 && cfg.entry_block() != Some(to) {
-        return Ok((tb.start, to, Way::Before));
     }
     let last = plan::decode(view, fb.last, 15).into_iter().next();
     let Some(last) = last.filter(|i| i.ip() == fb.last.0) else {

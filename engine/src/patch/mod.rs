@@ -269,6 +269,10 @@ impl Patcher {
         wanted.sort_unstable();
         wanted.dedup();
         let code = self.code.get_or_init(|| plan::code_bytes(view));
+        // Functions copied whole first: a neighbour's pun or eviction planned earlier in this
+        // call could take bytes of theirs, and a copy needs all of them.
+        let mut by_func: Vec<(FuncId, Vec<LinkAddr>)> = by_func.into_iter().collect();
+        by_func.sort_by_key(|(f, _)| !whole.contains(f));
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();

@@ -48,7 +48,8 @@ loop of the function; a loop left by a \
 (an instruction; after one that ends its block is an edge), or `FUNC edge FROM TO`. A point on \
 an edge runs at the edge's target when it is the target's only way in, before the source's \
 last instruction when it is the source's only way out, or else in an edge trampoline holding \
-the relocated conditional branch; jump-table edges are skipped with the reason. Where a \
+the relocated conditional branch; a jump-table edge runs at its case block when nothing else \
+reaches that block, and is skipped with the reason otherwise. Where a \
 function's first block is a loop header, its `entry` and the loop's entry (the call itself) run \
 once per call: the function is copied whole and the back edges in the copy skip them. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
