@@ -16,8 +16,9 @@ use super::control::Process;
 use super::error::ProcessError;
 use super::{maps, ptrace, AllocKind};
 
-/// Pools are mapped in pieces of at least this size.
-const POOL_SIZE: u64 = 64 << 10;
+/// Pools are mapped in pieces of at least this size: virtual memory, touched only where
+/// written, and few mappings (each pool is two, with its guard page) for a `time '*'`.
+const POOL_SIZE: u64 = 1 << 20;
 /// The inaccessible page mapped before each pool.
 const GUARD: u64 = 0x1000;
 /// The header's size; allocations start after it.
