@@ -1025,3 +1025,40 @@ fn a_library_loaded_while_hands_off_joins_at_the_reseize() {
     t.with(|p, _| p.detach()).unwrap().unwrap();
     assert!(!traced(pid));
 }
+
+/// An injected call puts back the stopped thread's vector registers, not only the general
+/// ones: the thread was stopped in the middle of code that keeps values in xmm0..xmm15, and
+/// the called function (as dlopen's string functions do) overwrites them. It failed before:
+/// "vectors clobbered: 16 of 16".
+#[test]
+fn an_injected_call_keeps_the_threads_vector_registers() {
+    let exe = Mutatee::new("vecspin").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let mut guard = Guard(child);
+    let pid = guard.0.id() as i32;
+    // Let the thread load its registers and reach the spin.
+    std::thread::sleep(Duration::from_millis(50));
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let clobber = t.with(|p, _| symbol(p, &exe, "clobber")).unwrap();
+    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+    t.with(|p, _| p.call(clobber, &[])).unwrap().unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "vectors kept\n");
+    assert!(guard.0.wait().unwrap().success());
+}

@@ -3,9 +3,9 @@
 //! `dlopen` of a library. The memory they need comes from `pools.rs`.
 //!
 //! Every injection runs one thread while the others stay stopped, and puts back every register
-//! and byte it changed. A thread stopped inside a system call keeps its `orig_rax` and
-//! `-ERESTART*` return value in the saved registers, so the interrupted call restarts when the
-//! thread resumes; the injected run itself gets `orig_rax = -1` so the kernel does not "restart"
+//! (general, and for calls the floating-point and vector state too) and byte it changed. A
+//! thread stopped inside a system call keeps its `orig_rax` and `-ERESTART*` return value in
+//! the saved registers, so the interrupted call restarts when the thread resumes; the injected run itself gets `orig_rax = -1` so the kernel does not "restart"
 //! it.
 
 use std::path::Path;
@@ -131,6 +131,10 @@ impl Process {
             let ret_to = stub + 3;
             let tid = p.inject_thread()?;
             let saved = ptrace::regs(tid)?;
+            // The called function may use any vector register (dlopen's string functions do),
+            // and the thread may have been stopped in the middle of code that keeps values
+            // there: they are put back with the general registers.
+            let vectors = ptrace::vector_state(tid)?;
             let mut r = saved;
             // Below the red zone, 16-aligned at the call, then the pushed return address.
             let sp = ((saved.rsp - 256) & !0xf) - 8;
@@ -145,6 +149,7 @@ impl Process {
             let result = p.run_injected(tid, &r, ret_to + 1, &format!("call of {func:#x}"));
             if p.state.is_alive() {
                 ptrace::set_regs(tid, &saved)?;
+                ptrace::set_vector_state(tid, &vectors)?;
             }
             Ok(result?.rax)
         })

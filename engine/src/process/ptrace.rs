@@ -153,6 +153,67 @@ pub(crate) fn set_regs(tid: i32, r: &libc::user_regs_struct) -> Result<(), Proce
     .map(drop)
 }
 
+/// `NT_X86_XSTATE`: the thread's whole XSAVE area (x87, SSE, AVX, AVX-512 state).
+const NT_X86_XSTATE: usize = 0x202;
+/// `NT_PRFPREG`: the legacy FXSAVE area (x87 and SSE), where XSAVE is not offered.
+const NT_PRFPREG: usize = 2;
+/// Larger than any XSAVE area the kernel hands out today (AVX-512 with AMX tiles' header).
+const XSTATE_MAX: usize = 16 * 1024;
+
+/// A thread's floating-point and vector registers, as the kernel's regset holds them.
+#[derive(Clone, Debug)]
+pub(crate) struct VectorState {
+    /// The regset: `NT_X86_XSTATE`, or `NT_PRFPREG` where XSAVE is not offered.
+    note: usize,
+    /// Its bytes, as long as the kernel said it is.
+    bytes: Vec<u8>,
+}
+
+/// Thread `tid`'s floating-point and vector registers (xmm, ymm, zmm, x87, mxcsr).
+pub(crate) fn vector_state(tid: i32) -> Result<VectorState, ProcessError> {
+    let mut first = None;
+    for note in [NT_X86_XSTATE, NT_PRFPREG] {
+        let mut bytes = vec![0u8; XSTATE_MAX];
+        let mut iov = libc::iovec {
+            iov_base: bytes.as_mut_ptr().cast(),
+            iov_len: bytes.len(),
+        };
+        match request(
+            "GETREGSET",
+            libc::PTRACE_GETREGSET,
+            tid,
+            note,
+            &mut iov as *mut libc::iovec as usize,
+        ) {
+            Ok(_) => {
+                bytes.truncate(iov.iov_len);
+                return Ok(VectorState { note, bytes });
+            }
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    Err(first.expect("two regsets were tried"))
+}
+
+/// Puts back what [`vector_state`] read from thread `tid`.
+pub(crate) fn set_vector_state(tid: i32, state: &VectorState) -> Result<(), ProcessError> {
+    let mut bytes = state.bytes.clone();
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
+    };
+    request(
+        "SETREGSET",
+        libc::PTRACE_SETREGSET,
+        tid,
+        state.note,
+        &mut iov as *mut libc::iovec as usize,
+    )
+    .map(drop)
+}
+
 /// What one `waitpid` status says happened to thread `tid`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitEvent {
