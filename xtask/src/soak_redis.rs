@@ -7,7 +7,7 @@
 //! mapping count and the slots in use.
 //!
 //! Then a real `gsh` process attaches and runs `count '*'` while the server runs, and is
-//! SIGKILLed twice: once mid-insert (as soon as it writes its first trampoline), once
+//! SIGKILLed twice: once mid-insert (once it has written 64 KiB of trampolines), once
 //! with its counters in place. Each time a cleaning session (`gsh -c 'attach --clean PID;
 //! detach'`) must find what it left, remove it, and say the code is as the files have it; the
 //! server must answer meanwhile. A last cycle, on the runtime the killed sessions left, must
@@ -200,38 +200,25 @@ fn cycle(
 /// When the killed gsh dies.
 #[derive(Clone, Copy, Debug)]
 enum Kill {
-    /// As soon as the server's anonymous executable memory changes after `count '*'` began:
-    /// gsh is writing its trampolines (into new pools, or the ones it reuses).
+    /// As soon as gsh has written 64 KiB after `count '*'` began: it is writing its
+    /// trampolines into the server.
     MidInsert,
     /// Once `count '*'` has answered: its jumps and counters are in place.
     Inserted,
 }
 
-/// The server's anonymous executable memory (gsh's trampoline pools, reused or new), as
-/// (start, bytes) per mapping.
-fn anonymous_code(pid: i32) -> Vec<(u64, Vec<u8>)> {
-    use std::os::unix::fs::FileExt;
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    let Ok(mem) = std::fs::File::open(format!("/proc/{pid}/mem")) else {
-        return Vec::new();
-    };
-    maps.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() != 5 || f[1] != "r-xp" {
-                return None;
-            }
-            let (lo, hi) = f[0].split_once('-')?;
-            let (lo, hi) = (
-                u64::from_str_radix(lo, 16).ok()?,
-                u64::from_str_radix(hi, 16).ok()?,
-            );
-            let mut buf = vec![0u8; (hi - lo) as usize];
-            mem.read_exact_at(&mut buf, lo).ok()?;
-            Some((lo, buf))
-        })
-        .collect()
+/// Bytes gsh has written so far (`wchar` of /proc/PID/io).
+fn written(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
+
+/// Written bytes that mean gsh is inserting: more than any message it prints.
+const INSERTING: u64 = 64 << 10;
 
 /// Runs a `gsh` that attaches, lets the server run and counts every function, and SIGKILLs it
 /// at `when`. Returns how long it had been running and what the server's text then had.
@@ -270,11 +257,14 @@ fn kill_gsh(gsh: &Path, pid: i32, exe: &Path, when: Kill) -> Result<(Duration, b
         wait_for(&mut said, &mut line, "counting")?;
         match when {
             Kill::MidInsert => {
-                let before = anonymous_code(pid);
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while anonymous_code(pid) == before {
+                // Trampolines go through /proc/PID/mem: gsh's written bytes say it is
+                // inserting (in reused pools the bytes may be the same as before).
+                let gsh_pid = child.id();
+                let before = written(gsh_pid);
+                let deadline = Instant::now() + Duration::from_secs(300);
+                while written(gsh_pid) < before + INSERTING {
                     if Instant::now() > deadline {
-                        bail!("gsh wrote no trampoline within 60 s of `count '*'`");
+                        bail!("gsh wrote no trampoline within 300 s of `count '*'`");
                     }
                     std::thread::sleep(Duration::from_micros(500));
                 }
