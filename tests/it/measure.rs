@@ -371,7 +371,8 @@ fn rewritten_binary_results_read_by_report() {
     let report = docs.last().expect("a report");
     let (calls, ns) = value(report, "nap", "time");
     assert_eq!(calls, 8, "{report}");
-    assert!((120 * MS..160 * MS).contains(&ns), "nap {ns}: {report}");
+    // 120 ms of sleeps; a loaded machine wakes each of the eight late (177 ms was seen).
+    assert!((120 * MS..220 * MS).contains(&ns), "nap {ns}: {report}");
     let (calls, ns) = value(report, "jumper", "time");
     assert_eq!(calls, 4, "{report}");
     assert!((40 * MS..80 * MS).contains(&ns), "jumper {ns}: {report}");
