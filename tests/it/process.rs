@@ -77,7 +77,15 @@ fn spawn_live(threads: u32) -> (Guard, std::io::BufReader<std::process::ChildStd
 
 /// Spawns `live ARGS...` with stdout piped and waits for its "ready" line.
 fn spawn_live_with(args: &[&str]) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(live())
+    spawn_ready(&live(), args)
+}
+
+/// Spawns `exe ARGS...` with stdout piped and waits for its "ready" line.
+fn spawn_ready(
+    exe: &Path,
+    args: &[&str],
+) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1033,16 +1041,7 @@ fn a_library_loaded_while_hands_off_joins_at_the_reseize() {
 #[test]
 fn an_injected_call_keeps_the_threads_vector_registers() {
     let exe = Mutatee::new("vecspin").path(Variant::O2);
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
-    let mut guard = Guard(child);
+    let (mut guard, mut out) = spawn_ready(&exe, &[]);
     let pid = guard.0.id() as i32;
     // Let the thread load its registers and reach the spin.
     std::thread::sleep(Duration::from_millis(50));
