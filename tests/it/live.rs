@@ -20,6 +20,32 @@ fn assert_text_is_files(pid: u32, exe: &Path) {
     }
 }
 
+/// Kills the child whatever the test did.
+struct Guard(std::process::Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `live 2` (two threads) with stdout piped, and waits for its "ready" line.
+fn spawn_live_ready(exe: &Path) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
+    use std::io::BufRead;
+    let mut child = Guard(
+        Command::new(exe)
+            .arg("2")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("live"),
+    );
+    let mut out = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    (child, out)
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = gsh_tests::target_dir().join("live-tests");
     std::fs::create_dir_all(&dir).expect("scratch dir");
@@ -485,24 +511,8 @@ fn libraries_loaded_at_run_time_join_the_session() {
 fn a_later_session_finds_and_removes_what_a_killed_gsh_left() {
     use std::io::{BufRead, BufReader};
     let exe = Mutatee::new("live").path(Variant::O2);
-    /// Kills the program whatever the test did.
-    struct Guard(std::process::Child);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Guard(
-        Command::new(&exe)
-            .arg("2")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("live"),
-    );
-    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
+    let (child, mut out) = spawn_live_ready(&exe);
     let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
     let pid = child.0.id();
     let mut gsh = Command::new(Gsh::binary())
         .args([
@@ -606,23 +616,7 @@ fn hands_off_keeps_counting_and_a_breakpoint_keeps_gsh_attached() {
     use std::io::{BufRead, BufReader, Read as _, Write};
     use std::os::unix::fs::FileExt;
     let exe = Mutatee::new("live").path(Variant::O2);
-    struct Guard(std::process::Child);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Guard(
-        Command::new(&exe)
-            .arg("2")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("live"),
-    );
-    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
+    let (child, _out) = spawn_live_ready(&exe);
     let pid = child.0.id() as i32;
     let errors = scratch("hands-off-stderr");
     let mut gsh = Guard(
@@ -792,26 +786,8 @@ fn a_breakpoint_waits_for_its_library() {
 /// it reuses, the pools it takes over).
 #[test]
 fn repeated_sessions_reuse_gsh_memory_and_say_what_they_found() {
-    use std::io::{BufRead, BufReader};
     let exe = Mutatee::new("live").path(Variant::O2);
-    /// Kills the program whatever the test did.
-    struct Guard(std::process::Child);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Guard(
-        Command::new(&exe)
-            .arg("2")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("live"),
-    );
-    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
+    let (child, _out) = spawn_live_ready(&exe);
     let pid = child.0.id();
     let mappings = || {
         std::fs::read_to_string(format!("/proc/{pid}/maps"))

@@ -896,12 +896,7 @@ impl Planner<'_> {
             return (sites, refused);
         }
         let reason = match self.place_function(outside) {
-            Ok(mut site) => {
-                site.points = addrs.iter().chain(inside).copied().collect();
-                site.points.sort();
-                site.points.dedup();
-                return (vec![site], refused);
-            }
+            Ok(site) => return (vec![Self::holding(site, &addrs, inside)], refused),
             Err(e) => e,
         };
         for a in failed {
@@ -931,6 +926,15 @@ impl Planner<'_> {
         (sites, refused)
     }
 
+    /// A relocated-function site holding the points at `addrs` and those of the sites it
+    /// absorbs (`inside`), sorted once each.
+    fn holding(mut site: Site, addrs: &[LinkAddr], inside: &[LinkAddr]) -> Site {
+        site.points = addrs.iter().chain(inside).copied().collect();
+        site.points.sort();
+        site.points.dedup();
+        site
+    }
+
     /// Sites for the points at `addrs` of a function that must be copied whole (a point at
     /// its looping entry runs only on arrival from the caller: [`super::edge::Way::FromCaller`]):
     /// one relocated-function site, or, when the function cannot be copied, every point at
@@ -950,10 +954,7 @@ impl Planner<'_> {
                      entry skip what runs on the caller's arrival",
                     site.why.trim_start_matches("no room at the point; ")
                 );
-                site.points = addrs.iter().chain(inside).copied().collect();
-                site.points.sort();
-                site.points.dedup();
-                (vec![site], Vec::new())
+                (vec![Self::holding(site, addrs, inside)], Vec::new())
             }
             Err(e) => {
                 let entry = self.cfg.entry;

@@ -74,13 +74,8 @@ fn coverage_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             let n = ctx
                 .plan
                 .place(id, |plan| {
-                    target.with(|p, live| {
-                        let placed = live.insert(p, session, plan, id);
-                        if placed.is_err() {
-                            let _ = live.undo(p, id);
-                        }
-                        Ok(placed?.len())
-                    })
+                    // `insert` takes out what went in when it fails part-way.
+                    target.with(|p, live| Ok(live.insert(p, session, plan, id)?.len()))
                 })
                 .map_err(|e| e.context(format!("coverage {glob}: not inserted")))?;
             inserted = Cell::Num(n as u64);
