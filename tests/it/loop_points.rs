@@ -239,8 +239,8 @@ fn script(points: &[Counted]) -> (String, String) {
 }
 
 /// Counts `points` in build `v` of `m`, saved and live, and compares the program's output
-/// and the counts with what they must be.
-fn check(m: &Mutatee, v: Variant, points: &[Counted]) {
+/// and the counts with what they must be. Returns `save`'s report.
+fn check(m: &Mutatee, v: Variant, points: &[Counted]) -> String {
     let (script, counts) = script(points);
     let want = format!("{}{counts}", m.expected_stdout());
     let exe = m.path(v);
@@ -249,6 +249,7 @@ fn check(m: &Mutatee, v: Variant, points: &[Counted]) {
     let out = dir.join(format!("loop-points-{}", m.file_name(v)));
     let o = gsh_c(&format!("{script}; save {}", out.display()), &exe);
     o.assert_code(0);
+    let saved = o.stdout.clone();
     let r = run_program(&out, &[], &[]);
     assert_eq!(r.status.code(), Some(0), "{v:?} saved:\n{o}");
     assert_eq!(
@@ -263,6 +264,7 @@ fn check(m: &Mutatee, v: Variant, points: &[Counted]) {
     o.assert_code(0);
     let text = std::fs::read_to_string(&live).expect("live output");
     assert_eq!(text, want, "{} live:\n{o}", m.file_name(v));
+    saved
 }
 
 /// The loops of the stripped build are the -O2 build's, found without symbols: the same
@@ -369,4 +371,50 @@ fn loops_left_every_way_count_exactly_without_pie() {
 #[test]
 fn loops_left_every_way_count_exactly_stripped_by_header_address() {
     exits_in(Variant::Stripped);
+}
+
+/// A loop that runs through a cold part, stripped (`loops_cold.c`, python3's `sub_55f7b0`):
+/// the cold part's CFG runs through its parent's loop back to its own start, so a point on
+/// that loop's entry copies the cold part whole, and the copy holds the parent's loop header,
+/// which the parent's first block falls into in the original code. Every way into the copied
+/// code from code the copy does not replace must enter the copy: the parent's loop counted 8
+/// iteration begins and 11 ends of 19, and 3 exits of 4, when the copy took the header for
+/// dead code. `coldsum` sums 5, 3, 2 and 5 values: 4 entries and exits, n + 1 header passes
+/// per call.
+#[test]
+fn a_loop_through_a_cold_part_copied_whole_counts_exactly() {
+    let m = Mutatee::new("loops_cold");
+    let exe = m.path(Variant::Stripped);
+    let loops = headers(&exe);
+    let parent = loops
+        .keys()
+        .find(|(f, l)| !f.ends_with(".cold") && l == "loop_1")
+        .map(|(f, _)| f.clone())
+        .unwrap_or_else(|| panic!("coldsum's loop: {loops:?}"));
+    let cold = format!("{parent}.cold");
+    assert!(
+        loops.contains_key(&(cold.clone(), "loop_1".to_owned())),
+        "the cold part has a loop of its own, headed by its start: {loops:?}"
+    );
+    let mut points: Vec<Counted> = POINTS
+        .iter()
+        .zip([4, 4, 19, 19])
+        .map(|(at, want)| Counted {
+            label: format!("coldsum loop {at}"),
+            point: format!("{parent} loop loop_1 {at}"),
+            want,
+        })
+        .collect();
+    // The cold part's loop is entered by no call; its entry copies the cold part whole.
+    points.push(Counted {
+        label: "cold part loop entry".into(),
+        point: format!("{cold} loop loop_1 entry"),
+        want: 0,
+    });
+    let saved = check(&m, Variant::Stripped, &points);
+    // The saved copy really was made by copying the cold part whole.
+    assert!(
+        saved.contains("relocate-function 1"),
+        "the cold part is copied whole:\n{saved}"
+    );
 }

@@ -179,6 +179,8 @@ pub struct Patcher {
     prefix_end: OnceLock<Vec<u64>>,
     /// The module's [`plan::code_bytes`], computed on first use.
     code: OnceLock<Claimed>,
+    /// The module's [`plan::ways_in`], computed when a function is first copied whole.
+    ways_in: OnceLock<plan::WaysIn>,
 }
 
 /// What [`Patcher::plan`] decided.
@@ -222,6 +224,7 @@ impl Patcher {
             foreign: OnceLock::new(),
             prefix_end: OnceLock::new(),
             code: OnceLock::new(),
+            ways_in: OnceLock::new(),
         }
     }
 
@@ -305,6 +308,7 @@ impl Patcher {
                     .get_or_init(|| plan::prefix_ends(view.functions())),
                 wanted: &wanted,
                 code,
+                ways_in: &self.ways_in,
             };
             let inside: Vec<LinkAddr> = self
                 .applied

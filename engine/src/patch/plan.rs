@@ -27,8 +27,9 @@
 //! Not checked yet: `.eh_frame` landing pads as branch targets (C++ code whose landing pad
 //! falls inside a displaced range), and e9patch's successor eviction.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic};
 
@@ -257,6 +258,8 @@ pub struct Planner<'a> {
     /// CFG claims: a `nop` run another function executes (a loop's alignment, a cold part
     /// past its symbol's end) is never a pad.
     pub code: &'a Claimed,
+    /// The module's [`ways_in`], computed when a function is first copied whole.
+    pub ways_in: &'a OnceLock<WaysIn>,
 }
 
 /// Every byte that a block of some function's CFG covers, merged.
@@ -343,10 +346,28 @@ pub fn foreign_targets(view: &dyn CodeView) -> HashSet<u64> {
     out
 }
 
-/// True when `addr` lies in a block marked in `live`.
-fn blocks_live_at(cfg: &Cfg, live: &[bool], addr: u64) -> bool {
-    cfg.block_containing(LinkAddr(addr))
-        .is_some_and(|id| live[id.0 as usize])
+/// Where control comes from at each address some CFG leads to ([`ways_in`]): the address of
+/// the last instruction of each edge's source block, or [`FROM_CALLER`] at a function's entry.
+pub type WaysIn = HashMap<u64, Vec<u64>>;
+
+/// The source of the way into a function's entry from its callers, in [`WaysIn`].
+pub const FROM_CALLER: u64 = u64::MAX;
+
+/// Every CFG edge of the module, by target, and every function entry: what a function copied
+/// whole must redirect when the edge comes from code outside its own CFG (a cold part's
+/// parent falling into a block the cold part's CFG holds too).
+pub fn ways_in(view: &dyn CodeView) -> WaysIn {
+    let mut out: WaysIn = HashMap::new();
+    for (i, f) in view.functions().iter().enumerate() {
+        out.entry(f.addr.0).or_default().push(FROM_CALLER);
+        let cfg = view.cfg(FuncId(i as u32));
+        for e in &cfg.edges {
+            out.entry(cfg.block(e.to).start.0)
+                .or_default()
+                .push(cfg.block(e.from).last.0);
+        }
+    }
+    out
 }
 
 /// Decodes `len` bytes at `start`; empty when they are not in the file.
@@ -654,10 +675,55 @@ impl Planner<'_> {
         None
     }
 
-    /// Tactic 4: the whole function in one trampoline. Control arrives in the original only
-    /// at the entry and at the return addresses of its calls (the copy pushes original return
-    /// addresses); each arrival gets a jump to its copy, and the rest of the original body is
-    /// dead, so it serves as padding for puns.
+    /// The places where control enters this function's code from code its CFG does not hold,
+    /// other than its entry: targets of other functions' branches ([`foreign_targets`]), and
+    /// the targets of edges (and the entries) of other functions whose CFGs share its code —
+    /// a cold part's CFG runs through its parent's blocks, which the parent's own blocks fall
+    /// into — and block starts right after bytes another CFG holds. An error when one of them
+    /// is not the start of one of its instructions (the two CFGs read the bytes differently).
+    fn entered_from_outside(&self) -> Result<Vec<u64>, String> {
+        let cfg = self.cfg;
+        let ways = self.ways_in.get_or_init(|| ways_in(self.view));
+        let ours = |a: u64| cfg.block_containing(LinkAddr(a)).is_some();
+        let from_outside = |a: u64| {
+            self.foreign.contains(&a)
+                || ways.get(&a).is_some_and(|v| {
+                    v.iter().any(|&s| {
+                        (s == FROM_CALLER && a != cfg.entry.0) || (s != FROM_CALLER && !ours(s))
+                    })
+                })
+        };
+        let mut out = Vec::new();
+        for b in &cfg.blocks {
+            let starts: HashSet<u64> = decode(self.view, b.start, b.end.0 - b.start.0)
+                .iter()
+                .map(|i| i.ip())
+                .collect();
+            for a in b.start.0..b.end.0 {
+                if !from_outside(a) {
+                    continue;
+                }
+                if !starts.contains(&a) {
+                    return Err(format!(
+                        "other code enters it at {a:#x}, inside one of its instructions"
+                    ));
+                }
+                out.push(a);
+            }
+            // Another CFG's code right before the block may fall into it.
+            let before = b.start.0.saturating_sub(1);
+            if b.start != cfg.entry && self.code.overlaps(&(before..b.start.0)) && !ours(before) {
+                out.push(b.start.0);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Tactic 4: the whole function in one trampoline. Control arrives in the original at the
+    /// entry, at the return addresses of its calls (the copy pushes original return
+    /// addresses), and wherever code its CFG does not hold enters its code
+    /// ([`Planner::entered_from_outside`]); each arrival gets a jump to its copy, and the rest
+    /// of the original body is dead, so it serves as padding for puns.
     pub fn place_function(&self, claimed: &Claimed) -> Result<Site, String> {
         let cfg = self.cfg;
         if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
@@ -679,40 +745,14 @@ impl Planner<'_> {
                 _ => segments.push(LinkAddr(b.start)..LinkAddr(b.end)),
             }
         }
-        // Code other functions jump into stays in use after the entry is redirected: the
-        // blocks it reaches are live, and only a pun's 2 bytes at the entry, or a jump at a
-        // return address, may be written over them.
-        let mut live = vec![false; cfg.blocks.len()];
-        let mut work: Vec<BlockId> = cfg
-            .blocks
-            .iter()
-            .filter(|b| (b.start.0..b.end.0).any(|a| self.foreign.contains(&a)))
-            .map(|b| b.id)
-            .collect();
-        while let Some(id) = work.pop() {
-            if !std::mem::replace(&mut live[id.0 as usize], true) {
-                work.extend(cfg.successors(id).map(|e| e.to));
-            }
-        }
-        let live_starts: HashSet<u64> = cfg
-            .blocks
-            .iter()
-            .filter(|b| live[b.id.0 as usize])
-            .map(|b| b.start.0)
-            .collect();
-        // Bytes after an arrival that control may reach other than from the arrival itself.
-        let barrier = |x: u64| self.foreign.contains(&x) || live_starts.contains(&x);
-        let mut dead: Vec<Range<u64>> = cfg
-            .blocks
-            .iter()
-            .filter(|b| !live[b.id.0 as usize])
-            .map(|b| b.start.0..b.end.0)
-            .collect();
-        dead.extend(self.padding());
-        let is_dead = |a: u64| dead.iter().any(|r| r.contains(&a));
-        // Arrivals in live code may overwrite it (control there enters the copy) as long as
-        // nothing else jumps into the overwritten bytes.
-        let live_at = |x: u64| blocks_live_at(cfg, &live, x);
+        // Every way into its code from code the copy does not replace becomes an arrival, a
+        // jump into the copy, so that no original instruction of it runs any more: the entry,
+        // the return addresses of its calls (the copy pushes original return addresses), and
+        // each place other code enters it ([`Planner::entered_from_outside`]). Code left
+        // running in the original would skip every snippet the copy holds: python3's
+        // `sub_55f7b0.cold`, copied whole for a loop at its start, holds its parent's loop
+        // header, which the parent's first block falls into, and that loop's iterations went
+        // uncounted until control happened into the copy.
         let mut arrivals: Vec<u64> = vec![cfg.entry.0];
         arrivals.extend(
             cfg.blocks
@@ -720,8 +760,13 @@ impl Planner<'_> {
                 .filter(|b| b.call.as_ref().is_some_and(|c| !c.noreturn))
                 .map(|b| b.end.0),
         );
+        arrivals.extend(self.entered_from_outside()?);
         arrivals.sort();
         arrivals.dedup();
+        // With every way in redirected, the original body is dead: padding for puns.
+        let mut dead: Vec<Range<u64>> = blocks.clone();
+        dead.extend(self.padding());
+        let is_dead = |a: u64| dead.iter().any(|r| r.contains(&a));
         let mut mine = Claimed::default();
         let mut placed: Vec<Arrival> = Vec::new();
         // At most one eviction per site: it makes room for one arrival's pun.
@@ -730,11 +775,7 @@ impl Planner<'_> {
             let next = arrivals.get(n + 1).copied().unwrap_or(u64::MAX);
             let mut room = 0;
             // Bytes after `a` that other code jumps to must stay as they are.
-            while room < 5
-                && a + room < next
-                && (is_dead(a + room) || live_at(a + room))
-                && (room == 0 || !barrier(a + room))
-            {
+            while room < 5 && a + room < next && is_dead(a + room) {
                 room += 1;
             }
             let r5 = a..a + 5;
@@ -811,7 +852,7 @@ impl Planner<'_> {
                 if placed.is_empty() {
                     String::new()
                 } else {
-                    format!(" and {} return address(es) of its calls by jumps into the copy", placed.len())
+                    format!(" and {} other way(s) in (return addresses of its calls, code entering it from outside its CFG) by jumps into the copy", placed.len())
                 }
             ),
             arrivals: placed,
