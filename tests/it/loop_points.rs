@@ -388,14 +388,10 @@ fn a_loop_through_a_cold_part_copied_whole_counts_exactly() {
     let loops = headers(&exe);
     let parent = loops
         .keys()
-        .find(|(f, l)| !f.ends_with(".cold") && l == "loop_1")
+        .find(|(f, l)| l == "loop_1" && loops.contains_key(&(format!("{f}.cold"), l.clone())))
         .map(|(f, _)| f.clone())
-        .unwrap_or_else(|| panic!("coldsum's loop: {loops:?}"));
+        .unwrap_or_else(|| panic!("coldsum's loop, and its cold part's own: {loops:?}"));
     let cold = format!("{parent}.cold");
-    assert!(
-        loops.contains_key(&(cold.clone(), "loop_1".to_owned())),
-        "the cold part has a loop of its own, headed by its start: {loops:?}"
-    );
     let mut points: Vec<Counted> = POINTS
         .iter()
         .zip([4, 4, 19, 19])
@@ -417,4 +413,52 @@ fn a_loop_through_a_cold_part_copied_whole_counts_exactly() {
         saved.contains("relocate-function 1"),
         "the cold part is copied whole:\n{saved}"
     );
+}
+
+/// The edge after a call into a block a branch reaches too (`loops_cold.c`'s `callmerge`,
+/// called with 0..8): the function is copied whole, the callee returns into the original
+/// code, whose jump into the copy runs the edge's snippets, and the branch in the copy skips
+/// them. The call's edge is taken for the 4 odd values, the branch's for the 4 even ones, and
+/// the block they meet at runs 8 times. The call's edge was refused before ("leaves a block
+/// ending in `call` for a block with several predecessors").
+#[test]
+fn an_edge_after_a_call_into_a_shared_block_counts_exactly() {
+    let m = Mutatee::new("loops_cold");
+    for v in [Variant::O2, Variant::Pie] {
+        let cfg = gsh_json("cfg callmerge", &m.path(v));
+        let edges = cfg["edges"]["rows"].as_array().expect("edges");
+        let edge = |kind: &str| {
+            let e = edges
+                .iter()
+                .find(|e| e["kind"] == kind)
+                .unwrap_or_else(|| panic!("callmerge has a {kind} edge: {cfg}"));
+            let s = |k: &str| e[k].as_str().expect("an address").to_owned();
+            (s("from"), s("to"))
+        };
+        let (call, join) = edge("call-ft");
+        let (branch, also) = edge("taken");
+        assert_eq!(join, also, "the call and the branch meet: {cfg}");
+        let points = [
+            Counted {
+                label: "callmerge edge after the call".into(),
+                point: format!("callmerge edge {call} {join}"),
+                want: 4,
+            },
+            Counted {
+                label: "callmerge edge of the branch".into(),
+                point: format!("callmerge edge {branch} {join}"),
+                want: 4,
+            },
+            Counted {
+                label: "callmerge block where they meet".into(),
+                point: format!("callmerge block {join}"),
+                want: 8,
+            },
+        ];
+        let saved = check(&m, v, &points);
+        assert!(
+            saved.contains("relocate-function 1") && !saved.contains("skipped"),
+            "callmerge is copied whole and nothing is skipped:\n{saved}"
+        );
+    }
 }

@@ -55,7 +55,39 @@ __asm__(".text\n"
         "  .cfi_endproc\n"
         ".size coldsum.cold, .-coldsum.cold\n");
 
+/* `callmerge(x)`: `x + 1`, or for odd `x`, `twice(x) + 1`. The call's return falls into the
+ * block the `je` also reaches: the edge after the call is told apart from the branch's only
+ * in a copy of the whole function, where the callee returns into the original code and its
+ * jump into the copy runs the edge's snippets. */
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl callmerge\n"
+        ".type callmerge, @function\n"
+        "callmerge:\n"
+        "  .cfi_startproc\n"
+        "  subq $8, %rsp\n"
+        "  .cfi_def_cfa_offset 16\n"
+        "  movl %edi, %eax\n"
+        "  testb $1, %dil\n"
+        "  je callmerge_join\n"
+        "  call twice\n"
+        "callmerge_join:\n"
+        "  addl $1, %eax\n"
+        "  addq $8, %rsp\n"
+        "  .cfi_def_cfa_offset 8\n"
+        "  ret\n"
+        "  .cfi_endproc\n"
+        ".size callmerge, .-callmerge\n"
+        ".p2align 4\n"
+        ".globl twice\n"
+        ".type twice, @function\n"
+        "twice:\n"
+        "  leal (%rdi,%rdi), %eax\n"
+        "  ret\n"
+        ".size twice, .-twice\n");
+
 long coldsum(const int *v, long n);
+int callmerge(int x);
 
 int main(void) {
     static const int a[] = {1, 2, -3, 4, 5};
@@ -67,5 +99,9 @@ int main(void) {
     printf("b=%ld\n", sum(b, 3));
     printf("c=%ld\n", sum(c, 2));
     printf("a again=%ld\n", sum(a, 5));
+    int merged = 0;
+    for (int x = 0; x < 8; x++)
+        merged += callmerge(x);
+    printf("merged=%d\n", merged);
     return 0;
 }

@@ -25,9 +25,15 @@
 //!    edge too (`entry` counted a loop's iterations), and placing it at the function entry
 //!    less the back-edge arrivals would work for counters only, not for snippets.
 //!
-//! Anything else (a jump-table or exception edge into a block with other ways in, an entry from the caller into a function
-//! with indirect jumps, which cannot be relocated whole, the edge after a call into a block
-//! with several predecessors, a `loop`/`jrcxz` branch) is refused with the reason.
+//! 5. The edge after a call into a block other edges reach too: the same copy of the whole
+//!    function, the snippets laid out before the copy of the call's return address, where the
+//!    callee returns (the copy pushes original return addresses, and the original return
+//!    address jumps into the copy), and the copy's branches to that block retargeted past
+//!    them ([`Way::FromCaller`]).
+//!
+//! Anything else (a jump-table or exception edge into a block with other ways in, an entry
+//! from the caller or a call's fall-through in a function with indirect jumps, which cannot be
+//! relocated whole, a `loop`/`jrcxz` branch) is refused with the reason.
 
 use crate::addr::LinkAddr;
 use crate::cfg::{BlockId, EdgeKind};
@@ -45,8 +51,10 @@ pub enum Way {
     Taken,
     /// On the fall-through path of the conditional branch there.
     FallThrough,
-    /// Before the function's first instruction, only when control arrives from outside the
-    /// function (a call), never on a back edge to it: the function is relocated whole.
+    /// Before the instruction, only when control arrives there from outside the function's
+    /// code, never by a branch inside it: the function is relocated whole. At the function's
+    /// first instruction that is the call (never a back edge to it); at a call's return
+    /// address, the return from the callee (never another edge into that block).
     FromCaller,
 }
 
@@ -127,6 +135,19 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
             )
         }
         _ => {}
+    }
+    if kind == EdgeKind::CallFallThrough {
+        // The call's return into a block other edges reach too: in a copy of the whole
+        // function the call pushes its original return address, so the callee returns into
+        // the original code, whose jump there enters the copy before the block's copy; the
+        // copy's own branches to the block land past the snippets laid out there.
+        if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
+            return Err(format!(
+                "the edge {} -> {} after a call reaches a block other edges reach too, which                  only a copy of the whole function tells apart, and a function with indirect                  jumps cannot be copied",
+                fb.start, tb.start
+            ));
+        }
+        return Ok((tb.start, to, Way::FromCaller));
     }
     let last = plan::decode(view, fb.last, 15).into_iter().next();
     let Some(last) = last.filter(|i| i.ip() == fb.last.0) else {

@@ -250,9 +250,11 @@ impl Patcher {
         // Functions with a point that runs only on arrival from the caller at a looping
         // entry: only a copy of the whole function keeps the back edges out of it.
         let mut whole: HashSet<FuncId> = HashSet::new();
+        let mut on_arrival: HashSet<LinkAddr> = HashSet::new();
         for p in points {
             if edge::from_caller(view, p) {
                 whole.insert(p.func);
+                on_arrival.insert(p.addr);
             }
         }
         for p in points {
@@ -335,7 +337,7 @@ impl Patcher {
                 &rebuilt
             };
             let (sites, no) = if whole.contains(&f) {
-                planner.plan_whole(&addrs, &claimed, outside, &inside)
+                planner.plan_whole(&addrs, &on_arrival, &claimed, outside, &inside)
             } else {
                 planner.plan(&addrs, &claimed, outside, &inside)
             };

@@ -977,39 +977,77 @@ impl Planner<'_> {
     }
 
     /// Sites for the points at `addrs` of a function that must be copied whole (a point at
-    /// its looping entry runs only on arrival from the caller: [`super::edge::Way::FromCaller`]):
-    /// one relocated-function site, or, when the function cannot be copied, every point at
-    /// the entry refused with why and the others planned as usual (a point inside a site
-    /// written already is then refused rather than placed over it).
+    /// its looping entry runs only on arrival from the caller, one at a call's return address
+    /// only on the return from the callee: [`super::edge::Way::FromCaller`], their addresses
+    /// `on_arrival`): one relocated-function site, or, when the function cannot be copied (or
+    /// other code enters it at such a return address), every point at those addresses
+    /// refused with why and the others planned as usual (a point inside a site written
+    /// already is then refused rather than placed over it).
     pub fn plan_whole(
         &self,
         addrs: &[LinkAddr],
+        on_arrival: &HashSet<LinkAddr>,
         claimed: &Claimed,
         outside: &Claimed,
         inside: &[LinkAddr],
     ) -> (Vec<Site>, Vec<(LinkAddr, String)>) {
-        match self.place_function(outside) {
+        // Snippets that run on arrival at a call's return address run for every arrival from
+        // outside the copy: other code entering there would run them too.
+        let copied = self.place_function(outside).and_then(|site| {
+            let outer = self.entered_from_outside()?;
+            match on_arrival
+                .iter()
+                .find(|a| **a != self.cfg.entry && outer.contains(&a.0))
+            {
+                Some(a) => Err(format!(
+                    "other code than the call's return enters it at {a}, where snippets run \
+                     only on the return"
+                )),
+                None => Ok(site),
+            }
+        });
+        match copied {
             Ok(mut site) => {
-                site.why = format!(
-                    "its first block is a loop header: {}; branches in the copy back to its \
-                     entry skip what runs on the caller's arrival",
-                    site.why.trim_start_matches("no room at the point; ")
-                );
+                let how = site
+                    .why
+                    .trim_start_matches("no room at the point; ")
+                    .to_owned();
+                site.why = if on_arrival.contains(&self.cfg.entry) {
+                    format!(
+                        "its first block is a loop header: {how}; branches in the copy back to \
+                         its entry skip what runs on the caller's arrival"
+                    )
+                } else {
+                    format!(
+                        "an edge after a call reaches a block other edges reach too: {how}; \
+                         branches in the copy to that block skip what runs on the callee's return"
+                    )
+                };
                 (vec![Self::holding(site, addrs, inside)], Vec::new())
             }
             Err(e) => {
                 let entry = self.cfg.entry;
-                let rest: Vec<LinkAddr> = addrs.iter().copied().filter(|&a| a != entry).collect();
+                let rest: Vec<LinkAddr> = addrs
+                    .iter()
+                    .copied()
+                    .filter(|a| !on_arrival.contains(a))
+                    .collect();
                 let (sites, mut refused) = self.plan(&rest, claimed, outside, inside);
-                if addrs.contains(&entry) {
-                    refused.push((
-                        entry,
+                for &a in addrs.iter().filter(|a| on_arrival.contains(a)) {
+                    let why = if a == entry {
                         format!(
                             "the function's first block is a loop header, so its entry from \
                              the caller is told apart from the back edges to it only in a copy \
                              of the whole function, and it cannot be copied: {e}"
-                        ),
-                    ));
+                        )
+                    } else {
+                        format!(
+                            "the edge from a call to its return address at {a}, which other \
+                             edges reach too, is told apart from them only in a copy of the \
+                             whole function, and it cannot be copied: {e}"
+                        )
+                    };
+                    refused.push((a, why));
                 }
                 (sites, refused)
             }
