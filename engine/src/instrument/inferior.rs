@@ -26,6 +26,7 @@ pub use crate::process::{
 
 use super::control;
 use super::coverage::FunctionCoverage;
+use super::env::SessionEnv;
 use super::eval::{self, EvalError, Printed};
 use super::frames;
 use super::inspect;
@@ -155,28 +156,29 @@ impl FrameView<'_, '_> {
 
     /// The address `expr` denotes (an access path or an expression) in this frame.
     pub fn address(&mut self, expr: &str) -> Result<u64> {
-        let (env, near) = eval::live_env(self.session, self.live, self.rip)?;
-        Ok(eval::address(
-            self.p,
-            self.tid,
-            &env,
-            &mut self.scope,
-            near,
-            expr,
-        )?)
+        self.evaluate(|p, tid, env, scope, near| eval::address(p, tid, env, scope, near, expr))
     }
 
     /// `expr`'s value in this frame, as `print` shows it.
     pub fn print(&mut self, expr: &str) -> Result<Printed> {
+        self.evaluate(|p, tid, env, scope, near| {
+            eval::print_stopped(p, tid, env, scope, near, expr)
+        })
+    }
+
+    /// Runs `f` with the environment of the frame's function (see [`eval::live_env`]).
+    fn evaluate<R>(
+        &mut self,
+        f: impl FnOnce(
+            &mut Process,
+            Option<i32>,
+            &SessionEnv<'_>,
+            &mut Scope<'_>,
+            u64,
+        ) -> Result<R, EvalError>,
+    ) -> Result<R> {
         let (env, near) = eval::live_env(self.session, self.live, self.rip)?;
-        Ok(eval::print_stopped(
-            self.p,
-            self.tid,
-            &env,
-            &mut self.scope,
-            near,
-            expr,
-        )?)
+        Ok(f(self.p, self.tid, &env, &mut self.scope, near)?)
     }
 }
 

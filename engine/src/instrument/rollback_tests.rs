@@ -11,7 +11,7 @@
 //! jumps are four runs and a commit can fail after some of them went in.
 
 use std::cell::Cell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use crate::instrument::live::LiveError;
@@ -93,6 +93,41 @@ int main(void) {
 }
 "#;
 
+/// The first word `path` prints when it runs alone (the sum it computes); it must succeed.
+fn sum_alone(path: &Path) -> String {
+    let alone = std::process::Command::new(path)
+        .output()
+        .expect("run the program alone");
+    assert!(alone.status.success(), "the program alone: {alone:?}");
+    String::from_utf8(alone.stdout)
+        .expect("text")
+        .split_whitespace()
+        .next()
+        .expect("the sum")
+        .to_owned()
+}
+
+/// `path` started under a tracer (stopped at its entry, its output going to `path.out`), a
+/// session with every module it loaded open, and that output file.
+fn start(path: &Path) -> (Tracer<Live>, Session, PathBuf) {
+    let mut session = testutil::open(path);
+    let out = path.with_extension("out");
+    let launch = Launch {
+        program: path.to_owned(),
+        args: Vec::new(),
+        stdin: None,
+        stdout: Some(out.clone()),
+        env: Vec::new(),
+    };
+    let tracer = Tracer::start(&launch, Live::default()).expect("start the program");
+    let session_mut = &mut session;
+    tracer
+        .with(|p, live| live.learn_modules(session_mut, p))
+        .expect("tracer")
+        .expect("learn the modules");
+    (tracer, session, out)
+}
+
 /// The bytes of every executable segment of the main program, as the process has them.
 fn main_text(p: &Process, session: &Session, bias: u64) -> Vec<u8> {
     let main = session.main().expect("main module");
@@ -117,31 +152,11 @@ fn a_live_insert_failing_at_any_write_leaves_the_code_as_it_was() {
 /// Fails the N-th write of one insert for N = 1, 2, ... in a program built with `flags`.
 fn rollback(flags: &[&str]) {
     let path = testutil::compile("rollback", SOURCE, false, flags);
-    let expected = std::process::Command::new(&path)
-        .output()
-        .expect("run the program alone");
-    assert!(expected.status.success());
-    let expected = String::from_utf8(expected.stdout).expect("text");
-    let sum = expected.split_whitespace().next().expect("the sum");
-
-    let mut session = testutil::open(&path);
-    let out = path.with_extension("out");
-    let launch = Launch {
-        program: path.clone(),
-        args: Vec::new(),
-        stdin: None,
-        stdout: Some(out.clone()),
-        env: Vec::new(),
-    };
-    let tracer = Tracer::start(&launch, Live::default()).expect("start the program");
+    let sum = sum_alone(&path);
+    let (tracer, mut session, out) = start(&path);
     let main_id = session.main().expect("main").id;
-    let session_mut = &mut session;
     let bias = tracer
-        .with(|p, live| {
-            live.learn_modules(session_mut, p)
-                .expect("learn the modules");
-            live.bias(main_id)
-        })
+        .with(|_, live| live.bias(main_id))
         .expect("tracer")
         .expect("the main program is loaded");
     let mut plan = Plan::default();
@@ -342,31 +357,8 @@ fn start_two_modules() -> (Tracer<Live>, Session, [(ModuleId, u64); 2], String, 
             &rpath,
         ],
     );
-    let expected = std::process::Command::new(&path)
-        .output()
-        .expect("run the program alone");
-    assert!(expected.status.success(), "the program alone: {expected:?}");
-    let sum = String::from_utf8(expected.stdout)
-        .expect("text")
-        .split_whitespace()
-        .next()
-        .expect("the sum")
-        .to_owned();
-    let mut session = testutil::open(&path);
-    let out = path.with_extension("out");
-    let launch = Launch {
-        program: path.clone(),
-        args: Vec::new(),
-        stdin: None,
-        stdout: Some(out.clone()),
-        env: Vec::new(),
-    };
-    let tracer = Tracer::start(&launch, Live::default()).expect("start the program");
-    let session_mut = &mut session;
-    tracer
-        .with(|p, live| live.learn_modules(session_mut, p))
-        .expect("tracer")
-        .expect("learn the modules");
+    let sum = sum_alone(&path);
+    let (tracer, session, out) = start(&path);
     let main = session.main().expect("main").id;
     let lib = session
         .modules()
@@ -532,20 +524,7 @@ fn a_failed_restore_says_the_process_is_left_stopped_with_torn_code() {
     // Runs until killed, so the process is running when the delete halts it.
     let source = SOURCE.replace("i < 1000; i++", "; i = (i + 1) % 1000");
     let path = testutil::compile("torn", &source, false, &["-O2", "-g"]);
-    let mut session = testutil::open(&path);
-    let launch = Launch {
-        program: path.clone(),
-        args: Vec::new(),
-        stdin: None,
-        stdout: Some(path.with_extension("out")),
-        env: Vec::new(),
-    };
-    let tracer = Tracer::start(&launch, Live::default()).expect("start the program");
-    let session_mut = &mut session;
-    tracer
-        .with(|p, live| live.learn_modules(session_mut, p))
-        .expect("tracer")
-        .expect("learn the modules");
+    let (tracer, mut session, _) = start(&path);
     let mut plan = Plan::default();
     let spec = PointSpec::parse(&["work*", "entry"]).expect("point");
     let id = plan
