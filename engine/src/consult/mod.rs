@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+pub mod probes;
 pub mod proclab;
 pub mod sample;
 pub mod stacks;
@@ -218,6 +219,8 @@ pub struct Reading {
     pub fraction: f64,
     /// Seconds measured.
     pub seconds: f64,
+    /// Why the reading may mislead, kept in the graph when the experiment is judged false.
+    pub note: Option<&'static str>,
 }
 
 /// A running experiment's handle in its [`Lab`].
@@ -403,6 +406,7 @@ impl Search {
                     if r.fraction >= threshold * (1.0 + self.settings.hysteresis) {
                         Some(State::True)
                     } else if r.fraction <= threshold * (1.0 - self.settings.hysteresis) {
+                        self.nodes[i].note = r.note.map(str::to_owned);
                         Some(State::False)
                     } else {
                         None
@@ -657,12 +661,14 @@ pub struct Report {
     /// How many experiments were judged true or false.
     pub tested: usize,
     /// The cost of the search to the program observed while it ran: the fraction of the wall
-    /// time the program was stopped for stack samples.
+    /// time the program was stopped for stack samples, plus its loop timers' estimated cost.
     pub overhead: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,
     /// How many times the process was stopped for stack samples.
     pub stack_samples: u64,
+    /// The loop timers the search inserted and removed, and what they cost.
+    pub probes: probes::ProbeStats,
     /// Wall seconds the search ran.
     pub seconds: f64,
     /// Every node of the search history graph, in creation order.
@@ -678,6 +684,7 @@ impl Search {
             overhead,
             sampler_cpu: 0.0,
             stack_samples: 0,
+            probes: probes::ProbeStats::default(),
             seconds,
             graph: self
                 .nodes
@@ -729,10 +736,23 @@ impl Report {
              stack samples; sampling /proc used {:.1}% of a CPU\n",
             self.tested,
             self.seconds,
-            self.overhead * 100.0,
+            (self.overhead - self.probes.cost).max(0.0) * 100.0,
             self.stack_samples,
             self.sampler_cpu * 100.0
         );
+        if self.probes.inserted > 0 {
+            let _ = writeln!(
+                out,
+                "{} loop timers inserted, {} removed; they cost the program about {:.2}% of its \
+                 time\n",
+                self.probes.inserted,
+                self.probes.removed,
+                self.probes.cost * 100.0
+            );
+        }
+        for e in &self.probes.errors {
+            let _ = writeln!(out, "probe error: {e}");
+        }
         fn walk(r: &Report, parent: Option<usize>, depth: usize, out: &mut String) {
             for n in r.graph.iter().filter(|n| n.parent == parent) {
                 let value = n.fraction.map_or_else(|| "-".into(), |f| format!("{f:.2}"));

@@ -119,6 +119,7 @@ impl Lab for Model {
         Some(Reading {
             fraction,
             seconds: self.now - since,
+            note: None,
         })
     }
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
+use engine::consult::probes::{LiveProbes, ProbeLab, Probes};
 use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
 use engine::instrument::control;
@@ -163,7 +164,12 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))?;
     let sampler = StackSampler::new(&modules);
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
-    let mut lab = ProcLab::with_stacks(pid, store.clone());
+    let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.tracer);
+    let mut lab = ProbeLab::new(
+        pid,
+        ProcLab::with_stacks(pid, store.clone()),
+        Some(&mut probes as &mut dyn Probes),
+    );
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
     let done = AtomicBool::new(false);
@@ -180,8 +186,10 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         }
         seconds
     });
-    let why_stopped = lab.error();
-    let sampler_cpu = lab.overhead();
+    // Every loop timer still in goes out before anything else.
+    let probe_stats = lab.finish();
+    let why_stopped = lab.inner.error();
+    let sampler_cpu = lab.inner.overhead();
     let (stopped, stops, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
         (
@@ -190,7 +198,8 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             s.error().map(str::to_owned),
         )
     };
-    let mut report = search.report(seconds, stopped);
+    let mut report = search.report(seconds, stopped + probe_stats.cost);
+    report.probes = probe_stats;
     report.sampler_cpu = sampler_cpu;
     report.stack_samples = stops;
     if let Some(path) = dot {
