@@ -312,6 +312,8 @@ pub struct Node {
     pub priority: f64,
     /// Why a node failed or was judged without a conclusive reading.
     pub note: Option<String>,
+    /// Seconds into the search when it was judged true or false.
+    pub judged: Option<f64>,
     #[serde(skip)]
     probe: Option<ProbeId>,
     #[serde(skip)]
@@ -358,6 +360,7 @@ impl Search {
                 probe: None,
                 started: 0.0,
                 unrefined: None,
+                judged: None,
             })
             .collect();
         Search { settings, nodes }
@@ -427,6 +430,7 @@ impl Search {
             lab.stop(probe);
             self.nodes[i].probe = None;
             self.nodes[i].state = verdict;
+            self.nodes[i].judged = Some(now);
             if verdict == State::True {
                 let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
                 let why = hypothesis
@@ -496,6 +500,7 @@ impl Search {
                 probe: None,
                 started: 0.0,
                 unrefined: None,
+                judged: None,
             });
         }
     }
@@ -651,6 +656,8 @@ pub struct NodeOut {
     pub fraction: Option<f64>,
     /// Why it failed or was judged without a conclusive reading.
     pub note: Option<String>,
+    /// Seconds into the search when it was judged, if it was.
+    pub judged: Option<f64>,
 }
 
 /// What a finished (or interrupted) search reports.
@@ -704,6 +711,7 @@ impl Search {
                     state: n.state,
                     fraction: n.fraction,
                     note: n.note.clone(),
+                    judged: n.judged,
                 })
                 .collect(),
         }
