@@ -1,8 +1,10 @@
-/* hotloop.c: one function whose time goes to the second of its three loops, and a decoy, for
- * the loop-aware search (`consult`). `hotloop [SECONDS]` prints `hotloop running`, computes
- * for SECONDS (default 10) or until SIGUSR1, then prints `hotloop done`. `phases` runs three loops in turn: the first and third are short,
- * the second (an outer loop around an inner one) takes nearly all its time; `decoy` costs a
- * tenth of `phases`. Not in MUTATEES: it runs for seconds. */
+/* hotloop.c: one function whose time goes to the second of three loops, and a decoy, for the
+ * loop-aware search (`consult`). `hotloop [SECONDS]` prints `hotloop running`, computes for
+ * SECONDS (default 10) or until SIGUSR1, then prints `hotloop done`.
+ * `phases` is called once: its outer loop (loop_1) runs from the start to the end, and on each
+ * pass runs three loops in turn. The first and third are short; the second (loop_1.2, around
+ * loop_1.2.1) takes nearly all the time. `decoy`, called on each pass, costs a tenth of it.
+ * Not in MUTATEES: it runs for seconds. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,24 +26,6 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-NOINLINE unsigned long phases(unsigned long n) {
-    unsigned long x = n;
-    /* loop_1: short. */
-    for (unsigned long i = 0; i < n; i++)
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-    sink += x;
-    /* loop_2 and loop_2.1 inside it: the hot spot, 40 times the others. */
-    for (unsigned long j = 0; j < 20; j++) {
-        for (unsigned long i = 0; i < 2 * n; i++)
-            x = (x ^ (x >> 7)) * 2862933555777941757UL + j;
-        sink += x;
-    }
-    /* loop_3: short. */
-    for (unsigned long i = 0; i < n; i++)
-        x = x * 3935559000370003845UL + 2691343689449507681UL;
-    return x;
-}
-
 NOINLINE unsigned long decoy(unsigned long n) {
     unsigned long x = n;
     for (unsigned long i = 0; i < 4 * n; i++)
@@ -49,16 +33,32 @@ NOINLINE unsigned long decoy(unsigned long n) {
     return x;
 }
 
+NOINLINE void phases(unsigned long n, double end) {
+    unsigned long x = n;
+    while (!stop && now() < end) {
+        /* loop_1.1: short. */
+        for (unsigned long i = 0; i < n; i++)
+            x = x * 6364136223846793005UL + 1442695040888963407UL;
+        sink += x;
+        /* loop_1.2 and loop_1.2.1 inside it: the hot spot, 40 times the others. */
+        for (unsigned long j = 0; j < 20; j++) {
+            for (unsigned long i = 0; i < 2 * n; i++)
+                x = (x ^ (x >> 7)) * 2862933555777941757UL + j;
+            sink += x;
+        }
+        /* loop_1.3: short. */
+        for (unsigned long i = 0; i < n; i++)
+            x = x * 3935559000370003845UL + 2691343689449507681UL;
+        sink += x + decoy(n);
+    }
+}
+
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 10.0;
-    double end = now() + seconds;
     signal(SIGUSR1, on_usr1);
     printf("hotloop running\n");
     fflush(stdout);
-    while (!stop && now() < end) {
-        sink += phases(20000);
-        sink += decoy(20000);
-    }
+    phases(20000, now() + seconds);
     printf("hotloop done\n");
     return 0;
 }

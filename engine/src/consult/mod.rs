@@ -221,6 +221,10 @@ pub struct Reading {
     pub seconds: f64,
     /// Why the reading may mislead, kept in the graph when the experiment is judged false.
     pub note: Option<&'static str>,
+    /// The measurement could not see the focus at all (a loop running since before its timer
+    /// went in): judged false, the experiment is refined all the same, since its parts may be
+    /// measurable where it was not.
+    pub opaque: bool,
 }
 
 /// A running experiment's handle in its [`Lab`].
@@ -410,6 +414,9 @@ impl Search {
                         Some(State::True)
                     } else if r.fraction <= threshold * (1.0 - self.settings.hysteresis) {
                         self.nodes[i].note = r.note.map(str::to_owned);
+                        if r.opaque {
+                            self.nodes[i].unrefined = Some(now);
+                        }
                         Some(State::False)
                     } else {
                         None

@@ -13,10 +13,13 @@
 //! A loop's fraction is a lower bound of the thread's CPU demand (time on a CPU or runnable)
 //! spent in it: the loop's wall time from its timer, less the thread's time neither on a CPU
 //! nor runnable (from `/proc`'s `schedstat`) over the same interval. For a loop that computes,
-//! the two agree; a loop that sleeps reads 0.
+//! the two agree; a loop that sleeps reads 0. RunQueue at a loop is that demand times the
+//! thread's share of it spent waiting for a CPU over the interval.
 //!
 //! A timer opens at the loop's entry: a loop running since before its timer went in (a
-//! program's main loop, entered once) shows no time, and is judged false with a note saying so.
+//! program's main loop, entered once) shows no time. It is judged false with a note saying so,
+//! and refined all the same ([`Reading::opaque`]): the loops nested in it are entered afresh on
+//! each of its iterations, so their timers see them.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -293,12 +296,15 @@ impl Lab for ProbeLab<'_> {
         let rate = entries as f64 / wall;
         let known = self.rates.entry(function).or_insert(0.0);
         *known = known.max(rate);
-        let note = (entries == 0 && ns == 0.0)
-            .then_some("not entered while timed: it may run since before its timer went in");
+        let opaque = entries == 0 && ns == 0.0;
         Some(Reading {
             fraction: (demand * part / wall).clamp(0.0, 1.0),
             seconds: wall,
-            note,
+            note: opaque.then_some(
+                "not entered while timed: it may run since before its timer went in; the loops \
+                 in it are timed instead",
+            ),
+            opaque,
         })
     }
 

@@ -357,6 +357,7 @@ impl Lab for ProcLab {
             fraction,
             seconds: w.started.elapsed().as_secs_f64(),
             note: None,
+            opaque: false,
         })
     }
 

@@ -120,6 +120,7 @@ impl Lab for Model {
             fraction,
             seconds: self.now - since,
             note: None,
+            opaque: false,
         })
     }
 

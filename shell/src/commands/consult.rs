@@ -62,8 +62,9 @@ and taken out as soon as the experiment is judged; a loop found CPU-bound is ref
 loops nested in it the same way. A loop's fraction is its time less the thread's time neither \
 on a CPU nor runnable over the same interval (a lower bound of its CPU demand); RunQueue at a \
 loop is the thread's waiting share of that. A timer opens at the loop's entry, so a loop \
-running since before its timer went in (a main loop entered once) reads nothing and is judged \
-false with a note saying so. When the search ends, every probe it inserted is gone: `show \
+running since before its timer went in (a main loop entered once) reads nothing: it is judged \
+false with a note saying so, and the loops nested in it, entered afresh on each of its \
+iterations, are timed instead. When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
