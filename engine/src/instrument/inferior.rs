@@ -253,6 +253,11 @@ impl Inferior {
         })
     }
 
+    /// The tracer, for the engine's own users of the process (`consult`'s live probes).
+    pub(crate) fn tracer(&self) -> &crate::process::Tracer<Live> {
+        &self.tracer
+    }
+
     /// Runs `f` with the instrumentation alone (no process), on the tracer thread, which
     /// outlives the process: what is inserted, the values kept at its exit.
     pub fn with_live<R: Send>(&self, f: impl FnOnce(&mut Live) -> R + Send) -> Result<R> {
