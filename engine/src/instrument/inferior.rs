@@ -126,14 +126,14 @@ pub struct Reading {
     pub coverage: Vec<FunctionCoverage>,
 }
 
-/// What `detach` leaves behind: the code that still differs from the files (not gsh's
-/// doing), and what was measured until then.
+/// What `detach` leaves behind: what was measured until then (kept even when letting go
+/// fails), and the code that still differs from the files (not gsh's doing).
 #[derive(Debug)]
 pub struct Detached {
-    /// Places of the code that differ from the files.
-    pub left: Vec<TextChange>,
     /// The values when gsh let go, when anything was measured.
     pub kept: Option<Reading>,
+    /// Places of the code that differ from the files, or why letting go failed.
+    pub left: Result<Vec<TextChange>>,
 }
 
 /// A frame of a stopped thread, handed to the closure of [`Inferior::frame`]: its scope
@@ -317,8 +317,8 @@ impl Inferior {
     pub fn detach(self) -> Result<Detached> {
         self.job(|p, live| {
             let kept = kept_reading(p, live);
-            let left = live.let_go(p)?;
-            Ok(Detached { left, kept })
+            let left = live.let_go(p).map_err(Into::into);
+            Ok(Detached { kept, left })
         })
     }
 
