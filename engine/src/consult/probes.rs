@@ -328,3 +328,159 @@ impl Lab for ProbeLab<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Probes that record what was asked of them; every timer reads `value`, or with
+    /// `always`, a loop entered at that instant and never left.
+    #[derive(Default)]
+    struct Fake {
+        inserted: Vec<(String, String, String)>,
+        removed: Vec<u32>,
+        value: TimerValue,
+        always: Option<Instant>,
+    }
+
+    impl Probes for Fake {
+        fn loops(&mut self, _: &str, function: &str) -> Result<Vec<LoopInfo>, String> {
+            if function != "f" {
+                return Err(format!("{function} has no loops"));
+            }
+            let l = |name: &str, parent: Option<&str>| LoopInfo {
+                name: name.into(),
+                parent: parent.map(Into::into),
+            };
+            Ok(vec![
+                l("loop_1", None),
+                l("loop_2", None),
+                l("loop_2.1", Some("loop_2")),
+                l("loop_2.1.1", Some("loop_2.1")),
+            ])
+        }
+        fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+            self.inserted
+                .push((module.into(), function.into(), lp.into()));
+            Ok(100 + self.inserted.len() as u32)
+        }
+        fn read(&mut self, _: u32, _: i32) -> Result<TimerValue, String> {
+            Ok(match self.always {
+                Some(t) => TimerValue {
+                    entries: 1,
+                    ns: t.elapsed().as_nanos() as u64,
+                },
+                None => self.value,
+            })
+        }
+        fn remove(&mut self, id: u32) -> Result<(), String> {
+            self.removed.push(id);
+            Ok(())
+        }
+    }
+
+    /// This process and its calling thread, at function `f` of module `m`.
+    fn at_f() -> (i32, Focus) {
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let focus = Focus(vec![
+            Resource::Program("p".into()),
+            Resource::Thread(tid as u32),
+            Resource::Module("m".into()),
+            Resource::Function("f".into()),
+        ]);
+        (pid, focus)
+    }
+
+    fn names(v: &[(Focus, f64)]) -> Vec<String> {
+        v.iter().map(|(f, _)| f.to_string()).collect()
+    }
+
+    #[test]
+    fn a_cpu_bound_function_is_refined_into_its_outermost_loops_and_a_loop_into_its_own() {
+        let (pid, f) = at_f();
+        let mut fake = Fake::default();
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        let tid = f.0[1].to_string();
+        let under = |tail: &str| format!("p > {tid} > m > f > {tail}");
+        let loops = lab.refine(Hypothesis::CPUBound, &f).unwrap();
+        assert_eq!(names(&loops), [under("loop_1"), under("loop_2")]);
+        let inner = lab
+            .refine(
+                Hypothesis::CPUBound,
+                &f.with(Resource::Loop("loop_2".into())),
+            )
+            .unwrap();
+        assert_eq!(names(&inner), [under("loop_2 > loop_2.1")]);
+        // Loops are a refinement of CPU demand only, and need a function that has them.
+        assert!(lab.refine(Hypothesis::SyncWait, &f).unwrap().is_empty());
+        let mut g = f.clone();
+        g.0[3] = Resource::Function("g".into());
+        assert!(lab.refine(Hypothesis::CPUBound, &g).unwrap().is_empty());
+        // Without probes, nothing below a function is a loop.
+        let mut bare = ProbeLab::new(pid, ProcLab::new(pid), None);
+        assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());
+    }
+
+    #[test]
+    fn each_timer_goes_in_when_its_experiment_starts_and_out_when_it_stops_or_the_search_ends() {
+        let (pid, f) = at_f();
+        let mut fake = Fake::default();
+        let stats = {
+            let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+            let e = |lp: &str| Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.with(Resource::Loop(lp.into())),
+            };
+            let one = lab.start(&e("loop_1")).unwrap();
+            lab.start(&e("loop_2")).unwrap();
+            // A timer that saw no entry and no time cannot tell: it says so.
+            let r = lab.read(one).unwrap();
+            assert!(r.opaque && r.fraction == 0.0, "{r:?}");
+            assert!(r.note.unwrap().contains("not entered"), "{r:?}");
+            lab.stop(one);
+            lab.finish()
+        };
+        assert_eq!(
+            fake.inserted,
+            [
+                ("m".into(), "f".into(), "loop_1".into()),
+                ("m".into(), "f".into(), "loop_2".into())
+            ]
+        );
+        assert_eq!(fake.removed, [101, 102]);
+        assert_eq!((stats.inserted, stats.removed), (2, 2));
+        assert!(stats.errors.is_empty());
+    }
+
+    /// A loop the thread is in all along: while the thread computes its fraction is near 1;
+    /// while it sleeps (neither on a CPU nor runnable) near 0, however long the timer says.
+    #[test]
+    fn a_loops_fraction_is_its_time_less_the_threads_time_off_a_cpu() {
+        let (pid, f) = at_f();
+        let mut fake = Fake {
+            always: Some(Instant::now()),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let spin = lab.start(&e).unwrap();
+        let t = Instant::now();
+        let mut x = 1u64;
+        while t.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let busy = lab.read(spin).unwrap();
+        lab.stop(spin);
+        let nap = lab.start(&e).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let idle = lab.read(nap).unwrap();
+        lab.finish();
+        assert!(busy.fraction > 0.6 && !busy.opaque, "{busy:?}");
+        assert!(idle.fraction < 0.3 && !idle.opaque, "{idle:?}");
+    }
+}
