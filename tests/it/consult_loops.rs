@@ -35,7 +35,7 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
             "-c",
             // Stack samples may stop the program a fifth of the time: on a loaded machine they
             // wait for its thread to be scheduled, and the search needs a dozen per experiment.
-            "consult --for 20 --cost 20; show instrumentation",
+            "consult --for 20 --cost 20 --watch; show instrumentation",
         ])
         .run();
     // Whatever the search found, the program's code is the file's again and it runs on.
@@ -131,6 +131,22 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
     ] {
         assert_eq!(node(child)["parent"], node(parent)["id"], "{r:#}");
     }
+    // --watch told the search as it went: the hot loop judged, then its inner loop tested.
+    let line = |what: &str, tail: &str| {
+        gsh.stderr
+            .lines()
+            .position(|l| {
+                l.starts_with("[consult ")
+                    && l.contains(&format!(" CPUBound     {what}"))
+                    && l.ends_with(tail)
+            })
+            .unwrap_or_else(|| panic!("no `{what}` line for {tail}: {gsh}"))
+    };
+    assert!(
+        line("true", "phases > loop_1 > loop_1.2") < line("testing", "loop_1.2 > loop_1.2.1"),
+        "{gsh}"
+    );
+    line("true", "loop_1.2 > loop_1.2.1");
     let probes = &r["probes"];
     assert!(probes["inserted"].as_u64().unwrap() >= 5, "{r:#}");
     assert_eq!(probes["inserted"], probes["removed"], "{r:#}");

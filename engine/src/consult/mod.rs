@@ -831,12 +831,27 @@ pub fn run(
     lab: &mut dyn Lab,
     limit: std::time::Duration,
     interrupted: &std::sync::atomic::AtomicBool,
+    alive: impl FnMut() -> bool,
+) -> f64 {
+    run_watched(search, lab, limit, interrupted, alive, |_, _| {})
+}
+
+/// [`run`], calling `watch` with the search and the seconds since it began after each step,
+/// so a caller can show the search as it goes.
+pub fn run_watched(
+    search: &mut Search,
+    lab: &mut dyn Lab,
+    limit: std::time::Duration,
+    interrupted: &std::sync::atomic::AtomicBool,
     mut alive: impl FnMut() -> bool,
+    mut watch: impl FnMut(&Search, f64),
 ) -> f64 {
     let start = std::time::Instant::now();
     loop {
         let now = start.elapsed();
-        if !search.step(lab, now.as_secs_f64())
+        let more = search.step(lab, now.as_secs_f64());
+        watch(search, now.as_secs_f64());
+        if !more
             || now >= limit
             || interrupted.load(std::sync::atomic::Ordering::SeqCst)
             || !alive()

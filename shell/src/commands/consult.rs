@@ -32,7 +32,7 @@ const MAX_SECONDS: f64 = 86_400.0;
 pub const CONSULT: Spec = Spec {
     name: "consult",
     aliases: &[],
-    usage: "[--for SECONDS] [--cost PERCENT] [--threshold NAME=FRACTION]... [--dot FILE]",
+    usage: "[--for SECONDS] [--cost PERCENT] [--threshold NAME=FRACTION]... [--dot FILE] [--watch]",
     complete: Complete::Nothing,
     summary: "search by itself for why and where the running program is slow",
     help: "Runs Paradyn's Performance Consultant on the process (starting the program first \
@@ -83,7 +83,9 @@ With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\
 \"overhead\", \"sampler_cpu\", \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \
 \"cost\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
-graph for Graphviz.",
+graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
+experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
+with the seconds since the search began.",
     examples: &[
         ("consult --for 20", "search for up to 20 seconds"),
         (
@@ -97,6 +99,10 @@ graph for Graphviz.",
         (
             "consult --cost 20",
             "let stack samples stop the program up to a fifth of the time",
+        ),
+        (
+            "consult --watch",
+            "show each experiment as it starts and as it is judged",
         ),
     ],
     run: consult_cmd,
@@ -151,6 +157,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     };
     let settings = settings(args)?;
     let dot = args.option("--dot")?;
+    let watching = args.flag("--watch");
     args.positionals(0, 0)?;
     if !ctx.target.is_live() {
         let started = super::process::start_process(ctx, args)?;
@@ -194,9 +201,19 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
             .spawn_scoped(scope, || sampler.run(&t.tracer, &store, cost, &done));
-        let seconds = consult::run(&mut search, &mut lab, limit, &flag, || {
-            matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running))
-        });
+        let mut told = Vec::new();
+        let seconds = consult::run_watched(
+            &mut search,
+            &mut lab,
+            limit,
+            &flag,
+            || matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running)),
+            |search, now| {
+                if watching {
+                    watch(search, now, &mut told);
+                }
+            },
+        );
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Ok(h) = sampling {
             let _ = h.join();
@@ -230,4 +247,34 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         text.push_str(&format!("(sampling stopped: {e})\n"));
     }
     Ok(Output::Text(text))
+}
+
+/// `--watch`: one line on stderr for each experiment as it starts and as it is judged, with the
+/// seconds into the search. `told[i]` is the state last told for node `i`.
+fn watch(search: &Search, now: f64, told: &mut Vec<Option<consult::State>>) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for (i, n) in search.nodes().iter().enumerate() {
+        if told.len() <= i {
+            told.push(None);
+        }
+        if told[i] == Some(n.state) || n.state == consult::State::Untested {
+            continue;
+        }
+        told[i] = Some(n.state);
+        let what = match n.state {
+            consult::State::Active => "testing".to_owned(),
+            consult::State::True => format!("true {:.2}", n.fraction.unwrap_or(0.0)),
+            consult::State::False => format!("false {:.2}", n.fraction.unwrap_or(0.0)),
+            consult::State::Failed => "failed".to_owned(),
+            consult::State::Untested => continue,
+        };
+        let _ = writeln!(
+            err,
+            "[consult {now:6.2} s] {:<12} {:<11} {}",
+            n.experiment.hypothesis.name(),
+            what,
+            n.experiment.focus
+        );
+    }
 }
