@@ -19,7 +19,8 @@
 //! A timer opens at the loop's entry: a loop running since before its timer went in (a
 //! program's main loop, entered once) shows no time. It is judged false with a note saying so,
 //! and refined all the same ([`Reading::opaque`]): the loops nested in it are entered afresh on
-//! each of its iterations, so their timers see them.
+//! each of its iterations, so their timers see them. A loop unseen inside an unseen loop is
+//! not refined further: the outer one has more likely ended than run all along.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -56,7 +57,15 @@ pub trait Probes {
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String>;
     /// Takes timer `id` out, with what it measured.
     fn remove(&mut self, id: u32) -> Result<(), String>;
+    /// Learns the libraries the program loaded since the last call (so their functions and
+    /// loops can be named and timed); how many there were.
+    fn learn(&mut self) -> Result<usize, String> {
+        Ok(0)
+    }
 }
+
+/// How often [`ProbeLab::learn`] looks for libraries loaded meanwhile.
+const LEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The cost of one timed loop entry and exit: two inline `rdtsc`s and their bookkeeping, in
 /// nanoseconds (a generous figure: the floor measured for `time` is lower).
@@ -77,6 +86,8 @@ struct Timer {
     value: TimerValue,
     /// Which hypothesis it tests (CPU demand, or its part spent waiting for a CPU).
     hypothesis: Hypothesis,
+    /// The loop it times.
+    focus: Focus,
     /// The thread's nanoseconds on a CPU and runnable, at the start.
     sched: Sched,
 }
@@ -127,6 +138,10 @@ pub struct ProbeLab<'p> {
     /// Entry-nanoseconds paid by timers taken out (entries times [`TIMER_NS`]).
     paid_ns: f64,
     started: Instant,
+    /// When [`ProbeLab::learn`] last looked.
+    learned: Instant,
+    /// Loops whose timers saw no entry and no time.
+    unseen: std::collections::BTreeSet<String>,
 }
 
 /// The module and function a focus' last function names, and the thread.
@@ -157,6 +172,27 @@ impl<'p> ProbeLab<'p> {
             stats: ProbeStats::default(),
             paid_ns: 0.0,
             started: Instant::now(),
+            learned: Instant::now(),
+            unseen: Default::default(),
+        }
+    }
+
+    /// Looks, at most once a [`LEARN_EVERY`], for libraries the program loaded since the
+    /// search began or last looked, and learns them; how many it found.
+    pub fn learn(&mut self) -> usize {
+        if self.learned.elapsed() < LEARN_EVERY {
+            return 0;
+        }
+        self.learned = Instant::now();
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return 0;
+        };
+        match probes.learn() {
+            Ok(n) => n,
+            Err(e) => {
+                self.stats.errors.push(e);
+                0
+            }
         }
     }
 
@@ -250,6 +286,7 @@ impl Lab for ProbeLab<'_> {
                 started: Instant::now(),
                 value,
                 hypothesis: e.hypothesis,
+                focus: e.focus.clone(),
                 sched,
             },
         );
@@ -296,14 +333,26 @@ impl Lab for ProbeLab<'_> {
         let rate = entries as f64 / wall;
         let known = self.rates.entry(function).or_insert(0.0);
         *known = known.max(rate);
-        let opaque = entries == 0 && ns == 0.0;
+        // Unseen: refined all the same, unless its own loop was unseen too (a loop that has
+        // ended, rather than one running since before its timer: its loops are no better).
+        let unseen = entries == 0 && ns == 0.0;
+        let focus = self.timers.get(&probe.0)?.focus.clone();
+        let outer = Focus(focus.0[..focus.0.len() - 1].to_vec());
+        let opaque = unseen && !self.unseen.contains(&outer.to_string());
+        if unseen {
+            self.unseen.insert(focus.to_string());
+        }
         Some(Reading {
             fraction: (demand * part / wall).clamp(0.0, 1.0),
             seconds: wall,
-            note: opaque.then_some(
-                "not entered while timed: it may run since before its timer went in; the loops \
-                 in it are timed instead",
-            ),
+            note: match (unseen, opaque) {
+                (true, true) => Some(
+                    "not entered while timed: it may run since before its timer went in; the \
+                     loops in it are timed instead",
+                ),
+                (true, false) => Some("not entered while timed"),
+                _ => None,
+            },
             opaque,
         })
     }

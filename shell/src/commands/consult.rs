@@ -5,7 +5,7 @@
 //! (`instrument::consult_probes`), each taken out once judged; the program runs throughout and
 //! runs on afterwards, with nothing of the search left in it.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -72,8 +72,9 @@ call from /proc every 5 ms, and stack samples: the process is stopped, every thr
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
 stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
 the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
-(their entries times a timed entry's cost) is added to it. Libraries loaded after \
-the search began are not unwound through. It ends when every experiment is judged, after --for \
+(their entries times a timed entry's cost) is added to it. Libraries the program \
+loads while the search runs (dlopen) are learnt within a second: stack samples then name \
+their functions and walk through them, and their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
@@ -184,9 +185,10 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let modules: Vec<(Arc<Module>, u64)> =
-        t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))?;
-    let sampler = StackSampler::new(&modules);
+    let loaded = || -> Result<Vec<(Arc<Module>, u64)>> {
+        t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))
+    };
+    let mut modules = loaded()?;
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.tracer);
     let mut lab = ProbeLab::new(
@@ -196,11 +198,33 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     );
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
-    let done = AtomicBool::new(false);
+    // `round` ends the stack sampler's current round: when the search is done, or when the
+    // program loaded libraries, whose frames the next round's unwinder and names include.
+    let (done, round) = (AtomicBool::new(false), AtomicBool::new(false));
     let seconds = std::thread::scope(|scope| {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || sampler.run(&t.tracer, &store, cost, &done));
+            .spawn_scoped(scope, || loop {
+                StackSampler::new(&modules).run(&t.tracer, &store, cost, &round);
+                let failed = store
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .error()
+                    .is_some();
+                if done.load(Ordering::SeqCst) || failed {
+                    break;
+                }
+                round.store(false, Ordering::SeqCst);
+                // The search sets `done` before `round`: one set after the check above
+                // is seen here, or ends the next round.
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                match loaded() {
+                    Ok(m) => modules = m,
+                    Err(_) => break,
+                }
+            });
         let mut told = Vec::new();
         let seconds = consult::run_watched(
             &mut search,
@@ -208,13 +232,17 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             limit,
             &flag,
             || matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running)),
-            |search, now| {
+            |search, lab, now| {
+                if lab.learn() > 0 {
+                    round.store(true, Ordering::SeqCst);
+                }
                 if watching {
                     watch(search, now, &mut told);
                 }
             },
         );
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        done.store(true, Ordering::SeqCst);
+        round.store(true, Ordering::SeqCst);
         if let Ok(h) = sampling {
             let _ = h.join();
         }
