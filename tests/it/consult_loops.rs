@@ -35,7 +35,7 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
             "-c",
             // Stack samples may stop the program a fifth of the time: on a loaded machine they
             // wait for its thread to be scheduled, and the search needs a dozen per experiment.
-            "consult --for 20 --cost 20; show instrumentation",
+            "consult --for 20 --cost 20 --watch; show instrumentation",
         ])
         .run();
     // Whatever the search found, the program's code is the file's again and it runs on.
@@ -131,9 +131,82 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
     ] {
         assert_eq!(node(child)["parent"], node(parent)["id"], "{r:#}");
     }
+    // --watch told the search as it went: the hot loop judged, then its inner loop tested.
+    let line = |what: &str, tail: &str| {
+        gsh.stderr
+            .lines()
+            .position(|l| {
+                l.starts_with("[consult ")
+                    && l.contains(&format!(" CPUBound     {what}"))
+                    && l.ends_with(tail)
+            })
+            .unwrap_or_else(|| panic!("no `{what}` line for {tail}: {gsh}"))
+    };
+    assert!(
+        line("true", "phases > loop_1 > loop_1.2") < line("testing", "loop_1.2 > loop_1.2.1"),
+        "{gsh}"
+    );
+    line("true", "loop_1.2 > loop_1.2.1");
     let probes = &r["probes"];
     assert!(probes["inserted"].as_u64().unwrap() >= 5, "{r:#}");
     assert_eq!(probes["inserted"], probes["removed"], "{r:#}");
     assert_eq!(probes["errors"], serde_json::json!([]), "{r:#}");
     assert!(r["seconds"].as_f64().unwrap() < 20.0, "{r:#}");
+}
+
+/// `dlhot` computes in `main` until the search has attached and begun, then loads `libdlhot`
+/// with dlopen and computes in its `hot` until told to stop. The search learns the library
+/// while it runs: stack samples name its frames and walk through it, and its loops are timed,
+/// so the search names `hot` in the library and its hot loop, and removes every timer.
+#[test]
+fn consult_searches_a_library_loaded_after_it_began() {
+    let lib = Mutatee::new("libdlhot").path(Variant::O2);
+    let exe = Mutatee::new("dlhot").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .arg(&lib)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("dlhot starts");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).expect("dlhot says it runs");
+    assert_eq!(first, "dlhot running\n");
+    let pid = child.id();
+    let gsh = Gsh::new()
+        .args([
+            "--json",
+            "-p",
+            &pid.to_string(),
+            "-c",
+            "consult --for 20 --cost 20; show instrumentation",
+        ])
+        .run();
+    // SAFETY: kill(2) on the child we spawned and have not waited for.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("dlhot's output");
+    let status = child.wait().expect("dlhot ends");
+    gsh.assert_success();
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, "dlhot done\n");
+    let mut results: Vec<serde_json::Value> = json_stream(&gsh)
+        .into_iter()
+        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .collect();
+    let shown = results.pop().expect("show instrumentation's result");
+    assert_eq!(shown["rows"], serde_json::json!([]), "{gsh}");
+    let r = results.pop().expect("consult's result");
+    let name = lib.file_name().unwrap().to_str().unwrap();
+    let hot = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["hypothesis"] == "CPUBound" || f["hypothesis"] == "RunQueue")
+        .map(|f| f["focus"].to_string())
+        .find(|f| f.contains(&format!("\"main\",\"{name}\",\"hot\"")));
+    let hot = hot.unwrap_or_else(|| panic!("no finding in {name}'s hot: {r:#}"));
+    assert!(hot.ends_with("\"loop_1\",\"loop_1.2\"]"), "{hot}: {r:#}");
+    let probes = &r["probes"];
+    assert_eq!(probes["inserted"], probes["removed"], "{r:#}");
+    assert_eq!(probes["errors"], serde_json::json!([]), "{r:#}");
 }

@@ -826,17 +826,33 @@ impl Report {
 
 /// Runs `search` on `lab` until it ends, `limit` passes, `interrupted` is set, or `alive` says
 /// the program is gone; stops every running experiment before returning the seconds it ran.
-pub fn run(
+pub fn run<L: Lab>(
     search: &mut Search,
-    lab: &mut dyn Lab,
+    lab: &mut L,
+    limit: std::time::Duration,
+    interrupted: &std::sync::atomic::AtomicBool,
+    alive: impl FnMut() -> bool,
+) -> f64 {
+    run_watched(search, lab, limit, interrupted, alive, |_, _, _| {})
+}
+
+/// [`run`], calling `watch` with the search, the lab and the seconds since it began after each
+/// step, so a caller can show the search as it goes and keep the lab's view of the program
+/// current (libraries loaded meanwhile).
+pub fn run_watched<L: Lab>(
+    search: &mut Search,
+    lab: &mut L,
     limit: std::time::Duration,
     interrupted: &std::sync::atomic::AtomicBool,
     mut alive: impl FnMut() -> bool,
+    mut watch: impl FnMut(&Search, &mut L, f64),
 ) -> f64 {
     let start = std::time::Instant::now();
     loop {
         let now = start.elapsed();
-        if !search.step(lab, now.as_secs_f64())
+        let more = search.step(lab, now.as_secs_f64());
+        watch(search, lab, now.as_secs_f64());
+        if !more
             || now >= limit
             || interrupted.load(std::sync::atomic::Ordering::SeqCst)
             || !alive()

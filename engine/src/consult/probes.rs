@@ -19,7 +19,8 @@
 //! A timer opens at the loop's entry: a loop running since before its timer went in (a
 //! program's main loop, entered once) shows no time. It is judged false with a note saying so,
 //! and refined all the same ([`Reading::opaque`]): the loops nested in it are entered afresh on
-//! each of its iterations, so their timers see them.
+//! each of its iterations, so their timers see them. A loop unseen inside an unseen loop is
+//! not refined further: the outer one has more likely ended than run all along.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -56,7 +57,15 @@ pub trait Probes {
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String>;
     /// Takes timer `id` out, with what it measured.
     fn remove(&mut self, id: u32) -> Result<(), String>;
+    /// Learns the libraries the program loaded since the last call (so their functions and
+    /// loops can be named and timed); how many there were.
+    fn learn(&mut self) -> Result<usize, String> {
+        Ok(0)
+    }
 }
+
+/// How often [`ProbeLab::learn`] looks for libraries loaded meanwhile.
+const LEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The cost of one timed loop entry and exit: two inline `rdtsc`s and their bookkeeping, in
 /// nanoseconds (a generous figure: the floor measured for `time` is lower).
@@ -77,6 +86,8 @@ struct Timer {
     value: TimerValue,
     /// Which hypothesis it tests (CPU demand, or its part spent waiting for a CPU).
     hypothesis: Hypothesis,
+    /// The loop it times.
+    focus: Focus,
     /// The thread's nanoseconds on a CPU and runnable, at the start.
     sched: Sched,
 }
@@ -127,6 +138,10 @@ pub struct ProbeLab<'p> {
     /// Entry-nanoseconds paid by timers taken out (entries times [`TIMER_NS`]).
     paid_ns: f64,
     started: Instant,
+    /// When [`ProbeLab::learn`] last looked.
+    learned: Instant,
+    /// Loops whose timers saw no entry and no time.
+    unseen: std::collections::BTreeSet<String>,
 }
 
 /// The module and function a focus' last function names, and the thread.
@@ -157,6 +172,27 @@ impl<'p> ProbeLab<'p> {
             stats: ProbeStats::default(),
             paid_ns: 0.0,
             started: Instant::now(),
+            learned: Instant::now(),
+            unseen: Default::default(),
+        }
+    }
+
+    /// Looks, at most once a [`LEARN_EVERY`], for libraries the program loaded since the
+    /// search began or last looked, and learns them; how many it found.
+    pub fn learn(&mut self) -> usize {
+        if self.learned.elapsed() < LEARN_EVERY {
+            return 0;
+        }
+        self.learned = Instant::now();
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return 0;
+        };
+        match probes.learn() {
+            Ok(n) => n,
+            Err(e) => {
+                self.stats.errors.push(e);
+                0
+            }
         }
     }
 
@@ -250,6 +286,7 @@ impl Lab for ProbeLab<'_> {
                 started: Instant::now(),
                 value,
                 hypothesis: e.hypothesis,
+                focus: e.focus.clone(),
                 sched,
             },
         );
@@ -296,14 +333,26 @@ impl Lab for ProbeLab<'_> {
         let rate = entries as f64 / wall;
         let known = self.rates.entry(function).or_insert(0.0);
         *known = known.max(rate);
-        let opaque = entries == 0 && ns == 0.0;
+        // Unseen: refined all the same, unless its own loop was unseen too (a loop that has
+        // ended, rather than one running since before its timer: its loops are no better).
+        let unseen = entries == 0 && ns == 0.0;
+        let focus = self.timers.get(&probe.0)?.focus.clone();
+        let outer = Focus(focus.0[..focus.0.len() - 1].to_vec());
+        let opaque = unseen && !self.unseen.contains(&outer.to_string());
+        if unseen {
+            self.unseen.insert(focus.to_string());
+        }
         Some(Reading {
             fraction: (demand * part / wall).clamp(0.0, 1.0),
             seconds: wall,
-            note: opaque.then_some(
-                "not entered while timed: it may run since before its timer went in; the loops \
-                 in it are timed instead",
-            ),
+            note: match (unseen, opaque) {
+                (true, true) => Some(
+                    "not entered while timed: it may run since before its timer went in; the \
+                     loops in it are timed instead",
+                ),
+                (true, false) => Some("not entered while timed"),
+                _ => None,
+            },
             opaque,
         })
     }
@@ -326,5 +375,161 @@ impl Lab for ProbeLab<'_> {
             Ok(()) => self.stats.removed += 1,
             Err(e) => self.stats.errors.push(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Probes that record what was asked of them; every timer reads `value`, or with
+    /// `always`, a loop entered at that instant and never left.
+    #[derive(Default)]
+    struct Fake {
+        inserted: Vec<(String, String, String)>,
+        removed: Vec<u32>,
+        value: TimerValue,
+        always: Option<Instant>,
+    }
+
+    impl Probes for Fake {
+        fn loops(&mut self, _: &str, function: &str) -> Result<Vec<LoopInfo>, String> {
+            if function != "f" {
+                return Err(format!("{function} has no loops"));
+            }
+            let l = |name: &str, parent: Option<&str>| LoopInfo {
+                name: name.into(),
+                parent: parent.map(Into::into),
+            };
+            Ok(vec![
+                l("loop_1", None),
+                l("loop_2", None),
+                l("loop_2.1", Some("loop_2")),
+                l("loop_2.1.1", Some("loop_2.1")),
+            ])
+        }
+        fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+            self.inserted
+                .push((module.into(), function.into(), lp.into()));
+            Ok(100 + self.inserted.len() as u32)
+        }
+        fn read(&mut self, _: u32, _: i32) -> Result<TimerValue, String> {
+            Ok(match self.always {
+                Some(t) => TimerValue {
+                    entries: 1,
+                    ns: t.elapsed().as_nanos() as u64,
+                },
+                None => self.value,
+            })
+        }
+        fn remove(&mut self, id: u32) -> Result<(), String> {
+            self.removed.push(id);
+            Ok(())
+        }
+    }
+
+    /// This process and its calling thread, at function `f` of module `m`.
+    fn at_f() -> (i32, Focus) {
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let focus = Focus(vec![
+            Resource::Program("p".into()),
+            Resource::Thread(tid as u32),
+            Resource::Module("m".into()),
+            Resource::Function("f".into()),
+        ]);
+        (pid, focus)
+    }
+
+    fn names(v: &[(Focus, f64)]) -> Vec<String> {
+        v.iter().map(|(f, _)| f.to_string()).collect()
+    }
+
+    #[test]
+    fn a_cpu_bound_function_is_refined_into_its_outermost_loops_and_a_loop_into_its_own() {
+        let (pid, f) = at_f();
+        let mut fake = Fake::default();
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        let tid = f.0[1].to_string();
+        let under = |tail: &str| format!("p > {tid} > m > f > {tail}");
+        let loops = lab.refine(Hypothesis::CPUBound, &f).unwrap();
+        assert_eq!(names(&loops), [under("loop_1"), under("loop_2")]);
+        let inner = lab
+            .refine(
+                Hypothesis::CPUBound,
+                &f.with(Resource::Loop("loop_2".into())),
+            )
+            .unwrap();
+        assert_eq!(names(&inner), [under("loop_2 > loop_2.1")]);
+        // Loops are a refinement of CPU demand only, and need a function that has them.
+        assert!(lab.refine(Hypothesis::SyncWait, &f).unwrap().is_empty());
+        let mut g = f.clone();
+        g.0[3] = Resource::Function("g".into());
+        assert!(lab.refine(Hypothesis::CPUBound, &g).unwrap().is_empty());
+        // Without probes, nothing below a function is a loop.
+        let mut bare = ProbeLab::new(pid, ProcLab::new(pid), None);
+        assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());
+    }
+
+    #[test]
+    fn each_timer_goes_in_when_its_experiment_starts_and_out_when_it_stops_or_the_search_ends() {
+        let (pid, f) = at_f();
+        let mut fake = Fake::default();
+        let stats = {
+            let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+            let e = |lp: &str| Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.with(Resource::Loop(lp.into())),
+            };
+            let one = lab.start(&e("loop_1")).unwrap();
+            lab.start(&e("loop_2")).unwrap();
+            // A timer that saw no entry and no time cannot tell: it says so.
+            let r = lab.read(one).unwrap();
+            assert!(r.opaque && r.fraction == 0.0, "{r:?}");
+            assert!(r.note.unwrap().contains("not entered"), "{r:?}");
+            lab.stop(one);
+            lab.finish()
+        };
+        assert_eq!(
+            fake.inserted,
+            [
+                ("m".into(), "f".into(), "loop_1".into()),
+                ("m".into(), "f".into(), "loop_2".into())
+            ]
+        );
+        assert_eq!(fake.removed, [101, 102]);
+        assert_eq!((stats.inserted, stats.removed), (2, 2));
+        assert!(stats.errors.is_empty());
+    }
+
+    /// A loop the thread is in all along: while the thread computes its fraction is near 1;
+    /// while it sleeps (neither on a CPU nor runnable) near 0, however long the timer says.
+    #[test]
+    fn a_loops_fraction_is_its_time_less_the_threads_time_off_a_cpu() {
+        let (pid, f) = at_f();
+        let mut fake = Fake {
+            always: Some(Instant::now()),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let spin = lab.start(&e).unwrap();
+        let t = Instant::now();
+        let mut x = 1u64;
+        while t.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let busy = lab.read(spin).unwrap();
+        lab.stop(spin);
+        let nap = lab.start(&e).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let idle = lab.read(nap).unwrap();
+        lab.finish();
+        assert!(busy.fraction > 0.6 && !busy.opaque, "{busy:?}");
+        assert!(idle.fraction < 0.3 && !idle.opaque, "{idle:?}");
     }
 }

@@ -108,6 +108,18 @@ impl Probes for LiveProbes<'_> {
             }))
     }
 
+    fn learn(&mut self) -> Result<usize, String> {
+        let session = &mut *self.session;
+        self.tracer
+            .with(|p, live| {
+                let before = live.loaded().count();
+                live.learn_modules(session, p)?;
+                Ok(live.loaded().count().saturating_sub(before))
+            })
+            .map_err(|e| e.to_string())?
+            .map_err(|e: super::live::LiveError| format!("learning new libraries: {e}"))
+    }
+
     fn remove(&mut self, id: u32) -> Result<(), String> {
         // Taken out as if never asked for: its values are the search's, not `report`'s.
         self.tracer

@@ -5,7 +5,7 @@
 //! (`instrument::consult_probes`), each taken out once judged; the program runs throughout and
 //! runs on afterwards, with nothing of the search left in it.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ const MAX_SECONDS: f64 = 86_400.0;
 pub const CONSULT: Spec = Spec {
     name: "consult",
     aliases: &[],
-    usage: "[--for SECONDS] [--cost PERCENT] [--threshold NAME=FRACTION]... [--dot FILE]",
+    usage: "[--for SECONDS] [--cost PERCENT] [--threshold NAME=FRACTION]... [--dot FILE] [--watch]",
     complete: Complete::Nothing,
     summary: "search by itself for why and where the running program is slow",
     help: "Runs Paradyn's Performance Consultant on the process (starting the program first \
@@ -71,8 +71,9 @@ call from /proc every 5 ms, and stack samples: the process is stopped, every thr
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
 stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
 the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
-(their entries times a timed entry's cost) is added to it. Libraries loaded after \
-the search began are not unwound through. It ends when every experiment is judged, after --for \
+(their entries times a timed entry's cost) is added to it. Libraries the program \
+loads while the search runs (dlopen) are learnt within a second: stack samples then name \
+their functions and walk through them, and their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
@@ -82,7 +83,9 @@ With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\
 \"overhead\", \"sampler_cpu\", \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \
 \"cost\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
-graph for Graphviz.",
+graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
+experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
+with the seconds since the search began.",
     examples: &[
         ("consult --for 20", "search for up to 20 seconds"),
         (
@@ -96,6 +99,10 @@ graph for Graphviz.",
         (
             "consult --cost 20",
             "let stack samples stop the program up to a fifth of the time",
+        ),
+        (
+            "consult --watch",
+            "show each experiment as it starts and as it is judged",
         ),
     ],
     run: consult_cmd,
@@ -150,6 +157,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     };
     let settings = settings(args)?;
     let dot = args.option("--dot")?;
+    let watching = args.flag("--watch");
     args.positionals(0, 0)?;
     if !ctx.target.is_live() {
         let started = super::process::start_process(ctx, args)?;
@@ -171,8 +179,8 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let modules: Vec<(Arc<Module>, u64)> = t.inferior.loaded()?;
-    let sampler = StackSampler::new(&modules);
+    let loaded = || -> Result<Vec<(Arc<Module>, u64)>> { Ok(t.inferior.loaded()?) };
+    let mut modules = loaded()?;
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
     let mut lab = ProbeLab::new(
@@ -182,17 +190,52 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     );
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
-    let done = AtomicBool::new(false);
+    // `round` ends the stack sampler's current round: when the search is done, or when the
+    // program loaded libraries, whose frames the next round's unwinder and names include.
+    let (done, round) = (AtomicBool::new(false), AtomicBool::new(false));
     let seconds = std::thread::scope(|scope| {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || {
-                t.inferior.sample_stacks(&sampler, &store, cost, &done)
+            .spawn_scoped(scope, || loop {
+                t.inferior
+                    .sample_stacks(&StackSampler::new(&modules), &store, cost, &round);
+                let failed = store
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .error()
+                    .is_some();
+                if done.load(Ordering::SeqCst) || failed {
+                    break;
+                }
+                round.store(false, Ordering::SeqCst);
+                // The search sets `done` before `round`: one set after the check above
+                // is seen here, or ends the next round.
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                match loaded() {
+                    Ok(m) => modules = m,
+                    Err(_) => break,
+                }
             });
-        let seconds = consult::run(&mut search, &mut lab, limit, &flag, || {
-            matches!(t.inferior.state(), Ok(State::Running))
-        });
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut told = Vec::new();
+        let seconds = consult::run_watched(
+            &mut search,
+            &mut lab,
+            limit,
+            &flag,
+            || matches!(t.inferior.state(), Ok(State::Running)),
+            |search, lab, now| {
+                if lab.learn() > 0 {
+                    round.store(true, Ordering::SeqCst);
+                }
+                if watching {
+                    watch(search, now, &mut told);
+                }
+            },
+        );
+        done.store(true, Ordering::SeqCst);
+        round.store(true, Ordering::SeqCst);
         if let Ok(h) = sampling {
             let _ = h.join();
         }
@@ -225,4 +268,34 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         text.push_str(&format!("(sampling stopped: {e})\n"));
     }
     Ok(Output::Text(text))
+}
+
+/// `--watch`: one line on stderr for each experiment as it starts and as it is judged, with the
+/// seconds into the search. `told[i]` is the state last told for node `i`.
+fn watch(search: &Search, now: f64, told: &mut Vec<Option<consult::State>>) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for (i, n) in search.nodes().iter().enumerate() {
+        if told.len() <= i {
+            told.push(None);
+        }
+        if told[i] == Some(n.state) || n.state == consult::State::Untested {
+            continue;
+        }
+        told[i] = Some(n.state);
+        let what = match n.state {
+            consult::State::Active => "testing".to_owned(),
+            consult::State::True => format!("true {:.2}", n.fraction.unwrap_or(0.0)),
+            consult::State::False => format!("false {:.2}", n.fraction.unwrap_or(0.0)),
+            consult::State::Failed => "failed".to_owned(),
+            consult::State::Untested => continue,
+        };
+        let _ = writeln!(
+            err,
+            "[consult {now:6.2} s] {:<12} {:<11} {}",
+            n.experiment.hypothesis.name(),
+            what,
+            n.experiment.focus
+        );
+    }
 }
