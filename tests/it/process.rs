@@ -1061,3 +1061,66 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
     assert_eq!(rest, "vectors kept\n");
     assert!(guard.0.wait().unwrap().success());
 }
+
+/// Lines a child prints, read on a thread so a test waits for each with a time limit.
+fn lines_of(
+    out: std::io::BufReader<std::process::ChildStdout>,
+) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// gsh SIGKILLed while the target runs an injected call (`load library` of a library whose
+/// constructor takes a second) leaves a target that finishes the call, gets back to where it
+/// was with every register (vector ones included) as it was, and computes on. It failed before:
+/// the call returned to an `int3` that, untraced, killed the target with SIGTRAP.
+#[test]
+fn gsh_killed_during_an_injected_call_leaves_the_target_running_exactly() {
+    let exe = Mutatee::new("vecspin").path(Variant::O2);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut guard = Guard(child);
+    let pid = guard.0.id();
+    let next = |what: &str| {
+        lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
+    };
+    assert_eq!(next("ready"), "ready");
+    // Let the main thread load its registers and reach the spin.
+    std::thread::sleep(Duration::from_millis(50));
+    let mut gsh = Guard(
+        Command::new(gsh_tests::Gsh::binary())
+            .args([
+                "-c",
+                &format!("attach {pid}; load library {}", lib.display()),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(next("the constructor"), "constructor");
+    gsh.0.kill().unwrap();
+    gsh.0.wait().unwrap();
+    assert_eq!(next("the constructor's end"), "constructed");
+    std::io::Write::write_all(&mut stdin, b"\n").unwrap();
+    assert_eq!(next("the spin's end"), "vectors kept");
+    let status = guard.0.wait().unwrap();
+    assert!(status.success(), "the target ended with {status}");
+}
