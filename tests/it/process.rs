@@ -1124,3 +1124,54 @@ fn gsh_killed_during_an_injected_call_leaves_the_target_running_exactly() {
     let status = guard.0.wait().unwrap();
     assert!(status.success(), "the target ended with {status}");
 }
+
+/// gsh SIGKILLed while a thread holds the registers of gsh's very first injected system call
+/// in the process (the `mmap` of its first pool, paused there by `GSH_TEST_PAUSE_INJECTED`)
+/// leaves a target that runs on exactly. It failed before: that call borrowed the bytes at the
+/// thread's `rip` for `syscall; int3`, so the thread ran into the `int3` untraced (SIGTRAP),
+/// and the program's code kept the borrowed bytes.
+#[test]
+fn gsh_killed_in_its_first_injected_syscall_leaves_the_target_running_exactly() {
+    let exe = Mutatee::new("vecspin").path(Variant::O2);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut guard = Guard(child);
+    let pid = guard.0.id();
+    let next = |what: &str| {
+        lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
+    };
+    assert_eq!(next("ready"), "ready");
+    std::thread::sleep(Duration::from_millis(50));
+    let mut gsh = Command::new(gsh_tests::Gsh::binary())
+        .args([
+            "-c",
+            &format!("attach {pid}; load library {}", lib.display()),
+        ])
+        .env("GSH_TEST_PAUSE_INJECTED", "60000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(gsh.stderr.take().unwrap());
+    let mut gsh = Guard(gsh);
+    let mut line = String::new();
+    while !line.starts_with("gsh: test pause: syscall") {
+        line.clear();
+        assert_ne!(err.read_line(&mut line).unwrap(), 0, "gsh ended unpaused");
+    }
+    gsh.0.kill().unwrap();
+    gsh.0.wait().unwrap();
+    std::io::Write::write_all(&mut stdin, b"\n").unwrap();
+    assert_eq!(next("the spin's end"), "vectors kept");
+    let status = guard.0.wait().unwrap();
+    assert!(status.success(), "the target ended with {status}");
+}

@@ -24,8 +24,11 @@
 //! call too; traced, gsh puts back the exact registers once the thread is in an ordinary
 //! interrupt stop again, where the kernel's own restart applies.
 //!
-//! The one exception is the very first injected system call in a process, the `mmap` of the
-//! pool that holds the stub: it borrows the bytes at the thread's `rip` for `syscall; int3`.
+//! Before a pool holds the stub (the `mmap` of the first pools), a stub is written, for one
+//! system call at a time, where an executable mapping has room the program never runs: past
+//! the end of a module's executable segment in its last page (`code_slack`), then put back.
+//! Only where no module has that room are the bytes at the thread's `rip` borrowed for
+//! `syscall; int3`, the old way that a gsh dying then would leave fatal.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -74,6 +77,22 @@ enum SaveInsn {
     Xsave(u32),
     /// `fxsave64`/`fxrstor64` (x87 and SSE) where the OS does not enable XSAVE: 512 bytes.
     Fxsave,
+}
+
+impl Stub {
+    /// The stub's code at `at`, and where its parts are.
+    fn at(at: u64, save: SaveInsn) -> Result<(Stub, Vec<u8>), iced_x86::IcedError> {
+        let (code, syscall, call, done) = assemble_stub(at, save)?;
+        Ok((
+            Stub {
+                syscall,
+                call,
+                done,
+                save,
+            },
+            code,
+        ))
+    }
 }
 
 impl SaveInsn {
@@ -215,6 +234,22 @@ fn resumed(saved: &libc::user_regs_struct) -> libc::user_regs_struct {
     r
 }
 
+/// For tests that kill gsh at the worst moment: with `GSH_TEST_PAUSE_INJECTED=MS` in the
+/// environment, gsh says so on stderr and sleeps MS milliseconds each time a thread holds
+/// injected registers and has not yet run any of the injected code.
+fn test_pause(what: &str, tid: i32) {
+    static PAUSE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        std::env::var("GSH_TEST_PAUSE_INJECTED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(ms) = *pause {
+        eprintln!("gsh: test pause: {what} on thread {tid}");
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
 /// How an injected run ends.
 #[derive(Clone, Copy)]
 enum End {
@@ -249,16 +284,51 @@ impl Process {
         };
         let len = assemble_stub(0, save).map_err(fail)?.0.len() as u64;
         let at = self.allocate(near, len, AllocKind::Code)?;
-        let (code, syscall, call, done) = assemble_stub(at, save).map_err(fail)?;
+        let (s, code) = Stub::at(at, save).map_err(fail)?;
         self.mem.write(at, &code)?;
-        let s = Stub {
-            syscall,
-            call,
-            done,
-            save,
-        };
         self.pools.stub = Some(s);
         Ok(s)
+    }
+
+    /// Room for `len` bytes of code in an executable mapping that the program never runs:
+    /// the rest of the last page of a module's executable segment, past the segment's end.
+    fn code_slack(&mut self, len: u64) -> Result<Option<u64>, ProcessError> {
+        const PT_LOAD: u32 = 1;
+        const PF_X: u32 = 1;
+        let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+        let u64_at =
+            |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        for m in self.modules()? {
+            // The ELF header and program headers as mapped (not the file, which may differ).
+            let Ok(ehdr) = self.mem.read(m.base, 64) else {
+                continue;
+            };
+            if ehdr[..4] != *b"\x7fELF" || u16_at(&ehdr, 54) != 56 {
+                continue;
+            }
+            let (phoff, phnum) = (u64_at(&ehdr, 32), u16_at(&ehdr, 56));
+            let Ok(phdrs) = self.mem.read(m.base + phoff, phnum * 56) else {
+                continue;
+            };
+            for ph in phdrs.chunks_exact(56) {
+                let u32_at = |o: usize| u32::from_le_bytes(ph[o..o + 4].try_into().expect("4"));
+                let (kind, flags) = (u32_at(0), u32_at(4));
+                if kind != PT_LOAD || flags & PF_X == 0 {
+                    continue;
+                }
+                let end = m
+                    .bias
+                    .wrapping_add(u64_at(ph, 16))
+                    .wrapping_add(u64_at(ph, 40));
+                let at = end.next_multiple_of(16);
+                if let Some(r) = m.text.iter().find(|r| r.contains(&end)) {
+                    if at + len <= r.end {
+                        return Ok(Some(at));
+                    }
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The thread injections run on: the leader when it is plainly stopped, else another.
@@ -312,14 +382,37 @@ impl Process {
         }
         let what = format!("syscall {nr}");
         self.stopped(|p| match p.pools.stub {
-            Some(stub) => p.through_stub(stub.syscall, 0, nr as u64, args, &what),
-            None => p.borrowed_syscall(nr, args, &what),
+            Some(stub) => p.through_stub(stub, false, nr as u64, args, &what),
+            None => p.first_syscall(nr, args, &what),
         })
         .map(|r| r as i64)
     }
 
-    /// The first system call, before the stub exists: `syscall; int3` over the bytes at the
-    /// thread's `rip`, put back afterwards.
+    /// A system call before the stub has a pool: through a stub written for it where an
+    /// executable mapping has room the program never runs (see `code_slack`), put back after.
+    /// Else the bytes at the thread's `rip` are borrowed.
+    fn first_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
+        let save = SaveInsn::of_this_cpu();
+        let len = assemble_stub(0, save)
+            .map(|c| c.0.len() as u64)
+            .unwrap_or(u64::MAX);
+        let Some(at) = self.code_slack(len)? else {
+            return self.borrowed_syscall(nr, args, what);
+        };
+        let Ok((stub, code)) = Stub::at(at, save) else {
+            return self.borrowed_syscall(nr, args, what);
+        };
+        let before = self.mem.read(at, code.len())?;
+        self.mem.write(at, &code)?;
+        let r = self.through_stub(stub, false, nr as u64, args, what);
+        if self.state.is_alive() {
+            self.mem.write(at, &before)?;
+        }
+        r
+    }
+
+    /// The first system call where no module has room for the stub: `syscall; int3` over
+    /// the bytes at the thread's `rip`, put back afterwards.
     fn borrowed_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
         let tid = self.inject_thread()?;
         let saved = ptrace::regs(tid)?;
@@ -354,18 +447,18 @@ impl Process {
         }
         self.stopped(|p| {
             let stub = p.stub(func)?;
-            let save = stub.save.size();
-            p.through_stub(stub.call, save, func, args, &format!("call of {func:#x}"))
+            p.through_stub(stub, true, func, args, &format!("call of {func:#x}"))
         })
     }
 
-    /// Runs the stub from `entry` on a stopped thread with a frame holding `target`, `args`
-    /// and a vector save area of `save` bytes; returns the result the stub announces. Every
-    /// register, vector ones included, is as it was afterwards, whether gsh lives or not.
+    /// Runs `stub` on a stopped thread, a function call of `target` when `call` (with a
+    /// vector save area in the frame), else system call `target`, with `args`; returns the
+    /// result the stub announces. Every register, vector ones included, is as it was
+    /// afterwards, whether gsh lives or not.
     fn through_stub(
         &mut self,
-        entry: u64,
-        save: u64,
+        stub: Stub,
+        call: bool,
         target: u64,
         args: &[u64],
         what: &str,
@@ -376,6 +469,11 @@ impl Process {
         // the stub puts them back, and so does gsh, with the rest, once it has the thread.
         let vectors = ptrace::vector_state(tid)?;
         let resume = resumed(&saved);
+        let (entry, save) = if call {
+            (stub.call, stub.save.size())
+        } else {
+            (stub.syscall, 0)
+        };
         // Below the red zone, 64-aligned for the save area; the callee's stack starts below.
         let len = frame::SAVE as u64 + save;
         let at = (saved.rsp.wrapping_sub(256 + len)) & !63;
@@ -403,7 +501,7 @@ impl Process {
         r.rip = entry;
         r.rsp = at;
         let end = End::Announced {
-            done: self.pools.stub.map_or(0, |s| s.done),
+            done: stub.done,
             frame: at,
         };
         let result = self.run_injected(tid, &r, end, what);
@@ -489,6 +587,7 @@ impl Process {
             detail,
         };
         ptrace::set_regs(tid, regs)?;
+        test_pause(what, tid);
         end.resume(tid)?;
         let started = Instant::now();
         loop {
