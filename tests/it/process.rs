@@ -1175,3 +1175,48 @@ fn gsh_killed_in_its_first_injected_syscall_leaves_the_target_running_exactly() 
     let status = guard.0.wait().unwrap();
     assert!(status.success(), "the target ended with {status}");
 }
+
+/// A program whose executable was replaced after it started (another program renamed over its
+/// path, as a package upgrade does; /proc/PID/maps says `(deleted)`) is instrumented by the
+/// file it runs, read through /proc/PID/exe, never by the file now at the path. It failed
+/// before: `attach` ended with "cannot read PATH (deleted)".
+#[test]
+fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
+    let orig = live();
+    let dir = target_dir().join("process-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("replaced-{}", std::process::id()));
+    std::fs::copy(&orig, &path).unwrap();
+    let (mut guard, mut out) = spawn_ready(&path, &["1"]);
+    let pid = guard.0.id() as i32;
+    let other = path.with_extension("new");
+    std::fs::copy(Mutatee::new("basic").path(Variant::O2), &other).unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    let o = gsh_tests::Gsh::new()
+        .args([
+            "-c",
+            &format!("attach {pid}; show modules; count add3; detach"),
+        ])
+        .run();
+    let _ = std::fs::remove_file(&path);
+    o.assert_success();
+    assert!(o.stdout.contains(&format!("/proc/{pid}/exe")), "{o}");
+    assert!(
+        format!("{}{}", o.stdout, o.stderr).contains("its code is as the files have it"),
+        "{o}"
+    );
+    // The program computes as before; it is stopped by the addresses of the file it runs.
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let stop = t.with(|p, _| symbol(p, &orig, "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    assert!(guard.0.wait().unwrap().success());
+}

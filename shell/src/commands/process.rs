@@ -430,6 +430,12 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         live.hands_off_while_measuring = measuring;
         Ok(p.set_attached_mode(mode)?)
     })?;
+    for u in t.with(|p, _| Ok(p.unreadable_modules()?))? {
+        eprintln!(
+            "note: {} is not a module gsh can instrument: {}",
+            u.name, u.reason
+        );
+    }
     // What an earlier gsh left (it was killed while attached), before anything of ours.
     let changes = t.with(|p, _| Ok(p.text_changes()?))?;
     let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
