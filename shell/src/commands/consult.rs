@@ -10,9 +10,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _, Result};
 use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
-use engine::instrument::control;
+use engine::instrument::inferior::State;
 use engine::instrument::sampling::StackSampler;
-use engine::process::State;
 use engine::session::Module;
 
 use super::{Args, Complete, Spec};
@@ -144,23 +143,17 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .map(|m| m.name.clone())
         .unwrap_or_else(|_| "program".into());
     let t = ctx.target.present()?;
-    if let Some(gone) = &t.gone {
+    if let Some(gone) = t.gone() {
         bail!("{gone}: there is nothing to consult");
     }
     let pid = t.pid();
     // The search watches a running program: resume a stopped one, as `continue &` does.
-    t.with(|p, live| {
-        if p.state() == State::Stopped {
-            control::resume(p, live)?;
-        }
-        Ok(())
-    })?;
+    t.inferior.resume_if_stopped()?;
     t.frame = 0;
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let modules: Vec<(Arc<Module>, u64)> =
-        t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))?;
+    let modules: Vec<(Arc<Module>, u64)> = t.inferior.loaded()?;
     let sampler = StackSampler::new(&modules);
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut lab = ProcLab::with_stacks(pid, store.clone());
@@ -170,9 +163,11 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let seconds = std::thread::scope(|scope| {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || sampler.run(&t.tracer, &store, cost, &done));
+            .spawn_scoped(scope, || {
+                t.inferior.sample_stacks(&sampler, &store, cost, &done)
+            });
         let seconds = consult::run(&mut search, &mut lab, limit, &flag, || {
-            matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running))
+            matches!(t.inferior.state(), Ok(State::Running))
         });
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Ok(h) = sampling {
