@@ -1220,3 +1220,50 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
     assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
     assert!(guard.0.wait().unwrap().success());
 }
+
+/// `status` tells what `attach` found of an earlier session (its runtime, still loaded, and
+/// the memory pools reused), not only the notes printed at attach. It failed before: no
+/// "Earlier gsh" field.
+#[test]
+fn status_tells_what_an_earlier_session_left() {
+    let (mut guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let first = gsh_tests::Gsh::new()
+        .args(["-c", &format!("attach {pid}; count add3; detach")])
+        .run();
+    first.assert_success();
+    let second = gsh_tests::Gsh::new()
+        .args(["-c", &format!("attach {pid}; status; detach")])
+        .run();
+    second.assert_success();
+    let line = second
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("Earlier gsh"))
+        .unwrap_or_else(|| panic!("no Earlier gsh field: {second}"));
+    assert!(
+        line.contains("gsh's runtime") && line.contains("is loaded from an earlier session"),
+        "{line}"
+    );
+    assert!(line.contains("reusing"), "{line}");
+    // A fresh process says nothing of earlier sessions.
+    let (fresh, _fresh_out) = spawn_live(1);
+    let o = gsh_tests::Gsh::new()
+        .args(["-c", &format!("attach {}; status; detach", fresh.0.id())])
+        .run();
+    o.assert_success();
+    assert!(!o.stdout.contains("Earlier gsh"), "{o}");
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    assert!(guard.0.wait().unwrap().success());
+}
