@@ -21,6 +21,9 @@ pub struct Target {
     pub frame: usize,
     /// Events taken from the tracer and not yet printed (see [`Target::background_stop`]).
     queued: Vec<Event>,
+    /// What `attach` found of earlier gsh sessions (their runtime, memory, code changes),
+    /// one sentence each, for `status` to tell again.
+    pub earlier: Vec<String>,
 }
 
 impl Target {
@@ -30,6 +33,7 @@ impl Target {
             thread: None,
             frame: 0,
             queued: Vec::new(),
+            earlier: Vec::new(),
         }
     }
 

@@ -381,6 +381,12 @@ impl Inferior {
         self.job(|p, live| Ok(control::attached(session, plan, p, live)?))
     }
 
+    /// The executable files the process maps that were deleted or replaced since and that gsh
+    /// cannot read through /proc: not modules, each with the reason.
+    pub fn unreadable_modules(&self) -> Result<Vec<crate::process::UnreadableModule>> {
+        self.job(|p, _| Ok(p.unreadable_modules()?))
+    }
+
     /// How the process's code differs from its files (what an earlier gsh left, or others).
     pub fn text_changes(&self) -> Result<Vec<TextChange>> {
         self.job(|p, _| Ok(p.text_changes()?))

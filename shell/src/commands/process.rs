@@ -141,7 +141,8 @@ pub const STATUS: Spec = Spec {
 (where, and in which thread), running, or gone (its exit code or the signal that killed it); \
 then its pid, the program, whether gsh started it (`kill` or quitting gsh ends it) or attached \
 to it (`detach` or quitting lets it run on, instrumentation removed), and how many threads it \
-has. Without a process it says how to get one.",
+has; after `attach`, what earlier gsh sessions left in the process (their runtime, reused or \
+kept memory pools, code changes), as `attach` said it. Without a process it says how to get one.",
     examples: &[("status", "")],
     run: status,
 };
@@ -419,7 +420,13 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             .with_context(|| format!("cannot find process {pid}'s executable"))?;
         ctx.session.open(&exe)?;
     }
-    let t = Target::new(inferior);
+    let mut t = Target::new(inferior);
+    for u in t.inferior.unreadable_modules()? {
+        eprintln!(
+            "note: {} is not a module gsh can instrument: {}",
+            u.name, u.reason
+        );
+    }
     // What an earlier gsh left (it was killed while attached), before anything of ours.
     let changes = t.inferior.text_changes()?;
     let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
@@ -444,6 +451,7 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         if clean {
             t.inferior.restore_text(&leftovers)?;
             eprintln!("removed {what}");
+            t.earlier.push(format!("removed {what} at attach"));
             if other.is_empty() {
                 // Nothing jumps into the killed session's memory now: ours to reuse.
                 let reclaimed = t.inferior.reclaim_kept_pools()?;
@@ -459,6 +467,7 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 "warning: process {pid} has {what}; `attach --clean {pid}` removes them, and \
                  so does `detach`"
             );
+            t.earlier.push(format!("{what} (found at attach)"));
         }
     }
     if !other.is_empty() {
@@ -466,6 +475,8 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     for note in t.inferior.earlier_session()? {
         eprintln!("{note}");
+        t.earlier
+            .push(note.strip_prefix("note: ").unwrap_or(&note).to_owned());
     }
     let result = t.inferior.install_attached(&mut ctx.session, &ctx.plan);
     let notes = match result {
@@ -638,6 +649,10 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         fields.push(("Thread", Cell::Num(tid as u64)));
     }
     fields.push(("Threads", Cell::Num(threads as u64)));
+    // What an earlier gsh left, as `attach` said it (gsh's own runtime and memory stay).
+    if !t.earlier.is_empty() {
+        fields.push(("Earlier gsh", Cell::text(t.earlier.join("; "))));
+    }
     Ok(Output::Record(Record {
         title: Some(sentence),
         fields,
