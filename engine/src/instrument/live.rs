@@ -4,8 +4,11 @@
 //! moment a library appears, move traps into trampolines, and keep fork children clean, even
 //! while the shell sits at its prompt.
 //!
-//! Every change happens with all threads stopped ([`Live::paused`]): the process is halted if
-//! it was running and resumed afterwards, which is the "pause" the benchmarks measure. After
+//! Every change over code happens with all threads stopped: the process is halted if it was
+//! running and resumed afterwards, which is the "pause" the benchmarks measure. Trampolines
+//! are written while it runs; the jumps into them go in batches of whole changes of at most
+//! [`PAUSE_WRITES`] writes, the threads running between batches, so that a request of any
+//! size stops the process only briefly at a time. After
 //! each batch of writes, a thread whose `rip` lies inside bytes that changed is moved: into
 //! the trampoline's copy of its instruction when code was covered, or along the jump it was
 //! about to take when one of our jumps was taken away. Trampolines are never freed.

@@ -89,6 +89,9 @@ fn read(t: &Target) -> Result<Reading> {
     let pid = t.pid();
     t.tracer.with(|p, live| -> Result<Reading> {
         let state = p.state();
+        // `coverage --once`: blocks seen so far lose their probes at every reading, as at
+        // `report`, in short pauses.
+        live.retire_hit_probes(p)?;
         let results = super::measure::live_results(pid, p, live)?;
         let mut metrics = Vec::new();
         for v in results.values {
