@@ -1,18 +1,21 @@
 //! `consult`: the automated bottleneck search (`engine::consult`) on the current process, or on
 //! the program started for it. The search samples the process from outside — `/proc`, and
 //! stack samples taken by stopping the process for a moment (the engine's
-//! `instrument::sampling`) — and the program runs throughout and runs on afterwards.
+//! `instrument::sampling`) — and times the loops of hot functions with live probes
+//! (`instrument::consult_probes`), each taken out once judged; the program runs throughout and
+//! runs on afterwards, with nothing of the search left in it.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
+use engine::consult::probes::{ProbeLab, Probes};
 use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
-use engine::instrument::control;
+use engine::instrument::consult_probes::LiveProbes;
+use engine::instrument::inferior::State;
 use engine::instrument::sampling::StackSampler;
-use engine::process::State;
 use engine::session::Module;
 
 use super::{Args, Complete, Spec};
@@ -51,11 +54,24 @@ the lock (the futex's address, named by the variable it lies in). A refinement i
 over the samples of the experiment it refines and those since. A conclusion is a true \
 experiment nothing below it confirms; RunQueue stands only where CPUBound held.
 
+A function found CPU-bound is refined into its loops too, outermost first, as the loop-aware \
+search does it, with live probes: each loop gets a timer (what `time FUNC loop LOOP` inserts, \
+named as `loops FUNC` names them: loop_1, loop_1.2), measured for its thread for the settle time \
+and taken out as soon as the experiment is judged; a loop found CPU-bound is refined into the \
+loops nested in it the same way. A loop's fraction is its time less the thread's time neither \
+on a CPU nor runnable over the same interval (a lower bound of its CPU demand); RunQueue at a \
+loop is the thread's waiting share of that. A timer opens at the loop's entry, so a loop \
+running since before its timer went in (a main loop entered once) reads nothing: it is judged \
+false with a note saying so, and the loops nested in it, entered afresh on each of its \
+iterations, are timed instead. When the search ends, every probe it inserted is gone: `show \
+instrumentation` lists none, the code is as before, and `report` shows none of their values.
+
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
 stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
-the overhead, with the stops taken and the CPU the /proc sampling used. Libraries loaded after \
+the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
+(their entries times a timed entry's cost) is added to it. Libraries loaded after \
 the search began are not unwound through. It ends when every experiment is judged, after --for \
 SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
@@ -63,8 +79,9 @@ process is resumed and left running.
 The result lists the conclusions first (hypothesis, fraction, focus), then the search history \
 as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\"}], \"tested\", \
-\"overhead\", \"sampler_cpu\", \"stack_samples\", \"seconds\", \"graph\"}; a focus lists the \
-program, then modules, functions, and a file or lock, outermost first. --dot FILE writes the \
+\"overhead\", \"sampler_cpu\", \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \
+\"cost\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz.",
     examples: &[
         ("consult --for 20", "search for up to 20 seconds"),
@@ -144,35 +161,36 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .map(|m| m.name.clone())
         .unwrap_or_else(|_| "program".into());
     let t = ctx.target.present()?;
-    if let Some(gone) = &t.gone {
+    if let Some(gone) = t.gone() {
         bail!("{gone}: there is nothing to consult");
     }
     let pid = t.pid();
     // The search watches a running program: resume a stopped one, as `continue &` does.
-    t.with(|p, live| {
-        if p.state() == State::Stopped {
-            control::resume(p, live)?;
-        }
-        Ok(())
-    })?;
+    t.inferior.resume_if_stopped()?;
     t.frame = 0;
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let modules: Vec<(Arc<Module>, u64)> =
-        t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))?;
+    let modules: Vec<(Arc<Module>, u64)> = t.inferior.loaded()?;
     let sampler = StackSampler::new(&modules);
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
-    let mut lab = ProcLab::with_stacks(pid, store.clone());
+    let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
+    let mut lab = ProbeLab::new(
+        pid,
+        ProcLab::with_stacks(pid, store.clone()),
+        Some(&mut probes as &mut dyn Probes),
+    );
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
     let done = AtomicBool::new(false);
     let seconds = std::thread::scope(|scope| {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || sampler.run(&t.tracer, &store, cost, &done));
+            .spawn_scoped(scope, || {
+                t.inferior.sample_stacks(&sampler, &store, cost, &done)
+            });
         let seconds = consult::run(&mut search, &mut lab, limit, &flag, || {
-            matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running))
+            matches!(t.inferior.state(), Ok(State::Running))
         });
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Ok(h) = sampling {
@@ -180,8 +198,10 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         }
         seconds
     });
-    let why_stopped = lab.error();
-    let sampler_cpu = lab.overhead();
+    // Every loop timer still in goes out before anything else.
+    let probe_stats = lab.finish();
+    let why_stopped = lab.inner.error();
+    let sampler_cpu = lab.inner.overhead();
     let (stopped, stops, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
         (
@@ -190,7 +210,8 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             s.error().map(str::to_owned),
         )
     };
-    let mut report = search.report(seconds, stopped);
+    let mut report = search.report(seconds, stopped + probe_stats.cost);
+    report.probes = probe_stats;
     report.sampler_cpu = sampler_cpu;
     report.stack_samples = stops;
     if let Some(path) = dot {
