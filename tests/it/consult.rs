@@ -89,6 +89,14 @@ fn consult_refuses_bad_settings_before_starting_anything() {
     }
 }
 
+/// The searches on programs that compute take turns (here and in `consult_loops`): each
+/// program keeps a CPU busy, and two at once on a 2-core machine starve each other's stack
+/// samples.
+pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `consult` (with `extra` options) on `planted MODE`, which runs longer than the search: the
 /// findings as (hypothesis, focus joined by " > "), and the whole result.
 ///
@@ -96,8 +104,7 @@ fn consult_refuses_bad_settings_before_starting_anything() {
 /// on a machine loaded by the rest of the suite a stop for a stack sample waits for the
 /// program's threads to be scheduled, and the search needs a dozen samples per experiment.
 fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value) {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = one_at_a_time();
     let exe = Mutatee::new("planted").path(Variant::O2);
     let out = Gsh::new()
         .current_dir(exe.parent().unwrap())
