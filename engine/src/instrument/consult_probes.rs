@@ -14,16 +14,16 @@ pub struct LiveProbes<'a> {
 }
 
 impl<'a> LiveProbes<'a> {
-    /// Probes of the process `tracer` runs, with requests added to `plan`.
+    /// Probes of the process `inferior`, with requests added to `plan`.
     pub fn new(
         plan: &'a mut super::Plan,
         session: &'a mut crate::session::Session,
-        tracer: &'a crate::process::Tracer<super::Live>,
+        inferior: &'a super::inferior::Inferior,
     ) -> LiveProbes<'a> {
         LiveProbes {
             plan,
             session,
-            tracer,
+            tracer: inferior.tracer(),
         }
     }
 

@@ -69,6 +69,44 @@ pub enum LiveError {
     /// Anything else, said in a sentence (a breakpoint's condition, an instruction copy).
     #[error("{0}")]
     Message(String),
+    /// Writing a change to a module's code failed, and so did putting the old bytes back:
+    /// the process is left stopped with code that is neither the old nor the new.
+    #[error(
+        "writing the code of {module} failed ({cause}), and putting its old bytes back failed \
+         too ({restore}): {} of the {total} run(s) of bytes changed there (at {}) may hold new \
+         or half-written code, the others are as before; every thread is left stopped so that \
+         none runs into them, and gsh's records of {module} no longer match its code: `kill` \
+         the process (`continue` or `detach` would run that code)",
+        left.len(),
+        left.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>().join(", ")
+    )]
+    Torn {
+        /// The module whose code was being written.
+        module: String,
+        /// Why writing failed.
+        cause: Box<LiveError>,
+        /// Why putting the old bytes back failed.
+        restore: Box<LiveError>,
+        /// Where the runs not put back start.
+        left: Vec<u64>,
+        /// How many runs the change had.
+        total: usize,
+    },
+    /// Writing a change to a module's code failed; its old bytes are back, but the
+    /// breakpoints lifted for the write could not all be set again.
+    #[error(
+        "writing the code of {module} failed ({cause}); its code is back as it was, but \
+         setting the breakpoints again failed ({restore}): the process is stopped, and a \
+         breakpoint may not stop it until `delete` and `break` set it again"
+    )]
+    BreakpointsLost {
+        /// The module whose code was being written.
+        module: String,
+        /// Why writing failed.
+        cause: Box<LiveError>,
+        /// Why setting the breakpoints failed.
+        restore: Box<LiveError>,
+    },
 }
 
 /// A module as loaded in the process.
@@ -831,7 +869,9 @@ impl Live {
             p.halt()?;
         }
         let result = self.write_pending(p, pending, &runs, m, prior);
-        if running && p.state().is_alive() {
+        // Code neither old nor new stays stopped: no thread may run into it.
+        let torn = matches!(result, Err(LiveError::Torn { .. }));
+        if running && !torn && p.state().is_alive() {
             p.resume()?;
         }
         self.paused_for += t.elapsed();
@@ -853,17 +893,34 @@ impl Live {
         }
         for (i, r) in runs.iter().enumerate() {
             if let Err(e) = write_run(p, r) {
+                let module = self.loaded[&m].module.name.clone();
                 // The failing run too: a write can fail part-way.
-                for r in runs[..=i].iter().rev() {
-                    p.write(r.at, &r.old)?;
+                for (j, back) in runs[..=i].iter().enumerate().rev() {
+                    if let Err(restore) = restore_run(p, back) {
+                        return Err(LiveError::Torn {
+                            module,
+                            cause: Box::new(e),
+                            restore: Box::new(restore),
+                            left: runs[..=j].iter().map(|r| r.at).collect(),
+                            total: runs.len(),
+                        });
+                    }
                 }
                 if let Some(prior) = prior {
                     self.loaded.get_mut(&m).expect("a loaded module").patcher = prior;
                 }
-                if let Some((at, _)) = once {
-                    self.stop_once_at(p, at)?;
+                let again = match once {
+                    Some((at, _)) => self.stop_once_at(p, at),
+                    None => Ok(()),
                 }
-                self.place_breakpoints(p)?;
+                .and_then(|()| self.place_breakpoints(p));
+                if let Err(restore) = again {
+                    return Err(LiveError::BreakpointsLost {
+                        module,
+                        cause: Box::new(e),
+                        restore: Box::new(restore),
+                    });
+                }
                 return Err(e);
             }
         }
@@ -1230,6 +1287,15 @@ fn write_run(p: &mut Process, r: &Run) -> Result<(), LiveError> {
         return Err(LiveError::Message("injected fault".into()));
     }
     Ok(p.write(r.at, &r.new)?)
+}
+
+/// Puts a run's old bytes back, after writing it failed.
+fn restore_run(p: &mut Process, r: &Run) -> Result<(), LiveError> {
+    #[cfg(test)]
+    if rollback_tests::restore_fault_hit() {
+        return Err(LiveError::Message("injected fault while restoring".into()));
+    }
+    Ok(p.write(r.at, &r.old)?)
 }
 
 /// Moves stopped threads out of bytes that just changed (see the module documentation).

@@ -26,6 +26,7 @@ pub use save::{save, SaveError, SaveReport};
 pub mod eval;
 pub mod frames;
 pub mod histogram;
+pub mod inferior;
 pub mod inspect;
 pub mod live;
 pub mod loop_measure;
@@ -35,4 +36,5 @@ pub mod results;
 pub mod scope;
 pub mod values;
 
+pub use inferior::Inferior;
 pub use live::Live;

@@ -14,9 +14,8 @@ use engine::consult::probes::{ProbeLab, Probes};
 use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
 use engine::instrument::consult_probes::LiveProbes;
-use engine::instrument::control;
+use engine::instrument::inferior::State;
 use engine::instrument::sampling::StackSampler;
-use engine::process::State;
 use engine::session::Module;
 
 use super::{Args, Complete, Spec};
@@ -170,27 +169,20 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         .map(|m| m.name.clone())
         .unwrap_or_else(|_| "program".into());
     let t = ctx.target.present()?;
-    if let Some(gone) = &t.gone {
+    if let Some(gone) = t.gone() {
         bail!("{gone}: there is nothing to consult");
     }
     let pid = t.pid();
     // The search watches a running program: resume a stopped one, as `continue &` does.
-    t.with(|p, live| {
-        if p.state() == State::Stopped {
-            control::resume(p, live)?;
-        }
-        Ok(())
-    })?;
+    t.inferior.resume_if_stopped()?;
     t.frame = 0;
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let loaded = || -> Result<Vec<(Arc<Module>, u64)>> {
-        t.with(|_, live| Ok(live.loaded().map(|(m, b)| (m.clone(), b)).collect()))
-    };
+    let loaded = || -> Result<Vec<(Arc<Module>, u64)>> { Ok(t.inferior.loaded()?) };
     let mut modules = loaded()?;
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
-    let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.tracer);
+    let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
     let mut lab = ProbeLab::new(
         pid,
         ProcLab::with_stacks(pid, store.clone()),
@@ -205,7 +197,8 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
             .spawn_scoped(scope, || loop {
-                StackSampler::new(&modules).run(&t.tracer, &store, cost, &round);
+                t.inferior
+                    .sample_stacks(&StackSampler::new(&modules), &store, cost, &round);
                 let failed = store
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -233,7 +226,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             &mut lab,
             limit,
             &flag,
-            || matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running)),
+            || matches!(t.inferior.state(), Ok(State::Running)),
             |search, lab, now| {
                 learnt |= lab.learn() > 0;
                 // A new round re-indexes every module's unwind tables, and samples wait

@@ -75,7 +75,7 @@ fn coverage_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .plan
                 .place(id, |plan| {
                     // `insert` takes out what went in when it fails part-way.
-                    target.with(|p, live| Ok(live.insert(p, session, plan, id)?.len()))
+                    anyhow::Ok(target.inferior.insert(session, plan, id)?.len())
                 })
                 .map_err(|e| e.context(format!("coverage {glob}: not inserted")))?;
             inserted = Cell::Num(n as u64);
