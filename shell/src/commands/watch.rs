@@ -86,7 +86,9 @@ struct Reading {
 /// Reads every metric, as `report` does: live from memory while the process is alive, else
 /// the values it had when it exited.
 fn read(t: &Target) -> Result<Reading> {
-    let reading = t.inferior.read_measures(false)?;
+    // `coverage --once`: blocks seen so far lose their probes at every reading, as at
+    // `report`, in short pauses.
+    let reading = t.inferior.read_measures(true)?;
     let state = reading.state;
     let results = super::measure::Results::live(t.pid(), reading);
     let mut metrics = Vec::new();
