@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use gsh_tests::{ensure_package, gsh_c, gsh_json_all, json_stream, Gsh, Mutatee, Variant};
+use gsh_tests::{ensure_package, gsh_c, json_stream, Gsh, Mutatee, Variant};
 
 /// A worker computing and the main thread polling: the search names the main thread waiting
 /// outside and the program (or its worker, never the poller) CPU-bound or waiting for a CPU on
@@ -17,8 +17,24 @@ fn consult_finds_the_computing_thread_and_the_waiting_one() {
     let m = Mutatee::new("bottleneck");
     let exe = m.path(Variant::O2);
     let dot = std::env::temp_dir().join(format!("gsh-consult-{}.dot", std::process::id()));
-    let docs = gsh_json_all(&format!("consult --for 20 --dot {}", dot.display()), &exe);
-    let r = docs.last().expect("a result");
+    // The program computes for 40 s, longer than the search may take (it times the loops of
+    // `crunch` too): the session ends it, rather than it ending under the session.
+    let _turn = one_at_a_time();
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args([
+            "--json",
+            "-c",
+            &format!("consult --for 20 --dot {}", dot.display()),
+        ])
+        .arg(exe.file_name().unwrap())
+        .arg("40")
+        .run();
+    out.assert_success();
+    let r = &json_stream(&out)
+        .pop()
+        .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .unwrap_or_else(|| panic!("no result:\n{out}"));
     let findings = r["findings"].as_array().expect("findings");
     // The threads each hypothesis was found for; `None` for a finding at the program that no
     // single thread's later window confirmed (a busy thread near a threshold on a loaded box).
@@ -89,6 +105,14 @@ fn consult_refuses_bad_settings_before_starting_anything() {
     }
 }
 
+/// The searches on programs that compute take turns (here and in `consult_loops`): each
+/// program keeps a CPU busy, and two at once on a 2-core machine starve each other's stack
+/// samples.
+pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `consult` (with `extra` options) on `planted MODE`, which runs longer than the search: the
 /// findings as (hypothesis, focus joined by " > "), and the whole result.
 ///
@@ -96,8 +120,7 @@ fn consult_refuses_bad_settings_before_starting_anything() {
 /// on a machine loaded by the rest of the suite a stop for a stack sample waits for the
 /// program's threads to be scheduled, and the search needs a dozen samples per experiment.
 fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value) {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = one_at_a_time();
     let exe = Mutatee::new("planted").path(Variant::O2);
     let out = Gsh::new()
         .current_dir(exe.parent().unwrap())

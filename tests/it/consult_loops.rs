@@ -17,6 +17,7 @@ use gsh_tests::{json_stream, Gsh, Mutatee, Variant};
 #[test]
 fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes_them() {
     let exe = Mutatee::new("hotloop").path(Variant::O2);
+    let _turn = super::consult::one_at_a_time();
     let mut child = Command::new(&exe)
         .arg("60")
         .stdout(Stdio::piped())
@@ -162,6 +163,7 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
 fn consult_searches_a_library_loaded_after_it_began() {
     let lib = Mutatee::new("libdlhot").path(Variant::O2);
     let exe = Mutatee::new("dlhot").path(Variant::O2);
+    let _turn = super::consult::one_at_a_time();
     let mut child = Command::new(&exe)
         .arg(&lib)
         .stdout(Stdio::piped())

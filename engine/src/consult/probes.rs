@@ -88,6 +88,8 @@ struct Timer {
     hypothesis: Hypothesis,
     /// The loop it times.
     focus: Focus,
+    /// Its timer's key in [`ProbeLab::shared`].
+    key: (String, String, String),
     /// The thread's nanoseconds on a CPU and runnable, at the start.
     sched: Sched,
 }
@@ -140,6 +142,8 @@ pub struct ProbeLab<'p> {
     started: Instant,
     /// When [`ProbeLab::learn`] last looked.
     learned: Instant,
+    /// The timers in, by (module, function, loop), with the experiments using each.
+    shared: BTreeMap<(String, String, String), (u32, usize)>,
     /// Loops whose timers saw no entry and no time.
     unseen: std::collections::BTreeSet<String>,
 }
@@ -174,6 +178,7 @@ impl<'p> ProbeLab<'p> {
             started: Instant::now(),
             learned: Instant::now(),
             unseen: Default::default(),
+            shared: BTreeMap::new(),
         }
     }
 
@@ -270,10 +275,22 @@ impl Lab for ProbeLab<'_> {
             .probes
             .as_deref_mut()
             .ok_or("loops are timed only in a live process")?;
-        let id = probes.insert(&module, &function, &lp).inspect_err(|e| {
-            self.stats.errors.push(e.clone());
-        })?;
-        self.stats.inserted += 1;
+        // One timer per loop, shared by the experiments on it (each reads its own thread).
+        let key = (module.clone(), function.clone(), lp.clone());
+        let id = match self.shared.get_mut(&key) {
+            Some((id, users)) => {
+                *users += 1;
+                *id
+            }
+            None => {
+                let id = probes.insert(&module, &function, &lp).inspect_err(|e| {
+                    self.stats.errors.push(e.clone());
+                })?;
+                self.stats.inserted += 1;
+                self.shared.insert(key.clone(), (id, 1));
+                id
+            }
+        };
         let sched = sched(self.pid, tid).unwrap_or_default();
         let value = self.timer_value(id, tid).unwrap_or_default();
         self.next += 1;
@@ -287,6 +304,7 @@ impl Lab for ProbeLab<'_> {
                 value,
                 hypothesis: e.hypothesis,
                 focus: e.focus.clone(),
+                key,
                 sched,
             },
         );
@@ -370,6 +388,16 @@ impl Lab for ProbeLab<'_> {
         // What it cost, counted over every thread before it goes.
         if let Ok(v) = probes.read(t.id, t.tid) {
             self.paid_ns += v.entries.saturating_sub(t.value.entries) as f64 * TIMER_NS;
+        }
+        // Out when its last experiment ends.
+        match self.shared.get_mut(&t.key) {
+            Some((_, users)) if *users > 1 => {
+                *users -= 1;
+                return;
+            }
+            _ => {
+                self.shared.remove(&t.key);
+            }
         }
         match probes.remove(t.id) {
             Ok(()) => self.stats.removed += 1,
@@ -484,6 +512,13 @@ mod tests {
             };
             let one = lab.start(&e("loop_1")).unwrap();
             lab.start(&e("loop_2")).unwrap();
+            // A second experiment on loop_2 (the part of its time waiting for a CPU) shares
+            // its timer: nothing more goes in, and it goes out with the last of them.
+            let waiting = Experiment {
+                hypothesis: Hypothesis::RunQueue,
+                ..e("loop_2")
+            };
+            lab.start(&waiting).unwrap();
             // A timer that saw no entry and no time cannot tell: it says so.
             let r = lab.read(one).unwrap();
             assert!(r.opaque && r.fraction == 0.0, "{r:?}");

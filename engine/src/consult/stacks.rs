@@ -105,6 +105,9 @@ pub struct Stacks {
     names: BTreeMap<(String, String), Arc<FrameName>>,
     /// Each thread's last system call other than `restart_syscall`.
     last_call: BTreeMap<i32, Syscall>,
+    /// Frames sampled so far that no module held (code the sampler was not told of: a
+    /// library loaded since it began).
+    unnamed: u64,
 }
 
 /// The shortest pause between two stops, however cheap a stop is: 100 per second.
@@ -146,6 +149,7 @@ impl Stacks {
             error: None,
             names: BTreeMap::new(),
             last_call: BTreeMap::new(),
+            unnamed: 0,
         }
     }
 
@@ -154,6 +158,7 @@ impl Stacks {
         self.stopped += batch.stopped;
         self.batches += 1;
         for mut t in batch.threads {
+            self.unnamed += t.frames.iter().filter(|f| f.module.is_empty()).count() as u64;
             // A stop interrupts a sleeping call; the kernel resumes a poll, a sleep or a timed
             // futex wait as `restart_syscall`, which is still the call the thread was in.
             match t.syscall {
@@ -205,6 +210,11 @@ impl Stacks {
                 path,
             });
         }
+    }
+
+    /// How many frames sampled so far lay in no module the sampler knew.
+    pub fn unnamed(&self) -> u64 {
+        self.unnamed
     }
 
     /// Why sampling stopped, if it did.

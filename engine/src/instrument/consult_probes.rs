@@ -112,9 +112,22 @@ impl Probes for LiveProbes<'_> {
         let session = &mut *self.session;
         self.tracer
             .with(|p, live| {
-                let before = live.loaded().count();
+                // gsh's own runtime (loaded for the timers) is no library of the program's:
+                // its code runs no program time worth a new look at the stacks.
+                let rt = live.measure.runtime.as_ref().map(|r| r.path.clone());
+                let theirs = |live: &super::Live| {
+                    live.loaded()
+                        .filter(|(m, _)| {
+                            rt.as_deref().is_none_or(|rt| {
+                                std::fs::canonicalize(m.binary.path()).ok().as_deref()
+                                    != std::fs::canonicalize(rt).ok().as_deref()
+                            })
+                        })
+                        .count()
+                };
+                let before = theirs(live);
                 live.learn_modules(session, p)?;
-                Ok(live.loaded().count().saturating_sub(before))
+                Ok(theirs(live).saturating_sub(before))
             })
             .map_err(|e| e.to_string())?
             .map_err(|e: super::live::LiveError| format!("learning new libraries: {e}"))

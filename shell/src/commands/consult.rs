@@ -219,6 +219,8 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 }
             });
         let mut told = Vec::new();
+        // Libraries learnt and not yet in the sampler; the unnamed frames when it last began.
+        let (mut learnt, mut unnamed) = (false, 0);
         let seconds = consult::run_watched(
             &mut search,
             &mut lab,
@@ -226,8 +228,13 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             &flag,
             || matches!(t.inferior.state(), Ok(State::Running)),
             |search, lab, now| {
-                if lab.learn() > 0 {
+                learnt |= lab.learn() > 0;
+                // A new round re-indexes every module's unwind tables, and samples wait
+                // meanwhile: only when the samples show code the sampler cannot name.
+                let now_unnamed = store.lock().unwrap_or_else(|e| e.into_inner()).unnamed();
+                if learnt && now_unnamed > unnamed {
                     round.store(true, Ordering::SeqCst);
+                    (learnt, unnamed) = (false, now_unnamed);
                 }
                 if watching {
                     watch(search, now, &mut told);
