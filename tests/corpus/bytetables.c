@@ -6,12 +6,15 @@
  *   (`movzbl %r12b,%ecx; cmp $3,%cl; ja`): the compare bounds it at 4 entries.
  * byte_only: no compare at all (clang knows the value's range): `add $-5,%dl; movzbl %dl,%edx;
  *   jmp *T(,%rdx,8)`; the table has 6 entries and ends where entries lead out of the function.
+ * masked: a mask bounds the index (`and $7`), not the table, which has 5 entries (lua's
+ *   `disptab[op & 0x7f]` has 83).
  */
 #include <stdio.h>
 
 int byte_guarded(int);
 int byte_only(const unsigned char *);
 int other(int);
+int masked(int);
 
 __asm__(
     ".text\n"
@@ -43,6 +46,16 @@ __asm__(
     ".Lo5: mov $25, %eax\n  ret\n"
     ".size byte_only, .-byte_only\n"
 
+    ".globl masked\n.type masked,@function\n"
+    "masked:\n"
+    "  mov %edi, %eax\n"
+    "  and $7, %eax\n"
+    "  jmp *.Ltab_masked(,%rax,8)\n"
+    ".Lm0: mov $40, %eax\n  ret\n"
+    ".Lm1: mov $41, %eax\n  ret\n"
+    ".Lm2: mov $42, %eax\n  ret\n"
+    ".size masked, .-masked\n"
+
     ".globl other\n.type other,@function\n"
     "other:\n"
     "  mov %edi, %eax\n"
@@ -56,6 +69,7 @@ __asm__(
     ".p2align 3\n"
     ".Ltab_guarded: .quad .Lg0, .Lg1, .Lg2, .Lg3\n"
     ".Ltab_only: .quad .Lo0, .Lo1, .Lo2, .Lo3, .Lo4, .Lo5\n"
+    ".Ltab_masked: .quad .Lm0, .Lm1, .Lm2, .Lm1, .Lm0\n"
     ".Ltab_other: .quad .Lx0, .Lx1, .Lx0, .Lx1, .Lx0, .Lx1, .Lx0, .Lx1\n"
     ".text\n");
 
@@ -69,6 +83,8 @@ int main(void) {
         sum += byte_only(kinds);
     }
     sum += other(3);
+    for (int k = 0; k < 5; k++)
+        sum += masked(k);
     printf("%d\n", sum);
     return 0;
 }

@@ -15,12 +15,12 @@
 //! `jbe`/`jb` taken) gives the index `g` the table is bounded by, and the table starts at
 //! `A - stride·g`, which must be a constant. A switch on `c - 'a'` computes `g = c - 0x61`
 //! before the compare; `A` is `T + 4·(c - 0x61)` and the table is `T`, not `T - 0x184`. With
-//! no guard (an index masked by `and`, bounded by the mask, counts as guarded) the table is the
-//! constant part of the access's own operands, and entries are read while they point into the
-//! function, up to the table's real end ([`Limits`]): the next symbol, a word that has (or, in
+//! no guard the table is the constant part of the access's own operands, and entries are read
+//! while they point into the function, up to the table's real end ([`Limits`]): the next symbol, a word that has (or, in
 //! a table of absolute addresses in a PIE, lacks) a dynamic relocation, or another table's start.
-//! An index bounded only by a zero-extended byte is read the same way, at most 256 entries: a
-//! byte bounds the index, not the table (clang drops the compare when it knows the range).
+//! An index bounded only by a zero-extended byte or by an `and` mask is read the same way, at
+//! most 256 entries or the mask's count: they bound the index, not the table (clang drops the
+//! compare when it knows the range; lua indexes its 83-entry `disptab` by `op & 0x7f`).
 
 use iced_x86::{
     FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
@@ -217,7 +217,8 @@ struct Eval<'i> {
     /// The operands of the last compare: `(value, immediate)`.
     flags: Option<(Lin, u64)>,
     /// Values known to be below a count: `(value, count)`, oldest first.
-    bounds: Vec<(Lin, u64)>,
+    /// `(value, count, by a compare)`: a compare bounds a table exactly, a mask only the index.
+    bounds: Vec<(Lin, u64, bool)>,
     /// Values below 256 because a byte was zero-extended: bounds to fall back on when no
     /// compare or mask bounds the index.
     bytes: Vec<Lin>,
@@ -299,7 +300,7 @@ impl<'i> Eval<'i> {
         // zero-extended byte (`movzx ecx, r12b; cmp cl, 3`), or as the low bytes of another
         // value taken no wider.
         let limit = 1u64 << (8 * size);
-        if self.bounds.iter().any(|(b, n)| *b == v && *n <= limit)
+        if self.bounds.iter().any(|(b, n, _)| *b == v && *n <= limit)
             || (size == 1 && self.bytes.contains(&v))
             || self
                 .narrowed
@@ -565,11 +566,12 @@ impl<'i> Eval<'i> {
                 true
             }
             (Mnemonic::And, Some(d)) if is_imm(insn.op1_kind()) => {
-                // `i & (2^k - 1)` is below 2^k: a bound as good as a compare.
+                // `i & (2^k - 1)` is below 2^k: a guard, but of the index, not of the table
+                // (lua's `disptab[op & 0x7f]` has 83 entries).
                 let mask = insn.immediate(1);
                 let v = self.fresh(Sym::Unknown);
                 if mask > 0 && mask < 1 << 20 && (mask + 1).is_power_of_two() {
-                    self.bounds.push((v.clone(), mask + 1));
+                    self.bounds.push((v.clone(), mask + 1, false));
                 }
                 self.set(d, v);
                 true
@@ -674,7 +676,7 @@ impl<'i> Eval<'i> {
             _ => None,
         };
         if let Some(n) = count.filter(|&n| n > 0) {
-            self.bounds.push((v, n));
+            self.bounds.push((v, n, true));
         }
     }
 
@@ -881,7 +883,13 @@ fn resolve_path(
         .bounds
         .iter()
         .rev()
-        .find_map(|(g, n)| Some((place(g)?, Extent::Guarded(*n))))
+        .find_map(|(g, n, compare)| {
+            let extent = match compare {
+                true => Extent::Guarded(*n),
+                false => Extent::Masked(*n),
+            };
+            Some((place(g)?, extent))
+        })
         .or_else(|| {
             let bytes = eval.bytes.iter().rev();
             bytes.clone().find_map(|g| Some((place(g)?, Extent::Byte)))
@@ -899,8 +907,11 @@ fn resolve_path(
 /// How far a table may run.
 #[derive(Clone, Copy, Debug)]
 enum Extent {
-    /// A compare (or a mask) bounds the index below this: exactly that many entries.
+    /// A compare bounds the index below this: exactly that many entries.
     Guarded(u64),
+    /// A mask bounds the index below this: at most that many entries, and fewer where the
+    /// table ends as an unguarded one does (a mask bounds the index, not the table).
+    Masked(u64),
     /// Only a zero-extended byte bounds the index: at most 256 entries, and fewer where the
     /// table ends as an unguarded one does. A byte says nothing of a table's size; clang
     /// drops the compare when it knows the value's range, and reading 256 entries then runs
@@ -931,6 +942,7 @@ fn read_table(
 ) -> Result<JumpTable, Failed> {
     let (limit, bound) = match extent {
         Extent::Guarded(n) => (n.min(MAX_BOUNDED), Some(n)),
+        Extent::Masked(n) => (n.min(MAX_BOUNDED), None),
         Extent::Byte => (256, None),
         Extent::Open => (MAX_UNBOUNDED, None),
     };
@@ -987,7 +999,7 @@ fn read_table(
         table: LinkAddr(table),
         entries,
         targets,
-        bounded: bound.is_some(),
+        bounded: matches!(extent, Extent::Guarded(_) | Extent::Masked(_)),
     })
 }
 
