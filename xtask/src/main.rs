@@ -114,7 +114,7 @@ tasks:
                                   (default cc1, 3 runs; use --release)
   bench-save-scale [--size N]     save time per point of coverage '*' and of per-loop
                                   counters on a synthetic program of 4N functions over N:
-                                  fails when superlinear (default 500; use --release)
+                                  fails when superlinear (default 1000; use --release)
   whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops] [--runs N]
                                   a counter at every entry and exit of the program, saved;
                                   outputs compared exactly, tactics, run-time ratios and
