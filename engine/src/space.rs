@@ -71,6 +71,12 @@ pub trait AddressSpace {
     /// Writes `bytes` at `addr`: into allocated code or data, or over the original code (the
     /// jumps into trampolines). Code stays non-writable once written.
     fn write(&mut self, addr: RuntimeAddr, bytes: &[u8]) -> Result<(), SpaceError>;
+
+    /// The writes over code since the last call form one change, whole in itself: code a
+    /// thread runs is right before it and after it, never half-way (a site's jump and its
+    /// pad, a removed site's original bytes). A live process may resume its threads between
+    /// changes, so a large insert stops it in short pauses; a file needs nothing.
+    fn end_change(&mut self) {}
 }
 
 /// True when a rel32 displacement from the end of an instruction at `from` reaches `to`.

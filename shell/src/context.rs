@@ -36,7 +36,7 @@ pub struct Context {
     pub thread_events: bool,
     /// `set attached-mode`: whether gsh lets a running attached process go while nothing
     /// needs the tracer.
-    pub attached_mode: engine::process::AttachedMode,
+    pub attached_mode: engine::instrument::inferior::AttachedMode,
     /// `set attached-mode hands-off` (not `auto`): let go even while measuring, losing the
     /// values a process that exits meanwhile ends with.
     pub hands_off_while_measuring: bool,
@@ -66,7 +66,7 @@ impl Context {
             target: None,
             measured: None,
             thread_events: false,
-            attached_mode: engine::process::AttachedMode::default(),
+            attached_mode: engine::instrument::inferior::AttachedMode::default(),
             hands_off_while_measuring: false,
             interrupt: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             depth: 0,

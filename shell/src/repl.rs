@@ -373,17 +373,11 @@ pub fn run(ctx: &mut Context) -> Result<()> {
             // Ctrl-C abandons the line being typed and halts a running process, as Dyner did.
             Err(ReadlineError::Interrupted) => {
                 if let Some(t) = ctx.target.live() {
-                    let halted = t.with(|p, _| {
-                        let running = p.state() == engine::process::State::Running;
-                        if running {
-                            p.halt()?;
-                        }
-                        Ok(running)
-                    });
+                    let halted = t.inferior.halt_if_running();
                     match halted {
                         Ok(true) => eprintln!("[process {} halted]", t.pid()),
                         Ok(false) => {}
-                        Err(e) => eprintln!("gsh: {}", error_line(&e)),
+                        Err(e) => eprintln!("gsh: {}", error_line(&e.into())),
                     }
                 }
                 continue;
@@ -412,10 +406,10 @@ fn confirm_quit(rl: &mut Editor<GshHelper, DefaultHistory>, ctx: &mut Context) -
         return Ok(true);
     };
     t.events(false);
-    if t.gone.is_some() {
+    if t.gone().is_some() {
         return Ok(true);
     }
-    let fate = if t.started {
+    let fate = if t.started() {
         "will be killed"
     } else {
         "will be detached (its instrumentation removed)"

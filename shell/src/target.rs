@@ -1,43 +1,39 @@
-//! The live process the shell controls, if any: the tracer handle, what gsh did to it (started
-//! it, or attached), where the user is looking (thread and frame), and the breakpoints asked
-//! for before there was a process. Ending a session detaches an attached process with its
-//! instrumentation removed, and kills one gsh started, as gdb does.
+//! The live process the shell controls, if any: the engine's [`Inferior`] (the process, started
+//! or attached, with its instrumentation) and where the user is looking (thread and frame).
+//! Ending a session detaches an attached process with its instrumentation removed, and kills
+//! one gsh started, as gdb does.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Result};
-use engine::instrument::Live;
-use engine::process::{Event, Process, State, Stop, TextChange, Tracer};
+use anyhow::{anyhow, Result};
+use engine::instrument::inferior::{Event, Stop, TextChange};
+use engine::instrument::Inferior;
 use engine::session::Session;
 
-/// The process under control.
+/// The process under control, and where the user looks in it.
 pub struct Target {
-    pub tracer: Tracer<Live>,
-    /// gsh launched it (`start`/`run`), so it is killed, not detached, at the end.
-    pub started: bool,
+    /// The process and its instrumentation, behind the engine's façade.
+    pub inferior: Inferior,
     /// The thread the last stop happened in: `where`, `print` and `$N` look at it.
     pub thread: Option<i32>,
     /// The frame `up`/`down` selected (0 is the innermost).
     pub frame: usize,
-    /// Set once the process has exited or was killed: the one-line reason.
-    pub gone: Option<String>,
-    /// A library was loaded since the session last learnt the process's modules.
-    pub modules_changed: bool,
     /// Events taken from the tracer and not yet printed (see [`Target::background_stop`]).
     queued: Vec<Event>,
+    /// What `attach` found of earlier gsh sessions (their runtime, memory, code changes),
+    /// one sentence each, for `status` to tell again.
+    pub earlier: Vec<String>,
 }
 
 impl Target {
-    pub fn new(tracer: Tracer<Live>, started: bool) -> Target {
+    pub fn new(inferior: Inferior) -> Target {
         Target {
-            tracer,
-            started,
+            inferior,
             thread: None,
             frame: 0,
-            gone: None,
-            modules_changed: false,
             queued: Vec::new(),
+            earlier: Vec::new(),
         }
     }
 
@@ -45,7 +41,8 @@ impl Target {
     /// whose event has not been printed yet: `wait` then tells it as it would have told it
     /// waiting. Taken out of the events, so it is told once.
     pub fn background_stop(&mut self) -> Option<Stop> {
-        self.queued.extend(self.tracer.take_events());
+        let more = self.inferior.take_events();
+        self.queued.extend(more);
         let i = self
             .queued
             .iter()
@@ -58,32 +55,17 @@ impl Target {
     }
 
     pub fn pid(&self) -> i32 {
-        self.tracer.pid()
+        self.inferior.pid()
     }
 
-    /// Runs `f` on the tracer thread; errors when the process is gone.
-    pub fn with<R: Send>(
-        &self,
-        f: impl FnOnce(&mut Process, &mut Live) -> Result<R> + Send,
-    ) -> Result<R> {
-        if let Some(why) = &self.gone {
-            return Err(anyhow!("the process is gone ({why})"));
-        }
-        self.tracer.with(f)?
+    /// gsh launched it (`start`/`run`), so it is killed, not detached, at the end.
+    pub fn started(&self) -> bool {
+        self.inferior.started()
     }
 
-    /// Runs `f` on the tracer thread with the process stopped: the one check of every command
-    /// that reads or changes a stopped process (registers, memory, frames, snippets).
-    pub fn with_stopped<R: Send>(
-        &self,
-        f: impl FnOnce(&mut Process, &mut Live) -> Result<R> + Send,
-    ) -> Result<R> {
-        self.with(|p, live| {
-            if p.state() == State::Running {
-                bail!("the process is running; `halt` it first");
-            }
-            f(p, live)
-        })
+    /// Why the process is gone (exited or killed), once it is.
+    pub fn gone(&self) -> Option<&str> {
+        self.inferior.gone()
     }
 
     /// Events the tracer recorded while nobody waited, and the live layer's messages. Thread
@@ -93,13 +75,9 @@ impl Target {
         let mut out: Vec<String> = Vec::new();
         let (mut started, mut exited) = (0usize, 0usize);
         let mut all = std::mem::take(&mut self.queued);
-        all.extend(self.tracer.take_events());
+        all.extend(self.inferior.take_events());
         for e in all {
             match e {
-                Event::Exited { .. } | Event::Killed { .. } | Event::Ended { .. } => {
-                    self.gone = Some(e.to_string())
-                }
-                Event::LibraryLoaded { .. } | Event::Exec { .. } => self.modules_changed = true,
                 Event::ThreadStarted(_) if !each_thread => {
                     started += 1;
                     continue;
@@ -116,12 +94,12 @@ impl Target {
             out.insert(0, thread_summary(started, exited));
         }
         // The tracer thread outlives the process, so its messages are there to collect.
-        if let Ok(msgs) = self
-            .tracer
-            .with(|_, live| std::mem::take(&mut live.messages))
-        {
-            out.extend(msgs.into_iter().map(|m| format!("[{m}]")));
-        }
+        out.extend(
+            self.inferior
+                .messages()
+                .into_iter()
+                .map(|m| format!("[{m}]")),
+        );
         out
     }
 
@@ -129,42 +107,19 @@ impl Target {
     /// library`, `dlopen`), so `show modules`, `whatis LIB!FN`, `at`, `break` and snippet calls
     /// reach them like the libraries it started with.
     pub fn learn_modules(&mut self, session: &mut Session) -> Result<()> {
-        if !std::mem::take(&mut self.modules_changed) || self.gone.is_some() {
-            return Ok(());
-        }
-        self.with(|p, live| Ok(live.learn_modules(session, p)?))
+        Ok(self.inferior.learn_modules(session)?)
     }
 
     /// Ends control: an attached process gets its original code back and runs on; one gsh
     /// started is killed.
     pub fn finish(self) -> Result<()> {
-        if self.gone.is_some() {
-            return Ok(());
+        let pid = self.pid();
+        let left = self.inferior.finish()?;
+        if !left.is_empty() {
+            eprintln!("{}", differences(pid, &left));
         }
-        let started = self.started;
-        self.tracer.with(move |p, live| -> Result<()> {
-            if started {
-                p.kill()?;
-                return Ok(());
-            }
-            let left = let_go(p, live)?;
-            if !left.is_empty() {
-                eprintln!("{}", differences(p.pid(), &left));
-            }
-            Ok(())
-        })??;
         Ok(())
     }
-}
-
-/// `tid` if that thread still exists in `p`.
-pub fn existing_thread(p: &Process, tid: Option<i32>) -> Option<i32> {
-    tid.filter(|t| p.threads().iter().any(|th| th.tid == *t))
-}
-
-/// The thread commands look at: `tid` if it still exists, else the process's first.
-pub fn current_thread(p: &Process, tid: Option<i32>) -> Option<i32> {
-    existing_thread(p, tid).or_else(|| p.threads().first().map(|th| th.tid))
 }
 
 /// Why a command that needs a process cannot run.
@@ -191,23 +146,16 @@ impl TargetSlot for Option<Target> {
     }
 
     fn live(&mut self) -> Option<&mut Target> {
-        self.as_mut().filter(|t| t.gone.is_none())
+        self.as_mut().filter(|t| t.gone().is_none())
     }
 
     fn live_ref(&self) -> Option<&Target> {
-        self.as_ref().filter(|t| t.gone.is_none())
+        self.as_ref().filter(|t| t.gone().is_none())
     }
 
     fn is_live(&self) -> bool {
         self.live_ref().is_some()
     }
-}
-
-/// Removes gsh's instrumentation and breakpoints, and what an earlier gsh left in the code
-/// (see [`engine::process::TextChange`]), then detaches. Returns the text that still differs
-/// from the files (not gsh's doing).
-pub fn let_go(p: &mut Process, live: &mut Live) -> Result<Vec<TextChange>> {
-    Ok(live.let_go(p)?)
 }
 
 /// `process 42: 2 places (7 bytes) of its code differ from the files, not by gsh: libfoo.so+0x1234 ...`
@@ -265,30 +213,5 @@ impl Drop for CtrlC {
         if let Some(id) = self.0.take() {
             signal_hook::low_level::unregister(id);
         }
-    }
-}
-
-/// A stop as one line: `stopped at breakpoint 2 (parse entry) in thread 4242`.
-pub fn describe_stop(live: &Live, p: &Process, stop: &engine::process::Stop) -> String {
-    use engine::process::Stop;
-    match stop {
-        Stop::Breakpoint { tid, .. } => {
-            let rip = p.regs(*tid).map(|r| r.rip).unwrap_or(0);
-            let bps = live.breakpoints_hit(*tid, rip);
-            let at = engine::instrument::frames::where_is(live, rip);
-            if bps.is_empty() {
-                format!("stopped at {at} in thread {tid}")
-            } else {
-                let ids: Vec<String> = bps
-                    .iter()
-                    .map(|b| format!("{} ({})", b.id, b.what))
-                    .collect();
-                format!(
-                    "stopped at breakpoint {} in thread {tid}, {at}",
-                    ids.join(", ")
-                )
-            }
-        }
-        other => other.to_string(),
     }
 }

@@ -88,11 +88,19 @@ const SHELL_USES: &[&str] = &[
     "symbols",
 ];
 
-/// Engine modules the shell uses today that belong behind the engine's façade, with why.
-const SHELL_TANGLES: &[(&str, &str)] = &[(
-    "process",
-    "the shell holds the tracer and makes ptrace-level requests itself (halt, kill, detach, registers, memory)",
-)];
+/// Engine modules the shell uses today that belong behind the engine's façade, with why. None
+/// is left: process control (`process`) is reached only through `instrument::Inferior`.
+const SHELL_TANGLES: &[(&str, &str)] = &[];
+
+/// Engine modules the shell may never use: process control (the tracer, ptrace-level requests,
+/// registers and memory) is the façade's (`instrument::inferior`); the patcher, points,
+/// callees, stack walks, the rewriter and the patcher's views are reached through `instrument`;
+/// errors and names through the root's re-exports and `symbols`. Every engine module is in
+/// this list or in [`SHELL_USES`], so a new one must be placed for the shell too.
+const SHELL_NEVER: &[&str] = &[
+    "callee", "code", "demangle", "error", "patch", "point", "process", "rewrite", "space",
+    "unwind",
+];
 
 /// Workspace members that may depend on the engine; every other one (the runtime, the ABI it
 /// shares) must not.
@@ -805,8 +813,29 @@ fn the_shell_uses_only_the_engines_facade() {
     for (m, file) in &uses {
         assert!(
             SHELL_USES.contains(&m.as_str()) || SHELL_TANGLES.iter().any(|t| t.0 == m),
-            "{} uses engine::{m}, which is not in SHELL_USES; go through the façade",
+            "the shell may import only {} of the engine (and the root's re-exports), but {} \
+             uses engine::{m}; go through the façade",
+            SHELL_USES.join(", "),
             shown(file)
+        );
+    }
+    for m in SHELL_NEVER {
+        assert!(
+            !SHELL_USES.contains(m) && !SHELL_TANGLES.iter().any(|t| t.0 == *m),
+            "the shell may never import engine::{m}: it parses, calls `instrument` and prints"
+        );
+    }
+    for (m, _) in ENGINE {
+        assert!(
+            SHELL_USES.contains(m) != SHELL_NEVER.contains(m),
+            "engine module `{m}` must be in exactly one of SHELL_USES and SHELL_NEVER: place it \
+             for the shell"
+        );
+    }
+    for m in SHELL_USES.iter().chain(SHELL_NEVER) {
+        assert!(
+            ENGINE.iter().any(|(n, _)| n == m),
+            "SHELL_USES or SHELL_NEVER names `{m}`, which the ENGINE table does not place"
         );
     }
     for (m, _) in SHELL_TANGLES {

@@ -819,3 +819,93 @@ fn repeated_sessions_reuse_gsh_memory_and_say_what_they_found() {
     );
     text_matches_file(pid, &exe).expect("the program's text");
 }
+
+/// A big live insert and delete stop the process only in short pauses: the jumps go in
+/// batches of whole changes with the threads running between them, never all of a module's
+/// at once (issue 16/13: `coverage '*'` stopped redis for seconds). Here with at most 4
+/// writes a pause, so that the server mutatee's few blocks need many; its four workers
+/// compute what they compute alone, and after detaching its code is its file's.
+#[test]
+fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses() {
+    use engine::instrument::{coverage, Live, Plan};
+    use engine::process::{State, Tracer};
+
+    const MOST: usize = 4;
+    let exe = server(Variant::O2);
+    let rounds = 3000;
+    let out = scratch("short-pauses");
+    let child = spawn(&exe, 4, rounds, &out);
+    let pid = child.id() as i32;
+    let mut session = engine::Session::new();
+    session.open(&exe).expect("open the server");
+    let tracer = Tracer::attach(pid, Live::default()).expect("attach");
+    let session_mut = &mut session;
+    tracer
+        .with(|p, live| {
+            live.learn_modules(session_mut, p).expect("modules");
+            p.resume().expect("resume");
+        })
+        .expect("tracer");
+    let mut plan = Plan::default();
+    let id = coverage::add(&mut plan, &mut session, "*", false)
+        .expect("coverage '*'")
+        .id;
+    let session = &session;
+    let (probes, most, running) = tracer
+        .with(|p, live| {
+            live.pause_writes = Some(MOST);
+            let probes = plan
+                .place(id, |plan| live.insert(p, session, plan, id))
+                .expect("insert")
+                .len();
+            (
+                probes,
+                live.most_writes_in_a_pause,
+                p.state() == State::Running,
+            )
+        })
+        .expect("tracer");
+    assert!(running, "the server was left stopped");
+    assert!(
+        probes > 4 * MOST,
+        "only {probes} probes: too few to need several pauses"
+    );
+    assert!(
+        (1..=MOST).contains(&most),
+        "one pause made {most} writes over code, more than {MOST} ({probes} probes)"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let (covered, most, running) = tracer
+        .with(|p, live| {
+            let covered = live
+                .coverage
+                .summarise(Some(&p.reader()), |_| None)
+                .expect("counts")
+                .iter()
+                .find(|f| f.function == "handle_request")
+                .map_or(0, |f| f.covered);
+            live.most_writes_in_a_pause = 0;
+            live.remove(p, id).expect("delete");
+            (
+                covered,
+                live.most_writes_in_a_pause,
+                p.state() == State::Running,
+            )
+        })
+        .expect("tracer");
+    assert!(covered > 0, "handle_request ran under its probes");
+    assert!(running, "the server was left stopped by the delete");
+    assert!(
+        (1..=MOST).contains(&most),
+        "one pause of the delete made {most} writes over code, more than {MOST}"
+    );
+    let left = tracer
+        .with(|p, live| live.let_go(p))
+        .expect("tracer")
+        .expect("detach");
+    assert!(left.is_empty(), "still changed after detaching: {left:?}");
+    drop(tracer);
+    assert_text_is_files(pid as u32, &exe);
+    let got = wait_output(child, &out);
+    assert_eq!(got, expected(&exe, 4, rounds), "the workers' results");
+}

@@ -1061,3 +1061,209 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
     assert_eq!(rest, "vectors kept\n");
     assert!(guard.0.wait().unwrap().success());
 }
+
+/// Lines a child prints, read on a thread so a test waits for each with a time limit.
+fn lines_of(
+    out: std::io::BufReader<std::process::ChildStdout>,
+) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// gsh SIGKILLed while the target runs an injected call (`load library` of a library whose
+/// constructor takes a second) leaves a target that finishes the call, gets back to where it
+/// was with every register (vector ones included) as it was, and computes on. It failed before:
+/// the call returned to an `int3` that, untraced, killed the target with SIGTRAP.
+#[test]
+fn gsh_killed_during_an_injected_call_leaves_the_target_running_exactly() {
+    let exe = Mutatee::new("vecspin").path(Variant::O2);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut guard = Guard(child);
+    let pid = guard.0.id();
+    let next = |what: &str| {
+        lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
+    };
+    assert_eq!(next("ready"), "ready");
+    // Let the main thread load its registers and reach the spin.
+    std::thread::sleep(Duration::from_millis(50));
+    let mut gsh = Guard(
+        Command::new(gsh_tests::Gsh::binary())
+            .args([
+                "-c",
+                &format!("attach {pid}; load library {}", lib.display()),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(next("the constructor"), "constructor");
+    gsh.0.kill().unwrap();
+    gsh.0.wait().unwrap();
+    assert_eq!(next("the constructor's end"), "constructed");
+    std::io::Write::write_all(&mut stdin, b"\n").unwrap();
+    assert_eq!(next("the spin's end"), "vectors kept");
+    let status = guard.0.wait().unwrap();
+    assert!(status.success(), "the target ended with {status}");
+}
+
+/// gsh SIGKILLed while a thread holds the registers of gsh's very first injected system call
+/// in the process (the `mmap` of its first pool, paused there by `GSH_TEST_PAUSE_INJECTED`)
+/// leaves a target that runs on exactly. It failed before: that call borrowed the bytes at the
+/// thread's `rip` for `syscall; int3`, so the thread ran into the `int3` untraced (SIGTRAP),
+/// and the program's code kept the borrowed bytes.
+#[test]
+fn gsh_killed_in_its_first_injected_syscall_leaves_the_target_running_exactly() {
+    let exe = Mutatee::new("vecspin").path(Variant::O2);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut guard = Guard(child);
+    let pid = guard.0.id();
+    let next = |what: &str| {
+        lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
+    };
+    assert_eq!(next("ready"), "ready");
+    std::thread::sleep(Duration::from_millis(50));
+    let mut gsh = Command::new(gsh_tests::Gsh::binary())
+        .args([
+            "-c",
+            &format!("attach {pid}; load library {}", lib.display()),
+        ])
+        .env("GSH_TEST_PAUSE_INJECTED", "60000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(gsh.stderr.take().unwrap());
+    let mut gsh = Guard(gsh);
+    let mut line = String::new();
+    while !line.starts_with("gsh: test pause: syscall") {
+        line.clear();
+        assert_ne!(err.read_line(&mut line).unwrap(), 0, "gsh ended unpaused");
+    }
+    gsh.0.kill().unwrap();
+    gsh.0.wait().unwrap();
+    std::io::Write::write_all(&mut stdin, b"\n").unwrap();
+    assert_eq!(next("the spin's end"), "vectors kept");
+    let status = guard.0.wait().unwrap();
+    assert!(status.success(), "the target ended with {status}");
+}
+
+/// A program whose executable was replaced after it started (another program renamed over its
+/// path, as a package upgrade does; /proc/PID/maps says `(deleted)`) is instrumented by the
+/// file it runs, read through /proc/PID/exe, never by the file now at the path. It failed
+/// before: `attach` ended with "cannot read PATH (deleted)".
+#[test]
+fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
+    let orig = live();
+    let dir = target_dir().join("process-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("replaced-{}", std::process::id()));
+    std::fs::copy(&orig, &path).unwrap();
+    let (mut guard, mut out) = spawn_ready(&path, &["1"]);
+    let pid = guard.0.id() as i32;
+    let other = path.with_extension("new");
+    std::fs::copy(Mutatee::new("basic").path(Variant::O2), &other).unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    let o = gsh_tests::Gsh::new()
+        .args([
+            "-c",
+            &format!("attach {pid}; show modules; count add3; detach"),
+        ])
+        .run();
+    let _ = std::fs::remove_file(&path);
+    o.assert_success();
+    assert!(o.stdout.contains(&format!("/proc/{pid}/exe")), "{o}");
+    assert!(
+        format!("{}{}", o.stdout, o.stderr).contains("its code is as the files have it"),
+        "{o}"
+    );
+    // The program computes as before; it is stopped by the addresses of the file it runs.
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let stop = t.with(|p, _| symbol(p, &orig, "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    assert!(guard.0.wait().unwrap().success());
+}
+
+/// `status` tells what `attach` found of an earlier session (its runtime, still loaded, and
+/// the memory pools reused), not only the notes printed at attach. It failed before: no
+/// "Earlier gsh" field.
+#[test]
+fn status_tells_what_an_earlier_session_left() {
+    let (mut guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let first = gsh_tests::Gsh::new()
+        .args(["-c", &format!("attach {pid}; count add3; detach")])
+        .run();
+    first.assert_success();
+    let second = gsh_tests::Gsh::new()
+        .args(["-c", &format!("attach {pid}; status; detach")])
+        .run();
+    second.assert_success();
+    let line = second
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("Earlier gsh"))
+        .unwrap_or_else(|| panic!("no Earlier gsh field: {second}"));
+    assert!(
+        line.contains("gsh's runtime") && line.contains("is loaded from an earlier session"),
+        "{line}"
+    );
+    assert!(line.contains("reusing"), "{line}");
+    // A fresh process says nothing of earlier sessions.
+    let (fresh, _fresh_out) = spawn_live(1);
+    let o = gsh_tests::Gsh::new()
+        .args(["-c", &format!("attach {}; status; detach", fresh.0.id())])
+        .run();
+    o.assert_success();
+    assert!(!o.stdout.contains("Earlier gsh"), "{o}");
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    assert!(guard.0.wait().unwrap().success());
+}

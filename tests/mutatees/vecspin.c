@@ -1,8 +1,12 @@
 /* vecspin.c: the main thread spins in assembly with sixteen known values in xmm0..xmm15 until
- * `stop` is set, then counts how many changed. `clobber` zeroes them all. A debugger that
- * injects a call (of `clobber`, or of dlopen, whose string functions use vector registers)
- * while the thread is stopped in the spin must put its vector state back: "vectors kept". */
+ * `stop` is set (by a debugger, or by a second thread when a byte arrives on stdin), then
+ * counts how many changed. `clobber` zeroes them all. A debugger that injects a call (of
+ * `clobber`, or of dlopen, whose string functions use vector registers) while the thread is
+ * stopped in the spin must put its vector state back: "vectors kept". It must do so even when
+ * the debugger dies during the call. */
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 
 volatile int stop;
 
@@ -123,7 +127,18 @@ __asm__(".text\n"
         "  ret\n"
         ".size spin, .-spin\n");
 
+/* Sets `stop` when a byte arrives on stdin; nothing at end of input. */
+static void *watch_stdin(void *arg) {
+    char c;
+    (void)arg;
+    if (read(0, &c, 1) == 1)
+        stop = 1;
+    return NULL;
+}
+
 int main(void) {
+    pthread_t watcher;
+    pthread_create(&watcher, NULL, watch_stdin, NULL);
     printf("ready\n");
     fflush(stdout);
     int bad = spin(&stop);

@@ -156,7 +156,8 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
     let mut g = Grade::default();
     let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut relocs = BTreeSet::new();
+    // Relocated words and their widths in bytes.
+    let mut relocs = BTreeMap::new();
     let mut labels = BTreeSet::new();
     for section in file.sections() {
         // Computed gotos' tables of label addresses live in `.data.rel.ro` in a PIE.
@@ -164,7 +165,11 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
         if section.kind() != SectionKind::ReadOnlyData && !relro {
             continue;
         }
-        relocs.extend(section.relocations().map(|(offset, _)| offset));
+        relocs.extend(
+            section
+                .relocations()
+                .map(|(offset, r)| (offset, u64::from(r.size() / 8))),
+        );
         let range = section.address()..section.address() + section.size();
         labels.extend(
             file.symbols()
@@ -179,8 +184,10 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
         .map(|s| (s.address(), s.address() + s.size()))
         .collect();
     let in_code = |a: u64| code.iter().any(|&(s, e)| a >= s && a < e);
-    let stride: u64 = if pie { 4 } else { 8 };
-    let read = |at: u64, base: u64| -> Option<u64> {
+    // A switch's table in a PIE holds 4-byte offsets from its start; a computed goto's
+    // table of label addresses (`static void *disptab[]`) holds 8-byte addresses in any
+    // build. The relocation at a table's start says which.
+    let read = |at: u64, base: u64, stride: u64| -> Option<u64> {
         let s = file
             .sections()
             .find(|s| at >= s.address() && at + stride <= s.address() + s.size())?;
@@ -198,9 +205,13 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
     // next label or the first word no relocation fills.
     let mut truth: BTreeMap<u64, (u64, BTreeSet<u64>)> = BTreeMap::new();
     for &start in &labels {
-        if !relocs.contains(&start) {
+        let Some(&width) = relocs.get(&start) else {
             continue;
-        }
+        };
+        let stride = match (pie, width) {
+            (true, 8) | (false, _) => 8,
+            _ => 4,
+        };
         let end = labels
             .range(start + 1..)
             .next()
@@ -208,18 +219,23 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
             .unwrap_or(u64::MAX);
         let mut at = start;
         let mut targets = BTreeSet::new();
-        while at < end && relocs.contains(&at) {
-            targets.extend(read(at, start));
+        while at < end && relocs.contains_key(&at) {
+            targets.extend(read(at, start, stride));
             at += stride;
         }
         // A lookup table of data (clang's `.Lswitch.table`, strings) is no jump table, nor is
         // an array of functions (a non-PIE's `const` callbacks live in `.rodata`): a jump
         // table leads into one function, never to a function's start.
         // A function and its cold part count as one.
+        // clang places an unreachable default's label after a function's last instruction,
+        // in the padding before the next function: that is still the switch's function.
+        let starts_one = |t: u64| functions.iter().any(|f| f.addr == t);
         let home = |t: u64| {
             functions
                 .iter()
-                .find(|f| t > f.addr && t < f.addr + f.size)
+                .find(|f| {
+                    t > f.addr && (t < f.addr + f.size || (t == f.addr + f.size && !starts_one(t)))
+                })
                 .map(|f| f.name.split(".cold").next().unwrap_or_default())
         };
         let first = targets.first().and_then(|&t| home(t));

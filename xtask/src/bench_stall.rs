@@ -1,12 +1,23 @@
-//! `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms sees
-//! while gsh inserts `count '*'` into it (every function of the executable), next to the
-//! longest reply it sees while gsh only stops and resumes the server (the floor), all in one
-//! run. Also the time per function of a small and of the big request, and how long gsh kept
-//! the server stopped (`Live::paused_for`). The server is Debian's, installed when missing.
+//! `bench-stall [count|coverage] [--runs N]`: how long gsh stops redis-server while it
+//! changes its code, as a client pinging it every 1 ms sees it, all in one run against two
+//! baselines measured in that run: the reply time the client sees while gsh only stops and
+//! resumes the server (the floor), and the 99th percentile of its replies while gsh does
+//! nothing at all. The server is Debian's, installed when missing.
 //!
-//! gsh drives the engine as the shell's `count` does: the runtime is loaded (each injected
-//! call stops the server while it runs), then the request is inserted while the server
-//! runs, stopping it only to write the jumps.
+//! - `count`: `count '*'` (every function of the executable) inserted into the running
+//!   server, with the time per function of a small and of the big request, and how long gsh
+//!   kept the server stopped (`Live::paused_for`).
+//! - `coverage`: `coverage '*'` (every basic block of the executable, ~74,000 probes on
+//!   redis 7) inserted and deleted while a second client runs `SET`/`GET` pairs and checks
+//!   every answer; once as gsh writes code now (short pauses of at most
+//!   `live::PAUSE_WRITES` writes) and once with all of a module's jumps in one pause, as
+//!   before (`Live::pause_writes`). Reported: the longest reply, the longest pause and the
+//!   total stopped time, the whole insert's and delete's time, and the `SET`/`GET` rate
+//!   meanwhile against its rate while gsh is idle.
+//!
+//! Without a mode, both. gsh drives the engine as the shell's `count` and `coverage` do: the
+//! runtime is loaded (each injected call stops the server while it runs), then the request
+//! is inserted while the server runs, stopping it only to write the jumps.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -16,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
+use engine::instrument::coverage;
 use engine::instrument::measure::{self, Metric};
 use engine::instrument::{Live, Plan};
 use engine::process::Tracer;
@@ -71,6 +83,21 @@ impl Pinger {
             .unwrap_or_default()
     }
 
+    /// The `q`-quantile (0..1) of the replies to pings sent between `from` and `to`.
+    fn quantile(&self, from: Instant, to: Instant, q: f64) -> Duration {
+        let mut v: Vec<Duration> = self
+            .times
+            .lock()
+            .expect("times")
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|(_, d)| *d)
+            .collect();
+        v.sort();
+        let i = ((v.len() as f64 * q) as usize).min(v.len().saturating_sub(1));
+        v.get(i).copied().unwrap_or_default()
+    }
+
     fn finish(mut self) -> Result<usize> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
@@ -78,6 +105,79 @@ impl Pinger {
         }
         let n = self.times.lock().expect("times").len();
         Ok(n)
+    }
+}
+
+/// A client running `SET k v` then `GET k` with fresh keys and values as fast as the server
+/// answers, checking every answer, and keeping when each pair completed.
+struct Loader {
+    stop: Arc<AtomicBool>,
+    done: Arc<Mutex<Vec<Instant>>>,
+    thread: Option<std::thread::JoinHandle<Result<u64>>>,
+}
+
+impl Loader {
+    fn start() -> Result<Loader> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let mut s = TcpStream::connect(("127.0.0.1", PORT)).context("connecting to redis")?;
+        s.set_nodelay(true)?;
+        let (st, dn) = (stop.clone(), done.clone());
+        let thread = std::thread::spawn(move || -> Result<u64> {
+            let mut n = 0u64;
+            let mut buf = Vec::new();
+            while !st.load(Ordering::Relaxed) {
+                let (key, val) = (format!("stall:{}", n % 1000), format!("v{n}"));
+                s.write_all(format!("SET {key} {val}\r\n").as_bytes())?;
+                buf.resize(5, 0);
+                s.read_exact(&mut buf)?;
+                if buf != b"+OK\r\n" {
+                    bail!(
+                        "SET {key}: redis answered {:?}",
+                        String::from_utf8_lossy(&buf)
+                    );
+                }
+                s.write_all(format!("GET {key}\r\n").as_bytes())?;
+                let want = format!("${}\r\n{val}\r\n", val.len());
+                buf.resize(want.len(), 0);
+                s.read_exact(&mut buf)?;
+                if buf != want.as_bytes() {
+                    bail!(
+                        "GET {key}: redis answered {:?}, not {val}",
+                        String::from_utf8_lossy(&buf)
+                    );
+                }
+                n += 1;
+                dn.lock().expect("done").push(Instant::now());
+            }
+            Ok(n)
+        });
+        Ok(Loader {
+            stop,
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// `SET`/`GET` pairs per second completed between `from` and `to`.
+    fn rate(&self, from: Instant, to: Instant) -> f64 {
+        let n = self
+            .done
+            .lock()
+            .expect("done")
+            .iter()
+            .filter(|t| **t >= from && **t < to)
+            .count();
+        n as f64 / (to - from).as_secs_f64().max(1e-9)
+    }
+
+    /// Stops it; the pairs it ran, every answer right.
+    fn finish(mut self) -> Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| anyhow::anyhow!("loader panicked"))?,
+            None => Ok(0),
+        }
     }
 }
 
@@ -111,13 +211,18 @@ pub fn start_redis() -> Result<Child> {
     }
 }
 
+const USAGE: &str = "bench-stall [count|coverage] [--runs N]";
+
 pub fn run(args: &[String]) -> Result<()> {
-    let (file, runs) = crate::file_and_runs(args, 5, "bench-stall [--runs N]")?;
-    if let Some(f) = file {
-        bail!("unexpected argument `{f}`; usage: bench-stall [--runs N]");
-    }
+    let (mode, runs) = crate::file_and_runs(args, 5, USAGE)?;
+    let (count, coverage) = match mode.as_deref() {
+        None => (true, true),
+        Some("count") => (true, false),
+        Some("coverage") => (false, true),
+        Some(f) => bail!("unexpected argument `{f}`; usage: {USAGE}"),
+    };
     let mut child = start_redis()?;
-    let result = measure_stall(child.id() as i32, runs);
+    let result = measure_stall(child.id() as i32, runs, count, coverage);
     let _ = child.kill();
     let _ = child.wait();
     result
@@ -127,7 +232,7 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-fn measure_stall(pid: i32, runs: usize) -> Result<()> {
+fn measure_stall(pid: i32, runs: usize, count: bool, with_coverage: bool) -> Result<()> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
     let mut session = Session::new();
     session.open(&exe)?;
@@ -147,6 +252,10 @@ fn measure_stall(pid: i32, runs: usize) -> Result<()> {
     plan.delete(id)?;
     let pinger = Pinger::start()?;
     std::thread::sleep(Duration::from_millis(50));
+    // Replies while gsh does nothing (attached, the server running).
+    let idle = Instant::now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let idle_p99 = pinger.quantile(idle, Instant::now(), 0.99);
 
     // The floor: stopping and resuming every thread, nothing changed.
     let since = Instant::now();
@@ -172,7 +281,12 @@ fn measure_stall(pid: i32, runs: usize) -> Result<()> {
     let load_ping = pinger.longest_since(since);
 
     let mut rows = Vec::new();
-    for (glob, label) in [("ae*", "small"), ("*", "all")] {
+    let globs: &[(&str, &str)] = if count {
+        &[("ae*", "small"), ("*", "all")]
+    } else {
+        &[]
+    };
+    for &(glob, label) in globs {
         let (mut ping, mut paused, mut total, mut n) = (Vec::new(), Vec::new(), Vec::new(), 0);
         for _ in 0..runs {
             let id = measure::add(&mut plan, &mut session, glob, Metric::Count)?.id;
@@ -199,6 +313,24 @@ fn measure_stall(pid: i32, runs: usize) -> Result<()> {
         };
         rows.push((label, glob, n, max(&ping), max(&paused), med(&mut total)));
     }
+    let mut cov = Vec::new();
+    if with_coverage {
+        let loader = Loader::start()?;
+        std::thread::sleep(Duration::from_millis(50));
+        let quiet = Instant::now();
+        std::thread::sleep(Duration::from_millis(1000));
+        let idle_rate = loader.rate(quiet, Instant::now());
+        for (label, most) in [
+            ("one pause per module, as before", Some(usize::MAX)),
+            ("short pauses", None),
+        ] {
+            for _ in 0..runs {
+                let r = coverage_once(&tracer, &mut plan, &mut session, &pinger, &loader, most)?;
+                cov.push((label, r, idle_rate));
+            }
+        }
+        loader.finish()?;
+    }
     tracer.with(|p, live| -> Result<()> {
         Live::paused(p, |p| live.remove_all(p))?;
         p.detach()?;
@@ -209,6 +341,10 @@ fn measure_stall(pid: i32, runs: usize) -> Result<()> {
     println!(
         "redis-server (pid {pid}, {all} functions), a client pinging every 1 ms ({pings} replies, \
          all +PONG); worst of {runs} runs (target: longest reply <= 20 ms)"
+    );
+    println!(
+        "  gsh idle: 99th percentile of the replies {}",
+        ms(idle_p99)
     );
     println!(
         "  halt + resume, nothing changed: median {} ; longest reply meanwhile {}",
@@ -227,6 +363,114 @@ fn measure_stall(pid: i32, runs: usize) -> Result<()> {
             total.as_secs_f64() * 1e6 / n.max(1) as f64
         );
     }
+    for (label, r, idle_rate) in cov {
+        println!(
+            "  coverage '*' ({} blocks, {} probes), {label}:",
+            r.blocks, r.probes
+        );
+        for (what, w) in [("insert", &r.insert), ("delete", &r.delete)] {
+            println!(
+                "    {what}: whole {} ; longest reply {} ({:.1}x the floor's, {:.1}x the idle \
+                 p99) ; longest pause {} ({} writes at most) ; stopped {} in all ; SET/GET \
+                 {:.0}/s = {:.2}x the idle rate",
+                ms(w.whole),
+                ms(w.ping),
+                w.ping.as_secs_f64() / bare_ping.as_secs_f64().max(1e-6),
+                w.ping.as_secs_f64() / idle_p99.as_secs_f64().max(1e-6),
+                ms(w.longest),
+                w.writes,
+                ms(w.stopped),
+                w.rate,
+                w.rate / idle_rate.max(1e-9)
+            );
+        }
+    }
     println!("  after detaching, the server's text is its file's");
     Ok(())
+}
+
+/// One insert or delete as the clients saw it.
+struct Step {
+    whole: Duration,
+    ping: Duration,
+    longest: Duration,
+    writes: usize,
+    stopped: Duration,
+    rate: f64,
+}
+
+struct CoverageRun {
+    blocks: usize,
+    probes: usize,
+    insert: Step,
+    delete: Step,
+}
+
+/// Inserts `coverage '*'` into the running server and deletes it again, with at most `most`
+/// writes per pause (`None`: gsh's default).
+fn coverage_once(
+    tracer: &Tracer<Live>,
+    plan: &mut Plan,
+    session: &mut Session,
+    pinger: &Pinger,
+    loader: &Loader,
+    most: Option<usize>,
+) -> Result<CoverageRun> {
+    let id = coverage::add(plan, session, "*", false)?.id;
+    let blocks: usize = plan.requests.last().map_or(0, |r| {
+        r.funcs
+            .iter()
+            .map(|f| {
+                session
+                    .module(f.module)
+                    .analysis()
+                    .function(f.func)
+                    .cfg
+                    .blocks
+                    .len()
+            })
+            .sum()
+    });
+    let mut probes = 0;
+    let step = |what: &str, probes: &mut usize| -> Result<Step> {
+        let since = Instant::now();
+        let (whole, longest, writes, stopped) = tracer.with(|p, live| -> Result<_> {
+            live.pause_writes = most;
+            live.paused_for = Duration::ZERO;
+            live.longest_pause = Duration::ZERO;
+            live.most_writes_in_a_pause = 0;
+            let t = Instant::now();
+            if what == "insert" {
+                *probes = live.insert(p, session, plan, id)?.len();
+            } else {
+                live.remove(p, id)?;
+            }
+            Ok((
+                t.elapsed(),
+                live.longest_pause,
+                live.most_writes_in_a_pause,
+                live.paused_for,
+            ))
+        })??;
+        let until = Instant::now();
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(Step {
+            whole,
+            ping: pinger.longest_since(since),
+            longest,
+            writes,
+            stopped,
+            rate: loader.rate(since, until),
+        })
+    };
+    let insert = step("insert", &mut probes)?;
+    let delete = step("delete", &mut probes)?;
+    plan.delete(id)?;
+    tracer.with(|_, live| live.pause_writes = None)?;
+    Ok(CoverageRun {
+        blocks,
+        probes,
+        insert,
+        delete,
+    })
 }

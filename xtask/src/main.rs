@@ -19,9 +19,10 @@
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
 //! - `soak-redis [--runs CYCLES]`: issue 13's live soak on redis-server under load: exact
 //!   counts of a function called a known number of times, slots, RSS and mappings per cycle.
-//! - `bench-stall [--runs N]`: the longest reply a client pinging redis-server every 1 ms
-//!   sees during `count '*'`, against the one it sees during a bare halt + resume. Run it
-//!   with `--release`.
+//! - `bench-stall [count|coverage] [--runs N]`: the longest reply a client pinging
+//!   redis-server every 1 ms sees during `count '*'` and during `coverage '*'` (inserted and
+//!   deleted under `SET`/`GET` load), against the one it sees during a bare halt + resume
+//!   and the replies' idle p99. Run it with `--release`.
 //! - `bench-consult [--runs N] [--cost PERCENT] [--threads N]`: the progress rate of a
 //!   CPU-bound program while `consult` searches it, over its rate alone before and after in
 //!   the same run, beside the overhead `consult` reported.
@@ -96,8 +97,10 @@ tasks:
                                   into 1/100/1000 functions and deleted (use --release)
   soak-redis [--runs CYCLES]      attach/count/time/profile/delete/detach cycles on
                                   redis under redis-benchmark load (default 50; --release)
-  bench-stall [--runs N]          longest reply of redis-server pinged every 1 ms during
-                                  `count '*'`, against halt + resume (use --release)
+  bench-stall [count|coverage] [--runs N]
+                                  longest reply of redis-server pinged every 1 ms during
+                                  `count '*'` and `coverage '*'`, against halt + resume
+                                  and the idle p99 (use --release)
   bench-consult [--runs N] [--cost PERCENT] [--threads N]
                                   progress rate of a CPU-bound program while `consult`
                                   searches it, over its rate alone, same run

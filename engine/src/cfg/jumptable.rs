@@ -19,6 +19,8 @@
 //! constant part of the access's own operands, and entries are read while they point into the
 //! function, up to the table's real end ([`Limits`]): the next symbol, a word that has (or, in
 //! a table of absolute addresses in a PIE, lacks) a dynamic relocation, or another table's start.
+//! An index bounded only by a zero-extended byte is read the same way, at most 256 entries: a
+//! byte bounds the index, not the table (clang drops the compare when it knows the range).
 
 use iced_x86::{
     FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
@@ -293,9 +295,17 @@ impl<'i> Eval<'i> {
                 return v;
             }
         }
-        // A value already bounded below 2^(8·size) is its own low bytes.
+        // A value already bounded below 2^(8·size) is its own low bytes: by a compare, by a
+        // zero-extended byte (`movzx ecx, r12b; cmp cl, 3`), or as the low bytes of another
+        // value taken no wider.
         let limit = 1u64 << (8 * size);
-        if self.bounds.iter().any(|(b, n)| *b == v && *n <= limit) {
+        if self.bounds.iter().any(|(b, n)| *b == v && *n <= limit)
+            || (size == 1 && self.bytes.contains(&v))
+            || self
+                .narrowed
+                .iter()
+                .any(|(_, sz, n)| *n == v && *sz <= size)
+        {
             return v;
         }
         if let Some((_, _, n)) = self
@@ -871,19 +881,33 @@ fn resolve_path(
         .bounds
         .iter()
         .rev()
-        .find_map(|(g, n)| Some((place(g)?, Some(*n))))
+        .find_map(|(g, n)| Some((place(g)?, Extent::Guarded(*n))))
         .or_else(|| {
             let bytes = eval.bytes.iter().rev();
-            bytes.clone().find_map(|g| Some((place(g)?, Some(256))))
+            bytes.clone().find_map(|g| Some((place(g)?, Extent::Byte)))
         });
     // Only a table in the file is one: an anchor elsewhere is a structure's offset.
     let in_file = |a: u64| binary.section_at(LinkAddr(a)).is_some_and(|s| s.is_alloc());
-    let (table, bound) = match (placed, anchor) {
+    let (table, extent) = match (placed, anchor) {
         (Some(p), _) if in_file(p.0) => p,
-        (None, Some(a)) if in_file(a as u64) => (a as u64, None),
+        (None, Some(a)) if in_file(a as u64) => (a as u64, Extent::Open),
         _ => return Err(Failed::Unplaced),
     };
-    read_table(binary, ours, ends, jump, table, stride, base, bound)
+    read_table(binary, ours, ends, jump, table, stride, base, extent)
+}
+
+/// How far a table may run.
+#[derive(Clone, Copy, Debug)]
+enum Extent {
+    /// A compare (or a mask) bounds the index below this: exactly that many entries.
+    Guarded(u64),
+    /// Only a zero-extended byte bounds the index: at most 256 entries, and fewer where the
+    /// table ends as an unguarded one does. A byte says nothing of a table's size; clang
+    /// drops the compare when it knows the value's range, and reading 256 entries then runs
+    /// on into the next table and gives the function blocks of other functions.
+    Byte,
+    /// Nothing bounds the index: entries while they lead into the function, up to the end.
+    Open,
 }
 
 /// What ends a table: [`Limits`], and the starts of the function's other tables (sorted).
@@ -892,8 +916,8 @@ pub struct Ends<'a> {
     pub tables: &'a [u64],
 }
 
-/// Reads the table at `table` for `jump`: `bound` entries, or with none, entries while they
-/// lead into the function, up to the table's end.
+/// Reads the table at `table` for `jump` as far as `extent` lets it run: a guarded table's
+/// entries, or entries while they lead into the function, up to the table's end.
 #[allow(clippy::too_many_arguments)]
 fn read_table(
     binary: &Binary,
@@ -903,9 +927,13 @@ fn read_table(
     table: u64,
     stride: u64,
     base: Option<u64>,
-    bound: Option<u64>,
+    extent: Extent,
 ) -> Result<JumpTable, Failed> {
-    let limit = bound.unwrap_or(MAX_UNBOUNDED).min(MAX_BOUNDED);
+    let (limit, bound) = match extent {
+        Extent::Guarded(n) => (n.min(MAX_BOUNDED), Some(n)),
+        Extent::Byte => (256, None),
+        Extent::Open => (MAX_UNBOUNDED, None),
+    };
     let end = match bound {
         Some(_) => u64::MAX,
         None => ends.limits.end(table, ends.tables),

@@ -117,3 +117,42 @@ pub fn resume(p: &mut Process, live: &mut Live) -> Result<(), LiveError> {
     p.resume()?;
     Ok(())
 }
+
+/// What earlier gsh sessions left in the process besides code, one note each: the runtime
+/// library (reused, each counter zeroed before it counts again) and memory pools (reused once
+/// released, kept while a killed session's jumps may still lead into them).
+pub fn earlier_session(p: &mut Process) -> Result<Vec<String>, crate::process::ProcessError> {
+    let mut notes = Vec::new();
+    let runtime = p.modules()?.into_iter().find(|m| {
+        m.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libgsh_rt"))
+    });
+    if let Some(rt) = runtime {
+        notes.push(format!(
+            "note: gsh's runtime ({}) is loaded from an earlier session; it is reused, each \
+             counter zeroed before it counts again",
+            rt.path.display()
+        ));
+    }
+    let pools = p.earlier_pools()?;
+    if pools.reused > 0 {
+        notes.push(format!(
+            "note: reusing {} memory pool{} ({} KiB) an earlier gsh session released",
+            pools.reused,
+            if pools.reused == 1 { "" } else { "s" },
+            pools.reused_bytes >> 10
+        ));
+    }
+    if pools.kept > 0 {
+        notes.push(format!(
+            "note: {} memory pool{} ({} KiB) of an earlier gsh session that did not detach \
+             stay{} as they are (`attach --clean` frees them for reuse)",
+            pools.kept,
+            if pools.kept == 1 { "" } else { "s" },
+            pools.kept_bytes >> 10,
+            if pools.kept == 1 { "s" } else { "" },
+        ));
+    }
+    Ok(notes)
+}

@@ -4,8 +4,11 @@
 //! moment a library appears, move traps into trampolines, and keep fork children clean, even
 //! while the shell sits at its prompt.
 //!
-//! Every change happens with all threads stopped ([`Live::paused`]): the process is halted if
-//! it was running and resumed afterwards, which is the "pause" the benchmarks measure. After
+//! Every change over code happens with all threads stopped: the process is halted if it was
+//! running and resumed afterwards, which is the "pause" the benchmarks measure. Trampolines
+//! are written while it runs; the jumps into them go in batches of whole changes of at most
+//! [`PAUSE_WRITES`] writes, the threads running between batches, so that a request of any
+//! size stops the process only briefly at a time. After
 //! each batch of writes, a thread whose `rip` lies inside bytes that changed is moved: into
 //! the trampoline's copy of its instruction when code was covered, or along the jump it was
 //! about to take when one of our jumps was taken away. Trampolines are never freed.
@@ -69,6 +72,44 @@ pub enum LiveError {
     /// Anything else, said in a sentence (a breakpoint's condition, an instruction copy).
     #[error("{0}")]
     Message(String),
+    /// Writing a change to a module's code failed, and so did putting the old bytes back:
+    /// the process is left stopped with code that is neither the old nor the new.
+    #[error(
+        "writing the code of {module} failed ({cause}), and putting its old bytes back failed \
+         too ({restore}): {} of the {total} run(s) of bytes changed there (at {}) may hold new \
+         or half-written code, the others are as before; every thread is left stopped so that \
+         none runs into them, and gsh's records of {module} no longer match its code: `kill` \
+         the process (`continue` or `detach` would run that code)",
+        left.len(),
+        left.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>().join(", ")
+    )]
+    Torn {
+        /// The module whose code was being written.
+        module: String,
+        /// Why writing failed.
+        cause: Box<LiveError>,
+        /// Why putting the old bytes back failed.
+        restore: Box<LiveError>,
+        /// Where the runs not put back start.
+        left: Vec<u64>,
+        /// How many runs the change had.
+        total: usize,
+    },
+    /// Writing a change to a module's code failed; its old bytes are back, but the
+    /// breakpoints lifted for the write could not all be set again.
+    #[error(
+        "writing the code of {module} failed ({cause}); its code is back as it was, but \
+         setting the breakpoints again failed ({restore}): the process is stopped, and a \
+         breakpoint may not stop it until `delete` and `break` set it again"
+    )]
+    BreakpointsLost {
+        /// The module whose code was being written.
+        module: String,
+        /// Why writing failed.
+        cause: Box<LiveError>,
+        /// Why setting the breakpoints failed.
+        restore: Box<LiveError>,
+    },
 }
 
 /// A module as loaded in the process.
@@ -203,6 +244,14 @@ pub struct Live {
     pub last_data: Option<(u64, Vec<u8>)>,
     /// How long code changes kept the process stopped, summed (benchmarks reset and read it).
     pub paused_for: std::time::Duration,
+    /// The longest of those pauses, and the most writes over code one of them made
+    /// (benchmarks and tests reset and read them; see [`PAUSE_WRITES`]).
+    pub longest_pause: std::time::Duration,
+    /// See [`Live::longest_pause`].
+    pub most_writes_in_a_pause: usize,
+    /// The most writes over code one pause of a running process may make, when not
+    /// [`PAUSE_WRITES`] (a benchmark compares with `usize::MAX`: one pause per module).
+    pub pause_writes: Option<usize>,
     /// Measuring requests' runtime and slots (see [`super::measure`]).
     pub measure: Measure,
     /// Coverage requests' counters (see [`super::coverage`]).
@@ -304,6 +353,10 @@ impl AddressSpace for LiveSpace<'_> {
         }
         self.pending.push(addr.0, bytes);
         Ok(())
+    }
+
+    fn end_change(&mut self) {
+        self.pending.end_change();
     }
 }
 
@@ -804,10 +857,16 @@ impl Live {
     /// Writes a space's pending code changes with every thread stopped: breakpoints lifted,
     /// changes written, threads moved out of changed bytes, breakpoints put back where their
     /// points' code now is. Written even when the patcher failed half-way, since its records
-    /// already count what it staged. Should a write fail, the runs already written get their
-    /// old bytes back before any thread runs (the threads never see half a change, so none
-    /// needs moving), and `prior`, the patcher's records from before the staging, replaces
+    /// already count what it staged. Should a write fail, the bytes already written get their
+    /// old values back, and `prior`, the patcher's records from before the staging, replaces
     /// them: what the code shows and what the patcher says stay one.
+    ///
+    /// A running process is stopped in short pauses: the changes are written in batches of at
+    /// most [`PAUSE_WRITES`] writes, each batch whole changes only (a site's jump with its pad,
+    /// see [`patch::AddressSpace::end_change`]), and the threads run between batches. Each
+    /// batch's bytes are read and merged while the process runs. With a breakpoint or the
+    /// one-shot stop in place, everything goes in one pause, so no breakpoint is ever missed
+    /// half-way.
     fn commit(
         &mut self,
         space: LiveSpace<'_>,
@@ -817,34 +876,114 @@ impl Live {
         let LiveSpace {
             p, pending, hidden, ..
         } = space;
-        let pending = pending.writes();
-        if pending.is_empty() {
+        let writes = pending.writes();
+        if writes.is_empty() {
             return Ok(());
         }
-        // Everything but the writes themselves is prepared while the process runs: the
-        // changes merged into a few runs of bytes, read as they are now (only gsh changes
-        // code, and it does so on this thread).
-        let runs = runs_of(p, pending, &hidden)?;
         let running = p.state() == crate::process::State::Running;
+        let most = if running && hidden.is_empty() {
+            self.pause_writes.unwrap_or(PAUSE_WRITES).max(1)
+        } else {
+            usize::MAX
+        };
+        // Batches written so far (their runs, and the writes as threads may have seen them),
+        // for a rollback.
+        let mut done: Vec<(Vec<Run>, &[Write])> = Vec::new();
+        let mut failed = None;
+        for batch in pending.batches(most) {
+            let batch = &writes[batch];
+            // Prepared while the process runs: the changes merged into a few runs of bytes,
+            // read as they are now (only gsh changes code, and it does so on this thread).
+            let runs = match runs_of(p, batch, &hidden) {
+                Ok(r) => r,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            let result = self.pause(p, running, batch.len(), |live, p| {
+                live.write_batch(p, batch, &runs, m, prior.as_ref())
+            });
+            match result {
+                Ok(()) => done.push((runs, batch)),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let Some(e) = failed else {
+            return Ok(());
+        };
+        // Back to the code as it was, newest batch first, each in a pause of its own with
+        // threads moved out of the bytes that change back (off a pad going back to padding).
+        let patcher = self.loaded[&m].patcher.clone();
+        let module = self.loaded[&m].module.name.clone();
+        let mut e = e;
+        for (runs, batch) in done.iter().rev() {
+            let undone = self.pause(p, running, batch.len(), |_, p| {
+                for (j, back) in runs.iter().enumerate().rev() {
+                    if let Err(restore) = restore_run(p, back) {
+                        return Err(LiveError::Torn {
+                            module: module.clone(),
+                            cause: Box::new(LiveError::Message(e.to_string())),
+                            restore: Box::new(restore),
+                            left: runs[..=j].iter().map(|r| r.at).collect(),
+                            total: runs.len(),
+                        });
+                    }
+                }
+                move_threads(p, &patcher, batch)
+            });
+            if let Err(again) = undone {
+                // Torn: the process stays stopped, and this says why.
+                e = again;
+                break;
+            }
+        }
+        // Torn code keeps the records of what was staged: neither old nor new is true.
+        if let (Some(prior), false) = (prior, matches!(e, LiveError::Torn { .. })) {
+            self.loaded.get_mut(&m).expect("a loaded module").patcher = prior;
+        }
+        Err(e)
+    }
+
+    /// Runs `f` with every thread stopped (halting and resuming the process if it was
+    /// `running`), and counts the pause and its `writes`.
+    fn pause(
+        &mut self,
+        p: &mut Process,
+        running: bool,
+        writes: usize,
+        f: impl FnOnce(&mut Self, &mut Process) -> Result<(), LiveError>,
+    ) -> Result<(), LiveError> {
         let t = std::time::Instant::now();
         if running {
             p.halt()?;
         }
-        let result = self.write_pending(p, pending, &runs, m, prior);
-        if running && p.state().is_alive() {
+        let result = f(self, p);
+        // Code neither old nor new stays stopped: no thread may run into it.
+        let torn = matches!(result, Err(LiveError::Torn { .. }));
+        if running && !torn && p.state().is_alive() {
             p.resume()?;
         }
-        self.paused_for += t.elapsed();
+        let took = t.elapsed();
+        self.paused_for += took;
+        self.longest_pause = self.longest_pause.max(took);
+        self.most_writes_in_a_pause = self.most_writes_in_a_pause.max(writes);
         result
     }
 
-    fn write_pending(
+    /// Writes one batch of changes, every thread stopped: breakpoints lifted, runs written
+    /// (on a failure, this batch's runs get their old bytes back before any thread runs, so
+    /// none needs moving), threads moved out of changed bytes, breakpoints put back.
+    fn write_batch(
         &mut self,
         p: &mut Process,
         pending: &[(u64, Vec<u8>)],
         runs: &[Run],
         m: ModuleId,
-        prior: Option<Patcher>,
+        prior: Option<&Patcher>,
     ) -> Result<(), LiveError> {
         self.lift_breakpoints(p)?;
         let once = self.once.take();
@@ -853,17 +992,36 @@ impl Live {
         }
         for (i, r) in runs.iter().enumerate() {
             if let Err(e) = write_run(p, r) {
+                let module = self.loaded[&m].module.name.clone();
                 // The failing run too: a write can fail part-way.
-                for r in runs[..=i].iter().rev() {
-                    p.write(r.at, &r.old)?;
+                for (j, back) in runs[..=i].iter().enumerate().rev() {
+                    if let Err(restore) = restore_run(p, back) {
+                        return Err(LiveError::Torn {
+                            module,
+                            cause: Box::new(e),
+                            restore: Box::new(restore),
+                            left: runs[..=j].iter().map(|r| r.at).collect(),
+                            total: runs.len(),
+                        });
+                    }
                 }
+                // The patcher's records as they were, so breakpoints go where the old code
+                // has their points.
                 if let Some(prior) = prior {
-                    self.loaded.get_mut(&m).expect("a loaded module").patcher = prior;
+                    self.loaded.get_mut(&m).expect("a loaded module").patcher = prior.clone();
                 }
-                if let Some((at, _)) = once {
-                    self.stop_once_at(p, at)?;
+                let again = match once {
+                    Some((at, _)) => self.stop_once_at(p, at),
+                    None => Ok(()),
                 }
-                self.place_breakpoints(p)?;
+                .and_then(|()| self.place_breakpoints(p));
+                if let Err(restore) = again {
+                    return Err(LiveError::BreakpointsLost {
+                        module,
+                        cause: Box::new(e),
+                        restore: Box::new(restore),
+                    });
+                }
                 return Err(e);
             }
         }
@@ -871,7 +1029,8 @@ impl Live {
         let before: Vec<(u64, Vec<u8>)> = pending
             .iter()
             .filter_map(|(at, bytes)| {
-                let r = runs.iter().find(|r| r.contains(*at))?;
+                let i = runs.partition_point(|r| r.at <= *at).checked_sub(1)?;
+                let r = runs.get(i).filter(|r| r.contains(*at))?;
                 let from = (at - r.at) as usize;
                 Some((*at, r.old[from..from + bytes.len()].to_vec()))
             })
@@ -883,6 +1042,7 @@ impl Live {
         }
         self.place_breakpoints(p)
     }
+
     /// Removes everything: instrumentation, breakpoints, the one-shot stop. Afterwards the
     /// text is the file's again. The process must be stopped.
     pub fn remove_all(&mut self, p: &mut Process) -> Result<(), LiveError> {
@@ -907,6 +1067,12 @@ impl Live {
     /// no change of gsh's is left, gsh's memory in the process is marked released for the
     /// next session to reuse. Returns what still differs from the files.
     pub fn let_go(&mut self, p: &mut Process) -> Result<Vec<TextChange>, LiveError> {
+        // A running process keeps running while the requests come out, in short pauses
+        // ([`Live::commit`]); what could not come out is tried again with it stopped.
+        let ids: Vec<u32> = self.requests.keys().copied().collect();
+        for id in ids {
+            let _ = self.remove(p, id);
+        }
         Live::paused(p, |p| self.remove_all(p))?;
         p.halt()?;
         let leftovers: Vec<TextChange> = p
@@ -1162,6 +1328,15 @@ fn live_options() -> PatchOptions {
     }
 }
 
+/// The most writes over code (jumps, pads, original bytes put back) one pause of a running
+/// process makes: a large request is written in batches of whole changes, the threads running
+/// between them, so that no pause grows with the request. A batch of this many sites, merged
+/// into runs, is written in well under a millisecond.
+pub const PAUSE_WRITES: usize = 256;
+
+/// A staged write over code: where, and the bytes.
+type Write = (u64, Vec<u8>);
+
 /// Changes closer than this are written as one run, with the bytes between them rewritten
 /// as they are: one write instead of thousands while the process is stopped.
 const RUN_GAP: u64 = 4096;
@@ -1230,6 +1405,15 @@ fn write_run(p: &mut Process, r: &Run) -> Result<(), LiveError> {
         return Err(LiveError::Message("injected fault".into()));
     }
     Ok(p.write(r.at, &r.new)?)
+}
+
+/// Puts a run's old bytes back, after writing it failed.
+fn restore_run(p: &mut Process, r: &Run) -> Result<(), LiveError> {
+    #[cfg(test)]
+    if rollback_tests::restore_fault_hit() {
+        return Err(LiveError::Message("injected fault while restoring".into()));
+    }
+    Ok(p.write(r.at, &r.old)?)
 }
 
 /// Moves stopped threads out of bytes that just changed (see the module documentation).

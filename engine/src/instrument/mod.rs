@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod build;
+pub mod consult_probes;
 pub mod control;
 pub mod coverage;
 
@@ -25,6 +26,7 @@ pub use save::{save, SaveError, SaveReport};
 pub mod eval;
 pub mod frames;
 pub mod histogram;
+pub mod inferior;
 pub mod inspect;
 pub mod live;
 pub mod loop_measure;
@@ -34,4 +36,5 @@ pub mod results;
 pub mod scope;
 pub mod values;
 
+pub use inferior::Inferior;
 pub use live::Live;

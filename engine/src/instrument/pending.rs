@@ -13,6 +13,8 @@ pub(super) struct Pending {
     by_addr: BTreeMap<u64, Vec<usize>>,
     /// The longest write, so a read looks only at writes that can reach it.
     longest: u64,
+    /// Where each whole change ends: the number of writes made when it ended (increasing).
+    ends: Vec<usize>,
 }
 
 impl Pending {
@@ -42,6 +44,38 @@ impl Pending {
     /// The writes, in the order they were made.
     pub(super) fn writes(&self) -> &[(u64, Vec<u8>)] {
         &self.writes
+    }
+
+    /// Ends a whole change (see [`crate::patch::AddressSpace::end_change`]).
+    pub(super) fn end_change(&mut self) {
+        let n = self.writes.len();
+        if self.ends.last().is_none_or(|&e| e < n) && n > 0 {
+            self.ends.push(n);
+        }
+    }
+
+    /// The writes cut into batches of whole changes, in order, each of at most `most` writes
+    /// unless one change alone has more. Writes after the last end form one change.
+    pub(super) fn batches(&self, most: usize) -> Vec<std::ops::Range<usize>> {
+        let n = self.writes.len();
+        let mut ends = self.ends.clone();
+        if ends.last().is_none_or(|&e| e < n) {
+            ends.push(n);
+        }
+        let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut start = 0;
+        let mut last = 0;
+        for end in ends {
+            if end - start > most && last > start {
+                out.push(start..last);
+                start = last;
+            }
+            last = end;
+        }
+        if last > start {
+            out.push(start..last);
+        }
+        out
     }
 }
 

@@ -25,3 +25,31 @@ fn later_writes_win_wherever_they_start() {
     assert_eq!(read(&p, 40, 2), [0, 0]);
     assert_eq!(p.writes().len(), 5);
 }
+
+#[test]
+fn batches_hold_whole_changes_of_bounded_size() {
+    let mut p = Pending::default();
+    assert!(p.batches(4).is_empty(), "nothing to write");
+    // Changes of 1, 3, 2, 6 and 1 writes, then 2 writes with no end.
+    for len in [1, 3, 2, 6, 1] {
+        for k in 0..len {
+            p.push(100 * len + k, &[1]);
+        }
+        p.end_change();
+        p.end_change();
+    }
+    p.push(1, &[1]);
+    p.push(2, &[1]);
+    let b = p.batches(4);
+    assert_eq!(
+        b,
+        [0..4, 4..6, 6..12, 12..15],
+        "a change is never cut; the 6 stand alone"
+    );
+    assert_eq!(
+        p.batches(usize::MAX),
+        vec![0..15],
+        "one batch when unbounded"
+    );
+    assert_eq!(p.batches(1).len(), 6, "one change per batch");
+}

@@ -503,6 +503,8 @@ impl Patcher {
             };
             let (tramp, copies) = self.lay(view, space, &site, &reqs, true)?;
             let originals = self.enter(space, &site, &copies, true)?;
+            // With the sites it absorbed, if any.
+            space.end_change();
             self.claimed.add(&site);
             with_sites.insert(func);
             self.applied.push(Applied {
@@ -558,6 +560,7 @@ impl Patcher {
         let reqs = self.applied[i].requests.clone();
         let (tramp, copies) = self.lay(view, space, &site, &reqs, false)?;
         self.enter(space, &site, &copies, false)?;
+        space.end_change();
         self.applied[i].tramp = tramp;
         self.applied[i].copies = copies;
         Ok(())
@@ -598,29 +601,40 @@ impl Patcher {
         gone: impl Fn(&Request) -> bool,
     ) -> Result<usize, PatchError> {
         let mut removed = 0;
-        let mut i = 0;
-        while i < self.applied.len() {
-            let before = self.applied[i].requests.len();
-            self.applied[i].requests.retain(|r| !gone(r));
-            let after = self.applied[i].requests.len();
+        // Rebuilt in one pass, in order: removing sites one by one from the vector cost a
+        // move of every later site each time, minutes for `coverage '*'` on a large program.
+        let mut rest = std::mem::take(&mut self.applied).into_iter();
+        let mut result: Result<(), PatchError> = Ok(());
+        for mut a in rest.by_ref() {
+            let before = a.requests.len();
+            a.requests.retain(|r| !gone(r));
+            let after = a.requests.len();
             removed += before - after;
             if after == before {
-                i += 1;
+                self.applied.push(a);
             } else if after == 0 {
-                let a = self.applied.remove(i);
-                for (at, bytes) in a.originals.iter().rev() {
-                    space.write(*at, bytes)?;
-                }
+                result = a
+                    .originals
+                    .iter()
+                    .rev()
+                    .try_for_each(|(at, bytes)| space.write(*at, bytes))
+                    .map_err(PatchError::from);
+                space.end_change();
             } else {
-                self.relay(view, space, i)?;
-                i += 1;
+                self.applied.push(a);
+                result = self.relay(view, space, self.applied.len() - 1);
+            }
+            if result.is_err() {
+                break;
             }
         }
+        // After a failure, the sites not reached are kept as they were.
+        self.applied.extend(rest);
         self.claimed = Claimed::default();
         for a in &self.applied {
             self.claimed.add(&a.site);
         }
-        Ok(removed)
+        result.map(|()| removed)
     }
 
     /// Where the code standing for the original instruction at `orig` starts in its current
@@ -906,6 +920,7 @@ impl Patcher {
             for (at, bytes) in a.originals.iter().rev() {
                 space.write(*at, bytes)?;
             }
+            space.end_change();
         }
         self.claimed = Claimed::default();
         self.map.clear();

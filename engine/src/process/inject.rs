@@ -1,12 +1,34 @@
-//! Making the mutatee do things: injected system calls (`syscall; int3` run by one stopped
-//! thread), injected function calls (a return address pointing at an `int3` stub), and
-//! `dlopen` of a library. The memory they need comes from `pools.rs`.
+//! Making the mutatee do things: injected system calls and function calls (`dlopen` of a
+//! library) run by one stopped thread while the others stay stopped. The memory they need
+//! comes from `pools.rs`.
 //!
-//! Every injection runs one thread while the others stay stopped, and puts back every register
-//! (general, and for calls the floating-point and vector state too) and byte it changed. A
-//! thread stopped inside a system call keeps its `orig_rax` and `-ERESTART*` return value in
-//! the saved registers, so the interrupted call restarts when the thread resumes; the injected run itself gets `orig_rax = -1` so the kernel does not "restart"
-//! it.
+//! **An injection survives gsh's death at any instant.** A thread running injected code must
+//! never depend on the tracer to get back to what it was doing: gsh can be SIGKILLed at any
+//! moment, and the kernel then resumes the thread untraced. So the thread's own state is never
+//! held only in gsh's memory. Before changing a register, gsh writes a *frame* on the thread's
+//! stack (below the red zone): the call's target and arguments, and the registers the thread
+//! must resume with. Then one `PTRACE_SETREGS` changes only `rip` and `rsp`, to the *stub* (in
+//! a code pool) and the frame. The stub saves the vector state (`xsave`, the area sized by
+//! `cpuid`), makes the call or the system call, restores the vector state, announces the end
+//! with a `getpid` system call, then restores every general register from the frame and
+//! returns with `iretq`, which sets `rip`, `rflags` and `rsp` at once. Traced, gsh resumes the
+//! thread with `PTRACE_SYSCALL` and takes it back at that `getpid`'s entry stop: it skips the
+//! call and puts the registers back itself. Untraced, the stub finishes on its own; the
+//! `getpid` harms nothing, and neither does a syscall stop the tracer died in
+//! (`PTRACE_O_TRACESYSGOOD`, see `ptrace::OPTIONS`). No `int3` is ever left in the thread's
+//! path, since an untraced `int3` kills the process with SIGTRAP.
+//!
+//! A thread stopped inside a system call holds `orig_rax` and a `-ERESTART*` value that make
+//! the kernel restart the call when the thread resumes from its stop. The frame holds the
+//! registers as they are after that restart (`resumed`), so the untraced path restarts the
+//! call too; traced, gsh puts back the exact registers once the thread is in an ordinary
+//! interrupt stop again, where the kernel's own restart applies.
+//!
+//! Before a pool holds the stub (the `mmap` of the first pools), a stub is written, for one
+//! system call at a time, where an executable mapping has room the program never runs: past
+//! the end of a module's executable segment in its last page (`code_slack`), then put back.
+//! Only where no module has that room are the bytes at the thread's `rip` borrowed for
+//! `syscall; int3`, the old way that a gsh dying then would leave fatal.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -15,25 +37,298 @@ use object::{Object, ObjectSymbol};
 
 use super::control::Process;
 use super::error::ProcessError;
-use super::ptrace::{self, WaitEvent, SI_KERNEL};
+use super::ptrace::{self, WaitEvent, SI_KERNEL, SYSCALL_STOP};
 use super::{AllocKind, State, ThreadState};
 
 /// An injected call that runs longer than this is abandoned (it may be waiting for a lock a
 /// stopped thread holds).
 const CALL_DEADLINE: Duration = Duration::from_secs(10);
 
-const STUB: [u8; 4] = [0x0f, 0x05, 0xcc, 0xcc];
+/// What the first injected system call borrows the thread's `rip` for.
+const BORROWED: [u8; 3] = [0x0f, 0x05, 0xcc];
+
+/// The system call that tells gsh the stub is done (`getpid`: no effect, cannot fail).
+const DONE_SYSCALL: u64 = libc::SYS_getpid as u64;
+/// `__NR_restart_syscall`, what the kernel restarts an `-ERESTART_RESTARTBLOCK` call with.
+const RESTART_SYSCALL: u64 = libc::SYS_restart_syscall as u64;
+
+/// The frame's layout, in bytes from its start (the `rsp` the stub starts with, 64-aligned).
+mod frame {
+    /// The function to call, or the system call's number.
+    pub const TARGET: i32 = 0;
+    /// Six arguments, in the order of `rdi rsi rdx rcx|r10 r8 r9`.
+    pub const ARGS: i32 = 8;
+    /// Where the stub keeps the result.
+    pub const RESULT: i32 = 56;
+    /// The general registers the thread resumes with, in `GPRS` order.
+    pub const GPRS: i32 = 64;
+    /// `iretq`'s frame: `rip cs rflags rsp ss`.
+    pub const IRET: i32 = GPRS + 8 * 15;
+    /// The vector-state save area (64-aligned).
+    pub const SAVE: i32 = 256;
+    /// The XSAVE header bytes (`XCOMP_BV` and reserved) that must be zero for `xrstor`.
+    pub const SAVE_HEADER_END: usize = 576;
+}
+
+/// How the stub saves the vector state, chosen by the CPU (`cpuid`), same for every process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SaveInsn {
+    /// `xsave64`/`xrstor64` of every component XCR0 enables; the area is this many bytes.
+    Xsave(u32),
+    /// `fxsave64`/`fxrstor64` (x87 and SSE) where the OS does not enable XSAVE: 512 bytes.
+    Fxsave,
+}
+
+impl Stub {
+    /// The stub's code at `at`, and where its parts are.
+    fn at(at: u64, save: SaveInsn) -> Result<(Stub, Vec<u8>), iced_x86::IcedError> {
+        let (code, syscall, call, done) = assemble_stub(at, save)?;
+        Ok((
+            Stub {
+                syscall,
+                call,
+                done,
+                save,
+            },
+            code,
+        ))
+    }
+}
+
+impl SaveInsn {
+    fn of_this_cpu() -> SaveInsn {
+        use std::arch::x86_64::__cpuid_count;
+        let leaf1 = __cpuid_count(1, 0);
+        // XSAVE (bit 26) supported and enabled by the OS (OSXSAVE, bit 27).
+        if leaf1.ecx & (3 << 26) == 3 << 26 {
+            SaveInsn::Xsave(__cpuid_count(0xd, 0).ebx)
+        } else {
+            SaveInsn::Fxsave
+        }
+    }
+
+    fn size(self) -> u64 {
+        match self {
+            SaveInsn::Xsave(n) => u64::from(n).max(frame::SAVE_HEADER_END as u64),
+            SaveInsn::Fxsave => 512,
+        }
+    }
+}
+
+/// The injection stub in a code pool: where its entries and its end announcement are.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stub {
+    /// Entry for a system call: `rsp` at the frame.
+    syscall: u64,
+    /// Entry for a function call: `rsp` at the frame.
+    call: u64,
+    /// Right after the announcing `syscall` instruction: the `rip` of its entry stop.
+    done: u64,
+    save: SaveInsn,
+}
+
+/// The general registers the stub restores, in the frame's order.
+fn gprs(r: &libc::user_regs_struct) -> [u64; 15] {
+    [
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi,
+    ]
+}
+
+/// The stub's code, assembled at `ip`: (bytes, syscall entry, call entry, done).
+fn assemble_stub(ip: u64, save: SaveInsn) -> Result<(Vec<u8>, u64, u64, u64), iced_x86::IcedError> {
+    use iced_x86::code_asm::*;
+    use iced_x86::BlockEncoderOptions;
+    let mut a = CodeAssembler::new(64)?;
+    let mut syscall_entry = a.create_label();
+    let mut call_entry = a.create_label();
+    let mut tail = a.create_label();
+    let mut done = a.create_label();
+    let gpr_order = [
+        r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8, rax, rcx, rdx, rsi, rdi,
+    ];
+
+    // System call: number and arguments from the frame; `syscall` keeps vector registers.
+    a.set_label(&mut syscall_entry)?;
+    a.mov(rax, qword_ptr(rsp + frame::TARGET))?;
+    for (i, reg) in [rdi, rsi, rdx, r10, r8, r9].into_iter().enumerate() {
+        a.mov(reg, qword_ptr(rsp + frame::ARGS + 8 * i as i32))?;
+    }
+    a.syscall()?;
+    a.mov(qword_ptr(rsp + frame::RESULT), rax)?;
+    a.jmp(tail)?;
+
+    // Function call: save the vector state, call with `rsp` 16-aligned, restore it.
+    a.set_label(&mut call_entry)?;
+    let every = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        a.mov(eax, -1i32)?;
+        a.mov(edx, -1i32)
+    };
+    match save {
+        SaveInsn::Xsave(_) => {
+            every(&mut a)?;
+            a.xsave64(ptr(rsp + frame::SAVE))?;
+        }
+        SaveInsn::Fxsave => a.fxsave64(ptr(rsp + frame::SAVE))?,
+    }
+    for (i, reg) in [rdi, rsi, rdx, rcx, r8, r9].into_iter().enumerate() {
+        a.mov(reg, qword_ptr(rsp + frame::ARGS + 8 * i as i32))?;
+    }
+    a.xor(eax, eax)?;
+    a.cld()?;
+    a.call(qword_ptr(rsp + frame::TARGET))?;
+    a.mov(qword_ptr(rsp + frame::RESULT), rax)?;
+    match save {
+        SaveInsn::Xsave(_) => {
+            every(&mut a)?;
+            a.xrstor64(ptr(rsp + frame::SAVE))?;
+        }
+        SaveInsn::Fxsave => a.fxrstor64(ptr(rsp + frame::SAVE))?,
+    }
+
+    // Announce the end with the result in rdi, then resume the thread as it was.
+    a.set_label(&mut tail)?;
+    a.mov(rdi, qword_ptr(rsp + frame::RESULT))?;
+    a.mov(eax, DONE_SYSCALL as u32)?;
+    a.syscall()?;
+    a.set_label(&mut done)?;
+    for (i, reg) in gpr_order.into_iter().enumerate() {
+        a.mov(reg, qword_ptr(rsp + frame::GPRS + 8 * i as i32))?;
+    }
+    a.lea(rsp, ptr(rsp + frame::IRET))?;
+    a.iretq()?;
+
+    let out = a.assemble_options(ip, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
+    let at = |l: &CodeLabel| out.label_ip(l);
+    Ok((
+        out.inner.code_buffer.clone(),
+        at(&syscall_entry)?,
+        at(&call_entry)?,
+        at(&done)?,
+    ))
+}
+
+/// The registers thread `saved` resumes with once the kernel has applied its restart of an
+/// interrupted system call (x86 `arch_do_signal_or_restart` with no handler), and with
+/// `orig_rax = -1` so nothing restarts it again.
+fn resumed(saved: &libc::user_regs_struct) -> libc::user_regs_struct {
+    const ERESTARTSYS: i64 = -512;
+    const ERESTARTNOINTR: i64 = -513;
+    const ERESTARTNOHAND: i64 = -514;
+    const ERESTART_RESTARTBLOCK: i64 = -516;
+    let mut r = *saved;
+    if saved.orig_rax as i64 != -1 {
+        match saved.rax as i64 {
+            ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => {
+                r.rax = saved.orig_rax;
+                r.rip = saved.rip.wrapping_sub(2);
+            }
+            ERESTART_RESTARTBLOCK => {
+                r.rax = RESTART_SYSCALL;
+                r.rip = saved.rip.wrapping_sub(2);
+            }
+            _ => {}
+        }
+    }
+    r.orig_rax = u64::MAX;
+    r
+}
+
+/// For tests that kill gsh at the worst moment: with `GSH_TEST_PAUSE_INJECTED=MS` in the
+/// environment, gsh says so on stderr and sleeps MS milliseconds each time a thread holds
+/// injected registers and has not yet run any of the injected code.
+fn test_pause(what: &str, tid: i32) {
+    static PAUSE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        std::env::var("GSH_TEST_PAUSE_INJECTED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    });
+    if let Some(ms) = *pause {
+        eprintln!("gsh: test pause: {what} on thread {tid}");
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// How an injected run ends.
+#[derive(Clone, Copy)]
+enum End {
+    /// The borrowed `syscall; int3` traps with `rip` here.
+    Trap(u64),
+    /// The stub announces its end: a `getpid` entry stop at `done` with `rsp` at `frame`.
+    Announced { done: u64, frame: u64 },
+}
+
+impl End {
+    /// Resumes the injected thread so that the end is seen.
+    fn resume(self, tid: i32) -> Result<(), ProcessError> {
+        match self {
+            End::Trap(_) => ptrace::cont(tid, 0),
+            End::Announced { .. } => ptrace::cont_to_syscall(tid),
+        }
+    }
+}
 
 impl Process {
     /// The injection stub, mapping a small code pool for it on first use.
-    fn stub(&mut self, near: u64) -> Result<u64, ProcessError> {
+    fn stub(&mut self, near: u64) -> Result<Stub, ProcessError> {
         if let Some(s) = self.pools.stub {
             return Ok(s);
         }
-        let s = self.allocate(near, STUB.len() as u64, AllocKind::Code)?;
-        self.mem.write(s, &STUB)?;
+        let save = SaveInsn::of_this_cpu();
+        let pid = self.pid;
+        let fail = move |e: iced_x86::IcedError| ProcessError::Inject {
+            what: "the injection stub".into(),
+            tid: pid,
+            detail: e.to_string(),
+        };
+        let len = assemble_stub(0, save).map_err(fail)?.0.len() as u64;
+        let at = self.allocate(near, len, AllocKind::Code)?;
+        let (s, code) = Stub::at(at, save).map_err(fail)?;
+        self.mem.write(at, &code)?;
         self.pools.stub = Some(s);
         Ok(s)
+    }
+
+    /// Room for `len` bytes of code in an executable mapping that the program never runs:
+    /// the rest of the last page of a module's executable segment, past the segment's end.
+    fn code_slack(&mut self, len: u64) -> Result<Option<u64>, ProcessError> {
+        const PT_LOAD: u32 = 1;
+        const PF_X: u32 = 1;
+        let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+        let u64_at =
+            |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        for m in self.modules()? {
+            // The ELF header and program headers as mapped (not the file, which may differ).
+            let Ok(ehdr) = self.mem.read(m.base, 64) else {
+                continue;
+            };
+            if ehdr[..4] != *b"\x7fELF" || u16_at(&ehdr, 54) != 56 {
+                continue;
+            }
+            let (phoff, phnum) = (u64_at(&ehdr, 32), u16_at(&ehdr, 56));
+            let Ok(phdrs) = self.mem.read(m.base + phoff, phnum * 56) else {
+                continue;
+            };
+            for ph in phdrs.chunks_exact(56) {
+                let u32_at = |o: usize| u32::from_le_bytes(ph[o..o + 4].try_into().expect("4"));
+                let (kind, flags) = (u32_at(0), u32_at(4));
+                if kind != PT_LOAD || flags & PF_X == 0 {
+                    continue;
+                }
+                let end = m
+                    .bias
+                    .wrapping_add(u64_at(ph, 16))
+                    .wrapping_add(u64_at(ph, 40));
+                let at = end.next_multiple_of(16);
+                if let Some(r) = m.text.iter().find(|r| r.contains(&end)) {
+                    if at + len <= r.end {
+                        return Ok(Some(at));
+                    }
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The thread injections run on: the leader when it is plainly stopped, else another.
@@ -85,38 +380,62 @@ impl Process {
                 detail: "a syscall takes at most 6 arguments".into(),
             });
         }
-        self.stopped(|p| {
-            let tid = p.inject_thread()?;
-            let saved = ptrace::regs(tid)?;
-            // Before the first pool exists, borrow the bytes at the thread's rip.
-            let (at, restore) = match p.pools.stub {
-                Some(s) => (s, None),
-                None => (saved.rip, Some(p.mem.read(saved.rip, 3)?)),
-            };
-            if restore.is_some() {
-                p.mem.write(at, &STUB[..3])?;
-            }
-            let mut r = saved;
-            r.rip = at;
-            r.rax = nr as u64;
-            r.orig_rax = u64::MAX;
-            let mut a = [0u64; 6];
-            a[..args.len()].copy_from_slice(args);
-            (r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9) = (a[0], a[1], a[2], a[3], a[4], a[5]);
-            let result = p.run_injected(tid, &r, at + 3, &format!("syscall {nr}"));
-            if let Some(bytes) = restore {
-                if p.state.is_alive() {
-                    p.mem.write(at, &bytes)?;
-                }
-            }
-            let out = result?;
-            ptrace::set_regs(tid, &saved)?;
-            Ok(out.rax as i64)
+        let what = format!("syscall {nr}");
+        self.stopped(|p| match p.pools.stub {
+            Some(stub) => p.through_stub(stub, false, nr as u64, args, &what),
+            None => p.first_syscall(nr, args, &what),
         })
+        .map(|r| r as i64)
+    }
+
+    /// A system call before the stub has a pool: through a stub written for it where an
+    /// executable mapping has room the program never runs (see `code_slack`), put back after.
+    /// Else the bytes at the thread's `rip` are borrowed.
+    fn first_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
+        let save = SaveInsn::of_this_cpu();
+        let len = assemble_stub(0, save)
+            .map(|c| c.0.len() as u64)
+            .unwrap_or(u64::MAX);
+        let Some(at) = self.code_slack(len)? else {
+            return self.borrowed_syscall(nr, args, what);
+        };
+        let Ok((stub, code)) = Stub::at(at, save) else {
+            return self.borrowed_syscall(nr, args, what);
+        };
+        let before = self.mem.read(at, code.len())?;
+        self.mem.write(at, &code)?;
+        let r = self.through_stub(stub, false, nr as u64, args, what);
+        if self.state.is_alive() {
+            self.mem.write(at, &before)?;
+        }
+        r
+    }
+
+    /// The first system call where no module has room for the stub: `syscall; int3` over
+    /// the bytes at the thread's `rip`, put back afterwards.
+    fn borrowed_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
+        let tid = self.inject_thread()?;
+        let saved = ptrace::regs(tid)?;
+        let at = saved.rip;
+        let bytes = self.mem.read(at, BORROWED.len())?;
+        self.mem.write(at, &BORROWED)?;
+        let mut r = resumed(&saved);
+        r.rip = at;
+        r.rax = nr as u64;
+        let mut a = [0u64; 6];
+        a[..args.len()].copy_from_slice(args);
+        (r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9) = (a[0], a[1], a[2], a[3], a[4], a[5]);
+        let result = self.run_injected(tid, &r, End::Trap(at + 3), what);
+        if self.state.is_alive() {
+            self.mem.write(at, &bytes)?;
+        }
+        let out = result?;
+        ptrace::set_regs(tid, &saved)?;
+        Ok(out.rax)
     }
 
     /// Calls the function at `func` with integer `args` (at most 6) on a stopped thread, on
-    /// its own stack below the red zone, returning to an `int3` stub; returns `rax`.
+    /// its own stack below the red zone, through the stub; returns `rax`.
     pub fn call(&mut self, func: u64, args: &[u64]) -> Result<u64, ProcessError> {
         self.alive("injecting a call")?;
         if args.len() > 6 {
@@ -128,40 +447,138 @@ impl Process {
         }
         self.stopped(|p| {
             let stub = p.stub(func)?;
-            let ret_to = stub + 3;
-            let tid = p.inject_thread()?;
-            let saved = ptrace::regs(tid)?;
-            // The called function may use any vector register (dlopen's string functions do),
-            // and the thread may have been stopped in the middle of code that keeps values
-            // there: they are put back with the general registers.
-            let vectors = ptrace::vector_state(tid)?;
-            let mut r = saved;
-            // Below the red zone, 16-aligned at the call, then the pushed return address.
-            let sp = ((saved.rsp - 256) & !0xf) - 8;
-            p.mem.write(sp, &ret_to.to_le_bytes())?;
-            r.rsp = sp;
-            r.rip = func;
-            r.rax = 0;
-            r.orig_rax = u64::MAX;
-            let mut a = [0u64; 6];
-            a[..args.len()].copy_from_slice(args);
-            (r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9) = (a[0], a[1], a[2], a[3], a[4], a[5]);
-            let result = p.run_injected(tid, &r, ret_to + 1, &format!("call of {func:#x}"));
-            if p.state.is_alive() {
-                ptrace::set_regs(tid, &saved)?;
-                ptrace::set_vector_state(tid, &vectors)?;
-            }
-            Ok(result?.rax)
+            p.through_stub(stub, true, func, args, &format!("call of {func:#x}"))
         })
     }
 
-    /// Sets `regs` on `tid`, runs it alone until it traps with `rip == done`, and returns its
-    /// registers there. The thread is left stopped; the caller restores its registers.
+    /// Runs `stub` on a stopped thread, a function call of `target` when `call` (with a
+    /// vector save area in the frame), else system call `target`, with `args`; returns the
+    /// result the stub announces. Every register, vector ones included, is as it was
+    /// afterwards, whether gsh lives or not.
+    fn through_stub(
+        &mut self,
+        stub: Stub,
+        call: bool,
+        target: u64,
+        args: &[u64],
+        what: &str,
+    ) -> Result<u64, ProcessError> {
+        let tid = self.inject_thread()?;
+        let saved = ptrace::regs(tid)?;
+        // The called function may use any vector register (dlopen's string functions do);
+        // the stub puts them back, and so does gsh, with the rest, once it has the thread.
+        let vectors = ptrace::vector_state(tid)?;
+        let resume = resumed(&saved);
+        let (entry, save) = if call {
+            (stub.call, stub.save.size())
+        } else {
+            (stub.syscall, 0)
+        };
+        // Below the red zone, 64-aligned for the save area; the callee's stack starts below.
+        let len = frame::SAVE as u64 + save;
+        let at = (saved.rsp.wrapping_sub(256 + len)) & !63;
+        let mut bytes =
+            vec![0u8; frame::SAVE as usize + (save as usize).min(frame::SAVE_HEADER_END)];
+        let mut put = |off: i32, v: u64| {
+            bytes[off as usize..off as usize + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        put(frame::TARGET, target);
+        for (i, v) in args.iter().enumerate() {
+            put(frame::ARGS + 8 * i as i32, *v);
+        }
+        for (i, v) in gprs(&resume).into_iter().enumerate() {
+            put(frame::GPRS + 8 * i as i32, v);
+        }
+        for (i, v) in [resume.rip, saved.cs, resume.eflags, resume.rsp, saved.ss]
+            .into_iter()
+            .enumerate()
+        {
+            put(frame::IRET + 8 * i as i32, v);
+        }
+        self.mem.write(at, &bytes)?;
+        // From here the thread needs gsh no more: its state is in the frame.
+        let mut r = resume;
+        r.rip = entry;
+        r.rsp = at;
+        let end = End::Announced {
+            done: stub.done,
+            frame: at,
+        };
+        let result = self.run_injected(tid, &r, end, what);
+        if self.state.is_alive() {
+            // At the announcement the stub has put the vector state back; gsh takes the
+            // thread back to an ordinary stop, then writes the exact registers.
+            if result.is_ok() {
+                self.settle(tid, &resume, what)?;
+            }
+            ptrace::set_regs(tid, &saved)?;
+            ptrace::set_vector_state(tid, &vectors)?;
+        }
+        Ok(result?.rdi)
+    }
+
+    /// Brings thread `tid`, at the stub's announcing syscall entry, to an interrupt stop with
+    /// `resume`'s registers, each step leaving a thread that runs on correctly untraced.
+    fn settle(
+        &mut self,
+        tid: i32,
+        resume: &libc::user_regs_struct,
+        what: &str,
+    ) -> Result<(), ProcessError> {
+        // `orig_rax = -1`: the announcing `getpid` is skipped.
+        ptrace::set_regs(tid, resume)?;
+        ptrace::interrupt(tid)?;
+        ptrace::cont(tid, 0)?;
+        loop {
+            match ptrace::wait(tid, false) {
+                Ok(Some((_, WaitEvent::EventStop(_)))) => return Ok(()),
+                Ok(Some((_, WaitEvent::Signal(sig)))) => {
+                    if let Some(t) = self.threads.get_mut(&tid) {
+                        t.pending.push(sig);
+                    }
+                    ptrace::cont(tid, 0)?;
+                }
+                Ok(Some((_, WaitEvent::Event(_)))) => ptrace::cont(tid, 0)?,
+                Ok(Some((_, ev @ (WaitEvent::Exited(_) | WaitEvent::Signaled(_))))) => {
+                    return Err(self.thread_died(tid, ev, what));
+                }
+                Ok(None) | Err(_) => {
+                    self.state = State::Signaled(libc::SIGKILL);
+                    self.threads.clear();
+                    return Err(self.gone(what));
+                }
+            }
+        }
+    }
+
+    /// Records that thread `tid` died with `ev` while running injected code.
+    fn thread_died(&mut self, tid: i32, ev: WaitEvent, what: &str) -> ProcessError {
+        // The process is exiting (exit_group, or a SIGKILL from outside). The leader's
+        // status tells how, when it is the one.
+        if tid == self.pid {
+            self.state = match ev {
+                WaitEvent::Exited(code) => State::Exited(code),
+                WaitEvent::Signaled(sig) => State::Signaled(sig),
+                _ => self.state,
+            };
+            self.threads.clear();
+        } else {
+            self.threads.remove(&tid);
+        }
+        ProcessError::Gone {
+            pid: self.pid,
+            during: what.to_owned(),
+            how: "the thread running it died".into(),
+        }
+    }
+
+    /// Sets `regs` on `tid`, runs it alone until `end`, and returns its registers there. The
+    /// thread is left stopped; the caller restores its registers.
     fn run_injected(
         &mut self,
         tid: i32,
         regs: &libc::user_regs_struct,
-        done: u64,
+        end: End,
         what: &str,
     ) -> Result<libc::user_regs_struct, ProcessError> {
         let fail = |detail: String| ProcessError::Inject {
@@ -170,7 +587,8 @@ impl Process {
             detail,
         };
         ptrace::set_regs(tid, regs)?;
-        ptrace::cont(tid, 0)?;
+        test_pause(what, tid);
+        end.resume(tid)?;
         let started = Instant::now();
         loop {
             let ev = match ptrace::wait(tid, true) {
@@ -203,23 +621,7 @@ impl Process {
             };
             match ev {
                 WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
-                    // The thread died under the call: the process is exiting (exit_group, or a
-                    // SIGKILL from outside). The leader's status tells how, when it is the one.
-                    if tid == self.pid {
-                        self.state = match ev {
-                            WaitEvent::Exited(code) => State::Exited(code),
-                            WaitEvent::Signaled(sig) => State::Signaled(sig),
-                            _ => self.state,
-                        };
-                        self.threads.clear();
-                    } else {
-                        self.threads.remove(&tid);
-                    }
-                    return Err(ProcessError::Gone {
-                        pid: self.pid,
-                        during: what.to_owned(),
-                        how: "the thread running it died".into(),
-                    });
+                    return Err(self.thread_died(tid, ev, what));
                 }
                 WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
                     // SIGKILL from outside, or exit() inside the call: let it die, report.
@@ -234,18 +636,29 @@ impl Process {
                                 .or_insert(super::control::Thread::new(ThreadState::Starting));
                         }
                     }
-                    ptrace::cont(tid, 0)?;
+                    end.resume(tid)?;
                 }
-                WaitEvent::Event(_) | WaitEvent::EventStop(_) => ptrace::cont(tid, 0)?,
+                WaitEvent::Event(_) | WaitEvent::EventStop(_) => end.resume(tid)?,
+                WaitEvent::Signal(SYSCALL_STOP) => {
+                    let r = ptrace::regs(tid)?;
+                    if let End::Announced { done, frame } = end {
+                        if r.rip == done && r.rsp == frame && r.orig_rax == DONE_SYSCALL {
+                            return Ok(r);
+                        }
+                    }
+                    end.resume(tid)?;
+                }
                 WaitEvent::Signal(libc::SIGTRAP) => {
                     let r = ptrace::regs(tid)?;
                     let kernel = ptrace::sig_code(tid)? == SI_KERNEL;
-                    if kernel && r.rip == done {
-                        return Ok(r);
+                    if let End::Trap(done) = end {
+                        if kernel && r.rip == done {
+                            return Ok(r);
+                        }
                     }
                     if kernel && self.is_rendezvous_hit(r.rip) {
                         self.step_over_rendezvous(tid)?;
-                        ptrace::cont(tid, 0)?;
+                        end.resume(tid)?;
                         continue;
                     }
                     return Err(fail(format!(
@@ -265,14 +678,14 @@ impl Process {
                 // dlopen inside the call passed the dynamic linker's hook.
                 WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
                     self.note_rendezvous()?;
-                    ptrace::cont(tid, 0)?;
+                    end.resume(tid)?;
                 }
                 WaitEvent::Signal(sig) => {
                     // Not ours to take: delivered when the process resumes.
                     if let Some(t) = self.threads.get_mut(&tid) {
                         t.pending.push(sig);
                     }
-                    ptrace::cont(tid, 0)?;
+                    end.resume(tid)?;
                 }
             }
         }

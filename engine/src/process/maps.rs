@@ -25,11 +25,28 @@ pub struct Mapping {
     pub offset: u64,
     /// The mapped file's inode, 0 for anonymous memory.
     pub inode: u64,
-    /// The file path, or a pseudo-name (`[heap]`, `[stack]`, `[vdso]`), or empty.
+    /// The file path, or a pseudo-name (`[heap]`, `[stack]`, `[vdso]`), or empty. For a
+    /// module file deleted or replaced since it was mapped, the path gsh reads the mapped
+    /// file through instead (`/proc/PID/exe`, `/proc/PID/map_files/START-END`).
     pub name: String,
+    /// The name /proc/PID/maps gives when `name` is such a stand-in (`/usr/bin/x (deleted)`).
+    pub deleted: Option<String>,
+    /// The mapped file's device (`makedev(major, minor)`).
+    pub dev: u64,
 }
 
-/// One ELF object mapped into the process: the executable or a shared library.
+/// A module whose file was deleted or replaced since it was mapped, and that gsh cannot read
+/// through /proc either: not a module, for the reason given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnreadableModule {
+    /// As /proc/PID/maps names it.
+    pub name: String,
+    /// Why gsh cannot read the mapped file.
+    pub reason: String,
+}
+
+/// One ELF object mapped into the process: the executable or a shared library. When its
+/// file was deleted or replaced since, `path` is a /proc path that reads the mapped file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MappedModule {
     /// The file as /proc/PID/maps names it: a regular file still on disk, never a device, a
@@ -45,8 +62,99 @@ pub struct MappedModule {
     pub is_main: bool,
 }
 
-/// Reads and parses /proc/PID/maps.
+/// Reads and parses /proc/PID/maps; a deleted or replaced module file is named by a path
+/// that reads the mapped file (see [`stand_ins`]).
 pub(crate) fn read_maps(pid: i32) -> Result<Vec<Mapping>, ProcessError> {
+    let mut maps = read_raw_maps(pid)?;
+    stand_ins(pid, &mut maps);
+    Ok(maps)
+}
+
+/// True when a mapping's name is a file that was deleted (or replaced: renamed over) since it
+/// was mapped, and was an ordinary file that could be a module: never a device, a memfd or
+/// System V shared memory (`/dev/zero (deleted)` is a shared anonymous mapping).
+fn deleted_file(m: &Mapping) -> bool {
+    m.inode != 0
+        && m.name.starts_with('/')
+        && m.name.ends_with(" (deleted)")
+        && !["/dev/", "/memfd:", "/SYSV"]
+            .iter()
+            .any(|p| m.name.starts_with(p))
+}
+
+/// Renames the mappings of each deleted or replaced file to a path that reads the very file
+/// mapped (same device and inode): `/proc/PID/exe` for the executable, else
+/// `/proc/PID/map_files/START-END` of its first mapping (readable with CAP_SYS_ADMIN or
+/// CAP_CHECKPOINT_RESTORE only). Files with neither keep their `(deleted)` name and are not
+/// modules ([`unreadable_modules`] says why). Only ELF files are renamed.
+fn stand_ins(pid: i32, maps: &mut [Mapping]) {
+    use std::os::unix::fs::MetadataExt;
+    let mut found: HashMap<String, Option<String>> = HashMap::new();
+    for i in 0..maps.len() {
+        if !deleted_file(&maps[i]) {
+            continue;
+        }
+        let name = maps[i].name.clone();
+        let stand_in = found
+            .entry(name.clone())
+            .or_insert_with(|| {
+                let (dev, inode) = (maps[i].dev, maps[i].inode);
+                let first = maps.iter().find(|m| m.name == name)?;
+                let candidates = [
+                    format!("/proc/{pid}/exe"),
+                    format!("/proc/{pid}/map_files/{:x}-{:x}", first.start, first.end),
+                ];
+                candidates.into_iter().find(|c| {
+                    std::fs::metadata(c).is_ok_and(|md| {
+                        md.file_type().is_file() && md.ino() == inode && md.dev() == dev
+                    }) && is_elf(Path::new(c))
+                })
+            })
+            .clone();
+        if let Some(path) = stand_in {
+            maps[i].deleted = Some(std::mem::replace(&mut maps[i].name, path));
+        }
+    }
+}
+
+/// True when the file at `path` starts with the ELF magic (4 bytes read).
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
+        && magic == *b"\x7fELF"
+}
+
+/// The executable files mapped in process `pid` that were deleted or replaced since and that
+/// gsh cannot read (see [`stand_ins`]), with the reason.
+pub(crate) fn unreadable_modules(pid: i32) -> Result<Vec<UnreadableModule>, ProcessError> {
+    let maps = read_maps(pid)?;
+    let mut out: Vec<UnreadableModule> = Vec::new();
+    for m in maps.iter().filter(|m| m.exec && deleted_file(m)) {
+        if out.iter().any(|u| u.name == m.name) {
+            continue;
+        }
+        let probe = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+        let why = match std::fs::metadata(&probe) {
+            Err(e) => format!(
+                "its file was deleted or replaced after the program mapped it, and gsh cannot \
+                 read the mapped file through {probe} ({e}; that needs CAP_SYS_ADMIN or \
+                 CAP_CHECKPOINT_RESTORE)"
+            ),
+            Ok(_) => "its file was deleted or replaced after the program mapped it, and what \
+                      /proc reads of it is not an ELF file"
+                .into(),
+        };
+        out.push(UnreadableModule {
+            name: m.name.clone(),
+            reason: why,
+        });
+    }
+    Ok(out)
+}
+
+/// Reads and parses /proc/PID/maps as the kernel writes it.
+fn read_raw_maps(pid: i32) -> Result<Vec<Mapping>, ProcessError> {
     let path = format!("/proc/{pid}/maps");
     let text = std::fs::read_to_string(&path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -64,7 +172,7 @@ pub(crate) fn read_maps(pid: i32) -> Result<Vec<Mapping>, ProcessError> {
 /// One maps line: `start-end perms offset dev inode   name`.
 fn parse_line(line: &str) -> Option<Mapping> {
     let mut fields = line.splitn(6, ' ');
-    let (range, perms, offset, _dev, inode) = (
+    let (range, perms, offset, dev, inode) = (
         fields.next()?,
         fields.next()?,
         fields.next()?,
@@ -74,6 +182,11 @@ fn parse_line(line: &str) -> Option<Mapping> {
     let name = fields.next().unwrap_or("").trim_start().to_owned();
     let (start, end) = range.split_once('-')?;
     let perms = perms.as_bytes();
+    let (major, minor) = dev.split_once(':')?;
+    let dev = libc::makedev(
+        u32::from_str_radix(major, 16).ok()?,
+        u32::from_str_radix(minor, 16).ok()?,
+    );
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
@@ -83,6 +196,8 @@ fn parse_line(line: &str) -> Option<Mapping> {
         offset: u64::from_str_radix(offset, 16).ok()?,
         inode: inode.parse().ok()?,
         name,
+        deleted: None,
+        dev,
     })
 }
 
@@ -124,8 +239,12 @@ impl ModuleCache {
                 continue;
             };
             let bias = head.start.wrapping_sub(first & !0xfff);
+            // A deleted executable is read through /proc/PID/exe.
+            let through_exe = head.deleted.is_some()
+                && path.starts_with("/proc")
+                && path.file_name().is_some_and(|f| f == "exe");
             out.push(MappedModule {
-                is_main: exe == Some(path.as_path()),
+                is_main: exe == Some(path.as_path()) || through_exe,
                 bias,
                 base: ms.iter().map(|m| m.start).min().unwrap_or(head.start),
                 text: ms
@@ -285,6 +404,8 @@ mod tests {
             offset: 0,
             inode: 0,
             name: name.into(),
+            deleted: None,
+            dev: 0,
         }
     }
 

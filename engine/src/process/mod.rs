@@ -51,7 +51,7 @@ pub use control::Process;
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
 pub use leftovers::{ChangeKind, TextChange};
-pub use maps::{MappedModule, Mapping};
+pub use maps::{MappedModule, Mapping, UnreadableModule};
 pub use memory::{ChildMemory, MemReader};
 pub use pools::EarlierPools;
 pub use ptrace::signal_name;

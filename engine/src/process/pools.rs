@@ -83,13 +83,12 @@ struct Pool {
     kept: bool,
 }
 
-/// The process's pools, and the `int3` stub injections return to.
+/// The process's pools, and the injection stub (`inject.rs`).
 #[derive(Default, Debug)]
 pub(crate) struct Pools {
     pools: Vec<Pool>,
-    /// `syscall; int3` followed by `int3`: injected syscalls run the first, calls return to
-    /// the last.
-    pub(crate) stub: Option<u64>,
+    /// The stub injected system calls and calls run through, once written.
+    pub(crate) stub: Option<super::inject::Stub>,
     /// The process's maps have been searched for an earlier session's pools.
     scanned: bool,
     earlier: EarlierPools,

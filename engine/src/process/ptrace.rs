@@ -9,12 +9,19 @@ use nix::errno::Errno;
 
 use super::error::ProcessError;
 
-/// The options every tracee gets: follow clones, forks and execs, stop at thread exit.
+/// The options every tracee gets: follow clones, forks and execs, stop at thread exit, and
+/// mark syscall stops (`SIGTRAP | 0x80`). The mark matters beyond telling stops apart: a
+/// thread whose tracer dies during a syscall stop is sent the stop's signal, a harmless invalid
+/// number with the mark but a fatal SIGTRAP without it (the kernel's `ptrace_report_syscall`).
 pub(crate) const OPTIONS: libc::c_int = libc::PTRACE_O_TRACECLONE
     | libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEVFORK
     | libc::PTRACE_O_TRACEEXEC
-    | libc::PTRACE_O_TRACEEXIT;
+    | libc::PTRACE_O_TRACEEXIT
+    | libc::PTRACE_O_TRACESYSGOOD;
+
+/// The stop signal of a syscall stop (entry or exit) under `PTRACE_O_TRACESYSGOOD`.
+pub(crate) const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
 
 /// The options of every thread but the leader: no exit stop. Only the leader's is used (the
 /// last look at a process's memory); another thread's would cost a stop for each thread that
@@ -87,6 +94,11 @@ pub(crate) fn interrupt(tid: i32) -> Result<(), ProcessError> {
 /// Resumes a stopped thread, delivering `signal` (0 for none).
 pub(crate) fn cont(tid: i32, signal: i32) -> Result<(), ProcessError> {
     request("CONT", libc::PTRACE_CONT, tid, 0, signal as usize).map(drop)
+}
+
+/// Resumes a stopped thread until its next syscall entry or exit (or any other stop).
+pub(crate) fn cont_to_syscall(tid: i32) -> Result<(), ProcessError> {
+    request("SYSCALL", libc::PTRACE_SYSCALL, tid, 0, 0).map(drop)
 }
 
 /// Lets a thread in group-stop sit stopped while still reporting to us (PTRACE_LISTEN).

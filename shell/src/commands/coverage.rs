@@ -21,12 +21,15 @@ for the whole program), each incrementing a counter of its own: one `inc` of mem
 the trampoline, with no call and nothing saved but the flags where they are live. The counters \
 are shared by all threads (two threads hitting one block at the same instant may lose an \
 increment, never a block's coverage). Works in a live process (`run`, `attach`) and in a file \
-`save` writes: run the saved program, then `report RESULTS` reads what it wrote at exit. \
+`save` writes: run the saved program, then `report RESULTS` reads what it wrote at exit. In a \
+process that runs (`continue &` first: `attach` leaves it stopped), the probes go in while it \
+runs, and it is stopped only in short pauses to write the jumps into them, a few hundred at a \
+time; so does `delete`. \
 `report` shows, per function, the blocks and (with DWARF) the source lines that ran, and how \
 many blocks got no probe (\"unprobed\": doubtful code, or a block only a trap could reach in \
 a live process); `report --lcov FILE` writes an lcov tracefile for genhtml. `--once` (live only) takes each \
-block's probe out once its block has run, whenever `report` reads the counters (all threads \
-stopped while the bytes change), so code already seen costs nothing afterwards; its counts are \
+block's probe out once its block has run, whenever `report` or `watch` reads the counters (all \
+threads stopped while the bytes change, in short pauses), so code already seen costs nothing afterwards; its counts are \
 then 0 or at least 1. A thread still inside an old trampoline (a relocated function it has not \
 left) runs its probes until it leaves.",
     examples: &[
@@ -75,7 +78,7 @@ fn coverage_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .plan
                 .place(id, |plan| {
                     // `insert` takes out what went in when it fails part-way.
-                    target.with(|p, live| Ok(live.insert(p, session, plan, id)?.len()))
+                    anyhow::Ok(target.inferior.insert(session, plan, id)?.len())
                 })
                 .map_err(|e| e.context(format!("coverage {glob}: not inserted")))?;
             inserted = Cell::Num(n as u64);

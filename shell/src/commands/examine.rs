@@ -1,12 +1,10 @@
 //! Looking at a stopped process as gdb does, beyond `print`: `x` (memory, in gdb's
 //! `x/NFU` formats), `show registers` and `show locals`, in the [`Scope`] of the selected
-//! frame that the engine builds (`instrument::inspect`).
+//! frame that the engine builds (`Inferior::frame`, `instrument::inspect`).
 
 use anyhow::{anyhow, bail, Result};
-use engine::instrument::eval;
-use engine::instrument::inspect::frame_scope;
-use engine::instrument::scope::{register_number, Scope, REGISTERS};
-use engine::process::Process;
+use engine::instrument::inferior::FrameView;
+use engine::instrument::scope::{register_number, REGISTERS};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -132,25 +130,23 @@ fn examine(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let out = t.with_stopped(|p, live| {
-        let tid = crate::target::existing_thread(p, tid);
-        let (mut scope, rip) = frame_scope(session, live, p, tid, frame);
-        let (env, near) = eval::live_env(session, live, rip)?;
-        let addr =
-            eval::address(p, tid, &env, &mut scope, near, &text).map_err(|e| anyhow!("{e}"))?;
-        dump(p, &scope, addr, format)
-    })?;
+    // A thread that has exited since is none: globals and declared variables only.
+    let out = t.inferior.frame(session, tid, frame, false, |view| {
+        let addr = view.address(&text).map_err(|e| anyhow!("{e}"))?;
+        dump(view, addr, format)
+    })??;
     Ok(Output::Text(out))
 }
 
 /// The lines `x` prints: an address column, then the units.
-fn dump(p: &Process, scope: &Scope<'_>, addr: u64, f: Format) -> Result<String> {
+fn dump(view: &FrameView<'_, '_>, addr: u64, f: Format) -> Result<String> {
+    let scope = &view.scope;
     let label = |a: u64| match scope.symbol(a) {
         Some(s) => format!("{a:#x} <{s}>:"),
         None => format!("{a:#x}:"),
     };
     let read = |a: u64, n: usize| {
-        p.read(a, n)
+        view.read(a, n)
             .map_err(|_| anyhow!("cannot access memory at address {a:#x}"))
     };
     let mut out = String::new();
@@ -220,27 +216,29 @@ fn show_locals(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let text = t.with_stopped(|p, live| {
-        let tid = crate::target::current_thread(p, tid);
-        let (mut scope, rip) = frame_scope(session, live, p, tid, frame);
-        if scope.frame.is_none() {
+    let text = t.inferior.frame(session, tid, frame, true, |view| {
+        if view.scope.frame.is_none() {
             bail!("the selected frame is in no function gsh knows");
         }
-        let names: Vec<String> = scope.locals.iter().map(|v| v.info.name.clone()).collect();
+        let names: Vec<String> = view
+            .scope
+            .locals
+            .iter()
+            .map(|v| v.info.name.clone())
+            .collect();
         if names.is_empty() {
             return Ok("no parameters or locals (no debug info for this frame?)\n".to_owned());
         }
-        let (env, near) = eval::live_env(session, live, rip)?;
         let mut text = String::new();
         for name in names {
-            let value = match eval::print_stopped(p, tid, &env, &mut scope, near, &name) {
+            let value = match view.print(&name) {
                 Ok(v) => v.to_string(),
                 Err(e) => format!("<{e}>"),
             };
             text.push_str(&format!("{name} = {value}\n"));
         }
         Ok(text)
-    })?;
+    })??;
     Ok(Output::Text(text))
 }
 
@@ -250,9 +248,8 @@ fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let t = ctx.target.present()?;
     let tid = t.thread;
     let frame = t.frame;
-    let table = t.with_stopped(|p, live| {
-        let tid = crate::target::current_thread(p, tid);
-        let (scope, _) = frame_scope(session, live, p, tid, frame);
+    let table = t.inferior.frame(session, tid, frame, true, |view| {
+        let scope = &view.scope;
         let regs = scope
             .regs
             .ok_or_else(|| anyhow!("the current thread's registers cannot be read"))?;
@@ -273,8 +270,8 @@ fn show_registers(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 .rows
                 .push(vec![Cell::text(name), Cell::Addr(v), Cell::text(natural)]);
         }
-        Ok(table)
-    })?;
+        Ok::<_, anyhow::Error>(table)
+    })??;
     Ok(Output::Table(table))
 }
 

@@ -104,7 +104,7 @@ fn declare(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let d = ctx.plan.declare(&ctx.session, &words.join(" "))?.clone();
     if let Some(t) = ctx.target.live() {
         ctx.plan
-            .place_declared(|plan| t.with(|p, live| Ok(live.sync_declared(p, plan)?)))?;
+            .place_declared(|plan| anyhow::Ok(t.inferior.sync_declared(plan)?))?;
     }
     Ok(Output::Record(Record {
         title: None,
@@ -155,9 +155,7 @@ fn at(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         let session = &ctx.session;
         let reports = ctx
             .plan
-            .place(id, |plan| {
-                t.with(|p, live| Ok(live.insert(p, session, plan, id)?))
-            })
+            .place(id, |plan| anyhow::Ok(t.inferior.insert(session, plan, id)?))
             .map_err(|e| e.context(format!("instrumentation {id} not inserted")))?;
         fields.push(("Inserted", Cell::Num(reports.len() as u64)));
     }
@@ -182,11 +180,10 @@ fn show_instrumentation(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     // In a live process, what each request's code is doing there; else it waits for `save`,
     // `start` or `attach`.
     let states: Vec<String> = match ctx.target.live_ref() {
-        Some(target) => target.with(|_, live| {
-            Ok(ids
-                .iter()
+        Some(target) => target.inferior.with_live(|live| {
+            ids.iter()
                 .map(|id| live.status(*id).unwrap_or_else(|| "not inserted".into()))
-                .collect())
+                .collect()
         })?,
         None => vec!["planned".into(); ids.len()],
     };
@@ -238,12 +235,10 @@ fn delete(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     // inserted and listed, for `delete` to be tried again.
     let mut gone = Vec::new();
     let result = match ctx.target.live() {
-        Some(t) => t.with(|p, live| {
-            for id in &ids {
-                live.remove(p, *id)?;
-                gone.push(*id);
-            }
-            Ok(())
+        Some(t) => ids.iter().try_for_each(|id| {
+            t.inferior.remove(*id)?;
+            gone.push(*id);
+            anyhow::Ok(())
         }),
         None => {
             gone.clone_from(&ids);

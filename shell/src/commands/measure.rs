@@ -10,9 +10,8 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use engine::instrument::coverage::FunctionCoverage;
+use engine::instrument::inferior::Reading;
 use engine::instrument::measure::{self, CountValue, LoopSel, Measured, Metric, PathValue};
-use engine::instrument::Live;
-use engine::process::{MemReader, Process};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -227,19 +226,7 @@ fn measure_cmd(
             let n = ctx
                 .plan
                 .place(id, |plan| {
-                    target.with(|p, live| {
-                        // Only the runtime's injected calls and the writing of the jumps stop
-                        // the process; everything else is done while it runs.
-                        let placed = live.load_runtime(p).and_then(|()| {
-                            let n = live.insert(p, session, plan, id)?.len();
-                            Ok(n + live.start_measuring(p)?.len())
-                        });
-                        if placed.is_err() {
-                            // Nothing half-done in the process either.
-                            let _ = live.undo(p, id);
-                        }
-                        Ok(placed?)
-                    })
+                    anyhow::Ok(target.inferior.insert_measure(session, plan, id)?)
                 })
                 .map_err(|e| e.context(format!("{} {glob}: not inserted", metric.command())))?;
             inserted = Cell::Num(n as u64);
@@ -294,28 +281,9 @@ pub struct Results {
     pub coverage: Vec<FunctionCoverage>,
 }
 
-/// The name of the function a return address `ra` returns into, as users see it.
-fn caller_name(live: &Live, ra: u64) -> String {
-    // The call instruction is before `ra`: `ra` itself may be past the end of a function
-    // whose last instruction is a call that does not return.
-    let at = ra.wrapping_sub(1);
-    let at = live.origin(at).map_or(at, |(_, orig)| orig);
-    for (m, bias) in live.loaded() {
-        let link = engine::addr::LinkAddr(at.wrapping_sub(bias));
-        if let Some(f) = m.functions().containing(link) {
-            return f.display_name().to_owned();
-        }
-    }
-    format!("{ra:#x}")
-}
-
 /// Names the paths' frames and merges paths that differ only in call sites within the same
-/// functions (two calls of `leaf` in `path_a` are one path, `main > path_a`).
-fn symbolise(live: &Live, paths: Vec<PathValue>) -> Vec<PathRow> {
-    merge_paths(paths, |ra| caller_name(live, ra))
-}
-
-/// [`symbolise`] with any way of naming a return address.
+/// functions (two calls of `leaf` in `path_a` are one path, `main > path_a`), naming a return
+/// address with `name`.
 fn merge_paths(paths: Vec<PathValue>, name: impl Fn(u64) -> String) -> Vec<PathRow> {
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut merged: Vec<PathRow> = Vec::new();
@@ -370,67 +338,30 @@ impl Results {
     }
 }
 
-/// What the live layer measured: now when the process is alive, else its last values.
-pub fn live_results(pid: i32, p: &Process, live: &Live) -> Result<Results> {
-    let alive = p.state().is_alive();
-    let (values, paths) = if alive {
-        let reader = p.reader();
-        (live.measure.values(&reader)?, live.measure.paths(&reader)?)
-    } else {
-        match (&live.measure.last, &live.measure.last_paths) {
-            (Some(v), paths) => (v.clone(), paths.clone().unwrap_or_default()),
-            (None, _) if !live.measure.measured_anything() => (Vec::new(), Vec::new()),
-            (None, _) => bail!("process {pid} ended before its values could be read (killed?)"),
+impl Results {
+    /// What the engine read from a live process (or kept from it), under `title`.
+    pub fn from_reading(title: String, r: Reading) -> Results {
+        let callers = r.callers;
+        let paths = merge_paths(r.paths, |ra| {
+            callers
+                .get(&ra)
+                .cloned()
+                .unwrap_or_else(|| format!("{ra:#x}"))
+        });
+        Results {
+            coverage: r.coverage,
+            ..Results::new(title, r.values, paths)
         }
-    };
-    let title = if alive {
-        format!("process {pid}, values now")
-    } else {
-        format!("process {pid} has exited: its final values")
-    };
-    let reader = p.reader();
-    let coverage = live_coverage(live, alive.then_some(&reader))?;
-    Ok(Results {
-        coverage,
-        ..Results::new(title, values, symbolise(live, paths))
-    })
-}
-
-/// The live process's coverage, lines from the modules as loaded.
-fn live_coverage(live: &Live, reader: Option<&MemReader>) -> Result<Vec<FunctionCoverage>> {
-    Ok(live.coverage.summarise(reader, |id| {
-        live.loaded().find(|(m, _)| m.id == id).map(|(m, _)| &**m)
-    })?)
-}
-
-/// Keeps what was measured before gsh lets go of the process (`detach`), for `report`.
-pub fn keep_on_detach(ctx_measured: &mut Option<Results>, pid: i32, p: &Process, live: &mut Live) {
-    if !live.measure.measured_anything() && live.coverage.is_empty() {
-        return;
     }
-    live.coverage.keep(&p.reader(), None);
-    let coverage = live_coverage(live, None).unwrap_or_default();
-    if !live.measure.measured_anything() {
-        *ctx_measured = Some(Results {
-            coverage,
-            ..Results::new(
-                format!("process {pid}, values when gsh detached"),
-                Vec::new(),
-                Vec::new(),
-            )
-        });
-        return;
-    }
-    live.measure.snapshot(p);
-    if let (Some(values), paths) = (&live.measure.last, &live.measure.last_paths) {
-        *ctx_measured = Some(Results {
-            coverage,
-            ..Results::new(
-                format!("process {pid}, values when gsh detached"),
-                values.clone(),
-                symbolise(live, paths.clone().unwrap_or_default()),
-            )
-        });
+
+    /// What the process measured: now when it is alive, else its last values.
+    pub fn live(pid: i32, r: Reading) -> Results {
+        let title = if r.alive {
+            format!("process {pid}, values now")
+        } else {
+            format!("process {pid} has exited: its final values")
+        };
+        Results::from_reading(title, r)
     }
 }
 
@@ -443,12 +374,8 @@ fn report(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let results = match (&file, &ctx.target) {
         (Some(f), _) => read_results_file(&mut ctx.session, Path::new(f))?,
         (None, Some(t)) => {
-            let pid = t.pid();
-            t.tracer.with(|p, live| {
-                // `coverage --once`: blocks seen so far lose their probes.
-                live.retire_hit_probes(p)?;
-                live_results(pid, p, live)
-            })??
+            // `coverage --once`: blocks seen so far lose their probes.
+            Results::live(t.pid(), t.inferior.read_measures(true)?)
         }
         (None, None) => ctx.measured.clone().ok_or_else(|| {
             anyhow!("there is no process to read values from; `count FUNC`, then `run`")

@@ -4,12 +4,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
-use engine::process::AttachedMode;
+use engine::instrument::inferior::AttachedMode;
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
 use crate::docgen;
 use crate::output::{Cell, Output};
+use crate::target::TargetSlot;
 
 /// The longest `sleep` accepted: a day. Longer is surely a typo.
 const MAX_SLEEP_SECONDS: f64 = 86_400.0;
@@ -153,11 +154,8 @@ fn set(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             };
             ctx.attached_mode = mode;
             ctx.hands_off_while_measuring = measuring;
-            if let Some(t) = ctx.target.as_mut().filter(|t| t.gone.is_none()) {
-                t.with(|p, live| {
-                    live.hands_off_while_measuring = measuring;
-                    Ok(p.set_attached_mode(mode)?)
-                })?;
+            if let Some(t) = ctx.target.live() {
+                t.inferior.set_attached_mode(mode, measuring)?;
             }
             Ok(Output::Nothing)
         }

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use engine::instrument::{control, eval, frames, inspect, Action, Live, PointSpec};
-use engine::process::{Launch, State, Stop, Tracer};
+use engine::instrument::inferior::{self, ChangeKind, Launch};
+use engine::instrument::{Action, Inferior, PointSpec};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -141,7 +141,8 @@ pub const STATUS: Spec = Spec {
 (where, and in which thread), running, or gone (its exit code or the signal that killed it); \
 then its pid, the program, whether gsh started it (`kill` or quitting gsh ends it) or attached \
 to it (`detach` or quitting lets it run on, instrumentation removed), and how many threads it \
-has. Without a process it says how to get one.",
+has; after `attach`, what earlier gsh sessions left in the process (their runtime, reused or \
+kept memory pools, code changes), as `attach` said it. Without a process it says how to get one.",
     examples: &[("status", "")],
     run: status,
 };
@@ -324,7 +325,7 @@ fn launch(ctx: &Context, args: &mut Args) -> Result<Launch> {
 fn make_room(ctx: &mut Context) -> Result<()> {
     if let Some(t) = &mut ctx.target {
         t.events(false);
-        if t.gone.is_none() {
+        if t.gone().is_none() {
             bail!(
                 "process {} is still under control; `kill` or `detach` it first",
                 t.pid()
@@ -349,31 +350,26 @@ pub(super) fn start_process(ctx: &mut Context, args: &mut Args) -> Result<String
         );
     }
     let main_addr = main.functions().by_name("main").next().map(|f| f.addr);
-    let tracer = Tracer::start(&launch, Live::default())
+    let inferior = Inferior::start(&launch)
         .with_context(|| format!("cannot start {}", launch.program.display()))?;
-    let mut t = Target::new(tracer, true);
+    let mut t = Target::new(inferior);
     let pid = t.pid();
     let (session, plan) = (&mut ctx.session, &ctx.plan);
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
-    let result = t.with(|p, live| Ok(control::to_main(session, plan, p, live, main_addr, &flag)?));
+    let result = t.inferior.install_started(session, plan, main_addr, &flag);
     let (notes, early) = match result {
         Ok(x) => x,
         Err(e) => {
             let _ = t.finish();
-            return Err(e);
+            return Err(e.into());
         }
     };
     for n in notes {
         eprintln!("{n}");
     }
     let msg = match early {
-        Some(stop) => {
-            if matches!(stop, Stop::Exited(_) | Stop::Killed(_)) {
-                t.gone = Some(stop.to_string());
-            }
-            format!("process {pid}: {stop} before reaching main")
-        }
+        Some(stop) => format!("process {pid}: {stop} before reaching main"),
         None if main_addr.is_some() => format!("process {pid} started, stopped at main"),
         None => format!("process {pid} started, stopped at its entry point (no main)"),
     };
@@ -387,7 +383,7 @@ fn start(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 
 fn run(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let started = start_process(ctx, args)?;
-    if ctx.target.as_ref().is_some_and(|t| t.gone.is_some()) {
+    if ctx.target.as_ref().is_some_and(|t| t.gone().is_some()) {
         return Ok(line(started));
     }
     Ok(line(resume_and_wait(ctx, true)?))
@@ -406,8 +402,8 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     // addresses: say so before anything is inserted.
     if let Ok(main) = ctx.session.main() {
         let file = main.binary.path();
-        if engine::process::is_executable_of(pid, file) == Some(false) {
-            let runs = engine::process::executable_path(pid)
+        if inferior::is_executable_of(pid, file) == Some(false) {
+            let runs = inferior::executable_path(pid)
                 .map_or_else(|| "another program".into(), |p| p.display().to_string());
             eprintln!(
                 "warning: {} is not the program process {pid} runs ({runs}): its functions \
@@ -418,26 +414,27 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             );
         }
     }
-    let tracer = Tracer::attach(pid, Live::default())?;
+    let inferior = Inferior::attach(pid, ctx.attached_mode, ctx.hands_off_while_measuring)?;
     if ctx.session.main().is_err() {
-        let exe = engine::process::executable_path(pid)
+        let exe = inferior::executable_path(pid)
             .with_context(|| format!("cannot find process {pid}'s executable"))?;
         ctx.session.open(&exe)?;
     }
-    let mut t = Target::new(tracer, false);
-    let (mode, measuring) = (ctx.attached_mode, ctx.hands_off_while_measuring);
-    t.with(|p, live| {
-        live.hands_off_while_measuring = measuring;
-        Ok(p.set_attached_mode(mode)?)
-    })?;
+    let mut t = Target::new(inferior);
+    for u in t.inferior.unreadable_modules()? {
+        eprintln!(
+            "note: {} is not a module gsh can instrument: {}",
+            u.name, u.reason
+        );
+    }
     // What an earlier gsh left (it was killed while attached), before anything of ours.
-    let changes = t.with(|p, _| Ok(p.text_changes()?))?;
+    let changes = t.inferior.text_changes()?;
     let (leftovers, other): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.kind.is_gsh());
     if !leftovers.is_empty() {
         let bytes: usize = leftovers.iter().map(|c| c.file.len()).sum();
         let traps = leftovers
             .iter()
-            .filter(|c| c.kind == engine::process::ChangeKind::Breakpoint)
+            .filter(|c| c.kind == ChangeKind::Breakpoint)
             .count();
         let what = format!(
             "{} change{} ({bytes} bytes: {traps} int3, {} jump{} into trampolines) that an \
@@ -452,11 +449,12 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             },
         );
         if clean {
-            t.with(|p, _| Ok(p.restore_text(&leftovers)?))?;
+            t.inferior.restore_text(&leftovers)?;
             eprintln!("removed {what}");
+            t.earlier.push(format!("removed {what} at attach"));
             if other.is_empty() {
                 // Nothing jumps into the killed session's memory now: ours to reuse.
-                let reclaimed = t.with(|p, _| Ok(p.reclaim_kept_pools()?))?;
+                let reclaimed = t.inferior.reclaim_kept_pools()?;
                 if reclaimed > 0 {
                     eprintln!(
                         "reusing {reclaimed} memory pool{} the earlier gsh left",
@@ -469,27 +467,30 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 "warning: process {pid} has {what}; `attach --clean {pid}` removes them, and \
                  so does `detach`"
             );
+            t.earlier.push(format!("{what} (found at attach)"));
         }
     }
     if !other.is_empty() {
         eprintln!("note: {}", target::differences(pid, &other));
     }
-    for note in t.with(|p, _| earlier_session(p))? {
+    for note in t.inferior.earlier_session()? {
         eprintln!("{note}");
+        t.earlier
+            .push(note.strip_prefix("note: ").unwrap_or(&note).to_owned());
     }
-    let (session, plan) = (&mut ctx.session, &ctx.plan);
-    let result = t.with(|p, live| Ok(control::attached(session, plan, p, live)?));
+    let result = t.inferior.install_attached(&mut ctx.session, &ctx.plan);
     let notes = match result {
         Ok(n) => n,
         Err(e) => {
             let _ = t.finish();
-            return Err(e);
+            return Err(e.into());
         }
     };
     for n in notes {
         eprintln!("{n}");
     }
-    let threads = t.with(|p, _| Ok(p.threads().len()))?;
+    let threads = t.inferior.thread_count()?;
+    let mut t = t;
     t.thread = Some(pid);
     ctx.target = Some(t);
     Ok(line(format!(
@@ -498,60 +499,21 @@ fn attach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     )))
 }
 
-/// What earlier gsh sessions left in the process besides code: the runtime library (reused,
-/// each counter zeroed before it counts again) and memory pools (reused once released).
-fn earlier_session(p: &mut engine::process::Process) -> Result<Vec<String>> {
-    let mut notes = Vec::new();
-    let runtime = p.modules()?.into_iter().find(|m| {
-        m.path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("libgsh_rt"))
-    });
-    if let Some(rt) = runtime {
-        notes.push(format!(
-            "note: gsh's runtime ({}) is loaded from an earlier session; it is reused, each \
-             counter zeroed before it counts again",
-            rt.path.display()
-        ));
-    }
-    let pools = p.earlier_pools()?;
-    if pools.reused > 0 {
-        notes.push(format!(
-            "note: reusing {} memory pool{} ({} KiB) an earlier gsh session released",
-            pools.reused,
-            if pools.reused == 1 { "" } else { "s" },
-            pools.reused_bytes >> 10
-        ));
-    }
-    if pools.kept > 0 {
-        notes.push(format!(
-            "note: {} memory pool{} ({} KiB) of an earlier gsh session that did not detach \
-             stay{} as they are (`attach --clean` frees them for reuse)",
-            pools.kept,
-            if pools.kept == 1 { "" } else { "s" },
-            pools.kept_bytes >> 10,
-            if pools.kept == 1 { "s" } else { "" },
-        ));
-    }
-    Ok(notes)
-}
-
 fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let t = ctx.target.take().ok_or_else(crate::target::no_process)?;
     let pid = t.pid();
-    let started = t.started;
-    if t.gone.is_some() {
+    if t.gone().is_some() {
         return Ok(line(format!("process {pid} is gone already")));
     }
-    let measured = &mut ctx.measured;
-    let left = t
-        .tracer
-        .with(|p, live| -> Result<Vec<engine::process::TextChange>> {
-            super::measure::keep_on_detach(measured, pid, p, live);
-            target::let_go(p, live)
-        })??;
-    let _ = started;
+    let detached = t.inferior.detach()?;
+    if let Some(kept) = detached.kept {
+        ctx.measured = Some(super::measure::Results::from_reading(
+            format!("process {pid}, values when gsh detached"),
+            kept,
+        ));
+    }
+    let left = detached.left?;
     if !left.is_empty() {
         eprintln!("{}", target::differences(pid, &left));
         return Ok(line(format!(
@@ -567,9 +529,7 @@ fn kill(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let t = ctx.target.take().ok_or_else(crate::target::no_process)?;
     let pid = t.pid();
-    if t.gone.is_none() {
-        t.tracer.with(|p, _| p.kill())??;
-    }
+    t.inferior.kill()?;
     Ok(line(format!("process {pid} killed")))
 }
 
@@ -577,7 +537,7 @@ fn halt(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let t = ctx.target.present()?;
     let pid = t.pid();
-    t.with(|p, _| Ok(p.halt()?))?;
+    t.inferior.halt()?;
     Ok(line(format!("process {pid} halted")))
 }
 
@@ -590,33 +550,12 @@ fn resume_and_wait(ctx: &mut Context, resume: bool) -> Result<String> {
     // `wait` after the process stopped on its own while running in the background tells that
     // stop (it once said only "process N is stopped").
     let background = if resume { None } else { t.background_stop() };
-    let (stop, text, tid) = t.with(|p, live| {
-        if resume {
-            control::step_past_breakpoints(p, live)?;
-        }
-        let stop = match background {
-            Some(stop) if p.state() == State::Stopped => stop,
-            _ if !resume && p.state() != State::Running => {
-                return Ok((None, format!("process {} is {}", p.pid(), p.state()), None));
-            }
-            // On a running process `cont_wait` resumes nothing and only waits.
-            _ => p.cont_wait(live, &flag)?,
-        };
-        let text = target::describe_stop(live, p, &stop);
-        let tid = match &stop {
-            Stop::Breakpoint { tid, .. } | Stop::Signal { tid, .. } => Some(*tid),
-            _ => None,
-        };
-        Ok((Some(stop), text, tid))
-    })?;
+    let waited = t.inferior.resume_and_wait(resume, background, &flag)?;
     t.frame = 0;
-    if tid.is_some() {
-        t.thread = tid;
+    if waited.tid.is_some() {
+        t.thread = waited.tid;
     }
-    if matches!(stop, Some(Stop::Exited(_) | Stop::Killed(_))) {
-        t.gone = Some(text.clone());
-    }
-    Ok(text)
+    Ok(waited.text)
 }
 
 fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
@@ -631,7 +570,7 @@ fn cont(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     let t = ctx.target.present()?;
     let pid = t.pid();
-    t.with(|p, live| Ok(control::resume(p, live)?))?;
+    t.inferior.resume()?;
     t.frame = 0;
     Ok(line(format!("process {pid} running")))
 }
@@ -665,21 +604,14 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let pid = t.pid();
     // The thread of the last stop, else the main thread.
     let current = t.thread.unwrap_or(pid);
-    let (state, at, threads, hands_off) = match &t.gone {
-        Some(why) => (why.clone(), None, 0, false),
-        None => t.with(|p, live| {
-            let state = p.state();
-            let at = match state {
-                engine::process::State::Stopped => p
-                    .regs(current)
-                    .ok()
-                    .map(|r| (current, frames::where_is(live, r.rip))),
-                _ => None,
-            };
-            Ok((state.to_string(), at, p.threads().len(), p.is_hands_off()))
-        })?,
+    let (state, at, threads, hands_off) = match t.gone() {
+        Some(why) => (why.to_owned(), None, 0, false),
+        None => {
+            let s = t.inferior.status(current)?;
+            (s.state.to_string(), s.at, s.threads, s.hands_off)
+        }
     };
-    let sentence = match (&t.gone, &at) {
+    let sentence = match (t.gone(), &at) {
         (Some(why), _) => format!("Process {pid} is gone: {why}."),
         (None, Some((tid, place))) => {
             format!("Process {pid} is stopped at {place} in thread {tid}.")
@@ -694,7 +626,7 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         ),
         (None, None) => format!("Process {pid} is {state}."),
     };
-    let control = if t.started {
+    let control = if t.started() {
         "started by gsh: `kill` or quitting gsh ends it"
     } else {
         "attached: `detach` or quitting gsh lets it run on, instrumentation removed"
@@ -717,6 +649,10 @@ fn status(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         fields.push(("Thread", Cell::Num(tid as u64)));
     }
     fields.push(("Threads", Cell::Num(threads as u64)));
+    // What an earlier gsh left, as `attach` said it (gsh's own runtime and memory stay).
+    if !t.earlier.is_empty() {
+        fields.push(("Earlier gsh", Cell::text(t.earlier.join("; "))));
+    }
     Ok(Output::Record(Record {
         title: Some(sentence),
         fields,
@@ -728,28 +664,15 @@ fn show_threads(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     args.positionals(0, 0)?;
     let t = ctx.target.present()?;
     let current = t.thread;
-    let rows = t.with(|p, live| {
-        Ok(p.threads()
-            .into_iter()
-            .map(|th| {
-                let at = th.rip.map(|r| frames::where_is(live, r));
-                (
-                    th.tid,
-                    th.name.clone(),
-                    format!("{:?}", th.state).to_lowercase(),
-                    at,
-                )
-            })
-            .collect::<Vec<_>>())
-    })?;
+    let threads = t.inferior.threads()?;
     let mut table = Table::new(vec!["", "Thread", "Name", "State", "Where"]);
-    for (tid, name, state, at) in rows {
+    for th in threads {
         table.rows.push(vec![
-            Cell::text(if Some(tid) == current { "*" } else { "" }),
-            Cell::Num(tid as u64),
-            Cell::text(name),
-            Cell::text(state),
-            Cell::opt(at),
+            Cell::text(if Some(th.tid) == current { "*" } else { "" }),
+            Cell::Num(th.tid as u64),
+            Cell::text(th.name),
+            Cell::text(format!("{:?}", th.state).to_lowercase()),
+            Cell::opt(th.at),
         ]);
     }
     table.title = Some(format!("{} threads", table.rows.len()));
@@ -789,10 +712,8 @@ fn brk(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         let points = ctx
             .plan
             .place(id, |plan| {
-                t.with(|p, live| {
-                    live.insert(p, session, plan, id)?;
-                    Ok(live.points(id))
-                })
+                t.inferior.insert(session, plan, id)?;
+                anyhow::Ok(t.inferior.with_live(|live| live.points(id))?)
             })
             .map_err(|e| e.context(format!("breakpoint {id} not set")))?;
         placed = Some(points);
@@ -817,7 +738,7 @@ fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let path = std::fs::canonicalize(&path).with_context(|| format!("cannot find {path}"))?;
     let t = ctx.target.present()?;
     // Hooks for the new module run as the tracer notices it.
-    let handle = t.with(|p, _| Ok(Live::paused(p, |p| Ok(p.load_library(&path)?))?))?;
+    let handle = t.inferior.load_library(&path)?;
     Ok(line(format!(
         "loaded {} (handle {handle:#x})",
         path.display()
@@ -845,15 +766,11 @@ fn print(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     let session = &ctx.session;
     let t = ctx.target.present()?;
-    let printed = if t.gone.is_some() {
-        // What the process left at its exit: the declared variables.
-        t.tracer
-            .with(|_, live| inspect::print_after_exit(session, live, format, &expr))?
-    } else {
-        let (tid, frame) = (t.thread, t.frame);
-        t.with(|p, live| Ok(inspect::print(session, live, p, tid, frame, format, &expr)))?
-    }
-    .map_err(|e| anyhow!("{e}"))?;
+    // Once the process is gone, what it left at its exit: the declared variables.
+    let printed = t
+        .inferior
+        .print(session, t.thread, t.frame, format, &expr)
+        .map_err(|e| anyhow!("{e}"))?;
     Ok(line(format!("{expr} = {printed}")))
 }
 
@@ -866,12 +783,9 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let session = &ctx.session;
     let t = ctx.target.present()?;
     let tid = t.thread;
-    t.with_stopped(|p, live| {
-        let tid = crate::target::current_thread(p, tid);
-        let rip = tid.and_then(|t| p.regs(t).ok()).map(|r| r.rip);
-        let (env, near) = eval::live_env(session, live, rip)?;
-        eval::execute(p, tid, &env, near, &block.text).map_err(|e| anyhow!("{e}"))
-    })?;
+    t.inferior
+        .execute(session, tid, &block.text)
+        .map_err(|e| anyhow!("{e}"))?;
     Ok(Output::Nothing)
 }
 
@@ -879,12 +793,7 @@ fn execute(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 fn frames(ctx: &mut Context) -> Result<Vec<(u64, String)>> {
     let t = ctx.target.present()?;
     let tid = t.thread;
-    t.with_stopped(|p, live| {
-        let tid = crate::target::current_thread(p, tid)
-            .ok_or_else(|| anyhow!("the process has no threads"))?;
-        let r = p.regs(tid)?;
-        Ok(frames::walk(live, p, &r))
-    })
+    Ok(t.inferior.frames(tid)?)
 }
 
 fn show_frames(ctx: &mut Context, only: Option<usize>) -> Result<Output> {

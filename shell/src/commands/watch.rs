@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use engine::instrument::histogram::{TimeHistogram, DEFAULT_BUCKETS};
-use engine::process::State;
+use engine::instrument::inferior::State;
 
 use super::args::parse_count;
 use super::{Args, Complete, Spec};
@@ -86,11 +86,13 @@ struct Reading {
 /// Reads every metric, as `report` does: live from memory while the process is alive, else
 /// the values it had when it exited.
 fn read(t: &Target) -> Result<Reading> {
-    let pid = t.pid();
-    t.tracer.with(|p, live| -> Result<Reading> {
-        let state = p.state();
-        let results = super::measure::live_results(pid, p, live)?;
-        let mut metrics = Vec::new();
+    // `coverage --once`: blocks seen so far lose their probes at every reading, as at
+    // `report`, in short pauses.
+    let reading = t.inferior.read_measures(true)?;
+    let state = reading.state;
+    let results = super::measure::Results::live(t.pid(), reading);
+    let mut metrics = Vec::new();
+    {
         for v in results.values {
             let what = v.what();
             let calls = if v.loop_name.is_some() {
@@ -119,8 +121,8 @@ fn read(t: &Target) -> Result<Reading> {
                 });
             }
         }
-        Ok(Reading { state, metrics })
-    })?
+    }
+    Ok(Reading { state, metrics })
 }
 
 /// One row of the view: a metric, its last value and its history.
@@ -287,7 +289,7 @@ fn wait_until(t: &Target, due: Instant, interrupt: &std::sync::atomic::AtomicBoo
             return Wake::Interrupted;
         }
         // An error here means the tracer is gone with the process: the next reading says so.
-        if !matches!(t.tracer.with(|p, _| p.state()), Ok(State::Running)) {
+        if !matches!(t.inferior.state(), Ok(State::Running)) {
             return Wake::Stopped;
         }
         let now = Instant::now();

@@ -151,3 +151,44 @@ fn unbounded_tables_end_at_the_next_symbol() {
         }
     }
 }
+
+const BYTE_TABLES: &str = include_str!("../../../../tests/corpus/bytetables.c");
+
+/// A byte bounds an index below 256, not a table at 256 entries. clang -O2 compares the low
+/// byte after zero-extending it (`movzbl %r12b,%ecx; cmp $3,%cl`), or drops the compare when it
+/// knows the range; before, both read 256 entries, on into the next function's table, and gave
+/// `byte_guarded` 12 targets (8 in other functions) and `byte_only` 8.
+#[test]
+fn a_byte_index_reads_only_its_own_table() {
+    for opt in ["-O0", "-O2"] {
+        let path = compile(
+            "bytetables",
+            BYTE_TABLES,
+            false,
+            &[opt, "-fno-pie", "-no-pie"],
+        );
+        let s = open(&path);
+        let m = s.main().unwrap();
+        for (name, entries, guarded) in [("byte_guarded", 4, true), ("byte_only", 6, false)] {
+            let f = m.functions().by_name(name).next().unwrap().clone();
+            let cfg = &m.analysis().function(f.id).cfg;
+            assert_eq!(
+                cfg.jump_tables.len(),
+                1,
+                "{opt} {name}: {:?}",
+                cfg.unresolved
+            );
+            let t = &cfg.jump_tables[0];
+            assert_eq!(t.entries, entries, "{opt} {name}: {t:?}");
+            assert_eq!(t.targets.len() as u64, entries, "{opt} {name}: {t:?}");
+            assert_eq!(t.bounded, guarded, "{opt} {name}: {t:?}");
+            let end = f.addr.0 + f.size;
+            for target in &t.targets {
+                assert!(
+                    target.0 >= f.addr.0 && target.0 < end,
+                    "{opt} {name}: target {target:#x} outside the function"
+                );
+            }
+        }
+    }
+}
