@@ -43,6 +43,9 @@
 //!   compiling the C mutatees (or python3 running a script, or sqlite3 a query), saved: the
 //!   slowdown against the original in the same run, with identical outputs. Run it with
 //!   `--release`.
+//! - `bench-save-scale [--size N]`: `save`'s time per point with `coverage '*'` and with
+//!   four declared counters per loop, on a synthetic program of 4N functions against N; about
+//!   1x when linear, and the task fails above 2.5x. Run it with `--release`.
 //! - `check-switches BINARY...`: every jump table an independent decoder finds
 //!   ([`gsh_tests::switches`]), and those whose real case targets are not all block starts in
 //!   gsh's CFGs.
@@ -59,6 +62,7 @@ mod bench_coverage;
 mod bench_live;
 mod bench_loops;
 mod bench_measure;
+mod bench_save_scale;
 mod bench_stall;
 mod bench_static;
 mod coverage;
@@ -111,6 +115,9 @@ tasks:
                                   on a script, sqlite3 on a query), saved: slowdown vs the
                                   original, same run
                                   (default cc1, 3 runs; use --release)
+  bench-save-scale [--size N]     save time per point of coverage '*' and of per-loop
+                                  counters on a synthetic program of 4N functions over N:
+                                  fails when superlinear (default 1000; use --release)
   whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops] [--runs N]
                                   a counter at every entry and exit of the program, saved;
                                   outputs compared exactly, tactics, run-time ratios and
@@ -181,6 +188,7 @@ fn run() -> Result<()> {
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),
         "bench-coverage" => bench_coverage::run(rest),
+        "bench-save-scale" => bench_save_scale::run(rest),
         "whole-program" => whole_program::run(rest),
         "check-switches" => switches::run(rest),
         "ground-truth" => ground_truth::run(rest),

@@ -133,9 +133,10 @@ pub fn patch_requests(
             (None, Some(source)) => vec![(source, points_of(module, r, f.func)?)],
             (None, None) => continue,
         };
+        let overlapping = Overlapping::new(module, f.func);
         for (source, points) in sources {
             for p in points {
-                if let Some(why) = overlapping_code(module, &p) {
+                if let Some(why) = overlapping.why(&p) {
                     out.skipped.push((p, why));
                     continue;
                 }
@@ -169,8 +170,9 @@ fn coverage_requests(
     let mut out = Built::default();
     for f in r.funcs.iter().filter(|f| f.module == module.id) {
         let func = module.functions().get(f.func);
+        let overlapping = Overlapping::new(module, f.func);
         for p in super::coverage::points(module, f.func) {
-            if let Some(why) = overlapping_code(module, &p) {
+            if let Some(why) = overlapping.why(&p) {
                 out.skipped.push((p, why));
                 continue;
             }
@@ -310,25 +312,63 @@ pub fn remove(
     patcher.remove(module, space, tag)
 }
 
-/// Why `p` lies in doubtful code, if it does: another block of its function decodes an
-/// instruction across the point's address, so the two readings of those bytes cannot both be
-/// right. cc1 has one: a jump table read one entry too far gives a "target" inside a `je`,
-/// whose bytes then decode to a `ret imm16` that never runs.
-fn overlapping_code(module: &Module, p: &Point) -> Option<String> {
-    let cfg = &module.analysis().function(p.func).cfg;
-    for b in &cfg.blocks {
-        if !(b.start < p.addr && p.addr < b.end) {
-            continue;
-        }
-        let insns = patch::plan::decode(&module.binary, b.start, b.end.0 - b.start.0);
-        if !insns.iter().any(|i| i.ip() == p.addr.0) {
-            return Some(format!(
-                "the block at {} decodes an instruction across {}",
-                b.start, p.addr
-            ));
+/// One function's blocks, sorted by start as the CFG keeps them, with the running maximum of
+/// their ends: the blocks that may hold an address are found by a walk back from it, not a
+/// scan of every block per point (which made a large function's coverage quadratic).
+struct Overlapping<'a> {
+    module: &'a Module,
+    func: FuncId,
+    /// For each block, the largest end of it and every block before it.
+    reach: Vec<u64>,
+}
+
+impl<'a> Overlapping<'a> {
+    fn new(module: &'a Module, func: FuncId) -> Overlapping<'a> {
+        let reach = module
+            .analysis()
+            .function(func)
+            .cfg
+            .blocks
+            .iter()
+            .scan(0, |max, b| {
+                *max = (*max).max(b.end.0);
+                Some(*max)
+            })
+            .collect();
+        Overlapping {
+            module,
+            func,
+            reach,
         }
     }
-    None
+
+    /// Why `p` lies in doubtful code, if it does: another block of its function decodes an
+    /// instruction across the point's address, so the two readings of those bytes cannot
+    /// both be right. cc1 has one: a jump table read one entry too far gives a "target"
+    /// inside a `je`, whose bytes then decode to a `ret imm16` that never runs.
+    fn why(&self, p: &Point) -> Option<String> {
+        if p.func != self.func {
+            return Overlapping::new(self.module, p.func).why(p);
+        }
+        let cfg = &self.module.analysis().function(p.func).cfg;
+        // Blocks starting before the point, back to the last one that may reach past it, in
+        // the CFG's order.
+        let before = cfg.blocks.partition_point(|b| b.start < p.addr);
+        let first = self.reach[..before].partition_point(|&e| e <= p.addr.0);
+        for b in &cfg.blocks[first..before] {
+            if p.addr >= b.end {
+                continue;
+            }
+            let insns = patch::plan::decode(&self.module.binary, b.start, b.end.0 - b.start.0);
+            if !insns.iter().any(|i| i.ip() == p.addr.0) {
+                return Some(format!(
+                    "the block at {} decodes an instruction across {}",
+                    b.start, p.addr
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// `show points`: every point of each of `funcs` and how the patcher would reach it, each

@@ -9,6 +9,8 @@
 
 #![warn(missing_docs)]
 
+use std::collections::HashMap;
+
 use crate::dwarf::{DebugInfo, TypeKind};
 use crate::session::{Module, Session};
 use crate::snippet::abi;
@@ -32,11 +34,23 @@ pub struct Declaration {
     pub addr: u64,
 }
 
+/// Each name's last position in `declared`, for [`SessionEnv::with_index`].
+pub fn index_of(declared: &[Declaration]) -> HashMap<String, usize> {
+    declared
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.name.clone(), i))
+        .collect()
+}
+
 /// Names for a snippet at one point of one function.
 pub struct SessionEnv<'a> {
     module: &'a Module,
     func: Option<&'a Function>,
     declared: &'a [Declaration],
+    /// `declared` by name (the last of a name), when the caller keeps one: a whole-program
+    /// plan declares a variable per counter, and a scan of them all per name was quadratic.
+    index: Option<&'a HashMap<String, usize>>,
     point: PointInfo,
     /// Added to link addresses to get the addresses code runs at (0 when rewriting a file).
     bias: u64,
@@ -62,11 +76,19 @@ impl<'a> SessionEnv<'a> {
             module,
             func,
             declared,
+            index: None,
             point,
             bias,
             others: Vec::new(),
             loaded: Vec::new(),
         }
+    }
+
+    /// Finds declared variables through `index` (each name's last position in the declared
+    /// variables given to [`SessionEnv::new`]) rather than by a scan.
+    pub fn with_index(mut self, index: &'a HashMap<String, usize>) -> SessionEnv<'a> {
+        self.index = Some(index);
+        self
     }
 
     /// Lets snippets call the exported functions of the modules a live process has loaded
@@ -441,7 +463,11 @@ impl Env for SessionEnv<'_> {
         if let Some(b) = self.parameter(name) {
             return Some(b);
         }
-        if let Some(d) = self.declared.iter().rev().find(|d| d.name == name) {
+        let declared = match self.index {
+            Some(index) => index.get(name).and_then(|&i| self.declared.get(i)),
+            None => self.declared.iter().rev().find(|d| d.name == name),
+        };
+        if let Some(d) = declared {
             return Some(Binding::Var {
                 ty: d.ty.clone(),
                 place: VarPlace::Absolute(d.addr),

@@ -8,6 +8,8 @@
 
 #![warn(missing_docs)]
 
+use std::collections::HashMap;
+
 use crate::point::{self, Point};
 use crate::session::{FuncRef, Module, Session};
 use crate::snippet::diag::render_all;
@@ -131,38 +133,86 @@ pub struct Plan {
     /// Requests, in the order they were made.
     pub requests: Vec<Request>,
     next_id: u32,
+    /// `declared` laid out from [`CHECK_DATA_BASE`], for checking snippets, kept up to date
+    /// as variables come and go ([`Plan::checking`]): laying every variable out again for
+    /// each `declare` and `at` made a whole-program script quadratic (cc1's loop counters
+    /// are 121,520 variables and as many requests).
+    checking: Checking,
+}
+
+/// [`Plan::declared`] as laid out for checking, with an index by name.
+#[derive(Debug, Default)]
+struct Checking {
+    vars: Vec<Declaration>,
+    /// The offset after the last variable.
+    end: u64,
+    /// Each name's variable, by index in `vars`.
+    by_name: HashMap<String, usize>,
 }
 
 /// Where declared variables sit while snippets are only checked, not compiled: far from any
 /// code, so checking never depends on a real layout.
 const CHECK_DATA_BASE: u64 = 0x7f00_0000_0000;
 
+/// Lays `d` out at the first offset from `off` aligned to its size; returns it (at `base`
+/// plus that offset) and the offset after it.
+fn lay_one(d: &Declared, base: u64, off: u64) -> (Declaration, u64) {
+    let size = d.ty.size().max(1);
+    let align = size.next_power_of_two().min(16);
+    let off = off.next_multiple_of(align);
+    let v = Declaration {
+        name: d.name.clone(),
+        ty: d.ty.clone(),
+        addr: base + off,
+    };
+    (v, off + size)
+}
+
 impl Plan {
     /// The declared variables laid out from `base`, each aligned to its size.
     pub fn layout(&self, base: u64) -> (Vec<Declaration>, u64) {
         let mut off = 0u64;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.declared.len());
         for d in &self.declared {
-            let size = d.ty.size().max(1);
-            let align = size.next_power_of_two().min(16);
-            off = off.next_multiple_of(align);
-            out.push(Declaration {
-                name: d.name.clone(),
-                ty: d.ty.clone(),
-                addr: base + off,
-            });
-            off += size;
+            let (v, next) = lay_one(d, base, off);
+            out.push(v);
+            off = next;
         }
         (out, off)
     }
 
+    /// The declared variables laid out from [`CHECK_DATA_BASE`] (as [`Plan::layout`] would),
+    /// brought up to date with `declared`: only the variables added since the last call are
+    /// laid out, unless `declared` changed otherwise.
+    fn checking(&mut self) -> &Checking {
+        let c = &mut self.checking;
+        let kept = c.vars.len() <= self.declared.len()
+            && c.vars.last().map(|v| (&v.name, &v.ty))
+                == c.vars
+                    .len()
+                    .checked_sub(1)
+                    .map(|i| (&self.declared[i].name, &self.declared[i].ty));
+        if !kept {
+            *c = Checking::default();
+        }
+        for d in &self.declared[c.vars.len()..] {
+            let (v, next) = lay_one(d, CHECK_DATA_BASE, c.end);
+            c.by_name.insert(v.name.clone(), c.vars.len());
+            c.vars.push(v);
+            c.end = next;
+        }
+        c
+    }
+
     /// `declare TYPE NAME [= INIT]`.
     pub fn declare(&mut self, session: &Session, text: &str) -> Result<&Declared, RequestError> {
-        let (declared, _) = self.layout(CHECK_DATA_BASE);
-        let env = SessionEnv::for_session(session, &declared).ok_or(crate::Error::NothingOpen)?;
+        let checking = self.checking();
+        let env = SessionEnv::for_session(session, &checking.vars)
+            .ok_or(crate::Error::NothingOpen)?
+            .with_index(&checking.by_name);
         let d = snippet::declare(text, &env)
             .map_err(|diags| RequestError::Snippet(render_all(&diags, text)))?;
-        if self.declared.iter().any(|x| x.name == d.name) {
+        if checking.by_name.contains_key(&d.name) {
             return Err(RequestError::Redeclared(d.name));
         }
         self.declared.push(d);
@@ -204,7 +254,9 @@ impl Plan {
         let funcs = session.resolve_functions(&spec.func)?;
         // Breakpoint conditions are checked where they are placed, against the frame.
         let source = action.snippet_source();
-        let (declared, _) = self.layout(CHECK_DATA_BASE);
+        self.checking();
+        let declared = &self.checking.vars;
+        let index = &self.checking.by_name;
         let mut selected = Vec::new();
         let mut warnings = Vec::new();
         for r in &funcs {
@@ -240,7 +292,7 @@ impl Plan {
             // Each point is checked with its own facts (`$line`, `$callee`, `$return`'s
             // type differ from point to point); points with the same facts check alike.
             let mut checked: Vec<PointInfo> = Vec::new();
-            for point in point_infos(module, r.func, &points, self.next_id + 1, &declared) {
+            for point in point_infos(module, r.func, &points, self.next_id + 1, declared) {
                 let key = PointInfo {
                     file: point.file.as_ref().map(|_| String::new()),
                     line: point.line.map(|_| 0),
@@ -250,8 +302,9 @@ impl Plan {
                     continue;
                 }
                 checked.push(key);
-                let env =
-                    SessionEnv::new(module, Some(func), &declared, point, 0).with_session(session);
+                let env = SessionEnv::new(module, Some(func), declared, point, 0)
+                    .with_index(index)
+                    .with_session(session);
                 let (_, diags) = snippet::check_source(source, &env);
                 if diags.iter().any(|d| d.is_error()) {
                     return Err(RequestError::Snippet(format!(
@@ -263,7 +316,7 @@ impl Plan {
                 }
             }
             if spec.at == Where::Entry {
-                warnings.extend(shadowed(module, func, &declared, source));
+                warnings.extend(shadowed(module, func, declared, source));
             }
             selected.push(*r);
         }

@@ -121,6 +121,17 @@ fn requests_are_checked_when_made() {
         Err("no room")
     );
     plan.declare(&session, "double ratio = 0.5").unwrap();
+    // The layout kept for checking follows the declarations, the failed one gone.
+    let laid = |vars: &[Declaration]| -> Vec<(String, u64)> {
+        vars.iter().map(|v| (v.name.clone(), v.addr)).collect()
+    };
+    let kept = laid(&plan.checking().vars);
+    assert_eq!(kept, laid(&plan.layout(CHECK_DATA_BASE).0));
+    assert_eq!(plan.checking().by_name.get("ratio"), Some(&2));
+    assert!(matches!(
+        plan.declare(&session, "long ratio"),
+        Err(RequestError::Redeclared(_))
+    ));
     let (vars, size) = plan.layout(0x1000);
     assert_eq!(
         vars.iter().map(|v| v.addr).collect::<Vec<_>>(),

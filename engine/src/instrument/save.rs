@@ -277,7 +277,7 @@ pub fn save_with(
     // Before the trap handler's hook (`init`) claims a spare dynamic entry: loading the
     // runtime matters more, and a library's hook can still chain an existing DT_INIT.
     let (measuring, slot_of, counters) = if measured.is_empty() {
-        (None, Vec::new(), HashMap::new())
+        (None, HashMap::new(), HashMap::new())
     } else {
         let (m, slot_of, counters) =
             plan_measuring(&mut space.rw, module, &measured, out, options)?;
@@ -296,9 +296,11 @@ pub fn save_with(
         Vec::new()
     };
 
+    let index = super::env::index_of(&declared);
     let mut place = SavePlacement {
         session,
         declared: &declared,
+        index: &index,
         measuring: measuring.as_ref().map(|m| (m.descriptor, slot_of)),
         counters: &counters,
     };
@@ -341,11 +343,16 @@ pub fn save_with(
         (Err(e), _) => return Err(e.into()),
     };
     // A block left without a probe starts at UNPROBED, so the report does not take it for a
-    // block that never ran.
-    for (p, _) in &skipped {
-        let func = module.functions().get(p.func).addr.0;
+    // block that never ran. (Counters by block, not a scan of every counter per skipped
+    // point: cc1's coverage has 1.35 million counters.)
+    if !skipped.is_empty() && !counters.is_empty() {
+        let mut by_block: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
         for (&(_, f, b), &at) in &counters {
-            if (f, b) == (func, p.addr.0) {
+            by_block.entry((f, b)).or_default().push(at);
+        }
+        for (p, _) in &skipped {
+            let func = module.functions().get(p.func).addr.0;
+            for &at in by_block.get(&(func, p.addr.0)).into_iter().flatten() {
                 space
                     .rw
                     .write(LinkAddr(at), &super::coverage::UNPROBED.to_le_bytes())?;
@@ -374,15 +381,18 @@ pub fn save_with(
 /// `(request id, function address, block address)` to the address of the block's coverage
 /// counter.
 type CounterMap = HashMap<(u32, u64, u64), u64>;
-/// Each slot of a measure: its request, function, loop (`None`: the function), what it
-/// counts, and the slot.
-type SlotMap = Vec<(u32, FuncId, Option<String>, Counted, u32)>;
+/// Each slot of a measure: its request, function, loop (`None`: the function) and what it
+/// counts, to the slot. (A map: a whole-program measure has a slot per function, and a scan
+/// of them all per point was quadratic.)
+type SlotMap = HashMap<(u32, FuncId, Option<String>, Counted), u32>;
 
 /// A saved file's placement: declared variables in its new data segment, bias 0, every open
 /// module reachable, measures finding the runtime through the file's descriptor.
 struct SavePlacement<'s> {
     session: &'s Session,
     declared: &'s [Declaration],
+    /// `declared` by name.
+    index: &'s HashMap<String, usize>,
     /// The descriptor's address and each measured function's slot.
     measuring: Option<(LinkAddr, SlotMap)>,
     /// Coverage counters.
@@ -396,7 +406,9 @@ impl Placement for SavePlacement<'_> {
         func: &'a Function,
         info: PointInfo,
     ) -> SessionEnv<'a> {
-        SessionEnv::new(module, Some(func), self.declared, info, 0).with_session(self.session)
+        SessionEnv::new(module, Some(func), self.declared, info, 0)
+            .with_index(self.index)
+            .with_session(self.session)
     }
 
     fn measure_source(
@@ -413,11 +425,9 @@ impl Placement for SavePlacement<'_> {
             .as_ref()
             .expect("save plans measuring before it builds a measure");
         let slot = slot_of
-            .iter()
-            .find(|(i, f, l, c, _)| {
-                *i == id && *f == func && *l == probe.loop_name && *c == probe.counted
-            })
-            .map_or(0, |s| s.4);
+            .get(&(id, func, probe.loop_name.clone(), probe.counted))
+            .copied()
+            .unwrap_or(0);
         Ok(measure::saved_source(
             metric,
             probe,
@@ -452,7 +462,7 @@ fn plan_measuring(
     options: &SaveOptions,
 ) -> Result<(Measuring, SlotMap, CounterMap), SaveError> {
     let mut slots = Vec::new();
-    let mut slot_of: SlotMap = Vec::new();
+    let mut slot_of: SlotMap = HashMap::new();
     for r in measured {
         let Some(kind) = r.action.metric() else {
             continue;
@@ -460,14 +470,11 @@ fn plan_measuring(
         for f in &r.funcs {
             for (probe, _) in measure::probes(module, r, f.func) {
                 let key = (r.id, f.func, probe.loop_name.clone(), probe.counted);
-                if slot_of
-                    .iter()
-                    .any(|(i, fid, l, c, _)| (*i, *fid, l, *c) == (key.0, key.1, &key.2, key.3))
-                {
+                if slot_of.contains_key(&key) {
                     continue;
                 }
                 let slot = slots.len() as u32;
-                slot_of.push((key.0, key.1, key.2, key.3, slot));
+                slot_of.insert(key, slot);
                 slots.push(SavedSlot {
                     slot,
                     id: r.id,

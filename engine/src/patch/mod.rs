@@ -201,14 +201,37 @@ pub struct Inserted {
     pub skipped: Vec<(Point, String)>,
 }
 
-/// True when `site` copies an instruction starting at `addr` into its trampoline.
-fn copies_insn(view: &dyn CodeView, site: &Site, addr: LinkAddr) -> bool {
-    site.segments.iter().any(|r| {
-        r.contains(&addr)
-            && plan::decode(view, r.start, r.end.0 - r.start.0)
-                .iter()
-                .any(|i| i.ip() == addr.0)
-    })
+/// For the sites planned so far in one [`Patcher::plan`] call, the first one that copies the
+/// instruction starting at each address into its trampoline. Built on the first question and
+/// kept up to date as sites are added: a scan of every site per question made a
+/// whole-program plan quadratic (cc1's coverage, 1.35 million sites).
+#[derive(Default)]
+struct CopiedBy {
+    /// Instruction address → index of the first site copying it.
+    first: HashMap<u64, usize>,
+    /// How many sites (a prefix of the list) are in `first`.
+    indexed: usize,
+    /// The indexed sites' entries and segments: a site written already is listed once for
+    /// each of the points it holds, and the first of those copies answers for all.
+    seen: HashSet<(LinkAddr, Vec<Range<LinkAddr>>)>,
+}
+
+impl CopiedBy {
+    /// The index of the first of `sites` that copies an instruction starting at `addr`.
+    fn find(&mut self, view: &dyn CodeView, sites: &[Site], addr: LinkAddr) -> Option<usize> {
+        for (i, site) in sites.iter().enumerate().skip(self.indexed) {
+            if !self.seen.insert((site.patch_at, site.segments.clone())) {
+                continue;
+            }
+            for r in &site.segments {
+                for insn in plan::decode(view, r.start, r.end.0 - r.start.0) {
+                    self.first.entry(insn.ip()).or_insert(i);
+                }
+            }
+        }
+        self.indexed = sites.len();
+        self.first.get(&addr.0).copied()
+    }
 }
 
 impl Patcher {
@@ -278,19 +301,21 @@ impl Patcher {
         // call could take bytes of theirs, and a copy needs all of them.
         let mut by_func: Vec<(FuncId, Vec<LinkAddr>)> = by_func.into_iter().collect();
         by_func.sort_by_key(|(f, _)| !whole.contains(f));
+        let mut copied = CopiedBy::default();
         for (f, mut addrs) in by_func {
             addrs.sort();
             addrs.dedup();
             // A point another function's new site copies (functions sharing code, or a
             // block the CFG got wrong) runs its snippets in that site's trampoline.
-            // (The claims answer first: a scan of every site per point would be quadratic.)
+            // (The claims answer first, then an index of the sites' copied instructions.)
             addrs.retain(|&a| {
                 if !claimed.overlaps(&(a.0..a.0 + 1)) {
                     return true;
                 }
-                let Some(s) = out.iter_mut().find(|s| copies_insn(view, s, a)) else {
+                let Some(i) = copied.find(view, &out, a) else {
                     return true;
                 };
+                let s = &mut out[i];
                 if !s.points.contains(&a) {
                     s.points.push(a);
                 }
@@ -311,6 +336,7 @@ impl Patcher {
                 wanted: &wanted,
                 code,
                 ways_in: &self.ways_in,
+                pads: std::cell::OnceCell::new(),
             };
             let inside: Vec<LinkAddr> = self
                 .applied
@@ -365,12 +391,14 @@ impl Patcher {
     ) -> Result<Inserted, PatchError> {
         // Points on edges move to where their snippets run ([`edge`]), or are skipped.
         let mut skipped: Vec<(Point, String)> = Vec::new();
+        // The points in `skipped`, each listed once (a whole-program save skips 100,000).
+        let mut listed: HashSet<Point> = HashSet::new();
         let mut placed: Vec<Request> = Vec::with_capacity(requests.len());
         for r in requests {
             match edge::place(view, &r.point) {
                 Ok(point) => placed.push(Request { point, ..r.clone() }),
                 Err(why) => {
-                    if !skipped.iter().any(|(q, _)| *q == r.point) {
+                    if listed.insert(r.point.clone()) {
                         skipped.push((r.point.clone(), why));
                     }
                 }
@@ -404,7 +432,7 @@ impl Patcher {
             let Some(site) = site_of.get(&p.addr.0).map(|&i| &sites[i]) else {
                 match refused.get(&p.addr.0) {
                     Some(why) => {
-                        if !skipped.iter().any(|(q, _)| q == p) {
+                        if listed.insert(p.clone()) {
                             skipped.push((p.clone(), why.clone()));
                         }
                         continue;
@@ -431,6 +459,9 @@ impl Patcher {
         for i in touched {
             self.relay(view, space, i)?;
         }
+        // The functions with a site written: only those have sites for a relocated copy to
+        // absorb (a scan of every site per relocated function was quadratic).
+        let mut with_sites: HashSet<FuncId> = self.applied.iter().map(|a| a.func).collect();
         for site in sites {
             let mut reqs: Vec<Request> = Vec::new();
             if site.tactic == Tactic::RelocateFunction {
@@ -442,7 +473,11 @@ impl Patcher {
                     .find_map(|a| by_addr.get(&a.0))
                     .and_then(|v| v.first())
                     .map(|r| r.point.func);
-                let mut k = 0;
+                let mut k = if func.is_some_and(|f| with_sites.contains(&f)) {
+                    0
+                } else {
+                    self.applied.len()
+                };
                 let mut absorbed = false;
                 while k < self.applied.len() {
                     if Some(self.applied[k].func) == func {
@@ -477,6 +512,7 @@ impl Patcher {
             // With the sites it absorbed, if any.
             space.end_change();
             self.claimed.add(&site);
+            with_sites.insert(func);
             self.applied.push(Applied {
                 func,
                 site,

@@ -260,6 +260,9 @@ pub struct Planner<'a> {
     pub code: &'a Claimed,
     /// The module's [`ways_in`], computed when a function is first copied whole.
     pub ways_in: &'a OnceLock<WaysIn>,
+    /// [`Planner::padding`], computed on first use: the same for every point of the
+    /// function, and a sort of its blocks each time made a large function's plan quadratic.
+    pub pads: std::cell::OnceCell<Vec<Range<u64>>>,
 }
 
 /// Every byte that a block of some function's CFG covers, merged.
@@ -512,11 +515,11 @@ impl Planner<'_> {
     pub fn place_local(&self, addr: LinkAddr, claimed: &dyn Overlaps) -> Option<Site> {
         let insns = self.block_insns(addr)?;
         let idx = insns.iter().position(|i| i.ip() == addr.0)?;
-        let pads = self.padding();
+        let pads = self.pads.get_or_init(|| self.padding());
         let starts = std::iter::once(idx).chain((0..idx).rev());
         let starts_again = starts.clone();
         for s in starts.clone() {
-            if let Some((len, k, padded)) = self.cover(&insns, s, idx, 5, &pads, claimed) {
+            if let Some((len, k, padded)) = self.cover(&insns, s, idx, 5, pads, claimed) {
                 let start = insns[s].ip();
                 let tactic = if s == idx {
                     Tactic::Jump
@@ -548,10 +551,10 @@ impl Planner<'_> {
             }
         }
         for s in starts {
-            if let Some((len, k, _)) = self.cover(&insns, s, idx, 2, &pads, claimed) {
+            if let Some((len, k, _)) = self.cover(&insns, s, idx, 2, pads, claimed) {
                 let start = insns[s].ip();
                 let avoid = start..start + len;
-                if let Some(pad) = Self::find_pad(start, &pads, claimed, &avoid) {
+                if let Some(pad) = Self::find_pad(start, pads, claimed, &avoid) {
                     return Some(Site {
                         tactic: Tactic::Pun,
                         patch_at: LinkAddr(start),
@@ -572,7 +575,7 @@ impl Planner<'_> {
         // rel8 reach move to their own trampoline, and the bytes after the jump to it hold
         // this point's jump.
         for s in starts_again {
-            if let Some((len, k, _)) = self.cover(&insns, s, idx, 2, &pads, claimed) {
+            if let Some((len, k, _)) = self.cover(&insns, s, idx, 2, pads, claimed) {
                 let start = insns[s].ip();
                 let avoid = start..start + len;
                 if let Some((evict, pad)) = self.find_eviction(start, claimed, &avoid) {
@@ -765,7 +768,7 @@ impl Planner<'_> {
         arrivals.dedup();
         // With every way in redirected, the original body is dead: padding for puns.
         let mut dead: Vec<Range<u64>> = blocks.clone();
-        dead.extend(self.padding());
+        dead.extend(self.pads.get_or_init(|| self.padding()).iter().cloned());
         let is_dead = |a: u64| dead.iter().any(|r| r.contains(&a));
         let mut mine = Claimed::default();
         let mut placed: Vec<Arrival> = Vec::new();
@@ -918,21 +921,25 @@ impl Planner<'_> {
             .collect();
         let mut local = Claimed::default();
         let mut sites: Vec<Site> = Vec::new();
+        // The points of `sites`: a scan of every site per point was quadratic in a large
+        // function's blocks.
+        let mut held: HashSet<LinkAddr> = HashSet::new();
         let mut failed = Vec::new();
         for &a in &addrs {
-            if sites.iter().any(|s| s.points.contains(&a)) {
+            if held.contains(&a) {
                 continue;
             }
             match self.place_local(a, &Both(claimed, &local)) {
                 Some(mut site) => {
                     site.points = Self::inside(&site, &addrs);
+                    held.extend(site.points.iter().copied());
                     local.add(&site);
                     sites.push(site);
                 }
                 None => failed.push(a),
             }
         }
-        failed.retain(|a| !sites.iter().any(|s| s.points.contains(a)));
+        failed.retain(|a| !held.contains(a));
         if failed.is_empty() {
             return (sites, refused);
         }
@@ -1082,12 +1089,20 @@ impl Planner<'_> {
         format!("{room}; no padding within jmp rel8 reach for a pun, and nothing to evict")
     }
 
+    /// The points at `addrs` (sorted, each once) that `site`'s segments hold, in order: a
+    /// binary search per segment, where a scan of every point per site was quadratic in a
+    /// large function's blocks.
     fn inside(site: &Site, addrs: &[LinkAddr]) -> Vec<LinkAddr> {
-        addrs
-            .iter()
-            .copied()
-            .filter(|a| site.segments.iter().any(|s| s.contains(a)))
-            .collect()
+        let mut out: Vec<LinkAddr> = Vec::new();
+        for s in &site.segments {
+            let from = addrs.partition_point(|a| *a < s.start);
+            out.extend(addrs[from..].iter().take_while(|a| **a < s.end));
+        }
+        if site.segments.len() > 1 {
+            out.sort_unstable();
+            out.dedup();
+        }
+        out
     }
 }
 

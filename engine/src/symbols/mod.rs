@@ -199,6 +199,11 @@ pub struct FunctionTable {
     variables: Vec<Variable>,
     /// GOT slot address → the imported symbol the dynamic linker writes there.
     got: std::collections::HashMap<u64, String>,
+    /// Every name a function answers to in [`FunctionTable::by_name`] → the indexes of the
+    /// functions answering to it, ascending. A scan of every function per name made each
+    /// snippet compiled at a point cost the whole table (cc1's coverage: 50,000 functions
+    /// for each of 600,000 probes).
+    names: std::collections::HashMap<String, Vec<u32>>,
 }
 
 /// A sink for progress reports during long discovery work.
@@ -346,10 +351,12 @@ impl FunctionTable {
         let conditional = branches.conditional.iter().map(|&(a, t)| (a, t, true));
         cold::name_fragments(binary, &mut functions, jumps.chain(conditional));
         variables.sort_by_key(|v: &Variable| (v.tls, v.addr));
+        let names = name_index(&functions);
         FunctionTable {
             functions,
             variables,
             got,
+            names,
         }
     }
 
@@ -407,17 +414,36 @@ impl FunctionTable {
         LinkAddr(end)
     }
 
-    /// Functions whose raw, demangled or alias name is exactly `name`.
+    /// Functions whose raw, demangled or alias name is exactly `name` (or whose demangled
+    /// name is `name` with parameters), in address order.
     pub fn by_name<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Function> + 'a {
-        self.functions.iter().filter(move |f| {
-            f.name == name
-                || f.demangled.as_deref() == Some(name)
-                || f.demangled
-                    .as_deref()
-                    .is_some_and(|d| strip_params(d) == name)
-                || f.aliases.iter().any(|a| a == name)
-        })
+        self.names
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.functions[i as usize])
     }
+}
+
+/// The names each function answers to, for [`FunctionTable::by_name`]: its raw name, its
+/// demangled name with and without parameters, and its aliases.
+fn name_index(functions: &[Function]) -> std::collections::HashMap<String, Vec<u32>> {
+    let mut names: std::collections::HashMap<String, Vec<u32>> = std::collections::HashMap::new();
+    for (i, f) in functions.iter().enumerate() {
+        let demangled = f.demangled.as_deref();
+        let keys = std::iter::once(f.name.as_str())
+            .chain(demangled)
+            .chain(demangled.map(strip_params))
+            .chain(f.aliases.iter().map(String::as_str));
+        for k in keys {
+            let v = names.entry(k.to_owned()).or_default();
+            // Functions are visited in order: one already listed under this key is this one.
+            if v.last() != Some(&(i as u32)) {
+                v.push(i as u32);
+            }
+        }
+    }
+    names
 }
 
 /// `ns::f(int, char)` → `ns::f`, so users can name C++ functions without their parameters.
