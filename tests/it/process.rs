@@ -1335,3 +1335,27 @@ fn an_interrupted_injected_call_finishes_in_the_process_on_its_own() {
     assert_eq!(next("the spin's end"), "vectors kept");
     assert!(guard.0.wait().unwrap().success());
 }
+
+/// Ctrl-C at the prompt ends a `sleep` at once and the prompt comes back. It failed before:
+/// the sleep ran its whole time (measured 18.5 s of 20 after the Ctrl-C).
+#[test]
+fn ctrl_c_at_the_prompt_ends_a_sleep() {
+    // At a real terminal (raw mode, the line editor's own reading).
+    let mut gsh = gsh_tests::pty::PtyGsh::spawn_on(&[], "xterm");
+    gsh.expect("(gsh) ");
+    gsh.send("sleep 60\r");
+    std::thread::sleep(Duration::from_millis(300));
+    let pressed = Instant::now();
+    // What the terminal sends on Ctrl-C (this pty is not gsh's controlling terminal).
+    // SAFETY: kill takes only integers; the pid is the gsh this test started.
+    unsafe { libc::kill(gsh.pid(), libc::SIGINT) };
+    gsh.expect("sleep interrupted");
+    assert!(
+        pressed.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        pressed.elapsed()
+    );
+    gsh.expect("(gsh) ");
+    gsh.send("quit\r");
+    gsh.wait();
+}

@@ -185,7 +185,8 @@ pub const LOAD_LIBRARY: Spec = Spec {
     complete: Complete::File,
     summary: "load a shared library into the process",
     help: "Calls the process's own `dlopen(PATH, RTLD_NOW)`; the library's constructors run. \
-Instrumentation waiting for the library is inserted as it appears.",
+Instrumentation waiting for the library is inserted as it appears. Ctrl-C stops waiting for a \
+slow load: the call finishes in the process on its own, which then runs on.",
     examples: &[("load library ./libextra.so", "")],
     run: load_library,
 };
