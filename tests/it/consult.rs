@@ -289,7 +289,8 @@ impl Redis {
 /// A redis server kept busy by a client while the search runs: its background (bio) threads
 /// sit parked in condition waits the whole time, which slows nothing, so the search reports no
 /// SyncWait; it finds where the main thread's time goes; and the server answers every request
-/// correctly throughout and after.
+/// correctly throughout and after. The search ends by itself (it times loops of the functions
+/// it finds hot too, which takes a few more seconds on a loaded machine than samples alone).
 #[test]
 fn consult_on_a_loaded_redis_names_no_parked_thread_and_the_server_answers_throughout() {
     let redis = Redis::start();
@@ -321,7 +322,7 @@ fn consult_on_a_loaded_redis_names_no_parked_thread_and_the_server_answers_throu
                 "-p",
                 &redis.child.id().to_string(),
                 "-c",
-                "consult --for 15",
+                "consult --for 30",
             ])
             .run();
         stop.store(true, Ordering::Relaxed);
@@ -359,7 +360,7 @@ fn consult_on_a_loaded_redis_names_no_parked_thread_and_the_server_answers_throu
         }),
         "{r:#}"
     );
-    assert!(r["seconds"].as_f64().unwrap() < 15.0, "{r:#}");
+    assert!(r["seconds"].as_f64().unwrap() < 30.0, "{r:#}");
     assert_eq!(redis.command("PING").as_deref(), Some("+PONG"));
     assert_eq!(
         redis

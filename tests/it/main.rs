@@ -8,6 +8,7 @@ mod bad_input;
 mod callee;
 mod cli;
 mod consult;
+mod consult_loops;
 mod coverage;
 mod discovery;
 mod dwarf;

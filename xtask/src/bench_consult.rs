@@ -8,7 +8,10 @@
 //! the rates before and after, in the same run; beside it, the same ratio per second of the
 //! program's own CPU time (what the stops cost its execution, whatever share of the machine it
 //! gets) and the overhead `consult` itself reported (the fraction of the time it kept the
-//! program stopped). On a machine other processes load, the wall ratio may exceed 1: the
+//! program stopped, plus its loop timers' estimated cost). The search's time to its answer is
+//! when it judged `unit`'s loop CPU-bound (with a live loop timer), as a ratio to when it
+//! judged `unit` itself (from stack samples), same run: what refining into loops adds.
+//! On a machine other processes load, the wall ratio may exceed 1: the
 //! scheduler favours a thread that is often stopped and woken over the CPU hogs it competes
 //! with.
 
@@ -31,7 +34,8 @@ fn now() -> f64 {
 use anyhow::{bail, Context as _, Result};
 use gsh_tests::{json_stream, target_dir, Gsh};
 
-/// Each thread adds its finished work units to one counter; main prints it every 100 ms.
+/// Each thread adds its finished work units (a call of `unit`, whose one loop is where the
+/// time goes) to one counter; main prints it every 100 ms.
 const PROGRAM: &str = r#"
 #include <pthread.h>
 #include <stdio.h>
@@ -39,13 +43,16 @@ const PROGRAM: &str = r#"
 #include <time.h>
 #include <unistd.h>
 static volatile unsigned long done;
-static void *crunch(void *arg) {
+__attribute__((noipa, used)) unsigned long unit(void) {
+    unsigned long x = 1;
+    for (int i = 0; i < 20000; i++)
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+    return x;
+}
+__attribute__((noipa, used)) void *crunch(void *arg) {
     (void)arg;
     for (;;) {
-        unsigned long x = 1;
-        for (int i = 0; i < 20000; i++)
-            x = x * 6364136223846793005UL + 1442695040888963407UL;
-        if (x == 42) puts("");
+        if (unit() == 42) puts("");
         __atomic_add_fetch(&done, 1, __ATOMIC_RELAXED);
     }
     return NULL;
@@ -120,19 +127,31 @@ pub fn run(args: &[String]) -> Result<()> {
         "consult --cost {cost} on a program computing in {threads} thread(s): its progress \
          rate during the search over its rate alone before and after, same run"
     );
-    let (mut walls, mut cpus) = (Vec::new(), Vec::new());
+    let (mut walls, mut cpus, mut answers) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=runs {
         let r = one_run(&exe, threads, cost)?;
         println!(
             "run {run}: work per wall second {:.3} of alone, per CPU second {:.3}; consult \
-             reported the program stopped {:.1}% of {:.1} s; the two alone phases differ by \
-             {:.1}% (the machine's other load)",
+             reported an overhead of {:.1}% over {:.1} s, {} loop timers in and out; the two \
+             alone phases differ by {:.1}% (the machine's other load)",
             r.wall,
             r.cpu,
             r.reported * 100.0,
             r.seconds,
+            r.timers,
             r.noise * 100.0
         );
+        match r.answer {
+            Some((function, lp)) => {
+                println!(
+                    "run {run}: `unit` judged CPU-bound at {function:.2} s, its loop_1 at {lp:.2} \
+                     s: {:.2}x the time to the function",
+                    lp / function
+                );
+                answers.push(lp / function);
+            }
+            None => println!("run {run}: the search did not name unit's loop_1"),
+        }
         walls.push(r.wall);
         cpus.push(r.cpu);
     }
@@ -145,6 +164,13 @@ pub fn run(args: &[String]) -> Result<()> {
         median(&mut walls),
         median(&mut cpus)
     );
+    if !answers.is_empty() {
+        println!(
+            "median: unit's loop named at {:.2}x the time to name unit ({} of {runs} runs named it)",
+            median(&mut answers),
+            answers.len()
+        );
+    }
     Ok(())
 }
 
@@ -158,6 +184,10 @@ struct Run {
     reported: f64,
     /// Seconds the search ran.
     seconds: f64,
+    /// When the search judged `unit`, and `unit`'s loop, CPU-bound (seconds into it).
+    answer: Option<(f64, f64)>,
+    /// Loop timers inserted (and removed).
+    timers: u64,
     /// How much the wall rates alone before and after differ, over their mean.
     noise: f64,
 }
@@ -234,6 +264,8 @@ fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
             cpu: during.1 / alone.1,
             reported: r["overhead"].as_f64().unwrap_or(f64::NAN),
             seconds,
+            answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
+            timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
             noise: (before.0 - after.0).abs() / alone.0,
         })
     })();
@@ -241,4 +273,18 @@ fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
     let _ = child.wait();
     let _ = reader.join();
     result
+}
+
+/// When the search judged CPUBound true at the focus ending in `tail` (seconds into it).
+fn judged(r: &serde_json::Value, tail: &str) -> Option<f64> {
+    r["graph"].as_array()?.iter().find_map(|n| {
+        let focus: Vec<&str> = n["focus"]
+            .as_array()?
+            .iter()
+            .filter_map(|x| x.as_str())
+            .collect();
+        (n["hypothesis"] == "CPUBound" && n["state"] == "true" && focus.join(" > ").ends_with(tail))
+            .then(|| n["judged"].as_f64())
+            .flatten()
+    })
 }

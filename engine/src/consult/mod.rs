@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+pub mod probes;
 pub mod proclab;
 pub mod sample;
 pub mod stacks;
@@ -218,6 +219,12 @@ pub struct Reading {
     pub fraction: f64,
     /// Seconds measured.
     pub seconds: f64,
+    /// Why the reading may mislead, kept in the graph when the experiment is judged false.
+    pub note: Option<&'static str>,
+    /// The measurement could not see the focus at all (a loop running since before its timer
+    /// went in): judged false, the experiment is refined all the same, since its parts may be
+    /// measurable where it was not.
+    pub opaque: bool,
 }
 
 /// A running experiment's handle in its [`Lab`].
@@ -309,6 +316,8 @@ pub struct Node {
     pub priority: f64,
     /// Why a node failed or was judged without a conclusive reading.
     pub note: Option<String>,
+    /// Seconds into the search when it was judged true or false.
+    pub judged: Option<f64>,
     #[serde(skip)]
     probe: Option<ProbeId>,
     #[serde(skip)]
@@ -355,6 +364,7 @@ impl Search {
                 probe: None,
                 started: 0.0,
                 unrefined: None,
+                judged: None,
             })
             .collect();
         Search { settings, nodes }
@@ -403,6 +413,10 @@ impl Search {
                     if r.fraction >= threshold * (1.0 + self.settings.hysteresis) {
                         Some(State::True)
                     } else if r.fraction <= threshold * (1.0 - self.settings.hysteresis) {
+                        self.nodes[i].note = r.note.map(str::to_owned);
+                        if r.opaque {
+                            self.nodes[i].unrefined = Some(now);
+                        }
                         Some(State::False)
                     } else {
                         None
@@ -423,6 +437,7 @@ impl Search {
             lab.stop(probe);
             self.nodes[i].probe = None;
             self.nodes[i].state = verdict;
+            self.nodes[i].judged = Some(now);
             if verdict == State::True {
                 let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
                 let why = hypothesis
@@ -492,6 +507,7 @@ impl Search {
                 probe: None,
                 started: 0.0,
                 unrefined: None,
+                judged: None,
             });
         }
     }
@@ -647,6 +663,8 @@ pub struct NodeOut {
     pub fraction: Option<f64>,
     /// Why it failed or was judged without a conclusive reading.
     pub note: Option<String>,
+    /// Seconds into the search when it was judged, if it was.
+    pub judged: Option<f64>,
 }
 
 /// What a finished (or interrupted) search reports.
@@ -657,12 +675,14 @@ pub struct Report {
     /// How many experiments were judged true or false.
     pub tested: usize,
     /// The cost of the search to the program observed while it ran: the fraction of the wall
-    /// time the program was stopped for stack samples.
+    /// time the program was stopped for stack samples, plus its loop timers' estimated cost.
     pub overhead: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,
     /// How many times the process was stopped for stack samples.
     pub stack_samples: u64,
+    /// The loop timers the search inserted and removed, and what they cost.
+    pub probes: probes::ProbeStats,
     /// Wall seconds the search ran.
     pub seconds: f64,
     /// Every node of the search history graph, in creation order.
@@ -678,6 +698,7 @@ impl Search {
             overhead,
             sampler_cpu: 0.0,
             stack_samples: 0,
+            probes: probes::ProbeStats::default(),
             seconds,
             graph: self
                 .nodes
@@ -697,6 +718,7 @@ impl Search {
                     state: n.state,
                     fraction: n.fraction,
                     note: n.note.clone(),
+                    judged: n.judged,
                 })
                 .collect(),
         }
@@ -729,10 +751,23 @@ impl Report {
              stack samples; sampling /proc used {:.1}% of a CPU\n",
             self.tested,
             self.seconds,
-            self.overhead * 100.0,
+            (self.overhead - self.probes.cost).max(0.0) * 100.0,
             self.stack_samples,
             self.sampler_cpu * 100.0
         );
+        if self.probes.inserted > 0 {
+            let _ = writeln!(
+                out,
+                "{} loop timers inserted, {} removed; they cost the program about {:.2}% of its \
+                 time\n",
+                self.probes.inserted,
+                self.probes.removed,
+                self.probes.cost * 100.0
+            );
+        }
+        for e in &self.probes.errors {
+            let _ = writeln!(out, "probe error: {e}");
+        }
         fn walk(r: &Report, parent: Option<usize>, depth: usize, out: &mut String) {
             for n in r.graph.iter().filter(|n| n.parent == parent) {
                 let value = n.fraction.map_or_else(|| "-".into(), |f| format!("{f:.2}"));
@@ -791,17 +826,33 @@ impl Report {
 
 /// Runs `search` on `lab` until it ends, `limit` passes, `interrupted` is set, or `alive` says
 /// the program is gone; stops every running experiment before returning the seconds it ran.
-pub fn run(
+pub fn run<L: Lab>(
     search: &mut Search,
-    lab: &mut dyn Lab,
+    lab: &mut L,
+    limit: std::time::Duration,
+    interrupted: &std::sync::atomic::AtomicBool,
+    alive: impl FnMut() -> bool,
+) -> f64 {
+    run_watched(search, lab, limit, interrupted, alive, |_, _, _| {})
+}
+
+/// [`run`], calling `watch` with the search, the lab and the seconds since it began after each
+/// step, so a caller can show the search as it goes and keep the lab's view of the program
+/// current (libraries loaded meanwhile).
+pub fn run_watched<L: Lab>(
+    search: &mut Search,
+    lab: &mut L,
     limit: std::time::Duration,
     interrupted: &std::sync::atomic::AtomicBool,
     mut alive: impl FnMut() -> bool,
+    mut watch: impl FnMut(&Search, &mut L, f64),
 ) -> f64 {
     let start = std::time::Instant::now();
     loop {
         let now = start.elapsed();
-        if !search.step(lab, now.as_secs_f64())
+        let more = search.step(lab, now.as_secs_f64());
+        watch(search, lab, now.as_secs_f64());
+        if !more
             || now >= limit
             || interrupted.load(std::sync::atomic::Ordering::SeqCst)
             || !alive()

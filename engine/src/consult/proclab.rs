@@ -356,6 +356,8 @@ impl Lab for ProcLab {
         Some(Reading {
             fraction,
             seconds: w.started.elapsed().as_secs_f64(),
+            note: None,
+            opaque: false,
         })
     }
 

@@ -119,6 +119,8 @@ impl Lab for Model {
         Some(Reading {
             fraction,
             seconds: self.now - since,
+            note: None,
+            opaque: false,
         })
     }
 

@@ -126,14 +126,14 @@ pub struct Reading {
     pub coverage: Vec<FunctionCoverage>,
 }
 
-/// What `detach` leaves behind: the code that still differs from the files (not gsh's
-/// doing), and what was measured until then.
+/// What `detach` leaves behind: what was measured until then (kept even when letting go
+/// fails), and the code that still differs from the files (not gsh's doing).
 #[derive(Debug)]
 pub struct Detached {
-    /// Places of the code that differ from the files.
-    pub left: Vec<TextChange>,
     /// The values when gsh let go, when anything was measured.
     pub kept: Option<Reading>,
+    /// Places of the code that differ from the files, or why letting go failed.
+    pub left: Result<Vec<TextChange>>,
 }
 
 /// A frame of a stopped thread, handed to the closure of [`Inferior::frame`]: its scope
@@ -253,6 +253,11 @@ impl Inferior {
         })
     }
 
+    /// The tracer, for the engine's own users of the process (`consult`'s live probes).
+    pub(crate) fn tracer(&self) -> &crate::process::Tracer<Live> {
+        &self.tracer
+    }
+
     /// Runs `f` with the instrumentation alone (no process), on the tracer thread, which
     /// outlives the process: what is inserted, the values kept at its exit.
     pub fn with_live<R: Send>(&self, f: impl FnOnce(&mut Live) -> R + Send) -> Result<R> {
@@ -312,8 +317,8 @@ impl Inferior {
     pub fn detach(self) -> Result<Detached> {
         self.job(|p, live| {
             let kept = kept_reading(p, live);
-            let left = live.let_go(p)?;
-            Ok(Detached { left, kept })
+            let left = live.let_go(p).map_err(Into::into);
+            Ok(Detached { kept, left })
         })
     }
 

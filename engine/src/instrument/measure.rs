@@ -786,17 +786,28 @@ impl Measure {
     /// Every measured function's value now, summed over the threads' blocks, read with
     /// `reader` (a [`MemReader`] needs no stop).
     pub fn values(&self, reader: &MemReader) -> Result<Vec<CountValue>, MeasureError> {
-        self.values_with(reader, &HashMap::new())
+        self.values_with(reader, &HashMap::new(), None)
+    }
+
+    /// [`Measure::values`] of thread `tid` alone (the measures in place now; none kept):
+    /// what `consult` reads to judge an experiment for one thread.
+    pub fn thread_values(
+        &self,
+        reader: &MemReader,
+        tid: u32,
+    ) -> Result<Vec<CountValue>, MeasureError> {
+        self.values_with(reader, &HashMap::new(), Some(tid))
     }
 
     /// [`Measure::values`], knowing the stack pointers of stopped threads (by tid): an open
     /// activation whose frame lies below its thread's stack pointer is gone (left by an
     /// exception or `longjmp` and never entered again) and is not credited beyond its last
-    /// event.
+    /// event. With `only`, the threads other than that one are left out.
     fn values_with(
         &self,
         reader: &MemReader,
         sps: &HashMap<u32, u64>,
+        only: Option<u32>,
     ) -> Result<Vec<CountValue>, MeasureError> {
         let Some(rt) = &self.runtime else {
             return Ok(self.zero());
@@ -821,13 +832,17 @@ impl Measure {
             if top == 0 {
                 break;
             }
-            let slots = read(block + slots_offset, SLOT_RECORD * top as usize)?;
-            let sp = if sps.is_empty() {
+            let tid = if sps.is_empty() && only.is_none() {
                 None
             } else {
-                let tid = offset_of!(ThreadHeader, tid) as u64;
-                sps.get(&u32_at(&read(block + tid, 4)?, 0)).copied()
+                let at = offset_of!(ThreadHeader, tid) as u64;
+                Some(u32_at(&read(block + at, 4)?, 0))
             };
+            if only.is_some() && tid != only {
+                continue;
+            }
+            let slots = read(block + slots_offset, SLOT_RECORD * top as usize)?;
+            let sp = tid.and_then(|t| sps.get(&t).copied());
             for (i, c) in self.counters.iter().enumerate() {
                 let at = SLOT_RECORD * c.slot as usize;
                 let rec = &slots[at..at + SLOT_RECORD];
@@ -1080,7 +1095,7 @@ impl Measure {
             .iter()
             .filter_map(|t| Some((t.tid as u32, p.regs(t.tid).ok()?.rsp)))
             .collect();
-        if let Ok(v) = self.values_with(&reader, &sps) {
+        if let Ok(v) = self.values_with(&reader, &sps, None) {
             self.last = Some(v);
         }
         if let Ok(v) = self.paths(&reader) {

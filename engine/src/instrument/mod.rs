@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod build;
+pub mod consult_probes;
 pub mod control;
 pub mod coverage;
 

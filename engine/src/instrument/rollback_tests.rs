@@ -128,6 +128,17 @@ fn start(path: &Path) -> (Tracer<Live>, Session, PathBuf) {
     (tracer, session, out)
 }
 
+/// Runs the program to its exit (status 0) and returns what it printed into `out`.
+fn run_to_end(tracer: Tracer<Live>, out: &Path) -> String {
+    let stop = tracer
+        .with(|p, live| p.cont_wait(live, &AtomicBool::new(false)))
+        .expect("tracer")
+        .expect("run to the end");
+    assert_eq!(stop, Stop::Exited(0));
+    drop(tracer);
+    std::fs::read_to_string(out).expect("the program's output")
+}
+
 /// The bytes of every executable segment of the main program, as the process has them.
 fn main_text(p: &Process, session: &Session, bias: u64) -> Vec<u8> {
     let main = session.main().expect("main module");
@@ -268,13 +279,7 @@ fn rollback(flags: &[&str]) {
     assert_eq!(points.len(), 4, "work1..work4's entries");
 
     // The program, instrumented at last, computes what it computes alone.
-    let stop = tracer
-        .with(|p, live| p.cont_wait(live, &AtomicBool::new(false)))
-        .expect("tracer")
-        .expect("run to the end");
-    assert_eq!(stop, Stop::Exited(0));
-    drop(tracer);
-    let got = std::fs::read_to_string(&out).expect("the program's output");
+    let got = run_to_end(tracer, &out);
     // Each of the four is called 1000 times from main; work4 calls work1 and work2 200 times
     // each besides.
     assert_eq!(got, format!("{sum} 4400\n"), "failed inserts: {failures}");
@@ -502,13 +507,7 @@ fn a_delete_failing_in_its_second_module_keeps_the_first_done_and_the_request_li
     for (i, (a, b)) in original.iter().zip(texts(&tracer, &session)).enumerate() {
         assert!(*a != b, "the last insert changed no code in module {i}");
     }
-    let stop = tracer
-        .with(|p, live| p.cont_wait(live, &AtomicBool::new(false)))
-        .expect("tracer")
-        .expect("run to the end");
-    assert_eq!(stop, Stop::Exited(0));
-    drop(tracer);
-    let got = std::fs::read_to_string(&out).expect("the program's output");
+    let got = run_to_end(tracer, &out);
     // Eight functions called 1000 times from main; work4 calls work1 800 times, lwork4 calls
     // lwork1 and lwork3 500 times each.
     assert_eq!(

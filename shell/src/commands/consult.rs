@@ -1,15 +1,19 @@
 //! `consult`: the automated bottleneck search (`engine::consult`) on the current process, or on
 //! the program started for it. The search samples the process from outside — `/proc`, and
 //! stack samples taken by stopping the process for a moment (the engine's
-//! `instrument::sampling`) — and the program runs throughout and runs on afterwards.
+//! `instrument::sampling`) — and times the loops of hot functions with live probes
+//! (`instrument::consult_probes`), each taken out once judged; the program runs throughout and
+//! runs on afterwards, with nothing of the search left in it.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
+use engine::consult::probes::{ProbeLab, Probes};
 use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
+use engine::instrument::consult_probes::LiveProbes;
 use engine::instrument::inferior::State;
 use engine::instrument::sampling::StackSampler;
 use engine::session::Module;
@@ -27,7 +31,7 @@ const MAX_SECONDS: f64 = 86_400.0;
 pub const CONSULT: Spec = Spec {
     name: "consult",
     aliases: &[],
-    usage: "[--for SECONDS] [--cost PERCENT] [--threshold NAME=FRACTION]... [--dot FILE]",
+    usage: "[--for SECONDS] [--cost PERCENT] [--threshold NAME=FRACTION]... [--dot FILE] [--watch]",
     complete: Complete::Nothing,
     summary: "search by itself for why and where the running program is slow",
     help: "Runs Paradyn's Performance Consultant on the process (starting the program first \
@@ -50,21 +54,38 @@ the lock (the futex's address, named by the variable it lies in). A refinement i
 over the samples of the experiment it refines and those since. A conclusion is a true \
 experiment nothing below it confirms; RunQueue stands only where CPUBound held.
 
+A function found CPU-bound is refined into its loops too, outermost first, as the loop-aware \
+search does it, with live probes: each loop gets a timer (what `time FUNC loop LOOP` inserts, \
+named as `loops FUNC` names them: loop_1, loop_1.2), measured for its thread for the settle time \
+and taken out as soon as the experiment is judged; a loop found CPU-bound is refined into the \
+loops nested in it the same way. A loop's fraction is its time less the thread's time neither \
+on a CPU nor runnable over the same interval (a lower bound of its CPU demand); RunQueue at a \
+loop is the thread's waiting share of that. A timer opens at the loop's entry, so a loop \
+running since before its timer went in (a main loop entered once) reads nothing: it is judged \
+false with a note saying so, and the loops nested in it, entered afresh on each of its \
+iterations, are timed instead. When the search ends, every probe it inserted is gone: `show \
+instrumentation` lists none, the code is as before, and `report` shows none of their values.
+
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
 stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
-the overhead, with the stops taken and the CPU the /proc sampling used. Libraries loaded after \
-the search began are not unwound through. It ends when every experiment is judged, after --for \
+the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
+(their entries times a timed entry's cost) is added to it. Libraries the program \
+loads while the search runs (dlopen) are learnt within a second: stack samples then name \
+their functions and walk through them, and their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
 The result lists the conclusions first (hypothesis, fraction, focus), then the search history \
 as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\"}], \"tested\", \
-\"overhead\", \"sampler_cpu\", \"stack_samples\", \"seconds\", \"graph\"}; a focus lists the \
-program, then modules, functions, and a file or lock, outermost first. --dot FILE writes the \
-graph for Graphviz.",
+\"overhead\", \"sampler_cpu\", \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \
+\"cost\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+functions, loops, and a file or lock, outermost first. --dot FILE writes the \
+graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
+experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
+with the seconds since the search began.",
     examples: &[
         ("consult --for 20", "search for up to 20 seconds"),
         (
@@ -78,6 +99,10 @@ graph for Graphviz.",
         (
             "consult --cost 20",
             "let stack samples stop the program up to a fifth of the time",
+        ),
+        (
+            "consult --watch",
+            "show each experiment as it starts and as it is judged",
         ),
     ],
     run: consult_cmd,
@@ -132,6 +157,7 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     };
     let settings = settings(args)?;
     let dot = args.option("--dot")?;
+    let watching = args.flag("--watch");
     args.positionals(0, 0)?;
     if !ctx.target.is_live() {
         let started = super::process::start_process(ctx, args)?;
@@ -153,30 +179,72 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let modules: Vec<(Arc<Module>, u64)> = t.inferior.loaded()?;
-    let sampler = StackSampler::new(&modules);
+    let loaded = || -> Result<Vec<(Arc<Module>, u64)>> { Ok(t.inferior.loaded()?) };
+    let mut modules = loaded()?;
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
-    let mut lab = ProcLab::with_stacks(pid, store.clone());
+    let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
+    let mut lab = ProbeLab::new(
+        pid,
+        ProcLab::with_stacks(pid, store.clone()),
+        Some(&mut probes as &mut dyn Probes),
+    );
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
-    let done = AtomicBool::new(false);
+    // `round` ends the stack sampler's current round: when the search is done, or when the
+    // program loaded libraries, whose frames the next round's unwinder and names include.
+    let (done, round) = (AtomicBool::new(false), AtomicBool::new(false));
     let seconds = std::thread::scope(|scope| {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || {
-                t.inferior.sample_stacks(&sampler, &store, cost, &done)
+            .spawn_scoped(scope, || loop {
+                t.inferior
+                    .sample_stacks(&StackSampler::new(&modules), &store, cost, &round);
+                let failed = store
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .error()
+                    .is_some();
+                if done.load(Ordering::SeqCst) || failed {
+                    break;
+                }
+                round.store(false, Ordering::SeqCst);
+                // The search sets `done` before `round`: one set after the check above
+                // is seen here, or ends the next round.
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                match loaded() {
+                    Ok(m) => modules = m,
+                    Err(_) => break,
+                }
             });
-        let seconds = consult::run(&mut search, &mut lab, limit, &flag, || {
-            matches!(t.inferior.state(), Ok(State::Running))
-        });
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut told = Vec::new();
+        let seconds = consult::run_watched(
+            &mut search,
+            &mut lab,
+            limit,
+            &flag,
+            || matches!(t.inferior.state(), Ok(State::Running)),
+            |search, lab, now| {
+                if lab.learn() > 0 {
+                    round.store(true, Ordering::SeqCst);
+                }
+                if watching {
+                    watch(search, now, &mut told);
+                }
+            },
+        );
+        done.store(true, Ordering::SeqCst);
+        round.store(true, Ordering::SeqCst);
         if let Ok(h) = sampling {
             let _ = h.join();
         }
         seconds
     });
-    let why_stopped = lab.error();
-    let sampler_cpu = lab.overhead();
+    // Every loop timer still in goes out before anything else.
+    let probe_stats = lab.finish();
+    let why_stopped = lab.inner.error();
+    let sampler_cpu = lab.inner.overhead();
     let (stopped, stops, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
         (
@@ -185,7 +253,8 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             s.error().map(str::to_owned),
         )
     };
-    let mut report = search.report(seconds, stopped);
+    let mut report = search.report(seconds, stopped + probe_stats.cost);
+    report.probes = probe_stats;
     report.sampler_cpu = sampler_cpu;
     report.stack_samples = stops;
     if let Some(path) = dot {
@@ -199,4 +268,34 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         text.push_str(&format!("(sampling stopped: {e})\n"));
     }
     Ok(Output::Text(text))
+}
+
+/// `--watch`: one line on stderr for each experiment as it starts and as it is judged, with the
+/// seconds into the search. `told[i]` is the state last told for node `i`.
+fn watch(search: &Search, now: f64, told: &mut Vec<Option<consult::State>>) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for (i, n) in search.nodes().iter().enumerate() {
+        if told.len() <= i {
+            told.push(None);
+        }
+        if told[i] == Some(n.state) || n.state == consult::State::Untested {
+            continue;
+        }
+        told[i] = Some(n.state);
+        let what = match n.state {
+            consult::State::Active => "testing".to_owned(),
+            consult::State::True => format!("true {:.2}", n.fraction.unwrap_or(0.0)),
+            consult::State::False => format!("false {:.2}", n.fraction.unwrap_or(0.0)),
+            consult::State::Failed => "failed".to_owned(),
+            consult::State::Untested => continue,
+        };
+        let _ = writeln!(
+            err,
+            "[consult {now:6.2} s] {:<12} {:<11} {}",
+            n.experiment.hypothesis.name(),
+            what,
+            n.experiment.focus
+        );
+    }
 }

@@ -514,7 +514,7 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             kept,
         ));
     }
-    let left = detached.left;
+    let left = detached.left?;
     if !left.is_empty() {
         eprintln!("{}", target::differences(pid, &left));
         return Ok(line(format!(

@@ -1,0 +1,535 @@
+//! Refinement through instrumentation: Paradyn's insert-test-remove cycle, down to loops, as
+//! the loop-aware search seed does it. A function the samples found CPU-bound is refined into
+//! its outermost loops, and a loop found CPU-bound into the loops nested directly in it. Each
+//! loop experiment inserts a live loop timer (the engine's one model: a
+//! [`Measured::Loop`](crate::instrument::measure::Measured) measure of
+//! [`Metric::Time`](crate::instrument::Metric), exactly what `time FUNC loop LOOP` inserts),
+//! measures for an interval, and takes the timer out again as soon as the experiment is judged.
+//!
+//! [`ProbeLab`] is the search's [`Lab`]: loop foci are its own; every other focus goes to the
+//! [`ProcLab`] it wraps (samples). [`Probes`] is what inserts, reads and removes the timers;
+//! `instrument::consult_probes::LiveProbes` does it in a live process through its tracer.
+//!
+//! A loop's fraction is a lower bound of the thread's CPU demand (time on a CPU or runnable)
+//! spent in it: the loop's wall time from its timer, less the thread's time neither on a CPU
+//! nor runnable (from `/proc`'s `schedstat`) over the same interval. For a loop that computes,
+//! the two agree; a loop that sleeps reads 0. RunQueue at a loop is that demand times the
+//! thread's share of it spent waiting for a CPU over the interval.
+//!
+//! A timer opens at the loop's entry: a loop running since before its timer went in (a
+//! program's main loop, entered once) shows no time. It is judged false with a note saying so,
+//! and refined all the same ([`Reading::opaque`]): the loops nested in it are entered afresh on
+//! each of its iterations, so their timers see them. A loop unseen inside an unseen loop is
+//! not refined further: the outer one has more likely ended than run all along.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::proclab::ProcLab;
+use super::{Experiment, Focus, Hypothesis, Lab, ProbeId, Reading, Resource};
+
+/// One loop of a function, as `loops FUNC` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoopInfo {
+    /// `loop_1.2`.
+    pub name: String,
+    /// The loop it is nested in directly, if any.
+    pub parent: Option<String>,
+}
+
+/// What one loop timer has measured in one thread so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimerValue {
+    /// Entries into the loop.
+    pub entries: u64,
+    /// Nanoseconds inside it (an activation open now is credited up to now).
+    pub ns: u64,
+}
+
+/// What inserts, reads and removes loop timers.
+pub trait Probes {
+    /// The loops of `function` in `module`, outermost first (pre-order), or why it has none
+    /// that can be timed.
+    fn loops(&mut self, module: &str, function: &str) -> Result<Vec<LoopInfo>, String>;
+    /// Inserts a timer of loop `lp` of `function`; its id.
+    fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String>;
+    /// What timer `id` has measured in thread `tid`.
+    fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String>;
+    /// Takes timer `id` out, with what it measured.
+    fn remove(&mut self, id: u32) -> Result<(), String>;
+    /// Learns the libraries the program loaded since the last call (so their functions and
+    /// loops can be named and timed); how many there were.
+    fn learn(&mut self) -> Result<usize, String> {
+        Ok(0)
+    }
+}
+
+/// How often [`ProbeLab::learn`] looks for libraries loaded meanwhile.
+const LEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The cost of one timed loop entry and exit: two inline `rdtsc`s and their bookkeeping, in
+/// nanoseconds (a generous figure: the floor measured for `time` is lower).
+pub const TIMER_NS: f64 = 60.0;
+
+/// The cost predicted for a loop timer before its entry rate is known.
+const UNKNOWN_COST: f64 = 0.002;
+
+/// A ProbeId's bit that marks it as a loop timer's (the others are the [`ProcLab`]'s).
+const TIMER_BIT: u64 = 1 << 63;
+
+/// A running loop experiment.
+struct Timer {
+    id: u32,
+    tid: i32,
+    function: String,
+    started: Instant,
+    value: TimerValue,
+    /// Which hypothesis it tests (CPU demand, or its part spent waiting for a CPU).
+    hypothesis: Hypothesis,
+    /// The loop it times.
+    focus: Focus,
+    /// The thread's nanoseconds on a CPU and runnable, at the start.
+    sched: Sched,
+}
+
+/// A thread's scheduler counts: nanoseconds on a CPU, and runnable waiting for one.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sched {
+    run: u64,
+    wait: u64,
+}
+
+/// The thread's nanoseconds on a CPU and waiting for one, from `schedstat`.
+fn sched(pid: i32, tid: i32) -> Option<Sched> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some(Sched {
+        run: it.next()??,
+        wait: it.next()??,
+    })
+}
+
+/// What the probes did over a search, for its report.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ProbeStats {
+    /// Loop timers inserted.
+    pub inserted: usize,
+    /// Loop timers taken out again.
+    pub removed: usize,
+    /// The share of the program's time its loop timers cost, estimated from the entries they
+    /// counted and [`TIMER_NS`] per entry, over the search.
+    pub cost: f64,
+    /// Errors from inserting or removing timers, if any.
+    pub errors: Vec<String>,
+}
+
+/// The search's lab: loop foci measured by live loop timers, every other focus by the
+/// sampling lab it wraps.
+pub struct ProbeLab<'p> {
+    /// The sampling lab.
+    pub inner: ProcLab,
+    pid: i32,
+    probes: Option<&'p mut dyn Probes>,
+    timers: BTreeMap<u64, Timer>,
+    next: u64,
+    /// Loop entries per second seen in each function's loops: the next timer's predicted cost.
+    rates: BTreeMap<String, f64>,
+    stats: ProbeStats,
+    /// Entry-nanoseconds paid by timers taken out (entries times [`TIMER_NS`]).
+    paid_ns: f64,
+    started: Instant,
+    /// When [`ProbeLab::learn`] last looked.
+    learned: Instant,
+    /// Loops whose timers saw no entry and no time.
+    unseen: std::collections::BTreeSet<String>,
+}
+
+/// The module and function a focus' last function names, and the thread.
+fn function_of(focus: &Focus) -> Option<(String, String, i32)> {
+    let (mut module, mut function, mut tid) = (None, None, None);
+    for r in &focus.0 {
+        match r {
+            Resource::Module(m) => module = Some(m.clone()),
+            Resource::Function(f) => function = Some(f.clone()),
+            Resource::Thread(t) => tid = Some(*t as i32),
+            _ => {}
+        }
+    }
+    Some((module?, function?, tid?))
+}
+
+impl<'p> ProbeLab<'p> {
+    /// A lab over process `pid`: `inner` for samples, `probes` (when the process can take
+    /// them) for loop timers.
+    pub fn new(pid: i32, inner: ProcLab, probes: Option<&'p mut dyn Probes>) -> ProbeLab<'p> {
+        ProbeLab {
+            inner,
+            pid,
+            probes,
+            timers: BTreeMap::new(),
+            next: 0,
+            rates: BTreeMap::new(),
+            stats: ProbeStats::default(),
+            paid_ns: 0.0,
+            started: Instant::now(),
+            learned: Instant::now(),
+            unseen: Default::default(),
+        }
+    }
+
+    /// Looks, at most once a [`LEARN_EVERY`], for libraries the program loaded since the
+    /// search began or last looked, and learns them; how many it found.
+    pub fn learn(&mut self) -> usize {
+        if self.learned.elapsed() < LEARN_EVERY {
+            return 0;
+        }
+        self.learned = Instant::now();
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return 0;
+        };
+        match probes.learn() {
+            Ok(n) => n,
+            Err(e) => {
+                self.stats.errors.push(e);
+                0
+            }
+        }
+    }
+
+    /// What the probes did; every timer still in is taken out first.
+    pub fn finish(&mut self) -> ProbeStats {
+        let left: Vec<u64> = self.timers.keys().copied().collect();
+        for k in left {
+            self.stop(ProbeId(k));
+        }
+        let mut s = self.stats.clone();
+        s.cost = self.paid_ns / 1e9 / self.started.elapsed().as_secs_f64().max(1e-9);
+        s
+    }
+
+    /// The loops to test below `focus` for CPU demand: a function's outermost loops, or the
+    /// loops nested directly in the loop it ends in.
+    fn loops_below(&mut self, focus: &Focus) -> Vec<(Focus, f64)> {
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return Vec::new();
+        };
+        let Some((module, function, _)) = function_of(focus) else {
+            return Vec::new();
+        };
+        let within = match focus.last() {
+            Some(Resource::Function(_)) => None,
+            Some(Resource::Loop(l)) => Some(l.clone()),
+            _ => return Vec::new(),
+        };
+        let Ok(loops) = probes.loops(&module, &function) else {
+            return Vec::new();
+        };
+        loops
+            .into_iter()
+            .filter(|l| l.parent == within)
+            // Before the callees (the samples' shares are at most 1): a loop costs little to
+            // time, and tells what the callees cannot.
+            .map(|l| (focus.with(Resource::Loop(l.name)), 1.0))
+            .collect()
+    }
+
+    fn timer_value(&mut self, id: u32, tid: i32) -> Option<TimerValue> {
+        self.probes.as_deref_mut()?.read(id, tid).ok()
+    }
+}
+
+impl Lab for ProbeLab<'_> {
+    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        let mut out = match focus.last() {
+            Some(Resource::Loop(_)) => Vec::new(),
+            _ => self.inner.refine(h, focus)?,
+        };
+        if h == Hypothesis::CPUBound {
+            out.extend(self.loops_below(focus));
+        }
+        Some(out)
+    }
+
+    fn predicted_cost(&mut self, e: &Experiment) -> f64 {
+        if !matches!(e.focus.last(), Some(Resource::Loop(_))) {
+            return self.inner.predicted_cost(e);
+        }
+        function_of(&e.focus)
+            .and_then(|(_, f, _)| self.rates.get(&f).copied())
+            .map_or(UNKNOWN_COST, |rate| rate * TIMER_NS / 1e9)
+    }
+
+    fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        let Some(Resource::Loop(lp)) = e.focus.last() else {
+            return self.inner.start(e);
+        };
+        let lp = lp.clone();
+        let (module, function, tid) =
+            function_of(&e.focus).ok_or("a loop focus names its thread, module and function")?;
+        let probes = self
+            .probes
+            .as_deref_mut()
+            .ok_or("loops are timed only in a live process")?;
+        let id = probes.insert(&module, &function, &lp).inspect_err(|e| {
+            self.stats.errors.push(e.clone());
+        })?;
+        self.stats.inserted += 1;
+        let sched = sched(self.pid, tid).unwrap_or_default();
+        let value = self.timer_value(id, tid).unwrap_or_default();
+        self.next += 1;
+        self.timers.insert(
+            TIMER_BIT | self.next,
+            Timer {
+                id,
+                tid,
+                function,
+                started: Instant::now(),
+                value,
+                hypothesis: e.hypothesis,
+                focus: e.focus.clone(),
+                sched,
+            },
+        );
+        Ok(ProbeId(TIMER_BIT | self.next))
+    }
+
+    fn read(&mut self, probe: ProbeId) -> Option<Reading> {
+        if probe.0 & TIMER_BIT == 0 {
+            return self.inner.read(probe);
+        }
+        let (id, tid, started, v0, s0, h, function) = {
+            let t = self.timers.get(&probe.0)?;
+            (
+                t.id,
+                t.tid,
+                t.started,
+                t.value,
+                t.sched,
+                t.hypothesis,
+                t.function.clone(),
+            )
+        };
+        let v = self.timer_value(id, tid)?;
+        let s = sched(self.pid, tid)?;
+        let wall = started.elapsed().as_secs_f64();
+        if wall <= 0.0 {
+            return None;
+        }
+        let entries = v.entries.saturating_sub(v0.entries);
+        let ns = v.ns.saturating_sub(v0.ns) as f64 / 1e9;
+        let (run, wait) = (
+            s.run.saturating_sub(s0.run) as f64 / 1e9,
+            s.wait.saturating_sub(s0.wait) as f64 / 1e9,
+        );
+        let idle = (wall - run - wait).max(0.0);
+        // The loop's CPU demand, at least; for RunQueue, the part of it spent waiting for a
+        // CPU, taken to be the thread's share of waiting over the interval.
+        let demand = (ns - idle).max(0.0);
+        let part = match h {
+            Hypothesis::RunQueue if run + wait > 0.0 => wait / (run + wait),
+            Hypothesis::RunQueue => 0.0,
+            _ => 1.0,
+        };
+        let rate = entries as f64 / wall;
+        let known = self.rates.entry(function).or_insert(0.0);
+        *known = known.max(rate);
+        // Unseen: refined all the same, unless its own loop was unseen too (a loop that has
+        // ended, rather than one running since before its timer: its loops are no better).
+        let unseen = entries == 0 && ns == 0.0;
+        let focus = self.timers.get(&probe.0)?.focus.clone();
+        let outer = Focus(focus.0[..focus.0.len() - 1].to_vec());
+        let opaque = unseen && !self.unseen.contains(&outer.to_string());
+        if unseen {
+            self.unseen.insert(focus.to_string());
+        }
+        Some(Reading {
+            fraction: (demand * part / wall).clamp(0.0, 1.0),
+            seconds: wall,
+            note: match (unseen, opaque) {
+                (true, true) => Some(
+                    "not entered while timed: it may run since before its timer went in; the \
+                     loops in it are timed instead",
+                ),
+                (true, false) => Some("not entered while timed"),
+                _ => None,
+            },
+            opaque,
+        })
+    }
+
+    fn stop(&mut self, probe: ProbeId) {
+        if probe.0 & TIMER_BIT == 0 {
+            return self.inner.stop(probe);
+        }
+        let Some(t) = self.timers.remove(&probe.0) else {
+            return;
+        };
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return;
+        };
+        // What it cost, counted over every thread before it goes.
+        if let Ok(v) = probes.read(t.id, t.tid) {
+            self.paid_ns += v.entries.saturating_sub(t.value.entries) as f64 * TIMER_NS;
+        }
+        match probes.remove(t.id) {
+            Ok(()) => self.stats.removed += 1,
+            Err(e) => self.stats.errors.push(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Probes that record what was asked of them; every timer reads `value`, or with
+    /// `always`, a loop entered at that instant and never left.
+    #[derive(Default)]
+    struct Fake {
+        inserted: Vec<(String, String, String)>,
+        removed: Vec<u32>,
+        value: TimerValue,
+        always: Option<Instant>,
+    }
+
+    impl Probes for Fake {
+        fn loops(&mut self, _: &str, function: &str) -> Result<Vec<LoopInfo>, String> {
+            if function != "f" {
+                return Err(format!("{function} has no loops"));
+            }
+            let l = |name: &str, parent: Option<&str>| LoopInfo {
+                name: name.into(),
+                parent: parent.map(Into::into),
+            };
+            Ok(vec![
+                l("loop_1", None),
+                l("loop_2", None),
+                l("loop_2.1", Some("loop_2")),
+                l("loop_2.1.1", Some("loop_2.1")),
+            ])
+        }
+        fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+            self.inserted
+                .push((module.into(), function.into(), lp.into()));
+            Ok(100 + self.inserted.len() as u32)
+        }
+        fn read(&mut self, _: u32, _: i32) -> Result<TimerValue, String> {
+            Ok(match self.always {
+                Some(t) => TimerValue {
+                    entries: 1,
+                    ns: t.elapsed().as_nanos() as u64,
+                },
+                None => self.value,
+            })
+        }
+        fn remove(&mut self, id: u32) -> Result<(), String> {
+            self.removed.push(id);
+            Ok(())
+        }
+    }
+
+    /// This process and its calling thread, at function `f` of module `m`.
+    fn at_f() -> (i32, Focus) {
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let focus = Focus(vec![
+            Resource::Program("p".into()),
+            Resource::Thread(tid as u32),
+            Resource::Module("m".into()),
+            Resource::Function("f".into()),
+        ]);
+        (pid, focus)
+    }
+
+    fn names(v: &[(Focus, f64)]) -> Vec<String> {
+        v.iter().map(|(f, _)| f.to_string()).collect()
+    }
+
+    #[test]
+    fn a_cpu_bound_function_is_refined_into_its_outermost_loops_and_a_loop_into_its_own() {
+        let (pid, f) = at_f();
+        let mut fake = Fake::default();
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        let tid = f.0[1].to_string();
+        let under = |tail: &str| format!("p > {tid} > m > f > {tail}");
+        let loops = lab.refine(Hypothesis::CPUBound, &f).unwrap();
+        assert_eq!(names(&loops), [under("loop_1"), under("loop_2")]);
+        let inner = lab
+            .refine(
+                Hypothesis::CPUBound,
+                &f.with(Resource::Loop("loop_2".into())),
+            )
+            .unwrap();
+        assert_eq!(names(&inner), [under("loop_2 > loop_2.1")]);
+        // Loops are a refinement of CPU demand only, and need a function that has them.
+        assert!(lab.refine(Hypothesis::SyncWait, &f).unwrap().is_empty());
+        let mut g = f.clone();
+        g.0[3] = Resource::Function("g".into());
+        assert!(lab.refine(Hypothesis::CPUBound, &g).unwrap().is_empty());
+        // Without probes, nothing below a function is a loop.
+        let mut bare = ProbeLab::new(pid, ProcLab::new(pid), None);
+        assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());
+    }
+
+    #[test]
+    fn each_timer_goes_in_when_its_experiment_starts_and_out_when_it_stops_or_the_search_ends() {
+        let (pid, f) = at_f();
+        let mut fake = Fake::default();
+        let stats = {
+            let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+            let e = |lp: &str| Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.with(Resource::Loop(lp.into())),
+            };
+            let one = lab.start(&e("loop_1")).unwrap();
+            lab.start(&e("loop_2")).unwrap();
+            // A timer that saw no entry and no time cannot tell: it says so.
+            let r = lab.read(one).unwrap();
+            assert!(r.opaque && r.fraction == 0.0, "{r:?}");
+            assert!(r.note.unwrap().contains("not entered"), "{r:?}");
+            lab.stop(one);
+            lab.finish()
+        };
+        assert_eq!(
+            fake.inserted,
+            [
+                ("m".into(), "f".into(), "loop_1".into()),
+                ("m".into(), "f".into(), "loop_2".into())
+            ]
+        );
+        assert_eq!(fake.removed, [101, 102]);
+        assert_eq!((stats.inserted, stats.removed), (2, 2));
+        assert!(stats.errors.is_empty());
+    }
+
+    /// A loop the thread is in all along: while the thread computes its fraction is near 1;
+    /// while it sleeps (neither on a CPU nor runnable) near 0, however long the timer says.
+    #[test]
+    fn a_loops_fraction_is_its_time_less_the_threads_time_off_a_cpu() {
+        let (pid, f) = at_f();
+        let mut fake = Fake {
+            always: Some(Instant::now()),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let spin = lab.start(&e).unwrap();
+        let t = Instant::now();
+        let mut x = 1u64;
+        while t.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let busy = lab.read(spin).unwrap();
+        lab.stop(spin);
+        let nap = lab.start(&e).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let idle = lab.read(nap).unwrap();
+        lab.finish();
+        assert!(busy.fraction > 0.6 && !busy.opaque, "{busy:?}");
+        assert!(idle.fraction < 0.3 && !idle.opaque, "{idle:?}");
+    }
+}

@@ -1,0 +1,132 @@
+//! Loop timers for `consult` in a live process: the [`Probes`] its loop-level refinement
+//! ([`crate::consult::probes`]) inserts, reads and takes out, as `time FUNC loop LOOP`
+//! requests of the session's plan, through the process's tracer while the program runs.
+
+use crate::consult::probes::{LoopInfo, Probes, TimerValue};
+
+/// [`Probes`] in a live process: loop timers are `time FUNC loop LOOP` requests of the
+/// session's plan, inserted through the process's tracer while it runs and taken out (values
+/// and all) when their experiment ends.
+pub struct LiveProbes<'a> {
+    plan: &'a mut super::Plan,
+    session: &'a mut crate::session::Session,
+    tracer: &'a crate::process::Tracer<super::Live>,
+}
+
+impl<'a> LiveProbes<'a> {
+    /// Probes of the process `inferior`, with requests added to `plan`.
+    pub fn new(
+        plan: &'a mut super::Plan,
+        session: &'a mut crate::session::Session,
+        inferior: &'a super::inferior::Inferior,
+    ) -> LiveProbes<'a> {
+        LiveProbes {
+            plan,
+            session,
+            tracer: inferior.tracer(),
+        }
+    }
+
+    /// The one function `function` of `module` names.
+    fn resolve(&mut self, module: &str, function: &str) -> Result<crate::FuncRef, String> {
+        let glob = format!("{module}!{function}");
+        let funcs = self
+            .session
+            .resolve_functions(&glob)
+            .map_err(|e| e.to_string())?;
+        match funcs.as_slice() {
+            [f] => Ok(*f),
+            _ => Err(format!("`{glob}` names {} functions", funcs.len())),
+        }
+    }
+}
+
+impl Probes for LiveProbes<'_> {
+    fn loops(&mut self, module: &str, function: &str) -> Result<Vec<LoopInfo>, String> {
+        let f = self.resolve(module, function)?;
+        let forest = &self
+            .session
+            .module(f.module)
+            .analysis()
+            .function(f.func)
+            .loops;
+        Ok(forest
+            .loops
+            .iter()
+            .map(|l| LoopInfo {
+                name: l.name.clone(),
+                parent: l.parent.map(|p| forest.loops[p].name.clone()),
+            })
+            .collect())
+    }
+
+    fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+        use super::action::{LoopSel, Measured};
+        use super::{measure, Metric};
+        self.resolve(module, function)?;
+        let glob = format!("{module}!{function}");
+        let of = Measured::Loop {
+            loops: LoopSel::Named(lp.to_owned()),
+        };
+        let id = measure::add_of(self.plan, self.session, &glob, Metric::Time, of)
+            .map_err(|e| format!("{function} {lp}: {e}"))?
+            .id;
+        let session = &*self.session;
+        let tracer = self.tracer;
+        self.plan
+            .place(id, |plan| {
+                tracer
+                    .with(|p, live| {
+                        let placed = live.load_runtime(p).and_then(|()| {
+                            live.insert(p, session, plan, id)?;
+                            live.start_measuring(p)
+                        });
+                        if placed.is_err() {
+                            let _ = live.undo(p, id);
+                        }
+                        placed.map(|_| ()).map_err(|e| e.to_string())
+                    })
+                    .map_err(|e| e.to_string())?
+            })
+            .map_err(|e| format!("time {function} loop {lp}: not inserted: {e}"))?;
+        Ok(id)
+    }
+
+    fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String> {
+        let reader = self.tracer.reader();
+        let values = self
+            .tracer
+            .with(|_, live| live.measure.thread_values(&reader, tid as u32))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(values
+            .iter()
+            .filter(|v| v.id == id)
+            .fold(TimerValue::default(), |a, v| TimerValue {
+                entries: a.entries + v.calls,
+                ns: a.ns + v.ns.unwrap_or(0),
+            }))
+    }
+
+    fn learn(&mut self) -> Result<usize, String> {
+        let session = &mut *self.session;
+        self.tracer
+            .with(|p, live| {
+                let before = live.loaded().count();
+                live.learn_modules(session, p)?;
+                Ok(live.loaded().count().saturating_sub(before))
+            })
+            .map_err(|e| e.to_string())?
+            .map_err(|e: super::live::LiveError| format!("learning new libraries: {e}"))
+    }
+
+    fn remove(&mut self, id: u32) -> Result<(), String> {
+        // Taken out as if never asked for: its values are the search's, not `report`'s.
+        self.tracer
+            .with(|p, live| live.undo(p, id))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("consult's timer {id}: not removed: {e}"))?;
+        let _ = self.plan.delete(id);
+        Ok(())
+    }
+}

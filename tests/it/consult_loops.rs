@@ -1,0 +1,212 @@
+//! `consult`'s refinement through instrumentation: a function the samples find CPU-bound is
+//! refined into its loops by live loop timers, outermost first, each taken out once judged.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+use gsh_tests::server::text_matches_file;
+use gsh_tests::{json_stream, Gsh, Mutatee, Variant};
+
+/// `hotloop` spends nearly all its time in the second of three loops (`loop_1.2`, around
+/// `loop_1.2.1`) inside `phases`' outer loop, little in the first and third and in `decoy`.
+/// `phases` is called once, so its outer loop runs since before any timer: its timer sees
+/// nothing, and the search times the loops in it instead. Attached to the program as it runs,
+/// the search names `phases` and the hot loop, down to the inner one, and no other loop or the
+/// decoy; every timer it inserted is gone afterwards (no request left, the code as in the
+/// file), and the program runs on to print what it prints alone.
+#[test]
+fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes_them() {
+    let exe = Mutatee::new("hotloop").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .arg("60")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("hotloop starts");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).expect("hotloop says it runs");
+    assert_eq!(first, "hotloop running\n");
+    let pid = child.id();
+    let gsh = Gsh::new()
+        .args([
+            "--json",
+            "-p",
+            &pid.to_string(),
+            "-c",
+            // Stack samples may stop the program a fifth of the time: on a loaded machine they
+            // wait for its thread to be scheduled, and the search needs a dozen per experiment.
+            "consult --for 20 --cost 20 --watch; show instrumentation",
+        ])
+        .run();
+    // Whatever the search found, the program's code is the file's again and it runs on.
+    let text = text_matches_file(pid, &exe);
+    // SAFETY: kill(2) on the child we spawned and have not waited for.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("hotloop's output");
+    let status = child.wait().expect("hotloop ends");
+    gsh.assert_success();
+    text.unwrap_or_else(|e| panic!("{e}\n{gsh}"));
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, "hotloop done\n");
+    let mut results: Vec<serde_json::Value> = json_stream(&gsh)
+        .into_iter()
+        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .collect();
+    let shown = results.pop().expect("show instrumentation's result");
+    assert_eq!(shown["rows"], serde_json::json!([]), "{gsh}");
+    let r = results.pop().expect("consult's result");
+    let findings: Vec<(String, String)> = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            let focus: Vec<&str> = f["focus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect();
+            (
+                f["hypothesis"].as_str().unwrap().to_owned(),
+                focus.join(" > "),
+            )
+        })
+        .collect();
+    // On a loaded machine the thread waits for a CPU as much as it runs: either names it.
+    let busy = |h: &str| h == "CPUBound" || h == "RunQueue";
+    assert!(
+        findings
+            .iter()
+            .any(|(h, f)| busy(h) && f.ends_with("main > phases > loop_1 > loop_1.2 > loop_1.2.1")),
+        "{r:#}"
+    );
+    // Nothing else below the program (where a RunQueue near its threshold may stand alone,
+    // unconfirmed by the thread's later window).
+    for (h, f) in &findings {
+        assert!(busy(h), "{r:#}");
+        assert!(
+            !f.contains(" > ") || f.contains("main > phases > loop_1 > loop_1.2"),
+            "only the hot loop: {r:#}"
+        );
+    }
+    // Every loop below `phases` was tested by a timer, outermost first: the outer one, unseen,
+    // was judged false and refined all the same; the first and third inner ones false; the
+    // innermost only once its parent held.
+    let graph = r["graph"].as_array().unwrap();
+    let node = |tail: &str| {
+        graph
+            .iter()
+            .find(|n| {
+                n["hypothesis"] == "CPUBound"
+                    && n["focus"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_str().unwrap())
+                        .collect::<Vec<_>>()
+                        .join(" > ")
+                        .ends_with(tail)
+            })
+            .unwrap_or_else(|| panic!("no node for {tail}: {r:#}"))
+    };
+    for (tail, state) in [
+        ("phases > loop_1", "false"),
+        ("loop_1 > loop_1.1", "false"),
+        ("loop_1 > loop_1.2", "true"),
+        ("loop_1.2 > loop_1.2.1", "true"),
+        ("loop_1 > loop_1.3", "false"),
+    ] {
+        assert_eq!(node(tail)["state"], state, "{tail}: {r:#}");
+    }
+    assert!(
+        node("phases > loop_1")["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("not entered while timed")),
+        "{r:#}"
+    );
+    for (child, parent) in [
+        ("loop_1 > loop_1.2", "phases > loop_1"),
+        ("loop_1.2 > loop_1.2.1", "loop_1 > loop_1.2"),
+    ] {
+        assert_eq!(node(child)["parent"], node(parent)["id"], "{r:#}");
+    }
+    // --watch told the search as it went: the hot loop judged, then its inner loop tested.
+    let line = |what: &str, tail: &str| {
+        gsh.stderr
+            .lines()
+            .position(|l| {
+                l.starts_with("[consult ")
+                    && l.contains(&format!(" CPUBound     {what}"))
+                    && l.ends_with(tail)
+            })
+            .unwrap_or_else(|| panic!("no `{what}` line for {tail}: {gsh}"))
+    };
+    assert!(
+        line("true", "phases > loop_1 > loop_1.2") < line("testing", "loop_1.2 > loop_1.2.1"),
+        "{gsh}"
+    );
+    line("true", "loop_1.2 > loop_1.2.1");
+    let probes = &r["probes"];
+    assert!(probes["inserted"].as_u64().unwrap() >= 5, "{r:#}");
+    assert_eq!(probes["inserted"], probes["removed"], "{r:#}");
+    assert_eq!(probes["errors"], serde_json::json!([]), "{r:#}");
+    assert!(r["seconds"].as_f64().unwrap() < 20.0, "{r:#}");
+}
+
+/// `dlhot` computes in `main` until the search has attached and begun, then loads `libdlhot`
+/// with dlopen and computes in its `hot` until told to stop. The search learns the library
+/// while it runs: stack samples name its frames and walk through it, and its loops are timed,
+/// so the search names `hot` in the library and its hot loop, and removes every timer.
+#[test]
+fn consult_searches_a_library_loaded_after_it_began() {
+    let lib = Mutatee::new("libdlhot").path(Variant::O2);
+    let exe = Mutatee::new("dlhot").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .arg(&lib)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("dlhot starts");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).expect("dlhot says it runs");
+    assert_eq!(first, "dlhot running\n");
+    let pid = child.id();
+    let gsh = Gsh::new()
+        .args([
+            "--json",
+            "-p",
+            &pid.to_string(),
+            "-c",
+            "consult --for 20 --cost 20; show instrumentation",
+        ])
+        .run();
+    // SAFETY: kill(2) on the child we spawned and have not waited for.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("dlhot's output");
+    let status = child.wait().expect("dlhot ends");
+    gsh.assert_success();
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, "dlhot done\n");
+    let mut results: Vec<serde_json::Value> = json_stream(&gsh)
+        .into_iter()
+        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .collect();
+    let shown = results.pop().expect("show instrumentation's result");
+    assert_eq!(shown["rows"], serde_json::json!([]), "{gsh}");
+    let r = results.pop().expect("consult's result");
+    let name = lib.file_name().unwrap().to_str().unwrap();
+    let hot = r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["hypothesis"] == "CPUBound" || f["hypothesis"] == "RunQueue")
+        .map(|f| f["focus"].to_string())
+        .find(|f| f.contains(&format!("\"main\",\"{name}\",\"hot\"")));
+    let hot = hot.unwrap_or_else(|| panic!("no finding in {name}'s hot: {r:#}"));
+    assert!(hot.ends_with("\"loop_1\",\"loop_1.2\"]"), "{hot}: {r:#}");
+    let probes = &r["probes"];
+    assert_eq!(probes["inserted"], probes["removed"], "{r:#}");
+    assert_eq!(probes["errors"], serde_json::json!([]), "{r:#}");
+}
