@@ -1267,3 +1267,95 @@ fn status_tells_what_an_earlier_session_left() {
     assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
     assert!(guard.0.wait().unwrap().success());
 }
+
+/// An interrupt (Ctrl-C in the shell) during an injected call stops gsh's wait at once; the
+/// call (`dlopen` of a library whose constructor takes 4 s) finishes in the process on its
+/// own, and the thread gets back to where it was, registers and all. Before, nothing could
+/// stop the wait: Ctrl-C during `load library` was ignored until the call ended (or, after
+/// 10 s, the call was abandoned half done, with the dynamic linker's lock held).
+#[test]
+fn an_interrupted_injected_call_finishes_in_the_process_on_its_own() {
+    let exe = Mutatee::new("vecspin").path(Variant::O2);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .env("SLOWINIT_SECONDS", "4")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let mut guard = Guard(child);
+    let pid = guard.0.id() as i32;
+    let lines = Arc::new(Mutex::new(lines));
+    let next = {
+        let lines = lines.clone();
+        move |what: &str| {
+            lines
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
+        }
+    };
+    assert_eq!(next("ready"), "ready");
+    std::thread::sleep(Duration::from_millis(50));
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let flag = Arc::new(AtomicBool::new(false));
+    // Ctrl-C as soon as the constructor runs.
+    let setter = {
+        let (flag, next) = (flag.clone(), next.clone());
+        std::thread::spawn(move || {
+            assert_eq!(next("the constructor"), "constructor");
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            Instant::now()
+        })
+    };
+    let r = t
+        .with(move |p, _| p.with_call_interrupt(flag, |p| p.load_library(&lib)))
+        .unwrap();
+    let returned = Instant::now();
+    let pressed = setter.join().unwrap();
+    let err = r.expect_err("the interrupted call returned a result");
+    assert!(err.to_string().contains("interrupted"), "{err}");
+    assert!(
+        returned.duration_since(pressed) < Duration::from_secs(2),
+        "gsh waited {:?} after the interrupt",
+        returned.duration_since(pressed)
+    );
+    assert_eq!(
+        t.with(|p, _| p.state()).unwrap(),
+        State::Running,
+        "the process runs on"
+    );
+    assert_eq!(next("the constructor's end"), "constructed");
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+    drop(t);
+    std::io::Write::write_all(&mut stdin, b"\n").unwrap();
+    assert_eq!(next("the spin's end"), "vectors kept");
+    assert!(guard.0.wait().unwrap().success());
+}
+
+/// Ctrl-C at the prompt ends a `sleep` at once and the prompt comes back. It failed before:
+/// the sleep ran its whole time (measured 18.5 s of 20 after the Ctrl-C).
+#[test]
+fn ctrl_c_at_the_prompt_ends_a_sleep() {
+    // At a real terminal (raw mode, the line editor's own reading).
+    let mut gsh = gsh_tests::pty::PtyGsh::spawn_on(&[], "xterm");
+    gsh.expect("(gsh) ");
+    gsh.send("sleep 60\r");
+    std::thread::sleep(Duration::from_millis(300));
+    let pressed = Instant::now();
+    // What the terminal sends on Ctrl-C (this pty is not gsh's controlling terminal).
+    // SAFETY: kill takes only integers; the pid is the gsh this test started.
+    unsafe { libc::kill(gsh.pid(), libc::SIGINT) };
+    gsh.expect("sleep interrupted");
+    assert!(
+        pressed.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        pressed.elapsed()
+    );
+    gsh.expect("(gsh) ");
+    gsh.send("quit\r");
+    gsh.wait();
+}

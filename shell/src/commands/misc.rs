@@ -125,8 +125,18 @@ fn sleep(_: &mut Context, args: &mut Args) -> Result<Output> {
     if !(0.0..=MAX_SLEEP_SECONDS).contains(&secs) {
         bail!("sleep takes 0 to {MAX_SLEEP_SECONDS} seconds, not `{s}`");
     }
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    Ok(Output::Nothing)
+    // In slices, so Ctrl-C at the prompt (which sets `progress::CANCEL`) ends it.
+    let due = std::time::Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        let left = due.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(Output::Nothing);
+        }
+        if crate::progress::CANCEL.load(std::sync::atomic::Ordering::SeqCst) {
+            bail!("sleep interrupted");
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
 }
 
 fn set(ctx: &mut Context, args: &mut Args) -> Result<Output> {

@@ -185,7 +185,8 @@ pub const LOAD_LIBRARY: Spec = Spec {
     complete: Complete::File,
     summary: "load a shared library into the process",
     help: "Calls the process's own `dlopen(PATH, RTLD_NOW)`; the library's constructors run. \
-Instrumentation waiting for the library is inserted as it appears.",
+Instrumentation waiting for the library is inserted as it appears. Ctrl-C stops waiting for a \
+slow load: the call finishes in the process on its own, which then runs on.",
     examples: &[("load library ./libextra.so", "")],
     run: load_library,
 };
@@ -737,8 +738,10 @@ fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let path = args.positionals(1, 1)?.remove(0);
     let path = std::fs::canonicalize(&path).with_context(|| format!("cannot find {path}"))?;
     let t = ctx.target.present()?;
-    // Hooks for the new module run as the tracer notices it.
-    let handle = t.inferior.load_library(&path)?;
+    // Hooks for the new module run as the tracer notices it. Ctrl-C stops the wait; the
+    // library's loading then finishes in the process on its own.
+    let _ctrl_c = target::CtrlC::catch(&ctx.interrupt);
+    let handle = t.inferior.load_library(&path, &ctx.interrupt)?;
     Ok(line(format!(
         "loaded {} (handle {handle:#x})",
         path.display()
