@@ -234,9 +234,6 @@ fn resumed(saved: &libc::user_regs_struct) -> libc::user_regs_struct {
     r
 }
 
-/// The detail of the error `run_injected` returns when it let a call finish on its own.
-const LET_FINISH: &str = "left to finish on its own";
-
 /// For tests that kill gsh at the worst moment: with `GSH_TEST_PAUSE_INJECTED=MS` in the
 /// environment, gsh says so on stderr and sleeps MS milliseconds each time a thread holds
 /// injected registers and has not yet run any of the injected code.
@@ -259,13 +256,7 @@ enum End {
     /// The borrowed `syscall; int3` traps with `rip` here.
     Trap(u64),
     /// The stub announces its end: a `getpid` entry stop at `done` with `rsp` at `frame`.
-    /// When `may_finish_alone` (a call through a pool's stub, which stays), an interrupt
-    /// (`Process::with_call_interrupt`) lets the call finish in the process on its own.
-    Announced {
-        done: u64,
-        frame: u64,
-        may_finish_alone: bool,
-    },
+    Announced { done: u64, frame: u64 },
 }
 
 impl End {
@@ -512,23 +503,8 @@ impl Process {
         let end = End::Announced {
             done: stub.done,
             frame: at,
-            may_finish_alone: call && self.pools.stub.is_some(),
         };
-        let result = match self.run_injected(tid, &r, end, what) {
-            Err(ProcessError::Inject { detail, .. }) if detail == LET_FINISH => {
-                // Interrupted: the thread, stopped somewhere in the call, finishes it and the
-                // stub on its own, with every other thread running too.
-                self.resume()?;
-                return Err(ProcessError::Inject {
-                    what: what.to_owned(),
-                    tid,
-                    detail: "interrupted; the call finishes in the process on its own, which \
-                             runs on (`halt` stops it)"
-                        .into(),
-                });
-            }
-            r => r,
-        };
+        let result = self.run_injected(tid, &r, end, what);
         if self.state.is_alive() {
             // At the announcement the stub has put the vector state back; gsh takes the
             // thread back to an ordinary stop, then writes the exact registers.
@@ -539,60 +515,6 @@ impl Process {
             ptrace::set_vector_state(tid, &vectors)?;
         }
         Ok(result?.rdi)
-    }
-
-    /// Runs `f` with `flag` as the interrupt of injected calls: once it is set, a call
-    /// through the stub is not waited for any longer; the call finishes in the process on
-    /// its own (the stub needs no tracer), every thread runs on, and the call's result is an
-    /// error saying so. For Ctrl-C during `load library`.
-    pub fn with_call_interrupt<R>(
-        &mut self,
-        flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
-        f: impl FnOnce(&mut Process) -> R,
-    ) -> R {
-        let before = self.pools.call_interrupt.replace(flag);
-        let r = f(self);
-        self.pools.call_interrupt = before;
-        r
-    }
-
-    fn call_interrupted(&self) -> bool {
-        self.pools
-            .call_interrupt
-            .as_ref()
-            .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
-    }
-
-    /// Stops thread `tid`, running injected code, in an interrupt stop, without changing
-    /// what it will do when resumed (no more syscall stops); signals it meets are kept for it.
-    fn stop_for_good(&mut self, tid: i32, what: &str) -> Result<(), ProcessError> {
-        ptrace::interrupt(tid)?;
-        loop {
-            match ptrace::wait(tid, false) {
-                Ok(Some((_, WaitEvent::EventStop(_)))) => return Ok(()),
-                // Not traced from here on: the interrupt's stop comes at the next chance.
-                Ok(Some((_, WaitEvent::Signal(SYSCALL_STOP)))) => ptrace::cont(tid, 0)?,
-                Ok(Some((_, WaitEvent::Signal(sig)))) if self.is_rendezvous_signal(tid, sig) => {
-                    self.note_rendezvous()?;
-                    ptrace::cont(tid, 0)?;
-                }
-                Ok(Some((_, WaitEvent::Signal(sig)))) => {
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.pending.push(sig);
-                    }
-                    ptrace::cont(tid, 0)?;
-                }
-                Ok(Some((_, WaitEvent::Event(_)))) => ptrace::cont(tid, 0)?,
-                Ok(Some((_, ev @ (WaitEvent::Exited(_) | WaitEvent::Signaled(_))))) => {
-                    return Err(self.thread_died(tid, ev, what));
-                }
-                Ok(None) | Err(_) => {
-                    self.state = State::Signaled(libc::SIGKILL);
-                    self.threads.clear();
-                    return Err(self.gone(what));
-                }
-            }
-        }
     }
 
     /// Brings thread `tid`, at the stub's announcing syscall entry, to an interrupt stop with
@@ -687,23 +609,8 @@ impl Process {
                             CALL_DEADLINE.as_secs()
                         )));
                     }
-                    if matches!(
-                        end,
-                        End::Announced {
-                            may_finish_alone: true,
-                            ..
-                        }
-                    ) && self.call_interrupted()
-                    {
-                        self.stop_for_good(tid, what)?;
-                        return Err(fail(LET_FINISH.into()));
-                    }
-                    // In slices, so an interrupt is seen without an event.
-                    self.waker.wait(Some(
-                        CALL_DEADLINE
-                            .saturating_sub(started.elapsed())
-                            .min(Duration::from_millis(50)),
-                    ));
+                    self.waker
+                        .wait(Some(CALL_DEADLINE.saturating_sub(started.elapsed())));
                     continue;
                 }
                 Err(_) => {
@@ -734,7 +641,7 @@ impl Process {
                 WaitEvent::Event(_) | WaitEvent::EventStop(_) => end.resume(tid)?,
                 WaitEvent::Signal(SYSCALL_STOP) => {
                     let r = ptrace::regs(tid)?;
-                    if let End::Announced { done, frame, .. } = end {
+                    if let End::Announced { done, frame } = end {
                         if r.rip == done && r.rsp == frame && r.orig_rax == DONE_SYSCALL {
                             return Ok(r);
                         }
