@@ -88,6 +88,12 @@ impl Limits {
         after(&self.starts).min(after(tables))
     }
 
+    /// The first function start (or symbol) after `at`.
+    fn next_start(&self, at: u64) -> u64 {
+        let i = self.starts.partition_point(|&a| a <= at);
+        self.starts.get(i).copied().unwrap_or(u64::MAX)
+    }
+
     /// True when the `stride`-byte entry at `at` cannot be one: relocations say it is no
     /// absolute address (`stride` 8), or that a pointer overlaps it (`stride` 4).
     fn refuses(&self, at: u64, stride: u64) -> bool {
@@ -971,7 +977,10 @@ fn read_table(
             Some(b) => b.wrapping_add(bytes),
         };
         let in_code = binary.section_at(LinkAddr(t)).is_some_and(|s| s.is_exec());
-        if !in_code || (bound.is_none() && !ours(LinkAddr(t))) {
+        // clang puts an unreachable default's label after the function's last instruction,
+        // in the padding before the next function: still this switch's, and its table runs on.
+        let tail = t > jump.ip() && t < ends.limits.next_start(jump.ip());
+        if !in_code || (bound.is_none() && !ours(LinkAddr(t)) && !tail) {
             if bound.is_none() {
                 break;
             }
