@@ -858,14 +858,10 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
                 .place(id, |plan| live.insert(p, session, plan, id))
                 .expect("insert")
                 .len();
-            (
-                probes,
-                live.most_writes_in_a_pause,
-                p.state() == State::Running,
-            )
+            (probes, live.most_writes_in_a_pause, p.state())
         })
         .expect("tracer");
-    assert!(running, "the server was left stopped");
+    assert_eq!(running, State::Running, "the server was left stopped");
     assert!(
         probes > 4 * MOST,
         "only {probes} probes: too few to need several pauses"

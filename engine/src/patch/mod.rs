@@ -848,14 +848,26 @@ impl Patcher {
         near: RuntimeAddr,
     ) -> Result<(RuntimeAddr, layout::Laid), PatchError> {
         let guess = layout::lay_out(segments, codes, near.0)?;
-        let size = guess.bytes.len() as u64 + 64;
-        let tramp = space.allocate(near, size, AllocKind::Code)?;
-        let laid = layout::lay_out(segments, codes, tramp.0)?;
-        if laid.bytes.len() as u64 > size {
-            return Err(PatchError::Layout(
-                "trampoline grew past its allocation".into(),
-            ));
-        }
+        let mut size = guess.bytes.len() as u64 + 64;
+        // Branches back to the original code that were short at the guess may need their long
+        // forms where the trampoline lands: a whole function copied with many ways back (a
+        // python3 function copied for an edge after a call) grew by more than the margin.
+        // Then the trampoline goes where its real size fits; the first place stays unused.
+        let mut tries = 0;
+        let (tramp, laid) = loop {
+            let tramp = space.allocate(near, size, AllocKind::Code)?;
+            let laid = layout::lay_out(segments, codes, tramp.0)?;
+            if laid.bytes.len() as u64 <= size {
+                break (tramp, laid);
+            }
+            tries += 1;
+            if tries == 4 {
+                return Err(PatchError::Layout(
+                    "trampoline grew past its allocation".into(),
+                ));
+            }
+            size = laid.bytes.len() as u64 + laid.bytes.len() as u64 / 8 + 64;
+        };
         space.write(tramp, &laid.bytes)?;
         for (r, o) in &laid.map {
             self.map.insert(r.start, (r.end, *o));
