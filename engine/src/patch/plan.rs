@@ -267,7 +267,7 @@ impl Overlaps for Except<'_> {
             .all
             .subtract(r.clone())
             .into_iter()
-            .chain([r.end..r.end])
+            .chain(std::iter::once(r.end..r.end))
         {
             if free.start > at && !self.own.subtract(at..free.start).is_empty() {
                 return true;
