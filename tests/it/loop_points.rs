@@ -462,3 +462,55 @@ fn an_edge_after_a_call_into_a_shared_block_counts_exactly() {
         );
     }
 }
+
+/// `show points FUNC` lists every loop's four kinds of point, each with its loop and the edge
+/// it sits on, and `show points FUNC loop LOOP` only that loop's; each is placed with a jump
+/// at -O0 (none skipped, no trap); a loop that is not there is an error naming `loops`.
+#[test]
+fn show_points_lists_loop_points_with_their_loop_and_edge() {
+    let m = gsh_tests::Mutatee::new("loops");
+    let exe = m.path(Variant::O0);
+    let all = gsh_json("show points nested", &exe);
+    let rows = all["rows"].as_array().expect("rows");
+    let field = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap_or("").to_owned();
+    let kinds: BTreeSet<(String, String)> = rows
+        .iter()
+        .filter(|r| field(r, "point").starts_with("loop-"))
+        .map(|r| (field(r, "loop"), field(r, "point")))
+        .collect();
+    for name in ["loop_1", "loop_1.1", "loop_1.1.1"] {
+        for kind in [
+            "loop-entry",
+            "loop-exit",
+            "loop-iter-begin",
+            "loop-iter-end",
+        ] {
+            assert!(
+                kinds.contains(&(name.to_owned(), kind.to_owned())),
+                "{name} {kind} missing: {kinds:?}"
+            );
+        }
+    }
+    assert!(rows.iter().any(|r| field(r, "point") == "entry"));
+    // Entry, exit and iteration-end points sit on edges, `FROM->TO`; iter-begin on the header.
+    for r in rows
+        .iter()
+        .filter(|r| field(r, "point").starts_with("loop-"))
+    {
+        let on_edge = field(r, "point") != "loop-iter-begin";
+        assert_eq!(field(r, "edge").contains("->"), on_edge, "{r}");
+    }
+
+    let one = gsh_json("show points nested loop loop_1.1", &exe);
+    let rows = one["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert_eq!(field(r, "loop"), "loop_1.1", "{r}");
+        let tactic = field(r, "tactic");
+        assert!(tactic != "skipped" && tactic != "trap", "{r}");
+    }
+
+    let o = gsh_c("show points nested loop loop_9", &exe);
+    assert_ne!(o.code, Some(0));
+    assert!(o.stderr.contains("no loop named `loop_9`"), "{}", o.stderr);
+}

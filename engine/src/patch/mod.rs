@@ -971,6 +971,10 @@ pub struct PointRow {
     pub addr: LinkAddr,
     /// The called function, at a call site.
     pub callee: Option<String>,
+    /// The loop, at a loop point.
+    pub loop_name: Option<String>,
+    /// The edge the point is on, as `FROM->TO` (block starts), or `from the caller`.
+    pub edge: Option<String>,
     /// The original instructions the site copies (Intel syntax).
     pub displaced: Vec<String>,
     /// `None` when the point would be skipped (`why` says why).
@@ -1025,6 +1029,14 @@ pub fn describe_points(view: &dyn CodeView, patcher: &Patcher, points: &[Point])
                 function: view.function(p.func).display_name().to_owned(),
                 addr: p.addr,
                 callee: p.callee_name.clone(),
+                loop_name: p.loop_name.clone(),
+                edge: p.edge.map(|e| match e {
+                    crate::point::OnEdge::Edge { from, to, .. } => {
+                        let cfg = view.cfg(p.func);
+                        format!("{}->{}", cfg.block(from).start, cfg.block(to).start)
+                    }
+                    crate::point::OnEdge::FromCaller => "from the caller".to_owned(),
+                }),
                 displaced,
                 tactic: site.map(|s| s.tactic),
                 why: match (site, refused) {
