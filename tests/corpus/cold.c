@@ -34,9 +34,48 @@ __attribute__((noinline)) int checked_div(int a, int b) {
     return a / b;
 }
 
+/* gcc's `f.part.0` with its isolated null dereference (sqlite3's
+   `sqlite3_declare_vtab.part.0.cold`): a static function nothing calls, only tail-called by
+   another, enters its cold part by `jmp`. Stripped, the parent is known only by its FDE, as a
+   fragment would be; its fragment still belongs to it. */
+int tail_caller(const int *);
+__asm__(
+    ".text\n"
+    ".type tail_parent,@function\n"
+    "tail_parent:\n"
+    "  .cfi_startproc\n"
+    "  sub $24, %rsp\n"
+    "  .cfi_def_cfa_offset 32\n"
+    "  test %rdi, %rdi\n"
+    "  je .Ltail_null\n"
+    "  mov (%rdi), %eax\n"
+    "  add $24, %rsp\n"
+    "  .cfi_remember_state\n"
+    "  .cfi_def_cfa_offset 8\n"
+    "  ret\n"
+    ".Ltail_null:\n"
+    "  .cfi_restore_state\n"
+    "  jmp tail_parent.cold\n"
+    "  .cfi_endproc\n"
+    ".size tail_parent, .-tail_parent\n"
+    ".globl tail_caller\n.type tail_caller,@function\n"
+    "tail_caller:\n"
+    "  .cfi_startproc\n"
+    "  jmp tail_parent\n"
+    "  .cfi_endproc\n"
+    ".size tail_caller, .-tail_caller\n"
+    ".type tail_parent.cold,@function\n"
+    "tail_parent.cold:\n"
+    "  .cfi_startproc\n"
+    "  .cfi_def_cfa_offset 32\n"
+    "  movzwl 0x5e, %eax\n"
+    "  ud2\n"
+    "  .cfi_endproc\n"
+    ".size tail_parent.cold, .-tail_parent.cold\n");
+
 int main(int argc, char **argv) {
     long a[4] = {1, 2, 3, argc > 3 ? -4 : 4};
     long s = sum_positive(a, 4);
-    printf("%ld %d\n", s, checked_div((int)s, argc));
+    printf("%ld %d %d\n", s, checked_div((int)s, argc), tail_caller(&argc));
     return argv[0] == 0;
 }
