@@ -73,9 +73,53 @@ __asm__(
     "  .cfi_endproc\n"
     ".size tail_parent.cold, .-tail_parent.cold\n");
 
+/* A switch whose case jumps straight to the first instruction of its function's cold part
+   (lua's `genlink`, `reallymarkobject`, `propagatemark`, `luaC_barrierback_` under gcc -O2
+   send unreachable cases to `f.cold`): the table is still the function's. A PIE's table holds
+   offsets from its start, a non-PIE's addresses, as gcc emits them. */
+int sw_cold(int);
+__asm__(
+    ".text\n"
+    ".globl sw_cold\n.type sw_cold,@function\n"
+    "sw_cold:\n"
+    "  .cfi_startproc\n"
+    "  test %edi, %edi\n"
+    "  js sw_cold.cold\n"
+    "  cmp $2, %edi\n"
+    "  ja .Lsw_def\n"
+    "  mov %edi, %edi\n"
+#ifdef __PIE__
+    "  lea .Ltab_sw(%rip), %rdx\n"
+    "  movslq (%rdx,%rdi,4), %rax\n"
+    "  add %rdx, %rax\n"
+    "  jmp *%rax\n"
+#else
+    "  jmp *.Ltab_sw(,%rdi,8)\n"
+#endif
+    ".Lsw0: mov $1, %eax\n  ret\n"
+    ".Lsw1: mov $2, %eax\n  ret\n"
+    ".Lsw_def: xor %eax, %eax\n  ret\n"
+    "  .cfi_endproc\n"
+    ".size sw_cold, .-sw_cold\n"
+    ".type sw_cold.cold,@function\n"
+    "sw_cold.cold:\n"
+    "  .cfi_startproc\n"
+    "  ud2\n"
+    "  .cfi_endproc\n"
+    ".size sw_cold.cold, .-sw_cold.cold\n"
+    ".section .rodata\n"
+    ".p2align 3\n"
+    ".Ltab_sw:\n"
+#ifdef __PIE__
+    "  .long .Lsw0-.Ltab_sw, .Lsw1-.Ltab_sw, sw_cold.cold-.Ltab_sw\n"
+#else
+    "  .quad .Lsw0, .Lsw1, sw_cold.cold\n"
+#endif
+    ".text\n");
+
 int main(int argc, char **argv) {
     long a[4] = {1, 2, 3, argc > 3 ? -4 : 4};
     long s = sum_positive(a, 4);
-    printf("%ld %d %d\n", s, checked_div((int)s, argc), tail_caller(&argc));
+    printf("%ld %d %d\n", s, checked_div((int)s, argc), tail_caller(&argc) + sw_cold(argc > 2));
     return argv[0] == 0;
 }
