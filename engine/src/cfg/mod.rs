@@ -12,6 +12,7 @@ mod jumptable;
 pub mod landing;
 pub mod loops;
 pub mod noreturn;
+mod reaching;
 
 use crate::addr::LinkAddr;
 

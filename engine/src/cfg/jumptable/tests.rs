@@ -205,3 +205,33 @@ fn a_byte_index_reads_only_its_own_table() {
         }
     }
 }
+
+const LOOP_BASE: &str = include_str!("../../../../tests/corpus/loopbase.c");
+
+/// A table's base set before a loop whose header has many ways in (sqlite3's
+/// `sqlite3_complete` under clang -O2 PIE): its value at the jump comes from the definitions
+/// reaching it, not from a path that must reach the `lea`. Before, the walk back from the jump
+/// spent its paths on the 30 ways from the default back to the latch and left the jump
+/// unresolved.
+#[test]
+fn a_base_set_before_a_busy_loop_is_found() {
+    for flags in [
+        &["-O2", "-fPIE", "-pie"][..],
+        &["-O0", "-fno-pie", "-no-pie"][..],
+    ] {
+        let path = compile("loopbase", LOOP_BASE, false, flags);
+        let s = open(&path);
+        let m = s.main().unwrap();
+        let f = m.functions().by_name("classify").next().unwrap().clone();
+        let cfg = &m.analysis().function(f.id).cfg;
+        assert!(cfg.unresolved.is_empty(), "{flags:?}: {:?}", cfg.unresolved);
+        assert_eq!(cfg.jump_tables.len(), 1, "{flags:?}");
+        let t = &cfg.jump_tables[0];
+        assert_eq!(t.entries, 4, "{flags:?}: {t:?}");
+        assert_eq!(t.targets.len(), 4, "{flags:?}: {t:?}");
+        assert!(t.bounded, "{flags:?}: {t:?}");
+        for target in &t.targets {
+            assert!(cfg.block_at(*target).is_some(), "{flags:?}: {target:#x}");
+        }
+    }
+}
