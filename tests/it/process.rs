@@ -1203,7 +1203,8 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
     let orig = live();
     let dir = target_dir().join("process-tests");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("replaced-{}", std::process::id()));
+    let name = format!("replaced-{}", std::process::id());
+    let path = dir.join(&name);
     std::fs::copy(&orig, &path).unwrap();
     let (mut guard, mut out) = spawn_ready(&path, &["1"]);
     let pid = guard.0.id() as i32;
@@ -1213,12 +1214,19 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
     let o = gsh_tests::Gsh::new()
         .args([
             "-c",
-            &format!("attach {pid}; show modules; count add3; detach"),
+            &format!("attach {pid}; show modules; count '{name}!add3'; detach"),
         ])
         .run();
     let _ = std::fs::remove_file(&path);
     o.assert_success();
     assert!(o.stdout.contains(&format!("/proc/{pid}/exe")), "{o}");
+    // Named as the file it runs was, not `exe` (the name of the /proc link it is read by).
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("{name} ")) && l.contains("/proc/")),
+        "{o}"
+    );
     assert!(
         format!("{}{}", o.stdout, o.stderr).contains("its code is as the files have it"),
         "{o}"
@@ -1374,4 +1382,81 @@ fn an_interrupted_injected_call_finishes_in_the_process_on_its_own() {
     assert_eq!(v.next("the constructor's end"), "constructed");
     bounded("detach", |p| p.detach().map(|()| p.state()));
     v.finish();
+}
+
+/// A library deleted from disk after the program loaded it is still a module, read through
+/// /proc/PID/map_files: gsh lists it under its own name (it was named `START-END`, the name
+/// of the /proc link, before), instruments it by that name, compares its code with the mapped
+/// file at `detach` and puts it back, and the library computes as before.
+#[test]
+fn a_library_deleted_after_loading_is_read_through_map_files() {
+    let (mut guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let orig = Mutatee::new("libshared").path(Variant::O2);
+    let dir = target_dir().join("process-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = format!("libdeleted-{}.so", std::process::id());
+    let copy = dir.join(&name);
+    std::fs::copy(&orig, &copy).unwrap();
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    t.with(|p, _| p.load_library(&copy)).unwrap().unwrap();
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+    drop(t);
+    std::fs::remove_file(&copy).unwrap();
+
+    let o = gsh_tests::Gsh::new()
+        .args([
+            "-c",
+            &format!("attach {pid}; show modules; count '{name}!shared_add'; detach"),
+        ])
+        .timeout(Duration::from_secs(120))
+        .run();
+    o.assert_success();
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with(&format!("{name} "))
+            && l.contains(&format!("/proc/{pid}/map_files/"))),
+        "{o}"
+    );
+    assert!(
+        format!("{}{}", o.stdout, o.stderr).contains("its code is as the files have it"),
+        "{o}"
+    );
+
+    // The engine's view: a module read through map_files whose code is the file's, and whose
+    // function answers as before.
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let modules = t.with(|p, _| p.modules()).unwrap().unwrap();
+    let lib = modules
+        .iter()
+        .find(|m| m.path.starts_with(format!("/proc/{pid}/map_files")))
+        .unwrap_or_else(|| panic!("no module read through map_files: {modules:?}"));
+    assert!(!lib.is_main);
+    assert!(t
+        .with(|p, _| p.unreadable_modules())
+        .unwrap()
+        .unwrap()
+        .is_empty());
+    let changes = t.with(|p, _| p.text_changes()).unwrap().unwrap();
+    assert!(changes.is_empty(), "{changes:?}");
+    let data = std::fs::read(&orig).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let add = file
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok("shared_add"))
+        .unwrap()
+        .address();
+    let sum = t.with(|p, _| p.call(lib.bias + add, &[20, 22])).unwrap();
+    assert_eq!(sum.unwrap() as u32, 42);
+    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    assert!(guard.0.wait().unwrap().success());
 }
