@@ -341,33 +341,8 @@ impl Process {
     /// Room for `len` bytes of code in an executable mapping that the program never runs:
     /// the rest of the last page of a module's executable segment, past the segment's end.
     fn code_slack(&mut self, len: u64) -> Result<Option<u64>, ProcessError> {
-        const PT_LOAD: u32 = 1;
-        const PF_X: u32 = 1;
-        let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
-        let u64_at =
-            |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
         for m in self.modules()? {
-            // The ELF header and program headers as mapped (not the file, which may differ).
-            let Ok(ehdr) = self.mem.read(m.base, 64) else {
-                continue;
-            };
-            if ehdr[..4] != *b"\x7fELF" || u16_at(&ehdr, 54) != 56 {
-                continue;
-            }
-            let (phoff, phnum) = (u64_at(&ehdr, 32), u16_at(&ehdr, 56));
-            let Ok(phdrs) = self.mem.read(m.base + phoff, phnum * 56) else {
-                continue;
-            };
-            for ph in phdrs.chunks_exact(56) {
-                let u32_at = |o: usize| u32::from_le_bytes(ph[o..o + 4].try_into().expect("4"));
-                let (kind, flags) = (u32_at(0), u32_at(4));
-                if kind != PT_LOAD || flags & PF_X == 0 {
-                    continue;
-                }
-                let end = m
-                    .bias
-                    .wrapping_add(u64_at(ph, 16))
-                    .wrapping_add(u64_at(ph, 40));
+            for end in self.exec_segment_ends(m.base, m.bias) {
                 let at = end.next_multiple_of(16);
                 if let Some(r) = m.text.iter().find(|r| r.contains(&end)) {
                     if at + len <= r.end {
@@ -377,6 +352,52 @@ impl Process {
             }
         }
         Ok(None)
+    }
+
+    /// The runtime ends of the executable `PT_LOAD` segments of the module mapped at `base`
+    /// with `bias`, by the ELF header and program headers as mapped (not the file, which may
+    /// differ). None when they cannot be read.
+    ///
+    /// `object`'s ELF header reader, not `crate::elf::Binary`: a `Binary` is a whole file,
+    /// validated with its section headers (at the file's end, never mapped) and every
+    /// section's bytes, where the process holds only the first page's headers.
+    fn exec_segment_ends(&self, base: u64, bias: u64) -> Vec<u64> {
+        use object::read::elf::{FileHeader, ProgramHeader};
+        type Header = object::elf::FileHeader64<object::Endianness>;
+        let ehdr_len = std::mem::size_of::<Header>();
+        let Some(head) = self.mem.read(base, ehdr_len).ok() else {
+            return Vec::new();
+        };
+        let Ok(ehdr) = Header::parse(&*head) else {
+            return Vec::new();
+        };
+        let Ok(endian) = ehdr.endian() else {
+            return Vec::new();
+        };
+        // The header with its program header table, as one image from the module's start.
+        let table_end = ehdr
+            .e_phoff(endian)
+            .saturating_add(u64::from(ehdr.e_phnum(endian)) * u64::from(ehdr.e_phentsize(endian)));
+        if table_end > 64 << 10 {
+            return Vec::new();
+        }
+        let Ok(image) = self.mem.read(base, table_end as usize) else {
+            return Vec::new();
+        };
+        let Ok(phdrs) = ehdr.program_headers(endian, &*image) else {
+            return Vec::new();
+        };
+        phdrs
+            .iter()
+            .filter(|ph| {
+                ph.p_type(endian) == object::elf::PT_LOAD
+                    && ph.p_flags(endian) & object::elf::PF_X != 0
+            })
+            .map(|ph| {
+                bias.wrapping_add(ph.p_vaddr(endian))
+                    .wrapping_add(ph.p_memsz(endian))
+            })
+            .collect()
     }
 
     /// The thread injections run on: the leader when it is plainly stopped, else another.
