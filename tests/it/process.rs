@@ -1460,3 +1460,38 @@ fn a_library_deleted_after_loading_is_read_through_map_files() {
     assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
     assert!(guard.0.wait().unwrap().success());
 }
+
+/// Ctrl-C at a terminal during `load library` (a constructor that takes 4 s) gives the prompt
+/// back at once, the library listed; the constructor finishes in the process, which runs on,
+/// and `detach` leaves it computing exactly. Before, Ctrl-C was ignored until the call ended.
+#[test]
+fn ctrl_c_during_load_library_gives_the_prompt_back() {
+    let v = Vecspin::spawn(4);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let mut gsh = gsh_tests::pty::PtyGsh::spawn_on(&[], "xterm");
+    gsh.expect("(gsh) ");
+    gsh.send(&format!("attach {}\r", v.pid()));
+    gsh.expect("(gsh) ");
+    gsh.send(&format!("load library {}\r", lib.display()));
+    assert_eq!(v.next("the constructor"), "constructor");
+    let pressed = Instant::now();
+    // What the terminal sends on Ctrl-C (this pty is not gsh's controlling terminal).
+    // SAFETY: kill takes only integers; the pid is the gsh this test started.
+    unsafe { libc::kill(gsh.pid(), libc::SIGINT) };
+    gsh.expect("interrupted");
+    assert!(
+        pressed.elapsed() < Duration::from_secs(3),
+        "the prompt came back {:?} after Ctrl-C",
+        pressed.elapsed()
+    );
+    gsh.expect("(gsh) ");
+    assert_eq!(v.next("the constructor's end"), "constructed");
+    gsh.send("show modules\r");
+    gsh.expect("libslowinit");
+    gsh.expect("(gsh) ");
+    gsh.send("detach\r");
+    gsh.expect("(gsh) ");
+    gsh.send("quit\r");
+    gsh.wait();
+    v.finish();
+}
