@@ -120,8 +120,18 @@ pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 /// on a machine loaded by the rest of the suite a stop for a stack sample waits for the
 /// program's threads to be scheduled, and the search needs a dozen samples per experiment.
 fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value) {
+    search_started("planted", &[mode, "40"], extra)
+}
+
+/// `consult --for 20 --cost 20 EXTRA` on mutatee `name` started with `args` (one at a time,
+/// as [`planted`]): the findings as (hypothesis, focus joined by " > "), and the whole result.
+fn search_started(
+    name: &str,
+    args: &[&str],
+    extra: &str,
+) -> (Vec<(String, String)>, serde_json::Value) {
     let _turn = one_at_a_time();
-    let exe = Mutatee::new("planted").path(Variant::O2);
+    let exe = Mutatee::new(name).path(Variant::O2);
     let out = Gsh::new()
         .current_dir(exe.parent().unwrap())
         .args([
@@ -130,7 +140,7 @@ fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value
             &format!("consult --for 20 --cost 20 {extra}"),
         ])
         .arg(exe.file_name().unwrap())
-        .args([mode, "40"])
+        .args(args)
         .run();
     out.assert_success();
     let r = json_stream(&out)
@@ -233,6 +243,42 @@ fn consult_names_a_blocking_pipe_read_with_its_function_and_pipe() {
             .any(|(h, _)| h == "IOBlocking" || h == "SyncWait"),
         "{r:#}"
     );
+}
+
+/// `hot` computes, called from `hot_caller` (85% of the time) and `cold_caller` (15%): the
+/// search finds `hot` wherever it is called from, refines it into the two call paths reaching
+/// it, and concludes at the hot one, naming the module, the function and the path; the cold
+/// path is tested and judged false, and named by no finding.
+#[test]
+fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
+    let (findings, r) = search_started("twopaths", &["40"], "");
+    let busy = ["CPUBound", "RunQueue"];
+    let hot_path = r["findings"].as_array().unwrap().iter().find(|f| {
+        busy.contains(&f["hypothesis"].as_str().unwrap())
+            && f["focus"]
+                == serde_json::json!([
+                    "twopaths-O2",
+                    "twopaths-O2",
+                    "hot",
+                    "main > hot_caller > hot"
+                ])
+    });
+    assert!(hot_path.is_some(), "{r:#}");
+    assert!(
+        !findings.iter().any(|(_, f)| f.contains("cold_caller")),
+        "{r:#}"
+    );
+    let cold = r["graph"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| {
+            n["hypothesis"] == "CPUBound"
+                && n["focus"].as_array().unwrap().last()
+                    == Some(&serde_json::json!("main > cold_caller > hot"))
+        })
+        .unwrap_or_else(|| panic!("the cold path was not tested: {r:#}"));
+    assert_eq!(cold["state"], "false", "{r:#}");
 }
 
 /// Three spinning threads per CPU: each waits for a CPU most of the time, in `spin`.

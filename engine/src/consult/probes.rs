@@ -154,7 +154,7 @@ fn function_of(focus: &Focus) -> Option<(String, String, i32)> {
     for r in &focus.0 {
         match r {
             Resource::Module(m) => module = Some(m.clone()),
-            Resource::Function(f) => function = Some(f.clone()),
+            Resource::Function(f) | Resource::Code(f) => function = Some(f.clone()),
             Resource::Thread(t) => tid = Some(*t as i32),
             _ => {}
         }
@@ -222,7 +222,7 @@ impl<'p> ProbeLab<'p> {
             return Vec::new();
         };
         let within = match focus.last() {
-            Some(Resource::Function(_)) => None,
+            Some(Resource::Function(_) | Resource::Code(_)) => None,
             Some(Resource::Loop(l)) => Some(l.clone()),
             _ => return Vec::new(),
         };

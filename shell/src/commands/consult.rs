@@ -49,7 +49,11 @@ A true hypothesis is refined along \"where\": the program to its threads, a thre
 path its time goes to, from the thread's own entry (main, or the function it was started \
 with) through the callees its stack samples show, the likeliest first, down to the first call \
 into a library; a chain where one callee holds nearly all the samples is gone through in one \
-step (Paradyn's Deep Start). A wait is refined further to the file descriptor it waits on or \
+step (Paradyn's Deep Start). A function of the program the samples show reached through more \
+than one call path (a helper called from several places) is not followed down any one of them: \
+the thread is refined to it wherever it is called from (`prog > hot`), and that to each call \
+path reaching it, from the thread's entry (`hot > main > a > hot`, iPath), so a conclusion \
+names the module, the function and the path whose time it is. A wait is refined further to the file descriptor it waits on or \
 the lock (the futex's address, named by the variable it lies in). A refinement is measured \
 over the samples of the experiment it refines and those since. A conclusion is a true \
 experiment nothing below it confirms; RunQueue stands only where CPUBound held.
