@@ -733,7 +733,7 @@ pub struct Report {
     /// How many experiments were judged true or false.
     pub tested: usize,
     /// The cost of the search to the program observed while it ran: the fraction of the wall
-    /// time the program was stopped for stack samples, plus its loop timers' estimated cost.
+    /// time the program was stopped for stack samples, plus its loop timers' cost (their entries times the cost of one, measured as the search began).
     pub overhead: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,
@@ -817,10 +817,11 @@ impl Report {
             let _ = writeln!(
                 out,
                 "{} loop timers inserted, {} removed; they cost the program about {:.2}% of its \
-                 time\n",
+                 time ({:.0} ns per timed entry, measured as the search began)\n",
                 self.probes.inserted,
                 self.probes.removed,
-                self.probes.cost * 100.0
+                self.probes.cost * 100.0,
+                self.probes.timer_ns
             );
         }
         for e in &self.probes.errors {

@@ -75,7 +75,8 @@ call from /proc every 5 ms, and stack samples: the process is stopped, every thr
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
 stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
 the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
-(their entries times a timed entry's cost) is added to it. Libraries the program \
+(their entries times a timed entry's cost, which the search measures on this machine as it \
+starts: the timer's instructions run in gsh against the same loop without them) is added to it. Libraries the program \
 loads while the search runs (dlopen) are learnt within a second: stack samples then name \
 their functions and walk through them, and their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
@@ -85,7 +86,7 @@ The result lists the conclusions first (hypothesis, fraction, focus), then the s
 as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\"}], \"tested\", \
 \"overhead\", \"sampler_cpu\", \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \
-\"cost\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+\"cost\", \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
 experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
