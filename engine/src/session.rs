@@ -53,7 +53,12 @@ pub struct Module {
 }
 
 impl Module {
-    fn new(id: ModuleId, binary: Binary, is_main: bool, debug_dirs: Vec<PathBuf>) -> Module {
+    pub(crate) fn new(
+        id: ModuleId,
+        binary: Binary,
+        is_main: bool,
+        debug_dirs: Vec<PathBuf>,
+    ) -> Module {
         let name = binary
             .path()
             .file_name()

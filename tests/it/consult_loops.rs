@@ -212,3 +212,110 @@ fn consult_searches_a_library_loaded_after_it_began() {
     assert_eq!(probes["inserted"], probes["removed"], "{r:#}");
     assert_eq!(probes["errors"], serde_json::json!([]), "{r:#}");
 }
+
+/// The stack sampler alone, attached to `dlhot` before it loads `libdlhot`: once the program
+/// computes in the library, its samples name `hot` in `libdlhot`, and no frame of the library
+/// is a bare address without a module. (The sampler takes the library up itself, at the first
+/// stop that shows its code; it used to name such frames with an empty module until the
+/// search had learnt the library and restarted it.)
+#[test]
+fn stack_samples_name_a_library_loaded_after_sampling_began() {
+    use engine::consult::stacks::Stacks;
+    use engine::instrument::Inferior;
+    use engine::process::AttachedMode;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    let lib = Mutatee::new("libdlhot").path(Variant::O2);
+    let (mut child, mut out) =
+        spawn_running(&Mutatee::new("dlhot").path(Variant::O2), &lib, "dlhot");
+    let pid = child.id() as i32;
+    let inferior = Inferior::attach(pid, AttachedMode::Traced, false).expect("attach");
+    inferior.resume_if_stopped().expect("resume");
+    let store = Mutex::new(Stacks::new(pid));
+    let done = AtomicBool::new(false);
+    let lib_name = lib.file_name().unwrap().to_str().unwrap().to_owned();
+    let in_hot = || {
+        store
+            .lock()
+            .unwrap()
+            .frames()
+            .any(|f| f.function == "hot" && f.module == lib_name)
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| inferior.sample_stacks(&store, 0.2, &done));
+        let since = Instant::now();
+        while !in_hot() && since.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // A few more stops in the library.
+        std::thread::sleep(Duration::from_millis(300));
+        done.store(true, Ordering::SeqCst);
+    });
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    drop(inferior);
+    // SAFETY: kill(2) on the child we spawned and have not waited for.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("dlhot's output");
+    let status = child.wait().expect("dlhot ends");
+    let store = store.into_inner().unwrap();
+    assert_eq!(store.error(), None);
+    assert!(
+        store
+            .frames()
+            .any(|f| f.function == "hot" && f.module == lib_name),
+        "{:?}",
+        store.frames().collect::<Vec<_>>()
+    );
+    // The library's code, from the maps: no frame there is nameless.
+    let text: Vec<(u64, u64)> = maps
+        .lines()
+        .filter(|l| {
+            l.ends_with(&lib_name) && l.split_whitespace().nth(1).is_some_and(|p| p.contains('x'))
+        })
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect();
+    assert!(!text.is_empty(), "{maps}");
+    for f in store.frames() {
+        let addr = f
+            .function
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        if let Some(a) = addr {
+            assert!(
+                !text.iter().any(|(lo, hi)| (*lo..*hi).contains(&a)),
+                "a frame of {lib_name} with no module: {f:?}"
+            );
+        }
+    }
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, "dlhot done\n");
+}
+
+/// Starts `exe` with `arg`, its output piped, and waits for its first line, `NAME running`:
+/// the program and the rest of its output.
+fn spawn_running(
+    exe: &std::path::Path,
+    arg: impl AsRef<std::ffi::OsStr>,
+    name: &str,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(exe)
+        .arg(arg)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name} does not start: {e}"));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first)
+        .unwrap_or_else(|e| panic!("{name} does not say it runs: {e}"));
+    assert_eq!(first, format!("{name} running\n"));
+    (child, out)
+}

@@ -24,7 +24,6 @@
 //! ([`Resource::CallPath`]), each with its share, so the search tells which path is hot.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -218,9 +217,19 @@ impl Stacks {
         }
     }
 
+    /// Every distinct frame sampled so far.
+    pub fn frames(&self) -> impl Iterator<Item = &FrameName> {
+        self.names.values().map(|f| &**f)
+    }
+
     /// How many frames sampled so far lay in no module the sampler knew.
     pub fn unnamed(&self) -> u64 {
         self.unnamed
+    }
+
+    /// Records why sampling could not go on.
+    pub fn fail(&mut self, why: String) {
+        self.error = Some(why);
     }
 
     /// Why sampling stopped, if it did.
@@ -629,20 +638,20 @@ fn on(s: &Sample, r: &Resource) -> bool {
     }
 }
 
-/// Samples `source` into `stacks` until `stop` is set, keeping the time the process is
+/// Samples `source` into `stacks` until `stop` says so, keeping the time the process is
 /// stopped under `cost` (a fraction of the wall time) and at most one stop per
 /// 10 ms. An error from the source is recorded and ends sampling.
 pub fn sample_stacks(
     source: &mut dyn StackSource,
     stacks: &Mutex<Stacks>,
     cost: f64,
-    stop: &AtomicBool,
+    stop: &dyn Fn() -> bool,
 ) {
     let started = Instant::now();
     let mut stopped = Duration::ZERO;
     // The next stop is expected to last as long as the last one.
     let mut last = Duration::ZERO;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop() {
         let at = Instant::now();
         match source.sample() {
             Ok(Some(batch)) => {
@@ -663,7 +672,7 @@ pub fn sample_stacks(
         // `cost` of the time elapsed.
         let due = started + (stopped + last).div_f64(cost.max(1e-6));
         let next = due.max(Instant::now() + MIN_PERIOD);
-        while !stop.load(Ordering::Relaxed) {
+        while !stop() {
             let now = Instant::now();
             if now >= next {
                 break;

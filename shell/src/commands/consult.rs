@@ -15,8 +15,6 @@ use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
 use engine::instrument::consult_probes::LiveProbes;
 use engine::instrument::inferior::State;
-use engine::instrument::sampling::StackSampler;
-use engine::session::Module;
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -77,8 +75,9 @@ stopped at most --cost PERCENT of the time (default 5); the result reports that 
 the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
 (their entries times a timed entry's cost, which the search measures on this machine as it \
 starts: the timer's instructions run in gsh against the same loop without them) is added to it. Libraries the program \
-loads while the search runs (dlopen) are learnt within a second: stack samples then name \
-their functions and walk through them, and their loops are timed like the program's. It ends when every experiment is judged, after --for \
+loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \
+showing their code (it names their functions and walks through them from then on), and \
+learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
@@ -184,8 +183,6 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let loaded = || -> Result<Vec<(Arc<Module>, u64)>> { Ok(t.inferior.loaded()?) };
-    let mut modules = loaded()?;
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
     let mut lab = ProbeLab::new(
@@ -195,37 +192,13 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     );
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
-    // `round` ends the stack sampler's current round: when the search is done, or when the
-    // program loaded libraries, whose frames the next round's unwinder and names include.
-    let (done, round) = (AtomicBool::new(false), AtomicBool::new(false));
+    // The sampler picks up libraries the program loads meanwhile by itself.
+    let done = AtomicBool::new(false);
     let seconds = std::thread::scope(|scope| {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || loop {
-                t.inferior
-                    .sample_stacks(&StackSampler::new(&modules), &store, cost, &round);
-                let failed = store
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .error()
-                    .is_some();
-                if done.load(Ordering::SeqCst) || failed {
-                    break;
-                }
-                round.store(false, Ordering::SeqCst);
-                // The search sets `done` before `round`: one set after the check above
-                // is seen here, or ends the next round.
-                if done.load(Ordering::SeqCst) {
-                    break;
-                }
-                match loaded() {
-                    Ok(m) => modules = m,
-                    Err(_) => break,
-                }
-            });
+            .spawn_scoped(scope, || t.inferior.sample_stacks(&store, cost, &done));
         let mut told = Vec::new();
-        // Libraries learnt and not yet in the sampler; the unnamed frames when it last began.
-        let (mut learnt, mut unnamed) = (false, 0);
         let seconds = consult::run_watched(
             &mut search,
             &mut lab,
@@ -233,21 +206,14 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             &flag,
             || matches!(t.inferior.state(), Ok(State::Running)),
             |search, lab, now| {
-                learnt |= lab.learn() > 0;
-                // A new round re-indexes every module's unwind tables, and samples wait
-                // meanwhile: only when the samples show code the sampler cannot name.
-                let now_unnamed = store.lock().unwrap_or_else(|e| e.into_inner()).unnamed();
-                if learnt && now_unnamed > unnamed {
-                    round.store(true, Ordering::SeqCst);
-                    (learnt, unnamed) = (false, now_unnamed);
-                }
+                // Libraries loaded meanwhile, for loop timers in their functions.
+                lab.learn();
                 if watching {
                     watch(search, now, &mut told);
                 }
             },
         );
         done.store(true, Ordering::SeqCst);
-        round.store(true, Ordering::SeqCst);
         if let Ok(h) = sampling {
             let _ = h.join();
         }

@@ -1,6 +1,7 @@
 //! Paths, fractions and refinements over synthetic stacks.
 
 use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn frame(module: &str, function: &str) -> FrameName {
     FrameName {
@@ -221,7 +222,7 @@ fn sampling_keeps_the_stopped_time_under_the_cost_limit() {
     let stop = AtomicBool::new(false);
     let mut source = Slow(0);
     std::thread::scope(|s| {
-        s.spawn(|| sample_stacks(&mut source, &stacks, 0.1, &stop));
+        s.spawn(|| sample_stacks(&mut source, &stacks, 0.1, &|| stop.load(Ordering::Relaxed)));
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, Ordering::Relaxed);
     });
@@ -247,7 +248,7 @@ impl StackSource for Failing {
 #[test]
 fn a_failing_source_ends_sampling_and_says_why() {
     let stacks = Mutex::new(Stacks::new(1));
-    sample_stacks(&mut Failing, &stacks, 0.05, &AtomicBool::new(false));
+    sample_stacks(&mut Failing, &stacks, 0.05, &|| false);
     assert_eq!(stacks.lock().unwrap().error(), Some("the process exited"));
 }
 
