@@ -147,7 +147,18 @@ fn search_started(
         .pop()
         .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
         .unwrap_or_else(|| panic!("no result:\n{out}"));
-    let findings = r["findings"]
+    let findings = findings(&r);
+    assert!(r["seconds"].as_f64().unwrap() < 20.0, "{r:#}");
+    // The program is stopped for stack samples about as long as the 20% allows (a stop that
+    // overruns the budget is counted when it ends).
+    assert!(r["overhead"].as_f64().unwrap() <= 0.25, "{r:#}");
+    assert!(r["stack_samples"].as_u64().unwrap() > 0, "{r:#}");
+    (findings, r)
+}
+
+/// A search result's findings as (hypothesis, focus joined by " > ").
+pub(crate) fn findings(r: &serde_json::Value) -> Vec<(String, String)> {
+    r["findings"]
         .as_array()
         .expect("findings")
         .iter()
@@ -163,13 +174,7 @@ fn search_started(
                 focus.join(" > "),
             )
         })
-        .collect();
-    assert!(r["seconds"].as_f64().unwrap() < 20.0, "{r:#}");
-    // The program is stopped for stack samples about as long as the 20% allows (a stop that
-    // overruns the budget is counted when it ends).
-    assert!(r["overhead"].as_f64().unwrap() <= 0.25, "{r:#}");
-    assert!(r["stack_samples"].as_u64().unwrap() > 0, "{r:#}");
-    (findings, r)
+        .collect()
 }
 
 /// True when some finding is for one of `hs` and its focus contains every one of `parts`.

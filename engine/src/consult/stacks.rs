@@ -19,7 +19,8 @@
 //!
 //! A function reached through several call paths (iPath's case: a helper called from many
 //! places) is not followed down any one chain: its time would be split among them, each part
-//! perhaps under the threshold. A thread is refined to it as a [`Resource::Code`] focus, all
+//! perhaps under the threshold. A thread (or a function above the paths) is refined to it as a
+//! [`Resource::Code`] focus, all
 //! its samples wherever it was called from, and that focus to the call paths reaching it
 //! ([`Resource::CallPath`]), each with its share, so the search tells which path is hot.
 
@@ -339,13 +340,15 @@ impl Stacks {
 
     /// The program's functions that thread `tid`'s samples since `since` show reached, for
     /// `h`, through more than one call path each holding at least `least` of the samples,
-    /// each with the share of samples it is in (wherever it was called from).
+    /// each with the share of samples it is in (wherever it was called from). Only functions
+    /// below the call path `below` count (all of them, for an empty one).
     fn spread(
         &self,
         h: Hypothesis,
         tid: i32,
         since: Instant,
         least: f64,
+        below: &[&str],
     ) -> BTreeMap<Arc<FrameName>, f64> {
         let mut all = 0usize;
         let mut paths: BTreeMap<Arc<FrameName>, BTreeMap<Vec<&str>, usize>> = BTreeMap::new();
@@ -354,11 +357,11 @@ impl Stacks {
                 continue;
             }
             all += 1;
-            if !holds(h, s) {
+            if !holds(h, s) || !at(s, below) {
                 continue;
             }
             // The entry has one path, itself; a recursive function counts at its outermost call.
-            for (i, f) in s.path.iter().enumerate().skip(1) {
+            for (i, f) in s.path.iter().enumerate().skip(below.len().max(1)) {
                 if f.main && !s.path[..i].iter().any(|g| g.function == f.function) {
                     let prefix = s.path[..=i].iter().map(|g| g.function.as_str()).collect();
                     *paths
@@ -450,8 +453,15 @@ impl Stacks {
         };
         // Functions reached by several paths are tested on their own, at the thread, not
         // along one chain.
-        let spread = self.spread(h, tid, since, least);
-        let thread = focus.clone();
+        let spread = self.spread(h, tid, since, least, &[]);
+        let thread = Focus(
+            focus
+                .0
+                .iter()
+                .take_while(|r| !matches!(r, Resource::Module(_) | Resource::Function(_)))
+                .cloned()
+                .collect(),
+        );
         let mut functions: Vec<String> = first.iter().map(|f| (*f).to_owned()).collect();
         let start = focus;
         let mut focus = focus.clone();
@@ -507,8 +517,11 @@ impl Stacks {
             Some(t) => vec![t],
             None => out,
         };
-        if first.is_empty() {
-            out.extend(spread.into_iter().map(|(f, share)| {
+        // Found at the thread or below any function of the chain (whichever window first
+        // holds enough samples of each path); the graph holds each once.
+        if !spread.is_empty() {
+            let below = self.spread(h, tid, since, least, &first);
+            out.extend(below.into_iter().map(|(f, share)| {
                 let code = thread
                     .with(Resource::Module(f.module.clone()))
                     .with(Resource::Code(f.function.clone()));
