@@ -286,6 +286,47 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
     assert_eq!(cold["state"], "false", "{r:#}");
 }
 
+/// `watch 0.5 consult ...` shows the running search: tables of its experiments, half a second
+/// apart, the first with experiments being tested, later ones with the root judged and deeper
+/// foci, each with its fraction and history; then the search's own report. `watch`'s own
+/// `--for` is refused with a search, before anything starts.
+#[test]
+fn watch_shows_the_running_search_then_its_report() {
+    let _turn = one_at_a_time();
+    let exe = Mutatee::new("twopaths").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args(["-c", "watch 0.5 consult --for 20 --cost 20"])
+        .arg(exe.file_name().unwrap())
+        .arg("40")
+        .run();
+    out.assert_success();
+    let tables: Vec<&str> = out.stdout.split("consult, ").skip(1).collect();
+    assert!(tables.len() >= 3, "{out}");
+    let header = "Hypothesis    Focus";
+    assert!(tables.iter().all(|t| t.contains(header)), "{out}");
+    assert!(
+        tables
+            .iter()
+            .any(|t| t.lines().any(|l| l.contains(" testing "))),
+        "{out}"
+    );
+    // Later tables go below the thread, with each experiment's fraction and its history.
+    let last = tables.last().unwrap();
+    assert!(
+        last.lines()
+            .any(|l| l.starts_with("CPUBound") && l.contains("> main") && l.contains(" true ")),
+        "{out}"
+    );
+    // The report follows the last table: the conclusions, then the graph.
+    assert!(out.stdout.contains("experiments in "), "{out}");
+    assert!(out.stdout.contains("main > hot_caller > hot"), "{out}");
+    let refused = gsh_c("watch --for 3 consult", &exe);
+    assert!(!refused.success(), "{refused}");
+    assert!(refused.stderr.contains("watch's own"), "{refused}");
+    assert!(!refused.stderr.contains("started"), "{refused}");
+}
+
 /// Three spinning threads per CPU: each waits for a CPU most of the time, in `spin`.
 #[test]
 fn consult_finds_threads_waiting_for_a_cpu_and_where_they_spin() {

@@ -155,6 +155,18 @@ fn settings(args: &mut Args) -> Result<Settings> {
 }
 
 fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    search(ctx, args, None)
+}
+
+/// What sees the search after each step: the search and the seconds since it began.
+pub(crate) type Observer<'o> = &'o mut dyn FnMut(&Search, f64);
+
+/// `consult` with `args`; `observer` (`watch consult`) sees the search as it runs.
+pub(crate) fn search(
+    ctx: &mut Context,
+    args: &mut Args,
+    mut observer: Option<Observer<'_>>,
+) -> Result<Output> {
     let limit = match args.option("--for")? {
         Some(s) => seconds(&s)?,
         None => Duration::from_secs_f64(DEFAULT_SECONDS),
@@ -210,6 +222,9 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
                 lab.learn();
                 if watching {
                     watch(search, now, &mut told);
+                }
+                if let Some(o) = observer.as_mut() {
+                    o(search, now);
                 }
             },
         );
