@@ -381,7 +381,9 @@ pub fn lay_out(
                 let to = starts.get(&case.target).copied().unwrap_or(case.target);
                 let jmp = jmp_rel32(at + code.len() as u64, to)?;
                 let end = at + (code.len() + jmp.len()) as u64;
-                map.push((at..end, Origin::Before(case.target)));
+                // On the way to the target, but no copy of it: a thread found at the target
+                // in bytes about to change must not be moved here, into the edge's snippets.
+                map.push((at..end, Origin::JumpBack(case.target)));
                 saves.push((insn.ip(), plan));
                 bytes.extend(code);
                 bytes.extend(jmp);
