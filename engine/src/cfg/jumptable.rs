@@ -28,7 +28,7 @@ use iced_x86::{
 
 use super::build::{Insns, Predecessors};
 use super::reaching::{gpr, Reaching};
-use super::JumpTable;
+use super::{JumpTable, TableEntry};
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
 use crate::symbols::FunctionTable;
@@ -188,6 +188,8 @@ enum Sym {
     /// A general-purpose register's value where the path starts (by number).
     Entry(u8),
     Load {
+        /// The instruction that loads it.
+        at: u64,
         addr: Lin,
         /// The constant part of the access's own operands (displacement plus any base or index
         /// register holding a constant), when some operand is not constant: the table's start
@@ -392,6 +394,7 @@ impl<'i> Eval<'i> {
             return v.clone();
         }
         let v = self.fresh(Sym::Load {
+            at: insn.ip(),
             addr: a.lin.clone(),
             anchor: a.anchor,
             index: a.index,
@@ -707,6 +710,7 @@ impl<'i> Eval<'i> {
     fn signed(&mut self, v: Lin) -> Lin {
         if let Some((0, s, 1)) = v.single() {
             if let Sym::Load {
+                at,
                 addr,
                 anchor,
                 index,
@@ -715,6 +719,7 @@ impl<'i> Eval<'i> {
             } = self.syms[s as usize].clone()
             {
                 return self.fresh(Sym::Load {
+                    at,
                     addr,
                     anchor,
                     index,
@@ -914,6 +919,7 @@ fn resolve_path(
         index,
         stride,
         base,
+        load,
     }) = match_shape(&eval, &target)
     else {
         return Err(Failed::NoShape(entries));
@@ -951,7 +957,25 @@ fn resolve_path(
         (None, Some(a)) if in_file(a as u64) => (a as u64, Extent::Open),
         _ => return Err(Failed::Unplaced(entries)),
     };
-    read_table(binary, ours, ends, jump, table, stride, base, extent)
+    let access = Access {
+        table,
+        stride,
+        base,
+        load,
+    };
+    read_table(binary, ours, ends, jump, &access, extent)
+}
+
+/// Where and how a jump reads its table.
+struct Access {
+    /// The entry for index 0.
+    table: u64,
+    /// Bytes per entry.
+    stride: u64,
+    /// What relative entries are added to (`None` for absolute ones).
+    base: Option<u64>,
+    /// The instruction reading the entry.
+    load: u64,
 }
 
 /// How far a table may run.
@@ -979,17 +1003,20 @@ pub struct Ends<'a> {
 
 /// Reads the table at `table` for `jump` as far as `extent` lets it run: a guarded table's
 /// entries, or entries while they lead into the function, up to the table's end.
-#[allow(clippy::too_many_arguments)]
 fn read_table(
     binary: &Binary,
     ours: &dyn Fn(LinkAddr) -> bool,
     ends: &Ends<'_>,
     jump: &Instruction,
-    table: u64,
-    stride: u64,
-    base: Option<u64>,
+    access: &Access,
     extent: Extent,
 ) -> Result<JumpTable, Failed> {
+    let &Access {
+        table,
+        stride,
+        base,
+        load,
+    } = access;
     let (limit, bound) = match extent {
         Extent::Guarded(n) => (n.min(MAX_BOUNDED), Some(n)),
         Extent::Masked(n) => (n.min(MAX_BOUNDED), None),
@@ -1053,6 +1080,19 @@ fn read_table(
         entries,
         targets,
         bounded: matches!(extent, Extent::Guarded(_) | Extent::Masked(_)),
+        stride,
+        entry: match base {
+            Some(b) => TableEntry::Relative { base: LinkAddr(b) },
+            None => TableEntry::Absolute {
+                relocated: binary.is_position_independent(),
+            },
+        },
+        load: LinkAddr(load),
+        reach: match extent {
+            Extent::Guarded(n) | Extent::Masked(n) => Some(n),
+            Extent::Byte => Some(256),
+            Extent::Open => None,
+        },
     })
 }
 
@@ -1068,6 +1108,8 @@ struct Shape {
     stride: u64,
     /// The base relative entries are added to.
     base: Option<u64>,
+    /// The instruction reading the entry.
+    load: u64,
 }
 
 /// The table shape of `target`, if it has one.
@@ -1077,6 +1119,7 @@ fn match_shape(eval: &Eval, target: &Lin) -> Option<Shape> {
         return None;
     }
     let Sym::Load {
+        at,
         addr,
         anchor,
         index,
@@ -1102,6 +1145,7 @@ fn match_shape(eval: &Eval, target: &Lin) -> Option<Shape> {
         index: index.as_ref().map(|(v, _)| v.clone()),
         stride: stride as u64,
         base: (stride == 4).then_some(k as u64),
+        load: *at,
     })
 }
 

@@ -700,6 +700,7 @@ impl Patcher {
                 taken_flags_live: false,
                 fall_flags_live: false,
                 vector: self.options.vector,
+                table: None,
             });
             // An exit at a conditional branch (`js other_function`, a conditional tail call)
             // is left only when the branch is taken: its snippets run on that path alone.
@@ -731,6 +732,11 @@ impl Patcher {
                 edge::Way::FromCaller => {
                     pc.flags_live |= live;
                     &mut pc.on_arrival
+                }
+                edge::Way::Table => {
+                    let flags = at_target();
+                    let bias = self.bias;
+                    &mut table_case(view, space, bias, &r.point, pc, flags)?.snippets
                 }
                 edge::Way::Before if conditional_exit => {
                     pc.taken_flags_live |= live;
@@ -958,6 +964,49 @@ impl Patcher {
         self.saves.clear();
         Ok(())
     }
+}
+
+/// The case of `pc`'s private table copy for the edge point `p` (placed with
+/// [`edge::Way::Table`]), made with the copy when it is the first.
+fn table_case<'p, 'e>(
+    view: &dyn CodeView,
+    space: &mut dyn AddressSpace,
+    bias: u64,
+    p: &Point,
+    pc: &'p mut PointCode<'e>,
+    flags_live: bool,
+) -> Result<&'p mut layout::TableCase<'e>, PatchError> {
+    let (t, target) = edge::table_of(view, p).ok_or(PatchError::NoInstruction(p.addr))?;
+    let reach = t.reach.ok_or(PatchError::NoInstruction(p.addr))?;
+    if pc.table.is_none() {
+        let at = t.table.to_runtime(bias);
+        pc.table = Some(layout::TableCopy {
+            table: at.0,
+            stride: t.stride,
+            base: match t.entry {
+                crate::cfg::TableEntry::Relative { base } => Some(base.to_runtime(bias).0),
+                crate::cfg::TableEntry::Absolute { .. } => None,
+            },
+            original: space.read(at, (reach * t.stride) as usize)?,
+            cases: Vec::new(),
+        });
+    }
+    let copy = pc.table.as_mut().expect("made above");
+    let target = target.to_runtime(bias).0;
+    let k = match copy.cases.iter().position(|c| c.target == target) {
+        Some(k) => k,
+        None => {
+            copy.cases.push(layout::TableCase {
+                target,
+                snippets: Vec::new(),
+                flags_live: false,
+            });
+            copy.cases.len() - 1
+        }
+    };
+    let case = &mut copy.cases[k];
+    case.flags_live |= flags_live;
+    Ok(case)
 }
 
 /// One row of `show points`.

@@ -49,7 +49,9 @@ loop of the function; a loop left by a \
 an edge runs at the edge's target when it is the target's only way in, before the source's \
 last instruction when it is the source's only way out, or else in an edge trampoline holding \
 the relocated conditional branch; a jump-table edge runs at its case block when nothing else \
-reaches that block, and is skipped with the reason otherwise. Where a \
+reaches that block, and otherwise where the table's entry is read, which then reads a private \
+copy of the table whose entries for that block lead to the snippets (skipped with the reason \
+when nothing bounds the table's index, or its entries are a PIE's absolute addresses). Where a \
 function's first block is a loop header, its `entry` and the loop's entry (the call itself) run \
 once per call: the function is copied whole and the back edges in the copy skip them. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
