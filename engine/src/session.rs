@@ -59,10 +59,19 @@ impl Module {
         is_main: bool,
         debug_dirs: Vec<PathBuf>,
     ) -> Module {
-        let name = binary
-            .path()
+        // A file deleted or replaced since a process mapped it is read through a link to it
+        // (`/proc/PID/exe`, `/proc/PID/map_files/START-END`); users know it by the name the
+        // link gives, `NAME (deleted)`, not by the link's own (`exe`, `START-END`).
+        let named = std::fs::read_link(binary.path())
+            .ok()
+            .filter(|t| t.as_os_str().as_encoded_bytes().ends_with(b" (deleted)"))
+            .unwrap_or_else(|| binary.path().to_owned());
+        let name = named
             .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
+            .map(|n| {
+                let n = n.to_string_lossy();
+                n.strip_suffix(" (deleted)").unwrap_or(&n).to_owned()
+            })
             .unwrap_or_else(|| binary.path().display().to_string());
         Module {
             id,

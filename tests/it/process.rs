@@ -1078,51 +1078,88 @@ fn lines_of(
     rx
 }
 
+/// `vecspin` running with its stdin and stdout piped, its "ready" line read and its spin
+/// reached, for tests that inject `dlopen` of `libslowinit` into it.
+struct Vecspin {
+    guard: Guard,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Vecspin {
+    /// Started with libslowinit's constructor set to take `slow_init_seconds`.
+    fn spawn(slow_init_seconds: u32) -> Vecspin {
+        let mut child = Command::new(Mutatee::new("vecspin").path(Variant::O2))
+            .env("SLOWINIT_SECONDS", slow_init_seconds.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
+        let v = Vecspin {
+            guard: Guard(child),
+            stdin,
+            lines,
+        };
+        assert_eq!(v.next("ready"), "ready");
+        // Let the main thread load its registers and reach the spin.
+        std::thread::sleep(Duration::from_millis(50));
+        v
+    }
+
+    fn pid(&self) -> u32 {
+        self.guard.0.id()
+    }
+
+    /// Its next line, within 60 s.
+    fn next(&self, what: &str) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
+    }
+
+    /// Ends the spin: the main thread's vector registers must be as they were, and the
+    /// program must exit cleanly.
+    fn finish(mut self) {
+        std::io::Write::write_all(&mut self.stdin, b"\n").unwrap();
+        assert_eq!(self.next("the spin's end"), "vectors kept");
+        let status = self.guard.0.wait().unwrap();
+        assert!(status.success(), "the target ended with {status}");
+    }
+}
+
+/// A `gsh -c "attach PID; load library libslowinit"` on `v`, with `env` set and stderr piped.
+fn gsh_loading_slowinit(v: &Vecspin, env: &[(&str, &str)]) -> Guard {
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    Guard(
+        Command::new(gsh_tests::Gsh::binary())
+            .args([
+                "-c",
+                &format!("attach {}; load library {}", v.pid(), lib.display()),
+            ])
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// gsh SIGKILLed while the target runs an injected call (`load library` of a library whose
 /// constructor takes a second) leaves a target that finishes the call, gets back to where it
 /// was with every register (vector ones included) as it was, and computes on. It failed before:
 /// the call returned to an `int3` that, untraced, killed the target with SIGTRAP.
 #[test]
 fn gsh_killed_during_an_injected_call_leaves_the_target_running_exactly() {
-    let exe = Mutatee::new("vecspin").path(Variant::O2);
-    let lib = Mutatee::new("libslowinit").path(Variant::O2);
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
-    let mut guard = Guard(child);
-    let pid = guard.0.id();
-    let next = |what: &str| {
-        lines
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
-    };
-    assert_eq!(next("ready"), "ready");
-    // Let the main thread load its registers and reach the spin.
-    std::thread::sleep(Duration::from_millis(50));
-    let mut gsh = Guard(
-        Command::new(gsh_tests::Gsh::binary())
-            .args([
-                "-c",
-                &format!("attach {pid}; load library {}", lib.display()),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    assert_eq!(next("the constructor"), "constructor");
+    let v = Vecspin::spawn(1);
+    let mut gsh = gsh_loading_slowinit(&v, &[]);
+    assert_eq!(v.next("the constructor"), "constructor");
     gsh.0.kill().unwrap();
     gsh.0.wait().unwrap();
-    assert_eq!(next("the constructor's end"), "constructed");
-    std::io::Write::write_all(&mut stdin, b"\n").unwrap();
-    assert_eq!(next("the spin's end"), "vectors kept");
-    let status = guard.0.wait().unwrap();
-    assert!(status.success(), "the target ended with {status}");
+    assert_eq!(v.next("the constructor's end"), "constructed");
+    v.finish();
 }
 
 /// gsh SIGKILLed while a thread holds the registers of gsh's very first injected system call
@@ -1132,48 +1169,29 @@ fn gsh_killed_during_an_injected_call_leaves_the_target_running_exactly() {
 /// and the program's code kept the borrowed bytes.
 #[test]
 fn gsh_killed_in_its_first_injected_syscall_leaves_the_target_running_exactly() {
-    let exe = Mutatee::new("vecspin").path(Variant::O2);
-    let lib = Mutatee::new("libslowinit").path(Variant::O2);
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = lines_of(std::io::BufReader::new(child.stdout.take().unwrap()));
-    let mut guard = Guard(child);
-    let pid = guard.0.id();
-    let next = |what: &str| {
-        lines
+    let v = Vecspin::spawn(1);
+    let mut gsh = gsh_loading_slowinit(&v, &[("GSH_TEST_PAUSE_INJECTED", "60000")]);
+    // gsh's stderr, read on a thread so the wait for the pause is bounded.
+    let (tx, said) = std::sync::mpsc::channel();
+    let err = std::io::BufReader::new(gsh.0.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        let line = said
             .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("no line from the target while waiting for {what}: {e}"))
-    };
-    assert_eq!(next("ready"), "ready");
-    std::thread::sleep(Duration::from_millis(50));
-    let mut gsh = Command::new(gsh_tests::Gsh::binary())
-        .args([
-            "-c",
-            &format!("attach {pid}; load library {}", lib.display()),
-        ])
-        .env("GSH_TEST_PAUSE_INJECTED", "60000")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(gsh.stderr.take().unwrap());
-    let mut gsh = Guard(gsh);
-    let mut line = String::new();
-    while !line.starts_with("gsh: test pause: syscall") {
-        line.clear();
-        assert_ne!(err.read_line(&mut line).unwrap(), 0, "gsh ended unpaused");
+            .expect("gsh ended, or said nothing for 60 s, unpaused");
+        if line.starts_with("gsh: test pause: syscall") {
+            break;
+        }
     }
     gsh.0.kill().unwrap();
     gsh.0.wait().unwrap();
-    std::io::Write::write_all(&mut stdin, b"\n").unwrap();
-    assert_eq!(next("the spin's end"), "vectors kept");
-    let status = guard.0.wait().unwrap();
-    assert!(status.success(), "the target ended with {status}");
+    v.finish();
 }
 
 /// A program whose executable was replaced after it started (another program renamed over its
@@ -1185,7 +1203,8 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
     let orig = live();
     let dir = target_dir().join("process-tests");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("replaced-{}", std::process::id()));
+    let name = format!("replaced-{}", std::process::id());
+    let path = dir.join(&name);
     std::fs::copy(&orig, &path).unwrap();
     let (mut guard, mut out) = spawn_ready(&path, &["1"]);
     let pid = guard.0.id() as i32;
@@ -1195,12 +1214,19 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
     let o = gsh_tests::Gsh::new()
         .args([
             "-c",
-            &format!("attach {pid}; show modules; count add3; detach"),
+            &format!("attach {pid}; show modules; count '{name}!add3'; detach"),
         ])
         .run();
     let _ = std::fs::remove_file(&path);
     o.assert_success();
     assert!(o.stdout.contains(&format!("/proc/{pid}/exe")), "{o}");
+    // Named as the file it runs was, not `exe` (the name of the /proc link it is read by).
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("{name} ")) && l.contains("/proc/")),
+        "{o}"
+    );
     assert!(
         format!("{}{}", o.stdout, o.stderr).contains("its code is as the files have it"),
         "{o}"
@@ -1290,4 +1316,182 @@ fn ctrl_c_at_the_prompt_ends_a_sleep() {
     gsh.expect("(gsh) ");
     gsh.send("quit\r");
     gsh.wait();
+}
+
+/// An interrupt (Ctrl-C in the shell) during an injected call (`dlopen` of a library whose
+/// constructor takes 4 s) stops gsh's wait at once; the library, mapped already, is reported
+/// to the hooks; the call finishes in the process on its own, and the thread gets back to
+/// where it was, registers and all. It hung before: the interrupt cut the constructor's
+/// `nanosleep` short, the syscall-exit stop that followed ended the pending interrupt (the
+/// kernel ends it at any ptrace stop), and gsh waited for an interrupt stop that never came
+/// while the thread finished the call and ran on. Every wait here is bounded.
+#[test]
+fn an_interrupted_injected_call_finishes_in_the_process_on_its_own() {
+    let v = Vecspin::spawn(4);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Arc::new(Tracer::attach(v.pid() as i32, hooks).unwrap());
+    let flag = Arc::new(AtomicBool::new(false));
+    let (tx, done) = std::sync::mpsc::channel();
+    {
+        let (t, flag, lib) = (t.clone(), flag.clone(), lib.clone());
+        std::thread::spawn(move || {
+            let r = t.with(move |p, _| p.with_call_interrupt(flag, |p| p.load_library(&lib)));
+            let _ = tx.send((r, Instant::now()));
+        });
+    }
+    // Ctrl-C as soon as the constructor runs.
+    assert_eq!(v.next("the constructor"), "constructor");
+    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    let pressed = Instant::now();
+    let (r, returned) = done
+        .recv_timeout(Duration::from_secs(20))
+        .expect("gsh still waits for the call 20 s after the interrupt");
+    let err = r
+        .unwrap()
+        .expect_err("the interrupted call returned a result");
+    assert!(err.to_string().contains("interrupted"), "{err}");
+    assert!(
+        returned.duration_since(pressed) < Duration::from_secs(2),
+        "gsh waited {:?} after the interrupt",
+        returned.duration_since(pressed)
+    );
+    assert!(
+        seen.lock().unwrap().contains(&lib),
+        "the hooks were not told of {}: {:?}",
+        lib.display(),
+        seen.lock().unwrap()
+    );
+    let bounded = |what: &'static str, f: fn(&mut Process) -> Result<State, ProcessError>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(t.with(move |p, _| f(p)));
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{what} took over 20 s"))
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!(
+        bounded("the state", |p| Ok(p.state())),
+        State::Running,
+        "the process runs on"
+    );
+    assert_eq!(v.next("the constructor's end"), "constructed");
+    bounded("detach", |p| p.detach().map(|()| p.state()));
+    v.finish();
+}
+
+/// A library deleted from disk after the program loaded it is still a module, read through
+/// /proc/PID/map_files: gsh lists it under its own name (it was named `START-END`, the name
+/// of the /proc link, before), instruments it by that name, compares its code with the mapped
+/// file at `detach` and puts it back, and the library computes as before.
+#[test]
+fn a_library_deleted_after_loading_is_read_through_map_files() {
+    let (mut guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let orig = Mutatee::new("libshared").path(Variant::O2);
+    let dir = target_dir().join("process-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = format!("libdeleted-{}.so", std::process::id());
+    let copy = dir.join(&name);
+    std::fs::copy(&orig, &copy).unwrap();
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    t.with(|p, _| p.load_library(&copy)).unwrap().unwrap();
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+    drop(t);
+    std::fs::remove_file(&copy).unwrap();
+
+    let o = gsh_tests::Gsh::new()
+        .args([
+            "-c",
+            &format!("attach {pid}; show modules; count '{name}!shared_add'; detach"),
+        ])
+        .timeout(Duration::from_secs(120))
+        .run();
+    o.assert_success();
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with(&format!("{name} "))
+            && l.contains(&format!("/proc/{pid}/map_files/"))),
+        "{o}"
+    );
+    assert!(
+        format!("{}{}", o.stdout, o.stderr).contains("its code is as the files have it"),
+        "{o}"
+    );
+
+    // The engine's view: a module read through map_files whose code is the file's, and whose
+    // function answers as before.
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let modules = t.with(|p, _| p.modules()).unwrap().unwrap();
+    let lib = modules
+        .iter()
+        .find(|m| m.path.starts_with(format!("/proc/{pid}/map_files")))
+        .unwrap_or_else(|| panic!("no module read through map_files: {modules:?}"));
+    assert!(!lib.is_main);
+    assert!(t
+        .with(|p, _| p.unreadable_modules())
+        .unwrap()
+        .unwrap()
+        .is_empty());
+    let changes = t.with(|p, _| p.text_changes()).unwrap().unwrap();
+    assert!(changes.is_empty(), "{changes:?}");
+    let data = std::fs::read(&orig).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let add = file
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok("shared_add"))
+        .unwrap()
+        .address();
+    let sum = t.with(|p, _| p.call(lib.bias + add, &[20, 22])).unwrap();
+    assert_eq!(sum.unwrap() as u32, 42);
+    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    assert!(guard.0.wait().unwrap().success());
+}
+
+/// Ctrl-C at a terminal during `load library` (a constructor that takes 4 s) gives the prompt
+/// back at once, the library listed; the constructor finishes in the process, which runs on,
+/// and `detach` leaves it computing exactly. Before, Ctrl-C was ignored until the call ended.
+#[test]
+fn ctrl_c_during_load_library_gives_the_prompt_back() {
+    let v = Vecspin::spawn(4);
+    let lib = Mutatee::new("libslowinit").path(Variant::O2);
+    let mut gsh = gsh_tests::pty::PtyGsh::spawn_on(&[], "xterm");
+    gsh.expect("(gsh) ");
+    gsh.send(&format!("attach {}\r", v.pid()));
+    gsh.expect("(gsh) ");
+    gsh.send(&format!("load library {}\r", lib.display()));
+    assert_eq!(v.next("the constructor"), "constructor");
+    let pressed = Instant::now();
+    // What the terminal sends on Ctrl-C (this pty is not gsh's controlling terminal).
+    // SAFETY: kill takes only integers; the pid is the gsh this test started.
+    unsafe { libc::kill(gsh.pid(), libc::SIGINT) };
+    gsh.expect("interrupted");
+    assert!(
+        pressed.elapsed() < Duration::from_secs(3),
+        "the prompt came back {:?} after Ctrl-C",
+        pressed.elapsed()
+    );
+    gsh.expect("(gsh) ");
+    assert_eq!(v.next("the constructor's end"), "constructed");
+    gsh.send("show modules\r");
+    gsh.expect("libslowinit");
+    gsh.expect("(gsh) ");
+    gsh.send("detach\r");
+    gsh.expect("(gsh) ");
+    gsh.send("quit\r");
+    gsh.wait();
+    v.finish();
 }

@@ -541,8 +541,15 @@ impl Inferior {
     }
 
     /// `load library PATH`: `dlopen`s it with every thread stopped; the handle.
-    pub fn load_library(&self, path: &Path) -> Result<u64> {
-        self.job(|p, _| Ok(Live::paused(p, |p| Ok(p.load_library(path)?))?))
+    /// Once `interrupt` is set (Ctrl-C), gsh stops waiting: `dlopen` finishes in the process
+    /// on its own, which runs on, and the result is an error saying so.
+    pub fn load_library(&self, path: &Path, interrupt: &std::sync::Arc<AtomicBool>) -> Result<u64> {
+        let flag = interrupt.clone();
+        self.job(move |p, _| {
+            Ok(Live::paused(p, |p| {
+                Ok(p.with_call_interrupt(flag, |p| p.load_library(path))?)
+            })?)
+        })
     }
 
     /// `print EXPR` (with gdb's `format`): in frame `frame` of thread `tid` when stopped, from

@@ -24,6 +24,11 @@
 //! call too; traced, gsh puts back the exact registers once the thread is in an ordinary
 //! interrupt stop again, where the kernel's own restart applies.
 //!
+//! Since the stub needs no tracer, an interrupt (Ctrl-C during `load library`,
+//! `Process::with_call_interrupt`) need not abandon a call half done: gsh stops the thread in
+//! an interrupt stop, resumes every thread without tracing its system calls, and the call and
+//! the stub finish on their own.
+//!
 //! Before a pool holds the stub (the `mmap` of the first pools), a stub is written, for one
 //! system call at a time, where an executable mapping has room the program never runs: past
 //! the end of a module's executable segment in its last page (`code_slack`), then put back.
@@ -234,6 +239,10 @@ fn resumed(saved: &libc::user_regs_struct) -> libc::user_regs_struct {
     r
 }
 
+/// How long gsh waits for a thread it interrupted to stop. An interrupt stops any thread that
+/// is not in an uninterruptible sleep within microseconds; past this, gsh reports it.
+const STOP_DEADLINE: Duration = Duration::from_secs(5);
+
 /// For tests that kill gsh at the worst moment: with `GSH_TEST_PAUSE_INJECTED=MS` in the
 /// environment, gsh says so on stderr and sleeps MS milliseconds each time a thread holds
 /// injected registers and has not yet run any of the injected code.
@@ -256,7 +265,13 @@ enum End {
     /// The borrowed `syscall; int3` traps with `rip` here.
     Trap(u64),
     /// The stub announces its end: a `getpid` entry stop at `done` with `rsp` at `frame`.
-    Announced { done: u64, frame: u64 },
+    /// When `may_finish_alone` (a call through a pool's stub, which stays), an interrupt
+    /// (`Process::with_call_interrupt`) lets the call finish in the process on its own.
+    Announced {
+        done: u64,
+        frame: u64,
+        may_finish_alone: bool,
+    },
 }
 
 impl End {
@@ -265,6 +280,39 @@ impl End {
         match self {
             End::Trap(_) => ptrace::cont(tid, 0),
             End::Announced { .. } => ptrace::cont_to_syscall(tid),
+        }
+    }
+}
+
+/// What one stop of a thread running injected code means.
+enum Seen {
+    /// The injected run ended: the thread's registers there.
+    Ended(Box<libc::user_regs_struct>),
+    /// An interrupt stop (`PTRACE_EVENT_STOP`).
+    Interrupted,
+    /// Anything else, dealt with: the thread is to run on.
+    RunOn,
+}
+
+/// How an injected run came out.
+enum Ran {
+    /// It ended; the thread is stopped there with these registers.
+    Ended(Box<libc::user_regs_struct>),
+    /// Interrupted (`Process::with_call_interrupt`): the thread, in an interrupt stop, is to
+    /// finish the call and the stub on its own.
+    LeftToFinish,
+}
+
+impl Ran {
+    /// The registers at the end; an error for a run left to finish alone.
+    fn ended(self, what: &str, tid: i32) -> Result<libc::user_regs_struct, ProcessError> {
+        match self {
+            Ran::Ended(r) => Ok(*r),
+            Ran::LeftToFinish => Err(ProcessError::Inject {
+                what: what.to_owned(),
+                tid,
+                detail: "interrupted; it finishes in the process on its own".into(),
+            }),
         }
     }
 }
@@ -293,33 +341,8 @@ impl Process {
     /// Room for `len` bytes of code in an executable mapping that the program never runs:
     /// the rest of the last page of a module's executable segment, past the segment's end.
     fn code_slack(&mut self, len: u64) -> Result<Option<u64>, ProcessError> {
-        const PT_LOAD: u32 = 1;
-        const PF_X: u32 = 1;
-        let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
-        let u64_at =
-            |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
         for m in self.modules()? {
-            // The ELF header and program headers as mapped (not the file, which may differ).
-            let Ok(ehdr) = self.mem.read(m.base, 64) else {
-                continue;
-            };
-            if ehdr[..4] != *b"\x7fELF" || u16_at(&ehdr, 54) != 56 {
-                continue;
-            }
-            let (phoff, phnum) = (u64_at(&ehdr, 32), u16_at(&ehdr, 56));
-            let Ok(phdrs) = self.mem.read(m.base + phoff, phnum * 56) else {
-                continue;
-            };
-            for ph in phdrs.chunks_exact(56) {
-                let u32_at = |o: usize| u32::from_le_bytes(ph[o..o + 4].try_into().expect("4"));
-                let (kind, flags) = (u32_at(0), u32_at(4));
-                if kind != PT_LOAD || flags & PF_X == 0 {
-                    continue;
-                }
-                let end = m
-                    .bias
-                    .wrapping_add(u64_at(ph, 16))
-                    .wrapping_add(u64_at(ph, 40));
+            for end in self.exec_segment_ends(m.base, m.bias) {
                 let at = end.next_multiple_of(16);
                 if let Some(r) = m.text.iter().find(|r| r.contains(&end)) {
                     if at + len <= r.end {
@@ -329,6 +352,52 @@ impl Process {
             }
         }
         Ok(None)
+    }
+
+    /// The runtime ends of the executable `PT_LOAD` segments of the module mapped at `base`
+    /// with `bias`, by the ELF header and program headers as mapped (not the file, which may
+    /// differ). None when they cannot be read.
+    ///
+    /// `object`'s ELF header reader, not `crate::elf::Binary`: a `Binary` is a whole file,
+    /// validated with its section headers (at the file's end, never mapped) and every
+    /// section's bytes, where the process holds only the first page's headers.
+    fn exec_segment_ends(&self, base: u64, bias: u64) -> Vec<u64> {
+        use object::read::elf::{FileHeader, ProgramHeader};
+        type Header = object::elf::FileHeader64<object::Endianness>;
+        let ehdr_len = std::mem::size_of::<Header>();
+        let Some(head) = self.mem.read(base, ehdr_len).ok() else {
+            return Vec::new();
+        };
+        let Ok(ehdr) = Header::parse(&*head) else {
+            return Vec::new();
+        };
+        let Ok(endian) = ehdr.endian() else {
+            return Vec::new();
+        };
+        // The header with its program header table, as one image from the module's start.
+        let table_end = ehdr
+            .e_phoff(endian)
+            .saturating_add(u64::from(ehdr.e_phnum(endian)) * u64::from(ehdr.e_phentsize(endian)));
+        if table_end > 64 << 10 {
+            return Vec::new();
+        }
+        let Ok(image) = self.mem.read(base, table_end as usize) else {
+            return Vec::new();
+        };
+        let Ok(phdrs) = ehdr.program_headers(endian, &*image) else {
+            return Vec::new();
+        };
+        phdrs
+            .iter()
+            .filter(|ph| {
+                ph.p_type(endian) == object::elf::PT_LOAD
+                    && ph.p_flags(endian) & object::elf::PF_X != 0
+            })
+            .map(|ph| {
+                bias.wrapping_add(ph.p_vaddr(endian))
+                    .wrapping_add(ph.p_memsz(endian))
+            })
+            .collect()
     }
 
     /// The thread injections run on: the leader when it is plainly stopped, else another.
@@ -429,7 +498,7 @@ impl Process {
         if self.state.is_alive() {
             self.mem.write(at, &bytes)?;
         }
-        let out = result?;
+        let out = result?.ended(what, tid)?;
         ptrace::set_regs(tid, &saved)?;
         Ok(out.rax)
     }
@@ -503,8 +572,23 @@ impl Process {
         let end = End::Announced {
             done: stub.done,
             frame: at,
+            may_finish_alone: call && self.pools.stub.is_some(),
         };
-        let result = self.run_injected(tid, &r, end, what);
+        let result = match self.run_injected(tid, &r, end, what) {
+            Ok(Ran::LeftToFinish) => {
+                // Interrupted: the thread, stopped somewhere in the call, finishes it and the
+                // stub on its own, with every other thread running too.
+                self.resume()?;
+                return Err(ProcessError::Inject {
+                    what: what.to_owned(),
+                    tid,
+                    detail: "interrupted; the call finishes in the process on its own, which \
+                             runs on (`halt` stops it)"
+                        .into(),
+                });
+            }
+            r => r.and_then(|ran| ran.ended(what, tid)),
+        };
         if self.state.is_alive() {
             // At the announcement the stub has put the vector state back; gsh takes the
             // thread back to an ordinary stop, then writes the exact registers.
@@ -517,6 +601,84 @@ impl Process {
         Ok(result?.rdi)
     }
 
+    /// Runs `f` with `flag` as the interrupt of injected calls: once it is set, a call
+    /// through the stub is not waited for any longer; the call finishes in the process on
+    /// its own (the stub needs no tracer), every thread runs on, and the call's result is an
+    /// error saying so. A call that ends while gsh stops its thread is finished as usual.
+    /// For Ctrl-C during `load library`.
+    pub fn with_call_interrupt<R>(
+        &mut self,
+        flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        f: impl FnOnce(&mut Process) -> R,
+    ) -> R {
+        let before = self.pools.call_interrupt.replace(flag);
+        let r = f(self);
+        self.pools.call_interrupt = before;
+        r
+    }
+
+    fn call_interrupted(&self) -> bool {
+        self.pools
+            .call_interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Brings thread `tid`, running injected code (or stopped where `PTRACE_CONT` lets it
+    /// run on correctly, when `stopped`), to an interrupt stop, the stop from which it runs
+    /// on correctly whether gsh traces it further or not. When the injected run reaches
+    /// `end` first, the thread stays there and its registers are returned.
+    ///
+    /// The kernel ends a pending interrupt at *any* ptrace stop (`ptrace_stop` clears
+    /// `JOBCTL_TRAP_STOP`), so a thread that stops for something else first, above all a
+    /// syscall-exit stop (its system call cut short by the interrupt itself, while gsh was
+    /// tracing its system calls), never reaches the interrupt stop by itself: it runs on.
+    /// Hence the interrupt is sent again at every other stop before the thread is resumed.
+    /// Waiting for the first interrupt alone hung gsh for good once the thread had finished
+    /// the call (Ctrl-C during `load library`).
+    fn interrupt_stop(
+        &mut self,
+        tid: i32,
+        stopped: bool,
+        end: Option<End>,
+        what: &str,
+    ) -> Result<Option<libc::user_regs_struct>, ProcessError> {
+        ptrace::interrupt(tid)?;
+        if stopped {
+            ptrace::cont(tid, 0)?;
+        }
+        let started = Instant::now();
+        loop {
+            let ev = match ptrace::wait(tid, true) {
+                Ok(Some((_, ev))) => ev,
+                Ok(None) if started.elapsed() > STOP_DEADLINE => {
+                    return Err(ProcessError::Inject {
+                        what: what.to_owned(),
+                        tid,
+                        detail: format!(
+                            "the thread did not stop within {} s of an interrupt",
+                            STOP_DEADLINE.as_secs()
+                        ),
+                    });
+                }
+                Ok(None) => {
+                    self.waker
+                        .wait(Some(STOP_DEADLINE.saturating_sub(started.elapsed())));
+                    continue;
+                }
+                Err(_) => return Err(self.lost(what)),
+            };
+            match self.seen(tid, ev, end, what)? {
+                Seen::Ended(r) => return Ok(Some(*r)),
+                Seen::Interrupted => return Ok(None),
+                Seen::RunOn => {
+                    ptrace::interrupt(tid)?;
+                    ptrace::cont(tid, 0)?;
+                }
+            }
+        }
+    }
+
     /// Brings thread `tid`, at the stub's announcing syscall entry, to an interrupt stop with
     /// `resume`'s registers, each step leaving a thread that runs on correctly untraced.
     fn settle(
@@ -527,28 +689,7 @@ impl Process {
     ) -> Result<(), ProcessError> {
         // `orig_rax = -1`: the announcing `getpid` is skipped.
         ptrace::set_regs(tid, resume)?;
-        ptrace::interrupt(tid)?;
-        ptrace::cont(tid, 0)?;
-        loop {
-            match ptrace::wait(tid, false) {
-                Ok(Some((_, WaitEvent::EventStop(_)))) => return Ok(()),
-                Ok(Some((_, WaitEvent::Signal(sig)))) => {
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.pending.push(sig);
-                    }
-                    ptrace::cont(tid, 0)?;
-                }
-                Ok(Some((_, WaitEvent::Event(_)))) => ptrace::cont(tid, 0)?,
-                Ok(Some((_, ev @ (WaitEvent::Exited(_) | WaitEvent::Signaled(_))))) => {
-                    return Err(self.thread_died(tid, ev, what));
-                }
-                Ok(None) | Err(_) => {
-                    self.state = State::Signaled(libc::SIGKILL);
-                    self.threads.clear();
-                    return Err(self.gone(what));
-                }
-            }
-        }
+        self.interrupt_stop(tid, true, None, what).map(|_| ())
     }
 
     /// Records that thread `tid` died with `ev` while running injected code.
@@ -572,123 +713,155 @@ impl Process {
         }
     }
 
+    /// The process is no longer ours to wait for (`waitpid` failed): recorded as killed.
+    fn lost(&mut self, what: &str) -> ProcessError {
+        self.state = State::Signaled(libc::SIGKILL);
+        self.threads.clear();
+        self.gone(what)
+    }
+
     /// Sets `regs` on `tid`, runs it alone until `end`, and returns its registers there. The
-    /// thread is left stopped; the caller restores its registers.
+    /// thread is left stopped; the caller restores its registers. An interrupted call that
+    /// may finish alone (see `End::Announced`) is left to, in an interrupt stop.
     fn run_injected(
         &mut self,
         tid: i32,
         regs: &libc::user_regs_struct,
         end: End,
         what: &str,
-    ) -> Result<libc::user_regs_struct, ProcessError> {
+    ) -> Result<Ran, ProcessError> {
+        ptrace::set_regs(tid, regs)?;
+        test_pause(what, tid);
+        end.resume(tid)?;
+        let started = Instant::now();
+        let may_finish_alone = matches!(
+            end,
+            End::Announced {
+                may_finish_alone: true,
+                ..
+            }
+        );
+        loop {
+            let ev = match ptrace::wait(tid, true) {
+                Ok(Some((_, ev))) => ev,
+                Ok(None) if started.elapsed() > CALL_DEADLINE => {
+                    // Get the thread back (or its end, reached meanwhile) before giving up.
+                    if let Some(r) = self.interrupt_stop(tid, false, Some(end), what)? {
+                        return Ok(Ran::Ended(Box::new(r)));
+                    }
+                    return Err(ProcessError::Inject {
+                        what: what.to_owned(),
+                        tid,
+                        detail: format!(
+                            "it did not finish within {} s (waiting for a lock another, \
+                             stopped thread holds?); its registers were restored",
+                            CALL_DEADLINE.as_secs()
+                        ),
+                    });
+                }
+                Ok(None) if may_finish_alone && self.call_interrupted() => {
+                    return Ok(match self.interrupt_stop(tid, false, Some(end), what)? {
+                        Some(r) => Ran::Ended(Box::new(r)),
+                        None => Ran::LeftToFinish,
+                    });
+                }
+                Ok(None) => {
+                    // In slices, so an interrupt is seen without an event.
+                    self.waker.wait(Some(
+                        CALL_DEADLINE
+                            .saturating_sub(started.elapsed())
+                            .min(Duration::from_millis(50)),
+                    ));
+                    continue;
+                }
+                Err(_) => return Err(self.lost(what)),
+            };
+            match self.seen(tid, ev, Some(end), what)? {
+                Seen::Ended(r) => return Ok(Ran::Ended(r)),
+                // A stray interrupt stop (one sent after the thread had stopped otherwise).
+                Seen::Interrupted | Seen::RunOn => end.resume(tid)?,
+            }
+        }
+    }
+
+    /// Deals with stop `ev` of thread `tid`, which runs injected code that ends at `end`.
+    /// Signals not ours are kept for the thread; a breakpoint or a fault in the injected code
+    /// is an error (the caller restores the thread's registers).
+    fn seen(
+        &mut self,
+        tid: i32,
+        ev: WaitEvent,
+        end: Option<End>,
+        what: &str,
+    ) -> Result<Seen, ProcessError> {
         let fail = |detail: String| ProcessError::Inject {
             what: what.to_owned(),
             tid,
             detail,
         };
-        ptrace::set_regs(tid, regs)?;
-        test_pause(what, tid);
-        end.resume(tid)?;
-        let started = Instant::now();
-        loop {
-            let ev = match ptrace::wait(tid, true) {
-                Ok(Some((_, ev))) => ev,
-                Ok(None) => {
-                    if started.elapsed() > CALL_DEADLINE {
-                        // Get the thread back before giving up on it.
-                        let _ = ptrace::interrupt(tid);
-                        while let Ok(Some((_, ev))) = ptrace::wait(tid, false) {
-                            if !matches!(ev, WaitEvent::Signal(_)) {
-                                break;
-                            }
-                            let _ = ptrace::cont(tid, 0);
-                        }
-                        return Err(fail(format!(
-                            "it did not finish within {} s (waiting for a lock another, stopped \
-                             thread holds?); its registers were restored",
-                            CALL_DEADLINE.as_secs()
-                        )));
+        match ev {
+            WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
+                return Err(self.thread_died(tid, ev, what));
+            }
+            // SIGKILL from outside, or exit() inside the call: let it die, report.
+            WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {}
+            WaitEvent::Event(libc::PTRACE_EVENT_CLONE) => {
+                if let Ok(new) = ptrace::event_msg(tid) {
+                    // Unless its first stop came first (see `Process::handle`).
+                    if !self.early_threads.remove(&(new as i32)) {
+                        self.threads
+                            .entry(new as i32)
+                            .or_insert(super::control::Thread::new(ThreadState::Starting));
                     }
-                    self.waker
-                        .wait(Some(CALL_DEADLINE.saturating_sub(started.elapsed())));
-                    continue;
                 }
-                Err(_) => {
-                    self.state = State::Signaled(libc::SIGKILL);
-                    self.threads.clear();
-                    return Err(self.gone(what));
-                }
-            };
-            match ev {
-                WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
-                    return Err(self.thread_died(tid, ev, what));
-                }
-                WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
-                    // SIGKILL from outside, or exit() inside the call: let it die, report.
-                    let _ = ptrace::cont(tid, 0);
-                }
-                WaitEvent::Event(libc::PTRACE_EVENT_CLONE) => {
-                    if let Ok(new) = ptrace::event_msg(tid) {
-                        // Unless its first stop came first (see `Process::handle`).
-                        if !self.early_threads.remove(&(new as i32)) {
-                            self.threads
-                                .entry(new as i32)
-                                .or_insert(super::control::Thread::new(ThreadState::Starting));
-                        }
-                    }
-                    end.resume(tid)?;
-                }
-                WaitEvent::Event(_) | WaitEvent::EventStop(_) => end.resume(tid)?,
-                WaitEvent::Signal(SYSCALL_STOP) => {
+            }
+            WaitEvent::Event(_) => {}
+            WaitEvent::EventStop(_) => return Ok(Seen::Interrupted),
+            WaitEvent::Signal(SYSCALL_STOP) => {
+                if let Some(End::Announced { done, frame, .. }) = end {
                     let r = ptrace::regs(tid)?;
-                    if let End::Announced { done, frame } = end {
-                        if r.rip == done && r.rsp == frame && r.orig_rax == DONE_SYSCALL {
-                            return Ok(r);
-                        }
+                    if r.rip == done && r.rsp == frame && r.orig_rax == DONE_SYSCALL {
+                        return Ok(Seen::Ended(Box::new(r)));
                     }
-                    end.resume(tid)?;
                 }
-                WaitEvent::Signal(libc::SIGTRAP) => {
-                    let r = ptrace::regs(tid)?;
-                    let kernel = ptrace::sig_code(tid)? == SI_KERNEL;
-                    if let End::Trap(done) = end {
-                        if kernel && r.rip == done {
-                            return Ok(r);
-                        }
+            }
+            WaitEvent::Signal(libc::SIGTRAP) => {
+                let r = ptrace::regs(tid)?;
+                let kernel = ptrace::sig_code(tid)? == SI_KERNEL;
+                if let Some(End::Trap(done)) = end {
+                    if kernel && r.rip == done {
+                        return Ok(Seen::Ended(Box::new(r)));
                     }
-                    if kernel && self.is_rendezvous_hit(r.rip) {
-                        self.step_over_rendezvous(tid)?;
-                        end.resume(tid)?;
-                        continue;
-                    }
+                }
+                if !(kernel && self.is_rendezvous_hit(r.rip)) {
                     return Err(fail(format!(
                         "it hit a breakpoint at {:#x}; its registers were restored",
                         r.rip - 1
                     )));
                 }
-                WaitEvent::Signal(
-                    sig @ (libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE),
-                ) => {
-                    let rip = ptrace::regs(tid).map(|r| r.rip).unwrap_or(0);
-                    return Err(fail(format!(
-                        "it crashed with {} at {rip:#x}; its registers were restored",
-                        ptrace::signal_name(sig)
-                    )));
-                }
-                // dlopen inside the call passed the dynamic linker's hook.
-                WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
-                    self.note_rendezvous()?;
-                    end.resume(tid)?;
-                }
-                WaitEvent::Signal(sig) => {
-                    // Not ours to take: delivered when the process resumes.
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.pending.push(sig);
-                    }
-                    end.resume(tid)?;
+                self.step_over_rendezvous(tid)?;
+            }
+            WaitEvent::Signal(
+                sig @ (libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE),
+            ) => {
+                let rip = ptrace::regs(tid).map(|r| r.rip).unwrap_or(0);
+                return Err(fail(format!(
+                    "it crashed with {} at {rip:#x}; its registers were restored",
+                    ptrace::signal_name(sig)
+                )));
+            }
+            // dlopen inside the call passed the dynamic linker's hook.
+            WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                self.note_rendezvous()?;
+            }
+            WaitEvent::Signal(sig) => {
+                // Not ours to take: delivered when the process resumes.
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.pending.push(sig);
                 }
             }
         }
+        Ok(Seen::RunOn)
     }
 
     /// Loads the shared library at `path` into the process with `dlopen(path, RTLD_NOW)`;

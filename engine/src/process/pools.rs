@@ -89,6 +89,8 @@ pub(crate) struct Pools {
     pools: Vec<Pool>,
     /// The stub injected system calls and calls run through, once written.
     pub(crate) stub: Option<super::inject::Stub>,
+    /// Set to stop waiting for an injected call (`Process::with_call_interrupt`).
+    pub(crate) call_interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// The process's maps have been searched for an earlier session's pools.
     scanned: bool,
     earlier: EarlierPools,

@@ -738,8 +738,10 @@ fn load_library(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let path = args.positionals(1, 1)?.remove(0);
     let path = std::fs::canonicalize(&path).with_context(|| format!("cannot find {path}"))?;
     let t = ctx.target.present()?;
-    // Hooks for the new module run as the tracer notices it.
-    let handle = t.inferior.load_library(&path)?;
+    // Hooks for the new module run as the tracer notices it. Ctrl-C stops the wait; the
+    // library's loading then finishes in the process on its own.
+    let _ctrl_c = target::CtrlC::catch(&ctx.interrupt);
+    let handle = t.inferior.load_library(&path, &ctx.interrupt)?;
     Ok(line(format!(
         "loaded {} (handle {handle:#x})",
         path.display()
