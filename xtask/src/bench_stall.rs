@@ -93,6 +93,19 @@ impl Pinger {
             .unwrap_or_default()
     }
 
+    /// The longest reply answered from `since` on (sent before it, perhaps): what a pause
+    /// that began at `since` held a client up.
+    pub(crate) fn longest_answered_since(&self, since: Instant) -> Duration {
+        self.times
+            .lock()
+            .expect("times")
+            .iter()
+            .filter(|(t, d)| *t + *d >= since)
+            .map(|(_, d)| *d)
+            .max()
+            .unwrap_or_default()
+    }
+
     /// The `q`-quantile (0..1) of the replies to pings sent between `from` and `to`.
     pub(crate) fn quantile(&self, from: Instant, to: Instant, q: f64) -> Duration {
         let mut v: Vec<Duration> = self

@@ -185,7 +185,7 @@ fn cycle(
     f.attach = began.elapsed();
     // A ping the attach held up is answered just after it: let the pinger record it.
     std::thread::sleep(Duration::from_millis(20));
-    f.attach_pause = pinger.longest_since(began);
+    f.attach_pause = pinger.longest_answered_since(began);
     if earlier.kept != 0 {
         bail!(
             "cycle {cycle}: {} pools ({} bytes) of the previous session are still in use",
@@ -272,7 +272,7 @@ fn cycle(
     }
     f.detach = leaving.elapsed();
     std::thread::sleep(Duration::from_millis(20));
-    f.detach_pause = pinger.longest_since(leaving);
+    f.detach_pause = pinger.longest_answered_since(leaving);
     if !left.is_empty() {
         bail!(
             "cycle {cycle}: after detaching, {} places differ from the files",
