@@ -53,7 +53,12 @@ pub struct Module {
 }
 
 impl Module {
-    fn new(id: ModuleId, binary: Binary, is_main: bool, debug_dirs: Vec<PathBuf>) -> Module {
+    pub(crate) fn new(
+        id: ModuleId,
+        binary: Binary,
+        is_main: bool,
+        debug_dirs: Vec<PathBuf>,
+    ) -> Module {
         // A file deleted or replaced since a process mapped it is read through a link to it
         // (`/proc/PID/exe`, `/proc/PID/map_files/START-END`); users know it by the name the
         // link gives, `NAME (deleted)`, not by the link's own (`exe`, `START-END`).

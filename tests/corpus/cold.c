@@ -34,9 +34,92 @@ __attribute__((noinline)) int checked_div(int a, int b) {
     return a / b;
 }
 
+/* gcc's `f.part.0` with its isolated null dereference (sqlite3's
+   `sqlite3_declare_vtab.part.0.cold`): a static function nothing calls, only tail-called by
+   another, enters its cold part by `jmp`. Stripped, the parent is known only by its FDE, as a
+   fragment would be; its fragment still belongs to it. */
+int tail_caller(const int *);
+__asm__(
+    ".text\n"
+    ".type tail_parent,@function\n"
+    "tail_parent:\n"
+    "  .cfi_startproc\n"
+    "  sub $24, %rsp\n"
+    "  .cfi_def_cfa_offset 32\n"
+    "  test %rdi, %rdi\n"
+    "  je .Ltail_null\n"
+    "  mov (%rdi), %eax\n"
+    "  add $24, %rsp\n"
+    "  .cfi_remember_state\n"
+    "  .cfi_def_cfa_offset 8\n"
+    "  ret\n"
+    ".Ltail_null:\n"
+    "  .cfi_restore_state\n"
+    "  jmp tail_parent.cold\n"
+    "  .cfi_endproc\n"
+    ".size tail_parent, .-tail_parent\n"
+    ".globl tail_caller\n.type tail_caller,@function\n"
+    "tail_caller:\n"
+    "  .cfi_startproc\n"
+    "  jmp tail_parent\n"
+    "  .cfi_endproc\n"
+    ".size tail_caller, .-tail_caller\n"
+    ".type tail_parent.cold,@function\n"
+    "tail_parent.cold:\n"
+    "  .cfi_startproc\n"
+    "  .cfi_def_cfa_offset 32\n"
+    "  movzwl 0x5e, %eax\n"
+    "  ud2\n"
+    "  .cfi_endproc\n"
+    ".size tail_parent.cold, .-tail_parent.cold\n");
+
+/* A switch whose case jumps straight to the first instruction of its function's cold part
+   (lua's `genlink`, `reallymarkobject`, `propagatemark`, `luaC_barrierback_` under gcc -O2
+   send unreachable cases to `f.cold`): the table is still the function's. A PIE's table holds
+   offsets from its start, a non-PIE's addresses, as gcc emits them. */
+int sw_cold(int);
+__asm__(
+    ".text\n"
+    ".globl sw_cold\n.type sw_cold,@function\n"
+    "sw_cold:\n"
+    "  .cfi_startproc\n"
+    "  test %edi, %edi\n"
+    "  js sw_cold.cold\n"
+    "  cmp $2, %edi\n"
+    "  ja .Lsw_def\n"
+    "  mov %edi, %edi\n"
+#ifdef __PIE__
+    "  lea .Ltab_sw(%rip), %rdx\n"
+    "  movslq (%rdx,%rdi,4), %rax\n"
+    "  add %rdx, %rax\n"
+    "  jmp *%rax\n"
+#else
+    "  jmp *.Ltab_sw(,%rdi,8)\n"
+#endif
+    ".Lsw0: mov $1, %eax\n  ret\n"
+    ".Lsw1: mov $2, %eax\n  ret\n"
+    ".Lsw_def: xor %eax, %eax\n  ret\n"
+    "  .cfi_endproc\n"
+    ".size sw_cold, .-sw_cold\n"
+    ".type sw_cold.cold,@function\n"
+    "sw_cold.cold:\n"
+    "  .cfi_startproc\n"
+    "  ud2\n"
+    "  .cfi_endproc\n"
+    ".size sw_cold.cold, .-sw_cold.cold\n"
+    ".section .rodata\n"
+    ".p2align 3\n"
+    ".Ltab_sw:\n"
+#ifdef __PIE__
+    "  .long .Lsw0-.Ltab_sw, .Lsw1-.Ltab_sw, sw_cold.cold-.Ltab_sw\n"
+#else
+    "  .quad .Lsw0, .Lsw1, sw_cold.cold\n"
+#endif
+    ".text\n");
+
 int main(int argc, char **argv) {
     long a[4] = {1, 2, 3, argc > 3 ? -4 : 4};
     long s = sum_positive(a, 4);
-    printf("%ld %d\n", s, checked_div((int)s, argc));
+    printf("%ld %d %d\n", s, checked_div((int)s, argc), tail_caller(&argc) + sw_cold(argc > 2));
     return argv[0] == 0;
 }

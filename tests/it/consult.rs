@@ -120,8 +120,18 @@ pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 /// on a machine loaded by the rest of the suite a stop for a stack sample waits for the
 /// program's threads to be scheduled, and the search needs a dozen samples per experiment.
 fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value) {
+    search_started("planted", &[mode, "40"], extra)
+}
+
+/// `consult --for 20 --cost 20 EXTRA` on mutatee `name` started with `args` (one at a time,
+/// as [`planted`]): the findings as (hypothesis, focus joined by " > "), and the whole result.
+fn search_started(
+    name: &str,
+    args: &[&str],
+    extra: &str,
+) -> (Vec<(String, String)>, serde_json::Value) {
     let _turn = one_at_a_time();
-    let exe = Mutatee::new("planted").path(Variant::O2);
+    let exe = Mutatee::new(name).path(Variant::O2);
     let out = Gsh::new()
         .current_dir(exe.parent().unwrap())
         .args([
@@ -130,14 +140,25 @@ fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value
             &format!("consult --for 20 --cost 20 {extra}"),
         ])
         .arg(exe.file_name().unwrap())
-        .args([mode, "40"])
+        .args(args)
         .run();
     out.assert_success();
     let r = json_stream(&out)
         .pop()
         .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
         .unwrap_or_else(|| panic!("no result:\n{out}"));
-    let findings = r["findings"]
+    let findings = findings(&r);
+    assert!(r["seconds"].as_f64().unwrap() < 20.0, "{r:#}");
+    // The program is stopped for stack samples about as long as the 20% allows (a stop that
+    // overruns the budget is counted when it ends).
+    assert!(r["overhead"].as_f64().unwrap() <= 0.25, "{r:#}");
+    assert!(r["stack_samples"].as_u64().unwrap() > 0, "{r:#}");
+    (findings, r)
+}
+
+/// A search result's findings as (hypothesis, focus joined by " > ").
+pub(crate) fn findings(r: &serde_json::Value) -> Vec<(String, String)> {
+    r["findings"]
         .as_array()
         .expect("findings")
         .iter()
@@ -153,13 +174,7 @@ fn planted(mode: &str, extra: &str) -> (Vec<(String, String)>, serde_json::Value
                 focus.join(" > "),
             )
         })
-        .collect();
-    assert!(r["seconds"].as_f64().unwrap() < 20.0, "{r:#}");
-    // The program is stopped for stack samples about as long as the 20% allows (a stop that
-    // overruns the budget is counted when it ends).
-    assert!(r["overhead"].as_f64().unwrap() <= 0.25, "{r:#}");
-    assert!(r["stack_samples"].as_u64().unwrap() > 0, "{r:#}");
-    (findings, r)
+        .collect()
 }
 
 /// True when some finding is for one of `hs` and its focus contains every one of `parts`.
@@ -233,6 +248,83 @@ fn consult_names_a_blocking_pipe_read_with_its_function_and_pipe() {
             .any(|(h, _)| h == "IOBlocking" || h == "SyncWait"),
         "{r:#}"
     );
+}
+
+/// `hot` computes, called from `hot_caller` (85% of the time) and `cold_caller` (15%): the
+/// search finds `hot` wherever it is called from, refines it into the two call paths reaching
+/// it, and concludes at the hot one, naming the module, the function and the path; the cold
+/// path is tested and judged false, and named by no finding.
+#[test]
+fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
+    let (findings, r) = search_started("twopaths", &["40"], "");
+    let busy = ["CPUBound", "RunQueue"];
+    let hot_path = r["findings"].as_array().unwrap().iter().find(|f| {
+        busy.contains(&f["hypothesis"].as_str().unwrap())
+            && f["focus"]
+                == serde_json::json!([
+                    "twopaths-O2",
+                    "twopaths-O2",
+                    "hot",
+                    "main > hot_caller > hot"
+                ])
+    });
+    assert!(hot_path.is_some(), "{r:#}");
+    assert!(
+        !findings.iter().any(|(_, f)| f.contains("cold_caller")),
+        "{r:#}"
+    );
+    let cold = r["graph"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| {
+            n["hypothesis"] == "CPUBound"
+                && n["focus"].as_array().unwrap().last()
+                    == Some(&serde_json::json!("main > cold_caller > hot"))
+        })
+        .unwrap_or_else(|| panic!("the cold path was not tested: {r:#}"));
+    assert_eq!(cold["state"], "false", "{r:#}");
+}
+
+/// `watch 0.5 consult ...` shows the running search: tables of its experiments, half a second
+/// apart, the first with experiments being tested, later ones with the root judged and deeper
+/// foci, each with its fraction and history; then the search's own report. `watch`'s own
+/// `--for` is refused with a search, before anything starts.
+#[test]
+fn watch_shows_the_running_search_then_its_report() {
+    let _turn = one_at_a_time();
+    let exe = Mutatee::new("twopaths").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args(["-c", "watch 0.5 consult --for 20 --cost 20"])
+        .arg(exe.file_name().unwrap())
+        .arg("40")
+        .run();
+    out.assert_success();
+    let tables: Vec<&str> = out.stdout.split("consult, ").skip(1).collect();
+    assert!(tables.len() >= 3, "{out}");
+    let header = "Hypothesis    Focus";
+    assert!(tables.iter().all(|t| t.contains(header)), "{out}");
+    assert!(
+        tables
+            .iter()
+            .any(|t| t.lines().any(|l| l.contains(" testing "))),
+        "{out}"
+    );
+    // Later tables go below the thread, with each experiment's fraction and its history.
+    let last = tables.last().unwrap();
+    assert!(
+        last.lines()
+            .any(|l| l.starts_with("CPUBound") && l.contains("> main") && l.contains(" true ")),
+        "{out}"
+    );
+    // The report follows the last table: the conclusions, then the graph.
+    assert!(out.stdout.contains("experiments in "), "{out}");
+    assert!(out.stdout.contains("main > hot_caller > hot"), "{out}");
+    let refused = gsh_c("watch --for 3 consult", &exe);
+    assert!(!refused.success(), "{refused}");
+    assert!(refused.stderr.contains("watch's own"), "{refused}");
+    assert!(!refused.stderr.contains("started"), "{refused}");
 }
 
 /// Three spinning threads per CPU: each waits for a CPU most of the time, in `spin`.

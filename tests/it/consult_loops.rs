@@ -17,63 +17,8 @@ use gsh_tests::{json_stream, Gsh, Mutatee, Variant};
 #[test]
 fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes_them() {
     let exe = Mutatee::new("hotloop").path(Variant::O2);
-    let _turn = super::consult::one_at_a_time();
-    let mut child = Command::new(&exe)
-        .arg("60")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("hotloop starts");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).expect("hotloop says it runs");
-    assert_eq!(first, "hotloop running\n");
-    let pid = child.id();
-    let gsh = Gsh::new()
-        .args([
-            "--json",
-            "-p",
-            &pid.to_string(),
-            "-c",
-            // Stack samples may stop the program a fifth of the time: on a loaded machine they
-            // wait for its thread to be scheduled, and the search needs a dozen per experiment.
-            "consult --for 20 --cost 20 --watch; show instrumentation",
-        ])
-        .run();
-    // Whatever the search found, the program's code is the file's again and it runs on.
-    let text = text_matches_file(pid, &exe);
-    // SAFETY: kill(2) on the child we spawned and have not waited for.
-    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).expect("hotloop's output");
-    let status = child.wait().expect("hotloop ends");
-    gsh.assert_success();
-    text.unwrap_or_else(|e| panic!("{e}\n{gsh}"));
-    assert!(status.success(), "{status}");
-    assert_eq!(rest, "hotloop done\n");
-    let mut results: Vec<serde_json::Value> = json_stream(&gsh)
-        .into_iter()
-        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
-        .collect();
-    let shown = results.pop().expect("show instrumentation's result");
-    assert_eq!(shown["rows"], serde_json::json!([]), "{gsh}");
-    let r = results.pop().expect("consult's result");
-    let findings: Vec<(String, String)> = r["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .map(|f| {
-            let focus: Vec<&str> = f["focus"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_str().unwrap())
-                .collect();
-            (
-                f["hypothesis"].as_str().unwrap().to_owned(),
-                focus.join(" > "),
-            )
-        })
-        .collect();
+    let (gsh, r) = search_attached(&exe, "60", "hotloop", "--watch");
+    let findings = super::consult::findings(&r);
     // On a loaded machine the thread waits for a CPU as much as it runs: either names it.
     let busy = |h: &str| h == "CPUBound" || h == "RunQueue";
     assert!(
@@ -163,41 +108,7 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
 fn consult_searches_a_library_loaded_after_it_began() {
     let lib = Mutatee::new("libdlhot").path(Variant::O2);
     let exe = Mutatee::new("dlhot").path(Variant::O2);
-    let _turn = super::consult::one_at_a_time();
-    let mut child = Command::new(&exe)
-        .arg(&lib)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("dlhot starts");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).expect("dlhot says it runs");
-    assert_eq!(first, "dlhot running\n");
-    let pid = child.id();
-    let gsh = Gsh::new()
-        .args([
-            "--json",
-            "-p",
-            &pid.to_string(),
-            "-c",
-            "consult --for 20 --cost 20; show instrumentation",
-        ])
-        .run();
-    // SAFETY: kill(2) on the child we spawned and have not waited for.
-    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).expect("dlhot's output");
-    let status = child.wait().expect("dlhot ends");
-    gsh.assert_success();
-    assert!(status.success(), "{status}");
-    assert_eq!(rest, "dlhot done\n");
-    let mut results: Vec<serde_json::Value> = json_stream(&gsh)
-        .into_iter()
-        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
-        .collect();
-    let shown = results.pop().expect("show instrumentation's result");
-    assert_eq!(shown["rows"], serde_json::json!([]), "{gsh}");
-    let r = results.pop().expect("consult's result");
+    let (_, r) = search_attached(&exe, &lib, "dlhot", "");
     let name = lib.file_name().unwrap().to_str().unwrap();
     let hot = r["findings"]
         .as_array()
@@ -211,4 +122,159 @@ fn consult_searches_a_library_loaded_after_it_began() {
     let probes = &r["probes"];
     assert_eq!(probes["inserted"], probes["removed"], "{r:#}");
     assert_eq!(probes["errors"], serde_json::json!([]), "{r:#}");
+}
+
+/// The stack sampler alone, attached to `dlhot` before it loads `libdlhot`: once the program
+/// computes in the library, its samples name `hot` in `libdlhot`, and no frame of the library
+/// is a bare address without a module. (The sampler takes the library up itself, at the first
+/// stop that shows its code; it used to name such frames with an empty module until the
+/// search had learnt the library and restarted it.)
+#[test]
+fn stack_samples_name_a_library_loaded_after_sampling_began() {
+    use engine::consult::stacks::Stacks;
+    use engine::instrument::Inferior;
+    use engine::process::AttachedMode;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    let lib = Mutatee::new("libdlhot").path(Variant::O2);
+    // It computes, as the searches do: one at a time.
+    let _turn = super::consult::one_at_a_time();
+    let (mut child, mut out) =
+        spawn_running(&Mutatee::new("dlhot").path(Variant::O2), &lib, "dlhot");
+    let pid = child.id() as i32;
+    let inferior = Inferior::attach(pid, AttachedMode::Traced, false).expect("attach");
+    inferior.resume_if_stopped().expect("resume");
+    let store = Mutex::new(Stacks::new(pid));
+    let done = AtomicBool::new(false);
+    let lib_name = lib.file_name().unwrap().to_str().unwrap().to_owned();
+    let in_hot = || {
+        store
+            .lock()
+            .unwrap()
+            .frames()
+            .any(|f| f.function == "hot" && f.module == lib_name)
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| inferior.sample_stacks(&store, 0.2, &done));
+        let since = Instant::now();
+        while !in_hot() && since.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // A few more stops in the library.
+        std::thread::sleep(Duration::from_millis(300));
+        done.store(true, Ordering::SeqCst);
+    });
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    drop(inferior);
+    // SAFETY: kill(2) on the child we spawned and have not waited for.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("dlhot's output");
+    let status = child.wait().expect("dlhot ends");
+    let store = store.into_inner().unwrap();
+    assert_eq!(store.error(), None);
+    assert!(
+        store
+            .frames()
+            .any(|f| f.function == "hot" && f.module == lib_name),
+        "{:?}",
+        store.frames().collect::<Vec<_>>()
+    );
+    // The library's code, from the maps: no frame there is nameless.
+    let text: Vec<(u64, u64)> = maps
+        .lines()
+        .filter(|l| {
+            l.ends_with(&lib_name) && l.split_whitespace().nth(1).is_some_and(|p| p.contains('x'))
+        })
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect();
+    assert!(!text.is_empty(), "{maps}");
+    for f in store.frames() {
+        let addr = f
+            .function
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        if let Some(a) = addr {
+            assert!(
+                !text.iter().any(|(lo, hi)| (*lo..*hi).contains(&a)),
+                "a frame of {lib_name} with no module: {f:?}"
+            );
+        }
+    }
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, "dlhot done\n");
+}
+
+/// Starts `exe` with `arg`, its output piped, and waits for its first line, `NAME running`:
+/// the program and the rest of its output.
+fn spawn_running(
+    exe: &std::path::Path,
+    arg: impl AsRef<std::ffi::OsStr>,
+    name: &str,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(exe)
+        .arg(arg)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name} does not start: {e}"));
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first)
+        .unwrap_or_else(|e| panic!("{name} does not say it runs: {e}"));
+    assert_eq!(first, format!("{name} running\n"));
+    (child, out)
+}
+
+/// `consult --for 20 --cost 20 EXTRA; show instrumentation` attached to mutatee `exe` (started
+/// with `arg`, announcing itself as `name`), one search at a time. Stack samples may stop the
+/// program a fifth of the time: on a loaded machine they wait for its thread to be scheduled,
+/// and the search needs a dozen per experiment. Checks what every such search must leave: the
+/// program's code as in its file, no request in the plan, the program running on to print
+/// `NAME done` on SIGUSR1. Returns gsh's run and the search's result.
+fn search_attached(
+    exe: &std::path::Path,
+    arg: impl AsRef<std::ffi::OsStr>,
+    name: &str,
+    extra: &str,
+) -> (gsh_tests::GshOutput, serde_json::Value) {
+    let _turn = super::consult::one_at_a_time();
+    let (mut child, mut out) = spawn_running(exe, arg, name);
+    let pid = child.id();
+    let gsh = Gsh::new()
+        .args([
+            "--json",
+            "-p",
+            &pid.to_string(),
+            "-c",
+            &format!("consult --for 20 --cost 20 {extra}; show instrumentation"),
+        ])
+        .run();
+    // Whatever the search found, the program's code is the file's again and it runs on.
+    let text = text_matches_file(pid, exe);
+    // SAFETY: kill(2) on the child we spawned and have not waited for.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+    let mut rest = String::new();
+    out.read_to_string(&mut rest)
+        .unwrap_or_else(|e| panic!("{name}'s output: {e}"));
+    let status = child.wait().expect("the program ends");
+    gsh.assert_success();
+    text.unwrap_or_else(|e| panic!("{e}\n{gsh}"));
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, format!("{name} done\n"));
+    let mut results: Vec<serde_json::Value> = json_stream(&gsh)
+        .into_iter()
+        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .collect();
+    let shown = results.pop().expect("show instrumentation's result");
+    assert_eq!(shown["rows"], serde_json::json!([]), "{gsh}");
+    let r = results.pop().expect("consult's result");
+    (gsh, r)
 }

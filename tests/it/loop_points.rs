@@ -462,3 +462,164 @@ fn an_edge_after_a_call_into_a_shared_block_counts_exactly() {
         );
     }
 }
+
+/// `show points FUNC` lists every loop's four kinds of point, each with its loop and the edge
+/// it sits on, and `show points FUNC loop LOOP` only that loop's; each is placed with a jump
+/// at -O0 (none skipped, no trap); a loop that is not there is an error naming `loops`.
+#[test]
+fn show_points_lists_loop_points_with_their_loop_and_edge() {
+    let m = gsh_tests::Mutatee::new("loops");
+    let exe = m.path(Variant::O0);
+    let all = gsh_json("show points nested", &exe);
+    let rows = all["rows"].as_array().expect("rows");
+    let field = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap_or("").to_owned();
+    let kinds: BTreeSet<(String, String)> = rows
+        .iter()
+        .filter(|r| field(r, "point").starts_with("loop-"))
+        .map(|r| (field(r, "loop"), field(r, "point")))
+        .collect();
+    for name in ["loop_1", "loop_1.1", "loop_1.1.1"] {
+        for kind in [
+            "loop-entry",
+            "loop-exit",
+            "loop-iter-begin",
+            "loop-iter-end",
+        ] {
+            assert!(
+                kinds.contains(&(name.to_owned(), kind.to_owned())),
+                "{name} {kind} missing: {kinds:?}"
+            );
+        }
+    }
+    assert!(rows.iter().any(|r| field(r, "point") == "entry"));
+    // Entry, exit and iteration-end points sit on edges, `FROM->TO`; iter-begin on the header.
+    for r in rows
+        .iter()
+        .filter(|r| field(r, "point").starts_with("loop-"))
+    {
+        let on_edge = field(r, "point") != "loop-iter-begin";
+        assert_eq!(field(r, "edge").contains("->"), on_edge, "{r}");
+    }
+
+    let one = gsh_json("show points nested loop loop_1.1", &exe);
+    let rows = one["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert_eq!(field(r, "loop"), "loop_1.1", "{r}");
+        let tactic = field(r, "tactic");
+        assert!(tactic != "skipped" && tactic != "trap", "{r}");
+    }
+
+    let o = gsh_c("show points nested loop loop_9", &exe);
+    assert_ne!(o.code, Some(0));
+    assert!(o.stderr.contains("no loop named `loop_9`"), "{}", o.stderr);
+}
+
+/// The target of each entry of `step`'s table in `exe`: `count` entries at `table`, 8-byte
+/// addresses, or (in a PIE) 4-byte offsets from the table, read from the file itself.
+fn table_targets(exe: &Path, table: u64, count: u64, pie: bool) -> Vec<u64> {
+    use object::{Object, ObjectSection};
+    let data = std::fs::read(exe).expect("read the mutatee");
+    let file = object::File::parse(&*data).expect("an ELF file");
+    let stride = if pie { 4 } else { 8 };
+    let bytes = file
+        .sections()
+        .find_map(|s| {
+            let at = table.checked_sub(s.address())?;
+            (at < s.size()).then(|| s.data().expect("section data")[at as usize..].to_vec())
+        })
+        .expect("the table is in a section");
+    (0..count as usize)
+        .map(|i| {
+            let e = &bytes[i * stride..(i + 1) * stride];
+            match pie {
+                false => u64::from_le_bytes(e.try_into().expect("8 bytes")),
+                true => {
+                    table.wrapping_add(i32::from_le_bytes(e.try_into().expect("4 bytes")) as u64)
+                }
+            }
+        })
+        .collect()
+}
+
+/// Jump-table edges into blocks other edges reach too (`tables.c`'s `step`: cases falling
+/// into the next case's block, a hole leading to the default the guard reaches), each counted
+/// exactly in a saved binary and a live process: the count of an edge is the number of
+/// dispatches of the values whose entries lead to its target, as the program counts them
+/// itself. The default block's own entry point counts every way in (values 7 to 10) beside the
+/// table's stub into it. These edges were skipped before ("an edge of an indirect jump (a jump
+/// table) to a block with other ways in cannot be instrumented on its own yet").
+#[test]
+fn jump_table_edges_into_shared_blocks_count_exactly() {
+    let m = Mutatee::new("tables");
+    let expected = m.expected_stdout();
+    let dispatched: Vec<u64> = expected
+        .lines()
+        .filter_map(|l| l.strip_prefix("op "))
+        .map(|l| {
+            l.split(": ")
+                .nth(1)
+                .expect("a count")
+                .parse()
+                .expect("a number")
+        })
+        .collect();
+    assert_eq!(dispatched.len(), 11, "{expected}");
+    for v in [Variant::O0, Variant::NoPie, Variant::Pie] {
+        let exe = m.path(v);
+        let cfg = gsh_json("cfg step", &exe);
+        let tables = cfg["function"]["jump_tables"]
+            .as_array()
+            .expect("jump tables");
+        assert_eq!(tables.len(), 1, "{v:?}: {cfg}");
+        let words: Vec<&str> = tables[0].as_str().expect("text").split(' ').collect();
+        let addr = |w: &str| u64::from_str_radix(w.trim_start_matches("0x"), 16).expect("hex");
+        let (jump, table) = (addr(words[0]), addr(words[2]));
+        // `e_type` 3 (`ET_DYN`): a PIE, whose table holds offsets from itself.
+        let pie = std::fs::read(&exe).expect("read the mutatee")[16] == 3;
+        // Values 0..=9 go through the table (`case 9` is its last entry), 10 through the guard.
+        let targets = table_targets(&exe, table, 10, pie);
+        let edges = cfg["edges"]["rows"].as_array().expect("edges");
+        let into = |to: &str| edges.iter().filter(|e| e["to"] == to).count();
+        let from = edges
+            .iter()
+            .find(|e| e["kind"] == "jump-table")
+            .and_then(|e| e["from"].as_str())
+            .expect("a jump-table edge");
+        let mut points = Vec::new();
+        for e in edges.iter().filter(|e| e["kind"] == "jump-table") {
+            let to = e["to"].as_str().expect("to");
+            if into(to) < 2 {
+                continue;
+            }
+            let want = (0..10)
+                .filter(|&i| targets[i] == addr(to))
+                .map(|i| dispatched[i])
+                .sum();
+            points.push(Counted {
+                label: format!("step table edge to {to}"),
+                point: format!("step edge {from} {to}"),
+                want,
+            });
+        }
+        assert!(
+            points.len() >= 3,
+            "{v:?}: step's table edges into shared blocks (jump at {jump:#x}): {cfg}"
+        );
+        let default = edges
+            .iter()
+            .find(|e| e["kind"] == "taken" && e["from"] == cfg["function"]["entry"])
+            .and_then(|e| e["to"].as_str())
+            .expect("the guard's branch to the default");
+        points.push(Counted {
+            label: "step default block".into(),
+            point: format!("step block {default}"),
+            want: dispatched[7..].iter().sum(),
+        });
+        let saved = check(&m, v, &points);
+        assert!(
+            !saved.contains("kipped"),
+            "{v:?}: nothing is skipped:\n{saved}"
+        );
+    }
+}

@@ -229,12 +229,15 @@ pub fn grade(path: &Path) -> Result<Grade, String> {
         // A function and its cold part count as one.
         // clang places an unreachable default's label after a function's last instruction,
         // in the padding before the next function: that is still the switch's function.
+        // A cold part's first instruction is its parent's code too: gcc's switch may jump
+        // straight to it (lua's `genlink` sends its unreachable cases to `genlink.cold`).
         let starts_one = |t: u64| functions.iter().any(|f| f.addr == t);
         let home = |t: u64| {
             functions
                 .iter()
                 .find(|f| {
-                    t > f.addr && (t < f.addr + f.size || (t == f.addr + f.size && !starts_one(t)))
+                    let from = t > f.addr || (t == f.addr && f.name.contains(".cold"));
+                    from && (t < f.addr + f.size || (t == f.addr + f.size && !starts_one(t)))
                 })
                 .map(|f| f.name.split(".cold").next().unwrap_or_default())
         };

@@ -8,7 +8,7 @@
 //! the rates before and after, in the same run; beside it, the same ratio per second of the
 //! program's own CPU time (what the stops cost its execution, whatever share of the machine it
 //! gets) and the overhead `consult` itself reported (the fraction of the time it kept the
-//! program stopped, plus its loop timers' estimated cost). The search's time to its answer is
+//! program stopped, plus its loop timers' cost: entries times the per-entry cost the search measured). The search's time to its answer is
 //! when it judged `unit`'s loop CPU-bound (with a live loop timer), as a ratio to when it
 //! judged `unit` itself (from stack samples), same run: what refining into loops adds.
 //! On a machine other processes load, the wall ratio may exceed 1: the

@@ -1,7 +1,7 @@
 //! `ground-truth [gcc|clang...]`: the corpus of [`gsh_tests::ground_truth`] built with each
 //! compiler at -O0..-O3, PIE and not, and gsh graded on every build: jump tables found exactly
 //! and invented, function starts of the stripped copy found exactly and invented inside a
-//! function.
+//! function. `grade BINARY...` grades binaries built elsewhere the same way.
 
 use anyhow::{bail, Result};
 use gsh_tests::ground_truth::{grade, Build, SOURCES};
@@ -51,6 +51,39 @@ pub fn run(args: &[String]) -> Result<()> {
                 );
             }
         }
+    }
+    for p in problems {
+        println!("{p}");
+    }
+    Ok(())
+}
+
+/// `grade BINARY...`: each binary graded (built with relocations and labels kept, with a
+/// `BINARY.stripped` copy beside it), its problems listed.
+pub fn grade_files(args: &[String]) -> Result<()> {
+    if args.is_empty() {
+        bail!("usage: grade BINARY...");
+    }
+    println!(
+        "| binary | tables | exact | invented | starts | found | inside | cold parts | attached | invented |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut problems = Vec::new();
+    for path in args {
+        let g = grade(std::path::Path::new(path)).map_err(anyhow::Error::msg)?;
+        println!(
+            "| {path} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            g.tables,
+            g.tables_exact,
+            g.tables_invented,
+            g.starts,
+            g.starts_found,
+            g.starts_inside,
+            g.cold_parts,
+            g.cold_parts_attached,
+            g.cold_parts_invented
+        );
+        problems.extend(g.problems.iter().map(|p| format!("{path}: {p}")));
     }
     for p in problems {
         println!("{p}");

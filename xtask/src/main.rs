@@ -57,6 +57,8 @@
 //!   relocations and symbols the builds keep.
 //! - `ground-truth-crates [gcc|clang...]`: the same grading on real C from crates (SQLite,
 //!   Lua, zstd, zlib), fetched with cargo, built at -O0 and -O2, PIE and not.
+//! - `grade BINARY...`: the same grading of binaries built elsewhere (with relocations and
+//!   labels kept, and a `.stripped` copy beside each).
 
 mod bench;
 mod bench_attached;
@@ -134,7 +136,9 @@ tasks:
                                   starts graded (default: gcc and clang)
   ground-truth-crates [gcc|clang...]
                                   the same on SQLite, Lua, zstd and zlib from crates
-                                  (fetched with cargo), at -O0 and -O2, PIE and not";
+                                  (fetched with cargo), at -O0 and -O2, PIE and not
+  grade BINARY...                 the same grading of binaries built with relocations and
+                                  labels kept, each with a BINARY.stripped copy beside it";
 
 /// Parses `[FILE] [--runs N]`, the arguments `open-time` and `bench-analysis` share; `usage`
 /// is quoted back on a mistake.
@@ -196,6 +200,7 @@ fn run() -> Result<()> {
         "check-switches" => switches::run(rest),
         "ground-truth" => ground_truth::run(rest),
         "ground-truth-crates" => ground_truth_crates::run(rest),
+        "grade" => ground_truth::grade_files(rest),
         "mem-attached" => mem_attached::run(rest),
         // Run by bench-analysis, once per measured run, so each has its own peak RSS.
         "bench-analysis-child" => bench::child(rest),

@@ -27,6 +27,12 @@
 //! (more entries than exits: a `longjmp`, `exit` or exception out of a callee, or still running
 //! at the end), and any with more exits than entries or more ends than begins (points in the
 //! wrong place).
+//!
+//! Also printed with `--loops`: the census of the loop points on jump-table edges into blocks
+//! other edges reach too (a loop's entry, exit or iteration end there), which `patch::edge`
+//! refused without exception before it read private table copies (issue 16): how many such
+//! points and distinct edges the loops have, how many are placed now, and the refused ones by
+//! reason.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -652,6 +658,10 @@ fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
         other => bail!("--loops runs python3 and cc1, not {other}"),
     };
     let bal = loop_balance(&saved)?;
+    let census = table_census(Path::new(match program {
+        "python3" => PYTHON,
+        _ => CC1,
+    }))?;
     println!("{program}: entry, exit, iter-begin and iter-end counters on every loop");
     println!(
         "  loops:     {} ({} more listed under a fragment whose bytes do not hold their \
@@ -665,6 +675,14 @@ fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
         field(&saved.report, "Skipped")
     );
     println!("  tactics:   {}", field(&saved.report, "Tactics"));
+    println!(
+        "  jump-table edges into blocks with other ways in: {} points on {} edges, all refused \
+         before private table copies; placed now: {} points on {} edges",
+        census.points, census.edges, census.placed_points, census.placed_edges
+    );
+    for (why, (points, edges)) in &census.refused {
+        println!("    refused: {points} points on {edges} edges: {why}");
+    }
     println!("  save took: {:.1} s", saved.took.as_secs_f64());
     println!(
         "  run time:  original {:.3} s, rewritten {:.3} s: {:.2}x",
@@ -712,4 +730,104 @@ fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
     }
     println!();
     Ok(())
+}
+
+/// The loop points on jump-table edges into blocks other edges reach too (see the module's
+/// documentation), and what `patch::edge` does with them.
+#[derive(Debug, Default)]
+struct TableCensus {
+    points: usize,
+    edges: usize,
+    placed_points: usize,
+    placed_edges: usize,
+    /// Refused `(points, edges)` by reason, addresses left out of the reason.
+    refused: std::collections::BTreeMap<String, (usize, usize)>,
+}
+
+/// Counts, in every function of `exe`, the loop entry, exit and iteration-end points on
+/// jump-table edges into blocks with other ways in (or into the function's first block), and
+/// asks `patch::edge` where each one goes. The edges are the ones `save` would be given by
+/// the loop points of the same loops.
+fn table_census(exe: &Path) -> Result<TableCensus> {
+    use engine::cfg::loops::LoopEdge;
+    use engine::cfg::EdgeKind;
+    use engine::point::{OnEdge, Point, PointKind};
+    let mut session = engine::session::Session::new();
+    session.open(exe)?;
+    let m = session.main()?;
+    let analysis = m.analysis();
+    let mut c = TableCensus::default();
+    for f in m.functions().functions() {
+        let a = analysis.function(f.id);
+        let cfg = &a.cfg;
+        if a.loops.loops.is_empty() || cfg.jump_tables.is_empty() {
+            continue;
+        }
+        // Each distinct edge with how many loop points it carries.
+        let mut on: std::collections::BTreeMap<(u32, u32), usize> = Default::default();
+        for l in &a.loops.loops {
+            let lp = l.points(cfg);
+            for e in lp.entry.iter().chain(&lp.exit).chain(&lp.iter_end) {
+                if let LoopEdge::Edge {
+                    from,
+                    to,
+                    kind: EdgeKind::JumpTable,
+                } = *e
+                {
+                    let shared = cfg.predecessors(to).count() > 1 || cfg.entry_block() == Some(to);
+                    if shared {
+                        *on.entry((from.0, to.0)).or_default() += 1;
+                    }
+                }
+            }
+        }
+        for ((from, to), n) in on {
+            let (from, to) = (engine::cfg::BlockId(from), engine::cfg::BlockId(to));
+            let p = Point {
+                kind: PointKind::Edge,
+                func: f.id,
+                addr: cfg.block(to).start,
+                block: to,
+                edge: Some(OnEdge::Edge {
+                    from,
+                    to,
+                    kind: EdgeKind::JumpTable,
+                }),
+                callee: None,
+                callee_name: None,
+                loop_name: None,
+            };
+            c.points += n;
+            c.edges += 1;
+            match engine::patch::edge::place(m, &p) {
+                Ok(_) => {
+                    c.placed_points += n;
+                    c.placed_edges += 1;
+                }
+                Err(why) => {
+                    let r = c.refused.entry(without_numbers(&why)).or_default();
+                    r.0 += n;
+                    r.1 += 1;
+                }
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// `why` with every hexadecimal or decimal number replaced by `N`, so reasons group.
+fn without_numbers(why: &str) -> String {
+    why.split(' ')
+        .map(|w| {
+            let bare = w.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+            let number = !bare.is_empty()
+                && (bare.starts_with("0x") || bare.chars().all(|c| c.is_ascii_digit()));
+            if number {
+                w.replace(bare, "N")
+            } else {
+                w.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -6,6 +6,7 @@ use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKi
 
 use super::jumptable::Unresolved;
 use super::landing::LandingPads;
+use super::reaching::Reaching;
 use super::{jumptable, Block, BlockId, CallSite, Cfg, Edge, EdgeKind, Exit, JumpTable};
 use crate::addr::LinkAddr;
 use crate::elf::Binary;
@@ -212,6 +213,7 @@ impl Builder<'_, '_> {
                 break;
             }
             let preds = self.predecessors();
+            let mut reaching = Reaching::default();
             let fresh = self.fresh.replace(Default::default());
             let mut resolved = false;
             for (insn, seen) in std::mem::take(&mut self.pending) {
@@ -242,8 +244,15 @@ impl Builder<'_, '_> {
                     limits: self.ctx.table_limits,
                     tables: &tables,
                 };
-                let (found, seen) =
-                    jumptable::resolve(self.ctx.binary, &ours, &ends, &self.insns, &preds, &insn);
+                let (found, seen) = jumptable::resolve(
+                    self.ctx.binary,
+                    &ours,
+                    &ends,
+                    &self.insns,
+                    &preds,
+                    &mut reaching,
+                    &insn,
+                );
                 match found {
                     Ok(table) => {
                         // A switch's cases are its own code, even in a part of it split off

@@ -12,6 +12,7 @@ mod jumptable;
 pub mod landing;
 pub mod loops;
 pub mod noreturn;
+mod reaching;
 
 use crate::addr::LinkAddr;
 
@@ -137,6 +138,35 @@ pub struct JumpTable {
     /// True when a guarding compare bounded the table; false when entries were read until one
     /// left the function.
     pub bounded: bool,
+    /// Bytes per entry: 8 for absolute addresses, 4 for relative offsets.
+    pub stride: u64,
+    /// What an entry holds.
+    pub entry: TableEntry,
+    /// The instruction that reads the entry (the `jmp [T + i*8]` itself, or the `mov`/`movsxd`
+    /// before a `jmp reg`).
+    pub load: LinkAddr,
+    /// How many entries the index can reach, when something bounds it: a guard's count, a
+    /// mask's, or 256 for a zero-extended byte. `None` when nothing does (the table was read
+    /// while its entries led into the function).
+    pub reach: Option<u64>,
+}
+
+/// What a jump table's entry holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum TableEntry {
+    /// An 8-byte absolute address. In a position-independent file (`relocated`) each entry is
+    /// the target of an `R_X86_64_RELATIVE` relocation, whose addend the loader writes there.
+    Absolute {
+        /// True in a PIE or shared library.
+        relocated: bool,
+    },
+    /// A 4-byte signed offset added to `base` (in gcc's and clang's PIE tables, the table's
+    /// own start).
+    Relative {
+        /// What the offsets are relative to.
+        base: LinkAddr,
+    },
 }
 
 /// The control-flow graph of one function.

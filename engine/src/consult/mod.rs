@@ -132,11 +132,16 @@ pub enum Resource {
     Thread(u32),
     /// A loaded module, by name.
     Module(String),
-    /// A function, by the name users type.
+    /// A function, by the name users type: one step of a call path from the thread's entry
+    /// (each `Function` of a focus is called directly by the one before it).
     Function(String),
+    /// A function wherever it is called from: its time over every call path reaching it
+    /// (Paradyn's code hierarchy). Refined into those call paths (iPath).
+    Code(String),
     /// A loop, named as `loops` names it (`loop_1.2`).
     Loop(String),
-    /// A call path below the enclosing function, caller first.
+    /// One call path reaching the [`Resource::Code`] function before it: the functions from
+    /// the thread's entry to that function, caller first.
     CallPath(Vec<String>),
     /// A lock or condition, by its address, with the symbol it lies in when known.
     Lock {
@@ -157,7 +162,10 @@ pub enum Resource {
 impl fmt::Display for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Resource::Program(n) | Resource::Module(n) | Resource::Function(n) => f.write_str(n),
+            Resource::Program(n)
+            | Resource::Module(n)
+            | Resource::Function(n)
+            | Resource::Code(n) => f.write_str(n),
             Resource::Loop(n) => f.write_str(n),
             Resource::Thread(t) => write!(f, "thread {t}"),
             Resource::CallPath(p) => f.write_str(&p.join(" > ")),
@@ -187,6 +195,38 @@ impl Focus {
     /// The innermost resource.
     pub fn last(&self) -> Option<&Resource> {
         self.0.last()
+    }
+
+    /// The thread named, if any.
+    pub fn thread(&self) -> Option<u32> {
+        self.0.iter().find_map(|r| match r {
+            Resource::Thread(t) => Some(*t),
+            _ => None,
+        })
+    }
+
+    /// The call path from the thread's entry this focus selects, if it selects one: its
+    /// `Function` steps, or the [`Resource::CallPath`] below a [`Resource::Code`] function.
+    /// `None` for a function wherever it is called from.
+    pub fn call_path(&self) -> Option<Vec<&str>> {
+        if let Some(p) = self.0.iter().find_map(|r| match r {
+            Resource::CallPath(p) => Some(p),
+            _ => None,
+        }) {
+            return Some(p.iter().map(String::as_str).collect());
+        }
+        if self.0.iter().any(|r| matches!(r, Resource::Code(_))) {
+            return None;
+        }
+        Some(
+            self.0
+                .iter()
+                .filter_map(|r| match r {
+                    Resource::Function(f) => Some(f.as_str()),
+                    _ => None,
+                })
+                .collect(),
+        )
     }
 }
 
@@ -590,7 +630,9 @@ impl Search {
                                     || c.experiment.hypothesis.replaces_parent()))
                                 || (c.experiment.hypothesis == n.experiment.hypothesis
                                     && c.experiment.focus.0.len() > n.experiment.focus.0.len()
-                                    && c.experiment.focus.0.starts_with(&n.experiment.focus.0)))
+                                    && c.experiment.focus.0.starts_with(&n.experiment.focus.0))
+                                || (c.experiment.hypothesis == n.experiment.hypothesis
+                                    && extends_path(&c.experiment.focus, &n.experiment.focus)))
                     })
             })
             .map(|(_, n)| Finding {
@@ -609,6 +651,22 @@ impl Search {
             .iter()
             .filter(|n| matches!(n.state, State::True | State::False))
             .count()
+    }
+}
+
+/// True when `deeper` is a call path reached through a [`Resource::Code`] function (iPath) that
+/// goes on below the call path `chain` selects, in the same thread: the function found by
+/// its callers covers the caller that led to it.
+fn extends_path(deeper: &Focus, chain: &Focus) -> bool {
+    if !deeper.0.iter().any(|r| matches!(r, Resource::CallPath(_)))
+        || deeper.thread() != chain.thread()
+        || !matches!(chain.last(), Some(Resource::Function(_)))
+    {
+        return false;
+    }
+    match (deeper.call_path(), chain.call_path()) {
+        (Some(d), Some(c)) => d.len() > c.len() && d.starts_with(&c),
+        _ => false,
     }
 }
 
@@ -675,7 +733,7 @@ pub struct Report {
     /// How many experiments were judged true or false.
     pub tested: usize,
     /// The cost of the search to the program observed while it ran: the fraction of the wall
-    /// time the program was stopped for stack samples, plus its loop timers' estimated cost.
+    /// time the program was stopped for stack samples, plus its loop timers' cost (their entries times the cost of one, measured as the search began).
     pub overhead: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,
@@ -759,10 +817,11 @@ impl Report {
             let _ = writeln!(
                 out,
                 "{} loop timers inserted, {} removed; they cost the program about {:.2}% of its \
-                 time\n",
+                 time ({:.0} ns per timed entry, measured as the search began)\n",
                 self.probes.inserted,
                 self.probes.removed,
-                self.probes.cost * 100.0
+                self.probes.cost * 100.0,
+                self.probes.timer_ns
             );
         }
         for e in &self.probes.errors {

@@ -67,9 +67,113 @@ pub trait Probes {
 /// How often [`ProbeLab::learn`] looks for libraries loaded meanwhile.
 const LEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The cost of one timed loop entry and exit: two inline `rdtsc`s and their bookkeeping, in
-/// nanoseconds (a generous figure: the floor measured for `time` is lower).
-pub const TIMER_NS: f64 = 60.0;
+/// Nanoseconds one timed loop entry and exit cost on this machine, measured by [`calibrate`]
+/// as a search starts.
+///
+/// What a loop timer runs per entry is the inline code `time` generates
+/// (`snippet/codegen/rt.rs`): at the entry, a trampoline reached by a jump saves `r11`, finds
+/// the thread's block through `fs`, reads the clock (`rdtsc`), checks for an open activation,
+/// reads the clock again to open one and stores its start and stack pointer; at the exit,
+/// another reads the clock once more and adds. The calibration runs that sequence, written in
+/// assembly so that gsh's own build (debug or release) does not change it, each half reached
+/// by a call as a trampoline is by a jump, against the same loop calling two bare `ret`s, in
+/// the same run: the difference per iteration is the cost. The clock read dominates, and it
+/// is what differs most between machines (a virtual machine that traps `rdtsc` pays
+/// microseconds), so it is measured, never assumed.
+pub fn calibrate() -> f64 {
+    /// The slot the sequence works on (start, open stack pointer, total, entries).
+    #[repr(C)]
+    #[derive(Default)]
+    struct Slot([u64; 4]);
+    type Half = unsafe extern "C" fn(*mut Slot, u64);
+    extern "C" {
+        fn gsh_consult_calibrate_enter(slot: *mut Slot, sp: u64);
+        fn gsh_consult_calibrate_exit(slot: *mut Slot, sp: u64);
+        fn gsh_consult_calibrate_nothing(slot: *mut Slot, sp: u64);
+    }
+    /// Best of three runs of `n` entries and exits through `e` and `x`, in ns per entry.
+    fn run(e: Half, x: Half, n: u32) -> f64 {
+        let (e, x) = (std::hint::black_box(e), std::hint::black_box(x));
+        (0..3)
+            .map(|_| {
+                let mut s = Slot::default();
+                let t = Instant::now();
+                for i in 0..n {
+                    let sp = std::hint::black_box(0x7fff_0000 - u64::from(i & 1) * 64);
+                    // SAFETY: both halves read and write only the four words of `s`, which
+                    // is live and exclusively borrowed here, plus `fs:[0]` (the thread
+                    // control block's self pointer the x86-64 Linux ABI guarantees), and
+                    // follow the C calling convention (they change only rax, rdx, rcx, r11
+                    // and the flags).
+                    unsafe {
+                        e(&mut s, sp);
+                        x(&mut s, sp);
+                    }
+                }
+                std::hint::black_box(&s);
+                t.elapsed().as_nanos() as f64 / f64::from(n)
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+    const N: u32 = 100_000;
+    let timed = run(gsh_consult_calibrate_enter, gsh_consult_calibrate_exit, N);
+    let bare = run(
+        gsh_consult_calibrate_nothing,
+        gsh_consult_calibrate_nothing,
+        N,
+    );
+    (timed - bare).max(1.0)
+}
+
+// The timer's sequence for [`calibrate`]; rdi is the slot, rsi the stack pointer at the point.
+std::arch::global_asm!(
+    ".pushsection .text.gsh_consult_calibrate,\"ax\",@progbits",
+    ".p2align 4",
+    "gsh_consult_calibrate_enter:",
+    "push r11",
+    "mov r11, qword ptr fs:[0]",
+    "test r11, r11",
+    "jz 2f",
+    "rdtsc",
+    "shl rdx, 32",
+    "or rax, rdx",
+    "mov rcx, qword ptr [rdi + 8]",
+    "test rcx, rcx",
+    "jz 1f",
+    "cmp rsi, rcx",
+    "jb 2f",
+    "1:",
+    "rdtsc",
+    "shl rdx, 32",
+    "or rax, rdx",
+    "mov qword ptr [rdi], rax",
+    "mov qword ptr [rdi + 8], rsi",
+    "inc qword ptr [rdi + 24]",
+    "2:",
+    "pop r11",
+    "ret",
+    ".p2align 4",
+    "gsh_consult_calibrate_exit:",
+    "push r11",
+    "mov r11, qword ptr fs:[0]",
+    "test r11, r11",
+    "jz 3f",
+    "cmp rsi, qword ptr [rdi + 8]",
+    "jb 3f",
+    "rdtsc",
+    "shl rdx, 32",
+    "or rax, rdx",
+    "sub rax, qword ptr [rdi]",
+    "add qword ptr [rdi + 16], rax",
+    "mov qword ptr [rdi + 8], 0",
+    "3:",
+    "pop r11",
+    "ret",
+    ".p2align 4",
+    "gsh_consult_calibrate_nothing:",
+    "ret",
+    ".popsection",
+);
 
 /// The cost predicted for a loop timer before its entry rate is known.
 const UNKNOWN_COST: f64 = 0.002;
@@ -119,8 +223,11 @@ pub struct ProbeStats {
     /// Loop timers taken out again.
     pub removed: usize,
     /// The share of the program's time its loop timers cost, estimated from the entries they
-    /// counted and [`TIMER_NS`] per entry, over the search.
+    /// counted and the measured cost of one ([`ProbeStats::timer_ns`]), over the search.
     pub cost: f64,
+    /// Nanoseconds one timed loop entry costs, as [`calibrate`] measured it when the search
+    /// began.
+    pub timer_ns: f64,
     /// Errors from inserting or removing timers, if any.
     pub errors: Vec<String>,
 }
@@ -137,7 +244,7 @@ pub struct ProbeLab<'p> {
     /// Loop entries per second seen in each function's loops: the next timer's predicted cost.
     rates: BTreeMap<String, f64>,
     stats: ProbeStats,
-    /// Entry-nanoseconds paid by timers taken out (entries times [`TIMER_NS`]).
+    /// Nanoseconds paid by timers taken out (their entries times [`ProbeStats::timer_ns`]).
     paid_ns: f64,
     started: Instant,
     /// When [`ProbeLab::learn`] last looked.
@@ -154,7 +261,7 @@ fn function_of(focus: &Focus) -> Option<(String, String, i32)> {
     for r in &focus.0 {
         match r {
             Resource::Module(m) => module = Some(m.clone()),
-            Resource::Function(f) => function = Some(f.clone()),
+            Resource::Function(f) | Resource::Code(f) => function = Some(f.clone()),
             Resource::Thread(t) => tid = Some(*t as i32),
             _ => {}
         }
@@ -166,6 +273,8 @@ impl<'p> ProbeLab<'p> {
     /// A lab over process `pid`: `inner` for samples, `probes` (when the process can take
     /// them) for loop timers.
     pub fn new(pid: i32, inner: ProcLab, probes: Option<&'p mut dyn Probes>) -> ProbeLab<'p> {
+        // Measured once, before any timer goes in, while gsh's own thread is what runs.
+        let timer_ns = if probes.is_some() { calibrate() } else { 0.0 };
         ProbeLab {
             inner,
             pid,
@@ -173,7 +282,10 @@ impl<'p> ProbeLab<'p> {
             timers: BTreeMap::new(),
             next: 0,
             rates: BTreeMap::new(),
-            stats: ProbeStats::default(),
+            stats: ProbeStats {
+                timer_ns,
+                ..ProbeStats::default()
+            },
             paid_ns: 0.0,
             started: Instant::now(),
             learned: Instant::now(),
@@ -222,7 +334,7 @@ impl<'p> ProbeLab<'p> {
             return Vec::new();
         };
         let within = match focus.last() {
-            Some(Resource::Function(_)) => None,
+            Some(Resource::Function(_) | Resource::Code(_)) => None,
             Some(Resource::Loop(l)) => Some(l.clone()),
             _ => return Vec::new(),
         };
@@ -261,7 +373,7 @@ impl Lab for ProbeLab<'_> {
         }
         function_of(&e.focus)
             .and_then(|(_, f, _)| self.rates.get(&f).copied())
-            .map_or(UNKNOWN_COST, |rate| rate * TIMER_NS / 1e9)
+            .map_or(UNKNOWN_COST, |rate| rate * self.stats.timer_ns / 1e9)
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
@@ -387,7 +499,7 @@ impl Lab for ProbeLab<'_> {
         };
         // What it cost, counted over every thread before it goes.
         if let Ok(v) = probes.read(t.id, t.tid) {
-            self.paid_ns += v.entries.saturating_sub(t.value.entries) as f64 * TIMER_NS;
+            self.paid_ns += v.entries.saturating_sub(t.value.entries) as f64 * self.stats.timer_ns;
         }
         // Out when its last experiment ends.
         match self.shared.get_mut(&t.key) {
@@ -536,6 +648,28 @@ mod tests {
         assert_eq!(fake.removed, [101, 102]);
         assert_eq!((stats.inserted, stats.removed), (2, 2));
         assert!(stats.errors.is_empty());
+    }
+
+    /// The timer's cost is measured on this machine: a clock read's worth at least, far less
+    /// than a microsecond where `rdtsc` runs natively, and what predicts a timer's cost.
+    #[test]
+    fn the_timers_cost_is_measured_and_predicts_a_timers_cost() {
+        let ns = calibrate();
+        assert!((1.0..2000.0).contains(&ns), "{ns} ns per timed entry");
+        let (pid, f) = at_f();
+        let mut fake = Fake::default();
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        let measured = lab.stats.timer_ns;
+        assert!(measured >= 1.0, "{measured}");
+        lab.rates.insert("f".into(), 1e6);
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        // A million entries a second at the measured cost each.
+        let predicted = lab.predicted_cost(&e);
+        assert!((predicted - measured / 1e3).abs() < 1e-12, "{predicted}");
+        assert_eq!(lab.finish().timer_ns, measured);
     }
 
     /// A loop the thread is in all along: while the thread computes its fraction is near 1;

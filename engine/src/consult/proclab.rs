@@ -123,7 +123,13 @@ impl ProcLab {
     fn below_thread(focus: &Focus) -> bool {
         matches!(
             focus.last(),
-            Some(Resource::Function(_) | Resource::File { .. } | Resource::Lock { .. })
+            Some(
+                Resource::Function(_)
+                    | Resource::Code(_)
+                    | Resource::CallPath(_)
+                    | Resource::File { .. }
+                    | Resource::Lock { .. }
+            )
         )
     }
 
@@ -294,8 +300,13 @@ impl Lab for ProcLab {
         match e.focus.last() {
             Some(Resource::Program(_) | Resource::Thread(_)) => {}
             Some(Resource::File { .. }) if e.hypothesis == Hypothesis::IOBlocking => {}
-            Some(Resource::Function(_) | Resource::File { .. } | Resource::Lock { .. })
-                if self.stacks.is_some() => {}
+            Some(
+                Resource::Function(_)
+                | Resource::Code(_)
+                | Resource::CallPath(_)
+                | Resource::File { .. }
+                | Resource::Lock { .. },
+            ) if self.stacks.is_some() => {}
             Some(r) => return Err(format!("{r} cannot be measured by sampling")),
             None => return Err("an empty focus".into()),
         }

@@ -16,9 +16,15 @@
 //! where that changes). A sample is *at* the focus when its path starts with those functions:
 //! a function's time includes its callees', as Paradyn's is. A function focus is refined to
 //! the callees its samples show next, and, for waits, to the descriptor or lock they wait on.
+//!
+//! A function reached through several call paths (iPath's case: a helper called from many
+//! places) is not followed down any one chain: its time would be split among them, each part
+//! perhaps under the threshold. A thread (or a function above the paths) is refined to it as a
+//! [`Resource::Code`] focus, all
+//! its samples wherever it was called from, and that focus to the call paths reaching it
+//! ([`Resource::CallPath`]), each with its share, so the search tells which path is hot.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -212,9 +218,19 @@ impl Stacks {
         }
     }
 
+    /// Every distinct frame sampled so far.
+    pub fn frames(&self) -> impl Iterator<Item = &FrameName> {
+        self.names.values().map(|f| &**f)
+    }
+
     /// How many frames sampled so far lay in no module the sampler knew.
     pub fn unnamed(&self) -> u64 {
         self.unnamed
+    }
+
+    /// Records why sampling could not go on.
+    pub fn fail(&mut self, why: String) {
+        self.error = Some(why);
     }
 
     /// Why sampling stopped, if it did.
@@ -256,14 +272,14 @@ impl Stacks {
         since: Instant,
         min: usize,
     ) -> Option<f64> {
-        let (functions, leaf) = split(focus);
+        let (select, leaf) = split(focus);
         let (mut all, mut hit) = (0usize, 0usize);
         for s in self.window(tid, since) {
             if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
                 continue;
             }
             all += 1;
-            if holds(h, s) && at(s, &functions) && leaf.as_ref().is_none_or(|r| on(s, r)) {
+            if holds(h, s) && select.matches(s) && leaf.as_ref().is_none_or(|r| on(s, r)) {
                 hit += 1;
             }
         }
@@ -278,7 +294,15 @@ impl Stacks {
 
     /// What the samples of `tid` since `since` show one level below the call path
     /// `functions` for `h`.
-    fn level(&self, h: Hypothesis, functions: &[&str], tid: i32, since: Instant) -> Level {
+    /// `skip`'s functions are left out of the callees (they are tested on their own).
+    fn level(
+        &self,
+        h: Hypothesis,
+        functions: &[&str],
+        tid: i32,
+        since: Instant,
+        skip: &BTreeMap<Arc<FrameName>, f64>,
+    ) -> Level {
         let mut lv = Level::default();
         for s in self.window(tid, since) {
             if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
@@ -310,7 +334,96 @@ impl Stacks {
         if !lv.callees.is_empty() || matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) {
             lv.leaves.clear();
         }
+        lv.callees.retain(|f, _| !skip.contains_key(f));
         lv
+    }
+
+    /// The program's functions that thread `tid`'s samples since `since` show reached, for
+    /// `h`, through more than one call path each holding at least `least` of the samples,
+    /// each with the share of samples it is in (wherever it was called from). Only functions
+    /// below the call path `below` count (all of them, for an empty one).
+    fn spread(
+        &self,
+        h: Hypothesis,
+        tid: i32,
+        since: Instant,
+        least: f64,
+        below: &[&str],
+    ) -> BTreeMap<Arc<FrameName>, f64> {
+        let mut all = 0usize;
+        let mut paths: BTreeMap<Arc<FrameName>, BTreeMap<Vec<&str>, usize>> = BTreeMap::new();
+        for s in self.window(tid, since) {
+            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
+                continue;
+            }
+            all += 1;
+            if !holds(h, s) || !at(s, below) {
+                continue;
+            }
+            // The entry has one path, itself; a recursive function counts at its outermost call.
+            for (i, f) in s.path.iter().enumerate().skip(below.len().max(1)) {
+                if f.main && !s.path[..i].iter().any(|g| g.function == f.function) {
+                    let prefix = s.path[..=i].iter().map(|g| g.function.as_str()).collect();
+                    *paths
+                        .entry(f.clone())
+                        .or_default()
+                        .entry(prefix)
+                        .or_default() += 1;
+                }
+            }
+        }
+        paths
+            .into_iter()
+            .filter(|(_, by)| {
+                by.values()
+                    .filter(|&&n| n as f64 >= least * all as f64)
+                    .count()
+                    > 1
+            })
+            .map(|(f, by)| (f, by.values().sum::<usize>() as f64 / all as f64))
+            .filter(|(_, share)| *share >= least)
+            .collect()
+    }
+
+    /// The call paths reaching `function` (a [`Resource::Code`] focus) in thread `tid`'s
+    /// samples since `since` where `h` held, each with its share of the samples.
+    fn paths_to(
+        &self,
+        h: Hypothesis,
+        focus: &Focus,
+        function: &str,
+        tid: i32,
+        since: Instant,
+        least: f64,
+    ) -> Vec<(Focus, f64)> {
+        let mut all = 0usize;
+        let mut paths: BTreeMap<Vec<String>, usize> = BTreeMap::new();
+        for s in self.window(tid, since) {
+            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
+                continue;
+            }
+            all += 1;
+            if !holds(h, s) {
+                continue;
+            }
+            if let Some(i) = s.path.iter().position(|f| f.function == function) {
+                let prefix = s.path[..=i].iter().map(|f| f.function.clone()).collect();
+                *paths.entry(prefix).or_default() += 1;
+            }
+        }
+        let mut out: Vec<(Focus, f64)> = paths
+            .into_iter()
+            .map(|(p, n)| {
+                (
+                    focus.with(Resource::CallPath(p)),
+                    n as f64 / all.max(1) as f64,
+                )
+            })
+            .filter(|(_, share)| *share >= least)
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out.truncate(MAX_CHILDREN);
+        out
     }
 
     /// The refinements of `focus` (a thread, or a call path below one) for `h` that thread
@@ -328,15 +441,32 @@ impl Stacks {
         since: Instant,
         least: f64,
     ) -> Vec<(Focus, f64)> {
-        let (first, leaf) = split(focus);
-        if leaf.is_some() {
-            return Vec::new();
-        }
+        let (select, leaf) = split(focus);
+        let first = match select {
+            _ if leaf.is_some() => return Vec::new(),
+            Select::Anywhere(f) => return self.paths_to(h, focus, f, tid, since, least),
+            // A call path reaching a function is where iPath ends.
+            Select::Prefix(_) if matches!(focus.last(), Some(Resource::CallPath(_))) => {
+                return Vec::new()
+            }
+            Select::Prefix(p) => p,
+        };
+        // Functions reached by several paths are tested on their own, at the thread, not
+        // along one chain.
+        let spread = self.spread(h, tid, since, least, &[]);
+        let thread = Focus(
+            focus
+                .0
+                .iter()
+                .take_while(|r| !matches!(r, Resource::Module(_) | Resource::Function(_)))
+                .cloned()
+                .collect(),
+        );
         let mut functions: Vec<String> = first.iter().map(|f| (*f).to_owned()).collect();
         let start = focus;
         let mut focus = focus.clone();
         let mut module = last_module(&focus);
-        let mut lv = self.level(h, &refs(&functions), tid, since);
+        let mut lv = self.level(h, &refs(&functions), tid, since, &spread);
         loop {
             let only = match lv.callees.iter().next() {
                 Some((f, &n)) if lv.callees.len() == 1 && lv.leaves.is_empty() => (f.clone(), n),
@@ -347,7 +477,7 @@ impl Stacks {
             }
             let mut deeper = functions.clone();
             deeper.push(only.0.function.clone());
-            let next = self.level(h, &refs(&deeper), tid, since);
+            let next = self.level(h, &refs(&deeper), tid, since, &spread);
             if next.callees.is_empty() && next.leaves.is_empty() {
                 break;
             }
@@ -383,10 +513,22 @@ impl Stacks {
         out.truncate(MAX_CHILDREN);
         // Gone through a chain: its last function is the refinement, to be confirmed and
         // refined in turn.
-        match through {
+        let mut out = match through {
             Some(t) => vec![t],
             None => out,
+        };
+        // Found at the thread or below any function of the chain (whichever window first
+        // holds enough samples of each path); the graph holds each once.
+        if !spread.is_empty() {
+            let below = self.spread(h, tid, since, least, &first);
+            out.extend(below.into_iter().map(|(f, share)| {
+                let code = thread
+                    .with(Resource::Module(f.module.clone()))
+                    .with(Resource::Code(f.function.clone()));
+                (code, share)
+            }));
         }
+        out
     }
 }
 
@@ -441,18 +583,42 @@ fn last_module(focus: &Focus) -> Option<String> {
     })
 }
 
-/// The call path of `focus` below its thread, and the file or lock it ends in, if any.
-fn split(focus: &Focus) -> (Vec<&str>, Option<Resource>) {
-    let mut functions = Vec::new();
+/// What a focus below a thread selects of a sample's path.
+#[derive(Debug)]
+enum Select<'a> {
+    /// Paths starting with these functions.
+    Prefix(Vec<&'a str>),
+    /// Paths through this function, wherever it was called from.
+    Anywhere(&'a str),
+}
+
+impl Select<'_> {
+    fn matches(&self, s: &Sample) -> bool {
+        match self {
+            Select::Prefix(functions) => at(s, functions),
+            Select::Anywhere(f) => s.path.iter().any(|p| p.function == *f),
+        }
+    }
+}
+
+/// What `focus` selects of the paths below its thread, and the file or lock it ends in, if
+/// any.
+fn split(focus: &Focus) -> (Select<'_>, Option<Resource>) {
     let mut leaf = None;
+    let mut code = None;
     for r in &focus.0 {
         match r {
-            Resource::Function(f) => functions.push(f.as_str()),
             Resource::File { .. } | Resource::Lock { .. } => leaf = Some(r.clone()),
+            Resource::Code(f) => code = Some(f.as_str()),
             _ => {}
         }
     }
-    (functions, leaf)
+    let select = match (focus.call_path(), code) {
+        (Some(p), _) => Select::Prefix(p),
+        (None, Some(f)) => Select::Anywhere(f),
+        (None, None) => Select::Prefix(Vec::new()),
+    };
+    (select, leaf)
 }
 
 /// Whether hypothesis `h` held in sample `s`. Time in an I/O call counts whether the call
@@ -485,20 +651,20 @@ fn on(s: &Sample, r: &Resource) -> bool {
     }
 }
 
-/// Samples `source` into `stacks` until `stop` is set, keeping the time the process is
+/// Samples `source` into `stacks` until `stop` says so, keeping the time the process is
 /// stopped under `cost` (a fraction of the wall time) and at most one stop per
 /// 10 ms. An error from the source is recorded and ends sampling.
 pub fn sample_stacks(
     source: &mut dyn StackSource,
     stacks: &Mutex<Stacks>,
     cost: f64,
-    stop: &AtomicBool,
+    stop: &dyn Fn() -> bool,
 ) {
     let started = Instant::now();
     let mut stopped = Duration::ZERO;
     // The next stop is expected to last as long as the last one.
     let mut last = Duration::ZERO;
-    while !stop.load(Ordering::Relaxed) {
+    while !stop() {
         let at = Instant::now();
         match source.sample() {
             Ok(Some(batch)) => {
@@ -519,7 +685,7 @@ pub fn sample_stacks(
         // `cost` of the time elapsed.
         let due = started + (stopped + last).div_f64(cost.max(1e-6));
         let next = due.max(Instant::now() + MIN_PERIOD);
-        while !stop.load(Ordering::Relaxed) {
+        while !stop() {
             let now = Instant::now();
             if now >= next {
                 break;

@@ -366,3 +366,50 @@ fn run_queue_is_no_conclusion_where_the_thread_is_not_cpu_bound() {
         ["CPUBound app > cruncher", "RunQueue app > cruncher"]
     );
 }
+
+/// iPath: `hot`, called from `a` and `b`, is found wherever it is called from and refined into
+/// the two call paths reaching it; the path through `a` is the conclusion, and it covers the
+/// chain `main > a` that led there (which stops above `hot`), so that is no finding apart.
+#[test]
+fn a_hot_function_is_concluded_at_the_call_path_that_is_hot() {
+    let mut m = Model::new(0.01);
+    let code = Focus(vec![
+        Resource::Program("app".into()),
+        Resource::Code("hot".into()),
+    ]);
+    let path = |caller: &str| {
+        code.with(Resource::CallPath(vec![
+            "main".into(),
+            caller.into(),
+            "hot".into(),
+        ]))
+    };
+    m.child(&["app"], "main", 1.0)
+        .child(&["app", "main"], "a", 0.8)
+        .child(&["app", "main"], "b", 0.15);
+    m.tree.get_mut("app").unwrap().push((code.clone(), 0.95));
+    m.tree
+        .insert(code.to_string(), vec![(path("a"), 0.8), (path("b"), 0.15)]);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.95)
+        .truth(Hypothesis::CPUBound, &["app", "main"], 0.95)
+        .truth(Hypothesis::CPUBound, &["app", "main", "a"], 0.8)
+        .truth(Hypothesis::CPUBound, &["app", "main", "b"], 0.15);
+    m.truth
+        .insert((Hypothesis::CPUBound, code.to_string()), 0.95);
+    m.truth
+        .insert((Hypothesis::CPUBound, path("a").to_string()), 0.8);
+    m.truth
+        .insert((Hypothesis::CPUBound, path("b").to_string()), 0.15);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    assert_eq!(
+        search.findings(),
+        vec![Finding {
+            hypothesis: Hypothesis::CPUBound,
+            focus: path("a"),
+            fraction: 0.8,
+        }]
+    );
+    let out = FindingOut::from(&search.findings()[0]);
+    assert_eq!(out.focus, ["app", "hot", "main > a > hot"]);
+}

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::patch::{self, AddressSpace, Inserted, PatchError, PatchOptions, Patcher, PointRow};
-use crate::point::{self, Point};
+use crate::point::{self, Point, Where};
 use crate::session::{FuncRef, Module, ModuleId, Session};
 use crate::snippet::env::PointInfo;
 use crate::symbols::{FuncId, Function};
@@ -371,20 +371,72 @@ impl<'a> Overlapping<'a> {
     }
 }
 
-/// `show points`: every point of each of `funcs` and how the patcher would reach it, each
-/// point planned as if instrumented alone (planned together, one point's needs, say a
-/// whole-function relocation, would hide how cheaply the others could be reached).
-pub fn describe_points(session: &Session, funcs: &[FuncRef]) -> Vec<PointRow> {
+/// The points `show points FUNC` lists when asked for nothing narrower: entry, exits, before
+/// and after each call, and the four points of every loop.
+pub const LISTED_POINTS: [Where; 8] = [
+    Where::Entry,
+    Where::Exit,
+    Where::CallBefore { callee: None },
+    Where::CallAfter { callee: None },
+    Where::Loop {
+        name: String::new(),
+        at: point::LoopAt::Entry,
+    },
+    Where::Loop {
+        name: String::new(),
+        at: point::LoopAt::Exit,
+    },
+    Where::Loop {
+        name: String::new(),
+        at: point::LoopAt::IterBegin,
+    },
+    Where::Loop {
+        name: String::new(),
+        at: point::LoopAt::IterEnd,
+    },
+];
+
+/// `show points`: the points of each of `funcs` at `wheres` (a loop named `""` stands for
+/// every loop) and how the patcher would reach each, each point planned as if instrumented
+/// alone (planned together, one point's needs, say a whole-function relocation, would hide
+/// how cheaply the others could be reached). With no point at all, why, for the first
+/// function.
+pub fn describe_points(
+    session: &Session,
+    funcs: &[FuncRef],
+    wheres: &[Where],
+) -> Result<Vec<PointRow>, String> {
     // One patcher per module, not per function: a patcher caches whole-module facts (the
     // branch targets between functions) on first use.
     let mut patchers: HashMap<ModuleId, Patcher> = HashMap::new();
     let mut rows = Vec::new();
+    let mut why = None;
     for f in funcs {
         let module = session.module(f.module);
         let patcher = patchers
             .entry(f.module)
             .or_insert_with(|| Patcher::new(0, PatchOptions::default()));
-        for p in point::all(module, f.func) {
+        let mut points = Vec::new();
+        for w in wheres {
+            let w = match w {
+                Where::Loop { name, at } if name.is_empty() => Where::Loop {
+                    name: "*".to_owned(),
+                    at: *at,
+                },
+                w => w.clone(),
+            };
+            match point::find(module, f.func, &w) {
+                Ok(found) => points.extend(found),
+                Err(e) => {
+                    why.get_or_insert_with(|| {
+                        format!("{} has {e}", module.functions().get(f.func).display_name())
+                    });
+                }
+            }
+        }
+        point::sort(&mut points);
+        points.dedup();
+        for p in points {
             rows.extend(patch::describe_points(
                 module,
                 patcher,
@@ -392,5 +444,8 @@ pub fn describe_points(session: &Session, funcs: &[FuncRef]) -> Vec<PointRow> {
             ));
         }
     }
-    rows
+    match why {
+        Some(why) if rows.is_empty() => Err(why),
+        _ => Ok(rows),
+    }
 }

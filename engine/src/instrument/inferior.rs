@@ -632,16 +632,27 @@ impl Inferior {
         self.with_live(|live| live.loaded().map(|(m, b)| (m.clone(), b)).collect())
     }
 
-    /// `consult`'s stack sampling: `sampler` stops the process, walks every thread's stack
-    /// and resumes, into `store`, until `done`, stopped at most `cost` of the time.
-    pub fn sample_stacks(
-        &self,
-        sampler: &StackSampler<'_>,
-        store: &Mutex<Stacks>,
-        cost: f64,
-        done: &AtomicBool,
-    ) {
-        sampler.run(&self.tracer, store, cost, done);
+    /// `consult`'s stack sampling: stops the process, walks every thread's stack and resumes,
+    /// into `store`, until `done`, stopped at most `cost` of the time. The sampler begins with
+    /// the modules loaded now; when a stop shows code of a library loaded since, it begins
+    /// again with that library too (its unwind tables indexed, its functions named).
+    pub fn sample_stacks(&self, store: &Mutex<Stacks>, cost: f64, done: &AtomicBool) {
+        let mut modules = match self.loaded() {
+            Ok(m) => m,
+            Err(e) => {
+                return store
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .fail(e.to_string())
+            }
+        };
+        loop {
+            let found = StackSampler::new(&modules).run(&self.tracer, store, cost, done);
+            if found.is_empty() || done.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            modules.extend(found);
+        }
     }
 }
 

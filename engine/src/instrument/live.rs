@@ -1535,11 +1535,7 @@ impl Hooks for Live {
         }
         // A trap site: the int3 stands for a jump into the trampoline.
         for l in self.loaded.values() {
-            let is_trap = l
-                .patcher
-                .sites()
-                .any(|s| s.tactic == Tactic::Trap && l.patcher_rt(s.patch_at) == at);
-            if is_trap {
+            if l.patcher.is_trap(RuntimeAddr(at)) {
                 if let Some(t) = l.patcher.relocated(RuntimeAddr(at)) {
                     return TrapAction::Resume(t.0);
                 }
@@ -1557,10 +1553,7 @@ impl Hooks for Live {
         (keeps_values && !self.hands_off_while_measuring)
             || self.once.is_some()
             || self.breakpoints.iter().any(|b| b.placed.is_some())
-            || self
-                .loaded
-                .values()
-                .any(|l| l.patcher.sites().any(|s| s.tactic == Tactic::Trap))
+            || self.loaded.values().any(|l| l.patcher.has_traps())
     }
 
     fn exiting(&mut self, p: &mut Process, _tid: i32) {
@@ -1593,12 +1586,6 @@ impl Hooks for Live {
         if let Some((at, byte)) = self.once {
             let _ = child.write(at, &[byte]);
         }
-    }
-}
-
-impl Loaded {
-    fn patcher_rt(&self, a: crate::addr::LinkAddr) -> u64 {
-        a.0.wrapping_add(self.bias)
     }
 }
 

@@ -2,16 +2,23 @@
 //! [`StackSource`]): each stops every thread (`halt`), reads its registers, walks its stack
 //! with the unwinder and resumes; frames and futex addresses are named after the process runs
 //! again. The search itself knows nothing of processes; this is where the two meet.
+//!
+//! A sampler covers the modules it was made with. When a stop shows code in a file the
+//! process has mapped since (a library loaded while the search runs), the sampler opens that
+//! library, drops the batch (its walks went through code without unwind tables, its frames
+//! there were nameless) and ends its round; `Inferior::sample_stacks` begins the next with the
+//! library included. No frame is ever named without the module that holds it.
 
-use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::addr::LinkAddr;
 use crate::consult::stacks::{self, Batch, FrameName, StackSource, Stacks, Syscall, ThreadStack};
 use crate::process::{Process, State, Tracer};
-use crate::session::Module;
+use crate::session::{Module, ModuleId};
 use crate::unwind::{UnwindModule, Unwinder};
 
 use super::frames::{top_regs, ProcMemory};
@@ -27,8 +34,10 @@ const MAX_FRAMES: usize = 64;
 /// their call-frame information indexed before the first stop.
 pub struct StackSampler<'a> {
     unwinder: Unwinder<'a>,
-    /// The modules loaded when the search began, with their load biases.
+    /// The modules loaded when the round began, with their load biases.
     modules: &'a [(Arc<Module>, u64)],
+    /// Their executable segments at run time.
+    text: Vec<Range<u64>>,
 }
 
 impl<'a> StackSampler<'a> {
@@ -45,26 +54,72 @@ impl<'a> StackSampler<'a> {
                 })
                 .collect(),
         );
+        let mut text = Vec::new();
         for (m, bias) in modules {
             for seg in m.binary.segments() {
                 if seg.flags & PF_X != 0 && seg.memsz > 0 {
-                    let _ = unwinder.call_site(seg.vaddr.0.wrapping_add(*bias).wrapping_add(1));
+                    let start = seg.vaddr.0.wrapping_add(*bias);
+                    let _ = unwinder.call_site(start.wrapping_add(1));
+                    text.push(start..start.wrapping_add(seg.memsz));
                 }
             }
         }
-        StackSampler { unwinder, modules }
+        StackSampler {
+            unwinder,
+            modules,
+            text,
+        }
     }
 
     /// Samples the process `tracer` owns into `store` until `done`, paced by
-    /// [`stacks::sample_stacks`] so it is stopped at most `cost` of the time.
-    pub fn run(&self, tracer: &Tracer<Live>, store: &Mutex<Stacks>, cost: f64, done: &AtomicBool) {
+    /// [`stacks::sample_stacks`] so it is stopped at most `cost` of the time; or until a
+    /// stop shows code of a file mapped since this sampler was made. Returns those files,
+    /// opened, with their load biases (none when `done` or an error ended it).
+    pub fn run(
+        &self,
+        tracer: &Tracer<Live>,
+        store: &Mutex<Stacks>,
+        cost: f64,
+        done: &AtomicBool,
+    ) -> Vec<(Arc<Module>, u64)> {
         let mut source = TracerStacks {
             tracer,
             sampler: self,
             names: HashMap::new(),
             locks: HashMap::new(),
+            outside: HashSet::new(),
+            found: Vec::new(),
         };
-        stacks::sample_stacks(&mut source, store, cost, done);
+        let found = AtomicBool::new(false);
+        let mut source = Round {
+            inner: &mut source,
+            found: &found,
+        };
+        stacks::sample_stacks(&mut source, store, cost, &|| {
+            done.load(Ordering::SeqCst) || found.load(Ordering::SeqCst)
+        });
+        std::mem::take(&mut source.inner.found)
+    }
+
+    /// True when `pc` lies in the code of a module this sampler knows.
+    fn holds(&self, pc: u64) -> bool {
+        self.text.iter().any(|r| r.contains(&pc))
+    }
+}
+
+/// A [`TracerStacks`] that raises `found` once it has found a new module.
+struct Round<'r, 's, 'a> {
+    inner: &'r mut TracerStacks<'s, 'a>,
+    found: &'r AtomicBool,
+}
+
+impl StackSource for Round<'_, '_, '_> {
+    fn sample(&mut self) -> Result<Option<Batch>, String> {
+        let batch = self.inner.sample();
+        if !self.inner.found.is_empty() {
+            self.found.store(true, Ordering::SeqCst);
+        }
+        batch
     }
 }
 
@@ -74,12 +129,57 @@ struct TracerStacks<'s, 'a> {
     sampler: &'s StackSampler<'a>,
     names: HashMap<u64, FrameName>,
     locks: HashMap<u64, Option<String>>,
+    /// Addresses of code in no file the process has mapped (the vDSO, generated code).
+    outside: HashSet<u64>,
+    /// Files mapped since the sampler was made, opened, that samples showed code in.
+    found: Vec<(Arc<Module>, u64)>,
 }
 
 /// One thread as a stop left it: its system call and its frames' lookup addresses.
 type Raw = (i32, Option<Syscall>, Vec<u64>);
 
 impl TracerStacks<'_, '_> {
+    /// Looks for the files holding `pcs` that lie in no module the sampler knows; opens each
+    /// into [`TracerStacks::found`]. Addresses in no file are remembered as such.
+    fn learn(&mut self, pcs: &[u64]) -> Result<(), String> {
+        let unknown: Vec<u64> = pcs
+            .iter()
+            .copied()
+            .filter(|pc| !self.sampler.holds(*pc) && !self.outside.contains(pc))
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let mapped = self
+            .tracer
+            .with(|p, _| p.modules())
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        for pc in unknown {
+            let Some(m) = mapped
+                .iter()
+                .find(|m| m.text.iter().any(|r| r.contains(&pc)))
+            else {
+                self.outside.insert(pc);
+                continue;
+            };
+            if self.found.iter().any(|(f, _)| f.binary.path() == m.path) {
+                continue;
+            }
+            match crate::elf::Binary::open(&m.path) {
+                Ok(binary) => {
+                    let module = Module::new(ModuleId(u32::MAX), binary, m.is_main, Vec::new());
+                    self.found.push((Arc::new(module), m.bias));
+                }
+                // Unreadable: named by its address, as code in no file is.
+                Err(_) => {
+                    self.outside.insert(pc);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The frame at lookup address `pc`.
     fn name(&mut self, pc: u64) -> FrameName {
         if let Some(n) = self.names.get(&pc) {
@@ -173,6 +273,19 @@ impl StackSource for TracerStacks<'_, '_> {
         let Some((stopped, raw)) = taken else {
             return Ok(None);
         };
+        let pcs: Vec<u64> = raw
+            .iter()
+            .flat_map(|(_, _, pcs)| pcs.iter().copied())
+            .collect();
+        self.learn(&pcs)?;
+        if !self.found.is_empty() {
+            // Walked through code without its unwind tables and named without its module:
+            // the stop counts, its stacks do not.
+            return Ok(Some(Batch {
+                stopped,
+                threads: Vec::new(),
+            }));
+        }
         let threads = raw
             .into_iter()
             .map(|(tid, syscall, pcs)| ThreadStack {

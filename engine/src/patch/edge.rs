@@ -31,12 +31,23 @@
 //!    address jumps into the copy), and the copy's branches to that block retargeted past
 //!    them ([`Way::FromCaller`]).
 //!
-//! Anything else (a jump-table or exception edge into a block with other ways in, an entry
-//! from the caller or a call's fall-through in a function with indirect jumps, which cannot be
-//! relocated whole, a `loop`/`jrcxz` branch) is refused with the reason.
+//! 6. A jump-table edge into a block other edges reach too: the instruction that reads the
+//!    table's entry (in the jump's own block) is moved into a trampoline that reads a private
+//!    copy of the table instead ([`Way::Table`]). The copy's entries for the edge's target lead
+//!    to a stub in the same trampoline (the edge's snippets, then a jump to the target); every
+//!    other entry is the original's, byte for byte. The original table is never written, so
+//!    other jumps sharing it (a computed goto's dispatch, tail-duplicated) are unaffected, and
+//!    a PIE's table of relative offsets needs no relocation (the copy's offsets are from the
+//!    same base). Refused, with the reason, when nothing bounds the index (the copy's size is
+//!    unknown), when the entries are absolute addresses the loader relocates (a PIE's), or
+//!    when the load is not in the jump's block.
+//!
+//! Anything else (an exception edge into a block with other ways in, an entry from the caller
+//! or a call's fall-through in a function with indirect jumps, which cannot be relocated
+//! whole, a `loop`/`jrcxz` branch) is refused with the reason.
 
 use crate::addr::LinkAddr;
-use crate::cfg::{BlockId, EdgeKind};
+use crate::cfg::{BlockId, EdgeKind, JumpTable, TableEntry};
 use crate::code::CodeView;
 use crate::point::{OnEdge, Point, PointKind};
 
@@ -56,6 +67,81 @@ pub enum Way {
     /// first instruction that is the call (never a back edge to it); at a call's return
     /// address, the return from the callee (never another edge into that block).
     FromCaller,
+    /// At the instruction reading a jump table's entry, only when the entry read leads to the
+    /// edge's target: the instruction reads a private copy of the table whose entries for the
+    /// target lead to the snippets ([`table_of`] describes it).
+    Table,
+}
+
+/// Entries a private copy of a table may have at the most (a guard's count can be large).
+pub const MAX_TABLE_COPY: u64 = 4096;
+
+/// The jump table of the edge point `p` placed with [`Way::Table`], and the edge's target.
+pub fn table_of<'v>(view: &'v dyn CodeView, p: &Point) -> Option<(&'v JumpTable, LinkAddr)> {
+    let Some(OnEdge::Edge { from, to, .. }) = p.edge else {
+        return None;
+    };
+    let cfg = view.cfg(p.func);
+    let last = cfg.block(from).last;
+    let t = cfg.jump_tables.iter().find(|t| t.jump == last)?;
+    Some((t, cfg.block(to).start))
+}
+
+/// Why the table `t` of a jump ending block `from` cannot be read from a private copy, if it
+/// cannot.
+fn table_refusal(
+    view: &dyn CodeView,
+    cfg: &crate::cfg::Cfg,
+    t: &JumpTable,
+    from: BlockId,
+) -> Option<String> {
+    if let TableEntry::Absolute { relocated: true } = t.entry {
+        return Some(format!(
+            "the jump table at {} holds absolute addresses the loader relocates (a PIE's), \
+             which a private copy of it cannot hold without relocations of its own",
+            t.table
+        ));
+    }
+    let Some(reach) = t.reach else {
+        return Some(format!(
+            "nothing bounds the index of the jump table at {}, so the size of a private copy \
+             of it is unknown",
+            t.table
+        ));
+    };
+    if reach > MAX_TABLE_COPY {
+        return Some(format!(
+            "the jump table at {} has {reach} entries, more than a private copy may hold ({MAX_TABLE_COPY})",
+            t.table
+        ));
+    }
+    if view.bytes_at(t.table, reach * t.stride).map(<[u8]>::len)
+        != Some((reach * t.stride) as usize)
+    {
+        return Some(format!(
+            "the {reach} entries the index can reach from {} are not all in the file",
+            t.table
+        ));
+    }
+    if cfg.block_containing(t.load) != Some(from) {
+        return Some(format!(
+            "the entry of the jump table at {} is read at {}, outside the jump's block",
+            t.table, t.load
+        ));
+    }
+    let load = plan::decode(view, t.load, 15).into_iter().next();
+    if !load.is_some_and(|i| {
+        i.ip() == t.load.0
+            && i.memory_index() != iced_x86::Register::None
+            && !i.is_ip_rel_memory_operand()
+            && i.memory_size().size() as u64 == t.stride
+    }) {
+        return Some(format!(
+            "the instruction at {} does not read the jump table at {} through an index",
+            t.load, t.table
+        ));
+    }
+    None
 }
 
 /// True when some branch of the function goes back to its first instruction: its entry block
@@ -121,11 +207,16 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
     }
     match kind {
         EdgeKind::JumpTable => {
-            return Err(
-                "an edge of an indirect jump (a jump table) to a block with other ways in \
-                 cannot be instrumented on its own yet"
-                    .to_owned(),
-            )
+            let Some(t) = cfg.jump_tables.iter().find(|t| t.jump == fb.last) else {
+                return Err(format!(
+                    "no jump table of the jump at {} leads to {}",
+                    fb.last, tb.start
+                ));
+            };
+            if let Some(why) = table_refusal(view, cfg, t, from) {
+                return Err(why);
+            }
+            return Ok((t.load, from, Way::Table));
         }
         EdgeKind::Catch => {
             return Err(

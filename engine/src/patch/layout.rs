@@ -8,6 +8,9 @@
 //!                [point code for insn 2]  relocated insn 2   (e.g. the `ret` of an exit)
 //!                …
 //!                jmp <first original instruction after the run>   (only if it falls through)
+//!                (a jump table's edges: per target, [its code]; jmp target   — a stub
+//!                 then the private copy of the table, the stubs in place of the target's
+//!                 entries; the copied load reads it instead of the original)
 //! ```
 //!
 //! Branches between copied instructions go to the copies (to the point code before them, past
@@ -71,6 +74,94 @@ pub struct PointCode<'e> {
     pub fall_flags_live: bool,
     /// How vector state is saved if a snippet calls out.
     pub vector: VectorSave,
+    /// For the instruction reading a jump table's entry: the private copy of the table it
+    /// reads instead, whose entries for each edge's target lead to that edge's snippets.
+    pub table: Option<TableCopy<'e>>,
+}
+
+/// A private copy of a jump table, read by the relocated instruction that read the original.
+pub struct TableCopy<'e> {
+    /// The original table's start (runtime address).
+    pub table: u64,
+    /// Bytes per entry: 8 (absolute addresses) or 4 (offsets from `base`).
+    pub stride: u64,
+    /// What 4-byte entries are relative to (runtime address); `None` for absolute entries.
+    pub base: Option<u64>,
+    /// The original's bytes, every entry the index can reach, as the process has them.
+    pub original: Vec<u8>,
+    /// The edges instrumented: the entries leading to each target lead to its snippets.
+    pub cases: Vec<TableCase<'e>>,
+}
+
+/// The snippets of the jump-table edges into one target.
+pub struct TableCase<'e> {
+    /// The target (runtime address).
+    pub target: u64,
+    /// The snippets, in the order they run.
+    pub snippets: Vec<SnippetSrc<'e>>,
+    /// Whether the code at the target may read the flags.
+    pub flags_live: bool,
+}
+
+impl TableCopy<'_> {
+    /// The runtime address entry `i` of the original leads to.
+    fn target(&self, i: usize) -> u64 {
+        let at = i * self.stride as usize;
+        let raw = &self.original[at..at + self.stride as usize];
+        match self.base {
+            None => u64::from_le_bytes(raw.try_into().expect("8-byte entry")),
+            Some(b) => {
+                let off = i32::from_le_bytes(raw.try_into().expect("4-byte entry"));
+                b.wrapping_add(off as i64 as u64)
+            }
+        }
+    }
+
+    /// The copy's bytes, with the entries of each case's target leading to `stubs[case]`.
+    fn bytes(&self, stubs: &[u64]) -> Result<Vec<u8>, PatchError> {
+        let mut out = self.original.clone();
+        let n = self.original.len() / self.stride as usize;
+        for i in 0..n {
+            let t = self.target(i);
+            let Some(k) = self.cases.iter().position(|c| c.target == t) else {
+                continue;
+            };
+            let at = i * self.stride as usize;
+            match self.base {
+                None => out[at..at + 8].copy_from_slice(&stubs[k].to_le_bytes()),
+                Some(b) => {
+                    let off = i32::try_from(stubs[k].wrapping_sub(b) as i64).map_err(|_| {
+                        PatchError::Layout(format!(
+                            "a jump table's stub at {:#x} is beyond ±2 GiB of its base {b:#x}",
+                            stubs[k]
+                        ))
+                    })?;
+                    out[at..at + 4].copy_from_slice(&off.to_le_bytes());
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `insn` (reading the jump table `table`'s entry) reading the copy at `copy` instead.
+fn read_copy(insn: &Instruction, table: u64, copy: u64) -> Result<Instruction, PatchError> {
+    let mut i = *insn;
+    let disp = i
+        .memory_displacement64()
+        .wrapping_add(copy.wrapping_sub(table));
+    // Without a base register the displacement is the address, sign-extended from 32 bits.
+    if i64::from(disp as i32) as u64 != disp {
+        return Err(PatchError::Layout(format!(
+            "the private copy of the jump table at {table:#x} is at {copy:#x}, out of reach of \
+             `{insn}`'s 32-bit displacement"
+        )));
+    }
+    i.set_memory_displacement64(disp);
+    // The long form, whatever the value: iced's size for a 32-bit displacement in 64-bit
+    // addressing is 8, and the copy's place moves between layout rounds.
+    i.set_memory_displ_size(8);
+    Ok(i)
 }
 
 /// A trampoline ready to write.
@@ -112,6 +203,7 @@ fn snippets_code(
             taken_flags_live: flags_live,
             fall_flags_live: flags_live,
             vector: pc.vector,
+            table: None,
         },
         at,
     )
@@ -190,11 +282,14 @@ pub fn lay_out(
     base: u64,
 ) -> Result<Laid, PatchError> {
     let mut starts: HashMap<u64, u64> = HashMap::new();
+    // Where each table copy (by its load's address) and its stubs were put in the last round.
+    let mut copies: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
     for _ in 0..8 {
         let mut bytes = Vec::new();
         let mut map = Vec::new();
         let mut saves = Vec::new();
         let mut now: HashMap<u64, u64> = HashMap::new();
+        let mut tables: Vec<(&Instruction, &TableCopy)> = Vec::new();
         for (n, seg) in segments.iter().enumerate() {
             for insn in seg {
                 if let Some(pc) = points
@@ -234,6 +329,22 @@ pub fn lay_out(
                         bytes.extend(code);
                     }
                 }
+                let table = points
+                    .get(&insn.ip())
+                    .and_then(|pc| pc.table.as_ref())
+                    .filter(|t| !t.cases.is_empty());
+                if let (Some(t), false) = (table, copied) {
+                    tables.push((insn, t));
+                    // The first round has no copy yet: any address gives the size.
+                    let copy = copies.get(&insn.ip()).map_or(t.table, |c| c.0);
+                    let at = base + bytes.len() as u64;
+                    let code = relocate(&read_copy(insn, t.table, copy)?, at, &|t| {
+                        starts.get(&t).copied()
+                    })?;
+                    map.push((at..at + code.len() as u64, Origin::Copy(insn.ip())));
+                    bytes.extend(code);
+                    copied = true;
+                }
                 if !copied {
                     let at = base + bytes.len() as u64;
                     let code = relocate(insn, at, &|t| starts.get(&t).copied())?;
@@ -259,10 +370,37 @@ pub fn lay_out(
                 bytes.extend(code);
             }
         }
-        if now == starts {
+        // Each table's stubs, then the copy (8-aligned), after all the copied code.
+        let mut placed: HashMap<u64, (u64, Vec<u64>)> = HashMap::new();
+        for (insn, t) in tables {
+            let pc = &points[&insn.ip()];
+            let mut stubs = Vec::new();
+            for case in &t.cases {
+                let at = base + bytes.len() as u64;
+                let (code, plan) = snippets_code(pc, &case.snippets, case.flags_live, at)?;
+                let to = starts.get(&case.target).copied().unwrap_or(case.target);
+                let jmp = jmp_rel32(at + code.len() as u64, to)?;
+                let end = at + (code.len() + jmp.len()) as u64;
+                // On the way to the target, but no copy of it: a thread found at the target
+                // in bytes about to change must not be moved here, into the edge's snippets.
+                map.push((at..end, Origin::JumpBack(case.target)));
+                saves.push((insn.ip(), plan));
+                bytes.extend(code);
+                bytes.extend(jmp);
+                stubs.push(at);
+            }
+            while bytes.len() % 8 != 0 {
+                bytes.push(0xcc);
+            }
+            let copy = base + bytes.len() as u64;
+            bytes.extend(t.bytes(&stubs)?);
+            placed.insert(insn.ip(), (copy, stubs));
+        }
+        if now == starts && placed == copies {
             return Ok(Laid { bytes, map, saves });
         }
         starts = now;
+        copies = placed;
     }
     Err(PatchError::Layout(
         "trampoline layout did not converge".into(),

@@ -37,6 +37,7 @@
 
 #![warn(missing_docs)]
 
+mod applied;
 pub mod edge;
 pub mod interpose;
 pub mod layout;
@@ -63,8 +64,9 @@ pub use layout::Origin;
 pub use plan::{Site, Tactic};
 pub use tramp::VectorSave;
 
+use applied::{Applied, AppliedSites};
 use layout::{PointCode, SnippetSrc};
-use plan::{Claimed, Planner};
+use plan::{Claimed, Except, Planner};
 
 /// Why instrumentation could not be inserted.
 #[derive(Debug, thiserror::Error)]
@@ -147,21 +149,6 @@ pub struct PointReport {
 }
 
 /// A site as written.
-#[derive(Clone)]
-struct Applied {
-    func: FuncId,
-    site: Site,
-    /// Every snippet of the site, in insertion order.
-    requests: Vec<Request>,
-    /// The current trampoline (earlier ones are retired, never freed).
-    tramp: RuntimeAddr,
-    /// Original bytes, to restore.
-    originals: Vec<(RuntimeAddr, Vec<u8>)>,
-    /// Where, in the current trampoline, the code for each original instruction starts
-    /// (runtime original address, runtime trampoline address).
-    copies: Vec<(u64, u64)>,
-}
-
 /// Inserts instrumentation into one module and remembers what it did. A clone is a snapshot
 /// of its records, to put back when the code could not be changed as they say.
 #[derive(Clone)]
@@ -169,8 +156,11 @@ pub struct Patcher {
     bias: u64,
     options: PatchOptions,
     claimed: Claimed,
-    applied: Vec<Applied>,
+    applied: AppliedSites,
     map: BTreeMap<u64, (u64, Origin)>,
+    /// For each original instruction (runtime) with a copy in [`Patcher::map`], the lowest
+    /// trampoline address holding one: evicted instructions are found only there.
+    evicted: HashMap<u64, u64>,
     /// What each point's save area holds, by runtime address.
     saves: HashMap<u64, String>,
     /// The module's [`plan::foreign_targets`], computed on first use.
@@ -241,8 +231,9 @@ impl Patcher {
             bias,
             options,
             claimed: Claimed::default(),
-            applied: Vec::new(),
+            applied: AppliedSites::default(),
             map: BTreeMap::new(),
+            evicted: HashMap::new(),
             saves: HashMap::new(),
             foreign: OnceLock::new(),
             prefix_end: OnceLock::new(),
@@ -257,9 +248,7 @@ impl Patcher {
 
     /// The applied site whose copied code holds the instruction at `addr`.
     fn applied_at(&self, addr: LinkAddr) -> Option<usize> {
-        self.applied
-            .iter()
-            .position(|a| a.site.segments.iter().any(|s| s.contains(&addr)))
+        self.applied.at(addr)
     }
 
     /// The sites the points would get, without writing anything (for `show points`). Points
@@ -280,11 +269,15 @@ impl Patcher {
                 on_arrival.insert(p.addr);
             }
         }
+        // Written sites that take points here, as they are: their claims stay outside
+        // whichever function is relocated below.
+        let mut reused: HashSet<usize> = HashSet::new();
         for p in points {
             match self.applied_at(p.addr).filter(|&i| {
                 !whole.contains(&p.func) || self.applied[i].site.tactic == Tactic::RelocateFunction
             }) {
                 Some(i) => {
+                    reused.insert(i);
                     let mut s = self.applied[i].site.clone();
                     s.points = vec![p.addr];
                     out.push(s);
@@ -338,29 +331,21 @@ impl Patcher {
                 ways_in: &self.ways_in,
                 pads: std::cell::OnceCell::new(),
             };
-            let inside: Vec<LinkAddr> = self
-                .applied
+            let own_sites = self.applied.of_func(f);
+            let inside: Vec<LinkAddr> = own_sites
                 .iter()
-                .filter(|a| a.func == f)
-                .flat_map(|a| a.site.points.iter().copied())
+                .flat_map(|&i| self.applied[i].site.points.iter().copied())
                 .collect();
             // Relocating the function would absorb its own sites, so they do not count
             // against it; sites planned in this call for other functions do (an eviction
-            // may have claimed bytes of this function). With no site of its own written
-            // (every first insertion), that is just `claimed`.
-            let rebuilt;
-            let outside = if inside.is_empty() {
-                &claimed
-            } else {
-                let mut o = Claimed::default();
-                for a in self.applied.iter().filter(|a| a.func != f) {
-                    o.add(&a.site);
-                }
-                for s in &out {
-                    o.add(s);
-                }
-                rebuilt = o;
-                &rebuilt
+            // may have claimed bytes of this function).
+            let mut own = Claimed::default();
+            for &i in own_sites.iter().filter(|i| !reused.contains(i)) {
+                own.add(&self.applied[i].site);
+            }
+            let outside = &Except {
+                all: &claimed,
+                own: &own,
             };
             let (sites, no) = if whole.contains(&f) {
                 planner.plan_whole(&addrs, &on_arrival, &claimed, outside, &inside)
@@ -451,7 +436,7 @@ impl Patcher {
         let mut touched = Vec::new();
         for r in old {
             let i = self.applied_at(r.point.addr).expect("partitioned on this");
-            self.applied[i].requests.push(r.clone());
+            self.applied.add_request(i, r.clone());
             if !touched.contains(&i) {
                 touched.push(i);
             }
@@ -459,69 +444,24 @@ impl Patcher {
         for i in touched {
             self.relay(view, space, i)?;
         }
-        // The functions with a site written: only those have sites for a relocated copy to
-        // absorb (a scan of every site per relocated function was quadratic).
-        let mut with_sites: HashSet<FuncId> = self.applied.iter().map(|a| a.func).collect();
-        for site in sites {
-            let mut reqs: Vec<Request> = Vec::new();
-            if site.tactic == Tactic::RelocateFunction {
-                // Sites already in this function are absorbed: their snippets move into the
-                // copy and their original bytes come back.
-                let func = site
-                    .points
-                    .iter()
-                    .find_map(|a| by_addr.get(&a.0))
-                    .and_then(|v| v.first())
-                    .map(|r| r.point.func);
-                let mut k = if func.is_some_and(|f| with_sites.contains(&f)) {
-                    0
-                } else {
-                    self.applied.len()
-                };
-                let mut absorbed = false;
-                while k < self.applied.len() {
-                    if Some(self.applied[k].func) == func {
-                        let a = self.applied.remove(k);
-                        for (at, bytes) in a.originals.iter().rev() {
-                            space.write(*at, bytes)?;
-                        }
-                        reqs.extend(a.requests);
-                        absorbed = true;
-                    } else {
-                        k += 1;
-                    }
-                }
-                if absorbed {
-                    self.claimed = Claimed::default();
-                    for a in &self.applied {
-                        self.claimed.add(&a.site);
-                    }
-                }
-            }
-            for a in &site.points {
-                if let Some(rs) = by_addr.get(&a.0) {
-                    reqs.extend(rs.iter().map(|r| (*r).clone()));
-                }
-            }
-            let func = match reqs.first() {
-                Some(r) => r.point.func,
-                None => continue,
-            };
-            let (tramp, copies) = self.lay(view, space, &site, &reqs, true)?;
-            let originals = self.enter(space, &site, &copies, true)?;
-            // With the sites it absorbed, if any.
-            space.end_change();
-            self.claimed.add(&site);
-            with_sites.insert(func);
-            self.applied.push(Applied {
-                func,
-                site,
-                requests: reqs,
-                tramp,
-                originals,
-                copies,
+        // Sites a relocated function absorbs leave the list in one pass at the end, whether
+        // or not every site could be written: removing each from the middle of the list, and
+        // claiming every other site's bytes again after each, was quadratic in the sites
+        // written before (loops counted after `coverage '*'` on python3: 219,000 of them).
+        let mut gone = vec![false; self.applied.len()];
+        let written = self.write_sites(view, space, sites, &by_addr, &mut gone);
+        if gone.contains(&true) {
+            let mut k = 0;
+            self.applied.edit().retain(|_| {
+                k += 1;
+                !gone[k - 1]
             });
+            self.claimed = Claimed::default();
+            for a in self.applied.iter() {
+                self.claimed.add(&a.site);
+            }
         }
+        written?;
         let mut applied_of: HashMap<u64, usize> = HashMap::new();
         for (i, a) in self.applied.iter().enumerate() {
             for r in &a.requests {
@@ -554,6 +494,69 @@ impl Patcher {
         })
     }
 
+    /// Writes each new site with its snippets (`by_addr`, by point address). A relocated
+    /// function absorbs the sites written in it before: their original bytes come back, their
+    /// snippets move into the copy, and they are marked in `gone` (one flag per site, new
+    /// ones included) for the caller to drop.
+    fn write_sites(
+        &mut self,
+        view: &dyn CodeView,
+        space: &mut dyn AddressSpace,
+        sites: Vec<Site>,
+        by_addr: &HashMap<u64, Vec<&Request>>,
+        gone: &mut Vec<bool>,
+    ) -> Result<(), PatchError> {
+        // The sites written in each function: only those can be absorbed.
+        let mut of_func: HashMap<FuncId, Vec<usize>> = HashMap::new();
+        for (i, a) in self.applied.iter().enumerate() {
+            of_func.entry(a.func).or_default().push(i);
+        }
+        for site in sites {
+            let mut reqs: Vec<Request> = Vec::new();
+            if site.tactic == Tactic::RelocateFunction {
+                let func = site
+                    .points
+                    .iter()
+                    .find_map(|a| by_addr.get(&a.0))
+                    .and_then(|v| v.first())
+                    .map(|r| r.point.func);
+                for k in func.and_then(|f| of_func.remove(&f)).unwrap_or_default() {
+                    let a = &mut self.applied.edit()[k];
+                    for (at, bytes) in a.originals.iter().rev() {
+                        space.write(*at, bytes)?;
+                    }
+                    reqs.append(&mut a.requests);
+                    gone[k] = true;
+                }
+            }
+            for a in &site.points {
+                if let Some(rs) = by_addr.get(&a.0) {
+                    reqs.extend(rs.iter().map(|r| (*r).clone()));
+                }
+            }
+            let func = match reqs.first() {
+                Some(r) => r.point.func,
+                None => continue,
+            };
+            let (tramp, copies) = self.lay(view, space, &site, &reqs, true)?;
+            let originals = self.enter(space, &site, &copies, true)?;
+            // With the sites it absorbed, if any.
+            space.end_change();
+            self.claimed.add(&site);
+            of_func.entry(func).or_default().push(self.applied.len());
+            gone.push(false);
+            self.applied.edit().push(Applied {
+                func,
+                site,
+                requests: reqs,
+                tramp,
+                originals,
+                copies,
+            });
+        }
+        Ok(())
+    }
+
     /// Lays out applied site `i` again with all its snippets, and points its entry at the new
     /// trampoline.
     fn relay(
@@ -567,8 +570,9 @@ impl Patcher {
         let (tramp, copies) = self.lay(view, space, &site, &reqs, false)?;
         self.enter(space, &site, &copies, false)?;
         space.end_change();
-        self.applied[i].tramp = tramp;
-        self.applied[i].copies = copies;
+        let a = &mut self.applied.edit()[i];
+        a.tramp = tramp;
+        a.copies = copies;
         Ok(())
     }
 
@@ -609,7 +613,7 @@ impl Patcher {
         let mut removed = 0;
         // Rebuilt in one pass, in order: removing sites one by one from the vector cost a
         // move of every later site each time, minutes for `coverage '*'` on a large program.
-        let mut rest = std::mem::take(&mut self.applied).into_iter();
+        let mut rest = std::mem::take(self.applied.edit()).into_iter();
         let mut result: Result<(), PatchError> = Ok(());
         for mut a in rest.by_ref() {
             let before = a.requests.len();
@@ -617,7 +621,7 @@ impl Patcher {
             let after = a.requests.len();
             removed += before - after;
             if after == before {
-                self.applied.push(a);
+                self.applied.edit().push(a);
             } else if after == 0 {
                 result = a
                     .originals
@@ -627,7 +631,7 @@ impl Patcher {
                     .map_err(PatchError::from);
                 space.end_change();
             } else {
-                self.applied.push(a);
+                self.applied.edit().push(a);
                 result = self.relay(view, space, self.applied.len() - 1);
             }
             if result.is_err() {
@@ -635,9 +639,9 @@ impl Patcher {
             }
         }
         // After a failure, the sites not reached are kept as they were.
-        self.applied.extend(rest);
+        self.applied.edit().extend(rest);
         self.claimed = Claimed::default();
-        for a in &self.applied {
+        for a in self.applied.iter() {
             self.claimed.add(&a.site);
         }
         result.map(|()| removed)
@@ -648,18 +652,11 @@ impl Patcher {
     /// thread stopped at `orig` inside bytes about to be overwritten moves there.
     pub fn relocated(&self, orig: RuntimeAddr) -> Option<RuntimeAddr> {
         self.applied
-            .iter()
-            .flat_map(|a| a.copies.iter())
-            .find(|c| c.0 == orig.0)
-            .map(|c| RuntimeAddr(c.1))
-            .or_else(|| {
-                // Instructions evicted to make room for a neighbour's jump have a copy of
-                // their own, known only to the address map.
-                self.map
-                    .iter()
-                    .find(|(_, (_, o))| *o == Origin::Copy(orig.0))
-                    .map(|(start, _)| RuntimeAddr(*start))
-            })
+            .copy_of(orig.0)
+            // Instructions evicted to make room for a neighbour's jump have a copy of their
+            // own, known only to the address map.
+            .or_else(|| self.evicted.get(&orig.0).copied())
+            .map(RuntimeAddr)
     }
 
     /// The ranges of original code the written sites cover (jumps, puns and their pads), at
@@ -703,6 +700,7 @@ impl Patcher {
                 taken_flags_live: false,
                 fall_flags_live: false,
                 vector: self.options.vector,
+                table: None,
             });
             // An exit at a conditional branch (`js other_function`, a conditional tail call)
             // is left only when the branch is taken: its snippets run on that path alone.
@@ -734,6 +732,11 @@ impl Patcher {
                 edge::Way::FromCaller => {
                     pc.flags_live |= live;
                     &mut pc.on_arrival
+                }
+                edge::Way::Table => {
+                    let flags = at_target();
+                    let bias = self.bias;
+                    &mut table_case(view, space, bias, &r.point, pc, flags)?.snippets
                 }
                 edge::Way::Before if conditional_exit => {
                     pc.taken_flags_live |= live;
@@ -871,6 +874,10 @@ impl Patcher {
         space.write(tramp, &laid.bytes)?;
         for (r, o) in &laid.map {
             self.map.insert(r.start, (r.end, *o));
+            if let Origin::Copy(orig) = *o {
+                let at = self.evicted.entry(orig).or_insert(r.start);
+                *at = (*at).min(r.start);
+            }
         }
         Ok((tramp, laid))
     }
@@ -917,10 +924,21 @@ impl Patcher {
         v
     }
 
+    /// True when a trap site's `int3` is at `at`: a thread stopped by it goes on at
+    /// [`Patcher::relocated`] of `at`.
+    pub fn is_trap(&self, at: RuntimeAddr) -> bool {
+        self.applied.is_trap(LinkAddr(at.0.wrapping_sub(self.bias)))
+    }
+
+    /// True when any trap site is written.
+    pub fn has_traps(&self) -> bool {
+        self.applied.has_traps()
+    }
+
     /// How many sites each tactic placed.
     pub fn tactic_counts(&self) -> BTreeMap<Tactic, usize> {
         let mut m = BTreeMap::new();
-        for a in &self.applied {
+        for a in self.applied.iter() {
             *m.entry(a.site.tactic).or_insert(0) += 1;
         }
         m
@@ -934,7 +952,7 @@ impl Patcher {
     /// Puts back every original byte, newest site first. Trampolines stay allocated: a thread
     /// may still be running in one.
     pub fn remove_all(&mut self, space: &mut dyn AddressSpace) -> Result<(), PatchError> {
-        while let Some(a) = self.applied.pop() {
+        while let Some(a) = self.applied.edit().pop() {
             for (at, bytes) in a.originals.iter().rev() {
                 space.write(*at, bytes)?;
             }
@@ -942,9 +960,53 @@ impl Patcher {
         }
         self.claimed = Claimed::default();
         self.map.clear();
+        self.evicted.clear();
         self.saves.clear();
         Ok(())
     }
+}
+
+/// The case of `pc`'s private table copy for the edge point `p` (placed with
+/// [`edge::Way::Table`]), made with the copy when it is the first.
+fn table_case<'p, 'e>(
+    view: &dyn CodeView,
+    space: &mut dyn AddressSpace,
+    bias: u64,
+    p: &Point,
+    pc: &'p mut PointCode<'e>,
+    flags_live: bool,
+) -> Result<&'p mut layout::TableCase<'e>, PatchError> {
+    let (t, target) = edge::table_of(view, p).ok_or(PatchError::NoInstruction(p.addr))?;
+    let reach = t.reach.ok_or(PatchError::NoInstruction(p.addr))?;
+    if pc.table.is_none() {
+        let at = t.table.to_runtime(bias);
+        pc.table = Some(layout::TableCopy {
+            table: at.0,
+            stride: t.stride,
+            base: match t.entry {
+                crate::cfg::TableEntry::Relative { base } => Some(base.to_runtime(bias).0),
+                crate::cfg::TableEntry::Absolute { .. } => None,
+            },
+            original: space.read(at, (reach * t.stride) as usize)?,
+            cases: Vec::new(),
+        });
+    }
+    let copy = pc.table.as_mut().expect("made above");
+    let target = target.to_runtime(bias).0;
+    let k = match copy.cases.iter().position(|c| c.target == target) {
+        Some(k) => k,
+        None => {
+            copy.cases.push(layout::TableCase {
+                target,
+                snippets: Vec::new(),
+                flags_live: false,
+            });
+            copy.cases.len() - 1
+        }
+    };
+    let case = &mut copy.cases[k];
+    case.flags_live |= flags_live;
+    Ok(case)
 }
 
 /// One row of `show points`.
@@ -958,6 +1020,10 @@ pub struct PointRow {
     pub addr: LinkAddr,
     /// The called function, at a call site.
     pub callee: Option<String>,
+    /// The loop, at a loop point.
+    pub loop_name: Option<String>,
+    /// The edge the point is on, as `FROM->TO` (block starts), or `from the caller`.
+    pub edge: Option<String>,
     /// The original instructions the site copies (Intel syntax).
     pub displaced: Vec<String>,
     /// `None` when the point would be skipped (`why` says why).
@@ -1012,6 +1078,14 @@ pub fn describe_points(view: &dyn CodeView, patcher: &Patcher, points: &[Point])
                 function: view.function(p.func).display_name().to_owned(),
                 addr: p.addr,
                 callee: p.callee_name.clone(),
+                loop_name: p.loop_name.clone(),
+                edge: p.edge.map(|e| match e {
+                    crate::point::OnEdge::Edge { from, to, .. } => {
+                        let cfg = view.cfg(p.func);
+                        format!("{}->{}", cfg.block(from).start, cfg.block(to).start)
+                    }
+                    crate::point::OnEdge::FromCaller => "from the caller".to_owned(),
+                }),
                 displaced,
                 tactic: site.map(|s| s.tactic),
                 why: match (site, refused) {

@@ -5,8 +5,9 @@
 //! target of its parent's branches. Left so, a parent's jump into it is a tail call and the
 //! fragment is instrumented as a function of its own, whose entries and exits never balance.
 //!
-//! A fragment is recognised here by its parent: every direct branch to its start comes from one
-//! other function, and either one of them is conditional (a tail call is a `jmp`), or the
+//! A fragment is recognised here by its parent, by the jump and not by any name: every direct
+//! branch to its start comes from one other function (which may itself be known only by its
+//! FDE, as a `static` function only tail-called is), and either one of them is conditional (a tail call is a `jmp`), or the
 //! fragment branches back into the middle of that function (a called function never does), or
 //! its FDE says the frame is already set up at its start (at a function's entry the CFA is
 //! `rsp + 8`): gcc's isolated null dereferences (`mov rax, [8]; ud2`) are reached by a `jmp`
@@ -81,10 +82,6 @@ pub fn name_fragments(
         let Seen::From(p, conditional) = seen[i] else {
             continue;
         };
-        if candidate(&functions[p]) && !matches!(seen[p], Seen::Nothing) {
-            // A fragment's own fragment, or a chain nothing names: leave it.
-            continue;
-        }
         if conditional || branches_into(binary, &functions[i], &functions[p]) {
             found.push((i, p));
         } else {
@@ -101,6 +98,11 @@ pub fn name_fragments(
         );
         found.sort_unstable();
     }
+    // A parent only its FDE knows may itself be a fragment (a chain nothing names: leave it),
+    // or a function of its own that another only tail-calls (gcc's `f.part.0`, entered by
+    // `jmp` from `f`), which its fragment's jump attaches it to like any other.
+    let fragments: foldhash::HashSet<usize> = found.iter().map(|&(i, _)| i).collect();
+    found.retain(|&(_, p)| !fragments.contains(&p));
     let mut parts = foldhash::HashMap::<usize, u32>::default();
     for (i, p) in found {
         let n = parts.entry(p).or_default();

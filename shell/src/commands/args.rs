@@ -103,6 +103,18 @@ impl Args {
             .collect())
     }
 
+    /// The words after the first unquoted `word`, taken out as the arguments of `spec` (`watch
+    /// consult --for 20`: the words of the command `watch` runs); `None` without it.
+    pub fn split_off(&mut self, word: &str, spec: &'static Spec) -> Option<Args> {
+        let i = self
+            .words
+            .iter()
+            .position(|w| !w.quoted && w.text == word)?;
+        let rest = self.words.split_off(i + 1);
+        self.words.pop();
+        Some(Args::new(spec, rest, self.block.take()))
+    }
+
     /// All remaining words, unchecked (`at`, `declare`: their own grammar reads them).
     pub fn rest(&mut self) -> Vec<String> {
         std::mem::take(&mut self.words)

@@ -15,8 +15,6 @@ use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
 use engine::instrument::consult_probes::LiveProbes;
 use engine::instrument::inferior::State;
-use engine::instrument::sampling::StackSampler;
-use engine::session::Module;
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -49,7 +47,11 @@ A true hypothesis is refined along \"where\": the program to its threads, a thre
 path its time goes to, from the thread's own entry (main, or the function it was started \
 with) through the callees its stack samples show, the likeliest first, down to the first call \
 into a library; a chain where one callee holds nearly all the samples is gone through in one \
-step (Paradyn's Deep Start). A wait is refined further to the file descriptor it waits on or \
+step (Paradyn's Deep Start). A function of the program the samples show reached through more \
+than one call path (a helper called from several places) is not followed down any one of them: \
+the thread is refined to it wherever it is called from (`prog > hot`), and that to each call \
+path reaching it, from the thread's entry (`hot > main > a > hot`, iPath), so a conclusion \
+names the module, the function and the path whose time it is. A wait is refined further to the file descriptor it waits on or \
 the lock (the futex's address, named by the variable it lies in). A refinement is measured \
 over the samples of the experiment it refines and those since. A conclusion is a true \
 experiment nothing below it confirms; RunQueue stands only where CPUBound held.
@@ -71,9 +73,11 @@ call from /proc every 5 ms, and stack samples: the process is stopped, every thr
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
 stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
 the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
-(their entries times a timed entry's cost) is added to it. Libraries the program \
-loads while the search runs (dlopen) are learnt within a second: stack samples then name \
-their functions and walk through them, and their loops are timed like the program's. It ends when every experiment is judged, after --for \
+(their entries times a timed entry's cost, which the search measures on this machine as it \
+starts: the timer's instructions run in gsh against the same loop without them) is added to it. Libraries the program \
+loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \
+showing their code (it names their functions and walks through them from then on), and \
+learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
@@ -81,7 +85,7 @@ The result lists the conclusions first (hypothesis, fraction, focus), then the s
 as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\"}], \"tested\", \
 \"overhead\", \"sampler_cpu\", \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \
-\"cost\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+\"cost\", \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
 experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
@@ -151,6 +155,18 @@ fn settings(args: &mut Args) -> Result<Settings> {
 }
 
 fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    search(ctx, args, None)
+}
+
+/// What sees the search after each step: the search and the seconds since it began.
+pub(crate) type Observer<'o> = &'o mut dyn FnMut(&Search, f64);
+
+/// `consult` with `args`; `observer` (`watch consult`) sees the search as it runs.
+pub(crate) fn search(
+    ctx: &mut Context,
+    args: &mut Args,
+    mut observer: Option<Observer<'_>>,
+) -> Result<Output> {
     let limit = match args.option("--for")? {
         Some(s) => seconds(&s)?,
         None => Duration::from_secs_f64(DEFAULT_SECONDS),
@@ -179,8 +195,6 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let loaded = || -> Result<Vec<(Arc<Module>, u64)>> { Ok(t.inferior.loaded()?) };
-    let mut modules = loaded()?;
     let store = Arc::new(Mutex::new(Stacks::new(pid)));
     let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
     let mut lab = ProbeLab::new(
@@ -190,37 +204,13 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     );
     let cost = settings.cost_limit;
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
-    // `round` ends the stack sampler's current round: when the search is done, or when the
-    // program loaded libraries, whose frames the next round's unwinder and names include.
-    let (done, round) = (AtomicBool::new(false), AtomicBool::new(false));
+    // The sampler picks up libraries the program loads meanwhile by itself.
+    let done = AtomicBool::new(false);
     let seconds = std::thread::scope(|scope| {
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || loop {
-                t.inferior
-                    .sample_stacks(&StackSampler::new(&modules), &store, cost, &round);
-                let failed = store
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .error()
-                    .is_some();
-                if done.load(Ordering::SeqCst) || failed {
-                    break;
-                }
-                round.store(false, Ordering::SeqCst);
-                // The search sets `done` before `round`: one set after the check above
-                // is seen here, or ends the next round.
-                if done.load(Ordering::SeqCst) {
-                    break;
-                }
-                match loaded() {
-                    Ok(m) => modules = m,
-                    Err(_) => break,
-                }
-            });
+            .spawn_scoped(scope, || t.inferior.sample_stacks(&store, cost, &done));
         let mut told = Vec::new();
-        // Libraries learnt and not yet in the sampler; the unnamed frames when it last began.
-        let (mut learnt, mut unnamed) = (false, 0);
         let seconds = consult::run_watched(
             &mut search,
             &mut lab,
@@ -228,21 +218,17 @@ fn consult_cmd(ctx: &mut Context, args: &mut Args) -> Result<Output> {
             &flag,
             || matches!(t.inferior.state(), Ok(State::Running)),
             |search, lab, now| {
-                learnt |= lab.learn() > 0;
-                // A new round re-indexes every module's unwind tables, and samples wait
-                // meanwhile: only when the samples show code the sampler cannot name.
-                let now_unnamed = store.lock().unwrap_or_else(|e| e.into_inner()).unnamed();
-                if learnt && now_unnamed > unnamed {
-                    round.store(true, Ordering::SeqCst);
-                    (learnt, unnamed) = (false, now_unnamed);
-                }
+                // Libraries loaded meanwhile, for loop timers in their functions.
+                lab.learn();
                 if watching {
                     watch(search, now, &mut told);
+                }
+                if let Some(o) = observer.as_mut() {
+                    o(search, now);
                 }
             },
         );
         done.store(true, Ordering::SeqCst);
-        round.store(true, Ordering::SeqCst);
         if let Ok(h) = sampling {
             let _ = h.join();
         }

@@ -3,7 +3,7 @@
 //! plan until `save` writes them out.
 
 use anyhow::{anyhow, Result};
-use engine::instrument::PointSpec;
+use engine::instrument::{PointSpec, Where};
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -49,7 +49,9 @@ loop of the function; a loop left by a \
 an edge runs at the edge's target when it is the target's only way in, before the source's \
 last instruction when it is the source's only way out, or else in an edge trampoline holding \
 the relocated conditional branch; a jump-table edge runs at its case block when nothing else \
-reaches that block, and is skipped with the reason otherwise. Where a \
+reaches that block, and otherwise where the table's entry is read, which then reads a private \
+copy of the table whose entries for that block lead to the snippets (skipped with the reason \
+when nothing bounds the table's index, or its entries are a PIE's absolute addresses). Where a \
 function's first block is a loop header, its `entry` and the loop's entry (the call itself) run \
 once per call: the function is copied whole and the back edges in the copy skip them. FUNC may be a glob (`'parse_*'`): the snippet goes to every \
 matching function that has the point. With `if (COND)` the snippet runs only when COND is true. \
@@ -293,11 +295,13 @@ program cannot measure.",
 pub const SHOW_POINTS: Spec = Spec {
     name: "show points",
     aliases: &[],
-    usage: "FUNC",
+    usage: "FUNC [loop LOOP [entry|exit|iter-begin|iter-end] | block ADDR | edge FROM TO | insn ADDR before|after | ...]",
     complete: Complete::Function,
     summary: "the instrumentable points of a function and how each would be patched",
-    help: "Lists FUNC's points (entry, every exit, before and after every call) with the \
-original instructions a jump there would displace and the tactic that makes room for it: \
+    help: "Lists FUNC's points (entry, every exit, before and after every call, and the entry, \
+exit, iter-begin and iter-end points of every loop, with the loop's name and the edge each sits \
+on), or only those named after FUNC as `at` names them (`loop LOOP` alone: its four kinds), with \
+the original instructions a jump there would displace and the tactic that makes room for it: \
 `jump` (a 5-byte jump over whole instructions of one block), `jump-before` (the jump sits on \
 earlier instructions of the block), `pun` (a 2-byte jump to nearby padding holding the 5-byte \
 one), `evict` (a 2-byte jump into nearby instructions moved to their own trampoline to make \
@@ -306,7 +310,12 @@ handled by a SIGTRAP handler `save` writes into the file; about 100 times slower
 `skipped` when no site may take the point (its instruction runs across a function's start, \
 or its bytes belong to another site), with why. No two sites share a byte: each owns what \
 it overwrites, the padding it borrows and the instructions it copies. FUNC may be a glob.",
-    examples: &[("show points main", ""), ("show points 'parse_*'", "")],
+    examples: &[
+        ("show points main", ""),
+        ("show points 'parse_*'", ""),
+        ("show points main loop loop_1", ""),
+        ("show points main block 0x401136", ""),
+    ],
     run: show_points,
 };
 
@@ -406,42 +415,74 @@ fn skipped_table(report: &engine::instrument::SaveReport) -> Option<(&'static st
 }
 
 fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
-    let name = args.positionals(1, 1)?.remove(0);
+    let mut words = args.rest();
+    if words.is_empty() {
+        return Err(args.usage_error("missing FUNC"));
+    }
+    let name = words.remove(0);
+    let wheres = match words.as_slice() {
+        [] => engine::instrument::LISTED_POINTS.to_vec(),
+        // A loop alone: its four kinds of point.
+        [l, loop_name] if l == "loop" => engine::instrument::LISTED_POINTS
+            .iter()
+            .filter_map(|w| match w {
+                Where::Loop { at, .. } => Some(Where::Loop {
+                    name: loop_name.clone(),
+                    at: *at,
+                }),
+                _ => None,
+            })
+            .collect(),
+        _ => {
+            let mut refs = vec![name.as_str()];
+            refs.extend(words.iter().map(String::as_str));
+            vec![PointSpec::parse(&refs).map_err(|e| anyhow!(e))?.at]
+        }
+    };
     let funcs = ctx.session.resolve_functions(&name)?;
-    let mut t = Table::new(vec![
-        "Function",
-        "Point",
-        "Address",
-        "Callee",
-        "Displaced",
-        "Tactic",
-        "Why",
-    ]);
-    for row in engine::instrument::describe_points(&ctx.session, &funcs) {
+    let rows = engine::instrument::describe_points(&ctx.session, &funcs, &wheres)
+        .map_err(|e| anyhow!(e))?;
+    let with_place = rows
+        .iter()
+        .any(|r| r.loop_name.is_some() || r.edge.is_some());
+    let mut head = vec!["Function", "Point", "Address", "Callee"];
+    if with_place {
+        head.extend(["Loop", "Edge"]);
+    }
+    head.extend(["Displaced", "Tactic", "Why"]);
+    let mut t = Table::new(head);
+    for row in rows {
         let displaced = if row.tactic == Some(engine::instrument::Tactic::RelocateFunction) {
             format!("(the whole function, {} instructions)", row.displaced.len())
         } else {
             row.displaced.join("; ")
         };
-        t.rows.push(vec![
+        let mut cells = vec![
             Cell::text(row.function),
             Cell::text(row.kind),
             Cell::Addr(row.addr.0),
             Cell::opt(row.callee),
+        ];
+        if with_place {
+            cells.extend([Cell::opt(row.loop_name), Cell::opt(row.edge)]);
+        }
+        cells.extend([
             Cell::text(displaced),
             Cell::text(row.tactic.map_or("skipped", |t| t.as_str())),
             Cell::text(row.why),
         ]);
+        t.rows.push(cells);
     }
+    let tactic_col = t.columns.len() - 2;
     let traps = t
         .rows
         .iter()
-        .filter(|r| matches!(&r[5], Cell::Text(s) if s == "trap"))
+        .filter(|r| matches!(&r[tactic_col], Cell::Text(s) if s == "trap"))
         .count();
     let skipped = t
         .rows
         .iter()
-        .filter(|r| matches!(&r[5], Cell::Text(s) if s == "skipped"))
+        .filter(|r| matches!(&r[tactic_col], Cell::Text(s) if s == "skipped"))
         .count();
     let mut title = format!("{} points", t.rows.len());
     if traps > 0 {

@@ -5,6 +5,11 @@
 //! total, rate over the last interval, and the histogram as a sparkline. On a terminal the
 //! table is redrawn in place; anywhere else (pipes, scripts, tests, `--json`) each sample is
 //! its own table, and the last one is the command's output.
+//!
+//! `watch [SECONDS] consult [OPTIONS]` runs `consult` and shows the running search instead:
+//! every SECONDS a table of the experiments started so far, each with its state, its last
+//! fraction and the history of its fraction as a sparkline (one Paradyn time histogram per
+//! experiment), then the search's report.
 
 use std::io::Write as _;
 use std::sync::atomic::Ordering;
@@ -33,7 +38,7 @@ const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█']
 pub const WATCH: Spec = Spec {
     name: "watch",
     aliases: &[],
-    usage: "[SECONDS] [--samples N] [--for SECONDS]",
+    usage: "[SECONDS] [--samples N] [--for SECONDS] [consult [CONSULT OPTIONS]]",
     complete: Complete::Nothing,
     summary: "live view of the measurements, refreshed, with a time history per metric",
     help: "Reads every measured metric (each function of `count`; a loop's entries and \
@@ -50,7 +55,15 @@ The watch ends on Ctrl-C (the process keeps running; `halt` stops it), when the 
 (the last table then holds its final values), when it stops (a breakpoint, a signal), after \
 --samples N tables, or after --for SECONDS. The first table comes one interval after the start. \
 `watch` never resumes a process: on a stopped one (after `start`, `attach` or a breakpoint) it \
-shows the values once and says so; `continue &` lets the process run, then `watch` follows it.",
+shows the values once and says so; `continue &` lets the process run, then `watch` follows it.
+
+`watch [SECONDS] consult [OPTIONS]` runs `consult` with OPTIONS (on the process, or the \
+program it starts) and shows the search as it runs: every SECONDS a table of the experiments \
+started so far (hypothesis, focus, state: testing, true, false or failed; the fraction last \
+measured; the history of that fraction as a sparkline, one bucket per interval), redrawn in \
+place on a terminal, each its own table otherwise (with --json, only the result). Its output \
+is `consult`'s. --samples and --for are `watch`'s own and do not apply to a search (`consult \
+--for` does).",
     examples: &[
         (
             "watch",
@@ -63,6 +76,10 @@ shows the values once and says so; `continue &` lets the process run, then `watc
         (
             "watch 10 --for 3600",
             "an hour in 10-second steps; the history folds to keep 64 buckets",
+        ),
+        (
+            "watch 0.5 consult --for 20",
+            "run the bottleneck search, showing its experiments every half second",
         ),
     ],
     run: watch,
@@ -349,7 +366,13 @@ impl Screen {
         if !self.redraw {
             return Ok(Output::Table(table));
         }
-        let text = render_text(&Output::Table(table), ctx.style);
+        self.redrawn(table, ctx.style)
+    }
+
+    /// `table` as text that first moves back over and clears the previous one (on a
+    /// terminal).
+    fn redrawn(&mut self, table: Table, style: crate::output::Style) -> Result<Output> {
+        let text = render_text(&Output::Table(table), style);
         let mut bytes = Vec::new();
         if self.lines > 0 {
             let up = u16::try_from(self.lines).unwrap_or(u16::MAX);
@@ -371,7 +394,115 @@ fn the_target(ctx: &Context) -> Result<&Target> {
     })
 }
 
+/// `watch [SECONDS] consult [OPTIONS]`: the running search, every `interval`.
+struct SearchView {
+    interval: Duration,
+    /// Tables shown so far.
+    shown: u32,
+    /// Each node's fraction history, by its index in the search graph.
+    histories: Vec<TimeHistogram>,
+    screen: Screen,
+    style: crate::output::Style,
+}
+
+impl SearchView {
+    /// Takes in the search at `now` seconds; shows it when an interval has passed.
+    fn step(&mut self, search: &engine::consult::Search, now: f64) -> Result<()> {
+        let due = self.interval.as_secs_f64() * f64::from(self.shown + 1);
+        if now < due {
+            return Ok(());
+        }
+        self.shown += 1;
+        let at = Duration::from_secs_f64(now);
+        let mut t = Table::new(vec!["Hypothesis", "Focus", "State", "Fraction", "History"]);
+        for (i, n) in search.nodes().iter().enumerate() {
+            if self.histories.len() <= i {
+                let mut h = TimeHistogram::new(DEFAULT_BUCKETS, self.interval)?;
+                h.record(at, 0)?;
+                self.histories.push(h);
+            }
+            use engine::consult::State as S;
+            let state = match n.state {
+                S::Untested => continue,
+                S::Active => "testing",
+                S::True => "true",
+                S::False => "false",
+                S::Failed => "failed",
+            };
+            // Thousandths of the fraction, so the sparkline shows how it moved.
+            let f = n.fraction.unwrap_or(0.0);
+            self.histories[i].record(at, (f * 1000.0).round() as u64)?;
+            t.rows.push(vec![
+                Cell::text(n.experiment.hypothesis.name()),
+                Cell::text(n.experiment.focus.to_string()),
+                Cell::text(state),
+                n.fraction
+                    .map_or(Cell::Empty, |f| Cell::text(format!("{f:.2}"))),
+                Cell::text(sparkline(&self.histories[i].rates(), self.screen.spark)),
+            ]);
+        }
+        let judged = search.tested();
+        t.title = Some(format!(
+            "consult, {} in, {judged} experiment{} judged",
+            duration_text(at),
+            if judged == 1 { "" } else { "s" }
+        ));
+        let out = if self.screen.redraw {
+            self.screen.redrawn(t, self.style)?
+        } else {
+            Output::Table(t)
+        };
+        let text = render_text(&out, self.style);
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(text.as_bytes())?;
+        if !self.screen.redraw && !text.ends_with('\n') {
+            stdout.write_all(b"\n")?;
+        }
+        stdout.flush()?;
+        Ok(())
+    }
+}
+
+/// `watch [SECONDS] consult [OPTIONS]`.
+fn watch_search(ctx: &mut Context, interval: Duration, consult: &mut Args) -> Result<Output> {
+    let mut view = SearchView {
+        interval,
+        shown: 0,
+        histories: Vec::new(),
+        screen: Screen::new(ctx),
+        style: ctx.style,
+    };
+    let json = ctx.json;
+    let mut failed = None;
+    let mut observe = |search: &engine::consult::Search, now: f64| {
+        if json || failed.is_some() {
+            return;
+        }
+        if let Err(e) = view.step(search, now) {
+            failed = Some(e);
+        }
+    };
+    let out = super::consult::search(ctx, consult, Some(&mut observe))?;
+    match failed {
+        Some(e) => Err(e.context("showing the search")),
+        None => Ok(out),
+    }
+}
+
 fn watch(ctx: &mut Context, args: &mut Args) -> Result<Output> {
+    if let Some(mut consult) = args.split_off("consult", &super::consult::CONSULT) {
+        if args.option("--samples")?.is_some() || args.option("--for")?.is_some() {
+            bail!(
+                "--samples and --for are watch's own; a search ends by itself or after \
+                 `consult --for SECONDS`"
+            );
+        }
+        let interval = match args.positionals(0, 1)?.first() {
+            Some(s) => seconds("the interval", s, MIN_INTERVAL)?,
+            None => Duration::from_secs(1),
+        };
+        return watch_search(ctx, interval, &mut consult);
+    }
     let samples = match args.option("--samples")? {
         Some(s) => match parse_count("--samples", &s)? {
             0 => bail!("--samples must be at least 1"),

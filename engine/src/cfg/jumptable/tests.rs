@@ -103,6 +103,7 @@ pub(crate) fn check(path: &std::path::Path, flags: &[&str]) {
         );
         let found: BTreeSet<u64> = table.targets.iter().map(|t| t.0).collect();
         assert_eq!(found, expected, "{flags:?} {name}: targets");
+        check_access(&m.binary, cfg, table, flags, name);
         for t in &table.targets {
             let block = cfg.block_at(*t).expect("a target starts a block");
             assert!(cfg
@@ -110,6 +111,54 @@ pub(crate) fn check(path: &std::path::Path, flags: &[&str]) {
                 .iter()
                 .any(|e| e.to == block && e.kind == EdgeKind::JumpTable));
         }
+    }
+}
+
+/// The table's description says how the jump reads it: the entry size and kind (gcc's PIE
+/// offsets are relative to the table itself, and absolute entries are relocated only in a
+/// PIE), an index bounded at least as far as the entries read, and an instruction reading
+/// `stride` bytes through an index, in the jump's own block (at -O2 the `jmp` itself without
+/// PIE).
+fn check_access(
+    binary: &crate::elf::Binary,
+    cfg: &crate::cfg::Cfg,
+    table: &crate::cfg::JumpTable,
+    flags: &[&str],
+    name: &str,
+) {
+    use crate::cfg::TableEntry;
+    let pie = flags.contains(&"-pie");
+    assert_eq!(table.stride, if pie { 4 } else { 8 }, "{flags:?} {name}");
+    let want = match pie {
+        true => TableEntry::Relative { base: table.table },
+        false => TableEntry::Absolute { relocated: false },
+    };
+    assert_eq!(table.entry, want, "{flags:?} {name}");
+    assert!(
+        table.reach.is_some_and(|n| n >= table.entries),
+        "{flags:?} {name}: reach {:?} of {} entries",
+        table.reach,
+        table.entries
+    );
+    let bytes = binary.bytes_at(table.load, 15).unwrap();
+    let load = iced_x86::Decoder::with_ip(64, bytes, table.load.0, 0).decode();
+    assert_eq!(
+        load.memory_size().size() as u64,
+        table.stride,
+        "{flags:?} {name}: {load}"
+    );
+    assert_ne!(
+        load.memory_index(),
+        iced_x86::Register::None,
+        "{flags:?} {name}: {load}"
+    );
+    assert_eq!(
+        cfg.block_containing(table.load),
+        cfg.block_containing(table.jump),
+        "{flags:?} {name}: {load} is not in the jump's block"
+    );
+    if !pie && flags.contains(&"-O2") {
+        assert_eq!(table.load, table.jump, "{flags:?} {name}");
     }
 }
 
@@ -147,6 +196,8 @@ fn unbounded_tables_end_at_the_next_symbol() {
                 .find(|a| a.0 == t.table.0)
                 .unwrap_or_else(|| panic!("{flags:?}: table {:#x} is no array", t.table));
             assert!(!t.bounded, "{flags:?}: {t:?}");
+            // Nothing bounds a computed goto's index: no private copy of such a table is safe.
+            assert_eq!(t.reach, None, "{flags:?}: {t:?}");
             assert_eq!(t.entries, *entries, "{flags:?}: {t:?}");
         }
     }
@@ -202,6 +253,36 @@ fn a_byte_index_reads_only_its_own_table() {
                     "{opt} {name}: target {target:#x} outside the function"
                 );
             }
+        }
+    }
+}
+
+const LOOP_BASE: &str = include_str!("../../../../tests/corpus/loopbase.c");
+
+/// A table's base set before a loop whose header has many ways in (sqlite3's
+/// `sqlite3_complete` under clang -O2 PIE): its value at the jump comes from the definitions
+/// reaching it, not from a path that must reach the `lea`. Before, the walk back from the jump
+/// spent its paths on the 30 ways from the default back to the latch and left the jump
+/// unresolved.
+#[test]
+fn a_base_set_before_a_busy_loop_is_found() {
+    for flags in [
+        &["-O2", "-fPIE", "-pie"][..],
+        &["-O0", "-fno-pie", "-no-pie"][..],
+    ] {
+        let path = compile("loopbase", LOOP_BASE, false, flags);
+        let s = open(&path);
+        let m = s.main().unwrap();
+        let f = m.functions().by_name("classify").next().unwrap().clone();
+        let cfg = &m.analysis().function(f.id).cfg;
+        assert!(cfg.unresolved.is_empty(), "{flags:?}: {:?}", cfg.unresolved);
+        assert_eq!(cfg.jump_tables.len(), 1, "{flags:?}");
+        let t = &cfg.jump_tables[0];
+        assert_eq!(t.entries, 4, "{flags:?}: {t:?}");
+        assert_eq!(t.targets.len(), 4, "{flags:?}: {t:?}");
+        assert!(t.bounded, "{flags:?}: {t:?}");
+        for target in &t.targets {
+            assert!(cfg.block_at(*target).is_some(), "{flags:?}: {target:#x}");
         }
     }
 }

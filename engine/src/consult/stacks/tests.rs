@@ -1,6 +1,7 @@
 //! Paths, fractions and refinements over synthetic stacks.
 
 use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn frame(module: &str, function: &str) -> FrameName {
     FrameName {
@@ -221,7 +222,7 @@ fn sampling_keeps_the_stopped_time_under_the_cost_limit() {
     let stop = AtomicBool::new(false);
     let mut source = Slow(0);
     std::thread::scope(|s| {
-        s.spawn(|| sample_stacks(&mut source, &stacks, 0.1, &stop));
+        s.spawn(|| sample_stacks(&mut source, &stacks, 0.1, &|| stop.load(Ordering::Relaxed)));
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, Ordering::Relaxed);
     });
@@ -247,7 +248,7 @@ impl StackSource for Failing {
 #[test]
 fn a_failing_source_ends_sampling_and_says_why() {
     let stacks = Mutex::new(Stacks::new(1));
-    sample_stacks(&mut Failing, &stacks, 0.05, &AtomicBool::new(false));
+    sample_stacks(&mut Failing, &stacks, 0.05, &|| false);
     assert_eq!(stacks.lock().unwrap().error(), Some("the process exited"));
 }
 
@@ -293,4 +294,74 @@ fn deep_start_goes_down_a_chain_to_where_it_branches() {
         .map(|(f, _)| f.to_string())
         .collect();
     assert_eq!(got, ["app > thread 2 > app > worker"]);
+}
+
+/// `hot` called from `a` (80 samples) and from `b` (20): followed down no chain, it is
+/// proposed at the thread wherever it is called from, and refined into the two call paths
+/// reaching it, each with its share; the chain through `a` stops above it.
+#[test]
+fn a_function_reached_by_several_paths_is_refined_into_those_paths() {
+    let mut s = Stacks::new(std::process::id() as i32);
+    let t0 = Instant::now();
+    for i in 0..100 {
+        let caller = if i < 80 { "a" } else { "b" };
+        s.push(
+            t0,
+            Batch {
+                stopped: Duration::ZERO,
+                threads: vec![worker(&[("app", caller), ("app", "hot")], None)],
+            },
+        );
+    }
+    let since = s.samples[0].at;
+    let show = |v: Vec<(Focus, f64)>| -> Vec<(String, f64)> {
+        v.into_iter()
+            .map(|(f, p)| {
+                let tail: Vec<String> = f.0[2..].iter().map(|r| r.to_string()).collect();
+                (tail.join(" > "), p)
+            })
+            .collect()
+    };
+    let at_thread = show(s.refine(Hypothesis::CPUBound, &focus(&[]), 2, since, 0.05));
+    assert_eq!(
+        at_thread,
+        [("app > worker".into(), 1.0), ("app > hot".into(), 1.0)]
+    );
+    let code = focus(&[Resource::Module("app".into()), Resource::Code("hot".into())]);
+    let paths = s.refine(Hypothesis::CPUBound, &code, 2, since, 0.05);
+    assert_eq!(
+        show(paths.clone()),
+        [
+            ("app > hot > worker > a > hot".into(), 0.8),
+            ("app > hot > worker > b > hot".into(), 0.2)
+        ]
+    );
+    let share = |f: &Focus| s.fraction(Hypothesis::CPUBound, f, 2, since, 1).unwrap();
+    assert_eq!(share(&code), 1.0);
+    assert_eq!(share(&paths[0].0), 0.8);
+    assert_eq!(share(&paths[1].0), 0.2);
+    // A call path is where iPath ends; the chain through `a` does not go on into `hot`, and
+    // the chain above both paths proposes `hot` too (the thread's first samples may not have
+    // shown both paths yet; the graph holds it once).
+    assert!(s
+        .refine(Hypothesis::CPUBound, &paths[0].0, 2, since, 0.05)
+        .is_empty());
+    let chain = focus(&[Resource::Module("app".into()), func("worker")]);
+    assert_eq!(
+        show(s.refine(Hypothesis::CPUBound, &chain, 2, since, 0.05)),
+        [
+            ("app > worker > a".into(), 0.8),
+            ("app > worker > b".into(), 0.2),
+            ("app > hot".into(), 1.0)
+        ]
+    );
+    let below_a = focus(&[Resource::Module("app".into()), func("worker"), func("a")]);
+    assert!(s
+        .refine(Hypothesis::CPUBound, &below_a, 2, since, 0.05)
+        .is_empty());
+    // One path holding all but a sliver of the samples is no spread: the chain goes on.
+    assert!(s
+        .refine(Hypothesis::CPUBound, &below_a, 2, since, 0.25)
+        .iter()
+        .all(|(f, _)| f.0.last() == Some(&func("hot"))));
 }

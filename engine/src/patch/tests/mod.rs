@@ -30,6 +30,22 @@ double driver(int n) {
     for (int i = 0; i < n; i++) { acc = acc * 1.5 + 1.0; k += leaf2(i); acc -= (double)k * 0.001; }
     return acc + (double)k;
 }
+int fold(int op) {
+    int a = op * 5 + 1;
+    switch (op) {
+    case 0: a += 3; /* fall through */
+    case 1: a *= 2; break;
+    case 2: a -= 7; /* fall through */
+    case 3: a ^= 0x55; break;
+    case 4: a += 11; /* fall through */
+    case 5: a = a / 3 + 1; break;
+    case 6: a = ~a; break;
+    case 7: a += 100; /* fall through */
+    case 9: a -= 5; /* fall through */
+    default: a -= 1;
+    }
+    return a;
+}
 "#;
 
 /// Functions whose shapes force the tactics other than a plain jump.
@@ -707,4 +723,136 @@ fn a_looping_entry_is_entered_once_per_call() {
         1 + 1 + (2..10).sum::<i64>(),
         "iteration begins"
     );
+}
+
+/// Jump-table edges into blocks other edges reach too (`fold`'s cases falling into the next
+/// case's block, its hole leading to the default the guard reaches), in a library loaded at a
+/// bias (a PIC table of offsets): each edge's counter counts exactly the calls whose entry
+/// leads to its target, `fold` computes what it did, the original table is never written, and
+/// removing the snippets gives the code its bytes back.
+#[test]
+fn jump_table_edges_into_shared_blocks_count_exactly_and_go_away() {
+    use crate::cfg::{EdgeKind, TableEntry};
+    for opt in OPTS {
+        let mut fx = Fixture::new("table_edges", opt, PatchOptions::default());
+        let ops: Vec<i32> = (-2..13).chain(0..10).chain([3, 3, 7, 9, 9, 9]).collect();
+        let before: Vec<i32> = ops.iter().map(|&x| fx.f1("fold")(x)).collect();
+        let (f, t, shared) = {
+            let m = fx.session.main().expect("module");
+            let f = m.functions().by_name("fold").next().expect("fold").clone();
+            let cfg = &m.analysis().function(f.id).cfg;
+            assert_eq!(cfg.jump_tables.len(), 1, "{opt}: {cfg:?}");
+            let t = cfg.jump_tables[0].clone();
+            let TableEntry::Relative { base } = t.entry else {
+                panic!("{opt}: a PIC table holds offsets: {t:?}");
+            };
+            // The table's targets by index, read from the file; values 0..=9 go through it.
+            let target = |i: u64| {
+                let at = crate::addr::LinkAddr(t.table.0 + 4 * i);
+                let e = m.binary.bytes_at(at, 4).expect("entry");
+                let off = i32::from_le_bytes(e.try_into().expect("4 bytes"));
+                base.0.wrapping_add(off as i64 as u64)
+            };
+            let jump_block = cfg.block_containing(t.jump).expect("the jump's block");
+            let shared: Vec<(Point, i64)> = cfg
+                .edges
+                .iter()
+                .filter(|e| e.kind == EdgeKind::JumpTable && e.from == jump_block)
+                .filter(|e| cfg.predecessors(e.to).count() > 1)
+                .map(|e| {
+                    let to = cfg.block(e.to).start;
+                    let w = Where::Edge {
+                        from: cfg.block(e.from).start,
+                        to,
+                    };
+                    let p = point::find(m, f.id, &w)
+                        .expect("the edge's point")
+                        .remove(0);
+                    let want = ops
+                        .iter()
+                        .filter(|&&x| (0..10).contains(&x) && target(x as u64) == to.0)
+                        .count() as i64;
+                    (p, want)
+                })
+                .collect();
+            assert!(!shared.is_empty(), "{opt}: {cfg:?}");
+            (f, t, shared)
+        };
+        let bias = fx.lib.sym("fold") - f.addr.0;
+        let table_bytes = |space: &InProcess| {
+            space
+                .read(RuntimeAddr(t.table.0 + bias), 40)
+                .expect("read the table")
+        };
+        let original = table_bytes(&fx.space);
+        for (i, (p, _)) in shared.iter().enumerate() {
+            let r = fx
+                .insert(std::slice::from_ref(p), &format!("n{i}++;"))
+                .expect("insert");
+            assert_eq!(r.len(), 1, "{opt}: {r:?}");
+            assert!(r[0].patch_at.0 <= t.load.0, "{opt}: {r:?}");
+        }
+        let after: Vec<i32> = ops.iter().map(|&x| fx.f1("fold")(x)).collect();
+        assert_eq!(after, before, "{opt}");
+        for (i, (p, want)) in shared.iter().enumerate() {
+            assert_eq!(fx.counter(i), *want, "{opt}: edge {:?}", p.edge);
+        }
+        assert_eq!(
+            table_bytes(&fx.space),
+            original,
+            "{opt}: the original table is untouched"
+        );
+        let m = fx.session.main().expect("module");
+        fx.patcher.remove(m, &mut fx.space, 1).expect("remove");
+        assert!(fx.patcher.is_empty());
+        let now = fx
+            .space
+            .read(RuntimeAddr(f.addr.0 + bias), f.size as usize)
+            .expect("read fold");
+        assert_eq!(
+            now,
+            m.binary.bytes_at(f.addr, f.size).expect("bytes"),
+            "{opt}: fold's bytes are the file's"
+        );
+        let counts: Vec<i64> = (0..shared.len()).map(|i| fx.counter(i)).collect();
+        let again: Vec<i32> = ops.iter().map(|&x| fx.f1("fold")(x)).collect();
+        assert_eq!(again, before, "{opt}");
+        let still: Vec<i64> = (0..shared.len()).map(|i| fx.counter(i)).collect();
+        assert_eq!(still, counts, "{opt}: no counter runs once removed");
+    }
+}
+
+/// A computed goto's table is indexed by a value nothing bounds: a private copy's size is
+/// unknown, so its edges into blocks with other ways in are refused with that reason rather
+/// than guessed.
+#[test]
+fn a_table_nothing_bounds_is_refused_with_the_reason() {
+    use crate::cfg::EdgeKind;
+    let path = crate::testutil::compile(
+        "gotos_refused",
+        include_str!("../../../../tests/corpus/gotos.c"),
+        false,
+        &["-O2", "-fno-pie", "-no-pie"],
+    );
+    let s = crate::testutil::open(&path);
+    let m = s.main().expect("module");
+    let f = m.functions().by_name("run").next().expect("run").clone();
+    let cfg = &m.analysis().function(f.id).cfg;
+    let mut refused = 0;
+    for e in cfg.edges.iter().filter(|e| e.kind == EdgeKind::JumpTable) {
+        if cfg.predecessors(e.to).count() < 2 {
+            continue;
+        }
+        let w = Where::Edge {
+            from: cfg.block(e.from).start,
+            to: cfg.block(e.to).start,
+        };
+        let p = point::find(m, f.id, &w)
+            .expect("the edge's point")
+            .remove(0);
+        let why = super::edge::place(m, &p).expect_err("an unbounded table's edge");
+        assert!(why.contains("nothing bounds the index"), "{why}");
+        refused += 1;
+    }
+    assert!(refused > 0, "run's tables lead into shared blocks: {cfg:?}");
 }
