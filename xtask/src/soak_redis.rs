@@ -175,11 +175,11 @@ fn cycle(
     let earlier = {
         let session = &mut *session;
         tracer.with(|p, live| -> Result<_> {
-            let earlier = p.earlier_pools()?;
             live.learn_modules(session, p)?;
             p.resume()?;
             live.load_runtime(p)?;
-            Ok(earlier)
+            // What the runtime's load found of the previous session's pools.
+            Ok(p.earlier_pools()?)
         })??
     };
     f.attach = began.elapsed();
