@@ -36,27 +36,37 @@ use engine::Session;
 /// The port the benchmark's redis-server listens on.
 pub const PORT: u16 = 16399;
 
+/// How long a client waits for one answer before the server counts as hung.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(60);
+
 /// A client sending `PING` every millisecond and keeping every reply time.
-struct Pinger {
+pub(crate) struct Pinger {
     stop: Arc<AtomicBool>,
     times: Arc<Mutex<Vec<(Instant, Duration)>>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
 impl Pinger {
-    fn start() -> Result<Pinger> {
+    pub(crate) fn start() -> Result<Pinger> {
+        Pinger::sending(b"PING\r\n", b"+PONG\r\n")
+    }
+
+    /// A client sending `command` every millisecond, expecting `answer`.
+    pub(crate) fn sending(command: &'static [u8], answer: &'static [u8]) -> Result<Pinger> {
         let stop = Arc::new(AtomicBool::new(false));
         let times = Arc::new(Mutex::new(Vec::new()));
         let mut s = TcpStream::connect(("127.0.0.1", PORT)).context("connecting to redis")?;
         s.set_nodelay(true)?;
+        // A server that stopped answering is an error, not a hang.
+        s.set_read_timeout(Some(ANSWER_DEADLINE))?;
         let (st, tt) = (stop.clone(), times.clone());
         let thread = std::thread::spawn(move || -> Result<()> {
-            let mut buf = [0u8; 7];
+            let mut buf = vec![0u8; answer.len()];
             while !st.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                s.write_all(b"PING\r\n")?;
+                s.write_all(command)?;
                 s.read_exact(&mut buf)?;
-                if &buf != b"+PONG\r\n" {
+                if buf != answer {
                     bail!("redis answered {:?}", String::from_utf8_lossy(&buf));
                 }
                 tt.lock().expect("times").push((t, t.elapsed()));
@@ -72,7 +82,7 @@ impl Pinger {
     }
 
     /// The longest reply to a ping sent from `since` on.
-    fn longest_since(&self, since: Instant) -> Duration {
+    pub(crate) fn longest_since(&self, since: Instant) -> Duration {
         self.times
             .lock()
             .expect("times")
@@ -83,8 +93,21 @@ impl Pinger {
             .unwrap_or_default()
     }
 
+    /// The longest reply answered from `since` on (sent before it, perhaps): what a pause
+    /// that began at `since` held a client up.
+    pub(crate) fn longest_answered_since(&self, since: Instant) -> Duration {
+        self.times
+            .lock()
+            .expect("times")
+            .iter()
+            .filter(|(t, d)| *t + *d >= since)
+            .map(|(_, d)| *d)
+            .max()
+            .unwrap_or_default()
+    }
+
     /// The `q`-quantile (0..1) of the replies to pings sent between `from` and `to`.
-    fn quantile(&self, from: Instant, to: Instant, q: f64) -> Duration {
+    pub(crate) fn quantile(&self, from: Instant, to: Instant, q: f64) -> Duration {
         let mut v: Vec<Duration> = self
             .times
             .lock()
@@ -98,7 +121,7 @@ impl Pinger {
         v.get(i).copied().unwrap_or_default()
     }
 
-    fn finish(mut self) -> Result<usize> {
+    pub(crate) fn finish(mut self) -> Result<usize> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             t.join().map_err(|_| anyhow::anyhow!("pinger panicked"))??;
@@ -110,18 +133,20 @@ impl Pinger {
 
 /// A client running `SET k v` then `GET k` with fresh keys and values as fast as the server
 /// answers, checking every answer, and keeping when each pair completed.
-struct Loader {
+pub(crate) struct Loader {
     stop: Arc<AtomicBool>,
     done: Arc<Mutex<Vec<Instant>>>,
     thread: Option<std::thread::JoinHandle<Result<u64>>>,
 }
 
 impl Loader {
-    fn start() -> Result<Loader> {
+    pub(crate) fn start() -> Result<Loader> {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(Mutex::new(Vec::new()));
         let mut s = TcpStream::connect(("127.0.0.1", PORT)).context("connecting to redis")?;
         s.set_nodelay(true)?;
+        // A server that stopped answering is an error, not a hang.
+        s.set_read_timeout(Some(ANSWER_DEADLINE))?;
         let (st, dn) = (stop.clone(), done.clone());
         let thread = std::thread::spawn(move || -> Result<u64> {
             let mut n = 0u64;
@@ -172,7 +197,7 @@ impl Loader {
     }
 
     /// Stops it; the pairs it ran, every answer right.
-    fn finish(mut self) -> Result<u64> {
+    pub(crate) fn finish(mut self) -> Result<u64> {
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| anyhow::anyhow!("loader panicked"))?,
