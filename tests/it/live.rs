@@ -861,7 +861,12 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
             (probes, live.most_writes_in_a_pause, p.state())
         })
         .expect("tracer");
-    assert_eq!(running, State::Running, "the server was left stopped");
+    assert_eq!(
+        running,
+        State::Running,
+        "the server was left stopped; events: {:?}",
+        tracer.take_events()
+    );
     assert!(
         probes > 4 * MOST,
         "only {probes} probes: too few to need several pauses"

@@ -85,7 +85,12 @@ pub fn gsh_json_rows(command: &str, file: &Path) -> Vec<serde_json::Value> {
 
 /// Saves `original` as `out` with a counter at every function's entry and exit.
 pub fn save_counted(original: &Path, out: &Path) -> Saved {
-    let rows = gsh_json_rows("show functions", original);
+    // A cold part (`f.cold`, or `sub_X.cold` found by its parent's jumps) is its parent's
+    // code: it is never entered by a call, and its exits are its parent's, counted there.
+    let rows: Vec<serde_json::Value> = gsh_json_rows("show functions", original)
+        .into_iter()
+        .filter(|r| !r["name"].as_str().unwrap_or("").contains(".cold"))
+        .collect();
     let points = gsh_json_rows("show points '*'", original);
     let with_exit: std::collections::HashSet<&str> = points
         .iter()

@@ -10,7 +10,10 @@
 //! - **loop timer**: `t0 = now()` on the loop's entry edges and `total += now() - t0` on its
 //!   exit edges (`now()` is the mutatee's `rdtsc`), on a loop entered N times (2 iterations
 //!   per entry); added ns per entry, against the floor: the plain build's N back-to-back pairs
-//!   of `rdtsc`, per pair.
+//!   of `rdtsc`, per pair;
+//! - **`time` loop timer**: `time two loop loop_1`, gsh's own inline timer (its runtime keeps the
+//!   time per thread and writes it at exit, `save --results`), on the same loop, against the
+//!   same floor; its entry count in the results must be N.
 //!
 //! Runs alternate between the builds so a change in machine load hits all of them alike, and
 //! every gsh build prints its counts, which must be exact: a benchmark of points that do not
@@ -37,6 +40,9 @@ struct Build {
     counts: fn(u64) -> String,
     /// The tactics `save` reported.
     tactics: Option<String>,
+    /// Where the build's runtime writes its measures at exit (`save --results`): the first
+    /// slot's count must be N.
+    results: Option<PathBuf>,
 }
 
 /// An instrumented build: label, mode, the points' commands, the snippet at main's exit that
@@ -111,7 +117,17 @@ pub fn run(args: &[String]) -> Result<()> {
         "  loop timer          +{timer:.3} ns/entry (tactics: {})",
         tactics("loop timer")
     );
+    let timed = med("time loop timer", "entries") - call;
+    println!(
+        "  time FUNC loop      +{timed:.3} ns/entry (tactics: {})",
+        tactics("time loop timer")
+    );
     println!("  two-rdtsc floor      {floor:.3} ns/pair");
+    println!(
+        "  time FUNC loop / floor: {:.2}x (gsh's inline timer: rdtsc at entry and exit, kept \
+         per thread)",
+        timed / floor
+    );
     println!(
         "  loop timer / floor: {:.2}x (the snippet calls now() twice: registers and vector \
          state saved around each call)",
@@ -134,9 +150,10 @@ fn build_all(dir: &Path) -> Result<Vec<Build>> {
             mode,
             counts: none,
             tactics: None,
+            results: None,
         })
         .collect();
-    let specs: [Spec; 3] = [
+    let specs: [Spec; 4] = [
         (
             "iteration counter",
             "tight",
@@ -163,10 +180,21 @@ fn build_all(dir: &Path) -> Result<Vec<Build>> {
             "printf(\"%ld\\n\", gsh_n);",
             |n| format!("{n}\n"),
         ),
+        (
+            "time loop timer",
+            "entries",
+            "time two loop loop_1",
+            "",
+            none,
+        ),
     ];
     for (label, mode, points, print, counts) in specs {
         let out = dir.join(label.replace(' ', "-"));
-        let script = format!("{points}; at main exit {{ {print} }}; save {}", path(&out)?);
+        let results = print.is_empty().then(|| out.with_extension("json"));
+        let script = match &results {
+            Some(r) => format!("{points}; save {} --results {}", path(&out)?, path(r)?),
+            None => format!("{points}; at main exit {{ {print} }}; save {}", path(&out)?),
+        };
         let o = Gsh::new()
             .args(["-c", script.as_str(), path(&plain)?])
             .run();
@@ -180,6 +208,7 @@ fn build_all(dir: &Path) -> Result<Vec<Build>> {
             mode,
             counts,
             tactics,
+            results,
         });
     }
     Ok(builds)
@@ -224,6 +253,18 @@ fn run_once(b: &Build, n: u64) -> Result<u64> {
         .trim()
         .parse()
         .with_context(|| format!("{}: no time in `{text}`", b.exe.display()))?;
+    if let Some(results) = &b.results {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(results)?)
+            .with_context(|| format!("{}: no results", results.display()))?;
+        let count = v["slots"][0]["count"].as_u64();
+        if count != Some(n) {
+            bail!(
+                "{} {} {n}: the timer counted {count:?} entries: it did not fire exactly",
+                b.exe.display(),
+                b.mode
+            );
+        }
+    }
     let want = (b.counts)(n);
     if rest != want {
         bail!(

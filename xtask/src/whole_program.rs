@@ -47,7 +47,7 @@ const CC1: &str = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1";
 const SCRIPT: &str = include_str!("../bench/whole_program.py");
 const PROGRAMS: [&str; 5] = ["sqlite3", "bash", "python3", "redis-server", "cc1"];
 const USAGE: &str =
-    "usage: whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops] [--runs N]";
+    "whole-program [sqlite3|bash|python3|redis-server|cc1|all] [--loops] [--runs N]";
 /// What `--loops` instruments by default.
 const LOOP_PROGRAMS: [&str; 2] = ["python3", "cc1"];
 
@@ -63,7 +63,7 @@ pub fn run(args: &[String]) -> Result<()> {
         "all" if loops => LOOP_PROGRAMS.to_vec(),
         "all" => PROGRAMS.to_vec(),
         p if PROGRAMS.contains(&p) => vec![p],
-        other => bail!("unknown program `{other}`; {USAGE}"),
+        other => bail!("unknown program `{other}`; usage: {USAGE}"),
     };
     // Build gsh first (once per process), so its build is not timed as a save.
     Gsh::binary();

@@ -57,6 +57,11 @@ pub trait Probes {
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String>;
     /// Takes timer `id` out, with what it measured.
     fn remove(&mut self, id: u32) -> Result<(), String>;
+    /// The innermost loop of `function` in `module` holding the runtime address `pc`, if any.
+    fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {
+        let _ = (module, function, pc);
+        None
+    }
     /// Learns the libraries the program loaded since the last call (so their functions and
     /// loops can be named and timed); how many there were.
     fn learn(&mut self) -> Result<usize, String> {
@@ -355,12 +360,103 @@ impl<'p> ProbeLab<'p> {
     }
 }
 
-impl Lab for ProbeLab<'_> {
-    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
-        let mut out = match focus.last() {
-            Some(Resource::Loop(_)) => Vec::new(),
-            _ => self.inner.refine(h, focus)?,
+/// The function focus a loop focus lies in (itself for a function), and the loops from the
+/// function down, outermost first.
+fn split_loops(focus: &Focus) -> (Focus, Vec<String>) {
+    let mut f = focus.0.clone();
+    let mut loops = Vec::new();
+    while let Some(Resource::Loop(l)) = f.last() {
+        loops.insert(0, l.clone());
+        f.pop();
+    }
+    (Focus(f), loops)
+}
+
+impl ProbeLab<'_> {
+    /// The loops, outermost first, holding every one of the call sites of `callee` the samples
+    /// show in the function `function` focuses on (empty when some site lies outside every
+    /// loop, or none is known).
+    fn home(&mut self, h: Hypothesis, function: &Focus, callee: &str) -> Vec<String> {
+        let Some((module, name, _)) = function_of(function) else {
+            return Vec::new();
         };
+        let sites = self.inner.call_sites(h, function, callee);
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return Vec::new();
+        };
+        let Ok(loops) = probes.loops(&module, &name) else {
+            return Vec::new();
+        };
+        let chain = |inner: Option<String>| {
+            let mut out = Vec::new();
+            let mut at = inner;
+            while let Some(l) = at {
+                at = loops
+                    .iter()
+                    .find(|x| x.name == l)
+                    .and_then(|x| x.parent.clone());
+                out.insert(0, l);
+            }
+            out
+        };
+        let mut common: Option<Vec<String>> = None;
+        for pc in sites {
+            let c = chain(probes.loop_at(&module, &name, pc));
+            common = Some(match common {
+                None => c,
+                Some(prev) => prev
+                    .into_iter()
+                    .zip(c)
+                    .take_while(|(a, b)| a == b)
+                    .map(|(a, _)| a)
+                    .collect(),
+            });
+        }
+        common.unwrap_or_default()
+    }
+}
+
+impl Lab for ProbeLab<'_> {
+    /// A CPU-bound function's callees called only from inside one of its loops are refined
+    /// below that loop (the innermost holding all their call sites), not beside it: the loop's
+    /// time includes theirs. Below a loop come the loops nested in it and the callees at home
+    /// there.
+    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        let (function, within) = split_loops(focus);
+        let timed = h == Hypothesis::CPUBound && self.probes.is_some();
+        let mut out = Vec::new();
+        if within.is_empty() || timed {
+            for (child, p) in self.inner.refine(h, &function)? {
+                // A refinement that does not extend the function (one reached by several
+                // paths, proposed at the thread) belongs to the function alone.
+                if !child.0.starts_with(&function.0) {
+                    if within.is_empty() {
+                        out.push((child, p));
+                    }
+                    continue;
+                }
+                // Only the function's direct callees have a call site in it.
+                let callee = match child.0.get(function.0.len()..) {
+                    Some([Resource::Function(c)])
+                    | Some([Resource::Module(_), Resource::Function(c)])
+                        if timed =>
+                    {
+                        Some(c.clone())
+                    }
+                    _ => None,
+                };
+                let home = match &callee {
+                    Some(c) => self.home(h, &function, c),
+                    None => Vec::new(),
+                };
+                if home != within {
+                    continue;
+                }
+                let mut at = focus.clone();
+                at.0.extend_from_slice(&child.0[function.0.len()..]);
+                out.push((at, p));
+            }
+        }
         if h == Hypothesis::CPUBound {
             out.extend(self.loops_below(focus));
         }
@@ -566,6 +662,13 @@ mod tests {
             self.removed.push(id);
             Ok(())
         }
+        fn loop_at(&mut self, _: &str, function: &str, pc: u64) -> Option<String> {
+            match (function, pc) {
+                ("f", 0x100) => Some("loop_2.1".into()),
+                ("f", 0x300) => Some("loop_1".into()),
+                _ => None,
+            }
+        }
     }
 
     /// This process and its calling thread, at function `f` of module `m`.
@@ -648,6 +751,121 @@ mod tests {
         assert_eq!(fake.removed, [101, 102]);
         assert_eq!((stats.inserted, stats.removed), (2, 2));
         assert!(stats.errors.is_empty());
+    }
+
+    /// `f` calls `inner` only inside loop_2.1, `outer` outside every loop, and `both` inside
+    /// loop_1 and loop_2.1: the search graph holds `inner` below loop_2.1 (whose time
+    /// includes it), the others below `f`.
+    #[test]
+    fn callees_called_inside_a_loop_are_refined_below_that_loop() {
+        use super::super::stacks::{Batch, FrameName, Stacks, ThreadStack};
+        use std::sync::{Arc, Mutex};
+        let (pid, f) = at_f();
+        let tid = f.thread().unwrap() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut fake = Fake::default();
+        let mut lab = ProbeLab::new(
+            pid,
+            ProcLab::with_stacks(pid, stacks.clone()),
+            Some(&mut fake),
+        );
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.clone(),
+        };
+        lab.start(&e).unwrap();
+        let frame = |name: &str| FrameName {
+            module: "m".into(),
+            function: name.into(),
+            main: true,
+        };
+        for i in 0..60u64 {
+            let (callee, site) = match i % 6 {
+                0..=2 => ("inner", 0x100),
+                3 => ("outer", 0x200),
+                4 => ("both", 0x100),
+                _ => ("both", 0x300),
+            };
+            stacks.lock().unwrap().push(
+                Instant::now(),
+                Batch {
+                    stopped: std::time::Duration::ZERO,
+                    threads: vec![ThreadStack {
+                        tid,
+                        syscall: None,
+                        lock_name: None,
+                        frames: vec![frame(callee), frame("f")],
+                        pcs: vec![0x9000, site],
+                    }],
+                },
+            );
+        }
+        // `x`, reached from `f` through `outer` and through `both`, is proposed wherever it
+        // is called from (at the thread, a focus shorter than `f`'s), below `f` only.
+        for callee in ["outer", "both"] {
+            for _ in 0..6 {
+                stacks.lock().unwrap().push(
+                    Instant::now(),
+                    Batch {
+                        stopped: std::time::Duration::ZERO,
+                        threads: vec![ThreadStack {
+                            tid,
+                            syscall: None,
+                            lock_name: None,
+                            frames: vec![frame("x"), frame(callee), frame("f")],
+                            pcs: vec![0x9100, 0x9000, 0x200],
+                        }],
+                    },
+                );
+            }
+        }
+        let code = lab
+            .refine(Hypothesis::CPUBound, &f)
+            .unwrap()
+            .into_iter()
+            .filter(|(c, _)| matches!(c.last(), Some(Resource::Code(_))))
+            .count();
+        assert_eq!(code, 1);
+        let names = |v: Vec<(Focus, f64)>| -> Vec<String> {
+            v.iter()
+                .filter(|(f, _)| !matches!(f.last(), Some(Resource::Code(_))))
+                .map(|(f, _)| {
+                    let tail: Vec<String> = f.0[4..].iter().map(|r| r.to_string()).collect();
+                    tail.join(" > ")
+                })
+                .collect()
+        };
+        let at_f = names(lab.refine(Hypothesis::CPUBound, &f).unwrap());
+        assert_eq!(at_f, ["both", "outer", "loop_1", "loop_2"]);
+        let l2 = f.with(Resource::Loop("loop_2".into()));
+        let at_l2 = names(lab.refine(Hypothesis::CPUBound, &l2).unwrap());
+        assert_eq!(at_l2, ["loop_2 > loop_2.1"]);
+        let l21 = l2.with(Resource::Loop("loop_2.1".into()));
+        let at_l21 = names(lab.refine(Hypothesis::CPUBound, &l21).unwrap());
+        assert_eq!(
+            at_l21,
+            [
+                "loop_2 > loop_2.1 > inner",
+                "loop_2 > loop_2.1 > loop_2.1.1"
+            ]
+        );
+        // Measured below its loop as what it is: f's samples calling `inner`.
+        let below = l21.with(Resource::Function("inner".into()));
+        let probe = lab
+            .start(&Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: below,
+            })
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(lab.read(probe).is_some());
+        // Other hypotheses have no loops: every callee stays below the function.
+        lab.start(&Experiment {
+            hypothesis: Hypothesis::SyncWait,
+            focus: f.clone(),
+        })
+        .unwrap();
+        assert!(lab.refine(Hypothesis::SyncWait, &l2).unwrap().is_empty());
     }
 
     /// The timer's cost is measured on this machine: a clock read's worth at least, far less

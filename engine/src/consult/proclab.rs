@@ -151,6 +151,28 @@ impl ProcLab {
             .min_by_key(|w| w.since)
     }
 
+    /// The addresses in the last function of `focus` (an experiment of `h` this lab ran) at
+    /// which the stack samples show it calling `callee`; empty without samples.
+    pub fn call_sites(&self, h: Hypothesis, focus: &Focus, callee: &str) -> Vec<u64> {
+        let (Some(w), Some(tid), Some(stacks)) = (
+            self.experiments
+                .values()
+                .rev()
+                .find(|w| w.experiment.hypothesis == h && &w.experiment.focus == focus),
+            Self::thread_of(focus),
+            self.stacks.as_ref(),
+        ) else {
+            return Vec::new();
+        };
+        let stacks = stacks.lock().unwrap_or_else(|e| e.into_inner());
+        let since = if stacks.count(tid, w.since) >= STACK_MIN {
+            w.since
+        } else {
+            self.started
+        };
+        stacks.call_sites(h, focus, tid, since, callee)
+    }
+
     /// Why sampling stopped, when the process went away or became unreadable.
     pub fn error(&self) -> Option<String> {
         self.shared

@@ -65,6 +65,9 @@ pub struct ThreadStack {
     pub lock_name: Option<String>,
     /// Innermost first, as the unwinder finds them.
     pub frames: Vec<FrameName>,
+    /// Each frame's address inside its function (a caller's is within its call instruction),
+    /// innermost first; empty when the source does not say.
+    pub pcs: Vec<u64>,
 }
 
 /// Every thread's stack at one stop, and how long the process was stopped for it.
@@ -95,6 +98,8 @@ struct Sample {
     /// A futex wait's address and name.
     lock: Option<(u64, Option<String>)>,
     path: Vec<Arc<FrameName>>,
+    /// Each path frame's address inside its function (0 where unknown).
+    sites: Vec<u64>,
 }
 
 /// Everything sampled so far, shared between [`sample_stacks`] and the lab reading it.
@@ -126,17 +131,18 @@ const MAX_CHILDREN: usize = 8;
 /// first frame outside the program. The entry is the first frame of the program called from
 /// outside it (`main` from `__libc_start_call_main`, a thread function from `start_thread`),
 /// or the outermost frame.
-fn path_of(frames: &[FrameName]) -> Vec<&FrameName> {
-    let outer_first: Vec<&FrameName> = frames.iter().rev().collect();
-    let any_main = outer_first.iter().any(|f| f.main);
-    let user = |f: &FrameName| f.main || !any_main;
+/// Indexes into `frames`, outermost first.
+fn path_of(frames: &[FrameName]) -> Vec<usize> {
+    let outer_first: Vec<usize> = (0..frames.len()).rev().collect();
+    let any_main = frames.iter().any(|f| f.main);
+    let user = |i: usize| frames[i].main || !any_main;
     let entry = (1..outer_first.len())
         .find(|&i| user(outer_first[i]) && !user(outer_first[i - 1]))
         .unwrap_or(0);
     let mut out = Vec::new();
-    for f in &outer_first[entry..] {
-        out.push(*f);
-        if !user(f) {
+    for &i in &outer_first[entry..] {
+        out.push(i);
+        if !user(i) {
             break;
         }
     }
@@ -197,8 +203,14 @@ impl Stacks {
                 })
                 .filter(|s| s.nr == FUTEX)
                 .map(|s| (s.args[0], t.lock_name.clone()));
-            let path = path_of(&t.frames)
+            let indexes = path_of(&t.frames);
+            let sites = indexes
+                .iter()
+                .map(|&i| t.pcs.get(i).copied().unwrap_or(0))
+                .collect();
+            let path = indexes
                 .into_iter()
+                .map(|i| &t.frames[i])
                 .map(|f| {
                     self.names
                         .entry((f.module.clone(), f.function.clone()))
@@ -214,6 +226,7 @@ impl Stacks {
                 bytes,
                 lock,
                 path,
+                sites,
             });
         }
     }
@@ -292,6 +305,34 @@ impl Stacks {
         })
     }
 
+    /// The addresses in the last function of `focus`'s call path at which thread `tid`'s
+    /// samples since `since` show it calling `callee`, where `h` held (distinct; unknown ones
+    /// left out).
+    pub fn call_sites(
+        &self,
+        h: Hypothesis,
+        focus: &Focus,
+        tid: i32,
+        since: Instant,
+        callee: &str,
+    ) -> Vec<u64> {
+        let Some(path) = focus.call_path() else {
+            return Vec::new();
+        };
+        let Some(last) = path.len().checked_sub(1) else {
+            return Vec::new();
+        };
+        let mut out: Vec<u64> = self
+            .window(tid, since)
+            .filter(|s| holds(h, s) && at(s, &path))
+            .filter(|s| s.path.get(path.len()).is_some_and(|f| f.function == callee))
+            .filter_map(|s| s.sites.get(last).copied().filter(|&a| a != 0))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// What the samples of `tid` since `since` show one level below the call path
     /// `functions` for `h`.
     /// `skip`'s functions are left out of the callees (they are tested on their own).
@@ -334,6 +375,12 @@ impl Stacks {
         if !lv.callees.is_empty() || matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) {
             lv.leaves.clear();
         }
+        lv.skipped = lv
+            .callees
+            .keys()
+            .filter(|f| skip.contains_key(*f))
+            .cloned()
+            .collect();
         lv.callees.retain(|f, _| !skip.contains_key(f));
         lv
     }
@@ -485,6 +532,7 @@ impl Stacks {
             functions = deeper;
             lv = next;
         }
+        let skipped = std::mem::take(&mut lv.skipped);
         if lv.all == 0 {
             return Vec::new();
         }
@@ -518,9 +566,14 @@ impl Stacks {
             None => out,
         };
         // Found at the thread or below any function of the chain (whichever window first
-        // holds enough samples of each path); the graph holds each once.
+        // holds enough samples of each path; the graph holds each once), and wherever the
+        // chain left one out as its callee.
         if !spread.is_empty() {
-            let below = self.spread(h, tid, since, least, &first);
+            let mut below = self.spread(h, tid, since, least, &first);
+            for f in skipped {
+                let share = spread.get(&f).copied().unwrap_or(0.0);
+                below.entry(f).or_insert(share);
+            }
             out.extend(below.into_iter().map(|(f, share)| {
                 let code = thread
                     .with(Resource::Module(f.module.clone()))
@@ -541,6 +594,8 @@ struct Level {
     matched: usize,
     callees: BTreeMap<Arc<FrameName>, usize>,
     leaves: BTreeMap<LeafKey, usize>,
+    /// Callees left out because they are reached by several paths.
+    skipped: Vec<Arc<FrameName>>,
 }
 
 /// The share of a focus' samples one callee must hold for Deep Start to go through it.

@@ -60,6 +60,26 @@ impl Probes for LiveProbes<'_> {
             .collect())
     }
 
+    fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {
+        let f = self.resolve(module, function).ok()?;
+        let bias = self.tracer.with(|_, live| live.bias(f.module)).ok()??;
+        let link = pc.wrapping_sub(bias);
+        let analysis = self.session.module(f.module).analysis().function(f.func);
+        let blocks = &analysis.cfg.blocks;
+        analysis
+            .loops
+            .loops
+            .iter()
+            .filter(|l| {
+                l.blocks.iter().any(|b| {
+                    let b = &blocks[b.0 as usize];
+                    (b.start.0..b.end.0).contains(&link)
+                })
+            })
+            .max_by_key(|l| l.depth)
+            .map(|l| l.name.clone())
+    }
+
     fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
         use super::action::{LoopSel, Measured};
         use super::{measure, Metric};

@@ -294,7 +294,8 @@ impl StackSource for TracerStacks<'_, '_> {
                     .filter(|s| s.nr == libc::SYS_futex as u64)
                     .and_then(|s| self.lock_name(s.args[0])),
                 syscall,
-                frames: pcs.into_iter().map(|pc| self.name(pc)).collect(),
+                frames: pcs.iter().map(|&pc| self.name(pc)).collect(),
+                pcs,
             })
             .collect();
         Ok(Some(Batch { stopped, threads }))

@@ -65,7 +65,9 @@ on a CPU nor runnable over the same interval (a lower bound of its CPU demand); 
 loop is the thread's waiting share of that. A timer opens at the loop's entry, so a loop \
 running since before its timer went in (a main loop entered once) reads nothing: it is judged \
 false with a note saying so, and the loops nested in it, entered afresh on each of its \
-iterations, are timed instead. When the search ends, every probe it inserted is gone: `show \
+iterations, are timed instead. A callee that the function calls only from inside a loop is \
+tested below that loop (`main > loop_1 > crunch`: the innermost loop holding every call site \
+the samples show), since the loop's time includes it. When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
@@ -206,7 +208,16 @@ pub(crate) fn search(
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
     // The sampler picks up libraries the program loads meanwhile by itself.
     let done = AtomicBool::new(false);
+    /// Sets `done` when dropped: the sampler ends however the search does (a panic
+    /// included), or the scope would wait for it forever.
+    struct Done<'d>(&'d AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
     let seconds = std::thread::scope(|scope| {
+        let _done = Done(&done);
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
             .spawn_scoped(scope, || t.inferior.sample_stacks(&store, cost, &done));
