@@ -363,3 +363,104 @@ fn blocks_without_a_probe_are_reported_unprobed() {
     assert_eq!(null, unprobed);
     assert_eq!(counters, format!("{blocks} block counters"), "{save}");
 }
+
+/// A function whose only way to a probe is bytes a neighbour planned before it would take
+/// (`crowded.c`: crowd_a's first block evicts the only plain bytes in reach, crowd_b's, which
+/// crowd_b's own small first block needs): planning crowd_b first gives every block of both
+/// a probe, live and saved, and both still compute what they did. Before, crowd_b's first
+/// block was unprobed ("part of it is patched already").
+#[test]
+fn a_neighbours_eviction_leaves_no_block_unprobed() {
+    let m = gsh_tests::Mutatee::new("crowded");
+    let exe = m.path(gsh_tests::Variant::O2);
+    let expect = |r: &Value, how: &str| {
+        for (name, entries) in [("crowd_a", 3), ("crowd_b", 3)] {
+            let f = function(r, name);
+            assert_eq!(f["unprobed"], 0, "{how} {name}: {f}");
+            assert_eq!(f["blocks"], 3, "{how} {name}: {f}");
+            assert_eq!(f["entries"], entries, "{how} {name}: {f}");
+        }
+        // crowd_a(0) takes the je, crowd_a(1), crowd_a(2) fall through; crowd_b likewise.
+        assert_eq!(block_counts(function(r, "crowd_a")), [3, 2, 1], "{how}");
+        assert_eq!(block_counts(function(r, "crowd_b")), [3, 2, 1], "{how}");
+    };
+    let dir = target_dir()
+        .join("coverage-tests")
+        .join(format!("crowded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let out = dir.join("live.out");
+    let live = report(
+        &format!("coverage 'crowd_*'; run > {}; report", out.display()),
+        &exe,
+    );
+    assert_eq!(
+        std::fs::read_to_string(&out).expect("live output"),
+        m.expected_stdout()
+    );
+    expect(&live, "live");
+    let (saved, results) = (dir.join("saved"), dir.join("saved.json"));
+    let o = gsh_c(
+        &format!(
+            "coverage 'crowd_*'; save {} --results {}",
+            saved.display(),
+            results.display()
+        ),
+        &exe,
+    );
+    assert!(o.success(), "save: {}", o.stderr);
+    assert!(!o.stdout.contains("skipped"), "{}", o.stdout);
+    let run = run_program(&saved, &[], &[]);
+    assert!(run.status.success());
+    assert_eq!(String::from_utf8_lossy(&run.stdout), m.expected_stdout());
+    expect(
+        &report(&format!("report {}", results.display()), &exe),
+        "saved",
+    );
+}
+
+/// A function split into a hot part and a cold part far from it, with another function's
+/// sites between them (`crowded.c`'s split_fn and split_wall): its small first block needs
+/// the function copied whole, and the copy needs only its own blocks, so it is copied, live
+/// with split_wall inserted before it and saved with both at once. Before, the span from its
+/// lowest block to its highest counted as its own and the copy was refused as "patched
+/// already", leaving that block unprobed.
+#[test]
+fn a_function_split_around_other_sites_is_copied_whole() {
+    let m = gsh_tests::Mutatee::new("crowded");
+    let exe = m.path(gsh_tests::Variant::O2);
+    let expect = |r: &Value, how: &str| {
+        let f = function(r, "split_fn");
+        assert_eq!(f["unprobed"], 0, "{how}: {f}");
+        assert_eq!(f["blocks"], 5, "{how}: {f}");
+        assert_eq!(f["entries"], 3, "{how}: {f}");
+        // split_fn(0) takes its first je; split_fn(2) the jump to its cold block.
+        assert_eq!(block_counts(f), [1, 3, 2, 1, 1], "{how}");
+        assert_eq!(function(r, "split_wall")["unprobed"], 0, "{how}");
+    };
+    let live = report(
+        "coverage split_wall; coverage split_fn; run > /dev/null; report",
+        &exe,
+    );
+    expect(&live, "live");
+    let dir = target_dir()
+        .join("coverage-tests")
+        .join(format!("split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let (saved, results) = (dir.join("saved"), dir.join("saved.json"));
+    let o = gsh_c(
+        &format!(
+            "coverage 'split_*'; save {} --results {}",
+            saved.display(),
+            results.display()
+        ),
+        &exe,
+    );
+    assert!(o.success(), "save: {}", o.stderr);
+    let run = run_program(&saved, &[], &[]);
+    assert!(run.status.success());
+    assert_eq!(String::from_utf8_lossy(&run.stdout), m.expected_stdout());
+    expect(
+        &report(&format!("report {}", results.display()), &exe),
+        "saved",
+    );
+}

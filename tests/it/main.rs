@@ -20,6 +20,7 @@ mod measure;
 mod mutatees;
 mod print;
 mod process;
+mod profile_loops;
 mod prompt;
 mod rewrite;
 mod rewritten_measure;

@@ -120,8 +120,10 @@ pub struct Reading {
     pub values: Vec<CountValue>,
     /// Profiles' call paths, by return address.
     pub paths: Vec<PathValue>,
-    /// The function each return address of `paths` returns into, as users name it.
-    pub callers: HashMap<u64, String>,
+    /// The frames each return address of `paths` stands for, outermost first: the function
+    /// it returns into, as users name it, then the measured loops of that function holding
+    /// the call (`loop_measure::enclosing`).
+    pub callers: HashMap<u64, Vec<String>>,
     /// Block coverage per function.
     pub coverage: Vec<FunctionCoverage>,
 }
@@ -691,24 +693,36 @@ fn describe_stop(live: &Live, p: &Process, stop: &Stop) -> String {
     }
 }
 
-/// The name of the function a return address `ra` returns into, as users see it.
-fn caller_name(live: &Live, ra: u64) -> String {
+/// The frames a return address `ra` stands for: the function it returns into, as users see
+/// it, then the loops of that function among `loops` that hold the call, outermost first.
+fn caller_frames(live: &Live, ra: u64, loops: &HashMap<String, Vec<String>>) -> Vec<String> {
     // The call instruction is before `ra`: `ra` itself may be past the end of a function
     // whose last instruction is a call that does not return.
     let at = ra.wrapping_sub(1);
     let at = live.origin(at).map_or(at, |(_, orig)| orig);
     for (m, bias) in live.loaded() {
-        if let Some(f) = m.functions().containing(LinkAddr(at.wrapping_sub(bias))) {
-            return f.display_name().to_owned();
+        let link = LinkAddr(at.wrapping_sub(bias));
+        if let Some(f) = m.functions().containing(link) {
+            let name = f.display_name().to_owned();
+            let mut frames = Vec::new();
+            if let Some(measured) = loops.get(&name) {
+                frames = super::loop_measure::enclosing(m, f.id, link, |l| {
+                    measured.iter().any(|x| x == l)
+                });
+            }
+            frames.insert(0, name);
+            return frames;
         }
     }
-    format!("{ra:#x}")
+    vec![format!("{ra:#x}")]
 }
 
-fn callers(live: &Live, paths: &[PathValue]) -> HashMap<u64, String> {
+fn callers(live: &Live, paths: &[PathValue], values: &[CountValue]) -> HashMap<u64, Vec<String>> {
+    let loops = super::loop_measure::measured(values);
     let mut out = HashMap::new();
     for ra in paths.iter().flat_map(|p| &p.ras) {
-        out.entry(*ra).or_insert_with(|| caller_name(live, *ra));
+        out.entry(*ra)
+            .or_insert_with(|| caller_frames(live, *ra, &loops));
     }
     out
 }
@@ -741,7 +755,7 @@ fn reading(pid: i32, p: &Process, live: &Live) -> Result<Reading> {
     Ok(Reading {
         alive,
         state,
-        callers: callers(live, &paths),
+        callers: callers(live, &paths, &values),
         values,
         paths,
         coverage,
@@ -772,7 +786,7 @@ fn kept_reading(p: &Process, live: &mut Live) -> Option<Reading> {
     Some(Reading {
         alive: false,
         state,
-        callers: callers(live, &paths),
+        callers: callers(live, &paths, &values),
         values,
         paths,
         coverage,

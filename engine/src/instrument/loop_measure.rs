@@ -193,3 +193,85 @@ pub fn back_edges(module: &Module, func: FuncId, l: &Loop) -> Option<Vec<Point>>
         .all(|p| p.placeable().is_ok() && crate::patch::edge::place(module, p).is_ok());
     (placed && !back.is_empty()).then_some(back)
 }
+
+/// The loops of `func` holding the instruction at `at` that `shown` keeps, outermost first:
+/// where a call path through a call at `at` shows loops as elements, between `func` and the
+/// callee (`main > work > loop_1 > loop_1.2 > helper`). Empty when `at` is in no such loop
+/// (or in no block of `func`).
+pub fn enclosing(
+    module: &Module,
+    func: FuncId,
+    at: LinkAddr,
+    shown: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let a = module.analysis().function(func);
+    let Some(b) = a.cfg.block_containing(at) else {
+        return Vec::new();
+    };
+    let forest = &a.loops.loops;
+    // The innermost loop holding the block: loops hold their nested loops' blocks too.
+    let mut inner = forest
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.blocks.contains(&b))
+        .max_by_key(|(_, l)| l.depth)
+        .map(|(i, _)| i);
+    let mut chain = Vec::new();
+    while let Some(i) = inner {
+        let l = &forest[i];
+        if shown(&l.name) {
+            chain.push(l.name.clone());
+        }
+        inner = l.parent;
+    }
+    chain.reverse();
+    chain
+}
+
+/// The loops measured in `values` (loop counters and timers), by function as users name it:
+/// a profile's call paths show these as elements ([`enclosing`]).
+pub fn measured(
+    values: &[super::measure::CountValue],
+) -> std::collections::HashMap<String, Vec<String>> {
+    let mut out: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for v in values {
+        if let Some(l) = &v.loop_name {
+            let e = out.entry(v.function.clone()).or_default();
+            if !e.contains(l) {
+                e.push(l.clone());
+            }
+        }
+    }
+    out
+}
+
+/// `l`'s code in `func` as `[start, end)` link-address ranges, adjacent blocks merged.
+pub fn spans(module: &Module, func: FuncId, l: &Loop) -> Vec<[u64; 2]> {
+    let cfg = &module.analysis().function(func).cfg;
+    let mut blocks: Vec<[u64; 2]> = l
+        .blocks
+        .iter()
+        .map(|&b| [cfg.block(b).start.0, cfg.block(b).end.0])
+        .collect();
+    blocks.sort_unstable();
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for b in blocks {
+        match out.last_mut() {
+            Some(last) if last[1] >= b[0] => last[1] = last[1].max(b[1]),
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
+/// The loops of `loops` (name, [`spans`]) whose code holds `at`, outermost first (a nested
+/// loop's name extends its parent's: `loop_1.2` in `loop_1`).
+pub fn in_spans(loops: &[(String, Vec<[u64; 2]>)], at: u64) -> Vec<String> {
+    let mut out: Vec<&String> = loops
+        .iter()
+        .filter(|(_, s)| s.iter().any(|&[a, b]| a <= at && at < b))
+        .map(|(n, _)| n)
+        .collect();
+    out.sort_by_key(|n| n.matches('.').count());
+    out.into_iter().cloned().collect()
+}

@@ -110,7 +110,13 @@ pub struct ResultsFile {
     /// Their counters' values (absent: zero), [`super::coverage::UNPROBED`] for blocks
     /// without a probe.
     pub coverage_counts: HashMap<u32, u64>,
+    /// The measured loops' code by function, for [`Names::frames`].
+    pub loops: LoopSpans,
 }
+
+/// Measured loops' code by function (as users name it): each loop's name and its `[start,
+/// end)` link-address ranges.
+pub type LoopSpans = HashMap<String, Vec<(String, Vec<[u64; 2]>)>>;
 
 /// Reads the results file at `path`.
 pub fn read(path: &Path) -> Result<ResultsFile, ResultsError> {
@@ -228,7 +234,18 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
         }
     }
     let counted: Vec<Counted> = meta.slots.iter().map(|m| m.counted).collect();
+    let mut loops: LoopSpans = HashMap::new();
+    for m in &meta.slots {
+        let Some(name) = m.loop_name.as_ref().filter(|_| !m.spans.is_empty()) else {
+            continue;
+        };
+        let of = loops.entry(m.function.clone()).or_default();
+        if !of.iter().any(|(l, _)| l == name) {
+            of.push((name.clone(), m.spans.clone()));
+        }
+    }
     ResultsFile {
+        loops,
         values: fold_iterations(values, &counted),
         paths,
         modules: file.modules.clone(),
@@ -242,37 +259,56 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
 pub struct Names {
     /// (load bias, module), highest bias first.
     modules: Vec<(u64, Arc<crate::Module>)>,
+    /// The index in `modules` of the program (the first loaded module), if it was opened.
+    program: usize,
 }
 
 impl Names {
     /// Opens (or finds open in `session`) each loaded module that still exists.
     pub fn new(session: &mut Session, loaded: &[LoadedModule]) -> Names {
         let mut modules = Vec::new();
-        for m in loaded {
+        for (i, m) in loaded.iter().enumerate() {
             let module = session
                 .module_for_path(Path::new(&m.name))
                 .ok()
                 .map(|id| session.module_arc(id));
             if let Some(module) = module {
-                modules.push((m.base.0, module));
+                modules.push((m.base.0, module, i == 0));
             }
         }
         modules.sort_by_key(|m| std::cmp::Reverse(m.0));
-        Names { modules }
+        let program = modules.iter().position(|m| m.2).unwrap_or(usize::MAX);
+        Names {
+            modules: modules.into_iter().map(|(b, m, _)| (b, m)).collect(),
+            program,
+        }
     }
 
-    /// The function return address `ra` returns into, as users name it; the address itself
-    /// when no module has it.
-    pub fn name(&self, ra: u64) -> String {
+    /// The frames return address `ra` stands for, outermost first: the function it returns
+    /// into, as users name it (the address itself when no module has it), then the loops of
+    /// that function in `loops` that hold the call, outermost first. `loops` are the program's
+    /// (the first module's).
+    pub fn frames(&self, ra: u64, loops: &LoopSpans) -> Vec<String> {
         // The call is before `ra`: `ra` may be past the end of a function whose last
         // instruction is a call that does not return.
         let at = ra.wrapping_sub(1);
-        for (bias, m) in self.modules.iter().filter(|(b, _)| *b <= at) {
-            if let Some(f) = m.functions().containing(LinkAddr(at - bias)) {
-                return f.display_name().to_owned();
+        for (i, (bias, m)) in self.modules.iter().enumerate() {
+            if *bias > at {
+                continue;
+            }
+            let link = at - bias;
+            if let Some(f) = m.functions().containing(LinkAddr(link)) {
+                let name = f.display_name().to_owned();
+                let mut frames = vec![name];
+                if i == self.program {
+                    if let Some(of) = loops.get(&frames[0]) {
+                        frames.extend(super::loop_measure::in_spans(of, link));
+                    }
+                }
+                return frames;
             }
         }
-        format!("{ra:#x}")
+        vec![format!("{ra:#x}")]
     }
 }
 
@@ -295,6 +331,11 @@ pub struct SavedSlot {
     /// iterations.
     #[serde(default, skip_serializing_if = "is_entries")]
     pub counted: Counted,
+    /// For a loop measure, the loop's code as `[start, end)` link-address ranges (its blocks,
+    /// nested loops' included): a profile's call paths show the loop as an element where a
+    /// call lies in it (the saved file's own code no longer has the loop's shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<[u64; 2]>,
 }
 
 fn is_entries(c: &Counted) -> bool {

@@ -13,6 +13,7 @@ fn sample(clock: &str) -> String {
                 function: "work_item".into(),
                 loop_name: None,
                 counted: Counted::Entries,
+                spans: Vec::new(),
             },
             SavedSlot {
                 slot: 1,
@@ -21,6 +22,7 @@ fn sample(clock: &str) -> String {
                 function: "worker".into(),
                 loop_name: None,
                 counted: Counted::Entries,
+                spans: Vec::new(),
             },
             SavedSlot {
                 slot: 2,
@@ -29,6 +31,7 @@ fn sample(clock: &str) -> String {
                 function: "leaf".into(),
                 loop_name: None,
                 counted: Counted::Entries,
+                spans: Vec::new(),
             },
             SavedSlot {
                 slot: 3,
@@ -37,6 +40,7 @@ fn sample(clock: &str) -> String {
                 function: "nested".into(),
                 loop_name: Some("loop_1.1".into()),
                 counted: Counted::Entries,
+                spans: vec![[0x1100, 0x1120], [0x1140, 0x1150]],
             },
             SavedSlot {
                 slot: 4,
@@ -45,6 +49,7 @@ fn sample(clock: &str) -> String {
                 function: "nested".into(),
                 loop_name: Some("loop_1.1".into()),
                 counted: Counted::Iterations,
+                spans: Vec::new(),
             },
         ],
         coverage: Vec::new(),
@@ -94,6 +99,12 @@ fn a_results_file_sums_threads_per_function() {
     assert_eq!(r.paths[0].ras, vec![0x401234, 0x405678]);
     assert_eq!(r.paths[0].id, 3);
     assert_eq!(r.modules[0].base.0, 0x5555_5555_4000);
+    // The measured loop's code, for call paths through it.
+    let spans = vec![(
+        "loop_1.1".to_owned(),
+        vec![[0x1100, 0x1120], [0x1140, 0x1150]],
+    )];
+    assert_eq!(r.loops.get("nested"), Some(&spans));
     // With the monotonic clock the runtime timed in ns.
     let r = parse(&sample("monotonic"), path()).expect("reads");
     assert_eq!(r.values[1].ns, Some(1000));
@@ -140,4 +151,20 @@ fn bad_files_say_what_is_wrong() {
         read(&dir.join("none.json")),
         Err(ResultsError::Missing { .. })
     ));
+}
+
+#[test]
+fn calls_in_loops_name_them_outermost_first() {
+    use super::super::loop_measure::in_spans;
+    let loops = vec![
+        ("loop_1.1".to_owned(), vec![[0x20, 0x30]]),
+        ("loop_1".to_owned(), vec![[0x10, 0x40]]),
+        ("loop_2".to_owned(), vec![[0x50, 0x60], [0x70, 0x80]]),
+    ];
+    assert_eq!(in_spans(&loops, 0x28), vec!["loop_1", "loop_1.1"]);
+    assert_eq!(in_spans(&loops, 0x10), vec!["loop_1"]);
+    assert_eq!(in_spans(&loops, 0x30), vec!["loop_1"]);
+    assert_eq!(in_spans(&loops, 0x7f), vec!["loop_2"]);
+    assert!(in_spans(&loops, 0x60).is_empty());
+    assert!(in_spans(&loops, 0x40).is_empty());
 }

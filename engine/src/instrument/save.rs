@@ -463,6 +463,11 @@ fn plan_measuring(
 ) -> Result<(Measuring, SlotMap, CounterMap), SaveError> {
     let mut slots = Vec::new();
     let mut slot_of: SlotMap = HashMap::new();
+    // Loops' code goes into the file only for a profile's paths to show them, once per loop.
+    let profiled = measured
+        .iter()
+        .any(|r| r.action.metric().is_some_and(|m| m.is_profile()));
+    let mut spanned = std::collections::HashSet::new();
     for r in measured {
         let Some(kind) = r.action.metric() else {
             continue;
@@ -475,6 +480,16 @@ fn plan_measuring(
                 }
                 let slot = slots.len() as u32;
                 slot_of.insert(key, slot);
+                let spans = probe
+                    .loop_name
+                    .as_ref()
+                    .filter(|n| profiled && spanned.insert((f.func, (*n).clone())))
+                    .and_then(|n| {
+                        let a = module.analysis().function(f.func);
+                        a.loops.loops.iter().find(|l| l.name == *n)
+                    })
+                    .map(|l| super::loop_measure::spans(module, f.func, l))
+                    .unwrap_or_default();
                 slots.push(SavedSlot {
                     slot,
                     id: r.id,
@@ -482,6 +497,7 @@ fn plan_measuring(
                     function: module.functions().get(f.func).display_name().to_owned(),
                     loop_name: probe.loop_name,
                     counted: probe.counted,
+                    spans,
                 });
             }
         }

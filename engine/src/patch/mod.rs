@@ -182,6 +182,14 @@ pub struct Planned {
     pub refused: Vec<(LinkAddr, String)>,
 }
 
+impl Planned {
+    /// Points without a jump: refused, or left to a trap.
+    fn unjumped(&self) -> usize {
+        let traps = self.sites.iter().filter(|s| s.tactic == Tactic::Trap);
+        self.refused.len() + traps.map(|s| s.points.len()).sum::<usize>()
+    }
+}
+
 /// What [`Patcher::insert`] did.
 #[derive(Clone, Debug, Default)]
 pub struct Inserted {
@@ -256,6 +264,32 @@ impl Patcher {
     /// a site this call plans for another function, when their instruction is one the site
     /// copies; points no site can take are refused, with why.
     pub fn plan(&self, view: &dyn CodeView, points: &[Point]) -> Planned {
+        let (planned, crowded) = self.plan_ordered(view, points, &HashSet::new());
+        if crowded.is_empty() {
+            return planned;
+        }
+        // Some function got traps or refusals because a neighbour's pun or eviction, planned
+        // before it in this call, took bytes of it that relocating it whole needed: plan those
+        // first, and keep whichever plan leaves fewer points without a jump.
+        let (again, _) = self.plan_ordered(view, points, &crowded);
+        if again.unjumped() < planned.unjumped() {
+            again
+        } else {
+            planned
+        }
+    }
+
+    /// [`Patcher::plan`] with the functions of `first` planned before the others (after those
+    /// copied whole); also returns the functions that got a trap or a refusal while sites
+    /// planned before them in this call held bytes of their code.
+    fn plan_ordered(
+        &self,
+        view: &dyn CodeView,
+        points: &[Point],
+        first: &HashSet<FuncId>,
+    ) -> (Planned, HashSet<FuncId>) {
+        let mut crowded: HashSet<FuncId> = HashSet::new();
+        let mut fresh = plan::Claimed::default();
         let mut by_func: BTreeMap<FuncId, Vec<LinkAddr>> = BTreeMap::new();
         let mut out: Vec<Site> = Vec::new();
         let mut refused: Vec<(LinkAddr, String)> = Vec::new();
@@ -293,7 +327,7 @@ impl Patcher {
         // Functions copied whole first: a neighbour's pun or eviction planned earlier in this
         // call could take bytes of theirs, and a copy needs all of them.
         let mut by_func: Vec<(FuncId, Vec<LinkAddr>)> = by_func.into_iter().collect();
-        by_func.sort_by_key(|(f, _)| !whole.contains(f));
+        by_func.sort_by_key(|(f, _)| (!whole.contains(f), !first.contains(f)));
         let mut copied = CopiedBy::default();
         for (f, mut addrs) in by_func {
             addrs.sort();
@@ -352,16 +386,27 @@ impl Patcher {
             } else {
                 planner.plan(&addrs, &claimed, outside, &inside)
             };
+            let trapped = sites.iter().any(|s| s.tactic == Tactic::Trap);
+            if (trapped || !no.is_empty()) && !first.contains(&f) {
+                let blocks = &view.cfg(f).blocks;
+                let lo = blocks.iter().map(|b| b.start.0).min().unwrap_or(0);
+                let hi = blocks.iter().map(|b| b.end.0).max().unwrap_or(0);
+                if fresh.overlaps(&(lo..hi)) {
+                    crowded.insert(f);
+                }
+            }
             refused.extend(no);
             for s in sites {
                 claimed.add(&s);
+                fresh.add(&s);
                 out.push(s);
             }
         }
-        Planned {
+        let planned = Planned {
             sites: out,
             refused,
-        }
+        };
+        (planned, crowded)
     }
 
     /// Inserts every request (several at one point run in the order given, after any inserted

@@ -773,12 +773,8 @@ impl Planner<'_> {
         }
         let mut blocks: Vec<Range<u64>> = cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
         blocks.sort_by_key(|r| r.start);
-        let (lo, hi) = match (blocks.first(), blocks.iter().map(|b| b.end).max()) {
-            (Some(f), Some(h)) => (f.start, h),
-            _ => return Err("it has no code".into()),
-        };
-        if claimed.overlaps(&(lo..hi)) {
-            return Err("part of it is patched already".into());
+        if blocks.is_empty() {
+            return Err("it has no code".into());
         }
         let mut segments: Vec<Range<LinkAddr>> = Vec::new();
         for b in &blocks {
@@ -787,6 +783,18 @@ impl Planner<'_> {
                 _ => segments.push(LinkAddr(b.start)..LinkAddr(b.end)),
             }
         }
+        // The copy needs its own code, not the span from its lowest block to its highest: a
+        // function split into a hot and a `.cold` part spans megabytes of other functions,
+        // whose sites made every such function "patched already" (python3's `coverage '*'`
+        // left over 3,000 blocks unprobed so). Bytes between its blocks that it writes
+        // (arrivals, pads) are checked one by one below.
+        if segments
+            .iter()
+            .any(|s| claimed.overlaps(&(s.start.0..s.end.0)))
+        {
+            return Err("part of it is patched already".into());
+        }
+        let size: u64 = segments.iter().map(|s| s.end.0 - s.start.0).sum();
         // Every way into its code from code the copy does not replace becomes an arrival, a
         // jump into the copy, so that no original instruction of it runs any more: the entry,
         // the return addresses of its calls (the copy pushes original return addresses), and
@@ -889,8 +897,7 @@ impl Planner<'_> {
             segments,
             points: vec![],
             why: format!(
-                "no room at the point; the whole function ({} bytes) is copied, its entry redirected by {how}{}",
-                hi - lo,
+                "no room at the point; the whole function ({size} bytes) is copied, its entry redirected by {how}{}",
                 if placed.is_empty() {
                     String::new()
                 } else {

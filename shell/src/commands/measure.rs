@@ -105,8 +105,16 @@ gsh gives the runtime where there are none) and keeps one record per distinct ca
 thread, with its calls and inclusive wall time (`--cpu`: thread CPU time; `--count`: calls \
 only, no exit instrumentation), as iPath does. Only the chosen functions pay for the walk. \
 `report` shows one row per path with calls, total, mean and its share of the function; \
-`report --folded FILE` and `report --svg FILE` write folded stacks and a flame graph.",
+`report --folded FILE` and `report --svg FILE` write folded stacks and a flame graph. \
+Loops are path elements: where a function on the path has loops measured (`count` or `time \
+FUNC loop LOOP|'*'`), the measured loops holding the call show after it, outermost first \
+(`main > work > loop_1 > loop_1.2 > helper`), live and in a saved binary's results; loops not \
+measured do not show.",
     examples: &[
+        (
+            "profile helper; time work loop '*'",
+            "paths to helper, with work's loops as elements (`work > loop_1 > helper`)",
+        ),
         (
             "profile malloc",
             "who calls malloc, and how long it takes per path",
@@ -283,18 +291,17 @@ pub struct Results {
 
 /// Names the paths' frames and merges paths that differ only in call sites within the same
 /// functions (two calls of `leaf` in `path_a` are one path, `main > path_a`), naming a return
-/// address with `name`.
-fn merge_paths(paths: Vec<PathValue>, name: impl Fn(u64) -> String) -> Vec<PathRow> {
-    let mut names: HashMap<u64, String> = HashMap::new();
+/// address with `name`: its function, then the measured loops holding the call, which the
+/// path shows as elements of their own (`main > work > loop_1 > helper`).
+fn merge_paths(paths: Vec<PathValue>, name: impl Fn(u64) -> Vec<String>) -> Vec<PathRow> {
+    let mut names: HashMap<u64, Vec<String>> = HashMap::new();
     let mut merged: Vec<PathRow> = Vec::new();
     let mut index: HashMap<(u32, String, Vec<String>), usize> = HashMap::new();
     for p in paths {
-        let mut callers: Vec<String> = p
-            .ras
-            .iter()
-            .map(|&ra| names.entry(ra).or_insert_with(|| name(ra)).clone())
-            .collect();
-        callers.reverse();
+        let mut callers: Vec<String> = Vec::new();
+        for &ra in p.ras.iter().rev() {
+            callers.extend(names.entry(ra).or_insert_with(|| name(ra)).iter().cloned());
+        }
         let key = (p.id, p.function.clone(), callers.clone());
         match index.get(&key) {
             Some(&i) => {
@@ -346,7 +353,7 @@ impl Results {
             callers
                 .get(&ra)
                 .cloned()
-                .unwrap_or_else(|| format!("{ra:#x}"))
+                .unwrap_or_else(|| vec![format!("{ra:#x}")])
         });
         Results {
             coverage: r.coverage,
@@ -644,7 +651,7 @@ fn read_results_file(session: &mut engine::Session, path: &Path) -> Result<Resul
         id.ok().map(|id| session.module_arc(id))
     });
     let names = results::Names::new(session, &file.modules);
-    let paths = merge_paths(file.paths, |ra| names.name(ra));
+    let paths = merge_paths(file.paths, |ra| names.frames(ra, &file.loops));
     let mut covered = Vec::new();
     for map in &file.coverage {
         covered.extend(coverage::summarise(map, program.as_deref(), |k| match file
