@@ -58,7 +58,9 @@ matching function that has the point. With `if (COND)` the snippet runs only whe
 Prints the instrumentation's id and how many functions it reaches; the snippet is type-checked \
 at every one of them now, its calls against their callees' prototypes (DWARF, or glibc's for \
 common C library functions) and printf formats against their arguments, so what cannot be right \
-is refused before anything is inserted.",
+is refused before anything is inserted. A snippet is plain C run by whichever thread reaches \
+the point: `n++` or `total += $return` on a `declare`d variable from several threads at once may \
+lose updates, as in C; `count` and `time` keep exact per-thread values.",
     examples: &[
         ("at work entry { calls++; }", ""),
         (
