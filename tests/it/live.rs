@@ -81,7 +81,9 @@ fn instrumentation_requested_before_start_counts_exactly() {
         // One worker: snippets are plain C, and `bytes += $return` from several threads at
         // once would race (it lost 814 of 86,580 bytes once in the suite with 3 workers).
         // 120 requests, each len (i*37)%8192 capped at 4096.
-        let bytes: i64 = (0..120i64).map(|i| ((i * 37) % 8192).min(4096)).sum::<i64>();
+        let bytes: i64 = (0..120i64)
+            .map(|i| ((i * 37) % 8192).min(4096))
+            .sum::<i64>();
         assert!(o.stdout.contains("hits = 120\n"), "{v:?}: {}", o.stdout);
         assert!(
             o.stdout.contains(&format!("bytes = {bytes}\n")),
