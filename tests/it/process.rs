@@ -1062,6 +1062,28 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
     assert!(guard.0.wait().unwrap().success());
 }
 
+/// Stops the `live` mutatee through its `stop` variable (found in `exe`, the file it runs),
+/// detaches, and checks that it printed what it computes untouched and exited cleanly.
+fn stop_and_check_live(
+    t: Tracer<NoHooks>,
+    exe: &Path,
+    out: &mut impl std::io::Read,
+    mut guard: Guard,
+) {
+    let stop = t.with(|p, _| symbol(p, exe, "stop")).unwrap();
+    t.with(|p, _| {
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    assert!(guard.0.wait().unwrap().success());
+}
+
 /// Lines a child prints, read on a thread so a test waits for each with a time limit.
 fn lines_of(
     out: std::io::BufReader<std::process::ChildStdout>,
@@ -1206,7 +1228,7 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
     let name = format!("replaced-{}", std::process::id());
     let path = dir.join(&name);
     std::fs::copy(&orig, &path).unwrap();
-    let (mut guard, mut out) = spawn_ready(&path, &["1"]);
+    let (guard, mut out) = spawn_ready(&path, &["1"]);
     let pid = guard.0.id() as i32;
     let other = path.with_extension("new");
     std::fs::copy(Mutatee::new("basic").path(Variant::O2), &other).unwrap();
@@ -1233,18 +1255,7 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
     );
     // The program computes as before; it is stopped by the addresses of the file it runs.
     let t = Tracer::attach(pid, NoHooks).unwrap();
-    let stop = t.with(|p, _| symbol(p, &orig, "stop")).unwrap();
-    t.with(|p, _| {
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
-    assert!(guard.0.wait().unwrap().success());
+    stop_and_check_live(t, &orig, &mut out, guard);
 }
 
 /// `status` tells what `attach` found of an earlier session (its runtime, still loaded, and
@@ -1252,7 +1263,7 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
 /// "Earlier gsh" field.
 #[test]
 fn status_tells_what_an_earlier_session_left() {
-    let (mut guard, mut out) = spawn_live(1);
+    let (guard, mut out) = spawn_live(1);
     let pid = guard.0.id() as i32;
     let first = gsh_tests::Gsh::new()
         .args(["-c", &format!("attach {pid}; count add3; detach")])
@@ -1280,18 +1291,7 @@ fn status_tells_what_an_earlier_session_left() {
     o.assert_success();
     assert!(!o.stdout.contains("Earlier gsh"), "{o}");
     let t = Tracer::attach(pid, NoHooks).unwrap();
-    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
-    t.with(|p, _| {
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
-    assert!(guard.0.wait().unwrap().success());
+    stop_and_check_live(t, &live(), &mut out, guard);
 }
 
 /// Ctrl-C at the prompt ends a `sleep` at once and the prompt comes back. It failed before:
@@ -1390,7 +1390,7 @@ fn an_interrupted_injected_call_finishes_in_the_process_on_its_own() {
 /// file at `detach` and puts it back, and the library computes as before.
 #[test]
 fn a_library_deleted_after_loading_is_read_through_map_files() {
-    let (mut guard, mut out) = spawn_live(1);
+    let (guard, mut out) = spawn_live(1);
     let pid = guard.0.id() as i32;
     let orig = Mutatee::new("libshared").path(Variant::O2);
     let dir = target_dir().join("process-tests");
@@ -1447,18 +1447,7 @@ fn a_library_deleted_after_loading_is_read_through_map_files() {
         .address();
     let sum = t.with(|p, _| p.call(lib.bias + add, &[20, 22])).unwrap();
     assert_eq!(sum.unwrap() as u32, 42);
-    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
-    t.with(|p, _| {
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
-    assert!(guard.0.wait().unwrap().success());
+    stop_and_check_live(t, &live(), &mut out, guard);
 }
 
 /// Ctrl-C at a terminal during `load library` (a constructor that takes 4 s) gives the prompt
