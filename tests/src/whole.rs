@@ -26,6 +26,9 @@ pub struct Func {
     /// exit though it may be a switch inside the function (issue 12's analysis half): its
     /// exits can outnumber its entries.
     pub indirect: bool,
+    /// Its entry point was skipped (`save` said why): its entries read 0, so its balance says
+    /// nothing.
+    pub entry_skipped: bool,
 }
 
 /// A program saved with a counter at every entry and exit.
@@ -64,6 +67,9 @@ pub struct Balance {
     /// The same, for functions with an unresolved indirect `jmp` among their exits
     /// ([`Func::indirect`]).
     pub extra_exits_indirect: Vec<(String, u64, u64)>,
+    /// `(name, entries, exits)` of functions whose entry point was skipped
+    /// ([`Func::entry_skipped`]), left exits: not judged.
+    pub entry_skipped: Vec<(String, u64, u64)>,
 }
 
 /// The rows of `gsh --json -c COMMAND FILE` (one command whose result is a table), with a
@@ -102,6 +108,13 @@ pub fn save_counted(original: &Path, out: &Path) -> Saved {
         .filter(|r| r["point"].as_str() == Some("exit (indirect jmp)"))
         .filter_map(|r| r["function"].as_str())
         .collect();
+    // By address: the entry is a function's one point there.
+    let skipped_entry: std::collections::HashSet<&str> = points
+        .iter()
+        .filter(|r| r["point"].as_str() == Some("entry"))
+        .filter(|r| r["tactic"].as_str() == Some("skipped"))
+        .filter_map(|r| r["address"].as_str())
+        .collect();
     let mut seen = std::collections::HashMap::new();
     for r in &rows {
         *seen.entry(r["name"].as_str().unwrap_or("")).or_insert(0) += 1;
@@ -112,9 +125,11 @@ pub fn save_counted(original: &Path, out: &Path) -> Saved {
             let name = r["name"].as_str().unwrap_or("").to_owned();
             // Exits are listed by name: a name two functions share cannot say whose.
             let exits = with_exit.contains(name.as_str()) && seen[name.as_str()] == 1;
+            let addr = r["address"].as_str().unwrap_or("");
             Func {
                 indirect: indirect.contains(name.as_str()),
-                addr: r["address"].as_str().unwrap_or("").to_owned(),
+                entry_skipped: skipped_entry.contains(addr),
+                addr: addr.to_owned(),
                 name,
                 exits,
             }
@@ -243,6 +258,12 @@ pub fn balance(saved: &Saved) -> Balance {
             b.called += 1;
         }
         if !f.exits {
+            continue;
+        }
+        if f.entry_skipped {
+            if x > 0 {
+                b.entry_skipped.push((f.name.clone(), e, x));
+            }
             continue;
         }
         match e.cmp(&x) {

@@ -122,10 +122,11 @@ fn report(name: &str, saved: &Saved, original: Duration, rewritten: Duration) {
     );
     println!("  output:    identical");
     println!(
-        "  counters:  {} functions called, {} balanced, {} left open, {} with more exits than entries at an unresolved indirect jmp, {} other",
+        "  counters:  {} functions called, {} balanced, {} left open, {} not judged (entry point skipped), {} with more exits than entries at an unresolved indirect jmp, {} other",
         b.called,
         b.balanced,
         b.open.len(),
+        b.entry_skipped.len(),
         b.extra_exits_indirect.len(),
         b.extra_exits.len()
     );
@@ -144,6 +145,9 @@ fn report(name: &str, saved: &Saved, original: Duration, rewritten: Duration) {
             "    indirect jmp taken for an exit: {}",
             show(&b.extra_exits_indirect)
         );
+    }
+    if !b.entry_skipped.is_empty() {
+        println!("    not judged (entries/exits): {}", show(&b.entry_skipped));
     }
     if !b.extra_exits.is_empty() {
         println!("    MORE EXITS THAN ENTRIES: {}", show(&b.extra_exits));

@@ -112,8 +112,9 @@ FUNC loop LOOP|'*'`), the measured loops holding the call show after it, outermo
 measured do not show.",
     examples: &[
         (
-            "profile helper; time work loop '*'",
-            "paths to helper, with work's loops as elements (`work > loop_1 > helper`)",
+            "profile helper",
+            "paths to helper; with `time work loop '*'` too, work's loops are elements \
+             (`work > loop_1 > helper`)",
         ),
         (
             "profile malloc",
