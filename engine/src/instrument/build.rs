@@ -372,32 +372,33 @@ impl<'a> Overlapping<'a> {
 }
 
 /// The points `show points FUNC` lists when asked for nothing narrower: entry, exits, before
-/// and after each call, and the four points of every loop.
-pub const LISTED_POINTS: [Where; 8] = [
-    Where::Entry,
-    Where::Exit,
-    Where::CallBefore { callee: None },
-    Where::CallAfter { callee: None },
-    Where::Loop {
-        name: String::new(),
-        at: point::LoopAt::Entry,
-    },
-    Where::Loop {
-        name: String::new(),
-        at: point::LoopAt::Exit,
-    },
-    Where::Loop {
-        name: String::new(),
-        at: point::LoopAt::IterBegin,
-    },
-    Where::Loop {
-        name: String::new(),
-        at: point::LoopAt::IterEnd,
-    },
-];
+/// and after each call, and the four points of every loop (of the loop `loop`, when given).
+pub fn listed_points(loop_name: Option<&str>) -> Vec<Where> {
+    let loops = [
+        point::LoopAt::Entry,
+        point::LoopAt::Exit,
+        point::LoopAt::IterBegin,
+        point::LoopAt::IterEnd,
+    ]
+    .map(|at| Where::Loop {
+        name: loop_name.unwrap_or("*").to_owned(),
+        at,
+    });
+    let mut wheres = Vec::new();
+    if loop_name.is_none() {
+        wheres.extend([
+            Where::Entry,
+            Where::Exit,
+            Where::CallBefore { callee: None },
+            Where::CallAfter { callee: None },
+        ]);
+    }
+    wheres.extend(loops);
+    wheres
+}
 
-/// `show points`: the points of each of `funcs` at `wheres` (a loop named `""` stands for
-/// every loop) and how the patcher would reach each, each point planned as if instrumented
+/// `show points`: the points of each of `funcs` at `wheres` ([`listed_points`], or one point
+/// as `at` names it) and how the patcher would reach each, each point planned as if instrumented
 /// alone (planned together, one point's needs, say a whole-function relocation, would hide
 /// how cheaply the others could be reached). With no point at all, why, for the first
 /// function.
@@ -418,14 +419,7 @@ pub fn describe_points(
             .or_insert_with(|| Patcher::new(0, PatchOptions::default()));
         let mut points = Vec::new();
         for w in wheres {
-            let w = match w {
-                Where::Loop { name, at } if name.is_empty() => Where::Loop {
-                    name: "*".to_owned(),
-                    at: *at,
-                },
-                w => w.clone(),
-            };
-            match point::find(module, f.func, &w) {
+            match point::find(module, f.func, w) {
                 Ok(found) => points.extend(found),
                 Err(e) => {
                     why.get_or_insert_with(|| {

@@ -9,7 +9,7 @@ pub mod control;
 pub mod coverage;
 
 pub use crate::patch::{PointRow, Tactic};
-pub use build::{describe_points, LISTED_POINTS};
+pub use build::{describe_points, listed_points};
 pub mod env;
 
 pub use action::{Action, Metric};

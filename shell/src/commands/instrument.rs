@@ -3,7 +3,7 @@
 //! plan until `save` writes them out.
 
 use anyhow::{anyhow, Result};
-use engine::instrument::{PointSpec, Where};
+use engine::instrument::PointSpec;
 
 use super::{Args, Complete, Spec};
 use crate::context::Context;
@@ -423,18 +423,9 @@ fn show_points(ctx: &mut Context, args: &mut Args) -> Result<Output> {
     }
     let name = words.remove(0);
     let wheres = match words.as_slice() {
-        [] => engine::instrument::LISTED_POINTS.to_vec(),
+        [] => engine::instrument::listed_points(None),
         // A loop alone: its four kinds of point.
-        [l, loop_name] if l == "loop" => engine::instrument::LISTED_POINTS
-            .iter()
-            .filter_map(|w| match w {
-                Where::Loop { at, .. } => Some(Where::Loop {
-                    name: loop_name.clone(),
-                    at: *at,
-                }),
-                _ => None,
-            })
-            .collect(),
+        [l, loop_name] if l == "loop" => engine::instrument::listed_points(Some(loop_name)),
         _ => {
             let mut refs = vec![name.as_str()];
             refs.extend(words.iter().map(String::as_str));
