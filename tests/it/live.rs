@@ -959,7 +959,7 @@ fn longest_tracing_stop(pid: i32, stop: &std::sync::atomic::AtomicBool) -> Durat
 /// until it ends (issue 13: redis's main thread sat in tracing stop for 0.4 s runs while gsh
 /// removed `count '*'`, though each pause took under a millisecond). Here two threads run into
 /// a trap site (`count tiny_ret`, whose `int3` the tracer serves) every ~0.1 ms while one job
-/// inserts and deletes `coverage '*'` for most of a second, one write per pause; no thread
+/// inserts and deletes `coverage '*'` for over a second, one write per pause; no thread
 /// may stay in a tracing stop much longer than the longest pause, and the workers compute
 /// what they compute alone.
 #[test]
@@ -1021,7 +1021,7 @@ fn a_thread_stopping_inside_a_long_job_is_served_within_it() {
                 live.longest_pause = Duration::ZERO;
                 let t = Instant::now();
                 let mut cycles = 0;
-                while t.elapsed() < Duration::from_millis(800) {
+                while t.elapsed() < Duration::from_millis(1200) {
                     live.insert(p, session, &plan, cov)
                         .expect("insert coverage");
                     live.remove(p, cov).expect("delete coverage");
@@ -1038,7 +1038,7 @@ fn a_thread_stopping_inside_a_long_job_is_served_within_it() {
         "{cycles} insert/delete cycles in {job:?}; longest pause {longest:?}; longest tracing \
          stop of a thread {held:?}"
     );
-    let bound = Duration::from_millis(200).max(longest * 4);
+    let bound = Duration::from_millis(300).max(longest * 4);
     assert!(
         held < bound,
         "a thread stayed in a tracing stop for {held:?} during a {job:?} job whose longest \

@@ -140,6 +140,9 @@ impl LiveRequest {
 /// A live process's placement: declared variables in memory mapped near the main program,
 /// the module's load bias, every loaded module reachable, measures in the runtime's slots.
 struct LivePlacement<'l> {
+    /// The process, whose stops `server` serves while snippets are compiled.
+    p: &'l mut Process,
+    server: Server,
     declared: &'l [Declaration],
     bias: u64,
     loaded: &'l BTreeMap<ModuleId, Loaded>,
@@ -168,6 +171,7 @@ impl Placement for LivePlacement<'_> {
         probe: &Probe,
         frame: i32,
     ) -> Result<String, BuildError> {
+        self.server.tick(self.p);
         let name = || module.functions().get(func).display_name().to_owned();
         Ok(self
             .measure
@@ -181,6 +185,7 @@ impl Placement for LivePlacement<'_> {
         func: crate::symbols::FuncId,
         block: crate::addr::LinkAddr,
     ) -> Result<u64, BuildError> {
+        self.server.tick(self.p);
         let f = module.functions().get(func).addr.0;
         self.coverage
             .counter(id, module.id, f, block.0)
@@ -261,6 +266,10 @@ pub struct Live {
     /// variables. Off by default: the tracer must see the exit to keep the final values
     /// (`exiting`), which an untraced process takes with it.
     pub hands_off_while_measuring: bool,
+    /// Leave the stops that arrive inside a job for the tracer after it, as gsh did before
+    /// [`Process::serve_in_job`]: their threads stay stopped until the job ends (a benchmark
+    /// compares; `xtask bench-stall detach`).
+    pub hold_stops_in_jobs: bool,
     /// While a change is committed: the trap sites of the patcher's records from before it
     /// (`int3` to trampoline), whose `int3`s stay in the code until their batch is written,
     /// so a thread stopped at one is still served (see [`Live::trap_site`]).
@@ -285,41 +294,48 @@ struct LiveSpace<'p> {
     pending: Pending,
     /// (address, original byte) of every breakpoint in place.
     hidden: Vec<(u64, u8)>,
-    /// The trap sites in the code (`int3` to trampoline), which staging does not change: a
-    /// thread stopping at one while the patcher works is sent on at once.
-    traps: BTreeMap<u64, u64>,
-    /// When stops were last served (see [`LiveSpace::serve`]).
-    served: Instant,
+    /// Serves the process's stops while the patcher works.
+    server: Server,
 }
 
-/// How often staging a change serves the process's stops (see [`LiveSpace::serve`]).
-const SERVE_EVERY: Duration = Duration::from_millis(1);
-
 impl<'p> LiveSpace<'p> {
-    fn new(p: &'p mut Process, hidden: Vec<(u64, u8)>, traps: BTreeMap<u64, u64>) -> LiveSpace<'p> {
+    fn new(p: &'p mut Process, hidden: Vec<(u64, u8)>, server: Server) -> LiveSpace<'p> {
         LiveSpace {
             p,
             fresh: BTreeMap::new(),
             pending: Pending::default(),
             hidden,
-            traps,
-            served: Instant::now(),
+            server,
         }
     }
+}
 
-    /// While the patcher stages a change (which can take a second for a large request), the
-    /// process runs, and its stops are served now and then as between jobs, so a thread that
-    /// runs into a trap site or takes a signal is not left stopped until the job ends. A
-    /// failure here leaves the stops for the tracer after the job, as before.
-    fn serve(&mut self) {
-        if self.served.elapsed() < SERVE_EVERY || self.p.state() != State::Running {
+/// How often a job that works while the process runs serves its stops (see [`Server`]).
+const SERVE_EVERY: Duration = Duration::from_millis(1);
+
+/// Serves a running process's stops now and then while a job works for a long time (the
+/// patcher staging a large request, its snippets compiled), as the tracer does between jobs,
+/// so a thread that runs into a trap site or takes a signal is not left stopped until the
+/// job ends. The trap sites are those in the code as it is, which staging does not change.
+struct Server {
+    /// `int3` to trampoline; `None` when stops wait for the end of the job
+    /// ([`Live::hold_stops_in_jobs`]).
+    traps: Option<BTreeMap<u64, u64>>,
+    last: Instant,
+}
+
+impl Server {
+    /// Serves the stops of `p` if it runs and [`SERVE_EVERY`] has passed. A failure leaves
+    /// them for the tracer after the job, as before.
+    fn tick(&mut self, p: &mut Process) {
+        let Some(traps) = &self.traps else {
+            return;
+        };
+        if self.last.elapsed() < SERVE_EVERY || p.state() != State::Running {
             return;
         }
-        let traps = &self.traps;
-        let _ = self
-            .p
-            .serve_in_job(&|rip| traps.get(&rip.wrapping_sub(1)).copied());
-        self.served = Instant::now();
+        let _ = p.serve_in_job(&|rip| traps.get(&rip.wrapping_sub(1)).copied());
+        self.last = Instant::now();
     }
 }
 
@@ -343,7 +359,7 @@ impl AddressSpace for LiveSpace<'_> {
         size: u64,
         kind: AllocKind,
     ) -> Result<RuntimeAddr, SpaceError> {
-        self.serve();
+        self.server.tick(self.p);
         let got = self
             .p
             .allocate(near.0, size, kind)
@@ -369,7 +385,7 @@ impl AddressSpace for LiveSpace<'_> {
                 detail: "injected fault".into(),
             });
         }
-        self.serve();
+        self.server.tick(self.p);
         let end = addr.0 + bytes.len() as u64;
         let in_fresh = self
             .fresh
@@ -642,8 +658,11 @@ impl Live {
             )?;
         }
         let built = {
+            let server = self.server();
             let loaded = &self.loaded[&m];
             let mut place = LivePlacement {
+                p: &mut *p,
+                server,
                 declared: &self.declared,
                 bias: loaded.bias,
                 loaded: &self.loaded,
@@ -654,7 +673,7 @@ impl Live {
         };
         // Slots a previous owner used start from zero, before any code counts in them.
         self.measure.prepare_slots(p)?;
-        let (hidden, traps) = (self.hidden(), self.traps());
+        let (hidden, traps) = (self.hidden(), self.server());
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden, traps);
@@ -773,7 +792,7 @@ impl Live {
         // code and patcher records are as before, and the request stays with the modules it
         // is still in, for `delete` to be tried again.
         while let Some(&m) = lr.applied.first() {
-            let (hidden, traps) = (self.hidden(), self.traps());
+            let (hidden, traps) = (self.hidden(), self.server());
             let Some(loaded) = self.loaded.get_mut(&m) else {
                 lr.applied.remove(0);
                 continue;
@@ -817,7 +836,7 @@ impl Live {
         }
         let mut removed = 0;
         for r in self.coverage.hit_once(&p.reader()) {
-            let (hidden, traps) = (self.hidden(), self.traps());
+            let (hidden, traps) = (self.hidden(), self.server());
             let Some(loaded) = self.loaded.get_mut(&r.module) else {
                 continue;
             };
@@ -879,14 +898,20 @@ impl Live {
         Some(text)
     }
 
-    /// Every trap site written, over all modules: its `int3`'s address and where a thread
-    /// stopped by it goes on.
-    fn traps(&self) -> BTreeMap<u64, u64> {
-        self.loaded
-            .values()
-            .flat_map(|l| l.patcher.traps())
-            .map(|(at, to)| (at.0, to.0))
-            .collect()
+    /// A [`Server`] for a job about to work while the process runs: every trap site written,
+    /// over all modules (its `int3`'s address and where a thread stopped by it goes on).
+    fn server(&self) -> Server {
+        let traps = (!self.hold_stops_in_jobs).then(|| {
+            self.loaded
+                .values()
+                .flat_map(|l| l.patcher.traps())
+                .map(|(at, to)| (at.0, to.0))
+                .collect()
+        });
+        Server {
+            traps,
+            last: Instant::now(),
+        }
     }
 
     /// Where a thread stopped by an `int3` (`rip` just after it) goes on, when that `int3`
@@ -1034,7 +1059,11 @@ impl Live {
         f: impl FnOnce(&mut Self, &mut Process) -> Result<(), LiveError>,
     ) -> Result<(), LiveError> {
         let t = std::time::Instant::now();
-        if running {
+        let serve = running && !self.hold_stops_in_jobs;
+        if running && !serve {
+            p.halt()?;
+        }
+        if serve {
             // Stops since the last pause first: a thread already stopped when the halt
             // interrupts it would stop again for that interrupt right after the pause.
             let _ = p.serve_in_job(&|rip| self.trap_site(rip));
