@@ -927,12 +927,14 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
     assert_eq!(got, expected(&exe, 4, rounds), "the workers' results");
 }
 
-/// The longest time any thread of `pid` was seen in a tracing stop (`t` in
-/// /proc/PID/task/TID/stat), sampling every millisecond until `stop` is set.
+/// The longest time any thread of `pid` was held in a tracing stop: seen stopped (`t` in
+/// /proc/PID/task/TID/stat) at every sample, without being scheduled once in between (the
+/// count of its timeslices in `schedstat` unchanged: a thread served and stopping again is
+/// not held). Samples every millisecond until `stop` is set.
 fn longest_tracing_stop(pid: i32, stop: &std::sync::atomic::AtomicBool) -> Duration {
     use std::collections::HashMap;
     use std::sync::atomic::Ordering;
-    let mut since: HashMap<String, Instant> = HashMap::new();
+    let mut since: HashMap<String, (Instant, String)> = HashMap::new();
     let mut longest = Duration::ZERO;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -943,11 +945,22 @@ fn longest_tracing_stop(pid: i32, stop: &std::sync::atomic::AtomicBool) -> Durat
             let tid = t.file_name().to_string_lossy().into_owned();
             let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
             let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
-            if state == Some('t') {
-                let from = *since.entry(tid).or_insert(now);
-                longest = longest.max(now - from);
-            } else {
-                since.remove(&tid);
+            let slices = std::fs::read_to_string(t.path().join("schedstat"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or_default()
+                .to_owned();
+            match since.get(&tid) {
+                Some((from, s)) if state == Some('t') && *s == slices => {
+                    longest = longest.max(now - *from);
+                }
+                _ if state == Some('t') => {
+                    since.insert(tid, (now, slices));
+                }
+                _ => {
+                    since.remove(&tid);
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(1));
