@@ -797,8 +797,18 @@ impl Process {
                 self.resume_thread(tid)?;
                 return Ok(true);
             }
-            // A consistent link map needs the hooks; the signal is rare (one per `dlopen`).
-            WaitEvent::Signal(sig) => !is_fault(sig) && !self.is_rendezvous_signal(tid, sig),
+            WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                // The dynamic linker's hook: dropped, and the thread runs on, unless the link
+                // map is consistent, when the hooks must see the new modules before it goes
+                // on (the flush after the job); rare, two per `dlopen`.
+                if !self.threads.contains_key(&tid) || self.note_rendezvous()? {
+                    return Ok(false);
+                }
+                self.thread_entry(tid).state = ThreadState::Stopped;
+                self.resume_thread(tid)?;
+                return Ok(true);
+            }
+            WaitEvent::Signal(sig) => !is_fault(sig),
         };
         if !servable {
             return Ok(false);
