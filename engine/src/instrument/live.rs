@@ -310,8 +310,10 @@ impl<'p> LiveSpace<'p> {
     }
 }
 
-/// How often a job that works while the process runs serves its stops (see [`Server`]).
-const SERVE_EVERY: Duration = Duration::from_millis(1);
+/// How often a job that works while the process runs serves its stops (see [`Server`]): a
+/// thread that runs into a trap site waits at most about this long, and a `waitpid` costs a
+/// microsecond.
+const SERVE_EVERY: Duration = Duration::from_micros(250);
 
 /// Serves a running process's stops now and then while a job works for a long time (the
 /// patcher staging a large request, its snippets compiled), as the tracer does between jobs,
