@@ -173,7 +173,7 @@ fn check_loopmeasure(
 /// Measures `m` at `v` with `commands` live (`start`, `continue`, `report --json`) and in a
 /// saved binary (run, then `report RESULTS`); checks each program's output and returns the
 /// two reports.
-fn live_and_saved(m: &Mutatee, v: Variant, commands: &str, tag: &str) -> [Value; 2] {
+pub(crate) fn live_and_saved(m: &Mutatee, v: Variant, commands: &str, tag: &str) -> [Value; 2] {
     let exe = m.path(v);
     let dir = scratch(&format!("{tag}-{v:?}"));
     let out = dir.join("live.out");
