@@ -358,6 +358,46 @@ fn watch_shows_the_running_search_then_its_report() {
     assert!(!refused.stderr.contains("started"), "{refused}");
 }
 
+/// `watch 0.5 consult --json` streams the running search: one JSON line per redraw (the
+/// search so far, with its graph growing and its seconds rising), then `consult`'s result as
+/// the last line. It used to print the result alone.
+#[test]
+fn watch_consult_json_streams_one_line_per_redraw() {
+    let _turn = one_at_a_time();
+    let exe = Mutatee::new("twopaths").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args(["--json", "-c", "watch 0.5 consult --for 4 --cost 20"])
+        .arg(exe.file_name().unwrap())
+        .arg("20")
+        .run();
+    out.assert_success();
+    let mut lines: Vec<serde_json::Value> = json_stream(&out)
+        .into_iter()
+        .map(|mut l| {
+            assert_eq!(l["command"], "watch 0.5 consult --for 4 --cost 20", "{out}");
+            l["result"].take()
+        })
+        .collect();
+    let last = lines.pop().unwrap_or_else(|| panic!("no result: {out}"));
+    assert!(last["overhead"].is_number(), "the report comes last: {out}");
+    assert!(lines.len() >= 4, "one line per half second: {out}");
+    let mut seconds = 0.0;
+    for l in &lines {
+        assert_eq!(l["search"], "running", "{out}");
+        let s = l["seconds"].as_f64().unwrap();
+        assert!(s > seconds, "{out}");
+        seconds = s;
+        assert!(l["findings"].is_array() && l["tested"].is_u64(), "{out}");
+        assert!(!l["graph"].as_array().unwrap().is_empty(), "{out}");
+    }
+    // The search goes on between redraws: later lines have judged what the first had not.
+    assert!(
+        lines.last().unwrap()["tested"].as_u64() > lines[0]["tested"].as_u64(),
+        "{out}"
+    );
+}
+
 /// Three spinning threads per CPU: each waits for a CPU most of the time, in `spin`.
 #[test]
 fn consult_finds_threads_waiting_for_a_cpu_and_where_they_spin() {
