@@ -41,13 +41,15 @@ refined to SmallIO, 0.10: calls of under 4096 bytes) and ExternalWait (0.20: asl
 select, epoll, sleeps, accept, and reads and writes on sockets, pipes and terminals). A thread \
 that used no CPU while parked on one futex throughout (an idle pool thread, a join) slows \
 nothing: its wait is not SyncWait. A reading counts after 1 s; within 5% of its threshold it \
-waits, at most 6 s, then counts as false.
+waits, at most 6 s from its first reading, then counts as false; an experiment that gets no \
+reading at all (too few stack samples, on a loaded machine) counts as false after 18 s.
 
 A true hypothesis is refined along \"where\": the program to its threads, a thread to the call \
 path its time goes to, from the thread's own entry (main, or the function it was started \
-with) through the callees its stack samples show, the likeliest first, down to the first call \
-into a library; a chain where one callee holds nearly all the samples is gone through in one \
-step (Paradyn's Deep Start). A function of the program the samples show reached through more \
+with) through the callees its stack samples show, the likeliest first, through the program \
+and the libraries it brings (a Python interpreter's libpython) down to the first call into the \
+C runtime (libc, the dynamic loader, libm, libpthread, libdl, librt, libgcc_s, libstdc++); a chain where one callee holds nearly all the samples is gone through in one \
+step (Paradyn's Deep Start). A function of the program or its libraries the samples show reached through more \
 than one call path (a helper called from several places) is not followed down any one of them: \
 the thread is refined to it wherever it is called from (`prog > hot`), and that to each call \
 path reaching it, from the thread's entry (`hot > main > a > hot`, iPath), so a conclusion \
