@@ -4,6 +4,7 @@
 //! forks, a process killed from outside, and the attach errors users meet.
 
 use std::io::BufRead;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -1483,4 +1484,119 @@ fn ctrl_c_during_load_library_gives_the_prompt_back() {
     gsh.send("quit\r");
     gsh.wait();
     v.finish();
+}
+
+/// The state letter of /proc/PID/stat (`t`: stopped by a tracer).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The program's entry point (AT_ENTRY in /proc/PID/auxv).
+fn entry_point(pid: i32) -> u64 {
+    let aux = std::fs::read(format!("/proc/{pid}/auxv")).unwrap();
+    aux.chunks_exact(16)
+        .map(|e| {
+            let word = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap());
+            (word(0), word(8))
+        })
+        .find(|&(key, _)| key == libc::AT_ENTRY)
+        .map(|(_, v)| v)
+        .unwrap()
+}
+
+/// A program attached in its start-up, its dynamic linker blocked opening an `LD_PRELOAD`
+/// library that is a FIFO (before libc is even mapped), is run on by `attach` until its
+/// libraries are linked: libc's `dlopen` then runs injected, and the program runs on exactly
+/// after `detach`. Attached there (four attaches in ten right after a spawn), gsh reported
+/// only the program and ld.so, could not find `dlopen` ("is the program static?"), or
+/// crashed it in an unrelocated libc (#13).
+#[test]
+fn attach_in_the_dynamic_linkers_start_up_waits_until_libc_is_linked() {
+    let fifo = out_file("preload-fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let mut child = Command::new(live())
+        .arg("1")
+        .env("LD_PRELOAD", &fifo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let guard = Guard(child);
+    let pid = guard.0.id() as i32;
+    // Once gsh holds the process and has put its stop at the program's entry point (so the
+    // start-up cannot end unseen), a writer opens the FIFO and closes it: the dynamic linker
+    // reads an empty file, says so and goes on without it. Until then it stays blocked.
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let entry = entry_point(pid);
+            let held = || {
+                let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+                let mut b = [0u8; 1];
+                std::os::unix::fs::FileExt::read_exact_at(&mem, &mut b, entry).ok()?;
+                Some(b[0] == 0xcc)
+            };
+            while Instant::now() < deadline {
+                match held() {
+                    None => return false,
+                    Some(false) => std::thread::sleep(Duration::from_millis(1)),
+                    Some(true) => break,
+                }
+            }
+            while Instant::now() < deadline && proc_state(pid).is_some() {
+                // No reader yet (ENXIO): the dynamic linker has not reopened it.
+                let w = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&fifo);
+                if w.is_ok() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            false
+        })
+    };
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Tracer::attach(pid, hooks).unwrap();
+    let names: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("libc.so")),
+        "attach reported {names:?}, no libc"
+    );
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let handle = t.with(|p, _| p.load_library(&lib)).unwrap().unwrap();
+    assert_ne!(handle, 0);
+    let exe = live();
+    t.with(|p, _| {
+        let stop = symbol(p, &exe, "stop");
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    assert!(
+        writer.join().unwrap(),
+        "the dynamic linker never read the FIFO"
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "ready\n1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    let mut guard = guard;
+    assert!(guard.0.wait().unwrap().success());
+    let _ = std::fs::remove_file(&fifo);
 }

@@ -21,6 +21,7 @@
 //! - `pools.rs`: gsh's memory in the process, recognised and reused by later sessions.
 //! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
+//! - `startup.rs`: an attach that meets the program in its start-up runs it to its entry.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
 //! - `handsoff.rs`: letting a running process go while nothing needs the tracer, watching it
 //!   with a pidfd, and seizing it again when a command needs it stopped.
@@ -40,6 +41,7 @@ mod memory;
 mod pools;
 mod ptrace;
 mod rendezvous;
+mod startup;
 mod tracer;
 mod wake;
 
