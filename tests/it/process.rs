@@ -1600,3 +1600,46 @@ fn attach_in_the_dynamic_linkers_start_up_waits_until_libc_is_linked() {
     assert!(guard.0.wait().unwrap().success());
     let _ = std::fs::remove_file(&fifo);
 }
+
+/// A process stopped by SIGSTOP cannot run injected code until it is continued: gsh says
+/// so (it once said only "no thread is stopped in a state that can run injected code"), and
+/// leaves it stopped, to run on exactly at SIGCONT after detach.
+#[test]
+fn injecting_into_a_job_stopped_process_says_to_continue_it() {
+    let (guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    // SAFETY: kill with a valid signal on our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proc_state(pid) != Some('T') {
+        assert!(Instant::now() < deadline, "SIGSTOP did not stop it");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let err = t
+        .with(|p, _| p.syscall(libc::SYS_getpid, &[]))
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("job-control stop") && err.contains("SIGCONT"),
+        "{err}"
+    );
+    let exe = live();
+    t.with(|p, _| {
+        let stop = symbol(p, &exe, "stop");
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    assert_eq!(proc_state(pid), Some('T'), "no longer stopped after detach");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    let mut guard = guard;
+    assert!(guard.0.wait().unwrap().success());
+}

@@ -418,8 +418,26 @@ impl Process {
             .ok_or_else(|| ProcessError::Inject {
                 what: "code".into(),
                 tid: self.pid,
-                detail: "no thread is stopped in a state that can run injected code".into(),
+                detail: self.why_no_inject_thread(),
             })
+    }
+
+    /// Why no thread can run injected code, with what to do.
+    fn why_no_inject_thread(&self) -> String {
+        let job = self.threads.values().filter(|t| t.job).count();
+        if job > 0 && job == self.threads.len() {
+            return "every thread is in a job-control stop (SIGSTOP or a terminal stop); \
+                    send it SIGCONT and try again"
+                .into();
+        }
+        format!(
+            "no thread is stopped in a state that can run injected code ({} threads: {} in a \
+             job-control stop, {} with a stop still to handle); let it run (`continue &`) \
+             and try again",
+            self.threads.len(),
+            job,
+            self.deferred.len()
+        )
     }
 
     /// Runs `f` with every thread stopped, restoring the running state afterwards.
