@@ -1634,7 +1634,18 @@ fn injecting_into_a_job_stopped_process_says_to_continue_it() {
     .unwrap()
     .unwrap();
     drop(t);
-    assert_eq!(proc_state(pid), Some('T'), "no longer stopped after detach");
+    // Detached, it re-enters its stop (it would otherwise see `stop` set and end).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proc_state(pid) != Some('T') {
+        assert!(
+            Instant::now() < deadline,
+            "not stopped after detach: {:?}",
+            proc_state(pid)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(proc_state(pid), Some('T'), "it ran on after detach");
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     let mut rest = String::new();
@@ -1642,4 +1653,116 @@ fn injecting_into_a_job_stopped_process_says_to_continue_it() {
     assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
     let mut guard = guard;
     assert!(guard.0.wait().unwrap().success());
+}
+
+/// The runtime address of libc's dynamic symbol `name`.
+fn libc_symbol(p: &mut Process, name: &str) -> u64 {
+    let libc = p
+        .modules()
+        .unwrap()
+        .into_iter()
+        .find(|m| {
+            m.path
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with("libc.so"))
+        })
+        .expect("libc is mapped");
+    let data = std::fs::read(&libc.path).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file
+        .dynamic_symbols()
+        .find(|s| s.is_definition() && s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("no {name} in {}", libc.path.display()));
+    libc.bias + sym.address()
+}
+
+/// A thread that passed an `int3` just before it was taken out stops with a SIGTRAP for a
+/// byte that is the program's again: it runs the restored instruction and the process runs
+/// on. Handled as a breakpoint, it stopped the process for good (redis after `delete` and
+/// `detach` in separate jobs, every cycle; run on, it would have started mid-instruction).
+#[test]
+fn a_trap_whose_int3_was_taken_out_runs_the_restored_instruction() {
+    let (guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let exe = live();
+    let counter = t.with(|p, _| symbol(p, &exe, "counter")).unwrap();
+    t.with(|p, _| -> Result<(), ProcessError> {
+        // Every pass of the thread's loop calls usleep.
+        let usleep = libc_symbol(p, "usleep");
+        let orig = p.read(usleep, 1)?;
+        p.write(usleep, &[0xcc])?;
+        p.resume()?;
+        // Nobody waits for the thread inside this job: it stays in its SIGTRAP stop.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while proc_state(pid) != Some('t') {
+            assert!(Instant::now() < deadline, "the int3 was never reached");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Halting keeps that stop for later; then the int3 goes.
+        p.halt()?;
+        p.write(usleep, &orig)?;
+        p.resume()
+    })
+    .unwrap()
+    .unwrap();
+    let reader = t.reader();
+    let read = |r: &engine::process::MemReader| {
+        i64::from_le_bytes(r.read(counter, 8).unwrap().try_into().unwrap())
+    };
+    let first = read(&reader);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read(&reader) <= first {
+        assert!(
+            Instant::now() < deadline,
+            "the program does not run on; events {:?}",
+            t.take_events()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let events = t.take_events();
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Breakpoint { .. })),
+        "{events:?}"
+    );
+    t.with(|p, _| {
+        let stop = symbol(p, &exe, "stop");
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    let mut guard = guard;
+    assert!(guard.0.wait().unwrap().success());
+}
+
+/// A stopped thread with a SIGTRAP queued (one that executed an `int3` as gsh's interrupt
+/// reached it, or as here was sent one) takes it before any injected code runs, kept for
+/// later, and another thread runs the code. The queued SIGTRAP used to arrive at the stub's
+/// first instruction: "injected call ... hit a breakpoint" (the soak's cycle 16, #13).
+#[test]
+fn a_thread_with_a_sigtrap_queued_does_not_run_injected_code() {
+    let (guard, _out) = spawn_live(2);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    // Every thread is in its interrupt stop: the signal stays queued.
+    // SAFETY: tgkill with a valid signal on our own child's leader.
+    let sent = unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, libc::SIGTRAP) };
+    assert_eq!(sent, 0);
+    let got = t
+        .with(|p, _| p.syscall(libc::SYS_getpid, &[]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, i64::from(pid));
+    // Not lost either: the program gets it once let go, and dies of it (its default action).
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+    drop(t);
+    let mut guard = guard;
+    let status = guard.0.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTRAP), "{status:?}");
 }

@@ -422,6 +422,17 @@ impl Process {
             })
     }
 
+    /// [`Process::inject_thread`], once it has no SIGTRAP queued: one that has takes it first,
+    /// as a deferred stop (`stale.rs`), and another is chosen.
+    fn thread_for_injection(&mut self) -> Result<i32, ProcessError> {
+        loop {
+            let tid = self.inject_thread()?;
+            if !self.surface_pending_trap(tid)? {
+                return Ok(tid);
+            }
+        }
+    }
+
     /// Why no thread can run injected code, with what to do.
     fn why_no_inject_thread(&self) -> String {
         let job = self.threads.values().filter(|t| t.job).count();
@@ -501,7 +512,7 @@ impl Process {
     /// The first system call where no module has room for the stub: `syscall; int3` over
     /// the bytes at the thread's `rip`, put back afterwards.
     fn borrowed_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
-        let tid = self.inject_thread()?;
+        let tid = self.thread_for_injection()?;
         let saved = ptrace::regs(tid)?;
         let at = saved.rip;
         let bytes = self.mem.read(at, BORROWED.len())?;
@@ -550,7 +561,7 @@ impl Process {
         args: &[u64],
         what: &str,
     ) -> Result<u64, ProcessError> {
-        let tid = self.inject_thread()?;
+        let tid = self.thread_for_injection()?;
         let saved = ptrace::regs(tid)?;
         // The called function may use any vector register (dlopen's string functions do);
         // the stub puts them back, and so does gsh, with the rest, once it has the thread.
