@@ -125,8 +125,9 @@ pub struct Request {
     pub tag: u32,
     /// Where the snippet runs.
     pub point: Point,
-    /// The snippet's text.
-    pub source: String,
+    /// The snippet's text, shared by every point it goes to (a whole-program `coverage '*'`
+    /// makes over a million requests, cloned as they are planned and written).
+    pub source: Arc<str>,
     /// What the snippet's names mean at the point, for compiling it into each trampoline.
     pub env: Arc<dyn Env + Send + Sync>,
 }

@@ -234,7 +234,7 @@ impl Fixture {
             .map(|p| Request {
                 tag: 1,
                 point: p.clone(),
-                source: source.to_owned(),
+                source: source.into(),
                 env: Arc::new(self.env(p.kind.snippet_kind())),
             })
             .collect();
@@ -361,7 +361,7 @@ fn snippets_see_arguments_return_values_and_run_in_order() {
             .map(|(i, s)| Request {
                 tag: i as u32 + 1,
                 point: e[0].clone(),
-                source: (*s).to_owned(),
+                source: (*s).into(),
                 env: env.clone(),
             })
             .collect();
@@ -533,14 +533,14 @@ fn removing_by_tag_keeps_the_other_snippets_and_restores_bare_sites() {
             .map(|(i, s)| Request {
                 tag: i as u32 + 1,
                 point: e[0].clone(),
-                source: (*s).to_owned(),
+                source: (*s).into(),
                 env: env.clone(),
             })
             .collect();
         reqs.extend(x.iter().map(|p| Request {
             tag: 3,
             point: p.clone(),
-            source: "n2++;".to_owned(),
+            source: "n2++;".into(),
             env: xenv.clone(),
         }));
         let m = fx.session.main().expect("module");
