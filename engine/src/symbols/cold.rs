@@ -6,8 +6,9 @@
 //! fragment is instrumented as a function of its own, whose entries and exits never balance.
 //!
 //! A fragment is recognised here by its parent, by the jump and not by any name: every direct
-//! branch to its start comes from one other function (which may itself be known only by its
-//! FDE, as a `static` function only tail-called is), and either one of them is conditional (a tail call is a `jmp`), or the
+//! branch into it from outside (to its start or past it) comes from one other function (which
+//! may itself be known only by its FDE, as a `static` function only tail-called is), and either
+//! one of them is conditional or lands past its start (a tail call is a `jmp` to an entry), or the
 //! fragment branches back into the middle of that function (a called function never does), or
 //! its FDE says the frame is already set up at its start (at a function's entry the CFA is
 //! `rsp + 8`): gcc's isolated null dereferences (`mov rax, [8]; ud2`) are reached by a `jmp`
@@ -30,8 +31,8 @@ const MAX_FRAGMENT: u64 = 1 << 16;
 enum Seen {
     /// No branch to its start yet.
     Nothing,
-    /// Every branch to its start came from the function at this index; `bool`: one was
-    /// conditional.
+    /// Every branch into it came from the function at this index; `bool`: one was
+    /// conditional or went past its start.
     From(usize, bool),
     /// Branches came from several functions (or from nowhere known): not a fragment.
     Many,
@@ -60,17 +61,28 @@ pub fn name_fragments(
     }
     let mut seen = vec![Seen::Nothing; functions.len()];
     for (from, to, conditional) in branches {
-        let Some(&i) = index.get(&to) else {
-            continue;
+        // A branch to a candidate's start, or into its middle: gcc places a fragment's blocks
+        // in any order, and the first may be entered only from another of them (python3.11's
+        // cold part at 0x440f9c: its parent at 0x6378a0 jumps to 0x440faa and on, never to
+        // its start).
+        let i = match index.get(&to) {
+            Some(&i) => i,
+            None => match containing(functions, to) {
+                Some(i) if candidate(&functions[i]) => i,
+                _ => continue,
+            },
         };
         let parent = containing(functions, from);
         if parent == Some(i) {
-            // The fragment's own loop back to its start.
+            // The fragment's own branches within itself.
             continue;
         }
+        // A function is entered at its start: a branch into its middle is never a tail call,
+        // so it is as sure a sign as a conditional one.
+        let sure = conditional || to != functions[i].addr.0;
         seen[i] = match (seen[i], parent) {
-            (Seen::Nothing, Some(p)) => Seen::From(p, conditional),
-            (Seen::From(p, c), Some(q)) if p == q => Seen::From(p, c || conditional),
+            (Seen::Nothing, Some(p)) => Seen::From(p, sure),
+            (Seen::From(p, c), Some(q)) if p == q => Seen::From(p, c || sure),
             _ => Seen::Many,
         };
     }
