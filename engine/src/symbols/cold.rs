@@ -6,13 +6,19 @@
 //! fragment is instrumented as a function of its own, whose entries and exits never balance.
 //!
 //! A fragment is recognised here by its parent, by the jump and not by any name: every direct
-//! branch into it from outside (to its start or past it) comes from one other function (which
-//! may itself be known only by its FDE, as a `static` function only tail-called is), and either
-//! one of them is conditional or lands past its start (a tail call is a `jmp` to an entry), or the
-//! fragment branches back into the middle of that function (a called function never does), or
-//! its FDE says the frame is already set up at its start (at a function's entry the CFA is
-//! `rsp + 8`): gcc's isolated null dereferences (`mov rax, [8]; ud2`) are reached by a `jmp`
-//! and never come back.
+//! branch to its start comes from one other function (which may itself be known only by its
+//! FDE, as a `static` function only tail-called is), and either one of them is conditional (a
+//! tail call is a `jmp`), or the fragment branches back into the middle of that function (a
+//! called function never does), or its FDE says the frame is already set up at its start (at a
+//! function's entry the CFA is `rsp + 8`): gcc's isolated null dereferences (`mov rax, [8];
+//! ud2`) are reached by a `jmp` and never come back. gcc may also order a cold part's blocks
+//! so that no branch from outside goes to its start, only past it (python3.11's cold part at
+//! 0x440f9c, whose parent at 0x6378a0 enters it at 0x440faa and on): when every such branch
+//! comes from one function, the FDE decides. Branches past a start say nothing more, and
+//! count only where none goes to the start: a cold part and its parent branch into each
+//! other's middles, and the linear decode that finds branches also reads some from bytes
+//! out of step with the code (python3.11's 0x460f19, inside `jmp 0x5b8dac`, "jumps" into the
+//! middle of `PyGILState_Ensure.cold`).
 //! It is then named after its parent (`f.cold`, `sub_1130.cold`), which is how the rest of gsh
 //! knows a part split off a function: the parent's CFG takes it in, and globs skip it.
 
@@ -31,8 +37,8 @@ const MAX_FRAGMENT: u64 = 1 << 16;
 enum Seen {
     /// No branch to its start yet.
     Nothing,
-    /// Every branch into it came from the function at this index; `bool`: one was
-    /// conditional or went past its start.
+    /// Every branch to its start came from the function at this index; `bool`: one was
+    /// conditional.
     From(usize, bool),
     /// Branches came from several functions (or from nowhere known): not a fragment.
     Many,
@@ -60,44 +66,43 @@ pub fn name_fragments(
         return;
     }
     let mut seen = vec![Seen::Nothing; functions.len()];
+    // The same for branches past a candidate's start (`bool` unused).
+    let mut past = vec![Seen::Nothing; functions.len()];
     for (from, to, conditional) in branches {
-        // A branch to a candidate's start, or into its middle: gcc places a fragment's blocks
-        // in any order, and the first may be entered only from another of them (python3.11's
-        // cold part at 0x440f9c: its parent at 0x6378a0 jumps to 0x440faa and on, never to
-        // its start).
-        let i = match index.get(&to) {
-            Some(&i) => i,
+        let (seen, i) = match index.get(&to) {
+            Some(&i) => (&mut seen, i),
             None => match containing(functions, to) {
-                Some(i) if candidate(&functions[i]) => i,
+                Some(i) if candidate(&functions[i]) => (&mut past, i),
                 _ => continue,
             },
         };
         let parent = containing(functions, from);
         if parent == Some(i) {
-            // The fragment's own branches within itself.
+            // The fragment's own loop back to its start.
             continue;
         }
-        // A function is entered at its start: a branch into its middle is never a tail call,
-        // so it is as sure a sign as a conditional one.
-        let sure = conditional || to != functions[i].addr.0;
         seen[i] = match (seen[i], parent) {
-            (Seen::Nothing, Some(p)) => Seen::From(p, sure),
-            (Seen::From(p, c), Some(q)) if p == q => Seen::From(p, c || sure),
+            (Seen::Nothing, Some(p)) => Seen::From(p, conditional),
+            (Seen::From(p, c), Some(q)) if p == q => Seen::From(p, c || conditional),
             _ => Seen::Many,
         };
     }
-    // Fragments by their parent, in address order; those only a `jmp` enters are decided
-    // after, by how they end or by their FDE, read once for them all.
+    // Fragments by their parent, in address order; those only a `jmp` to their start, or only
+    // branches past it, enter are decided after, by how they end or by their FDE, read once
+    // for them all.
     let mut found = Vec::new();
     let mut unsure = Vec::new();
     for i in 0..functions.len() {
-        let Seen::From(p, conditional) = seen[i] else {
-            continue;
-        };
-        if conditional || branches_into(binary, &functions[i], &functions[p]) {
-            found.push((i, p));
-        } else {
-            unsure.push((i, p));
+        match (seen[i], past[i]) {
+            (Seen::From(p, conditional), _) => {
+                if conditional || branches_into(binary, &functions[i], &functions[p]) {
+                    found.push((i, p));
+                } else {
+                    unsure.push((i, p));
+                }
+            }
+            (Seen::Nothing, Seen::From(p, _)) => unsure.push((i, p)),
+            _ => {}
         }
     }
     if !unsure.is_empty() {
