@@ -84,8 +84,9 @@ pub struct Site {
     /// For a pun: the padding that receives the 5-byte `jmp rel32`.
     pub pad: Option<LinkAddr>,
     /// For an eviction: the original instructions (of this or a neighbouring function) that
-    /// move to a trampoline of their own, entered by a `jmp rel32` over their first 5 bytes;
-    /// their next 5 bytes are the pun's `pad`.
+    /// move into this site's trampoline (they are one of its `segments`), entered by a
+    /// `jmp rel32` over their first 5 bytes; their next 5 bytes are the pun's `pad`. A point
+    /// inserted there later runs in this trampoline, which is laid out again for it.
     pub evict: Option<Range<LinkAddr>>,
     /// Runs of original code copied into the trampoline, in layout order.
     pub segments: Vec<Range<LinkAddr>>,
@@ -629,7 +630,12 @@ impl Planner<'_> {
                             evict.start, evict.end
                         ),
                         evict: Some(LinkAddr(evict.start)..LinkAddr(evict.end)),
-                        segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
+                        // The evicted instructions are copied into this site's trampoline
+                        // too, entered by the jump written over them.
+                        segments: vec![
+                            LinkAddr(start)..LinkAddr(insns[k - 1].next_ip()),
+                            LinkAddr(evict.start)..LinkAddr(evict.end),
+                        ],
                         points: vec![],
                         arrivals: vec![],
                     });
@@ -884,6 +890,16 @@ impl Planner<'_> {
                 overwrite: 2,
                 pad: Some(LinkAddr(pad)),
             });
+        }
+        // Evicted instructions of other code join the copy (an eviction inside this
+        // function's own body is in it already).
+        if let Some(r) = &evict {
+            if !segments
+                .iter()
+                .any(|s| s.start.0 < r.end && r.start < s.end.0)
+            {
+                segments.push(LinkAddr(r.start)..LinkAddr(r.end));
+            }
         }
         let first = placed.remove(0);
         let how = if first.pad.is_some() {
