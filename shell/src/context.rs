@@ -94,16 +94,28 @@ impl Context {
         })
     }
 
+    /// Takes the output away for a command that writes as it runs (`watch consult`'s tables
+    /// and `--json` lines, written while the search holds the context); give it back with
+    /// [`Context::restore_writer`]. Meanwhile the context writes nowhere.
+    pub(crate) fn take_writer(&mut self) -> Box<dyn Write> {
+        std::mem::replace(&mut self.out, Box::new(std::io::sink()))
+    }
+
+    /// Gives back the output [`Context::take_writer`] took.
+    pub(crate) fn restore_writer(&mut self, out: Box<dyn Write>) {
+        self.out = out;
+    }
+
+    /// The command running now, as typed.
+    pub(crate) fn command(&self) -> Option<&str> {
+        self.command.as_deref()
+    }
+
     /// Prints one command's output: for people, or (`--json`) as one line of the stream,
     /// `{"command": "...", "result": ...}`.
     pub fn emit(&mut self, out: &Output) -> Result<()> {
         let text = if self.json {
-            let mut line = serde_json::Map::new();
-            line.insert("command".into(), serde_json::json!(self.command));
-            line.insert("result".into(), json_value(out));
-            let mut s = serde_json::Value::Object(line).to_string();
-            s.push('\n');
-            s
+            stream_line(self.command.as_deref(), json_value(out))
         } else {
             render_text(out, self.style)
         };
@@ -262,4 +274,15 @@ pub fn error_line(e: &anyhow::Error) -> String {
     } else {
         line.replace('\n', " ")
     }
+}
+
+/// `result` as one line of the `--json` stream for `command`, `{"command": "...", "result":
+/// ...}` and a newline.
+pub(crate) fn stream_line(command: Option<&str>, result: serde_json::Value) -> String {
+    let mut line = serde_json::Map::new();
+    line.insert("command".into(), serde_json::json!(command));
+    line.insert("result".into(), result);
+    let mut s = serde_json::Value::Object(line).to_string();
+    s.push('\n');
+    s
 }

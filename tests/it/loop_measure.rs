@@ -173,7 +173,7 @@ fn check_loopmeasure(
 /// Measures `m` at `v` with `commands` live (`start`, `continue`, `report --json`) and in a
 /// saved binary (run, then `report RESULTS`); checks each program's output and returns the
 /// two reports.
-fn live_and_saved(m: &Mutatee, v: Variant, commands: &str, tag: &str) -> [Value; 2] {
+pub(crate) fn live_and_saved(m: &Mutatee, v: Variant, commands: &str, tag: &str) -> [Value; 2] {
     let exe = m.path(v);
     let dir = scratch(&format!("{tag}-{v:?}"));
     let out = dir.join("live.out");
@@ -375,4 +375,52 @@ fn loop_counts_on_an_attached_server() {
         iterations.abs_diff(calls) <= u64::from(threads),
         "{iterations} iterations, {calls} calls: {report}"
     );
+}
+
+/// A point inside instructions an earlier insert moved away to make room for a neighbour's
+/// jump (at -O2, `jump_at`'s entry has 2 bytes for a jump: it lands inside `even_sum`'s
+/// instructions before its loop, which are evicted into `jump_at`'s trampoline). The loop's
+/// entry used to be skipped there, so its timer read 0; it now runs in that trampoline, and
+/// takes either request out first without touching the other.
+#[test]
+fn a_loop_entry_inside_instructions_another_insert_evicted_is_timed() {
+    let m = Mutatee::new("loopmeasure");
+    let commands = "count jump_at; time even_sum loop loop_1";
+    for (report, how) in live_and_saved(&m, Variant::O2, commands, "evicted")
+        .iter()
+        .zip(["live", "saved"])
+    {
+        assert_eq!(
+            row(report, "even_sum", "loop_1", "time")["calls"],
+            1,
+            "{how}: {report}"
+        );
+    }
+    let exe = m.path(Variant::O2);
+    for order in ["delete 1; continue", "delete 2; continue"] {
+        let o = gsh_c(&format!("{commands}; start; {order}; report"), &exe);
+        o.assert_code(0);
+        assert!(!o.stdout.contains("skipped"), "{}", o.stdout);
+        let timed = o
+            .stdout
+            .lines()
+            .any(|l| l.contains("even_sum loop_1  time  ") && l.contains("  1  "));
+        let counted = o
+            .stdout
+            .lines()
+            .any(|l| l.contains("jump_at          count  ") && l.contains("  17  "));
+        match order {
+            "delete 1; continue" => assert!(timed, "{}", o.stdout),
+            _ => assert!(counted, "{}", o.stdout),
+        }
+    }
+    for order in ["delete 1; delete 2", "delete 2; delete 1"] {
+        let o = gsh_c(&format!("{commands}; start; {order}; detach"), &exe);
+        o.assert_code(0);
+        assert!(
+            o.stdout.contains("its code is as the files have it"),
+            "{order}: {}",
+            o.stdout
+        );
+    }
 }

@@ -5,7 +5,8 @@
 //! show outermost first (`grid > loop_1 > loop_1.1 > helper`), and loops of several functions
 //! on one path each show under their function.
 
-use gsh_tests::{gsh_c, gsh_json_all, run_program, target_dir, Mutatee, Variant};
+use crate::loop_measure::live_and_saved;
+use gsh_tests::{gsh_json_all, Mutatee, Variant};
 use serde_json::Value;
 
 /// Profiles `leaf` and `jump_at` of `loopmeasure.c`, with until_break's, jumpy's and main's
@@ -81,40 +82,6 @@ fn check(report: &Value, v: Variant, how: &str) {
             assert_eq!(c["iterations"], p["calls"], "{v:?} {how} {f}: {c} vs {p}");
         }
     }
-}
-
-/// Measures `m` at `v` with `commands` live and in a saved binary; checks each program's
-/// output and returns the two reports.
-fn live_and_saved(m: &Mutatee, v: Variant, commands: &str, tag: &str) -> [Value; 2] {
-    let exe = m.path(v);
-    let dir = target_dir()
-        .join("profile-loops-tests")
-        .join(format!("{tag}-{v:?}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let out = dir.join("live.out");
-    let docs = gsh_json_all(
-        &format!("{commands}; start > {}; continue; report", out.display()),
-        &exe,
-    );
-    let live = docs.last().expect("a report").clone();
-    let program = std::fs::read_to_string(&out).expect("live output");
-    assert_eq!(program, m.expected_stdout(), "{v:?} live output");
-
-    let (saved, results) = (dir.join("saved"), dir.join("saved.json"));
-    let o = gsh_c(
-        &format!(
-            "{commands}; save {} --results {}",
-            saved.display(),
-            results.display()
-        ),
-        &exe,
-    );
-    o.assert_code(0);
-    let r = run_program(&saved, &[], &[]);
-    assert_eq!(r.status.code(), Some(0), "{v:?} saved run");
-    assert_eq!(String::from_utf8_lossy(&r.stdout), m.expected_stdout());
-    let docs = gsh_json_all(&format!("report {}", results.display()), &exe);
-    [live, docs.last().expect("a report").clone()]
 }
 
 /// Sum of `function`'s calls and ns over the paths whose callers from `main` on start with

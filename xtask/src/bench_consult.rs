@@ -7,8 +7,10 @@
 //! it, then for 5 s alone again. The slowdown is the rate during the search over the mean of
 //! the rates before and after, in the same run; beside it, the same ratio per second of the
 //! program's own CPU time (what the stops cost its execution, whatever share of the machine it
-//! gets) and the overhead `consult` itself reported (the fraction of the time it kept the
-//! program stopped, plus its loop timers' cost: entries times the per-entry cost the search measured). The search's time to its answer is
+//! gets) and the overhead `consult` itself estimated (the running time its stops took from the
+//! program's threads, by their `schedstat`, plus its loop timers' entries times the per-entry
+//! cost the search measured), with the estimate over the measured slowdown (1 - the wall
+//! ratio) as a ratio, same run. The search's time to its answer is
 //! when it judged `unit`'s loop CPU-bound (with a live loop timer), as a ratio to when it
 //! judged `unit` itself (from stack samples), same run: what refining into loops adds.
 //! On a machine other processes load, the wall ratio may exceed 1: the
@@ -128,19 +130,34 @@ pub fn run(args: &[String]) -> Result<()> {
          rate during the search over its rate alone before and after, same run"
     );
     let (mut walls, mut cpus, mut answers) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut estimates, mut slowdowns) = (Vec::new(), Vec::new());
     for run in 1..=runs {
         let r = one_run(&exe, threads, cost)?;
         println!(
             "run {run}: work per wall second {:.3} of alone, per CPU second {:.3}; consult \
-             reported an overhead of {:.1}% over {:.1} s, {} loop timers in and out; the two \
-             alone phases differ by {:.1}% (the machine's other load)",
+             ran {:.1} s, {} loop timers in and out; the two alone phases differ by {:.1}% \
+             (the machine's other load)",
             r.wall,
             r.cpu,
-            r.reported * 100.0,
             r.seconds,
             r.timers,
             r.noise * 100.0
         );
+        let slowdown = 1.0 - r.wall;
+        println!(
+            "run {run}: consult's estimate of its overhead {:.2}% (stops {:.2}%, loop timers \
+             {:.2}%; stopped {:.1}% of the time), measured slowdown {:.2}% per wall second, \
+             {:.2}% per CPU second: estimate / measured {}",
+            r.reported * 100.0,
+            r.stop_cost * 100.0,
+            r.timer_cost * 100.0,
+            r.stopped * 100.0,
+            slowdown * 100.0,
+            (1.0 - r.cpu) * 100.0,
+            ratio(r.reported, slowdown)
+        );
+        estimates.push(r.reported);
+        slowdowns.push(slowdown);
         match r.answer {
             Some((function, lp)) => {
                 println!(
@@ -164,6 +181,14 @@ pub fn run(args: &[String]) -> Result<()> {
         median(&mut walls),
         median(&mut cpus)
     );
+    let (estimate, slowdown) = (median(&mut estimates), median(&mut slowdowns));
+    println!(
+        "median: consult's estimate {:.2}%, measured slowdown {:.2}% per wall second: estimate \
+         / measured {}",
+        estimate * 100.0,
+        slowdown * 100.0,
+        ratio(estimate, slowdown)
+    );
     if !answers.is_empty() {
         println!(
             "median: unit's loop named at {:.2}x the time to name unit ({} of {runs} runs named it)",
@@ -174,14 +199,29 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// `estimate / measured` as text; a slowdown within the noise of a tenth of a percent (or a
+/// speed-up) has no meaningful ratio.
+fn ratio(estimate: f64, measured: f64) -> String {
+    if measured < 0.001 {
+        format!("not meaningful (measured {:.2}%)", measured * 100.0)
+    } else {
+        format!("{:.2}", estimate / measured)
+    }
+}
+
 /// What one run measured.
 struct Run {
     /// Work per wall second during the search over alone.
     wall: f64,
     /// Work per CPU second of the program during the search over alone.
     cpu: f64,
-    /// The overhead consult reported: the fraction of the time it kept the program stopped.
+    /// The overhead consult estimated: its stops' and timers' shares of the program's time.
     reported: f64,
+    /// Its parts: the stops', the timers'.
+    stop_cost: f64,
+    timer_cost: f64,
+    /// The fraction of the wall time the program was stopped.
+    stopped: f64,
     /// Seconds the search ran.
     seconds: f64,
     /// When the search judged `unit`, and `unit`'s loop, CPU-bound (seconds into it).
@@ -263,6 +303,9 @@ fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
             wall: during.0 / alone.0,
             cpu: during.1 / alone.1,
             reported: r["overhead"].as_f64().unwrap_or(f64::NAN),
+            stop_cost: r["stop_cost"].as_f64().unwrap_or(f64::NAN),
+            timer_cost: r["probes"]["cost"].as_f64().unwrap_or(f64::NAN),
+            stopped: r["stopped"].as_f64().unwrap_or(f64::NAN),
             seconds,
             answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
             timers: r["probes"]["inserted"].as_u64().unwrap_or(0),

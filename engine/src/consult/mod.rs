@@ -362,6 +362,10 @@ pub struct Node {
     probe: Option<ProbeId>,
     #[serde(skip)]
     started: f64,
+    /// When its lab first gave a reading (samples enough to tell): the bounded wait for a
+    /// conclusive one counts from then.
+    #[serde(skip)]
+    first_read: Option<f64>,
     /// For a true node: when it was judged, while the lab has not yet refined it along the
     /// "where" axis (it may lack the samples to; it is asked again each step).
     #[serde(skip)]
@@ -403,6 +407,7 @@ impl Search {
                 note: None,
                 probe: None,
                 started: 0.0,
+                first_read: None,
                 unrefined: None,
                 judged: None,
             })
@@ -446,8 +451,8 @@ impl Search {
             let reading = lab.read(probe);
             if let Some(r) = reading {
                 self.nodes[i].fraction = Some(r.fraction);
+                self.nodes[i].first_read.get_or_insert(now);
             }
-            let waited = now - self.nodes[i].started;
             let verdict = match reading {
                 Some(r) if r.seconds >= self.settings.settle => {
                     if r.fraction >= threshold * (1.0 + self.settings.hysteresis) {
@@ -464,14 +469,20 @@ impl Search {
                 }
                 _ => None,
             };
+            // The bounded wait counts from the first reading: on a loaded machine the samples
+            // an experiment needs come slowly, and a lack of them is no evidence. One that
+            // never gets a reading is given up after a few such waits.
+            let max = self.settings.max_wait;
             let verdict = verdict.or_else(|| {
-                (waited >= self.settings.max_wait).then(|| {
-                    self.nodes[i].note = Some(format!(
-                        "no conclusive reading within {} s",
-                        self.settings.max_wait
-                    ));
-                    State::False
-                })
+                let note = match self.nodes[i].first_read {
+                    Some(t) if now - t >= max => format!("no conclusive reading within {max} s"),
+                    None if now - self.nodes[i].started >= UNREAD_WAITS * max => {
+                        format!("no reading within {} s", UNREAD_WAITS * max)
+                    }
+                    _ => return None,
+                };
+                self.nodes[i].note = Some(note);
+                Some(State::False)
             });
             let Some(verdict) = verdict else { continue };
             lab.stop(probe);
@@ -546,6 +557,7 @@ impl Search {
                 note: None,
                 probe: None,
                 started: 0.0,
+                first_read: None,
                 unrefined: None,
                 judged: None,
             });
@@ -732,9 +744,17 @@ pub struct Report {
     pub findings: Vec<FindingOut>,
     /// How many experiments were judged true or false.
     pub tested: usize,
-    /// The cost of the search to the program observed while it ran: the fraction of the wall
-    /// time the program was stopped for stack samples, plus its loop timers' cost (their entries times the cost of one, measured as the search began).
+    /// The search's estimate of how much it slowed the program: the running time its stops
+    /// took from the program's threads ([`Report::stop_cost`]) plus the time its probes ran
+    /// ([`probes::ProbeStats::cost`]), as a share of the time the threads would have run
+    /// without the search (see [`Cost`]).
     pub overhead: f64,
+    /// The fraction of the wall time the program was stopped for stack samples (what
+    /// `--cost` limits).
+    pub stopped: f64,
+    /// The share of the threads' running time the stops took ([`stacks::imposed`]): a
+    /// thread asleep loses nothing to a stop, and one waiting for a CPU gets its turn back.
+    pub stop_cost: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,
     /// How many times the process was stopped for stack samples.
@@ -754,6 +774,8 @@ impl Search {
             findings: self.findings().iter().map(FindingOut::from).collect(),
             tested: self.tested(),
             overhead,
+            stopped: 0.0,
+            stop_cost: 0.0,
             sampler_cpu: 0.0,
             stack_samples: 0,
             probes: probes::ProbeStats::default(),
@@ -783,7 +805,54 @@ impl Search {
     }
 }
 
+/// What the search cost the program, from what it measured of itself: the inputs of a
+/// [`Report`]'s overhead.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// Seconds the process was stopped for stack samples.
+    pub stopped: f64,
+    /// Running seconds the stops took from its threads ([`stacks::imposed`], summed).
+    pub lost: f64,
+    /// CPU seconds its threads used over the same intervals.
+    pub used: f64,
+    /// Seconds its probes ran: their hits times the measured cost of one.
+    pub probes: f64,
+    /// Wall seconds the search ran.
+    pub wall: f64,
+}
+
+impl Cost {
+    /// The shares of the program's running time the stops and the probes took, each over the
+    /// time its threads would have run without the search (what they ran, plus what the stops
+    /// took); over the wall time (one thread's) when no running time was measured.
+    pub fn shares(&self) -> (f64, f64) {
+        let base = if self.used > 0.0 {
+            self.used + self.lost
+        } else {
+            self.wall
+        };
+        if base <= 0.0 {
+            return (0.0, 0.0);
+        }
+        (self.lost / base, self.probes / base)
+    }
+}
+
 impl Report {
+    /// Sets the report's overhead and its parts from `cost` ([`Report::probes`] first, so
+    /// its cost is set too).
+    pub fn set_cost(&mut self, cost: Cost) {
+        let (stops, probes) = cost.shares();
+        self.stopped = if cost.wall > 0.0 {
+            cost.stopped / cost.wall
+        } else {
+            0.0
+        };
+        self.stop_cost = stops;
+        self.probes.cost = probes;
+        self.overhead = stops + probes;
+    }
+
     /// The conclusions, then the search history graph as an indented tree.
     pub fn text(&self) -> String {
         use std::fmt::Write as _;
@@ -805,18 +874,22 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\n{} experiments in {:.1} s; the program was stopped {:.1}% of the time for {} \
-             stack samples; sampling /proc used {:.1}% of a CPU\n",
+            "\n{} experiments in {:.1} s; the search slowed the program by about {:.1}% (its \
+             estimate). The program was stopped {:.1}% of the time for {} stack samples, \
+             which took {:.1}% of its threads' running time; sampling /proc used {:.1}% of a \
+             CPU\n",
             self.tested,
             self.seconds,
-            (self.overhead - self.probes.cost).max(0.0) * 100.0,
+            self.overhead * 100.0,
+            self.stopped * 100.0,
             self.stack_samples,
+            self.stop_cost * 100.0,
             self.sampler_cpu * 100.0
         );
         if self.probes.inserted > 0 {
             let _ = writeln!(
                 out,
-                "{} loop timers inserted, {} removed; they cost the program about {:.2}% of its \
+                "{} loop timers inserted, {} removed; they ran {:.2}% of the program's running \
                  time ({:.0} ns per timed entry, measured as the search began)\n",
                 self.probes.inserted,
                 self.probes.removed,
@@ -923,6 +996,10 @@ pub fn run_watched<L: Lab>(
     search.stop(lab);
     start.elapsed().as_secs_f64()
 }
+
+/// How many bounded waits ([`Settings::max_wait`]) an experiment that has no reading at all
+/// (its lab lacks the samples to tell) is given before it is judged false.
+const UNREAD_WAITS: f64 = 3.0;
 
 /// How often [`run`] judges and starts experiments.
 const STEP: std::time::Duration = std::time::Duration::from_millis(100);

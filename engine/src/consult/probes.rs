@@ -227,9 +227,13 @@ pub struct ProbeStats {
     pub inserted: usize,
     /// Loop timers taken out again.
     pub removed: usize,
-    /// The share of the program's time its loop timers cost, estimated from the entries they
-    /// counted and the measured cost of one ([`ProbeStats::timer_ns`]), over the search.
+    /// The share of the program's running time its loop timers took ([`super::Cost`]):
+    /// [`ProbeStats::spent`] over what the threads would have run without the search; until
+    /// the report sets it, over the search's wall time.
     pub cost: f64,
+    /// Seconds the timers ran: the entries they counted times the measured cost of one
+    /// ([`ProbeStats::timer_ns`]).
+    pub spent: f64,
     /// Nanoseconds one timed loop entry costs, as [`calibrate`] measured it when the search
     /// began.
     pub timer_ns: f64,
@@ -325,7 +329,8 @@ impl<'p> ProbeLab<'p> {
             self.stop(ProbeId(k));
         }
         let mut s = self.stats.clone();
-        s.cost = self.paid_ns / 1e9 / self.started.elapsed().as_secs_f64().max(1e-9);
+        s.spent = self.paid_ns / 1e9;
+        s.cost = s.spent / self.started.elapsed().as_secs_f64().max(1e-9);
         s
     }
 

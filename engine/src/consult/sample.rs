@@ -142,6 +142,13 @@ fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
     Some((w.next()??, w.next()??))
 }
 
+/// Thread `tid` of `pid`'s nanoseconds on a CPU and runnable waiting for one, from its
+/// `schedstat`; `None` when it is gone.
+pub fn schedstat(pid: i32, tid: i32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    parse_schedstat(&text)
+}
+
 /// The threads of `pid`.
 pub fn tids(pid: i32) -> std::io::Result<Vec<i32>> {
     let mut out: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?

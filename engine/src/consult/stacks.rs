@@ -6,8 +6,9 @@
 //! each thread's frames by name and the system call it was in, if any. [`sample_stacks`] calls
 //! it at the pace the cost limit allows: the process is stopped for at most that fraction of
 //! the wall time. [`Stacks`] keeps the samples, each reduced to its *path* — the frames from
-//! the thread's own entry inward (its start-up plumbing in the C library left out) and cut
-//! after the first call out of the program into a library (how `write` or `pthread_mutex_lock`
+//! the thread's own entry inward (its start-up plumbing in the C library left out), through
+//! the program and the libraries it brings (a Python interpreter's `libpython`), and cut
+//! after the first call into the C runtime ([`runtime`]: how `write` or `pthread_mutex_lock`
 //! does its work is not where the program's time goes) — with the activity its system call
 //! means ([`super::sample::classify`]).
 //!
@@ -119,6 +120,36 @@ pub struct Stacks {
     /// Frames sampled so far that no module held (code the sampler was not told of: a
     /// library loaded since it began).
     unnamed: u64,
+    /// Each sampled thread's scheduler counts after the last batch it was in.
+    sched: BTreeMap<i32, SchedMark>,
+    /// The time the stops took from the threads' running: see [`imposed`].
+    lost: Duration,
+    /// The CPU time the sampled threads used between their batches.
+    used: Duration,
+}
+
+/// A thread's `schedstat` read after a batch, with the process's stopped time by then.
+#[derive(Clone, Copy, Debug)]
+struct SchedMark {
+    at: Instant,
+    run: u64,
+    wait: u64,
+    stopped: Duration,
+}
+
+/// The running time a thread lost to `stopped` of stops in an interval in which it was not
+/// stopped for `free`, ran `run` and waited for a CPU `wait` (the last two from its
+/// `schedstat`). Stopped, it would have run at the rate it ran while free; but a thread that
+/// waits for a CPU gets its time back: the CPU it leaves goes to a thread it waits behind,
+/// and the scheduler's fairness lets it run ahead of that one afterwards, so what it would
+/// have waited is what it gives up first. A thread asleep loses nothing; one computing on a
+/// CPU of its own loses the whole stop.
+pub fn imposed(stopped: Duration, free: Duration, run: Duration, wait: Duration) -> Duration {
+    if free.is_zero() {
+        return Duration::ZERO;
+    }
+    let rate = (run.as_secs_f64() / free.as_secs_f64()).min(1.0);
+    stopped.mul_f64(rate).saturating_sub(wait)
 }
 
 /// The shortest pause between two stops, however cheap a stop is: 100 per second.
@@ -127,15 +158,37 @@ const MIN_PERIOD: Duration = Duration::from_millis(10);
 /// The most callees one refinement proposes.
 const MAX_CHILDREN: usize = 8;
 
-/// The path of a stack given innermost first: from the thread's entry inward, cut after the
-/// first frame outside the program. The entry is the first frame of the program called from
-/// outside it (`main` from `__libc_start_call_main`, a thread function from `start_thread`),
-/// or the outermost frame.
+/// True for a frame of the C runtime and its kin, whose work is done for the program rather
+/// than being its own: the C library, the dynamic loader, libm, libpthread, libdl, librt,
+/// libgcc_s, libstdc++ (its thread entry and allocator; the algorithms are templates,
+/// compiled into their callers), gsh's own runtime, and code in no file (the vDSO).
+pub fn runtime(f: &FrameName) -> bool {
+    const RUNTIME: [&str; 12] = [
+        "libc.so",
+        "libc-",
+        "ld-linux",
+        "ld64.so",
+        "libm.so",
+        "libm-",
+        "libpthread",
+        "libdl",
+        "librt",
+        "libgcc_s",
+        "libstdc++",
+        "libgsh_rt",
+    ];
+    f.module.is_empty() || RUNTIME.iter().any(|r| f.module.starts_with(r))
+}
+
+/// The path of a stack given innermost first: from the thread's entry inward, through the
+/// program and its libraries, cut after the first frame of the C runtime ([`runtime`]). The
+/// entry is the first frame outside the runtime called from inside it (`main` from
+/// `__libc_start_call_main`, a thread function from `start_thread`), or the outermost frame.
 /// Indexes into `frames`, outermost first.
 fn path_of(frames: &[FrameName]) -> Vec<usize> {
     let outer_first: Vec<usize> = (0..frames.len()).rev().collect();
-    let any_main = frames.iter().any(|f| f.main);
-    let user = |i: usize| frames[i].main || !any_main;
+    let any_user = frames.iter().any(|f| !runtime(f));
+    let user = |i: usize| !runtime(&frames[i]) || !any_user;
     let entry = (1..outer_first.len())
         .find(|&i| user(outer_first[i]) && !user(outer_first[i - 1]))
         .unwrap_or(0);
@@ -162,13 +215,52 @@ impl Stacks {
             names: BTreeMap::new(),
             last_call: BTreeMap::new(),
             unnamed: 0,
+            sched: BTreeMap::new(),
+            lost: Duration::ZERO,
+            used: Duration::ZERO,
         }
+    }
+
+    /// Reads the `schedstat` of each thread of a batch just taken, once the process runs
+    /// again, and adds what the stops since its last batch took from it ([`imposed`]).
+    fn account(&mut self, tids: &[i32]) {
+        let now = Instant::now();
+        for &tid in tids {
+            let Some((run, wait)) = super::sample::schedstat(self.pid, tid) else {
+                continue;
+            };
+            let mark = SchedMark {
+                at: now,
+                run,
+                wait,
+                stopped: self.stopped,
+            };
+            let Some(prev) = self.sched.insert(tid, mark) else {
+                continue;
+            };
+            let stopped = self.stopped.saturating_sub(prev.stopped);
+            let free = now
+                .saturating_duration_since(prev.at)
+                .saturating_sub(stopped);
+            let ran = Duration::from_nanos(run.saturating_sub(prev.run));
+            let waited = Duration::from_nanos(wait.saturating_sub(prev.wait));
+            self.lost += imposed(stopped, free, ran, waited);
+            self.used += ran;
+        }
+    }
+
+    /// The running time the stops took from the sampled threads, and the CPU time they used
+    /// meanwhile (both over the intervals between each thread's batches).
+    pub fn cost(&self) -> (Duration, Duration) {
+        (self.lost, self.used)
     }
 
     /// Adds one batch taken at `at`.
     pub fn push(&mut self, at: Instant, batch: Batch) {
         self.stopped += batch.stopped;
         self.batches += 1;
+        let tids: Vec<i32> = batch.threads.iter().map(|t| t.tid).collect();
+        self.account(&tids);
         for mut t in batch.threads {
             self.unnamed += t.frames.iter().filter(|f| f.module.is_empty()).count() as u64;
             // A stop interrupts a sleeping call; the kernel resumes a poll, a sleep or a timed
@@ -254,6 +346,11 @@ impl Stacks {
     /// Stops taken so far.
     pub fn batches(&self) -> u64 {
         self.batches
+    }
+
+    /// The time the process spent stopped for samples.
+    pub fn stopped(&self) -> Duration {
+        self.stopped
     }
 
     /// The fraction of the wall time since sampling began that the process spent stopped.
@@ -354,7 +451,7 @@ impl Stacks {
                 continue;
             }
             lv.matched += 1;
-            // A path ends at its first call out of the program: that call is a leaf.
+            // A path ends at its first call into the C runtime: that call is a leaf.
             if let Some(next) = s.path.get(functions.len()) {
                 *lv.callees.entry(next.clone()).or_default() += 1;
             }
@@ -385,7 +482,8 @@ impl Stacks {
         lv
     }
 
-    /// The program's functions that thread `tid`'s samples since `since` show reached, for
+    /// The functions of the program and its libraries that thread `tid`'s samples since
+    /// `since` show reached, for
     /// `h`, through more than one call path each holding at least `least` of the samples,
     /// each with the share of samples it is in (wherever it was called from). Only functions
     /// below the call path `below` count (all of them, for an empty one).
@@ -409,7 +507,7 @@ impl Stacks {
             }
             // The entry has one path, itself; a recursive function counts at its outermost call.
             for (i, f) in s.path.iter().enumerate().skip(below.len().max(1)) {
-                if f.main && !s.path[..i].iter().any(|g| g.function == f.function) {
+                if !runtime(f) && !s.path[..i].iter().any(|g| g.function == f.function) {
                     let prefix = s.path[..=i].iter().map(|g| g.function.as_str()).collect();
                     *paths
                         .entry(f.clone())

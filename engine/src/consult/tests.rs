@@ -21,6 +21,9 @@ struct Model {
     refuse: Option<String>,
     /// Foci the lab cannot refine the first time it is asked (it lacks samples).
     not_yet: std::collections::HashSet<String>,
+    /// Foci the lab has no reading of until this many seconds after they start (their
+    /// samples come slowly).
+    slow: HashMap<String, f64>,
 }
 
 fn f(path: &[&str]) -> Focus {
@@ -48,6 +51,7 @@ impl Model {
             started: Vec::new(),
             refuse: None,
             not_yet: Default::default(),
+            slow: HashMap::new(),
         }
     }
 
@@ -112,6 +116,13 @@ impl Lab for Model {
 
     fn read(&mut self, probe: ProbeId) -> Option<Reading> {
         let (e, since) = &self.running[&probe.0];
+        if self
+            .slow
+            .get(&e.focus.to_string())
+            .is_some_and(|s| self.now - since < *s)
+        {
+            return None;
+        }
         let fraction = *self
             .truth
             .get(&(e.hypothesis, e.focus.to_string()))
@@ -239,6 +250,37 @@ fn a_reading_inside_the_hysteresis_band_is_judged_false_after_the_bounded_wait()
     assert!(n.note.as_deref().unwrap().contains("no conclusive reading"));
     assert!((6.0..7.0).contains(&seconds), "{seconds}");
     assert!(search.findings().is_empty());
+}
+
+/// A focus whose samples come slowly (a loaded machine) has no reading for longer than the
+/// bounded wait: it is judged on its reading once it has one, not false for the wait. It was
+/// judged false ("no conclusive reading within 6 s") before its first reading came.
+#[test]
+fn the_bounded_wait_counts_from_the_first_reading() {
+    let mut m = Model::new(0.01);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.8);
+    m.slow.insert(f(&["app"]).to_string(), 7.0);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let n = &search.nodes()[0];
+    assert_eq!(n.state, State::True, "{n:?}");
+    assert!(n.judged.unwrap() >= 7.0, "{n:?}");
+    // One that never gets a reading is given up, after three bounded waits.
+    let mut m = Model::new(0.01);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.8);
+    m.slow.insert(f(&["app"]).to_string(), f64::INFINITY);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    let seconds = m.run(&mut search);
+    let n = &search.nodes()[0];
+    assert_eq!(n.state, State::False);
+    assert!(
+        n.note
+            .as_deref()
+            .unwrap()
+            .contains("no reading within 18 s"),
+        "{n:?}"
+    );
+    assert!((18.0..19.0).contains(&seconds), "{seconds}");
 }
 
 #[test]
@@ -412,4 +454,35 @@ fn a_hot_function_is_concluded_at_the_call_path_that_is_hot() {
     );
     let out = FindingOut::from(&search.findings()[0]);
     assert_eq!(out.focus, ["app", "hot", "main > a > hot"]);
+}
+
+/// The overhead a report gives is its parts' sum, each a share of the time the program's
+/// threads would have run without the search: a probe's share is its hits times the measured
+/// cost of one over that time, and a stop's what it took over the same time.
+#[test]
+fn the_reported_overhead_is_the_stops_and_probes_share_of_the_programs_running_time() {
+    let search = Search::new(Settings::default(), f(&["app"]));
+    let mut r = search.report(10.0, 0.0);
+    // A million timed entries at 50 ns each: 50 ms of timers; the threads ran 9.95 s and
+    // the stops took 50 ms of their running, in a search that stopped them 0.3 s in all.
+    r.probes.spent = 1e6 * 50e-9;
+    r.set_cost(Cost {
+        stopped: 0.3,
+        lost: 0.05,
+        used: 9.95,
+        probes: r.probes.spent,
+        wall: 10.0,
+    });
+    assert!((r.probes.cost - 0.005).abs() < 1e-12, "{}", r.probes.cost);
+    assert!((r.stop_cost - 0.005).abs() < 1e-12, "{}", r.stop_cost);
+    assert!((r.overhead - 0.01).abs() < 1e-12, "{}", r.overhead);
+    assert!((r.stopped - 0.03).abs() < 1e-12, "{}", r.stopped);
+    // No running time measured (no stack samples): a share of one thread's wall time.
+    let alone = Cost {
+        probes: 0.05,
+        wall: 10.0,
+        ..Cost::default()
+    };
+    assert_eq!(alone.shares(), (0.0, 0.005));
+    assert_eq!(Cost::default().shares(), (0.0, 0.0));
 }

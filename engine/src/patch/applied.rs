@@ -32,6 +32,15 @@ pub(super) struct Applied {
     pub(super) copies: Vec<(u64, u64)>,
 }
 
+impl Applied {
+    /// True when every snippet of the site is at a point of `func` (a site may also hold
+    /// points of code it copies for another function: instructions it evicted, or code two
+    /// functions share).
+    pub(super) fn holds_only(&self, func: FuncId) -> bool {
+        self.requests.iter().all(|r| r.point.func == func)
+    }
+}
+
 /// The written sites, in the order they were written. Read as a slice; changed only through
 /// [`AppliedSites::edit`], which drops the index, or [`AppliedSites::add_request`], which
 /// leaves it (the index does not look at requests).

@@ -14,7 +14,7 @@
 //!                          └─────────────── jmp f+k
 //!
 //!   pun:  f: jmp rel8 pad ──► pad (int3/nop padding): jmp rel32 tramp
-//!   evict: f: jmp rel8 g+5 ──► g: jmp rel32 (g's instructions, moved to their own trampoline)
+//!   evict: f: jmp rel8 g+5 ──► g: jmp rel32 (g's instructions, moved into f's trampoline)
 //!                              g+5: jmp rel32 tramp
 //! ```
 //!
@@ -125,8 +125,9 @@ pub struct Request {
     pub tag: u32,
     /// Where the snippet runs.
     pub point: Point,
-    /// The snippet's text.
-    pub source: String,
+    /// The snippet's text, shared by every point it goes to (a whole-program `coverage '*'`
+    /// makes over a million requests, cloned as they are planned and written).
+    pub source: Arc<str>,
     /// What the snippet's names mean at the point, for compiling it into each trampoline.
     pub env: Arc<dyn Env + Send + Sync>,
 }
@@ -158,9 +159,6 @@ pub struct Patcher {
     claimed: Claimed,
     applied: AppliedSites,
     map: BTreeMap<u64, (u64, Origin)>,
-    /// For each original instruction (runtime) with a copy in [`Patcher::map`], the lowest
-    /// trampoline address holding one: evicted instructions are found only there.
-    evicted: HashMap<u64, u64>,
     /// What each point's save area holds, by runtime address.
     saves: HashMap<u64, String>,
     /// The module's [`plan::foreign_targets`], computed on first use.
@@ -241,7 +239,6 @@ impl Patcher {
             claimed: Claimed::default(),
             applied: AppliedSites::default(),
             map: BTreeMap::new(),
-            evicted: HashMap::new(),
             saves: HashMap::new(),
             foreign: OnceLock::new(),
             prefix_end: OnceLock::new(),
@@ -365,7 +362,16 @@ impl Patcher {
                 ways_in: &self.ways_in,
                 pads: std::cell::OnceCell::new(),
             };
-            let own_sites = self.applied.of_func(f);
+            // A site holding points of another function too (in instructions it evicted, or
+            // in code two functions share) is not its own: absorbed into its copy, those
+            // points would no longer run.
+            let own_sites: Vec<usize> = self
+                .applied
+                .of_func(f)
+                .iter()
+                .copied()
+                .filter(|&i| self.applied[i].holds_only(f))
+                .collect();
             let inside: Vec<LinkAddr> = own_sites
                 .iter()
                 .flat_map(|&i| self.applied[i].site.points.iter().copied())
@@ -554,7 +560,9 @@ impl Patcher {
         // The sites written in each function: only those can be absorbed.
         let mut of_func: HashMap<FuncId, Vec<usize>> = HashMap::new();
         for (i, a) in self.applied.iter().enumerate() {
-            of_func.entry(a.func).or_default().push(i);
+            if a.holds_only(a.func) {
+                of_func.entry(a.func).or_default().push(i);
+            }
         }
         for site in sites {
             let mut reqs: Vec<Request> = Vec::new();
@@ -696,12 +704,7 @@ impl Patcher {
     /// trampoline (its snippets first, then its relocated copy), if a site displaced it. A
     /// thread stopped at `orig` inside bytes about to be overwritten moves there.
     pub fn relocated(&self, orig: RuntimeAddr) -> Option<RuntimeAddr> {
-        self.applied
-            .copy_of(orig.0)
-            // Instructions evicted to make room for a neighbour's jump have a copy of their
-            // own, known only to the address map.
-            .or_else(|| self.evicted.get(&orig.0).copied())
-            .map(RuntimeAddr)
+        self.applied.copy_of(orig.0).map(RuntimeAddr)
     }
 
     /// The ranges of original code the written sites cover (jumps, puns and their pads), at
@@ -797,6 +800,17 @@ impl Patcher {
                 env: &*r.env,
             });
         }
+        // A function copied whole reads private copies of its jump tables.
+        if let (plan::Tactic::RelocateFunction, Some(r)) = (site.tactic, reqs.first()) {
+            edge::copy_tables(
+                view,
+                space,
+                self.bias,
+                r.point.func,
+                &mut codes,
+                self.options.vector,
+            )?;
+        }
         let mut segments = Vec::new();
         for s in &site.segments {
             let len = (s.end.0 - s.start.0) as usize;
@@ -844,15 +858,23 @@ impl Patcher {
         first: bool,
     ) -> Result<Vec<(RuntimeAddr, Vec<u8>)>, PatchError> {
         let mut originals = Vec::new();
-        if let (Some(ev), true) = (&site.evict, first) {
-            self.evict(space, ev, &mut originals)?;
-        }
+        // Evicted instructions are entered at their copy here, by a jump written before the
+        // pun's pad inside them (a later layout rewrites just the jump's 5 bytes).
+        let evicted = site.evict.as_ref().map(|ev| plan::Arrival {
+            at: ev.start,
+            overwrite: if first { ev.end.0 - ev.start.0 } else { 5 },
+            pad: None,
+        });
         let main = plan::Arrival {
             at: site.patch_at,
             overwrite: site.overwrite,
             pad: site.pad,
         };
-        for arrival in std::iter::once(&main).chain(&site.arrivals) {
+        for arrival in evicted
+            .iter()
+            .chain(std::iter::once(&main))
+            .chain(&site.arrivals)
+        {
             let at = self.rt(arrival.at);
             let to = copies
                 .iter()
@@ -919,33 +941,8 @@ impl Patcher {
         space.write(tramp, &laid.bytes)?;
         for (r, o) in &laid.map {
             self.map.insert(r.start, (r.end, *o));
-            if let Origin::Copy(orig) = *o {
-                let at = self.evicted.entry(orig).or_insert(r.start);
-                *at = (*at).min(r.start);
-            }
         }
         Ok((tramp, laid))
-    }
-
-    /// Moves the original instructions in `range` to a trampoline of their own and writes a
-    /// jump to it over their first 5 bytes (`int3` over the rest, until a pun's jump lands
-    /// there).
-    fn evict(
-        &mut self,
-        space: &mut dyn AddressSpace,
-        range: &Range<LinkAddr>,
-        originals: &mut Vec<(RuntimeAddr, Vec<u8>)>,
-    ) -> Result<(), PatchError> {
-        let at = self.rt(range.start);
-        let len = (range.end.0 - range.start.0) as usize;
-        let bytes = space.read(at, len)?;
-        let segments = vec![layout::decode_at(&bytes, at.0)];
-        let (tramp, _) = self.place(space, &segments, &HashMap::new(), at)?;
-        let mut entry = reloc::jmp_rel32(at.0, tramp.0)?;
-        entry.resize(len, 0xcc);
-        originals.push((at, bytes));
-        space.write(at, &entry)?;
-        Ok(())
     }
 
     /// Where a trampoline address came from, or `None` outside every trampoline.
@@ -1005,7 +1002,6 @@ impl Patcher {
         }
         self.claimed = Claimed::default();
         self.map.clear();
-        self.evicted.clear();
         self.saves.clear();
         Ok(())
     }
@@ -1024,17 +1020,7 @@ fn table_case<'p, 'e>(
     let (t, target) = edge::table_of(view, p).ok_or(PatchError::NoInstruction(p.addr))?;
     let reach = t.reach.ok_or(PatchError::NoInstruction(p.addr))?;
     if pc.table.is_none() {
-        let at = t.table.to_runtime(bias);
-        pc.table = Some(layout::TableCopy {
-            table: at.0,
-            stride: t.stride,
-            base: match t.entry {
-                crate::cfg::TableEntry::Relative { base } => Some(base.to_runtime(bias).0),
-                crate::cfg::TableEntry::Absolute { .. } => None,
-            },
-            original: space.read(at, (reach * t.stride) as usize)?,
-            cases: Vec::new(),
-        });
+        pc.table = Some(edge::table_copy(space, bias, t, reach)?);
     }
     let copy = pc.table.as_mut().expect("made above");
     let target = target.to_runtime(bias).0;

@@ -15,9 +15,10 @@
 //!    trampoline, entered by a `jmp rel32` over their first 5 bytes; the next 5 bytes hold
 //!    the point's `jmp rel32`, reached by the 2-byte `jmp rel8`.
 //! 5. **relocate-function** (tactic (c)): the whole function is copied into one trampoline with
-//!    every point's snippets, and its entry redirected by a jump or a pun. Only for functions
-//!    without calls that return (their return addresses would lead back into the original),
-//!    jump tables or unresolved indirect jumps.
+//!    every point's snippets, and its entry redirected by a jump or a pun; the return
+//!    addresses of its calls and other ways in jump into the copy, and each jump table is read
+//!    from a private copy whose entries lead into the copy. Not for functions with unresolved
+//!    indirect jumps, or tables a private copy cannot stand for (`edge::copy_refusal`).
 //! 6. **trap** (tactic (d)): `int3`, which needs a SIGTRAP handler ([`super::trap`]); `save`
 //!    writes one into the output, live processes refuse traps.
 //!
@@ -83,8 +84,9 @@ pub struct Site {
     /// For a pun: the padding that receives the 5-byte `jmp rel32`.
     pub pad: Option<LinkAddr>,
     /// For an eviction: the original instructions (of this or a neighbouring function) that
-    /// move to a trampoline of their own, entered by a `jmp rel32` over their first 5 bytes;
-    /// their next 5 bytes are the pun's `pad`.
+    /// move into this site's trampoline (they are one of its `segments`), entered by a
+    /// `jmp rel32` over their first 5 bytes; their next 5 bytes are the pun's `pad`. A point
+    /// inserted there later runs in this trampoline, which is laid out again for it.
     pub evict: Option<Range<LinkAddr>>,
     /// Runs of original code copied into the trampoline, in layout order.
     pub segments: Vec<Range<LinkAddr>>,
@@ -628,7 +630,12 @@ impl Planner<'_> {
                             evict.start, evict.end
                         ),
                         evict: Some(LinkAddr(evict.start)..LinkAddr(evict.end)),
-                        segments: vec![LinkAddr(start)..LinkAddr(insns[k - 1].next_ip())],
+                        // The evicted instructions are copied into this site's trampoline
+                        // too, entered by the jump written over them.
+                        segments: vec![
+                            LinkAddr(start)..LinkAddr(insns[k - 1].next_ip()),
+                            LinkAddr(evict.start)..LinkAddr(evict.end),
+                        ],
                         points: vec![],
                         arrivals: vec![],
                     });
@@ -768,8 +775,10 @@ impl Planner<'_> {
     /// of the original body is dead, so it serves as padding for puns.
     pub fn place_function(&self, claimed: &dyn Overlaps) -> Result<Site, String> {
         let cfg = self.cfg;
-        if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
-            return Err("it has indirect jumps".into());
+        // Its jump tables are read from private copies leading into the copy
+        // (`edge::copy_tables`).
+        if let Some(why) = super::edge::copy_refusal(self.view, cfg) {
+            return Err(why);
         }
         let mut blocks: Vec<Range<u64>> = cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
         blocks.sort_by_key(|r| r.start);
@@ -881,6 +890,16 @@ impl Planner<'_> {
                 overwrite: 2,
                 pad: Some(LinkAddr(pad)),
             });
+        }
+        // Evicted instructions of other code join the copy (an eviction inside this
+        // function's own body is in it already).
+        if let Some(r) = &evict {
+            if !segments
+                .iter()
+                .any(|s| s.start.0 < r.end && r.start < s.end.0)
+            {
+                segments.push(LinkAddr(r.start)..LinkAddr(r.end));
+            }
         }
         let first = placed.remove(0);
         let how = if first.pad.is_some() {

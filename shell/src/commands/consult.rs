@@ -41,13 +41,15 @@ refined to SmallIO, 0.10: calls of under 4096 bytes) and ExternalWait (0.20: asl
 select, epoll, sleeps, accept, and reads and writes on sockets, pipes and terminals). A thread \
 that used no CPU while parked on one futex throughout (an idle pool thread, a join) slows \
 nothing: its wait is not SyncWait. A reading counts after 1 s; within 5% of its threshold it \
-waits, at most 6 s, then counts as false.
+waits, at most 6 s from its first reading, then counts as false; an experiment that gets no \
+reading at all (too few stack samples, on a loaded machine) counts as false after 18 s.
 
 A true hypothesis is refined along \"where\": the program to its threads, a thread to the call \
 path its time goes to, from the thread's own entry (main, or the function it was started \
-with) through the callees its stack samples show, the likeliest first, down to the first call \
-into a library; a chain where one callee holds nearly all the samples is gone through in one \
-step (Paradyn's Deep Start). A function of the program the samples show reached through more \
+with) through the callees its stack samples show, the likeliest first, through the program \
+and the libraries it brings (a Python interpreter's libpython) down to the first call into the \
+C runtime (libc, the dynamic loader, libm, libpthread, libdl, librt, libgcc_s, libstdc++); a chain where one callee holds nearly all the samples is gone through in one \
+step (Paradyn's Deep Start). A function of the program or its libraries the samples show reached through more \
 than one call path (a helper called from several places) is not followed down any one of them: \
 the thread is refined to it wherever it is called from (`prog > hot`), and that to each call \
 path reaching it, from the thread's entry (`hot > main > a > hot`, iPath), so a conclusion \
@@ -73,10 +75,17 @@ instrumentation` lists none, the code is as before, and `report` shows none of t
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
-stopped at most --cost PERCENT of the time (default 5); the result reports that fraction as \
-the overhead, with the stops taken and the CPU the /proc sampling used; the loop timers' cost \
-(their entries times a timed entry's cost, which the search measures on this machine as it \
-starts: the timer's instructions run in gsh against the same loop without them) is added to it. Libraries the program \
+stopped at most --cost PERCENT of the time (default 5). The result reports the overhead: the \
+search's estimate of how much it slowed the program, as a share of the time the program's \
+threads would have run without it. A stop costs a thread what it would have run meanwhile \
+(at its rate between stops, from its schedstat): nothing for a thread asleep, the whole stop \
+for one computing on a CPU of its own, and for one that waits for a CPU, that less the time \
+it waited, since the scheduler gives a stopped thread its turn back; the loop timers cost \
+their entries times a timed entry's cost, which the search measures on this machine as it \
+starts (the timer's instructions run in gsh against the same loop without them). The time the \
+program was stopped, the stops taken and the CPU the /proc sampling used are reported beside \
+it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
+while the program is stopped is read when it runs again). Libraries the program \
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \
 showing their code (it names their functions and walks through them from then on), and \
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
@@ -86,8 +95,8 @@ process is resumed and left running.
 The result lists the conclusions first (hypothesis, fraction, focus), then the search history \
 as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\"}], \"tested\", \
-\"overhead\", \"sampler_cpu\", \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \
-\"cost\", \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+\"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \"stack_samples\", \"probes\": \
+{\"inserted\", \"removed\", \"cost\", \"spent\", \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
 experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
@@ -249,16 +258,25 @@ pub(crate) fn search(
     let probe_stats = lab.finish();
     let why_stopped = lab.inner.error();
     let sampler_cpu = lab.inner.overhead();
-    let (stopped, stops, stack_error) = {
+    let (stopped, (lost, used), stops, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
         (
-            s.stopped_fraction(),
+            s.stopped().as_secs_f64(),
+            s.cost(),
             s.batches(),
             s.error().map(str::to_owned),
         )
     };
-    let mut report = search.report(seconds, stopped + probe_stats.cost);
+    let mut report = search.report(seconds, 0.0);
+    let spent = probe_stats.spent;
     report.probes = probe_stats;
+    report.set_cost(consult::Cost {
+        stopped,
+        lost: lost.as_secs_f64(),
+        used: used.as_secs_f64(),
+        probes: spent,
+        wall: seconds,
+    });
     report.sampler_cpu = sampler_cpu;
     report.stack_samples = stops;
     if let Some(path) = dot {

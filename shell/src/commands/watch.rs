@@ -9,7 +9,8 @@
 //! `watch [SECONDS] consult [OPTIONS]` runs `consult` and shows the running search instead:
 //! every SECONDS a table of the experiments started so far, each with its state, its last
 //! fraction and the history of its fraction as a sparkline (one Paradyn time histogram per
-//! experiment), then the search's report.
+//! experiment), then the search's report; with `--json`, one stream line per redraw (JSON
+//! lines: the search so far), then the report's.
 
 use std::io::Write as _;
 use std::sync::atomic::Ordering;
@@ -61,8 +62,10 @@ shows the values once and says so; `continue &` lets the process run, then `watc
 program it starts) and shows the search as it runs: every SECONDS a table of the experiments \
 started so far (hypothesis, focus, state: testing, true, false or failed; the fraction last \
 measured; the history of that fraction as a sparkline, one bucket per interval), redrawn in \
-place on a terminal, each its own table otherwise (with --json, only the result). Its output \
-is `consult`'s. --samples and --for are `watch`'s own and do not apply to a search (`consult \
+place on a terminal, each its own table otherwise. With --json, each redraw is one line of the \
+stream instead (JSON lines): {\"command\", \"result\": {\"search\": \"running\", \"seconds\", \
+\"tested\", \"findings\", \"graph\"}}, the findings and graph as in `consult`'s result so far; \
+the last line is `consult`'s own result. Its output is `consult`'s. --samples and --for are `watch`'s own and do not apply to a search (`consult \
 --for` does).",
     examples: &[
         (
@@ -403,6 +406,21 @@ struct SearchView {
     histories: Vec<TimeHistogram>,
     screen: Screen,
     style: crate::output::Style,
+    /// With `--json`, the command that each line of the stream is tagged with.
+    json: Option<Option<String>>,
+    /// Where the tables or JSON lines go (the context's output, taken while the search runs).
+    out: Box<dyn std::io::Write>,
+}
+
+/// What `watch consult --json` prints at each redraw: the search so far.
+#[derive(serde::Serialize)]
+struct Snapshot {
+    /// Always `"running"`: a redraw, not the search's final report.
+    search: &'static str,
+    seconds: f64,
+    tested: usize,
+    findings: Vec<engine::consult::FindingOut>,
+    graph: Vec<engine::consult::NodeOut>,
 }
 
 impl SearchView {
@@ -413,6 +431,21 @@ impl SearchView {
             return Ok(());
         }
         self.shown += 1;
+        if let Some(command) = &self.json {
+            let r = search.report(now, 0.0);
+            let snapshot = Snapshot {
+                search: "running",
+                seconds: now,
+                tested: r.tested,
+                findings: r.findings,
+                graph: r.graph,
+            };
+            let line =
+                crate::context::stream_line(command.as_deref(), serde_json::to_value(snapshot)?);
+            self.out.write_all(line.as_bytes())?;
+            self.out.flush()?;
+            return Ok(());
+        }
         let at = Duration::from_secs_f64(now);
         let mut t = Table::new(vec!["Hypothesis", "Focus", "State", "Fraction", "History"]);
         for (i, n) in search.nodes().iter().enumerate() {
@@ -453,12 +486,11 @@ impl SearchView {
             Output::Table(t)
         };
         let text = render_text(&out, self.style);
-        let mut stdout = std::io::stdout().lock();
-        stdout.write_all(text.as_bytes())?;
+        self.out.write_all(text.as_bytes())?;
         if !self.screen.redraw && !text.ends_with('\n') {
-            stdout.write_all(b"\n")?;
+            self.out.write_all(b"\n")?;
         }
-        stdout.flush()?;
+        self.out.flush()?;
         Ok(())
     }
 }
@@ -471,19 +503,30 @@ fn watch_search(ctx: &mut Context, interval: Duration, consult: &mut Args) -> Re
         histories: Vec::new(),
         screen: Screen::new(ctx),
         style: ctx.style,
+        json: ctx.json.then(|| ctx.command().map(str::to_owned)),
+        out: ctx.take_writer(),
     };
-    let json = ctx.json;
     let mut failed = None;
     let mut observe = |search: &engine::consult::Search, now: f64| {
-        if json || failed.is_some() {
+        if failed.is_some() {
             return;
         }
         if let Err(e) = view.step(search, now) {
             failed = Some(e);
         }
     };
-    let out = super::consult::search(ctx, consult, Some(&mut observe))?;
+    let out = super::consult::search(ctx, consult, Some(&mut observe));
+    ctx.restore_writer(view.out);
+    let out = out?;
     match failed {
+        // The reader went away (`gsh ... | head`): stop quietly, as `watch` does.
+        Some(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ctx.quit = true;
+            Ok(Output::Nothing)
+        }
         Some(e) => Err(e.context("showing the search")),
         None => Ok(out),
     }

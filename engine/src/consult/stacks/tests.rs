@@ -374,3 +374,118 @@ fn a_function_reached_by_several_paths_is_refined_into_those_paths() {
         .iter()
         .all(|(f, _)| f.0.last() == Some(&func("hot"))));
 }
+
+/// A stop costs a thread what it would have run meanwhile: all of it for a thread computing
+/// on a CPU of its own, nothing for one asleep, and nothing for one that waited for a CPU at
+/// least that long (the scheduler gives its turn back); in between, its running rate.
+#[test]
+fn a_stop_costs_a_thread_the_running_it_would_have_done_less_its_waiting() {
+    let ms = Duration::from_millis;
+    // Computing alone: 10 ms stopped in an interval of 100 ms free, all of it on a CPU.
+    assert_eq!(imposed(ms(10), ms(100), ms(100), ms(0)), ms(10));
+    // Asleep: no running to lose.
+    assert_eq!(imposed(ms(10), ms(100), ms(0), ms(0)), ms(0));
+    // Half a CPU, waiting the other half: the 5 ms it would have run come back.
+    assert_eq!(imposed(ms(10), ms(100), ms(50), ms(50)), ms(0));
+    // Half a CPU, waiting 2 ms: it loses 5 ms less the 2 ms it gets back.
+    assert_eq!(imposed(ms(10), ms(100), ms(50), ms(2)), ms(3));
+    // Never more than the stop, even when `schedstat` and the clock disagree.
+    assert_eq!(imposed(ms(10), ms(100), ms(150), ms(0)), ms(10));
+    assert_eq!(imposed(ms(10), ms(0), ms(0), ms(0)), ms(0));
+}
+
+/// The store reads each sampled thread's scheduler counts after each batch and adds what the
+/// stops took from it: a thread that slept between its batches lost nearly nothing however long
+/// the stops were said to be; one that computed lost at most the stops, and its running time
+/// is counted.
+#[test]
+fn the_store_counts_what_stops_took_from_each_thread_from_its_schedstat() {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let mut stacks = Stacks::new(std::process::id() as i32);
+    let batch = |stopped| Batch {
+        stopped,
+        threads: vec![stack(tid, &[("app", "main")], None)],
+    };
+    stacks.push(Instant::now(), batch(Duration::ZERO));
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(30));
+        stacks.push(Instant::now(), batch(Duration::from_millis(10)));
+    }
+    let (lost, used) = stacks.cost();
+    assert!(lost < Duration::from_millis(3), "asleep, it lost {lost:?}");
+    assert!(used < Duration::from_millis(10), "asleep, it ran {used:?}");
+    let t = Instant::now();
+    let mut x = 1u64;
+    for _ in 0..3 {
+        while t.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        stacks.push(Instant::now(), batch(Duration::from_millis(10)));
+    }
+    let (lost2, used2) = stacks.cost();
+    assert!(used2 > used, "computing, it ran");
+    assert!(lost2 - lost <= Duration::from_millis(30), "{lost2:?}");
+}
+
+/// A path goes on through the libraries the program brings (their functions are where its
+/// time goes: an interpreter's, a codec's) and stops at the first call into the C runtime; a
+/// library function reached by two paths is found wherever it is called from, with its
+/// module, and refined into those paths. Paths used to end at the first frame outside the
+/// executable, so nothing below a library's entry point was ever named.
+#[test]
+fn paths_go_through_the_programs_libraries_to_the_c_runtime() {
+    let frames: Vec<FrameName> = [
+        ("libc.so.6", "__libc_start_call_main"),
+        ("app", "main"),
+        ("libpython3.so", "run"),
+        ("libpython3.so", "eval"),
+        ("libc.so.6", "write"),
+        ("libc.so.6", "__write_nocancel"),
+    ]
+    .iter()
+    .rev()
+    .map(|(m, f)| frame(m, f))
+    .collect();
+    let names: Vec<&str> = path_of(&frames)
+        .iter()
+        .map(|&i| frames[i].function.as_str())
+        .collect();
+    assert_eq!(names, ["main", "run", "eval", "write"]);
+    let mut s = Stacks::new(std::process::id() as i32);
+    let t0 = Instant::now();
+    for i in 0..100 {
+        let caller = if i < 70 { "a" } else { "b" };
+        let t = worker(
+            &[
+                ("libz.so", caller),
+                ("libz.so", "deflate"),
+                ("libc.so.6", "memcpy"),
+            ],
+            None,
+        );
+        s.push(
+            t0,
+            Batch {
+                stopped: Duration::ZERO,
+                threads: vec![t],
+            },
+        );
+    }
+    let since = s.samples[0].at;
+    let found = s.refine(Hypothesis::CPUBound, &focus(&[]), 2, since, 0.05);
+    let code = focus(&[
+        Resource::Module("libz.so".into()),
+        Resource::Code("deflate".into()),
+    ]);
+    assert!(
+        found.iter().any(|(f, p)| *f == code && *p == 1.0),
+        "{found:?}"
+    );
+    let paths: Vec<String> = s
+        .refine(Hypothesis::CPUBound, &code, 2, since, 0.05)
+        .into_iter()
+        .map(|(f, _)| f.last().unwrap().to_string())
+        .collect();
+    assert_eq!(paths, ["worker > a > deflate", "worker > b > deflate"]);
+}
