@@ -275,7 +275,8 @@ fn consult_names_a_blocking_pipe_read_with_its_function_and_pipe() {
 /// `hot` computes, called from `hot_caller` (85% of the time) and `cold_caller` (15%): the
 /// search finds `hot` wherever it is called from, refines it into the two call paths reaching
 /// it, and concludes at the hot one, naming the module, the function and the path; the cold
-/// path is tested and judged false, and named by no finding.
+/// path is tested and judged false, and named by no finding. Both paths are measured by
+/// timers of their last call, not by the samples that proposed them.
 #[test]
 fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
     let (findings, r) = search_started("twopaths", &["60"], "");
@@ -291,6 +292,10 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
                 ])
     });
     assert!(hot_path.is_some(), "{r:#}");
+    // Both paths end in a direct call in twopaths itself: each is timed there (`time
+    // hot_caller call hot`), not sampled.
+    assert_eq!(hot_path.unwrap()["measured"], "probe", "{r:#}");
+    assert!(r["probes"]["call_timers"].as_u64() >= Some(2), "{r:#}");
     assert!(
         !findings.iter().any(|(_, f)| f.contains("cold_caller")),
         "{r:#}"
@@ -306,6 +311,7 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
         })
         .unwrap_or_else(|| panic!("the cold path was not tested: {r:#}"));
     assert_eq!(cold["state"], "false", "{r:#}");
+    assert_eq!(cold["measured"], "probe", "{r:#}");
     // `main` calls both callers inside its loop: they are tested below the loop, not beside.
     let cpu_nodes: Vec<String> = r["graph"]
         .as_array()
