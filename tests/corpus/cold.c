@@ -99,6 +99,12 @@ __asm__(
     ".Lsw0: mov $1, %eax\n  ret\n"
     ".Lsw1: mov $2, %eax\n  ret\n"
     ".Lsw_def: xor %eax, %eax\n  ret\n"
+    /* Bytes no path runs that a linear decode reads as `je` into the middle of
+       `tail_parent.cold` (python3.11's 0x460f19, out of step inside a `jmp`, "jumps" into
+       `PyGILState_Ensure.cold`): a branch from another function that is none, which must not
+       cost the cold part its parent. */
+    "  .byte 0x0f, 0x84\n"
+    "  .long tail_parent.cold + 8 - (. + 4)\n"
     "  .cfi_endproc\n"
     ".size sw_cold, .-sw_cold\n"
     ".type sw_cold.cold,@function\n"
@@ -117,9 +123,47 @@ __asm__(
 #endif
     ".text\n");
 
+/* A cold part whose first block only another of its blocks enters: gcc orders a cold part's
+   blocks freely, and its parent branches into its middle, never to its start (python3.11's
+   cold part at 0x440f9c, entered at 0x440faa and on from its parent at 0x6378a0). Stripped,
+   nothing branches to the fragment's start from outside; it is still its parent's. */
+int mid_cold(const int *, int);
+__asm__(
+    ".text\n"
+    ".globl mid_cold\n.type mid_cold,@function\n"
+    "mid_cold:\n"
+    "  .cfi_startproc\n"
+    "  push %rbx\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset 3, -16\n"
+    "  mov %esi, %ebx\n"
+    "  test %rdi, %rdi\n"
+    "  je .Lmc_null\n"
+    "  mov (%rdi), %eax\n"
+    ".Lmc_done:\n"
+    "  pop %rbx\n"
+    "  .cfi_def_cfa_offset 8\n"
+    "  ret\n"
+    "  .cfi_endproc\n"
+    ".size mid_cold, .-mid_cold\n"
+    ".type mid_cold.cold,@function\n"
+    "mid_cold.cold:\n"
+    "  .cfi_startproc\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset 3, -16\n"
+    "  mov $-2, %eax\n"
+    "  jmp .Lmc_done\n"
+    ".Lmc_null:\n"
+    "  test %ebx, %ebx\n"
+    "  je mid_cold.cold\n"
+    "  mov $-1, %eax\n"
+    "  jmp .Lmc_done\n"
+    "  .cfi_endproc\n"
+    ".size mid_cold.cold, .-mid_cold.cold\n");
+
 int main(int argc, char **argv) {
     long a[4] = {1, 2, 3, argc > 3 ? -4 : 4};
     long s = sum_positive(a, 4);
-    printf("%ld %d %d\n", s, checked_div((int)s, argc), tail_caller(&argc) + sw_cold(argc > 2));
+    printf("%ld %d %d\n", s, checked_div((int)s, argc), tail_caller(&argc) + sw_cold(argc > 2) + mid_cold(argc > 4 ? 0 : &argc, argc));
     return argv[0] == 0;
 }

@@ -776,3 +776,48 @@ fn ground_truth_tables_and_starts_are_exact_with_gcc_and_clang() {
     assert!(tables >= 60, "only {tables} jump tables in the corpus");
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// A looping entry in a function that dispatches through a jump table (`corpus/looptable.c`,
+/// cc1's 0x7f12a0): `entry` and `exit` count once per call and return, saved and live, PIE
+/// (a table of offsets) and not (of addresses). The function is copied whole and its table
+/// read from a private copy leading into the copy; such an entry used to be skipped ("a
+/// function with indirect jumps cannot be copied").
+#[test]
+fn a_looping_entry_with_a_jump_table_counts_once_per_call() {
+    let dir = target_dir().join("looptable-test");
+    for pie in [false, true] {
+        let build = gsh_tests::ground_truth::Build {
+            compiler: "gcc",
+            opt: "-O2",
+            pie,
+        };
+        let exe = build
+            .compile("corpus/looptable.c", &dir)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let script = "declare long n0; declare long n1; at spin_table entry { n0++; }; \
+                      at spin_table exit { n1++; }; \
+                      at main exit { printf(\"gsh: %ld %ld\\n\", n0, n1); }";
+        // 15 calls, each entered and left once; the sum is the original program's.
+        let want = "531\ngsh: 15 15\n";
+        let out = dir.join(format!("{}-saved", build.label().replace(' ', "-")));
+        let o = gsh_tests::gsh_c(&format!("{script}; save {}", out.display()), &exe);
+        o.assert_code(0);
+        assert!(
+            o.stdout.contains("relocate-function"),
+            "{}:\n{o}",
+            build.label()
+        );
+        let r = gsh_tests::run_program(&out, &[], &[]);
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            want,
+            "{} saved:\n{o}",
+            build.label()
+        );
+        let live = dir.join(format!("{}-live", build.label().replace(' ', "-")));
+        let o = gsh_tests::gsh_c(&format!("{script}; run > {}", live.display()), &exe);
+        o.assert_code(0);
+        let text = std::fs::read_to_string(&live).expect("live output");
+        assert_eq!(text, want, "{} live:\n{o}", build.label());
+    }
+}

@@ -926,3 +926,146 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
     let got = wait_output(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds), "the workers' results");
 }
+
+/// The longest time any thread of `pid` was held in a tracing stop: seen stopped (`t` in
+/// /proc/PID/task/TID/stat) at every sample, without being scheduled once in between (the
+/// count of its timeslices in `schedstat` unchanged: a thread served and stopping again is
+/// not held). Samples every millisecond until `stop` is set.
+fn longest_tracing_stop(pid: i32, stop: &std::sync::atomic::AtomicBool) -> Duration {
+    use std::collections::HashMap;
+    use std::sync::atomic::Ordering;
+    let mut since: HashMap<String, (Instant, String)> = HashMap::new();
+    let mut longest = Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            break;
+        };
+        for t in tasks.flatten() {
+            let tid = t.file_name().to_string_lossy().into_owned();
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            let slices = std::fs::read_to_string(t.path().join("schedstat"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or_default()
+                .to_owned();
+            match since.get(&tid) {
+                Some((from, s)) if state == Some('t') && *s == slices => {
+                    longest = longest.max(now - *from);
+                }
+                _ if state == Some('t') => {
+                    since.insert(tid, (now, slices));
+                }
+                _ => {
+                    since.remove(&tid);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    longest
+}
+
+/// A thread that stops inside a long tracer job is served within the job, not held stopped
+/// until it ends (issue 13: redis's main thread sat in tracing stop for 0.4 s runs while gsh
+/// removed `count '*'`, though each pause took under a millisecond). Here two threads run into
+/// a trap site (`count tiny_ret`, whose `int3` the tracer serves) every ~0.1 ms while one job
+/// inserts and deletes `coverage '*'` for over a second, one write per pause; no thread
+/// may stay in a tracing stop much longer than the longest pause, and the workers compute
+/// what they compute alone.
+#[test]
+fn a_thread_stopping_inside_a_long_job_is_served_within_it() {
+    use engine::instrument::measure::{self, Metric};
+    use engine::instrument::{coverage, Live, Plan, Tactic};
+    use engine::process::{State, Tracer};
+    use std::io::{BufRead, Read};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let exe = Mutatee::new("trapspin").path(Variant::O2);
+    let mut child = Guard(
+        Command::new(&exe)
+            .arg("2")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("trapspin"),
+    );
+    let mut out = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("ready");
+    let pid = child.0.id() as i32;
+    let mut session = engine::Session::new();
+    session.open(&exe).expect("open trapspin");
+    let tracer = Tracer::attach(pid, Live::default()).expect("attach");
+    let mut plan = Plan::default();
+    let trap = measure::add(&mut plan, &mut session, "tiny_ret", Metric::Count)
+        .expect("count tiny_ret")
+        .id;
+    let cov = coverage::add(&mut plan, &mut session, "*", false)
+        .expect("coverage '*'")
+        .id;
+    let session_mut = &mut session;
+    let tactics = tracer
+        .with(|p, live| {
+            live.learn_modules(session_mut, p).expect("modules");
+            live.load_runtime(p).expect("runtime");
+            let reports = live.insert(p, session_mut, &plan, trap).expect("insert");
+            p.resume().expect("resume");
+            reports.iter().map(|r| r.tactic).collect::<Vec<_>>()
+        })
+        .expect("tracer");
+    assert_eq!(
+        tactics,
+        [Tactic::Trap],
+        "tiny_ret's entry needs a trap site"
+    );
+    // Let the workers run into the trap site between jobs, as they will during the job.
+    std::thread::sleep(Duration::from_millis(100));
+
+    let stop = AtomicBool::new(false);
+    let session = &session;
+    let (held, (job, longest, cycles, running)) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| longest_tracing_stop(pid, &stop));
+        let done = tracer
+            .with(|p, live| {
+                live.pause_writes = Some(1);
+                live.longest_pause = Duration::ZERO;
+                let t = Instant::now();
+                let mut cycles = 0;
+                while t.elapsed() < Duration::from_millis(1200) {
+                    live.insert(p, session, &plan, cov)
+                        .expect("insert coverage");
+                    live.remove(p, cov).expect("delete coverage");
+                    cycles += 1;
+                }
+                (t.elapsed(), live.longest_pause, cycles, p.state())
+            })
+            .expect("tracer");
+        stop.store(true, Ordering::Relaxed);
+        (sampler.join().expect("sampler"), done)
+    });
+    assert_eq!(running, State::Running, "the job left the process stopped");
+    eprintln!(
+        "{cycles} insert/delete cycles in {job:?}; longest pause {longest:?}; longest tracing \
+         stop of a thread {held:?}"
+    );
+    let bound = Duration::from_millis(300).max(longest * 4);
+    assert!(
+        held < bound,
+        "a thread stayed in a tracing stop for {held:?} during a {job:?} job whose longest \
+         pause took {longest:?}"
+    );
+    let left = tracer
+        .with(|p, live| live.let_go(p))
+        .expect("tracer")
+        .expect("detach");
+    assert!(left.is_empty(), "still changed after detaching: {left:?}");
+    drop(tracer);
+    assert_text_is_files(pid as u32, &exe);
+    drop(child.0.stdin.take());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("output");
+    assert_eq!(rest, "worker 0: ok\nworker 1: ok\n", "the workers' sums");
+}

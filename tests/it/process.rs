@@ -4,6 +4,7 @@
 //! forks, a process killed from outside, and the attach errors users meet.
 
 use std::io::BufRead;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -1483,4 +1484,285 @@ fn ctrl_c_during_load_library_gives_the_prompt_back() {
     gsh.send("quit\r");
     gsh.wait();
     v.finish();
+}
+
+/// The state letter of /proc/PID/stat (`t`: stopped by a tracer).
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The program's entry point (AT_ENTRY in /proc/PID/auxv).
+fn entry_point(pid: i32) -> u64 {
+    let aux = std::fs::read(format!("/proc/{pid}/auxv")).unwrap();
+    aux.chunks_exact(16)
+        .map(|e| {
+            let word = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap());
+            (word(0), word(8))
+        })
+        .find(|&(key, _)| key == libc::AT_ENTRY)
+        .map(|(_, v)| v)
+        .unwrap()
+}
+
+/// A program attached in its start-up, its dynamic linker blocked opening an `LD_PRELOAD`
+/// library that is a FIFO (before libc is even mapped), is run on by `attach` until its
+/// libraries are linked: libc's `dlopen` then runs injected, and the program runs on exactly
+/// after `detach`. Attached there (four attaches in ten right after a spawn), gsh reported
+/// only the program and ld.so, could not find `dlopen` ("is the program static?"), or
+/// crashed it in an unrelocated libc (#13).
+#[test]
+fn attach_in_the_dynamic_linkers_start_up_waits_until_libc_is_linked() {
+    let fifo = out_file("preload-fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let mut child = Command::new(live())
+        .arg("1")
+        .env("LD_PRELOAD", &fifo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let guard = Guard(child);
+    let pid = guard.0.id() as i32;
+    // Once gsh holds the process and has put its stop at the program's entry point (so the
+    // start-up cannot end unseen), a writer opens the FIFO and closes it: the dynamic linker
+    // reads an empty file, says so and goes on without it. Until then it stays blocked.
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let entry = entry_point(pid);
+            let held = || {
+                let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+                let mut b = [0u8; 1];
+                std::os::unix::fs::FileExt::read_exact_at(&mem, &mut b, entry).ok()?;
+                Some(b[0] == 0xcc)
+            };
+            while Instant::now() < deadline {
+                match held() {
+                    None => return false,
+                    Some(false) => std::thread::sleep(Duration::from_millis(1)),
+                    Some(true) => break,
+                }
+            }
+            while Instant::now() < deadline && proc_state(pid).is_some() {
+                // No reader yet (ENXIO): the dynamic linker has not reopened it.
+                let w = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&fifo);
+                if w.is_ok() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            false
+        })
+    };
+    let hooks = Recorder::default();
+    let seen = hooks.modules.clone();
+    let t = Tracer::attach(pid, hooks).unwrap();
+    let names: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("libc.so")),
+        "attach reported {names:?}, no libc"
+    );
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    let handle = t.with(|p, _| p.load_library(&lib)).unwrap().unwrap();
+    assert_ne!(handle, 0);
+    let exe = live();
+    t.with(|p, _| {
+        let stop = symbol(p, &exe, "stop");
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    assert!(
+        writer.join().unwrap(),
+        "the dynamic linker never read the FIFO"
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "ready\n1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    let mut guard = guard;
+    assert!(guard.0.wait().unwrap().success());
+    let _ = std::fs::remove_file(&fifo);
+}
+
+/// A process stopped by SIGSTOP cannot run injected code until it is continued: gsh says
+/// so (it once said only "no thread is stopped in a state that can run injected code"), and
+/// leaves it stopped, to run on exactly at SIGCONT after detach.
+#[test]
+fn injecting_into_a_job_stopped_process_says_to_continue_it() {
+    let (guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    // SAFETY: kill with a valid signal on our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proc_state(pid) != Some('T') {
+        assert!(Instant::now() < deadline, "SIGSTOP did not stop it");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let err = t
+        .with(|p, _| p.syscall(libc::SYS_getpid, &[]))
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("job-control stop") && err.contains("SIGCONT"),
+        "{err}"
+    );
+    let exe = live();
+    t.with(|p, _| {
+        let stop = symbol(p, &exe, "stop");
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    // Detached, it re-enters its stop (it would otherwise see `stop` set and end).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proc_state(pid) != Some('T') {
+        assert!(
+            Instant::now() < deadline,
+            "not stopped after detach: {:?}",
+            proc_state(pid)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(proc_state(pid), Some('T'), "it ran on after detach");
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    let mut guard = guard;
+    assert!(guard.0.wait().unwrap().success());
+}
+
+/// The runtime address of libc's dynamic symbol `name`.
+fn libc_symbol(p: &mut Process, name: &str) -> u64 {
+    let libc = p
+        .modules()
+        .unwrap()
+        .into_iter()
+        .find(|m| {
+            m.path
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with("libc.so"))
+        })
+        .expect("libc is mapped");
+    let data = std::fs::read(&libc.path).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file
+        .dynamic_symbols()
+        .find(|s| s.is_definition() && s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("no {name} in {}", libc.path.display()));
+    libc.bias + sym.address()
+}
+
+/// A thread that passed an `int3` just before it was taken out stops with a SIGTRAP for a
+/// byte that is the program's again: it runs the restored instruction and the process runs
+/// on. Handled as a breakpoint, it stopped the process for good (redis after `delete` and
+/// `detach` in separate jobs, every cycle; run on, it would have started mid-instruction).
+#[test]
+fn a_trap_whose_int3_was_taken_out_runs_the_restored_instruction() {
+    let (guard, mut out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let exe = live();
+    let counter = t.with(|p, _| symbol(p, &exe, "counter")).unwrap();
+    t.with(|p, _| -> Result<(), ProcessError> {
+        // Every pass of the thread's loop calls usleep.
+        let usleep = libc_symbol(p, "usleep");
+        let orig = p.read(usleep, 1)?;
+        p.write(usleep, &[0xcc])?;
+        p.resume()?;
+        // Nobody waits for the thread inside this job: it stays in its SIGTRAP stop.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while proc_state(pid) != Some('t') {
+            assert!(Instant::now() < deadline, "the int3 was never reached");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Halting keeps that stop for later; then the int3 goes.
+        p.halt()?;
+        p.write(usleep, &orig)?;
+        p.resume()
+    })
+    .unwrap()
+    .unwrap();
+    let reader = t.reader();
+    let read = |r: &engine::process::MemReader| {
+        i64::from_le_bytes(r.read(counter, 8).unwrap().try_into().unwrap())
+    };
+    let first = read(&reader);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read(&reader) <= first {
+        assert!(
+            Instant::now() < deadline,
+            "the program does not run on; events {:?}",
+            t.take_events()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let events = t.take_events();
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Breakpoint { .. })),
+        "{events:?}"
+    );
+    t.with(|p, _| {
+        let stop = symbol(p, &exe, "stop");
+        p.write(stop, &1i32.to_le_bytes())?;
+        p.detach()
+    })
+    .unwrap()
+    .unwrap();
+    drop(t);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
+    let mut guard = guard;
+    assert!(guard.0.wait().unwrap().success());
+}
+
+/// A stopped thread with a SIGTRAP queued (one that executed an `int3` as gsh's interrupt
+/// reached it, or as here was sent one) takes it before any injected code runs, kept for
+/// later, and another thread runs the code. The queued SIGTRAP used to arrive at the stub's
+/// first instruction: "injected call ... hit a breakpoint" (the soak's cycle 16, #13).
+#[test]
+fn a_thread_with_a_sigtrap_queued_does_not_run_injected_code() {
+    let (guard, _out) = spawn_live(2);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    // Every thread is in its interrupt stop: the signal stays queued.
+    // SAFETY: tgkill with a valid signal on our own child's leader.
+    let sent = unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, libc::SIGTRAP) };
+    assert_eq!(sent, 0);
+    let got = t
+        .with(|p, _| p.syscall(libc::SYS_getpid, &[]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, i64::from(pid));
+    // Not lost either: the program gets it once let go, and dies of it (its default action).
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+    drop(t);
+    let mut guard = guard;
+    let status = guard.0.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTRAP), "{status:?}");
 }

@@ -7,6 +7,11 @@
 //! (the creator's clone event, the new thread's first stop) and each signal one; the traced
 //! ratio says how fast the tracer handles them.
 //!
+//! Then with `count` inserted into the function each operation runs (the signal handler, the
+//! thread's function), in the default mode, which stays traced while something measures (the
+//! final values are read at the exit stop), and with `set attached-mode hands-off`
+//! (`Live::hands_off_while_measuring`: hands-off, the values at exit lost).
+//!
 //! The program is generated: it reads a line from stdin (so gsh can attach first), then
 //! times `threads` creations or `signals` deliveries and prints the nanoseconds per operation.
 
@@ -15,7 +20,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context as _, Result};
+use engine::instrument::measure::{self, Metric};
+use engine::instrument::{Live, Plan};
 use engine::process::{AttachedMode, NoHooks, State, Tracer};
+use engine::Session;
 
 const PROGRAM: &str = r#"
 #include <pthread.h>
@@ -25,7 +33,8 @@ const PROGRAM: &str = r#"
 #include <time.h>
 static volatile long got;
 static void on_usr1(int s) { (void)s; got++; }
-static void *nothing(void *a) { return a; }
+/* Each does a little more than return, so a jump fits and `count` needs no trap site. */
+static void *nothing(void *a) { got++; return a; }
 static long now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -109,6 +118,83 @@ fn once(exe: &Path, what: &str, attached: Option<AttachedMode>) -> Result<f64> {
         .with_context(|| format!("the program printed `{}`", line.trim()))
 }
 
+/// Runs the program once for `what` with `count` inserted into the function each operation
+/// runs; hands-off while measuring when `lose_final`. Nanoseconds per operation.
+fn once_measuring(exe: &Path, what: &str, lose_final: bool) -> Result<f64> {
+    let func = if what == "signals" {
+        "on_usr1"
+    } else {
+        "nothing"
+    };
+    let mut session = Session::new();
+    session.open(exe)?;
+    let mut plan = Plan::default();
+    let id = measure::add(&mut plan, &mut session, func, Metric::Count)?.id;
+    let mut child = Command::new(exe)
+        .arg(what)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the benchmark program")?;
+    let pid = child.id() as i32;
+    let t = Tracer::attach(pid, Live::default())?;
+    {
+        let (s, pl) = (&mut session, &plan);
+        t.with(|p, live| -> Result<()> {
+            live.learn_modules(s, p)?;
+            live.hands_off_while_measuring = lose_final;
+            p.set_attached_mode(AttachedMode::HandsOff)?;
+            live.load_runtime(p)?;
+            live.insert(p, s, pl, id)?;
+            live.start_measuring(p)?;
+            p.resume()?;
+            Ok(())
+        })??;
+    }
+    if lose_final {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !t.with(|p, _| p.is_hands_off())? {
+            if std::time::Instant::now() > deadline {
+                bail!("gsh never went hands-off while measuring");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    } else if t.with(|p, _| p.is_hands_off())? {
+        bail!("gsh went hands-off while measuring in the default mode");
+    }
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    stdin.write_all(b"go\n")?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match t.with(|p, _| p.state())? {
+            State::Exited(0) => break,
+            s if s.is_alive() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            s => bail!("the benchmark program is {s} (for {what}, measuring)"),
+        }
+    }
+    if !lose_final {
+        // Traced to its exit: the final count is exact.
+        let counted = t.with(|_, live| {
+            live.measure
+                .last
+                .as_ref()
+                .and_then(|v| v.iter().find(|v| v.function == func).map(|v| v.calls))
+        })?;
+        if counted != Some(2000) {
+            bail!("{func} counted {counted:?} times, not 2000");
+        }
+    }
+    drop(t);
+    let _ = child.wait();
+    line.trim()
+        .parse()
+        .with_context(|| format!("the program printed `{}`", line.trim()))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -148,12 +234,25 @@ pub fn run(args: &[String]) -> Result<()> {
             off.push(once(&exe, what, Some(AttachedMode::HandsOff))?);
             traced.push(once(&exe, what, Some(AttachedMode::Traced))?);
         }
+        let (mut kept, mut lost) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            kept.push(once_measuring(&exe, what, false)?);
+            lost.push(once_measuring(&exe, what, true)?);
+        }
         let (b, o, t) = (median(bare), median(off), median(traced));
+        let (k, l) = (median(kept), median(lost));
         println!(
             "  {label:<24} not attached {b:>8.0} ns   hands-off {o:>8.0} ns {:>6.2}x   \
              traced {t:>8.0} ns {:>6.2}x",
             o / b,
             t / b
+        );
+        println!(
+            "  {:<24} counted, traced (default) {k:>8.0} ns {:>6.2}x   counted, hands-off \
+             {l:>8.0} ns {:>6.2}x",
+            "",
+            k / b,
+            l / b
         );
     }
     Ok(())

@@ -15,7 +15,14 @@
 //!   total stopped time, the whole insert's and delete's time, and the `SET`/`GET` rate
 //!   meanwhile against its rate while gsh is idle.
 //!
-//! Without a mode, both. gsh drives the engine as the shell's `count` and `coverage` do: the
+//! - `detach`: `count '*'` and `time '*'` (which share every site) inserted into the running
+//!   server, then `count '*'` deleted, then `count '*'` inserted again and gsh detached
+//!   (`Live::let_go`), each on a fresh attach: the longest reply during the delete and during
+//!   the detach, against the longest reply while no gsh is attached, measured first in the
+//!   same run; once with the stops that arrive inside a job left for after it, as before
+//!   (`Live::hold_stops_in_jobs`), and once served inside it, as gsh does now.
+//!
+//! Without a mode, all three. gsh drives the engine as the shell's `count` and `coverage` do: the
 //! runtime is loaded (each injected call stops the server while it runs), then the request
 //! is inserted while the server runs, stopping it only to write the jumps.
 
@@ -236,21 +243,152 @@ pub fn start_redis() -> Result<Child> {
     }
 }
 
-const USAGE: &str = "bench-stall [count|coverage] [--runs N]";
+const USAGE: &str = "bench-stall [count|coverage|detach] [--runs N]";
 
 pub fn run(args: &[String]) -> Result<()> {
     let (mode, runs) = crate::file_and_runs(args, 5, USAGE)?;
-    let (count, coverage) = match mode.as_deref() {
-        None => (true, true),
-        Some("count") => (true, false),
-        Some("coverage") => (false, true),
+    let (count, coverage, detach) = match mode.as_deref() {
+        None => (true, true, true),
+        Some("count") => (true, false, false),
+        Some("coverage") => (false, true, false),
+        Some("detach") => (false, false, true),
         Some(f) => bail!("unexpected argument `{f}`; usage: {USAGE}"),
     };
     let mut child = start_redis()?;
-    let result = measure_stall(child.id() as i32, runs, count, coverage);
+    let pid = child.id() as i32;
+    let mut result = Ok(());
+    if detach {
+        result = measure_detach(pid, runs);
+    }
+    if result.is_ok() && (count || coverage) {
+        result = measure_stall(pid, runs, count, coverage);
+    }
     let _ = child.kill();
     let _ = child.wait();
     result
+}
+
+/// One delete and one detach as the pinging client saw them.
+struct DetachRun {
+    delete_ping: Duration,
+    delete_pause: Duration,
+    delete_whole: Duration,
+    detach_ping: Duration,
+    detach_whole: Duration,
+}
+
+/// `bench-stall detach`: see the module documentation.
+fn measure_detach(pid: i32, runs: usize) -> Result<()> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    let mut session = Session::new();
+    session.open(&exe)?;
+    // Analysis is no part of any job measured.
+    let mut plan = Plan::default();
+    let id = measure::add(&mut plan, &mut session, "*", Metric::Count)?.id;
+    let all = plan.requests.last().map_or(0, |r| r.funcs.len());
+    plan.delete(id)?;
+    let pinger = Pinger::start()?;
+    std::thread::sleep(Duration::from_millis(50));
+    // The baseline: replies while no gsh is attached.
+    let idle = Instant::now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let baseline = pinger.longest_since(idle);
+    let mut rows = Vec::new();
+    for (label, hold) in [
+        ("stops inside a job held until it ends, as before", true),
+        ("stops served inside jobs", false),
+    ] {
+        for _ in 0..runs {
+            let r = detach_once(pid, &mut session, &pinger, hold)?;
+            rows.push((label, r));
+        }
+    }
+    let pings = pinger.finish()?;
+    gsh_tests::server::text_matches_file(pid as u32, &exe).map_err(anyhow::Error::msg)?;
+    println!(
+        "redis-server (pid {pid}, {all} functions), a client pinging every 1 ms ({pings} replies, \
+         all +PONG): `count '*'` and `time '*'` inserted, `count '*'` deleted, `count '*'` \
+         inserted again and gsh detached; {runs} run(s) each (target: longest reply <= 20 ms)"
+    );
+    println!(
+        "  no gsh attached: longest reply {} (the baseline)",
+        ms(baseline)
+    );
+    let ratio = |d: Duration| d.as_secs_f64() / baseline.as_secs_f64().max(1e-6);
+    for (label, r) in rows {
+        println!(
+            "  {label}: delete {} whole, longest pause {}, longest reply {} ({:.1}x the \
+             baseline) ; detach {} whole, longest reply {} ({:.1}x)",
+            ms(r.delete_whole),
+            ms(r.delete_pause),
+            ms(r.delete_ping),
+            ratio(r.delete_ping),
+            ms(r.detach_whole),
+            ms(r.detach_ping),
+            ratio(r.detach_ping)
+        );
+    }
+    println!("  after each detach, the server's text is its file's");
+    Ok(())
+}
+
+/// Attaches, inserts `count '*'` and `time '*'`, deletes `count '*'`, inserts it again and
+/// detaches, with stops inside jobs `hold`en as before or served.
+fn detach_once(pid: i32, session: &mut Session, pinger: &Pinger, hold: bool) -> Result<DetachRun> {
+    let tracer = Tracer::attach(pid, Live::default())?;
+    {
+        let session = &mut *session;
+        tracer.with(|p, live| -> Result<()> {
+            live.learn_modules(session, p)?;
+            live.hold_stops_in_jobs = hold;
+            live.load_runtime(p)?;
+            p.resume()?;
+            Ok(())
+        })??;
+    }
+    let mut plan = Plan::default();
+    let count = measure::add(&mut plan, session, "*", Metric::Count)?.id;
+    let time = measure::add(&mut plan, session, "*", Metric::Time)?.id;
+    let (s, pl) = (&*session, &plan);
+    tracer.with(|p, live| -> Result<()> {
+        live.insert(p, s, pl, count)?;
+        live.insert(p, s, pl, time)?;
+        Ok(())
+    })??;
+    std::thread::sleep(Duration::from_millis(200));
+    let since = Instant::now();
+    let (delete_whole, delete_pause) = tracer.with(|p, live| -> Result<_> {
+        live.longest_pause = Duration::ZERO;
+        let t = Instant::now();
+        live.remove(p, count)?;
+        Ok((t.elapsed(), live.longest_pause))
+    })??;
+    std::thread::sleep(Duration::from_millis(20));
+    let delete_ping = pinger.longest_answered_since(since);
+    plan.delete(count)?;
+    let count = measure::add(&mut plan, session, "*", Metric::Count)?.id;
+    let (s, pl) = (&*session, &plan);
+    tracer.with(|p, live| live.insert(p, s, pl, count))??;
+    std::thread::sleep(Duration::from_millis(200));
+    let since = Instant::now();
+    let detach_whole = tracer.with(|p, live| -> Result<_> {
+        let t = Instant::now();
+        let left = live.let_go(p)?;
+        if left.iter().any(|c| c.kind.is_gsh()) {
+            bail!("gsh's changes left after detaching: {left:?}");
+        }
+        Ok(t.elapsed())
+    })??;
+    drop(tracer);
+    std::thread::sleep(Duration::from_millis(20));
+    let detach_ping = pinger.longest_answered_since(since);
+    Ok(DetachRun {
+        delete_ping,
+        delete_pause,
+        delete_whole,
+        detach_ping,
+        detach_whole,
+    })
 }
 
 fn ms(d: Duration) -> String {

@@ -17,7 +17,7 @@
 //!   all in the same run. Run it with `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
-//! - `soak-redis [--runs CYCLES]`: issue 13's live soak on redis-server under load: exact
+//! - `soak-redis [--runs CYCLES] [--separate]`: issue 13's live soak on redis-server under load: exact
 //!   counts (count, time, profile, coverage) of a function called a known number of times,
 //!   every answer checked, the code back and gsh's pools released after each detach; slots,
 //!   RSS, mappings, and the attach's and detach's time and pause (as ratios to a baseline
@@ -100,8 +100,10 @@ tasks:
                                   iterations, 5 runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
                                   into 1/100/1000 functions and deleted (use --release)
-  soak-redis [--runs CYCLES]      attach/count/time/profile/coverage/delete/detach cycles on
-                                  redis under redis-benchmark load (default 50; --release)
+  soak-redis [--runs N] [--separate]
+                                  attach/count/time/profile/coverage/delete/detach cycles on
+                                  redis under redis-benchmark load (default 50; --release);
+                                  --separate: delete and detach in two jobs, hands-off between
   bench-stall [count|coverage] [--runs N]
                                   longest reply of redis-server pinged every 1 ms during
                                   `count '*'` and `coverage '*'`, against halt + resume

@@ -1,4 +1,4 @@
-//! `soak-redis [--runs CYCLES]`: issue 13's long live soak. redis-server (Debian's, installed
+//! `soak-redis [--runs CYCLES] [--separate]`: issue 13's long live soak. redis-server (Debian's, installed
 //! when missing) runs under `redis-benchmark -t set,get` load while gsh, driving the engine as
 //! the shell does, goes through CYCLES of attach, `count '*'`, `time '*'`, `profile
 //! pingCommand`, `coverage '*Command'`, a read of the values, delete, detach. In each cycle a
@@ -81,6 +81,38 @@ fn code_files(pid: i32) -> Vec<PathBuf> {
     out
 }
 
+/// Each thread of `pid`: its state, tracer, kernel wait channel and system call, for a
+/// server that stopped answering.
+fn threads_now(pid: i32) -> String {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("process {pid} is gone");
+    };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        let status = read("status");
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        };
+        out.push(format!(
+            "thread {} ({}): {}, tracer {}, wchan {}, syscall {}",
+            t.file_name().to_string_lossy(),
+            field("Name:"),
+            field("State:"),
+            field("TracerPid:"),
+            read("wchan"),
+            read("syscall").trim()
+        ));
+    }
+    out.join("; ")
+}
+
 /// Every module's text in `pid` equals its file's.
 fn all_text_matches(pid: i32) -> Result<usize> {
     let files = code_files(pid);
@@ -92,10 +124,22 @@ fn all_text_matches(pid: i32) -> Result<usize> {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let (file, cycles) = crate::file_and_runs(args, 50, "soak-redis [--runs CYCLES]")?;
+    const USAGE: &str = "soak-redis [--runs CYCLES] [--separate]";
+    let separate = args.iter().any(|a| a == "--separate");
+    let args: Vec<String> = args
+        .iter()
+        .filter(|a| *a != "--separate")
+        .cloned()
+        .collect();
+    let (file, cycles) = crate::file_and_runs(&args, 50, USAGE)?;
     if let Some(f) = file {
-        bail!("unexpected argument `{f}`; usage: soak-redis [--runs CYCLES]");
+        bail!("unexpected argument `{f}`; usage: {USAGE}");
     }
+    let leave = if separate {
+        Leave::Separately
+    } else {
+        Leave::AtOnce
+    };
     gsh_tests::ensure_package("redis-tools");
     // Built before the server starts: the killed sessions are this gsh.
     let gsh = gsh_tests::Gsh::binary().to_owned();
@@ -115,7 +159,7 @@ pub fn run(args: &[String]) -> Result<()> {
         .stderr(Stdio::null())
         .spawn()
         .context("starting redis-benchmark")?;
-    let result = soak(pid, cycles, &gsh);
+    let result = soak(pid, cycles, &gsh, leave);
     let _ = load.kill();
     let _ = load.wait();
     let alive = server.try_wait().ok().flatten();
@@ -151,6 +195,19 @@ struct Figures {
     pools: usize,
 }
 
+/// How a cycle deletes its requests and detaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leave {
+    /// Both in one tracer job.
+    AtOnce,
+    /// As the shell's `delete` then `detach`: two jobs, with [`BETWEEN`] in between, in which
+    /// the tracer, needed no more, goes hands-off (no ptrace) in the default attached mode.
+    Separately,
+}
+
+/// The pause between the delete and the detach with [`Leave::Separately`].
+const BETWEEN: Duration = Duration::from_millis(200);
+
 /// How long the pinger runs alone before each attach: the cycle's baseline.
 const BASELINE: Duration = Duration::from_millis(300);
 
@@ -165,6 +222,7 @@ fn cycle(
     plan: &mut Plan,
     client: &mut TcpStream,
     pinger: &Pinger,
+    leave: Leave,
 ) -> Result<Figures> {
     let mut f = Figures::default();
     let quiet = Instant::now();
@@ -251,26 +309,40 @@ fn cycle(
             )
             },
         );
-    // Delete and detach in one job. Known bug (#13): with the two in separate jobs (as the
-    // shell's `delete` then `detach`), the tracer goes hands-off in between and redis stops
-    // answering after the detach (it asserts in propagatePendingCommands, then deadlocks in its
-    // SIGSEGV handler), every run here, also with the engine before this session's changes.
+    // Delete, then detach: in one job, or in two as the shell's `delete` and `detach` (#13:
+    // redis was once reported to stop answering after the detach then, asserting in
+    // propagatePendingCommands).
     let leaving = Instant::now();
-    let (removed, left) = tracer.with(|p, live| -> Result<_> {
-        let removed = (|| -> Result<()> {
-            for id in &ids {
-                live.remove(p, *id)?;
-            }
-            if live.measure.slots_in_use() != 0 {
-                bail!(
-                    "{} slots still in use after delete",
-                    live.measure.slots_in_use()
-                );
-            }
-            Ok(())
-        })();
-        Ok((removed, live.let_go(p)?))
-    })??;
+    let delete = |p: &mut engine::process::Process, live: &mut Live| -> Result<()> {
+        for id in &ids {
+            live.remove(p, *id)?;
+        }
+        if live.measure.slots_in_use() != 0 {
+            bail!(
+                "{} slots still in use after delete",
+                live.measure.slots_in_use()
+            );
+        }
+        Ok(())
+    };
+    let (removed, left) = match leave {
+        Leave::AtOnce => tracer.with(|p, live| -> Result<_> {
+            let removed = delete(p, live);
+            Ok((removed, live.let_go(p)?))
+        })??,
+        Leave::Separately => {
+            let removed = tracer.with(|p, live| delete(p, live))?;
+            std::thread::sleep(BETWEEN);
+            ping(client).with_context(|| {
+                format!(
+                    "cycle {cycle}: after the delete; events {:?}; {}",
+                    tracer.take_events(),
+                    threads_now(pid)
+                )
+            })?;
+            (removed, tracer.with(|p, live| live.let_go(p))??)
+        }
+    };
     drop(tracer);
     removed?;
     if let Some(wrong) = wrong {
@@ -446,7 +518,7 @@ fn clean(gsh: &Path, pid: i32, exe: &Path) -> Result<String> {
         .to_owned())
 }
 
-fn soak(pid: i32, cycles: usize, gsh: &Path) -> Result<()> {
+fn soak(pid: i32, cycles: usize, gsh: &Path, leave: Leave) -> Result<()> {
     let began = Instant::now();
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
     let mut session = Session::new();
@@ -482,7 +554,7 @@ fn soak(pid: i32, cycles: usize, gsh: &Path) -> Result<()> {
         r
     };
     for c in 0..cycles {
-        let f = cycle(pid, c, &mut session, &mut plan, &mut client, &pinger)?;
+        let f = cycle(pid, c, &mut session, &mut plan, &mut client, &pinger, leave)?;
         figures.push(row(c, &f));
         timings.push(f);
     }
@@ -508,7 +580,15 @@ fn soak(pid: i32, cycles: usize, gsh: &Path) -> Result<()> {
         );
     }
     // The runtime the killed sessions loaded keeps their values: exact again all the same.
-    let f = cycle(pid, cycles, &mut session, &mut plan, &mut client, &pinger)?;
+    let f = cycle(
+        pid,
+        cycles,
+        &mut session,
+        &mut plan,
+        &mut client,
+        &pinger,
+        leave,
+    )?;
     let last = row(cycles, &f);
     let pairs = loader.finish().context("the checking client")?;
     let pings = pinger.finish().context("the pinger")?;

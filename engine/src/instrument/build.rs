@@ -118,19 +118,19 @@ pub fn patch_requests(
         let func = module.functions().get(f.func);
         // A measure's code differs from point to point (entries and exits, a loop's headers,
         // each point's frame); a snippet is the same at every point.
-        let sources: Vec<(String, Vec<Point>)> = match (metric, r.source()) {
+        let sources: Vec<(Arc<str>, Vec<Point>)> = match (metric, r.source()) {
             (Some(metric), _) => {
                 let mut out = Vec::new();
                 for (probe, points) in measure::probes(module, r, f.func) {
                     for (p, frame) in points {
                         let source =
                             place.measure_source(module, r.id, f.func, metric, &probe, frame)?;
-                        out.push((source, vec![p]));
+                        out.push((source.into(), vec![p]));
                     }
                 }
                 out
             }
-            (None, Some(source)) => vec![(source, points_of(module, r, f.func)?)],
+            (None, Some(source)) => vec![(source.into(), points_of(module, r, f.func)?)],
             (None, None) => continue,
         };
         let overlapping = Overlapping::new(module, f.func);
@@ -187,7 +187,7 @@ fn coverage_requests(
                 tag: r.id,
                 point: p,
                 env: Arc::new(env.snapshot(&source)),
-                source,
+                source: source.into(),
             });
         }
     }

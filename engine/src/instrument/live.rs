@@ -22,13 +22,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::addr::RuntimeAddr;
 use crate::patch::{
     self, AddressSpace, AllocKind, PatchOptions, Patcher, PointReport, SpaceError, Tactic,
 };
 use crate::process::{
-    ChildMemory, Hooks, MappedModule, Process, ProcessError, TextChange, TrapAction,
+    ChildMemory, Hooks, MappedModule, Process, ProcessError, State, TextChange, TrapAction,
 };
 use crate::session::{Module, ModuleId, Session};
 use crate::snippet::env::PointInfo;
@@ -139,6 +140,9 @@ impl LiveRequest {
 /// A live process's placement: declared variables in memory mapped near the main program,
 /// the module's load bias, every loaded module reachable, measures in the runtime's slots.
 struct LivePlacement<'l> {
+    /// The process, whose stops `server` serves while snippets are compiled.
+    p: &'l mut Process,
+    server: Server,
     declared: &'l [Declaration],
     bias: u64,
     loaded: &'l BTreeMap<ModuleId, Loaded>,
@@ -167,6 +171,7 @@ impl Placement for LivePlacement<'_> {
         probe: &Probe,
         frame: i32,
     ) -> Result<String, BuildError> {
+        self.server.tick(self.p);
         let name = || module.functions().get(func).display_name().to_owned();
         Ok(self
             .measure
@@ -180,6 +185,7 @@ impl Placement for LivePlacement<'_> {
         func: crate::symbols::FuncId,
         block: crate::addr::LinkAddr,
     ) -> Result<u64, BuildError> {
+        self.server.tick(self.p);
         let f = module.functions().get(func).addr.0;
         self.coverage
             .counter(id, module.id, f, block.0)
@@ -260,6 +266,14 @@ pub struct Live {
     /// variables. Off by default: the tracer must see the exit to keep the final values
     /// (`exiting`), which an untraced process takes with it.
     pub hands_off_while_measuring: bool,
+    /// Leave the stops that arrive inside a job for the tracer after it, as gsh did before
+    /// [`Process::serve_in_job`]: their threads stay stopped until the job ends (a benchmark
+    /// compares; `xtask bench-stall detach`).
+    pub hold_stops_in_jobs: bool,
+    /// While a change is committed: the trap sites of the patcher's records from before it
+    /// (`int3` to trampoline), whose `int3`s stay in the code until their batch is written,
+    /// so a thread stopped at one is still served (see [`Live::trap_site`]).
+    retiring: BTreeMap<u64, u64>,
 }
 
 fn canon(p: &Path) -> PathBuf {
@@ -280,16 +294,50 @@ struct LiveSpace<'p> {
     pending: Pending,
     /// (address, original byte) of every breakpoint in place.
     hidden: Vec<(u64, u8)>,
+    /// Serves the process's stops while the patcher works.
+    server: Server,
 }
 
 impl<'p> LiveSpace<'p> {
-    fn new(p: &'p mut Process, hidden: Vec<(u64, u8)>) -> LiveSpace<'p> {
+    fn new(p: &'p mut Process, hidden: Vec<(u64, u8)>, server: Server) -> LiveSpace<'p> {
         LiveSpace {
             p,
             fresh: BTreeMap::new(),
             pending: Pending::default(),
             hidden,
+            server,
         }
+    }
+}
+
+/// How often a job that works while the process runs serves its stops (see [`Server`]): a
+/// thread that runs into a trap site waits at most about this long, and a `waitpid` costs a
+/// microsecond.
+const SERVE_EVERY: Duration = Duration::from_micros(250);
+
+/// Serves a running process's stops now and then while a job works for a long time (the
+/// patcher staging a large request, its snippets compiled), as the tracer does between jobs,
+/// so a thread that runs into a trap site or takes a signal is not left stopped until the
+/// job ends. The trap sites are those in the code as it is, which staging does not change.
+struct Server {
+    /// `int3` to trampoline; `None` when stops wait for the end of the job
+    /// ([`Live::hold_stops_in_jobs`]).
+    traps: Option<BTreeMap<u64, u64>>,
+    last: Instant,
+}
+
+impl Server {
+    /// Serves the stops of `p` if it runs and [`SERVE_EVERY`] has passed. A failure leaves
+    /// them for the tracer after the job, as before.
+    fn tick(&mut self, p: &mut Process) {
+        let Some(traps) = &self.traps else {
+            return;
+        };
+        if self.last.elapsed() < SERVE_EVERY || p.state() != State::Running {
+            return;
+        }
+        let _ = p.serve_in_job(&|rip| traps.get(&rip.wrapping_sub(1)).copied());
+        self.last = Instant::now();
     }
 }
 
@@ -313,6 +361,7 @@ impl AddressSpace for LiveSpace<'_> {
         size: u64,
         kind: AllocKind,
     ) -> Result<RuntimeAddr, SpaceError> {
+        self.server.tick(self.p);
         let got = self
             .p
             .allocate(near.0, size, kind)
@@ -338,6 +387,7 @@ impl AddressSpace for LiveSpace<'_> {
                 detail: "injected fault".into(),
             });
         }
+        self.server.tick(self.p);
         let end = addr.0 + bytes.len() as u64;
         let in_fresh = self
             .fresh
@@ -610,8 +660,11 @@ impl Live {
             )?;
         }
         let built = {
+            let server = self.server();
             let loaded = &self.loaded[&m];
             let mut place = LivePlacement {
+                p: &mut *p,
+                server,
                 declared: &self.declared,
                 bias: loaded.bias,
                 loaded: &self.loaded,
@@ -622,10 +675,10 @@ impl Live {
         };
         // Slots a previous owner used start from zero, before any code counts in them.
         self.measure.prepare_slots(p)?;
-        let hidden = self.hidden();
+        let (hidden, traps) = (self.hidden(), self.server());
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         // Trampolines are written while the process runs; it stops only for the jumps.
-        let mut space = LiveSpace::new(&mut *p, hidden);
+        let mut space = LiveSpace::new(&mut *p, hidden, traps);
         let result = if coverage {
             // A block only a trap could reach goes unprobed.
             let mut built = built;
@@ -741,13 +794,13 @@ impl Live {
         // code and patcher records are as before, and the request stays with the modules it
         // is still in, for `delete` to be tried again.
         while let Some(&m) = lr.applied.first() {
-            let hidden = self.hidden();
+            let (hidden, traps) = (self.hidden(), self.server());
             let Some(loaded) = self.loaded.get_mut(&m) else {
                 lr.applied.remove(0);
                 continue;
             };
             let prior = loaded.patcher.clone();
-            let mut space = LiveSpace::new(&mut *p, hidden);
+            let mut space = LiveSpace::new(&mut *p, hidden, traps);
             let result = match build::remove(&mut loaded.patcher, &loaded.module, &mut space, id) {
                 Ok(n) => self.commit(space, m, Some(prior)).map(|()| n),
                 Err(e) => {
@@ -785,13 +838,13 @@ impl Live {
         }
         let mut removed = 0;
         for r in self.coverage.hit_once(&p.reader()) {
-            let hidden = self.hidden();
+            let (hidden, traps) = (self.hidden(), self.server());
             let Some(loaded) = self.loaded.get_mut(&r.module) else {
                 continue;
             };
             // All or nothing, as in `remove`: a failure leaves the probes in, and counting.
             let prior = loaded.patcher.clone();
-            let mut space = LiveSpace::new(&mut *p, hidden);
+            let mut space = LiveSpace::new(&mut *p, hidden, traps);
             let patcher = &mut loaded.patcher;
             removed +=
                 match build::remove_points(patcher, &loaded.module, &mut space, r.id, &r.points) {
@@ -847,6 +900,36 @@ impl Live {
         Some(text)
     }
 
+    /// A [`Server`] for a job about to work while the process runs: every trap site written,
+    /// over all modules (its `int3`'s address and where a thread stopped by it goes on).
+    fn server(&self) -> Server {
+        let traps = (!self.hold_stops_in_jobs).then(|| {
+            self.loaded
+                .values()
+                .flat_map(|l| l.patcher.traps())
+                .map(|(at, to)| (at.0, to.0))
+                .collect()
+        });
+        Server {
+            traps,
+            last: Instant::now(),
+        }
+    }
+
+    /// Where a thread stopped by an `int3` (`rip` just after it) goes on, when that `int3`
+    /// is a trap site's, standing for a jump into its trampoline: a site of the patchers'
+    /// records, or, while a change is committed, of the records from before it (its `int3`
+    /// stays until its batch is written; the old trampoline is never freed).
+    pub fn trap_site(&self, rip: u64) -> Option<u64> {
+        let at = RuntimeAddr(rip.wrapping_sub(1));
+        self.loaded
+            .values()
+            .find(|l| l.patcher.is_trap(at))
+            .and_then(|l| l.patcher.relocated(at))
+            .map(|a| a.0)
+            .or_else(|| self.retiring.get(&at.0).copied())
+    }
+
     /// The original bytes under our breakpoints, for a [`LiveSpace`] to show.
     fn hidden(&self) -> Vec<(u64, u8)> {
         let mut v: Vec<(u64, u8)> = self.breakpoints.iter().filter_map(|b| b.placed).collect();
@@ -880,6 +963,26 @@ impl Live {
         if writes.is_empty() {
             return Ok(());
         }
+        self.retiring = prior
+            .iter()
+            .flat_map(|pr| pr.traps())
+            .map(|(at, to)| (at.0, to.0))
+            .collect();
+        let result = self.commit_writes(p, &pending, writes, &hidden, m, prior);
+        self.retiring.clear();
+        result
+    }
+
+    /// [`Live::commit`]'s writes, batch by batch.
+    fn commit_writes(
+        &mut self,
+        p: &mut Process,
+        pending: &Pending,
+        writes: &[Write],
+        hidden: &[(u64, u8)],
+        m: ModuleId,
+        prior: Option<Patcher>,
+    ) -> Result<(), LiveError> {
         let running = p.state() == crate::process::State::Running;
         let most = if running && hidden.is_empty() {
             self.pause_writes.unwrap_or(PAUSE_WRITES).max(1)
@@ -894,7 +997,7 @@ impl Live {
             let batch = &writes[batch];
             // Prepared while the process runs: the changes merged into a few runs of bytes,
             // read as they are now (only gsh changes code, and it does so on this thread).
-            let runs = match runs_of(p, batch, &hidden) {
+            let runs = match runs_of(p, batch, hidden) {
                 Ok(r) => r,
                 Err(e) => {
                     failed = Some(e);
@@ -958,8 +1061,20 @@ impl Live {
         f: impl FnOnce(&mut Self, &mut Process) -> Result<(), LiveError>,
     ) -> Result<(), LiveError> {
         let t = std::time::Instant::now();
-        if running {
+        let serve = running && !self.hold_stops_in_jobs;
+        if running && !serve {
             p.halt()?;
+        }
+        if serve {
+            // Stops since the last pause first: a thread already stopped when the halt
+            // interrupts it would stop again for that interrupt right after the pause.
+            let _ = p.serve_in_job(&|rip| self.trap_site(rip));
+            p.halt()?;
+            // Stops the halt caught are served before the code changes (a thread at a trap
+            // site moves into its trampoline), so their threads run again with the others
+            // when the pause ends instead of waiting, stopped, for the whole job to end. A
+            // failure leaves them for the tracer after the job.
+            let _ = p.serve_in_job(&|rip| self.trap_site(rip));
         }
         let result = f(self, p);
         // Code neither old nor new stays stopped: no thread may run into it.
@@ -1534,12 +1649,8 @@ impl Hooks for Live {
             };
         }
         // A trap site: the int3 stands for a jump into the trampoline.
-        for l in self.loaded.values() {
-            if l.patcher.is_trap(RuntimeAddr(at)) {
-                if let Some(t) = l.patcher.relocated(RuntimeAddr(at)) {
-                    return TrapAction::Resume(t.0);
-                }
-            }
+        if let Some(to) = self.trap_site(rip) {
+            return TrapAction::Resume(to);
         }
         TrapAction::Report
     }

@@ -95,6 +95,43 @@ fn table_refusal(
     t: &JumpTable,
     from: BlockId,
 ) -> Option<String> {
+    if let Some(why) = uncopyable(view, t) {
+        return Some(why);
+    }
+    if cfg.block_containing(t.load) != Some(from) {
+        return Some(format!(
+            "the entry of the jump table at {} is read at {}, outside the jump's block",
+            t.table, t.load
+        ));
+    }
+    None
+}
+
+/// Why a function cannot be copied whole, if it cannot: an indirect jump left unresolved (its
+/// targets in the original would run original code), or a jump table that the copy cannot
+/// read from a private copy of its own whose entries lead into the copy ([`uncopyable`]; the
+/// original table is never written, and its entries lead into the original body).
+pub fn copy_refusal(view: &dyn CodeView, cfg: &crate::cfg::Cfg) -> Option<String> {
+    if let Some(at) = cfg.unresolved.first() {
+        return Some(format!("it has an unresolved indirect jump at {at}"));
+    }
+    for t in &cfg.jump_tables {
+        if let Some(why) = uncopyable(view, t) {
+            return Some(why);
+        }
+        if cfg.block_containing(t.load).is_none() {
+            return Some(format!(
+                "the entry of the jump table at {} is read at {}, outside its code",
+                t.table, t.load
+            ));
+        }
+    }
+    None
+}
+
+/// Why the table `t` cannot be read from a private copy by a relocated copy of the
+/// instruction that reads it, if it cannot.
+fn uncopyable(view: &dyn CodeView, t: &JumpTable) -> Option<String> {
     if let TableEntry::Absolute { relocated: true } = t.entry {
         return Some(format!(
             "the jump table at {} holds absolute addresses the loader relocates (a PIE's), \
@@ -121,12 +158,6 @@ fn table_refusal(
         return Some(format!(
             "the {reach} entries the index can reach from {} are not all in the file",
             t.table
-        ));
-    }
-    if cfg.block_containing(t.load) != Some(from) {
-        return Some(format!(
-            "the entry of the jump table at {} is read at {}, outside the jump's block",
-            t.table, t.load
         ));
     }
     let load = plan::decode(view, t.load, 15).into_iter().next();
@@ -182,11 +213,11 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
         if !looping_entry(cfg) {
             return Ok((p.addr, p.block, Way::Before));
         }
-        if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
+        if let Some(why) = copy_refusal(view, cfg) {
             return Err(format!(
                 "the function's first block is a loop header, so its entry from the caller is \
                  told apart from the back edges to it only in a copy of the whole function, \
-                 and a function with indirect jumps cannot be copied ({} at {})",
+                 and it cannot be copied: {why} ({} at {})",
                 p.kind.as_str(),
                 p.addr
             ));
@@ -232,9 +263,10 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
         // function the call pushes its original return address, so the callee returns into
         // the original code, whose jump there enters the copy before the block's copy; the
         // copy's own branches to the block land past the snippets laid out there.
-        if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
+        if let Some(why) = copy_refusal(view, cfg) {
             return Err(format!(
-                "the edge {} -> {} after a call reaches a block other edges reach too, which                  only a copy of the whole function tells apart, and a function with indirect                  jumps cannot be copied",
+                "the edge {} -> {} after a call reaches a block other edges reach too, which \
+                 only a copy of the whole function tells apart, and it cannot be copied: {why}",
                 fb.start, tb.start
             ));
         }
@@ -270,4 +302,59 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
         tb.start,
         format!("{:?}", last.mnemonic()).to_lowercase()
     ))
+}
+
+/// For the function `func` copied whole: the instruction reading each of its jump tables reads
+/// a private copy instead ([`super::layout::TableCopy::whole`]), whose entries lead to the
+/// copies of their targets; without it the copy's dispatch would land in the original body,
+/// which no longer runs (its bytes serve as pads for the copy's arrivals). `codes` holds the
+/// trampoline's point code by runtime address; edge points already placed on a table keep
+/// their cases.
+pub fn copy_tables(
+    view: &dyn CodeView,
+    space: &dyn super::AddressSpace,
+    bias: u64,
+    func: crate::symbols::FuncId,
+    codes: &mut std::collections::HashMap<u64, super::layout::PointCode<'_>>,
+    vector: super::VectorSave,
+) -> Result<(), super::PatchError> {
+    for t in &view.cfg(func).jump_tables {
+        let Some(reach) = t.reach else {
+            return Err(super::PatchError::Layout(format!(
+                "nothing bounds the index of the jump table at {}",
+                t.table
+            )));
+        };
+        let pc = codes
+            .entry(t.load.to_runtime(bias).0)
+            .or_insert_with(|| super::layout::PointCode::empty(vector));
+        if pc.table.is_none() {
+            pc.table = Some(table_copy(space, bias, t, reach)?);
+        }
+        if let Some(copy) = &mut pc.table {
+            copy.whole = true;
+        }
+    }
+    Ok(())
+}
+
+/// A private copy of `t`'s first `reach` entries, as the process has them, with no case yet.
+pub fn table_copy<'e>(
+    space: &dyn super::AddressSpace,
+    bias: u64,
+    t: &JumpTable,
+    reach: u64,
+) -> Result<super::layout::TableCopy<'e>, super::PatchError> {
+    let at = t.table.to_runtime(bias);
+    Ok(super::layout::TableCopy {
+        table: at.0,
+        stride: t.stride,
+        base: match t.entry {
+            TableEntry::Relative { base } => Some(base.to_runtime(bias).0),
+            TableEntry::Absolute { .. } => None,
+        },
+        original: space.read(at, (reach * t.stride) as usize)?,
+        cases: Vec::new(),
+        whole: false,
+    })
 }

@@ -79,6 +79,23 @@ pub struct PointCode<'e> {
     pub table: Option<TableCopy<'e>>,
 }
 
+impl PointCode<'_> {
+    /// Nothing to run yet, vector state saved by `vector` if a snippet calls out.
+    pub fn empty(vector: VectorSave) -> Self {
+        PointCode {
+            snippets: Vec::new(),
+            on_taken: Vec::new(),
+            on_fall: Vec::new(),
+            on_arrival: Vec::new(),
+            flags_live: false,
+            taken_flags_live: false,
+            fall_flags_live: false,
+            vector,
+            table: None,
+        }
+    }
+}
+
 /// A private copy of a jump table, read by the relocated instruction that read the original.
 pub struct TableCopy<'e> {
     /// The original table's start (runtime address).
@@ -91,6 +108,9 @@ pub struct TableCopy<'e> {
     pub original: Vec<u8>,
     /// The edges instrumented: the entries leading to each target lead to its snippets.
     pub cases: Vec<TableCase<'e>>,
+    /// True in a function copied whole: every other entry leads to the copy of its target
+    /// in the same trampoline (the original body no longer runs).
+    pub whole: bool,
 }
 
 /// The snippets of the jump-table edges into one target.
@@ -117,23 +137,31 @@ impl TableCopy<'_> {
         }
     }
 
-    /// The copy's bytes, with the entries of each case's target leading to `stubs[case]`.
-    fn bytes(&self, stubs: &[u64]) -> Result<Vec<u8>, PatchError> {
+    /// The copy's bytes, with the entries of each case's target leading to `stubs[case]`, and
+    /// when [`TableCopy::whole`], every other entry to its target's copy (`copy_of`).
+    fn bytes(
+        &self,
+        stubs: &[u64],
+        copy_of: &dyn Fn(u64) -> Option<u64>,
+    ) -> Result<Vec<u8>, PatchError> {
         let mut out = self.original.clone();
         let n = self.original.len() / self.stride as usize;
         for i in 0..n {
             let t = self.target(i);
-            let Some(k) = self.cases.iter().position(|c| c.target == t) else {
-                continue;
+            let to = match self.cases.iter().position(|c| c.target == t) {
+                Some(k) => stubs[k],
+                None => match copy_of(t).filter(|_| self.whole) {
+                    Some(c) => c,
+                    None => continue,
+                },
             };
             let at = i * self.stride as usize;
             match self.base {
-                None => out[at..at + 8].copy_from_slice(&stubs[k].to_le_bytes()),
+                None => out[at..at + 8].copy_from_slice(&to.to_le_bytes()),
                 Some(b) => {
-                    let off = i32::try_from(stubs[k].wrapping_sub(b) as i64).map_err(|_| {
+                    let off = i32::try_from(to.wrapping_sub(b) as i64).map_err(|_| {
                         PatchError::Layout(format!(
-                            "a jump table's stub at {:#x} is beyond ±2 GiB of its base {b:#x}",
-                            stubs[k]
+                            "a jump table's target at {to:#x} is beyond ±2 GiB of its base {b:#x}"
                         ))
                     })?;
                     out[at..at + 4].copy_from_slice(&off.to_le_bytes());
@@ -332,7 +360,7 @@ pub fn lay_out(
                 let table = points
                     .get(&insn.ip())
                     .and_then(|pc| pc.table.as_ref())
-                    .filter(|t| !t.cases.is_empty());
+                    .filter(|t| !t.cases.is_empty() || t.whole);
                 if let (Some(t), false) = (table, copied) {
                     tables.push((insn, t));
                     // The first round has no copy yet: any address gives the size.
@@ -393,7 +421,7 @@ pub fn lay_out(
                 bytes.push(0xcc);
             }
             let copy = base + bytes.len() as u64;
-            bytes.extend(t.bytes(&stubs)?);
+            bytes.extend(t.bytes(&stubs, &|a| starts.get(&a).copied())?);
             placed.insert(insn.ip(), (copy, stubs));
         }
         if now == starts && placed == copies {

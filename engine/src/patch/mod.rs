@@ -125,8 +125,9 @@ pub struct Request {
     pub tag: u32,
     /// Where the snippet runs.
     pub point: Point,
-    /// The snippet's text.
-    pub source: String,
+    /// The snippet's text, shared by every point it goes to (a whole-program `coverage '*'`
+    /// makes over a million requests, cloned as they are planned and written).
+    pub source: Arc<str>,
     /// What the snippet's names mean at the point, for compiling it into each trampoline.
     pub env: Arc<dyn Env + Send + Sync>,
 }
@@ -799,6 +800,17 @@ impl Patcher {
                 env: &*r.env,
             });
         }
+        // A function copied whole reads private copies of its jump tables.
+        if let (plan::Tactic::RelocateFunction, Some(r)) = (site.tactic, reqs.first()) {
+            edge::copy_tables(
+                view,
+                space,
+                self.bias,
+                r.point.func,
+                &mut codes,
+                self.options.vector,
+            )?;
+        }
         let mut segments = Vec::new();
         for s in &site.segments {
             let len = (s.end.0 - s.start.0) as usize;
@@ -1008,17 +1020,7 @@ fn table_case<'p, 'e>(
     let (t, target) = edge::table_of(view, p).ok_or(PatchError::NoInstruction(p.addr))?;
     let reach = t.reach.ok_or(PatchError::NoInstruction(p.addr))?;
     if pc.table.is_none() {
-        let at = t.table.to_runtime(bias);
-        pc.table = Some(layout::TableCopy {
-            table: at.0,
-            stride: t.stride,
-            base: match t.entry {
-                crate::cfg::TableEntry::Relative { base } => Some(base.to_runtime(bias).0),
-                crate::cfg::TableEntry::Absolute { .. } => None,
-            },
-            original: space.read(at, (reach * t.stride) as usize)?,
-            cases: Vec::new(),
-        });
+        pc.table = Some(edge::table_copy(space, bias, t, reach)?);
     }
     let copy = pc.table.as_mut().expect("made above");
     let target = target.to_runtime(bias).0;

@@ -15,9 +15,10 @@
 //!    trampoline, entered by a `jmp rel32` over their first 5 bytes; the next 5 bytes hold
 //!    the point's `jmp rel32`, reached by the 2-byte `jmp rel8`.
 //! 5. **relocate-function** (tactic (c)): the whole function is copied into one trampoline with
-//!    every point's snippets, and its entry redirected by a jump or a pun. Only for functions
-//!    without calls that return (their return addresses would lead back into the original),
-//!    jump tables or unresolved indirect jumps.
+//!    every point's snippets, and its entry redirected by a jump or a pun; the return
+//!    addresses of its calls and other ways in jump into the copy, and each jump table is read
+//!    from a private copy whose entries lead into the copy. Not for functions with unresolved
+//!    indirect jumps, or tables a private copy cannot stand for (`edge::copy_refusal`).
 //! 6. **trap** (tactic (d)): `int3`, which needs a SIGTRAP handler ([`super::trap`]); `save`
 //!    writes one into the output, live processes refuse traps.
 //!
@@ -781,8 +782,10 @@ impl Planner<'_> {
     /// of the original body is dead, so it serves as padding for puns.
     pub fn place_function(&self, claimed: &dyn Overlaps) -> Result<Site, String> {
         let cfg = self.cfg;
-        if !cfg.jump_tables.is_empty() || !cfg.unresolved.is_empty() {
-            return Err("it has indirect jumps".into());
+        // Its jump tables are read from private copies leading into the copy
+        // (`edge::copy_tables`).
+        if let Some(why) = super::edge::copy_refusal(self.view, cfg) {
+            return Err(why);
         }
         let mut blocks: Vec<Range<u64>> = cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
         blocks.sort_by_key(|r| r.start);

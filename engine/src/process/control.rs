@@ -70,6 +70,9 @@ pub struct Process {
     pub(crate) mode: AttachedMode,
     /// Set while gsh is hands-off: every thread detached, the process watched by a pidfd.
     pub(crate) hands_off: Option<HandsOff>,
+    /// Set while [`Process::serve_in_job`] serves the stops a halt caught: a thread whose
+    /// stop is served stays stopped, for the halt's caller to resume with the others.
+    holding: bool,
 }
 
 /// Fault signals: they stop the process and are reported before being delivered.
@@ -129,6 +132,7 @@ impl Process {
             waker,
             mode: AttachedMode::default(),
             hands_off: None,
+            holding: false,
         })
     }
 
@@ -559,7 +563,7 @@ impl Process {
         let Some(t) = self.threads.get_mut(&tid) else {
             return Ok(());
         };
-        if t.state != ThreadState::Stopped {
+        if t.state != ThreadState::Stopped || self.holding {
             return Ok(());
         }
         let pending = std::mem::take(&mut t.pending);
@@ -689,6 +693,143 @@ impl Process {
         Ok(())
     }
 
+    /// Serves, inside a job, the stops gsh would have served between jobs, so that no thread
+    /// is held stopped while a long job (a large insert or delete) stages its changes or
+    /// pauses the process many times: a thread at the `int3` of a trap site (`trap_site`
+    /// gives where it goes on, from the `int3`'s `rip`), a signal to pass on, a new thread,
+    /// an interrupt that came late, a thread's exit. What the user must see (a breakpoint, a
+    /// fault, the exit) and what needs the hooks to change the instrumentation (a library
+    /// loaded, a fork, an exec) stays deferred, its thread stopped, for the tracer to handle
+    /// after the job, as it always did; nothing is handled twice.
+    ///
+    /// On a running process: every stop `waitpid` has and every deferred one, each served
+    /// thread running on at once. On a halted one (inside a pause, before code changes):
+    /// the stops the halt caught, each served thread left stopped, at its new `rip`, for
+    /// the pause's `resume`. Nothing happens while gsh is hands-off.
+    pub fn serve_in_job(
+        &mut self,
+        trap_site: &dyn Fn(u64) -> Option<u64>,
+    ) -> Result<(), ProcessError> {
+        /// At most this many stops per call: a storm of signals must not keep a job waiting.
+        const MOST: usize = 256;
+        if self.hands_off.is_some() || !self.state.is_alive() {
+            return Ok(());
+        }
+        let running = self.state == State::Running;
+        self.holding = !running;
+        let result = (|| {
+            let deferred: Vec<(i32, WaitEvent)> = self.deferred.drain(..).collect();
+            let mut kept = VecDeque::new();
+            let mut served = Ok(());
+            for (tid, ev) in deferred {
+                if served.is_ok() {
+                    match self.serve_one(tid, ev, trap_site) {
+                        Ok(true) => continue,
+                        Ok(false) => {}
+                        Err(e) => served = Err(e),
+                    }
+                }
+                kept.push_back((tid, ev));
+            }
+            // Stops deferred while serving (none today) come after those kept.
+            kept.extend(self.deferred.drain(..));
+            self.deferred = kept;
+            served?;
+            let mut n = 0;
+            while running && self.state == State::Running && n < MOST {
+                n += 1;
+                match ptrace::wait(-1, true) {
+                    Ok(Some((tid, ev))) => {
+                        if !self.serve_one(tid, ev, trap_site)? {
+                            // As a halt would have kept it: listed, stopped, deferred.
+                            self.note_halt_stop(tid, ev)?;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(nix::errno::Errno::ECHILD) => {
+                        self.state = State::Signaled(libc::SIGKILL);
+                        self.threads.clear();
+                        self.push_event(Event::Killed {
+                            pid: self.pid,
+                            signal: libc::SIGKILL,
+                        });
+                    }
+                    Err(e) => return Err(ProcessError::ptrace("waitpid", -1, e)),
+                }
+            }
+            Ok(())
+        })();
+        self.holding = false;
+        result
+    }
+
+    /// Serves one stop inside a job when it needs neither the user nor the hooks (see
+    /// [`Process::serve_in_job`]); false, with nothing done, when it must wait.
+    fn serve_one(
+        &mut self,
+        tid: i32,
+        ev: WaitEvent,
+        trap_site: &dyn Fn(u64) -> Option<u64>,
+    ) -> Result<bool, ProcessError> {
+        let servable = match ev {
+            WaitEvent::Exited(_) | WaitEvent::Signaled(_) => true,
+            WaitEvent::Event(
+                libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK | libc::PTRACE_EVENT_EXEC,
+            ) => false,
+            // The leader's exit stop is the hooks' last look at the process's memory.
+            WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => tid != self.pid,
+            WaitEvent::Event(_) | WaitEvent::EventStop(_) => true,
+            WaitEvent::Signal(libc::SIGTRAP) => {
+                if !self.threads.contains_key(&tid) || ptrace::sig_code(tid)? != SI_KERNEL {
+                    return Ok(false);
+                }
+                let mut r = ptrace::regs(tid)?;
+                if self.is_rendezvous_hit(r.rip) {
+                    return Ok(false);
+                }
+                let Some(to) = trap_site(r.rip) else {
+                    return Ok(false);
+                };
+                // The int3 stands for a jump into the trampoline: take it.
+                r.rip = to;
+                ptrace::set_regs(tid, &r)?;
+                self.thread_entry(tid).state = ThreadState::Stopped;
+                self.resume_thread(tid)?;
+                return Ok(true);
+            }
+            WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                // The dynamic linker's hook: dropped, and the thread runs on, unless the link
+                // map is consistent, when the hooks must see the new modules before it goes
+                // on (the flush after the job); rare, two per `dlopen`.
+                if !self.threads.contains_key(&tid) || self.note_rendezvous()? {
+                    return Ok(false);
+                }
+                self.thread_entry(tid).state = ThreadState::Stopped;
+                self.resume_thread(tid)?;
+                return Ok(true);
+            }
+            WaitEvent::Signal(sig) => !is_fault(sig),
+        };
+        if !servable {
+            return Ok(false);
+        }
+        // Only the leader's death is user-visible here: reported as the background loop would.
+        if let Some(stop) = self.handle(tid, ev, &mut super::NoHooks)? {
+            match stop {
+                Stop::Exited(code) => self.push_event(Event::Exited {
+                    pid: self.pid,
+                    code,
+                }),
+                Stop::Killed(signal) => self.push_event(Event::Killed {
+                    pid: self.pid,
+                    signal,
+                }),
+                _ => {}
+            }
+        }
+        Ok(true)
+    }
+
     /// True while the tracer thread should poll for events between jobs.
     pub(crate) fn wants_polling(&self) -> bool {
         self.state == State::Running
@@ -749,12 +890,17 @@ impl Process {
             }
             WaitEvent::Event(_) => self.resume_thread(tid)?,
             WaitEvent::EventStop(sig) if is_stop_signal(sig) => {
-                // Entered a job-control stop: stay there until SIGCONT, still traced.
+                // Entered a job-control stop: stay there until SIGCONT, still traced (held:
+                // the resume that ends the pause listens).
                 if let Some(t) = self.threads.get_mut(&tid) {
-                    t.state = ThreadState::JobStopped;
                     t.job = true;
+                    if !self.holding {
+                        t.state = ThreadState::JobStopped;
+                    }
                 }
-                ptrace::listen(tid)?;
+                if !self.holding {
+                    ptrace::listen(tid)?;
+                }
             }
             // An interrupt that arrived after the thread had stopped for another reason, a
             // new thread's first stop, or the end of a job-control stop: run on.
@@ -812,6 +958,14 @@ impl Process {
         let rip = ptrace::regs(tid)?.rip;
         if self.is_rendezvous_hit(rip) {
             self.rendezvous_hit(tid, hooks)?;
+            return Ok(None);
+        }
+        if self.int3_gone(rip) {
+            // gsh's, taken out since the thread passed it (`stale.rs`): run what is there now.
+            let mut r = ptrace::regs(tid)?;
+            r.rip = rip - 1;
+            ptrace::set_regs(tid, &r)?;
+            self.resume_thread(tid)?;
             return Ok(None);
         }
         match hooks.trap(self, tid, rip) {

@@ -104,6 +104,15 @@ pub enum ProcessError {
         /// `dlerror()`'s text.
         detail: String,
     },
+    /// The process was attached in its start-up and could not be brought to its entry point;
+    /// gsh let it go, running.
+    #[error("process {pid}: {detail}; gsh let it go, running (attach again once it has started)")]
+    StartUp {
+        /// The process.
+        pid: i32,
+        /// Where it was met and what happened instead.
+        detail: String,
+    },
     /// A required symbol was not found in the process's libraries.
     #[error("cannot find `{symbol}` in the process's libraries ({detail})")]
     NoSymbol {

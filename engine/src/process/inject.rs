@@ -418,8 +418,37 @@ impl Process {
             .ok_or_else(|| ProcessError::Inject {
                 what: "code".into(),
                 tid: self.pid,
-                detail: "no thread is stopped in a state that can run injected code".into(),
+                detail: self.why_no_inject_thread(),
             })
+    }
+
+    /// [`Process::inject_thread`], once it has no SIGTRAP queued: one that has takes it first,
+    /// as a deferred stop (`stale.rs`), and another is chosen.
+    fn thread_for_injection(&mut self) -> Result<i32, ProcessError> {
+        loop {
+            let tid = self.inject_thread()?;
+            if !self.surface_pending_trap(tid)? {
+                return Ok(tid);
+            }
+        }
+    }
+
+    /// Why no thread can run injected code, with what to do.
+    fn why_no_inject_thread(&self) -> String {
+        let job = self.threads.values().filter(|t| t.job).count();
+        if job > 0 && job == self.threads.len() {
+            return "every thread is in a job-control stop (SIGSTOP or a terminal stop); \
+                    send it SIGCONT and try again"
+                .into();
+        }
+        format!(
+            "no thread is stopped in a state that can run injected code ({} threads: {} in a \
+             job-control stop, {} with a stop still to handle); let it run (`continue &`) \
+             and try again",
+            self.threads.len(),
+            job,
+            self.deferred.len()
+        )
     }
 
     /// Runs `f` with every thread stopped, restoring the running state afterwards.
@@ -483,7 +512,7 @@ impl Process {
     /// The first system call where no module has room for the stub: `syscall; int3` over
     /// the bytes at the thread's `rip`, put back afterwards.
     fn borrowed_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
-        let tid = self.inject_thread()?;
+        let tid = self.thread_for_injection()?;
         let saved = ptrace::regs(tid)?;
         let at = saved.rip;
         let bytes = self.mem.read(at, BORROWED.len())?;
@@ -532,7 +561,7 @@ impl Process {
         args: &[u64],
         what: &str,
     ) -> Result<u64, ProcessError> {
-        let tid = self.inject_thread()?;
+        let tid = self.thread_for_injection()?;
         let saved = ptrace::regs(tid)?;
         // The called function may use any vector register (dlopen's string functions do);
         // the stub puts them back, and so does gsh, with the rest, once it has the thread.

@@ -21,6 +21,8 @@
 //! - `pools.rs`: gsh's memory in the process, recognised and reused by later sessions.
 //! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
 //! - `rendezvous.rs`: the dynamic linker's `r_debug.r_brk` hook for libraries loaded later.
+//! - `stale.rs`: a SIGTRAP still queued for an `int3` that injected code or a `delete` outran.
+//! - `startup.rs`: an attach that meets the program in its start-up runs it to its entry.
 //! - `memory.rs`, `maps.rs`, `ptrace.rs`: /proc/PID/mem, /proc/PID/maps and auxv, raw ptrace.
 //! - `handsoff.rs`: letting a running process go while nothing needs the tracer, watching it
 //!   with a pidfd, and seizing it again when a command needs it stopped.
@@ -40,6 +42,8 @@ mod memory;
 mod pools;
 mod ptrace;
 mod rendezvous;
+mod stale;
+mod startup;
 mod tracer;
 mod wake;
 
@@ -80,8 +84,9 @@ pub trait Hooks: Send {
     fn modules_changed(&mut self, _p: &mut Process, _added: &[MappedModule]) {}
 
     /// Thread `tid` stopped with SIGTRAP at `rip` after an `int3` (at `rip - 1`) that the
-    /// tracer does not own. A trap caught while halting is handled at the next resume, so the
-    /// `int3` may be gone by then: return `Resume(rip - 1)` to re-run the restored instruction.
+    /// tracer does not own and that is still there. A trap caught while halting is handled at
+    /// the next resume; when its `int3` is gone by then, the tracer itself backs the thread up
+    /// to run the restored instruction, without asking the hooks.
     fn trap(&mut self, _p: &mut Process, _tid: i32, _rip: u64) -> TrapAction {
         TrapAction::Report
     }

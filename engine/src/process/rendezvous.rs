@@ -21,7 +21,7 @@ use super::ptrace::{self, WaitEvent};
 use super::Hooks;
 
 /// `r_debug.r_state` values (glibc `link.h`).
-const RT_CONSISTENT: i32 = 0;
+pub(crate) const RT_CONSISTENT: i32 = 0;
 const DT_DEBUG: u64 = 21;
 const PT_DYNAMIC: u32 = 2;
 const PT_PHDR: u32 = 6;
@@ -93,7 +93,7 @@ impl Rendezvous {
 impl Process {
     /// The address of `struct r_debug`, from the executable's dynamic section at run time;
     /// `None` for a static executable or before ld.so ran.
-    fn find_r_debug(&self) -> Result<Option<u64>, ProcessError> {
+    pub(crate) fn find_r_debug(&self) -> Result<Option<u64>, ProcessError> {
         let aux = maps::auxv(self.pid)?;
         let (Some(&phdr), Some(&phnum)) = (aux.get(&libc::AT_PHDR), aux.get(&libc::AT_PHNUM))
         else {

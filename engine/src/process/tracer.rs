@@ -19,6 +19,7 @@ use super::control::Process;
 use super::error::{permission_problem, ProcessError};
 use super::memory::MemReader;
 use super::ptrace::{self, WaitEvent};
+use super::startup::StartUp;
 use super::wake::Waker;
 use super::{Event, Hooks, Launch, State, ThreadState};
 
@@ -74,6 +75,18 @@ impl<H: Hooks + 'static> Tracer<H> {
             }
             p.state = State::Running;
             p.halt()?;
+            // Met in its start-up (even at the end of its exec), it runs to its entry point
+            // first, as a started program does: libc must be up for injected calls.
+            p.take_attach_exec();
+            let met = p.start_up()?;
+            if met != StartUp::Done {
+                if let Err(e) = p.finish_start_up(hooks, met) {
+                    if p.state().is_alive() {
+                        let _ = p.detach();
+                    }
+                    return Err(e);
+                }
+            }
             p.install_rendezvous()?;
             p.modules_dirty = true;
             p.flush_module_changes(hooks)?;

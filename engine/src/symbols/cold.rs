@@ -7,11 +7,18 @@
 //!
 //! A fragment is recognised here by its parent, by the jump and not by any name: every direct
 //! branch to its start comes from one other function (which may itself be known only by its
-//! FDE, as a `static` function only tail-called is), and either one of them is conditional (a tail call is a `jmp`), or the
-//! fragment branches back into the middle of that function (a called function never does), or
-//! its FDE says the frame is already set up at its start (at a function's entry the CFA is
-//! `rsp + 8`): gcc's isolated null dereferences (`mov rax, [8]; ud2`) are reached by a `jmp`
-//! and never come back.
+//! FDE, as a `static` function only tail-called is), and either one of them is conditional (a
+//! tail call is a `jmp`), or the fragment branches back into the middle of that function (a
+//! called function never does), or its FDE says the frame is already set up at its start (at a
+//! function's entry the CFA is `rsp + 8`): gcc's isolated null dereferences (`mov rax, [8];
+//! ud2`) are reached by a `jmp` and never come back. gcc may also order a cold part's blocks
+//! so that no branch from outside goes to its start, only past it (python3.11's cold part at
+//! 0x440f9c, whose parent at 0x6378a0 enters it at 0x440faa and on): when every such branch
+//! comes from one function, the FDE decides. Branches past a start say nothing more, and
+//! count only where none goes to the start: a cold part and its parent branch into each
+//! other's middles, and the linear decode that finds branches also reads some from bytes
+//! out of step with the code (python3.11's 0x460f19, inside `jmp 0x5b8dac`, "jumps" into the
+//! middle of `PyGILState_Ensure.cold`).
 //! It is then named after its parent (`f.cold`, `sub_1130.cold`), which is how the rest of gsh
 //! knows a part split off a function: the parent's CFG takes it in, and globs skip it.
 
@@ -59,9 +66,15 @@ pub fn name_fragments(
         return;
     }
     let mut seen = vec![Seen::Nothing; functions.len()];
+    // The same for branches past a candidate's start (`bool` unused).
+    let mut past = vec![Seen::Nothing; functions.len()];
     for (from, to, conditional) in branches {
-        let Some(&i) = index.get(&to) else {
-            continue;
+        let (seen, i) = match index.get(&to) {
+            Some(&i) => (&mut seen, i),
+            None => match containing(functions, to) {
+                Some(i) if candidate(&functions[i]) => (&mut past, i),
+                _ => continue,
+            },
         };
         let parent = containing(functions, from);
         if parent == Some(i) {
@@ -74,18 +87,22 @@ pub fn name_fragments(
             _ => Seen::Many,
         };
     }
-    // Fragments by their parent, in address order; those only a `jmp` enters are decided
-    // after, by how they end or by their FDE, read once for them all.
+    // Fragments by their parent, in address order; those only a `jmp` to their start, or only
+    // branches past it, enter are decided after, by how they end or by their FDE, read once
+    // for them all.
     let mut found = Vec::new();
     let mut unsure = Vec::new();
     for i in 0..functions.len() {
-        let Seen::From(p, conditional) = seen[i] else {
-            continue;
-        };
-        if conditional || branches_into(binary, &functions[i], &functions[p]) {
-            found.push((i, p));
-        } else {
-            unsure.push((i, p));
+        match (seen[i], past[i]) {
+            (Seen::From(p, conditional), _) => {
+                if conditional || branches_into(binary, &functions[i], &functions[p]) {
+                    found.push((i, p));
+                } else {
+                    unsure.push((i, p));
+                }
+            }
+            (Seen::Nothing, Seen::From(p, _)) => unsure.push((i, p)),
+            _ => {}
         }
     }
     if !unsure.is_empty() {

@@ -67,3 +67,52 @@ fn the_name_index_answers_as_a_scan_of_every_function_would() {
     assert!(asked >= 40, "{asked} names asked");
     assert_eq!(table.by_name("no such function, surely").count(), 0);
 }
+
+const COLD: &str = include_str!("../../../tests/corpus/cold.c");
+
+/// Stripped, every cold part of the corpus's `cold.c` (gcc -O2) is named after the function
+/// that owns it, and nothing else is taken for one. `mid_cold.cold` is entered only past its
+/// start (its first block is reached from another of its blocks), as python3.11's cold part at
+/// 0x440f9c is: it used to stay a function of its own whose exits had no entries.
+#[test]
+fn stripped_cold_parts_are_named_after_their_parents() {
+    let path = crate::testutil::compile("cold", COLD, false, &["-O2"]);
+    let full = FunctionTable::build(&Binary::open(&path).unwrap(), &NoProgress);
+    let stripped = path.with_extension("stripped");
+    let out = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&path)
+        .output()
+        .expect("run strip");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = FunctionTable::build(&Binary::open(&stripped).unwrap(), &NoProgress);
+    let mut parts = Vec::new();
+    for f in full.functions().iter().filter(|f| f.name.contains(".cold")) {
+        let parent = f.name.split(".cold").next().unwrap();
+        let owner = full.functions().iter().find(|g| g.name == parent).unwrap();
+        let owner = table.at(owner.addr).expect("the parent is found stripped");
+        let part = table.at(f.addr).expect("the cold part is found stripped");
+        assert!(
+            part.is_cold_part() && part.name.starts_with(&format!("{}.cold", owner.name)),
+            "{} at {:#x} is {} stripped, its parent {}",
+            f.name,
+            f.addr.0,
+            part.name,
+            owner.name
+        );
+        parts.push(f.addr);
+    }
+    assert!(parts.len() >= 3, "{parts:x?}");
+    let invented: Vec<&str> = table
+        .functions()
+        .iter()
+        .filter(|f| f.is_cold_part() && !parts.contains(&f.addr))
+        .map(|f| f.name.as_str())
+        .collect();
+    assert!(invented.is_empty(), "{invented:?}");
+}

@@ -57,8 +57,11 @@ trampolines) is reported, and with --clean put back as the files have it; other 
 are reported only. gsh's runtime library and memory left by an earlier session are reported \
 and reused: the runtime's counters are zeroed before they count again, and memory a session \
 released when it detached is written over (a killed session's only after --clean). \
-Instrumentation and breakpoints requested before are inserted. `detach` lets it go again with \
-its code as it was.",
+Instrumentation and breakpoints requested before are inserted. A process still in its start-up \
+(its dynamic linker not done mapping and relocating its libraries, as right after it was \
+launched) is first let run until they are linked, at most 10 s, so that its libraries are \
+known and gsh's calls into libc work; one that does not get there is let go, running. \
+`detach` lets it go again with its code as it was.",
     examples: &[("attach 4242", ""), ("attach --clean 4242", "")],
     run: attach,
 };

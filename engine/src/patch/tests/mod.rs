@@ -125,6 +125,32 @@ spin_entry:                     # the entry block is the loop's header: the back
     ret
     .size spin_entry, .-spin_entry
     .p2align 5, 0xcc
+    .globl spin_switch
+    .type spin_switch, @function
+spin_switch:                    # the entry block is a loop header, and a jump table (PIC
+    cmp $3, %edi                # offsets) dispatches inside the loop (cc1's 0x7f12a0)
+    ja 19f
+    lea .Ltab_spin(%rip), %rdx
+    movslq (%rdx,%rdi,4), %rax
+    add %rdx, %rax
+    jmp *%rax
+10: mov $100, %eax
+    ret
+11: sub $1, %edi
+    jmp spin_switch
+12: sub $2, %edi
+    jmp spin_switch
+13: xor $1, %edi
+    jmp spin_switch
+19: lea 7(%rdi), %eax
+    ret
+    .size spin_switch, .-spin_switch
+    .section .rodata
+    .p2align 2
+.Ltab_spin:
+    .long 10b-.Ltab_spin, 11b-.Ltab_spin, 12b-.Ltab_spin, 13b-.Ltab_spin
+    .text
+    .p2align 5, 0xcc
     .section .note.GNU-stack,"",@progbits
 "#;
 
@@ -234,7 +260,7 @@ impl Fixture {
             .map(|p| Request {
                 tag: 1,
                 point: p.clone(),
-                source: source.to_owned(),
+                source: source.into(),
                 env: Arc::new(self.env(p.kind.snippet_kind())),
             })
             .collect();
@@ -361,7 +387,7 @@ fn snippets_see_arguments_return_values_and_run_in_order() {
             .map(|(i, s)| Request {
                 tag: i as u32 + 1,
                 point: e[0].clone(),
-                source: (*s).to_owned(),
+                source: (*s).into(),
                 env: env.clone(),
             })
             .collect();
@@ -533,14 +559,14 @@ fn removing_by_tag_keeps_the_other_snippets_and_restores_bare_sites() {
             .map(|(i, s)| Request {
                 tag: i as u32 + 1,
                 point: e[0].clone(),
-                source: (*s).to_owned(),
+                source: (*s).into(),
                 env: env.clone(),
             })
             .collect();
         reqs.extend(x.iter().map(|p| Request {
             tag: 3,
             point: p.clone(),
-            source: "n2++;".to_owned(),
+            source: "n2++;".into(),
             env: xenv.clone(),
         }));
         let m = fx.session.main().expect("module");
@@ -723,6 +749,28 @@ fn a_looping_entry_is_entered_once_per_call() {
         1 + 1 + (2..10).sum::<i64>(),
         "iteration begins"
     );
+}
+
+/// A looping entry in a function with a jump table (`spin_switch`, whose cases loop back to
+/// its first instruction): the function is copied whole and its table read from a private
+/// copy leading into the copy, so its entry counts once per call and its exits once per
+/// return. Such entries used to be refused ("a function with indirect jumps cannot be
+/// copied"): cc1's 0x7f12a0 and seven more went unjudged in `whole-program cc1`.
+#[test]
+fn a_looping_entry_with_a_jump_table_is_entered_once_per_call() {
+    let mut fx = Fixture::new("looping_table", "-O2", PatchOptions::default());
+    let xs: Vec<i32> = (-3..12).collect();
+    let before: Vec<i32> = xs.iter().map(|&x| fx.f1("spin_switch")(x)).collect();
+    let e = fx.points("spin_switch", &entry());
+    let r = fx.insert(&e, "n0++;").expect("entry");
+    assert_eq!(r[0].tactic, Tactic::RelocateFunction, "{r:?}");
+    let x = fx.points("spin_switch", &exits());
+    assert_eq!(x.len(), 2, "{x:?}");
+    fx.insert(&x, "n1++;").expect("exits");
+    let after: Vec<i32> = xs.iter().map(|&x| fx.f1("spin_switch")(x)).collect();
+    assert_eq!(after, before);
+    assert_eq!(fx.counter(0), xs.len() as i64, "entries");
+    assert_eq!(fx.counter(1), xs.len() as i64, "exits");
 }
 
 /// Jump-table edges into blocks other edges reach too (`fold`'s cases falling into the next
