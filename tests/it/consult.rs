@@ -579,3 +579,54 @@ fn consult_on_a_loaded_redis_names_no_parked_thread_and_the_server_answers_throu
         Some(true)
     );
 }
+
+/// `time CALLER call CALLEE` times CALLEE when CALLER calls it: in `twopaths`, hot_caller
+/// calls `hot` with six times cold_caller's work, as often, and the two together take `hot`'s
+/// own time. The timer consult tests a call path with, as users can ask for it.
+#[test]
+fn time_caller_call_callee_times_the_callee_from_that_caller() {
+    let exe = Mutatee::new("twopaths").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args([
+            "--json",
+            "-c",
+            "time hot_caller call hot; time cold_caller call hot; time hot; run 2; report",
+        ])
+        .arg(exe.file_name().unwrap())
+        .run();
+    out.assert_success();
+    let report = json_stream(&out)
+        .into_iter()
+        .find(|l| l["command"] == "report")
+        .unwrap_or_else(|| panic!("no report: {out}"));
+    let rows = report["result"]["values"]
+        .as_array()
+        .or_else(|| report["result"].as_array())
+        .unwrap_or_else(|| panic!("{report:#}"))
+        .clone();
+    let row = |function: &str, lp: Option<&str>| {
+        rows.iter()
+            .find(|r| r["function"] == function && r["loop"].as_str() == lp)
+            .unwrap_or_else(|| panic!("no {function} {lp:?}: {report:#}"))
+            .clone()
+    };
+    let hot = row("hot_caller", Some("call hot"));
+    let cold = row("cold_caller", Some("call hot"));
+    let all = row("hot", None);
+    let ns = |r: &serde_json::Value| r["ns"].as_f64().unwrap();
+    let calls = |r: &serde_json::Value| r["calls"].as_u64().unwrap();
+    assert!(calls(&hot) > 10, "{report:#}");
+    assert!(calls(&hot).abs_diff(calls(&cold)) <= 1, "{report:#}");
+    assert_eq!(calls(&hot) + calls(&cold), calls(&all), "{report:#}");
+    // Six times the work; wall time on a loaded machine adds preemptions to either side.
+    let ratio = ns(&hot) / ns(&cold);
+    assert!((2.5..15.0).contains(&ratio), "{ratio}: {report:#}");
+    let sum = (ns(&hot) + ns(&cold)) / ns(&all);
+    assert!((0.95..1.05).contains(&sum), "{sum}: {report:#}");
+    // The program ran to its end, unchanged (its output goes beside gsh's JSON).
+    assert!(
+        format!("{}{}", out.stdout, out.stderr).contains("twopaths done"),
+        "{out}"
+    );
+}
