@@ -263,8 +263,9 @@ pub struct ProbeLab<'p> {
     probes: Option<&'p mut dyn Probes>,
     timers: BTreeMap<u64, Timer>,
     next: u64,
-    /// Loop entries per second seen in each function's loops: the next timer's predicted cost.
-    rates: BTreeMap<String, f64>,
+    /// Entries per second each timer (keyed as in [`ProbeLab::shared`]) has seen: its
+    /// predicted cost.
+    rates: BTreeMap<(String, String, String), f64>,
     stats: ProbeStats,
     /// Nanoseconds paid by timers taken out (their entries times [`ProbeStats::timer_ns`]).
     paid_ns: f64,
@@ -537,16 +538,15 @@ impl Lab for ProbeLab<'_> {
             return UNKNOWN_COST;
         };
         let function = &key.1;
-        match self.rates.get(function) {
+        match self.rates.get(&key) {
             Some(rate) => rate * self.stats.timer_ns / 1e9,
-            // One timer at a time in a function whose entry rate is unknown: an interpreter's
-            // loops are entered millions of times a second, and python3's thirteen timers
-            // started at once took 69% of its time (and a few seconds each to insert and
-            // remove, which `--for` waited for).
-            None if self
-                .timers
-                .values()
-                .any(|t| &t.function == function && t.key != key) =>
+            // One timer at a time whose entry rate is unknown, in each function: an
+            // interpreter's loops are entered millions of times a second, and python3's
+            // thirteen timers started at once took 69% of its time (and a few seconds each to
+            // insert and remove, which `--for` waited for).
+            None if self.timers.values().any(|t| {
+                &t.function == function && t.key != key && !self.rates.contains_key(&t.key)
+            }) =>
             {
                 UNRATED_BESIDE
             }
@@ -671,7 +671,9 @@ impl Lab for ProbeLab<'_> {
             _ => 1.0,
         };
         let rate = entries as f64 / wall;
-        let known = self.rates.entry(function).or_insert(0.0);
+        let _ = function;
+        let key = self.timers.get(&probe.0)?.key.clone();
+        let known = self.rates.entry(key).or_insert(0.0);
         *known = known.max(rate);
         // Unseen: refined all the same, unless its own loop was unseen too (a loop that has
         // ended, rather than one running since before its timer: its loops are no better).
@@ -1076,7 +1078,8 @@ mod tests {
         let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
         let measured = lab.stats.timer_ns;
         assert!(measured >= 1.0, "{measured}");
-        lab.rates.insert("f".into(), 1e6);
+        lab.rates
+            .insert(("m".into(), "f".into(), "loop_1".into()), 1e6);
         let e = Experiment {
             hypothesis: Hypothesis::CPUBound,
             focus: f.with(Resource::Loop("loop_1".into())),
@@ -1084,8 +1087,8 @@ mod tests {
         // A million entries a second at the measured cost each.
         let predicted = lab.predicted_cost(&e);
         assert!((predicted - measured / 1e3).abs() < 1e-12, "{predicted}");
-        // In a function whose rate is unknown, the first timer is predicted to cost little,
-        // and a second one, while the first runs, more than any limit: it waits for the rate.
+        // A timer whose rate is unknown is predicted to cost little, and a second one in the
+        // same function, while the first has no rate yet, more than any limit: it waits.
         lab.rates.clear();
         assert_eq!(lab.predicted_cost(&e), UNKNOWN_COST);
         let first = lab.start(&e).unwrap();
@@ -1096,8 +1099,11 @@ mod tests {
         assert_eq!(lab.predicted_cost(&beside), UNRATED_BESIDE);
         // Not itself, nor what shares its timer.
         assert_eq!(lab.predicted_cost(&e), UNKNOWN_COST);
+        // Once the first has read its own rate, the second may go in: its own rate unknown,
+        // and its cost the first's to find out.
         lab.read(first).unwrap();
-        assert!(lab.predicted_cost(&beside) < UNKNOWN_COST);
+        assert_eq!(lab.predicted_cost(&beside), UNKNOWN_COST);
+        assert_eq!(lab.predicted_cost(&e), 0.0);
         lab.stop(first);
         assert_eq!(lab.finish().timer_ns, measured);
     }
