@@ -70,6 +70,9 @@ pub struct Balance {
     /// `(name, entries, exits)` of functions whose entry point was skipped
     /// ([`Func::entry_skipped`]), left exits: not judged.
     pub entry_skipped: Vec<(String, u64, u64)>,
+    /// `(name, entries)` of functions entered that have no exit point: they never return
+    /// (`abort`-like, or they end in a loop or a no-return call).
+    pub no_exits: Vec<(String, u64)>,
 }
 
 /// The rows of `gsh --json -c COMMAND FILE` (one command whose result is a table), with a
@@ -258,6 +261,9 @@ pub fn balance(saved: &Saved) -> Balance {
             b.called += 1;
         }
         if !f.exits {
+            if e > 0 {
+                b.no_exits.push((f.name.clone(), e));
+            }
             continue;
         }
         if f.entry_skipped {

@@ -122,9 +122,10 @@ fn report(name: &str, saved: &Saved, original: Duration, rewritten: Duration) {
     );
     println!("  output:    identical");
     println!(
-        "  counters:  {} functions called, {} balanced, {} left open, {} not judged (entry point skipped), {} with more exits than entries at an unresolved indirect jmp, {} other",
+        "  counters:  {} functions called, {} balanced, {} without exits (they never return), {} left open, {} not judged (entry point skipped), {} with more exits than entries at an unresolved indirect jmp, {} other",
         b.called,
         b.balanced,
+        b.no_exits.len(),
         b.open.len(),
         b.entry_skipped.len(),
         b.extra_exits_indirect.len(),
@@ -137,6 +138,15 @@ fn report(name: &str, saved: &Saved, original: Duration, rewritten: Duration) {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    if !b.no_exits.is_empty() {
+        let names: Vec<String> = b
+            .no_exits
+            .iter()
+            .take(8)
+            .map(|(n, e)| format!("{n} {e}"))
+            .collect();
+        println!("    without exits (entries): {}", names.join(", "));
+    }
     if !b.open.is_empty() {
         println!("    left open (entries/exits): {}", show(&b.open));
     }
