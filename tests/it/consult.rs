@@ -275,7 +275,8 @@ fn consult_names_a_blocking_pipe_read_with_its_function_and_pipe() {
 /// `hot` computes, called from `hot_caller` (85% of the time) and `cold_caller` (15%): the
 /// search finds `hot` wherever it is called from, refines it into the two call paths reaching
 /// it, and concludes at the hot one, naming the module, the function and the path; the cold
-/// path is tested and judged false, and named by no finding.
+/// path is tested and judged false, and named by no finding. Both paths are measured by
+/// timers of their last call, not by the samples that proposed them.
 #[test]
 fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
     let (findings, r) = search_started("twopaths", &["60"], "");
@@ -291,6 +292,10 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
                 ])
     });
     assert!(hot_path.is_some(), "{r:#}");
+    // Both paths end in a direct call in twopaths itself: each is timed there (`time
+    // hot_caller call hot`), not sampled.
+    assert_eq!(hot_path.unwrap()["measured"], "probe", "{r:#}");
+    assert!(r["probes"]["call_timers"].as_u64() >= Some(2), "{r:#}");
     assert!(
         !findings.iter().any(|(_, f)| f.contains("cold_caller")),
         "{r:#}"
@@ -306,6 +311,7 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
         })
         .unwrap_or_else(|| panic!("the cold path was not tested: {r:#}"));
     assert_eq!(cold["state"], "false", "{r:#}");
+    assert_eq!(cold["measured"], "probe", "{r:#}");
     // `main` calls both callers inside its loop: they are tested below the loop, not beside.
     let cpu_nodes: Vec<String> = r["graph"]
         .as_array()
@@ -571,5 +577,56 @@ fn consult_on_a_loaded_redis_names_no_parked_thread_and_the_server_answers_throu
             .as_deref()
             .map(|l| l.starts_with('$')),
         Some(true)
+    );
+}
+
+/// `time CALLER call CALLEE` times CALLEE when CALLER calls it: in `twopaths`, hot_caller
+/// calls `hot` with six times cold_caller's work, as often, and the two together take `hot`'s
+/// own time. The timer consult tests a call path with, as users can ask for it.
+#[test]
+fn time_caller_call_callee_times_the_callee_from_that_caller() {
+    let exe = Mutatee::new("twopaths").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args([
+            "--json",
+            "-c",
+            "time hot_caller call hot; time cold_caller call hot; time hot; run 2; report",
+        ])
+        .arg(exe.file_name().unwrap())
+        .run();
+    out.assert_success();
+    let report = json_stream(&out)
+        .into_iter()
+        .find(|l| l["command"] == "report")
+        .unwrap_or_else(|| panic!("no report: {out}"));
+    let rows = report["result"]["values"]
+        .as_array()
+        .or_else(|| report["result"].as_array())
+        .unwrap_or_else(|| panic!("{report:#}"))
+        .clone();
+    let row = |function: &str, lp: Option<&str>| {
+        rows.iter()
+            .find(|r| r["function"] == function && r["loop"].as_str() == lp)
+            .unwrap_or_else(|| panic!("no {function} {lp:?}: {report:#}"))
+            .clone()
+    };
+    let hot = row("hot_caller", Some("call hot"));
+    let cold = row("cold_caller", Some("call hot"));
+    let all = row("hot", None);
+    let ns = |r: &serde_json::Value| r["ns"].as_f64().unwrap();
+    let calls = |r: &serde_json::Value| r["calls"].as_u64().unwrap();
+    assert!(calls(&hot) > 10, "{report:#}");
+    assert!(calls(&hot).abs_diff(calls(&cold)) <= 1, "{report:#}");
+    assert_eq!(calls(&hot) + calls(&cold), calls(&all), "{report:#}");
+    // Six times the work; wall time on a loaded machine adds preemptions to either side.
+    let ratio = ns(&hot) / ns(&cold);
+    assert!((2.5..15.0).contains(&ratio), "{ratio}: {report:#}");
+    let sum = (ns(&hot) + ns(&cold)) / ns(&all);
+    assert!((0.95..1.05).contains(&sum), "{sum}: {report:#}");
+    // The program ran to its end, unchanged (its output goes beside gsh's JSON).
+    assert!(
+        format!("{}{}", out.stdout, out.stderr).contains("twopaths done"),
+        "{out}"
     );
 }

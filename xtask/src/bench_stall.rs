@@ -113,6 +113,22 @@ impl Pinger {
             .unwrap_or_default()
     }
 
+    /// Waits (up to [`ANSWER_DEADLINE`]) until a ping sent after `t` has its reply, so that a
+    /// reply held up by what happened before `t` is recorded.
+    pub(crate) fn settle_after(&self, t: Instant) {
+        let deadline = Instant::now() + ANSWER_DEADLINE;
+        while Instant::now() < deadline
+            && !self
+                .times
+                .lock()
+                .expect("times")
+                .iter()
+                .any(|(s, _)| *s >= t)
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// The `q`-quantile (0..1) of the replies to pings sent between `from` and `to`.
     pub(crate) fn quantile(&self, from: Instant, to: Instant, q: f64) -> Duration {
         let mut v: Vec<Duration> = self
@@ -294,6 +310,24 @@ fn measure_detach(pid: i32, runs: usize) -> Result<()> {
     std::thread::sleep(Duration::from_millis(1000));
     let baseline = pinger.longest_since(idle);
     let mut rows = Vec::new();
+    // The floor on this machine now: stopping and resuming every thread, nothing changed.
+    let floor = {
+        let tracer = Tracer::attach(pid, Live::default())?;
+        tracer.with(|p, _| p.resume())??;
+        std::thread::sleep(Duration::from_millis(50));
+        let since = Instant::now();
+        for _ in 0..5 {
+            tracer.with(|p, _| -> Result<()> {
+                p.halt()?;
+                p.resume()?;
+                Ok(())
+            })??;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let floor = pinger.longest_since(since);
+        tracer.with(|p, _| p.detach())??;
+        floor
+    };
     for (label, hold) in [
         ("stops inside a job held until it ends, as before", true),
         ("stops served inside jobs", false),
@@ -311,8 +345,10 @@ fn measure_detach(pid: i32, runs: usize) -> Result<()> {
          inserted again and gsh detached; {runs} run(s) each (target: longest reply <= 20 ms)"
     );
     println!(
-        "  no gsh attached: longest reply {} (the baseline)",
-        ms(baseline)
+        "  no gsh attached: longest reply {} (the baseline) ; halt + resume, nothing \
+         changed: longest reply {} (the floor)",
+        ms(baseline),
+        ms(floor)
     );
     let ratio = |d: Duration| d.as_secs_f64() / baseline.as_secs_f64().max(1e-6);
     for (label, r) in rows {
@@ -363,7 +399,7 @@ fn detach_once(pid: i32, session: &mut Session, pinger: &Pinger, hold: bool) -> 
         live.remove(p, count)?;
         Ok((t.elapsed(), live.longest_pause))
     })??;
-    std::thread::sleep(Duration::from_millis(20));
+    pinger.settle_after(Instant::now());
     let delete_ping = pinger.longest_answered_since(since);
     plan.delete(count)?;
     let count = measure::add(&mut plan, session, "*", Metric::Count)?.id;
@@ -380,7 +416,7 @@ fn detach_once(pid: i32, session: &mut Session, pinger: &Pinger, hold: bool) -> 
         Ok(t.elapsed())
     })??;
     drop(tracer);
-    std::thread::sleep(Duration::from_millis(20));
+    pinger.settle_after(Instant::now());
     let detach_ping = pinger.longest_answered_since(since);
     Ok(DetachRun {
         delete_ping,

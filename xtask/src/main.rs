@@ -22,10 +22,12 @@
 //!   every answer checked, the code back and gsh's pools released after each detach; slots,
 //!   RSS, mappings, and the attach's and detach's time and pause (as ratios to a baseline
 //!   measured in each cycle) per cycle.
-//! - `bench-stall [count|coverage] [--runs N]`: the longest reply a client pinging
+//! - `bench-stall [count|coverage|detach] [--runs N]`: the longest reply a client pinging
 //!   redis-server every 1 ms sees during `count '*'` and during `coverage '*'` (inserted and
 //!   deleted under `SET`/`GET` load), against the one it sees during a bare halt + resume
-//!   and the replies' idle p99. Run it with `--release`.
+//!   and the replies' idle p99; and (`detach`) during the `delete` and the `detach` of
+//!   `count '*'` beside `time '*'`, against the longest reply with no gsh attached, with the
+//!   stops inside a job held as before and served. Run it with `--release`.
 //! - `bench-consult [--runs N] [--cost PERCENT] [--threads N]`: the progress rate of a
 //!   CPU-bound program while `consult` searches it, over its rate alone before and after in
 //!   the same run, beside the overhead `consult` reported.
@@ -104,10 +106,11 @@ tasks:
                                   attach/count/time/profile/coverage/delete/detach cycles on
                                   redis under redis-benchmark load (default 50; --release);
                                   --separate: delete and detach in two jobs, hands-off between
-  bench-stall [count|coverage] [--runs N]
+  bench-stall [count|coverage|detach] [--runs N]
                                   longest reply of redis-server pinged every 1 ms during
                                   `count '*'` and `coverage '*'`, against halt + resume
-                                  and the idle p99 (use --release)
+                                  and the idle p99, and during delete and detach of
+                                  `count '*'` with `time '*'` (use --release)
   bench-consult [--runs N] [--cost PERCENT] [--threads N]
                                   progress rate of a CPU-bound program while `consult`
                                   searches it, over its rate alone, same run

@@ -392,19 +392,47 @@ impl Builder<'_, '_> {
     }
 
     /// How an indirect jump that is no table ends its block: a tail call when the stack is
-    /// as at entry, else a jump inside the function whose targets are unknown.
+    /// as at entry, else a jump inside the function whose targets are unknown. A jump through
+    /// a read-only table none of whose entries leads into the function (taken for a misread
+    /// switch) is a tail call only when the frame is torn down just before it, as cc1's
+    /// `maybe_gen_insn` tail-calls its `genfun` through a table of other functions: its exits
+    /// went uncounted.
     fn unresolved_exit(&self, jump: u64, heights: &mut Option<StackHeights>) -> Exit {
-        match self.unresolved.get(&jump) {
-            None => Exit::Indirect,
-            Some(Unresolved::Switch) => Exit::Unresolved,
-            Some(Unresolved::Other) => {
-                let heights = heights.get_or_insert_with(|| self.stack_heights());
-                match heights.get(&jump) {
-                    Some(0) => Exit::Indirect,
-                    _ => Exit::Unresolved,
-                }
-            }
+        let switch = match self.unresolved.get(&jump) {
+            None => return Exit::Indirect,
+            Some(u) => *u == Unresolved::Switch,
+        };
+        let heights = heights.get_or_insert_with(|| self.stack_heights());
+        match heights.get(&jump) {
+            Some(0) if !switch || self.unwinds_before(jump) => Exit::Indirect,
+            _ => Exit::Unresolved,
         }
+    }
+
+    /// True when one of the few instructions falling through to `at` pops the stack (`pop`,
+    /// `leave`, `add rsp, N`): an epilogue.
+    fn unwinds_before(&self, mut at: u64) -> bool {
+        use iced_x86::Register;
+        for _ in 0..4 {
+            let Some(prev) = (1..=15u64)
+                .filter_map(|k| self.insns.get(&at.wrapping_sub(k)))
+                .find(|i| i.next_ip() == at && i.flow_control() == FlowControl::Next)
+            else {
+                return false;
+            };
+            let pops = match prev.mnemonic() {
+                Mnemonic::Pop | Mnemonic::Leave => true,
+                Mnemonic::Add => {
+                    prev.op0_kind() == OpKind::Register && prev.op0_register() == Register::RSP
+                }
+                _ => false,
+            };
+            if pops {
+                return true;
+            }
+            at = prev.ip();
+        }
+        false
     }
 
     /// The stack pointer before each instruction, relative to its value at entry (0 there,

@@ -90,6 +90,16 @@ __attribute__((noinline)) int tail(int x) { return leaf(x * 3); }
 /* A tail call through a pointer: an indirect jump with the stack as at entry. */
 __attribute__((noinline)) int via(int (*k)(int), int v) { return k(v + 1); }
 
+/* A tail call through a table of pointers to other functions (cc1's maybe_gen_insn): the
+ * table is read, but no entry leads into the function, and the frame is torn down first. */
+__attribute__((noinline)) int twice(int v) { return 2 * v; }
+__attribute__((noinline)) int thrice(int v) { return 3 * v; }
+int (*const ops[4])(int) = {leaf, twice, thrice, leaf};
+__attribute__((noinline)) int viatable(int i, int v) {
+    int r = leaf(v);
+    return ops[(i + r) & 3](r);
+}
+
 /* An indirect jump inside a frame that is no table: not a way out. */
 __attribute__((noinline)) int inside(int v) {
     volatile char buf[64];
@@ -102,7 +112,7 @@ __attribute__((noinline)) int inside(int v) {
 int main(int argc, char **argv) {
     (void)argv;
     return nested(argc) + siblings(argc) + sw(argc) + swmod(argc) + checked(argc) + tail(argc)
-        + via(leaf, argc) + inside(argc);
+        + via(leaf, argc) + inside(argc) + viatable(argc, argc);
 }
 "#;
 
@@ -401,6 +411,9 @@ fn indirect_jumps_leave_only_from_an_unwound_frame() {
         if flags.contains(&"-O2") {
             let via = exits("via");
             assert!(via.contains(&Exit::Indirect), "{flags:?}: {via:?}");
+            let table = exits("viatable");
+            assert!(table.contains(&Exit::Indirect), "{flags:?}: {table:?}");
+            assert!(!table.contains(&Exit::Unresolved), "{flags:?}: {table:?}");
         }
     }
 }

@@ -267,6 +267,17 @@ pub struct Reading {
     pub opaque: bool,
 }
 
+/// How a [`Lab`] measures an experiment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// From samples: `/proc`'s counts, and the program's stacks for foci below a thread.
+    Samples,
+    /// With instrumentation inserted for it: a loop timer, or a timer of a call path's last
+    /// call.
+    Probe,
+}
+
 /// A running experiment's handle in its [`Lab`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProbeId(pub u64);
@@ -285,6 +296,11 @@ pub trait Lab {
     fn read(&mut self, probe: ProbeId) -> Option<Reading>;
     /// Stops measuring and removes the instrumentation.
     fn stop(&mut self, probe: ProbeId);
+    /// How the experiment `probe` is measured.
+    fn method(&self, probe: ProbeId) -> Method {
+        let _ = probe;
+        Method::Samples
+    }
 }
 
 /// How the search runs.
@@ -358,6 +374,8 @@ pub struct Node {
     pub note: Option<String>,
     /// Seconds into the search when it was judged true or false.
     pub judged: Option<f64>,
+    /// How it was measured, once started.
+    pub measured: Option<Method>,
     #[serde(skip)]
     probe: Option<ProbeId>,
     #[serde(skip)]
@@ -381,6 +399,8 @@ pub struct Finding {
     pub focus: Focus,
     /// The fraction of wall time last measured there (0 to 1, per thread).
     pub fraction: f64,
+    /// How it was measured.
+    pub measured: Option<Method>,
 }
 
 /// A search in progress.
@@ -410,6 +430,7 @@ impl Search {
                 first_read: None,
                 unrefined: None,
                 judged: None,
+                measured: None,
             })
             .collect();
         Search { settings, nodes }
@@ -441,6 +462,18 @@ impl Search {
     /// conclusive, refines the true ones, and starts waiting experiments, likeliest first, as
     /// far as the cost limit allows. Returns true while there is work left.
     pub fn step(&mut self, lab: &mut dyn Lab, now: f64) -> bool {
+        self.step_until(lab, now, None)
+    }
+
+    /// [`Search::step`], starting no experiment once `deadline` has passed: starting one
+    /// inserts its probes, which in a large program can take seconds, and the search's time
+    /// limit counts them.
+    pub fn step_until(
+        &mut self,
+        lab: &mut dyn Lab,
+        now: f64,
+        deadline: Option<std::time::Instant>,
+    ) -> bool {
         for i in 0..self.nodes.len() {
             if self.nodes[i].state != State::Active {
                 continue;
@@ -509,7 +542,7 @@ impl Search {
             }
         }
         self.refine_where(lab, now);
-        self.start_waiting(lab, now);
+        self.start_waiting(lab, now, deadline);
         !self.done()
     }
 
@@ -560,6 +593,7 @@ impl Search {
                 first_read: None,
                 unrefined: None,
                 judged: None,
+                measured: None,
             });
         }
     }
@@ -567,7 +601,7 @@ impl Search {
     /// Starts untested experiments in priority order while the predicted cost stays under the
     /// limit. One experiment is always allowed to run, so that a limit below a single probe's
     /// cost slows the search instead of stalling it.
-    fn start_waiting(&mut self, lab: &mut dyn Lab, now: f64) {
+    fn start_waiting(&mut self, lab: &mut dyn Lab, now: f64, deadline: Option<std::time::Instant>) {
         let mut waiting: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].state == State::Untested)
             .collect();
@@ -584,12 +618,16 @@ impl Search {
             .filter(|n| n.state == State::Active)
             .count();
         for i in waiting {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                break;
+            }
             let c = lab.predicted_cost(&self.nodes[i].experiment);
             if running > 0 && cost + c > self.settings.cost_limit {
                 continue;
             }
             match lab.start(&self.nodes[i].experiment) {
                 Ok(probe) => {
+                    self.nodes[i].measured = Some(lab.method(probe));
                     self.nodes[i].probe = Some(probe);
                     self.nodes[i].state = State::Active;
                     self.nodes[i].started = now;
@@ -651,6 +689,7 @@ impl Search {
                 hypothesis: n.experiment.hypothesis,
                 focus: n.experiment.focus.clone(),
                 fraction: n.fraction.unwrap_or(0.0),
+                measured: n.measured,
             })
             .collect();
         out.sort_by(|a, b| b.fraction.total_cmp(&a.fraction));
@@ -694,6 +733,8 @@ pub struct FindingOut {
     pub fraction: f64,
     /// The thread the focus names, if any.
     pub thread: Option<u32>,
+    /// How it was measured: `samples`, or `probe` (a loop timer or a call path's timer).
+    pub measured: Option<Method>,
 }
 
 impl From<&Finding> for FindingOut {
@@ -712,6 +753,7 @@ impl From<&Finding> for FindingOut {
                 Resource::Thread(t) => Some(*t),
                 _ => None,
             }),
+            measured: f.measured,
         }
     }
 }
@@ -735,6 +777,8 @@ pub struct NodeOut {
     pub note: Option<String>,
     /// Seconds into the search when it was judged, if it was.
     pub judged: Option<f64>,
+    /// How it was measured, once started: `samples` or `probe`.
+    pub measured: Option<Method>,
 }
 
 /// What a finished (or interrupted) search reports.
@@ -799,6 +843,7 @@ impl Search {
                     fraction: n.fraction,
                     note: n.note.clone(),
                     judged: n.judged,
+                    measured: n.measured,
                 })
                 .collect(),
         }
@@ -866,10 +911,15 @@ impl Report {
                 .map_or_else(String::new, |t| format!(" (thread {t})"));
             let _ = writeln!(
                 out,
-                "{:<13}{:.2}  {}{thread}",
+                "{:<13}{:.2}  {}{thread}{}",
                 f.hypothesis.name(),
                 f.fraction,
-                f.focus.join(" > ")
+                f.focus.join(" > "),
+                if f.measured == Some(Method::Probe) {
+                    "  [probe]"
+                } else {
+                    ""
+                }
             );
         }
         let _ = writeln!(
@@ -889,9 +939,13 @@ impl Report {
         if self.probes.inserted > 0 {
             let _ = writeln!(
                 out,
-                "{} loop timers inserted, {} removed; they ran {:.2}% of the program's running \
-                 time ({:.0} ns per timed entry, measured as the search began)\n",
+                "{} timers inserted ({} of loops, {} of call paths' last calls), {} removed; \
+                 they ran {:.2}% of the program's running time ({:.0} ns per timed entry, \
+                 measured as the search began). Experiments marked [probe] were measured by \
+                 them, the others by samples\n",
                 self.probes.inserted,
+                self.probes.inserted - self.probes.call_timers,
+                self.probes.call_timers,
                 self.probes.removed,
                 self.probes.cost * 100.0,
                 self.probes.timer_ns
@@ -914,9 +968,14 @@ impl Report {
                     .note
                     .as_deref()
                     .map_or_else(String::new, |x| format!("  ({x})"));
+                let by = if n.measured == Some(Method::Probe) {
+                    " [probe]"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     out,
-                    "{:indent$}{} {}  {state} {value}{note}",
+                    "{:indent$}{} {}  {state} {value}{by}{note}",
                     "",
                     n.hypothesis.name(),
                     n.focus.last().map_or("", String::as_str),
@@ -980,12 +1039,14 @@ pub fn run_watched<L: Lab>(
     mut watch: impl FnMut(&Search, &mut L, f64),
 ) -> f64 {
     let start = std::time::Instant::now();
+    let deadline = start + limit;
     loop {
         let now = start.elapsed();
-        let more = search.step(lab, now.as_secs_f64());
+        let more = search.step_until(lab, now.as_secs_f64(), Some(deadline));
         watch(search, lab, now.as_secs_f64());
+        // After the step: starting experiments (inserting their probes) takes time too.
         if !more
-            || now >= limit
+            || start.elapsed() >= limit
             || interrupted.load(std::sync::atomic::Ordering::SeqCst)
             || !alive()
         {

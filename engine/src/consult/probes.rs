@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::proclab::ProcLab;
-use super::{Experiment, Focus, Hypothesis, Lab, ProbeId, Reading, Resource};
+use super::{Experiment, Focus, Hypothesis, Lab, Method, ProbeId, Reading, Resource};
 
 /// One loop of a function, as `loops FUNC` names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +57,12 @@ pub trait Probes {
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String>;
     /// Takes timer `id` out, with what it measured.
     fn remove(&mut self, id: u32) -> Result<(), String>;
+    /// Inserts a timer of `caller`'s direct calls to `callee` (`time CALLER call CALLEE`,
+    /// both in `module`): the time `callee` runs when called from `caller`; its id.
+    fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
+        let _ = (module, caller, callee);
+        Err("calls are timed only in a live process".into())
+    }
     /// The innermost loop of `function` in `module` holding the runtime address `pc`, if any.
     fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {
         let _ = (module, function, pc);
@@ -183,6 +189,10 @@ std::arch::global_asm!(
 /// The cost predicted for a loop timer before its entry rate is known.
 const UNKNOWN_COST: f64 = 0.002;
 
+/// The cost predicted for another timer in a function one is timing already, before its
+/// entry rate is known: above any cost limit, so it waits for that rate.
+const UNRATED_BESIDE: f64 = 1.0;
+
 /// A ProbeId's bit that marks it as a loop timer's (the others are the [`ProcLab`]'s).
 const TIMER_BIT: u64 = 1 << 63;
 
@@ -227,6 +237,9 @@ pub struct ProbeStats {
     pub inserted: usize,
     /// Loop timers taken out again.
     pub removed: usize,
+    /// Of the timers inserted, those of a call path's last call (`time CALLER call
+    /// CALLEE`); the others time loops.
+    pub call_timers: usize,
     /// The share of the program's running time its loop timers took ([`super::Cost`]):
     /// [`ProbeStats::spent`] over what the threads would have run without the search; until
     /// the report sets it, over the search's wall time.
@@ -250,8 +263,9 @@ pub struct ProbeLab<'p> {
     probes: Option<&'p mut dyn Probes>,
     timers: BTreeMap<u64, Timer>,
     next: u64,
-    /// Loop entries per second seen in each function's loops: the next timer's predicted cost.
-    rates: BTreeMap<String, f64>,
+    /// Entries per second each timer (keyed as in [`ProbeLab::shared`]) has seen: its
+    /// predicted cost.
+    rates: BTreeMap<(String, String, String), f64>,
     stats: ProbeStats,
     /// Nanoseconds paid by timers taken out (their entries times [`ProbeStats::timer_ns`]).
     paid_ns: f64,
@@ -262,6 +276,22 @@ pub struct ProbeLab<'p> {
     shared: BTreeMap<(String, String, String), (u32, usize)>,
     /// Loops whose timers saw no entry and no time.
     unseen: std::collections::BTreeSet<String>,
+    /// Calls (keys as in [`ProbeLab::shared`]) whose timers could not be inserted: their
+    /// paths are sampled without asking again.
+    untimable: std::collections::BTreeSet<(String, String, String)>,
+}
+
+/// For a call path focus (a [`Resource::CallPath`] of two functions or more): the module,
+/// the path's last caller and its callee, and the thread.
+fn call_of(focus: &Focus) -> Option<(String, String, String, i32)> {
+    let Some(Resource::CallPath(path)) = focus.last() else {
+        return None;
+    };
+    let [.., caller, callee] = path.as_slice() else {
+        return None;
+    };
+    let (module, _, tid) = function_of(focus)?;
+    Some((module, caller.clone(), callee.clone(), tid))
 }
 
 /// The module and function a focus' last function names, and the thread.
@@ -299,6 +329,7 @@ impl<'p> ProbeLab<'p> {
             started: Instant::now(),
             learned: Instant::now(),
             unseen: Default::default(),
+            untimable: Default::default(),
             shared: BTreeMap::new(),
         }
     }
@@ -362,6 +393,34 @@ impl<'p> ProbeLab<'p> {
 
     fn timer_value(&mut self, id: u32, tid: i32) -> Option<TimerValue> {
         self.probes.as_deref_mut()?.read(id, tid).ok()
+    }
+}
+
+/// What one timer times in its function.
+enum Timed {
+    /// A loop, by name.
+    Loop(String),
+    /// The function's direct calls to a callee, by name.
+    Call(String),
+}
+
+impl Timed {
+    /// Its part of a timer's key in [`ProbeLab::shared`]: `loop_1.2`, `call hot`.
+    fn key(&self) -> String {
+        match self {
+            Timed::Loop(l) => l.clone(),
+            Timed::Call(c) => format!("call {c}"),
+        }
+    }
+}
+
+impl ProbeLab<'_> {
+    /// True when `e` is a call path experiment the lab times with a probe at its last call
+    /// (CPU demand, as for loops), rather than with stack samples.
+    fn times_calls(&self, e: &Experiment) -> bool {
+        self.probes.is_some()
+            && matches!(e.hypothesis, Hypothesis::CPUBound | Hypothesis::RunQueue)
+            && call_of(&e.focus).is_some()
     }
 }
 
@@ -469,37 +528,87 @@ impl Lab for ProbeLab<'_> {
     }
 
     fn predicted_cost(&mut self, e: &Experiment) -> f64 {
-        if !matches!(e.focus.last(), Some(Resource::Loop(_))) {
-            return self.inner.predicted_cost(e);
+        let key = match e.focus.last() {
+            Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
+            Some(Resource::CallPath(_)) if self.times_calls(e) => call_of(&e.focus)
+                .map(|(m, caller, callee, _)| (m, caller, Timed::Call(callee).key())),
+            _ => return self.inner.predicted_cost(e),
+        };
+        let Some(key) = key else {
+            return UNKNOWN_COST;
+        };
+        let function = &key.1;
+        match self.rates.get(&key) {
+            Some(rate) => rate * self.stats.timer_ns / 1e9,
+            // One timer at a time whose entry rate is unknown, in each function: an
+            // interpreter's loops are entered millions of times a second, and python3's
+            // thirteen timers started at once took 69% of its time (and a few seconds each to
+            // insert and remove, which `--for` waited for).
+            None if self.timers.values().any(|t| {
+                &t.function == function && t.key != key && !self.rates.contains_key(&t.key)
+            }) =>
+            {
+                UNRATED_BESIDE
+            }
+            None => UNKNOWN_COST,
         }
-        function_of(&e.focus)
-            .and_then(|(_, f, _)| self.rates.get(&f).copied())
-            .map_or(UNKNOWN_COST, |rate| rate * self.stats.timer_ns / 1e9)
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
-        let Some(Resource::Loop(lp)) = e.focus.last() else {
-            return self.inner.start(e);
+        let (module, function, what, tid) = match e.focus.last() {
+            Some(Resource::Loop(lp)) => {
+                let (module, function, tid) = function_of(&e.focus)
+                    .ok_or("a loop focus names its thread, module and function")?;
+                (module, function, Timed::Loop(lp.clone()), tid)
+            }
+            Some(Resource::CallPath(_)) if self.times_calls(e) => {
+                let Some((module, caller, callee, tid)) = call_of(&e.focus) else {
+                    return self.inner.start(e);
+                };
+                (module, caller, Timed::Call(callee), tid)
+            }
+            _ => return self.inner.start(e),
         };
-        let lp = lp.clone();
-        let (module, function, tid) =
-            function_of(&e.focus).ok_or("a loop focus names its thread, module and function")?;
         let probes = self
             .probes
             .as_deref_mut()
             .ok_or("loops are timed only in a live process")?;
-        // One timer per loop, shared by the experiments on it (each reads its own thread).
-        let key = (module.clone(), function.clone(), lp.clone());
+        // One timer per loop or caller's calls, shared by the experiments on it (each reads
+        // its own thread).
+        let key = (module.clone(), function.clone(), what.key());
+        if self.untimable.contains(&key) {
+            return self.inner.start(e);
+        }
         let id = match self.shared.get_mut(&key) {
             Some((id, users)) => {
                 *users += 1;
                 *id
             }
             None => {
-                let id = probes.insert(&module, &function, &lp).inspect_err(|e| {
-                    self.stats.errors.push(e.clone());
-                })?;
+                let inserted = match &what {
+                    Timed::Loop(lp) => probes.insert(&module, &function, lp),
+                    Timed::Call(callee) => probes.insert_call(&module, &function, callee),
+                };
+                let id = match (inserted, &what) {
+                    (Ok(id), _) => id,
+                    (Err(why), Timed::Loop(_)) => {
+                        self.stats.errors.push(why.clone());
+                        return Err(why);
+                    }
+                    // A call path whose last call cannot be timed (an indirect call, a
+                    // caller in another module) is measured by the stack samples.
+                    (Err(why), Timed::Call(_)) => {
+                        self.untimable.insert(key);
+                        self.stats
+                            .errors
+                            .push(format!("{why} (its call path is sampled instead)"));
+                        return self.inner.start(e);
+                    }
+                };
                 self.stats.inserted += 1;
+                if matches!(what, Timed::Call(_)) {
+                    self.stats.call_timers += 1;
+                }
                 self.shared.insert(key.clone(), (id, 1));
                 id
             }
@@ -562,14 +671,18 @@ impl Lab for ProbeLab<'_> {
             _ => 1.0,
         };
         let rate = entries as f64 / wall;
-        let known = self.rates.entry(function).or_insert(0.0);
+        let _ = function;
+        let key = self.timers.get(&probe.0)?.key.clone();
+        let known = self.rates.entry(key).or_insert(0.0);
         *known = known.max(rate);
         // Unseen: refined all the same, unless its own loop was unseen too (a loop that has
         // ended, rather than one running since before its timer: its loops are no better).
         let unseen = entries == 0 && ns == 0.0;
         let focus = self.timers.get(&probe.0)?.focus.clone();
         let outer = Focus(focus.0[..focus.0.len() - 1].to_vec());
-        let opaque = unseen && !self.unseen.contains(&outer.to_string());
+        // Only a loop has parts to time in its stead: a call path ends at its call.
+        let is_loop = matches!(focus.last(), Some(Resource::Loop(_)));
+        let opaque = is_loop && unseen && !self.unseen.contains(&outer.to_string());
         if unseen {
             self.unseen.insert(focus.to_string());
         }
@@ -581,11 +694,20 @@ impl Lab for ProbeLab<'_> {
                     "not entered while timed: it may run since before its timer went in; the \
                      loops in it are timed instead",
                 ),
-                (true, false) => Some("not entered while timed"),
+                (true, false) if is_loop => Some("not entered while timed"),
+                (true, false) => Some("not called while timed"),
                 _ => None,
             },
             opaque,
         })
+    }
+
+    fn method(&self, probe: ProbeId) -> Method {
+        if probe.0 & TIMER_BIT == 0 {
+            self.inner.method(probe)
+        } else {
+            Method::Probe
+        }
     }
 
     fn stop(&mut self, probe: ProbeId) {
@@ -628,6 +750,8 @@ mod tests {
     #[derive(Default)]
     struct Fake {
         inserted: Vec<(String, String, String)>,
+        /// Call timers inserted: (module, caller, callee).
+        calls: Vec<(String, String, String)>,
         removed: Vec<u32>,
         value: TimerValue,
         always: Option<Instant>,
@@ -653,6 +777,14 @@ mod tests {
             self.inserted
                 .push((module.into(), function.into(), lp.into()));
             Ok(100 + self.inserted.len() as u32)
+        }
+        fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
+            if caller == "by_pointer" {
+                return Err(format!("{caller} makes no direct call to {callee}"));
+            }
+            self.calls
+                .push((module.into(), caller.into(), callee.into()));
+            Ok(200 + self.calls.len() as u32)
         }
         fn read(&mut self, _: u32, _: i32) -> Result<TimerValue, String> {
             Ok(match self.always {
@@ -873,6 +1005,68 @@ mod tests {
         assert!(lab.refine(Hypothesis::SyncWait, &l2).unwrap().is_empty());
     }
 
+    /// A call path's hypothesis is tested by a timer of its last call, `time CALLER call
+    /// CALLEE`, shared by the experiments on it and taken out with the last; a path whose
+    /// last call cannot be timed (here, an indirect one) is measured by the samples instead,
+    /// and each experiment says which it was.
+    #[test]
+    fn a_call_path_is_timed_at_its_last_call_or_else_sampled() {
+        use std::sync::{Arc, Mutex};
+        let (pid, f) = at_f();
+        let mut code = f.clone();
+        code.0[3] = Resource::Code("hot".into());
+        let path = |p: &[&str]| Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: code.with(Resource::CallPath(
+                p.iter().map(|s| s.to_string()).collect(),
+            )),
+        };
+        let stacks = Arc::new(Mutex::new(super::super::stacks::Stacks::new(pid)));
+        let mut fake = Fake::default();
+        let stats = {
+            let mut lab = ProbeLab::new(pid, ProcLab::with_stacks(pid, stacks), Some(&mut fake));
+            let hot = lab.start(&path(&["main", "hot_caller", "hot"])).unwrap();
+            assert_eq!(lab.method(hot), Method::Probe);
+            let waiting = Experiment {
+                hypothesis: Hypothesis::RunQueue,
+                ..path(&["main", "hot_caller", "hot"])
+            };
+            let shared = lab.start(&waiting).unwrap();
+            let cold = lab.start(&path(&["main", "cold_caller", "hot"])).unwrap();
+            assert_eq!(lab.method(cold), Method::Probe);
+            let sampled = lab.start(&path(&["main", "by_pointer", "hot"])).unwrap();
+            assert_eq!(lab.method(sampled), Method::Samples);
+            // Only CPU demand is timed: other hypotheses' paths are sampled.
+            let sync = Experiment {
+                hypothesis: Hypothesis::SyncWait,
+                ..path(&["main", "hot_caller", "hot"])
+            };
+            let sync = lab.start(&sync).unwrap();
+            assert_eq!(lab.method(sync), Method::Samples);
+            // A call not made while timed reads 0 and, unlike a loop, is not refined.
+            let r = lab.read(cold).unwrap();
+            assert!(!r.opaque && r.fraction == 0.0, "{r:?}");
+            assert_eq!(r.note, Some("not called while timed"));
+            lab.stop(hot);
+            lab.stop(cold);
+            lab.stop(shared);
+            lab.finish()
+        };
+        let m = |c: &str| ("m".to_string(), c.to_string(), "hot".to_string());
+        assert_eq!(fake.calls, [m("hot_caller"), m("cold_caller")]);
+        assert!(fake.inserted.is_empty());
+        assert_eq!(fake.removed, [202, 201]);
+        assert_eq!(
+            (stats.inserted, stats.call_timers, stats.removed),
+            (2, 2, 2)
+        );
+        assert!(
+            stats.errors.iter().any(|e| e.contains("sampled instead")),
+            "{:?}",
+            stats.errors
+        );
+    }
+
     /// The timer's cost is measured on this machine: a clock read's worth at least, far less
     /// than a microsecond where `rdtsc` runs natively, and what predicts a timer's cost.
     #[test]
@@ -884,7 +1078,8 @@ mod tests {
         let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
         let measured = lab.stats.timer_ns;
         assert!(measured >= 1.0, "{measured}");
-        lab.rates.insert("f".into(), 1e6);
+        lab.rates
+            .insert(("m".into(), "f".into(), "loop_1".into()), 1e6);
         let e = Experiment {
             hypothesis: Hypothesis::CPUBound,
             focus: f.with(Resource::Loop("loop_1".into())),
@@ -892,6 +1087,24 @@ mod tests {
         // A million entries a second at the measured cost each.
         let predicted = lab.predicted_cost(&e);
         assert!((predicted - measured / 1e3).abs() < 1e-12, "{predicted}");
+        // A timer whose rate is unknown is predicted to cost little, and a second one in the
+        // same function, while the first has no rate yet, more than any limit: it waits.
+        lab.rates.clear();
+        assert_eq!(lab.predicted_cost(&e), UNKNOWN_COST);
+        let first = lab.start(&e).unwrap();
+        let beside = Experiment {
+            focus: f.with(Resource::Loop("loop_2".into())),
+            ..e.clone()
+        };
+        assert_eq!(lab.predicted_cost(&beside), UNRATED_BESIDE);
+        // Not itself, nor what shares its timer.
+        assert_eq!(lab.predicted_cost(&e), UNKNOWN_COST);
+        // Once the first has read its own rate, the second may go in: its own rate unknown,
+        // and its cost the first's to find out.
+        lab.read(first).unwrap();
+        assert_eq!(lab.predicted_cost(&beside), UNKNOWN_COST);
+        assert_eq!(lab.predicted_cost(&e), 0.0);
+        lab.stop(first);
         assert_eq!(lab.finish().timer_ns, measured);
     }
 

@@ -24,6 +24,8 @@ struct Model {
     /// Foci the lab has no reading of until this many seconds after they start (their
     /// samples come slowly).
     slow: HashMap<String, f64>,
+    /// How long starting an experiment takes (inserting probes into a large program).
+    start_delay: std::time::Duration,
 }
 
 fn f(path: &[&str]) -> Focus {
@@ -52,6 +54,7 @@ impl Model {
             refuse: None,
             not_yet: Default::default(),
             slow: HashMap::new(),
+            start_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -102,6 +105,7 @@ impl Lab for Model {
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        std::thread::sleep(self.start_delay);
         if let Some(why) = &self.refuse {
             if e.focus.to_string().contains(why.as_str()) {
                 return Err(format!("cannot instrument {why}"));
@@ -183,6 +187,7 @@ fn cpu_in_an_inner_loop_is_found_at_the_loop_and_the_decoy_is_not_named() {
             hypothesis: Hypothesis::CPUBound,
             focus: f(&["app", "main", "crunch", "loop_1", "loop_1.1"]),
             fraction: 0.80,
+            measured: Some(Method::Samples),
         }]
     );
     // Five levels, a second or so each: the search does not wait for what it can decide.
@@ -225,6 +230,7 @@ fn the_cost_limit_bounds_what_runs_at_once_and_likelier_foci_go_first() {
             hypothesis: Hypothesis::CPUBound,
             focus: f(&["app"]),
             fraction: 0.9,
+            measured: Some(Method::Samples),
         }]
     );
 }
@@ -352,6 +358,32 @@ fn stopping_removes_every_probe() {
     assert!(!search.done());
 }
 
+/// Starting an experiment can take long (python3's first loop timer planned over a 7 MB
+/// interpreter): the search starts none once its time is up, and ends on time with what it
+/// has. It used to start every waiting experiment in one step, and look at the clock only
+/// before it, so `consult --for 25` ran on for minutes.
+#[test]
+fn slow_probe_insertion_counts_against_the_time_limit() {
+    let mut m = cpu_in_an_inner_loop();
+    m.start_delay = std::time::Duration::from_millis(300);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    let t = std::time::Instant::now();
+    let seconds = run(
+        &mut search,
+        &mut m,
+        std::time::Duration::from_millis(400),
+        &std::sync::atomic::AtomicBool::new(false),
+        || true,
+    );
+    // Two starts at most: one begun before the limit, and nothing after it.
+    assert!(m.started.len() <= 2, "{:?}", m.started);
+    assert!(
+        t.elapsed().as_secs_f64() < 1.0 && seconds < 1.0,
+        "{seconds}"
+    );
+    assert!(m.running.is_empty(), "every probe is out");
+}
+
 #[test]
 fn a_true_node_the_lab_cannot_refine_yet_is_refined_later() {
     let mut m = cpu_in_an_inner_loop();
@@ -450,6 +482,7 @@ fn a_hot_function_is_concluded_at_the_call_path_that_is_hot() {
             hypothesis: Hypothesis::CPUBound,
             focus: path("a"),
             fraction: 0.8,
+            measured: Some(Method::Samples),
         }]
     );
     let out = FindingOut::from(&search.findings()[0]);

@@ -110,6 +110,13 @@ pub enum Measured {
         /// Which loops.
         loops: LoopSel,
     },
+    /// Each function's direct calls to `callee`: how often it calls it (`count`), or the
+    /// time from each such call to its return (`time`): the time `callee` runs when called
+    /// from these functions, one step of a call path (iPath). Named `FUNC call CALLEE`.
+    Call {
+        /// The function called, as users name it.
+        callee: String,
+    },
 }
 
 /// A measure: what is measured, over what.
@@ -202,6 +209,10 @@ impl Action {
                 metric,
                 of: Measured::Loop { loops },
             }) => format!("({} loop {loops})", metric.command()),
+            Action::Measure(Measurement {
+                metric,
+                of: Measured::Call { callee },
+            }) => format!("({} call {callee})", metric.command()),
             Action::Coverage { once: false } => "(coverage)".to_owned(),
             Action::Coverage { once: true } => "(coverage --once)".to_owned(),
             Action::Breakpoint { .. } => "(breakpoint)".to_owned(),

@@ -1,6 +1,7 @@
-//! Loop timers for `consult` in a live process: the [`Probes`] its loop-level refinement
-//! ([`crate::consult::probes`]) inserts, reads and takes out, as `time FUNC loop LOOP`
-//! requests of the session's plan, through the process's tracer while the program runs.
+//! Loop and call timers for `consult` in a live process: the [`Probes`] its refinement
+//! ([`crate::consult::probes`]) inserts, reads and takes out, as `time FUNC loop LOOP` and
+//! `time FUNC call CALLEE` requests of the session's plan, through the process's tracer
+//! while the program runs.
 
 use crate::consult::probes::{LoopInfo, Probes, TimerValue};
 
@@ -38,6 +39,42 @@ impl<'a> LiveProbes<'a> {
             [f] => Ok(*f),
             _ => Err(format!("`{glob}` names {} functions", funcs.len())),
         }
+    }
+
+    /// Inserts a `time FUNCTION WHAT` request measuring `of` in `function` of `module`, into
+    /// the running process; its id.
+    fn timer(
+        &mut self,
+        module: &str,
+        function: &str,
+        of: super::action::Measured,
+        what: &str,
+    ) -> Result<u32, String> {
+        use super::{measure, Metric};
+        self.resolve(module, function)?;
+        let glob = format!("{module}!{function}");
+        let id = measure::add_of(self.plan, self.session, &glob, Metric::Time, of)
+            .map_err(|e| format!("{function} {what}: {e}"))?
+            .id;
+        let session = &*self.session;
+        let tracer = self.tracer;
+        self.plan
+            .place(id, |plan| {
+                tracer
+                    .with(|p, live| {
+                        let placed = live.load_runtime(p).and_then(|()| {
+                            live.insert(p, session, plan, id)?;
+                            live.start_measuring(p)
+                        });
+                        if placed.is_err() {
+                            let _ = live.undo(p, id);
+                        }
+                        placed.map(|_| ()).map_err(|e| e.to_string())
+                    })
+                    .map_err(|e| e.to_string())?
+            })
+            .map_err(|e| format!("time {function} {what}: not inserted: {e}"))?;
+        Ok(id)
     }
 }
 
@@ -82,34 +119,17 @@ impl Probes for LiveProbes<'_> {
 
     fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
         use super::action::{LoopSel, Measured};
-        use super::{measure, Metric};
-        self.resolve(module, function)?;
-        let glob = format!("{module}!{function}");
         let of = Measured::Loop {
             loops: LoopSel::Named(lp.to_owned()),
         };
-        let id = measure::add_of(self.plan, self.session, &glob, Metric::Time, of)
-            .map_err(|e| format!("{function} {lp}: {e}"))?
-            .id;
-        let session = &*self.session;
-        let tracer = self.tracer;
-        self.plan
-            .place(id, |plan| {
-                tracer
-                    .with(|p, live| {
-                        let placed = live.load_runtime(p).and_then(|()| {
-                            live.insert(p, session, plan, id)?;
-                            live.start_measuring(p)
-                        });
-                        if placed.is_err() {
-                            let _ = live.undo(p, id);
-                        }
-                        placed.map(|_| ()).map_err(|e| e.to_string())
-                    })
-                    .map_err(|e| e.to_string())?
-            })
-            .map_err(|e| format!("time {function} loop {lp}: not inserted: {e}"))?;
-        Ok(id)
+        self.timer(module, function, of, &format!("loop {lp}"))
+    }
+
+    fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
+        let of = super::action::Measured::Call {
+            callee: callee.to_owned(),
+        };
+        self.timer(module, caller, of, &format!("call {callee}"))
     }
 
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String> {

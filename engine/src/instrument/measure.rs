@@ -159,7 +159,7 @@ pub enum Counted {
 /// what its slot counts, and whether it opens (entries, iterations) or closes (exits).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Probe {
-    /// The loop (`loop_1.2`), or `None` for the function.
+    /// The loop (`loop_1.2`), the calls (`call CALLEE`), or `None` for the function.
     pub loop_name: Option<String>,
     /// What its slot counts: calls or entries, or a loop's iterations.
     pub counted: Counted,
@@ -390,10 +390,18 @@ pub fn add_of<'p>(
                 metric.command()
             )))
         }
+        Measured::Call { .. } if metric.is_profile() => {
+            return Err(RequestError::NoPoint(format!(
+                "`{}` profiles functions; calls are measured by `count` and `time`",
+                metric.command()
+            )))
+        }
         Measured::Loop { .. } => &["loop", "", "entry"],
+        Measured::Call { .. } => &["call", "", "before"],
     };
     let sel = match &of {
         Measured::Loop { loops } => loops.to_string(),
+        Measured::Call { callee } => callee.clone(),
         Measured::Function => String::new(),
     };
     let words: Vec<&str> = std::iter::once(glob)
@@ -421,6 +429,41 @@ pub fn add_of<'p>(
     let mut warnings = Vec::new();
     let funcs = match &of {
         Measured::Function => funcs,
+        Measured::Call { callee } => {
+            // Functions with a direct call to `callee` whose points can be placed.
+            let mut kept = Vec::new();
+            let mut refused = Vec::new();
+            for f in funcs {
+                let module = session.module(f.module);
+                let name = module.functions().get(f.func).display_name().to_owned();
+                let sites = call_points(module, f.func, callee, false);
+                if sites.is_empty() {
+                    refused.push(format!("{name} makes no direct call to {callee}"));
+                    continue;
+                }
+                match sites.iter().find_map(|p| p.placeable().err()) {
+                    Some(why) if !many => {
+                        return Err(RequestError::Unplaceable {
+                            spec: spec.to_string(),
+                            why,
+                        })
+                    }
+                    Some(why) => refused.push(format!("{name} call {callee}: {why}")),
+                    None => kept.push(f),
+                }
+            }
+            if kept.is_empty() {
+                return Err(RequestError::NoPoint(format!(
+                    "no call to `{callee}` from the functions matching `{glob}` can be \
+                     measured ({})",
+                    refused.join("; ")
+                )));
+            }
+            if many {
+                warnings.extend(refused.into_iter().map(|r| format!("not measured: {r}")));
+            }
+            kept
+        }
         Measured::Loop { loops } => {
             let mut kept = Vec::new();
             let mut refused = Vec::new();
@@ -513,6 +556,17 @@ fn irreducible_warning(tangled: &[(String, String)]) -> Option<String> {
     }
 }
 
+/// The points just before (or, with `after`, just after) `func`'s direct calls to `callee`.
+pub fn call_points(module: &crate::Module, func: FuncId, callee: &str, after: bool) -> Vec<Point> {
+    let callee = Some(callee.to_owned());
+    let at = if after {
+        Where::CallAfter { callee }
+    } else {
+        Where::CallBefore { callee }
+    };
+    crate::point::find(module, func, &at).unwrap_or_default()
+}
+
 /// The code request `r` (a measure) puts into `func`: each [`Probe`] with its points and, per
 /// point, the frame offset its timer keys activations by (see [`loop_measure`]). Loops whose
 /// entry cannot be placed are left out (the request warned of them when it was made).
@@ -537,6 +591,24 @@ pub fn probes(
                     counted: Counted::Entries,
                     at_exit,
                 };
+                out.push((probe, points.into_iter().map(|p| (p, 0)).collect()));
+            }
+        }
+        Measured::Call { callee } => {
+            // A call returns with the stack as it was when it was made: each activation is
+            // keyed by the point's own `rsp`, the same before the call and after it, and a
+            // recursive call below an open one is timed by the open one.
+            let label = Some(format!("call {callee}"));
+            for (at_exit, after) in [(false, false), (true, true)] {
+                if at_exit && !m.metric.has_exit() {
+                    continue;
+                }
+                let probe = Probe {
+                    loop_name: label.clone(),
+                    counted: Counted::Entries,
+                    at_exit,
+                };
+                let points = call_points(module, func, callee, after);
                 out.push((probe, points.into_iter().map(|p| (p, 0)).collect()));
             }
         }

@@ -739,17 +739,10 @@ impl Patcher {
             let live = self.options.always_save_flags
                 || ((!r.point.kind.at_call_boundary() || plan::reads_flags(view, a))
                     && plan::flags_live(view, view.cfg(r.point.func), a));
-            let pc = codes.entry(self.rt(a).0).or_insert_with(|| PointCode {
-                snippets: Vec::new(),
-                on_taken: Vec::new(),
-                on_fall: Vec::new(),
-                on_arrival: Vec::new(),
-                flags_live: false,
-                taken_flags_live: false,
-                fall_flags_live: false,
-                vector: self.options.vector,
-                table: None,
-            });
+            let vector = self.options.vector;
+            let pc = codes
+                .entry(self.rt(a).0)
+                .or_insert_with(|| PointCode::empty(vector));
             // An exit at a conditional branch (`js other_function`, a conditional tail call)
             // is left only when the branch is taken: its snippets run on that path alone.
             // Run before the branch, they counted every pass through it (python3's

@@ -364,20 +364,27 @@ pub fn foreign_targets(view: &dyn CodeView) -> HashSet<u64> {
         // its entry block's fourth byte from such code, and a jump placed over the entry
         // block turned that byte into `add esp, ecx`. A linear sweep of the gaps finds their
         // direct branches.
+        // Only the function's own bytes: blocks past its end (a cold part's CFG reaching back
+        // into its parent, megabytes away) bound no gap of it. Sweeping to them decoded other
+        // functions' code as this one's, gigabytes over python3, a minute per first probe.
         let f = &view.functions()[i];
+        let end = f.end().0;
         let mut covered: Vec<(u64, u64)> =
             cfg.blocks.iter().map(|b| (b.start.0, b.end.0)).collect();
         covered.sort_unstable();
         let mut at = f.addr.0;
         let mut gaps = Vec::new();
         for (s, e) in covered {
+            if s >= end {
+                break;
+            }
             if s > at {
                 gaps.push(at..s);
             }
             at = at.max(e);
         }
-        if at < f.end().0 {
-            gaps.push(at..f.end().0);
+        if at < end {
+            gaps.push(at..end);
         }
         for g in gaps {
             for insn in decode(view, LinkAddr(g.start), g.end - g.start) {
@@ -1242,6 +1249,95 @@ pub fn flags_live(view: &dyn CodeView, cfg: &Cfg, addr: LinkAddr) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod foreign_tests {
+    use super::*;
+    use crate::cfg::{Block, BlockId, Cfg, Edge, EdgeKind};
+    use crate::symbols::{Found, NameSource};
+
+    /// Code at 0x1000..0x4000 (`nop` filler), its functions and their CFGs.
+    struct View {
+        code: Vec<u8>,
+        functions: Vec<Function>,
+        cfgs: Vec<Cfg>,
+    }
+
+    impl crate::code::CodeBytes for View {
+        fn bytes_at(&self, addr: LinkAddr, len: u64) -> Option<&[u8]> {
+            let from = usize::try_from(addr.0.checked_sub(0x1000)?).ok()?;
+            self.code.get(from..from + usize::try_from(len).ok()?)
+        }
+    }
+
+    impl CodeView for View {
+        fn functions(&self) -> &[Function] {
+            &self.functions
+        }
+        fn cfg(&self, f: FuncId) -> &Cfg {
+            &self.cfgs[f.0 as usize]
+        }
+    }
+
+    fn function(id: u32, name: &str, addr: u64, size: u64) -> Function {
+        Function {
+            id: FuncId(id),
+            name: name.into(),
+            demangled: None,
+            aliases: Vec::new(),
+            addr: LinkAddr(addr),
+            size,
+            name_source: NameSource::Symtab,
+            found: Found::default(),
+            global: true,
+        }
+    }
+
+    fn block(id: u32, start: u64, end: u64) -> Block {
+        Block {
+            id: BlockId(id),
+            start: LinkAddr(start),
+            end: LinkAddr(end),
+            last: LinkAddr(start),
+            instructions: 1,
+            exit: None,
+            call: None,
+        }
+    }
+
+    /// `a` (one `ret` at 0x1000) has a cold block at 0x3000 in its CFG; `b`, between them,
+    /// jumps within itself. `a`'s gaps are its own bytes only: sweeping from its end to its
+    /// cold block decoded `b` as `a`'s code and took `b`'s own jump for a foreign one.
+    #[test]
+    fn a_functions_gaps_end_at_its_end() {
+        let mut code = vec![0x90u8; 0x3000];
+        code[0] = 0xc3; // a: ret
+        code[0x1000..0x1003].copy_from_slice(&[0xeb, 0x00, 0xc3]); // b: jmp +0; ret
+        code[0x2000] = 0xc3; // a's cold block: ret
+        let view = View {
+            code,
+            functions: vec![function(0, "a", 0x1000, 1), function(1, "b", 0x2000, 3)],
+            cfgs: vec![
+                Cfg {
+                    entry: LinkAddr(0x1000),
+                    blocks: vec![block(0, 0x1000, 0x1001), block(1, 0x3000, 0x3001)],
+                    ..Cfg::default()
+                },
+                Cfg {
+                    entry: LinkAddr(0x2000),
+                    blocks: vec![block(0, 0x2000, 0x2002), block(1, 0x2002, 0x2003)],
+                    edges: vec![Edge {
+                        from: BlockId(0),
+                        to: BlockId(1),
+                        kind: EdgeKind::Taken,
+                    }],
+                    ..Cfg::default()
+                },
+            ],
+        };
+        assert_eq!(foreign_targets(&view), HashSet::new());
+    }
 }
 
 #[cfg(test)]

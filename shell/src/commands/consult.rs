@@ -69,7 +69,13 @@ running since before its timer went in (a main loop entered once) reads nothing:
 false with a note saying so, and the loops nested in it, entered afresh on each of its \
 iterations, are timed instead. A callee that the function calls only from inside a loop is \
 tested below that loop (`main > loop_1 > crunch`: the innermost loop holding every call site \
-the samples show), since the loop's time includes it. When the search ends, every probe it inserted is gone: `show \
+the samples show), since the loop's time includes it. A call path found by its samples (`hot > \
+main > hot_caller > hot`: hot wherever it is called from, then each path reaching it) is \
+tested for CPU demand by a timer of its last call (what `time hot_caller call hot` inserts: \
+hot's time when hot_caller calls it, less the thread's time off a CPU, as for loops) where \
+that call is a direct one in the same module, and by the samples otherwise; the result marks \
+the experiments timed by probes (`[probe]`; JSON: \"measured\": \"probe\" or \"samples\"). \
+When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
@@ -89,14 +95,16 @@ while the program is stopped is read when it runs again). Libraries the program 
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \
 showing their code (it names their functions and walks through them from then on), and \
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
-SECONDS (default 60), on Ctrl-C (keeping what it found), or when the process ends. A stopped \
+SECONDS (default 60; probes being inserted count, and no experiment starts after it), on \
+Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
 The result lists the conclusions first (hypothesis, fraction, focus), then the search history \
 as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
-With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\"}], \"tested\", \
-\"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \"stack_samples\", \"probes\": \
-{\"inserted\", \"removed\", \"cost\", \"spent\", \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
+\"measured\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
+\"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"cost\", \"spent\", \
+\"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
 experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \

@@ -21,7 +21,7 @@ use crate::target::TargetSlot;
 pub const COUNT: Spec = Spec {
     name: "count",
     aliases: &[],
-    usage: "FUNC [loop LOOP]...",
+    usage: "FUNC [loop LOOP | call CALLEE]...",
     complete: Complete::Function,
     summary: "count calls to functions, or entries and iterations of their loops",
     help: "Counts every call to each FUNC (a name or a glob such as 'work_*'; `lib!FUNC` for a \
@@ -41,7 +41,11 @@ every loop of FUNC, each loop its own row (`FUNC loop_1.2`). An unknown loop is 
 listing FUNC's loops; irreducible cycles (entered at more than one block) form no loop and are \
 named in a warning. Where the patcher cannot reach an entry edge (a call returning into the \
 header, which other edges also reach), the entries are the iterations less the passes along \
-the loop's back edges.",
+the loop's back edges.
+
+`FUNC call CALLEE` counts FUNC's direct calls to CALLEE instead (at each call site, as the point \
+`FUNC call CALLEE before` is), its row named `FUNC call CALLEE`. FUNC must make such a call: an \
+indirect call or none is an error.",
     examples: &[
         ("count work_item", "calls to work_item"),
         (
@@ -59,7 +63,7 @@ the loop's back edges.",
 pub const TIME: Spec = Spec {
     name: "time",
     aliases: &[],
-    usage: "FUNC [loop LOOP]... [--cpu]",
+    usage: "FUNC [loop LOOP | call CALLEE]... [--cpu]",
     complete: Complete::Function,
     summary: "time functions (inclusive wall or thread-CPU time) in the live process",
     help: "Counts the calls to each FUNC and sums the inclusive time spent in it, per thread, \
@@ -76,7 +80,13 @@ from each entry to the exit that leaves it (break, return, goto and every other 
 exception caught in FUNC closes it in the handler). Its activations are keyed by FUNC's frame, \
 so a recursive call's loop is timed with the outer one, and a loop left by longjmp or by an \
 exception caught in a caller is closed at FUNC's next entry at that frame, as functions' timers \
-are.",
+are.
+
+`FUNC call CALLEE` times CALLEE when called from FUNC: from each of FUNC's direct calls to it \
+(the point `FUNC call CALLEE before`) to its return (`after`), keyed by FUNC's frame, so a call \
+reached again through recursion below an open one is timed by the open one. That is the time of \
+the call paths whose last step is FUNC > CALLEE (iPath's path timer); `consult` tests a call \
+path hypothesis with it.",
     examples: &[
         (
             "time handle_request",
@@ -89,6 +99,10 @@ are.",
         (
             "time main loop loop_1",
             "wall time spent in main's first loop",
+        ),
+        (
+            "time hot_caller call hot",
+            "wall time in hot when hot_caller calls it",
         ),
     ],
     run: time,
@@ -163,11 +177,25 @@ fn count(ctx: &mut Context, args: &mut Args) -> Result<Output> {
 }
 
 /// The words after `count` or `time`: functions, each optionally followed by `loop LOOP`
-/// (`loop_1.2`, a header address, or `'*'` for every loop of the function).
+/// (`loop_1.2`, a header address, or `'*'` for every loop of the function) or by `call
+/// CALLEE` (the function's direct calls to CALLEE).
 fn targets(words: Vec<String>) -> Result<Vec<(String, Measured)>> {
     let mut out: Vec<(String, Measured)> = Vec::new();
     let mut words = words.into_iter();
     while let Some(w) = words.next() {
+        if w == "call" {
+            let Some((func, of)) = out.last_mut() else {
+                bail!("`call` needs a function before it: `FUNC call CALLEE`");
+            };
+            let Some(callee) = words.next() else {
+                bail!("`{func} call` needs the function called: `{func} call CALLEE`");
+            };
+            if *of != Measured::Function {
+                bail!("`{func}` is given two things to measure; write `{func} call CALLEE` once per callee");
+            }
+            *of = Measured::Call { callee };
+            continue;
+        }
         if w != "loop" {
             out.push((w, Measured::Function));
             continue;
@@ -247,6 +275,7 @@ fn measure_cmd(
         let name = match &of {
             Measured::Function => name,
             Measured::Loop { loops } => format!("{name} loop {loops}"),
+            Measured::Call { callee } => format!("{name} call {callee}"),
         };
         t.rows.push(vec![
             Cell::Num(u64::from(id)),
