@@ -19,8 +19,10 @@
 //! detach'`) must find what it left, remove it, and say the code is as the files have it; the
 //! server must answer meanwhile. A last cycle, on the runtime the killed sessions left, must
 //! count exactly again. At the end the server still answers, the text of every module it maps
-//! is its file's, and gsh's RSS and the server's mapping count over the cycles are printed
-//! (first, last, growth per cycle).
+//! is its file's, and gsh's RSS, its heap in use (malloc's live bytes, after `malloc_trim`) and
+//! the server's mapping count over the cycles are printed (first, last, growth per cycle by
+//! least squares from the second cycle on). The clients' timings are forgotten once each cycle
+//! has read them: kept, they grew this process by ~1 MiB a cycle, which was once taken for gsh's.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -57,6 +59,35 @@ fn rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Bytes gsh has allocated and not freed (every malloc arena, and chunks mapped on their own),
+/// after giving back to the system what malloc holds free: what RSS would be without
+/// fragmentation and arenas kept for later, so that a leak shows as steady growth.
+fn heap_in_use() -> u64 {
+    // SAFETY: malloc_trim and mallinfo2 take no pointers; glibc locks each arena itself.
+    let info = unsafe {
+        libc::malloc_trim(0);
+        libc::mallinfo2()
+    };
+    (info.uordblks + info.hblkhd) as u64
+}
+
+/// The growth per cycle of `v` (one value a cycle), by least squares: a first-to-last
+/// difference would be one noisy reading against another.
+fn slope(v: &[u64]) -> f64 {
+    let n = v.len() as f64;
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let mx = (n - 1.0) / 2.0;
+    let my = v.iter().map(|&y| y as f64).sum::<f64>() / n;
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (x, &y) in v.iter().enumerate() {
+        sxy += (x as f64 - mx) * (y as f64 - my);
+        sxx += (x as f64 - mx) * (x as f64 - mx);
+    }
+    sxy / sxx
 }
 
 fn mappings(pid: i32) -> usize {
@@ -532,16 +563,18 @@ fn soak(pid: i32, cycles: usize, gsh: &Path, leave: Leave) -> Result<()> {
     // `ECHO`, not `PING`: pingCommand's count must be our client's pings alone.
     let pinger = Pinger::sending(b"ECHO t\r\n", b"$1\r\nt\r\n")?;
     println!(
-        "cycle  gsh RSS (KiB)  server mappings  gsh pools  slots in use  \
+        "cycle  gsh RSS (KiB)  heap in use (KiB)  server mappings  gsh pools  slots in use  \
          attach ms (pause)  detach ms (pause)  baseline ms"
     );
     let mut figures = Vec::new();
     let mut timings = Vec::new();
     let row = |cycle: usize, f: &Figures| {
-        let r = (rss_kib(), mappings(pid));
+        let heap = heap_in_use() / 1024;
+        let r = (rss_kib(), mappings(pid), heap);
         println!(
-            "{cycle:>5}  {:>13}  {:>15}  {:>9}  {:>12}  {:>9.1} ({:>5.1})  {:>9.1} ({:>5.1})  {:>11.2}",
+            "{cycle:>5}  {:>13}  {:>17}  {:>15}  {:>9}  {:>12}  {:>9.1} ({:>5.1})  {:>9.1} ({:>5.1})  {:>11.2}",
             r.0,
+            r.2,
             r.1,
             f.pools,
             f.slots,
@@ -553,8 +586,17 @@ fn soak(pid: i32, cycles: usize, gsh: &Path, leave: Leave) -> Result<()> {
         );
         r
     };
+    // The pings and pairs the clients timed, forgotten once read (each cycle reads only its
+    // own) so that the RSS read is gsh's, not theirs (~1 MiB a cycle under this load).
+    let mut forgotten = 0;
+    let mut forget = || {
+        let now = Instant::now();
+        loader.forget_before(now);
+        forgotten += pinger.forget_before(now);
+    };
     for c in 0..cycles {
         let f = cycle(pid, c, &mut session, &mut plan, &mut client, &pinger, leave)?;
+        forget();
         figures.push(row(c, &f));
         timings.push(f);
     }
@@ -589,14 +631,18 @@ fn soak(pid: i32, cycles: usize, gsh: &Path, leave: Leave) -> Result<()> {
         &pinger,
         leave,
     )?;
+    forget();
     let last = row(cycles, &f);
     let pairs = loader.finish().context("the checking client")?;
-    let pings = pinger.finish().context("the pinger")?;
+    let pings = pinger.finish().context("the pinger")? + forgotten;
 
     ping(&mut client)?;
     let files = all_text_matches(pid)?;
     let (first, end) = (figures[0], figures[figures.len() - 1]);
-    let per = |a: u64, b: u64| (b as f64 - a as f64) / (figures.len().max(2) - 1) as f64;
+    // From the second cycle on: the first fills the caches of the modules' analyses.
+    let per = |get: fn(&(u64, usize, u64)) -> u64| {
+        slope(&figures.iter().skip(1).map(get).collect::<Vec<_>>())
+    };
     println!(
         "after {cycles} cycles, two killed sessions and one more cycle ({:.1} s, cycles {:.1} s): \
          the server answers and the text of its {files} code files is theirs; {pairs} SET/GET \
@@ -605,19 +651,29 @@ fn soak(pid: i32, cycles: usize, gsh: &Path, leave: Leave) -> Result<()> {
         cycled.as_secs_f64()
     );
     println!(
-        "gsh RSS: first cycle {} KiB, cycle {} {} KiB ({:+.1} KiB/cycle), after the kills {} KiB",
+        "gsh RSS: first cycle {} KiB, cycle {} {} KiB ({:+.1} KiB/cycle from cycle 1 on, least \
+         squares), after the kills {} KiB",
         first.0,
         cycles - 1,
         end.0,
-        per(first.0, end.0),
+        per(|f| f.0),
         last.0
+    );
+    println!(
+        "gsh heap in use: first cycle {} KiB, cycle {} {} KiB ({:+.1} KiB/cycle from cycle 1 on, \
+         least squares), after the kills {} KiB",
+        first.2,
+        cycles - 1,
+        end.2,
+        per(|f| f.2),
+        last.2
     );
     println!(
         "server mappings: first cycle {}, cycle {} {} ({:+.2}/cycle), after the kills {}",
         first.1,
         cycles - 1,
         end.1,
-        per(first.1 as u64, end.1 as u64),
+        per(|f| f.1 as u64),
         last.1
     );
     Ok(())

@@ -204,6 +204,13 @@ impl<H: Hooks + 'static> Drop for Tracer<H> {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // The session's state (the hooks, dropped as the thread ended) is freed, but glibc
+        // keeps freed memory for later: gsh's RSS grew by steps from session to session on
+        // redis (158 -> 168 MB over 10, 22 MB in use throughout, #13). Give it back.
+        // SAFETY: malloc_trim takes no pointer; glibc locks each arena as it trims it.
+        unsafe {
+            libc::malloc_trim(0);
+        }
     }
 }
 
@@ -515,5 +522,83 @@ fn release(tids: &[i32]) {
             let _ = ptrace::wait(t, false);
             let _ = ptrace::detach(t, 0);
         }
+    }
+}
+
+#[cfg(test)]
+mod trim_tests {
+    use super::*;
+    use crate::process::Launch;
+
+    /// Hooks holding memory allocated on the tracer thread, as a session's state is.
+    struct Heavy(Vec<Vec<u8>>);
+    impl Hooks for Heavy {}
+
+    fn rss_kib() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Dropping a tracer gives the memory its hooks held back to the system, even when small
+    /// blocks still in use lie between the freed ones (#13: gsh's RSS grew by steps from
+    /// session to session while its heap in use stayed flat). Run in a process of its own,
+    /// so that no other test's memory comes and goes meanwhile.
+    #[test]
+    fn dropping_a_tracer_gives_its_memory_back() {
+        const NAME: &str = "process::tracer::trim_tests::dropping_a_tracer_gives_its_memory_back";
+        if std::env::var_os("GSH_TRIM_TEST_ALONE").is_none() {
+            let exe = std::env::current_exe().expect("test binary");
+            let o = std::process::Command::new(exe)
+                .args([NAME, "--exact", "--test-threads=1", "--nocapture"])
+                .env("GSH_TRIM_TEST_ALONE", "1")
+                .output()
+                .expect("run the test alone");
+            assert!(
+                o.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            return;
+        }
+        let launch = Launch {
+            program: "/bin/sleep".into(),
+            args: vec!["60".into()],
+            stdin: None,
+            stdout: None,
+            env: Vec::new(),
+        };
+        let before = rss_kib();
+        let tracer = Tracer::start(&launch, Heavy(Vec::new())).expect("start sleep");
+        // 60 MiB in 60 KiB blocks (below malloc's mmap threshold: in the thread's arena),
+        // each followed by a small block that outlives the tracer.
+        let kept: Vec<Box<[u8; 64]>> = tracer
+            .with(|_, h| {
+                (0..1024)
+                    .map(|i| {
+                        h.0.push(vec![i as u8 | 1; 60 * 1024]);
+                        Box::new([i as u8; 64])
+                    })
+                    .collect()
+            })
+            .expect("tracer");
+        let held = rss_kib();
+        assert!(held > before + 48 * 1024, "{before} KiB, then {held} KiB");
+        tracer
+            .with(|p, _| p.kill())
+            .expect("tracer")
+            .expect("kill sleep");
+        drop(tracer);
+        let after = rss_kib();
+        assert!(
+            after < before + 16 * 1024,
+            "{before} KiB before, {held} KiB with the hooks' 60 MiB, {after} KiB once the \
+             tracer was dropped"
+        );
+        assert!(kept.iter().enumerate().all(|(i, b)| b[0] == i as u8));
     }
 }
