@@ -248,19 +248,7 @@ fn attach_read_halt_inject_allocate_load_detach() {
     assert!(err.to_string().contains("dlopen"), "{err}");
 
     // Resume, tell it to stop, detach: it finishes on its own with exact output.
-    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
-    t.with(|p, _| {
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
-    let mut guard = guard;
-    assert!(guard.0.wait().unwrap().success());
+    stop_and_check_live(t, &exe, &mut out, guard);
 }
 
 /// A shared anonymous mapping shows as `/dev/zero (deleted)` in /proc/PID/maps (nginx keeps
@@ -1065,8 +1053,8 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
 
 /// Stops the `live` mutatee through its `stop` variable (found in `exe`, the file it runs),
 /// detaches, and checks that it printed what it computes untouched and exited cleanly.
-fn stop_and_check_live(
-    t: Tracer<NoHooks>,
+fn stop_and_check_live<H: engine::process::Hooks + 'static>(
+    t: Tracer<H>,
     exe: &Path,
     out: &mut impl std::io::Read,
     mut guard: Guard,
@@ -1725,19 +1713,7 @@ fn a_trap_whose_int3_was_taken_out_runs_the_restored_instruction() {
         !events.iter().any(|e| matches!(e, Event::Breakpoint { .. })),
         "{events:?}"
     );
-    t.with(|p, _| {
-        let stop = symbol(p, &exe, "stop");
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
-    let mut guard = guard;
-    assert!(guard.0.wait().unwrap().success());
+    stop_and_check_live(t, &exe, &mut out, guard);
 }
 
 /// A stopped thread with a SIGTRAP queued (one that executed an `int3` as gsh's interrupt
