@@ -30,12 +30,14 @@ impl Drop for Guard {
     }
 }
 
-/// Starts `live 2` (two threads) with stdout piped, and waits for its "ready" line.
+/// Starts `EXE 2` (`live` or `trapspin`, two threads) with stdin and stdout piped, and waits
+/// for its "ready" line.
 fn spawn_live_ready(exe: &Path) -> (Guard, std::io::BufReader<std::process::ChildStdout>) {
     use std::io::BufRead;
     let mut child = Guard(
         Command::new(exe)
             .arg("2")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("live"),
@@ -980,21 +982,11 @@ fn a_thread_stopping_inside_a_long_job_is_served_within_it() {
     use engine::instrument::measure::{self, Metric};
     use engine::instrument::{coverage, Live, Plan, Tactic};
     use engine::process::{State, Tracer};
-    use std::io::{BufRead, Read};
+    use std::io::Read;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     let exe = Mutatee::new("trapspin").path(Variant::O2);
-    let mut child = Guard(
-        Command::new(&exe)
-            .arg("2")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("trapspin"),
-    );
-    let mut out = std::io::BufReader::new(child.0.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("ready");
+    let (mut child, mut out) = spawn_live_ready(&exe);
     let pid = child.0.id() as i32;
     let mut session = engine::Session::new();
     session.open(&exe).expect("open trapspin");

@@ -325,14 +325,7 @@ fn short_lived_threads_leave_an_exact_thread_list() {
         );
         assert!(halt < Duration::from_secs(1), "halting took {halt:?}");
     }
-    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
-    t.with(|p, _| {
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
+    stop_and_detach(t, &live());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(rest, "2 threads stopped\nadd3(1, 2, 3) = 321\n");
@@ -359,14 +352,7 @@ fn halting_a_churning_pool_hands_off_never_fails() {
             .unwrap();
         assert!(listed.iter().any(|th| th.tid == pid), "{listed:?}");
     }
-    let stop = t.with(|p, _| symbol(p, &live(), "stop")).unwrap();
-    t.with(|p, _| {
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
+    stop_and_detach(t, &live());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(rest, "2 threads stopped\nadd3(1, 2, 3) = 321\n");
@@ -1053,12 +1039,8 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
 
 /// Stops the `live` mutatee through its `stop` variable (found in `exe`, the file it runs),
 /// detaches, and checks that it printed what it computes untouched and exited cleanly.
-fn stop_and_check_live<H: engine::process::Hooks + 'static>(
-    t: Tracer<H>,
-    exe: &Path,
-    out: &mut impl std::io::Read,
-    mut guard: Guard,
-) {
+/// Tells the live mutatee to stop (its `stop` flag) and detaches, letting it finish.
+fn stop_and_detach<H: engine::process::Hooks + 'static>(t: Tracer<H>, exe: &Path) {
     let stop = t.with(|p, _| symbol(p, exe, "stop")).unwrap();
     t.with(|p, _| {
         p.write(stop, &1i32.to_le_bytes())?;
@@ -1066,7 +1048,15 @@ fn stop_and_check_live<H: engine::process::Hooks + 'static>(
     })
     .unwrap()
     .unwrap();
-    drop(t);
+}
+
+fn stop_and_check_live<H: engine::process::Hooks + 'static>(
+    t: Tracer<H>,
+    exe: &Path,
+    out: &mut impl std::io::Read,
+    mut guard: Guard,
+) {
+    stop_and_detach(t, exe);
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     assert_eq!(rest, "1 threads stopped\nadd3(1, 2, 3) = 321\n");
@@ -1569,14 +1559,7 @@ fn attach_in_the_dynamic_linkers_start_up_waits_until_libc_is_linked() {
     let handle = t.with(|p, _| p.load_library(&lib)).unwrap().unwrap();
     assert_ne!(handle, 0);
     let exe = live();
-    t.with(|p, _| {
-        let stop = symbol(p, &exe, "stop");
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
+    stop_and_detach(t, &exe);
     assert!(
         writer.join().unwrap(),
         "the dynamic linker never read the FIFO"
@@ -1614,14 +1597,7 @@ fn injecting_into_a_job_stopped_process_says_to_continue_it() {
         "{err}"
     );
     let exe = live();
-    t.with(|p, _| {
-        let stop = symbol(p, &exe, "stop");
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
+    stop_and_detach(t, &exe);
     // Detached, it re-enters its stop (it would otherwise see `stop` set and end).
     let deadline = Instant::now() + Duration::from_secs(10);
     while proc_state(pid) != Some('T') {
