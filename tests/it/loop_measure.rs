@@ -424,3 +424,32 @@ fn a_loop_entry_inside_instructions_another_insert_evicted_is_timed() {
         );
     }
 }
+
+/// A function with thousands of irreducible cycle entries (python3's interpreter loop,
+/// 17,142 of them) is named with the first few and how many more, by `loops` and by a loop
+/// measure's warning alike: both once printed every one, about 300 KB of text.
+#[test]
+fn a_function_with_thousands_of_irreducible_cycles_is_summarised() {
+    let python = Path::new("/usr/bin/python3.11");
+    if !python.exists() {
+        eprintln!("skipped: no {}", python.display());
+        return;
+    }
+    for cmd in [
+        "loops _PyEval_EvalFrameDefault",
+        "count _PyEval_EvalFrameDefault loop loop_1",
+    ] {
+        let o = gsh_c(cmd, python);
+        o.assert_code(0);
+        let all = format!("{}{}", o.stdout, o.stderr);
+        let line = all
+            .lines()
+            .find(|l| l.contains("irreducible cycles"))
+            .unwrap_or_else(|| panic!("{cmd}: no irreducible cycles named: {all}"));
+        assert!(
+            line.contains(" more)") || line.contains(" more;"),
+            "{cmd}: {line}"
+        );
+        assert!(line.len() < 2_000, "{cmd}: {} bytes", line.len());
+    }
+}

@@ -72,20 +72,28 @@ pub fn select<'m>(
 }
 
 /// `func`'s irreducible cycles as `loops` shows them (`FROM->TO` for each retreating edge
-/// into a block that does not dominate its source), or `None` when it has none.
+/// into a block that does not dominate its source, the first few and how many more), or
+/// `None` when it has none.
 pub fn irreducible(module: &Module, func: FuncId) -> Option<String> {
     let a = module.analysis().function(func);
     if a.loops.irreducible.is_empty() {
         return None;
     }
-    let edges: Vec<String> = a
-        .loops
-        .irreducible
+    let all = &a.loops.irreducible;
+    let mut edges: Vec<String> = all
         .iter()
+        .take(SHOWN_CYCLE_EDGES)
         .map(|(from, to)| format!("{}->{}", a.cfg.block(*from).start, a.cfg.block(*to).start))
         .collect();
+    // python3's `_PyEval_EvalFrameDefault` has thousands: a message of 300 KB.
+    if all.len() > SHOWN_CYCLE_EDGES {
+        edges.push(format!("and {} more", all.len() - SHOWN_CYCLE_EDGES));
+    }
     Some(edges.join(", "))
 }
+
+/// How many of a function's irreducible cycle entries [`irreducible`] names.
+const SHOWN_CYCLE_EDGES: usize = 8;
 
 /// The stack height at the start of each block of `func` (its `rsp` less the `rsp` at the
 /// function's entry: 0 at entry, -8 after a `push`), where flow from the entry fixes it.

@@ -61,16 +61,9 @@ fn loops(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         for l in &a.loops.loops {
             t.rows.push(loop_row(ctx, r, a, l, &name));
         }
-        if !a.loops.irreducible.is_empty() {
-            let entries: Vec<String> = a
-                .loops
-                .irreducible
-                .iter()
-                .map(|(from, to)| {
-                    format!("{}->{}", a.cfg.block(*from).start, a.cfg.block(*to).start)
-                })
-                .collect();
-            irreducible.push(format!("{name} ({})", entries.join(", ")));
+        let module = ctx.session.module(r.module);
+        if let Some(cycles) = engine::instrument::loop_measure::irreducible(module, r.func) {
+            irreducible.push(format!("{name} ({cycles})"));
         }
     }
     let n = t.rows.len();
