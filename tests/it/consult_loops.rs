@@ -28,11 +28,17 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
         "{r:#}"
     );
     // Nothing else below the program (where a RunQueue near its threshold may stand alone,
-    // unconfirmed by the thread's later window).
+    // unconfirmed by the thread's later window), and no decoy: on a machine loaded by other
+    // tests the thread also waits for a CPU in the functions on the way to the hot loop
+    // (`RunQueue … main > phases`), which is true and names no decoy.
+    const HOT: &str = "main > phases > loop_1 > loop_1.2";
     for (h, f) in &findings {
         assert!(busy(h), "{r:#}");
+        let on_the_way = h == "RunQueue"
+            && f.split_once("main > ")
+                .is_some_and(|(_, tail)| HOT.starts_with(&format!("main > {tail}")));
         assert!(
-            !f.contains(" > ") || f.contains("main > phases > loop_1 > loop_1.2"),
+            !f.contains(" > ") || f.contains(HOT) || on_the_way,
             "only the hot loop: {r:#}"
         );
     }
