@@ -15,15 +15,20 @@ pub fn compile(name: &str, source: &str, cxx: bool, flags: &[&str]) -> PathBuf {
         flags.join("").replace(['-', ' ', '='], "")
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
+    // Tests run in parallel and several build the same program: each compiles under a name of
+    // its own and renames the result into place, so no test opens a file another compiler is
+    // still writing (`NotElf`, once, in CI).
+    static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let ext = if cxx { "cpp" } else { "c" };
-    let src = dir.join(format!("{name}.{ext}"));
+    let src = dir.join(format!("{name}.{n}.{ext}"));
     std::fs::write(&src, source).expect("write source");
-    let out = dir.join(name);
+    let building = dir.join(format!("{name}.{n}.out"));
     let compiler = if cxx { "g++" } else { "gcc" };
     let result = Command::new(compiler)
         .args(flags)
         .arg("-o")
-        .arg(&out)
+        .arg(&building)
         .arg(&src)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
@@ -32,6 +37,8 @@ pub fn compile(name: &str, source: &str, cxx: bool, flags: &[&str]) -> PathBuf {
         "{compiler} {flags:?} failed:\n{}",
         String::from_utf8_lossy(&result.stderr)
     );
+    let out = dir.join(name);
+    std::fs::rename(&building, &out).expect("rename the compiled test binary into place");
     out
 }
 
