@@ -309,3 +309,88 @@ impl Gen {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::snippet::{compile, MapEnv, PointInfo};
+
+    fn internal_env() -> MapEnv {
+        MapEnv {
+            point: PointInfo {
+                internal: true,
+                ..PointInfo::default()
+            },
+            ..MapEnv::default()
+        }
+    }
+
+    /// FUNC SAVE TSC_MULT SHADOW PATHS UNWIND_COUNT, then SLOT TLS THREAD.
+    const ARGS: &str = "0x401100, 3, 0x80000000, 0x80100, 0x89540, 0x402070, 5, \
+        0xffffffffffffffc0, 0x401000";
+
+    #[test]
+    fn an_entry_checks_the_memo_inline_and_calls_the_runtime_otherwise() {
+        let c = compile(
+            &format!("__gsh_rt_path_enter({ARGS});"),
+            &internal_env(),
+            0x400000,
+        )
+        .expect("compiles");
+        // rax, rcx, rdx, rsi and r11: never a call's registers or the vector state.
+        assert_eq!(c.code.clobbers.gprs, 1 | 1 << 1 | 1 << 2 | 1 << 6 | 1 << 11);
+        assert!(!c.code.clobbers.calls_out && !c.code.clobbers.vector());
+        let text = c.code.disassemble().join("\n");
+        // The memo at shadow + 32768 + 4096 = 0x89100: its seq read twice, its slot compared.
+        assert_eq!(text.matches("mov rcx,[r11+89100h]").count(), 1, "{text}");
+        assert!(text.contains("cmp rcx,[r11+89100h]"), "{text}");
+        assert!(text.contains("cmp dword ptr [r11+89130h],5"), "{text}");
+        assert!(text.contains("mov edx,[402070h]"), "{text}");
+        assert!(text.contains("imul rdx,rsi,120h"), "{text}");
+        assert!(text.contains("inc qword ptr [r11+rdx+89550h]"), "{text}");
+        assert_eq!(text.matches("rdtsc").count(), 1, "{text}");
+        assert!(text.contains("mov dword ptr [r11+rcx+80114h],3"), "{text}");
+        assert!(text.contains("call 0000000000401100h"), "{text}");
+
+        let count = compile(
+            &format!("__gsh_rt_path_count({ARGS});"),
+            &internal_env(),
+            0x400000,
+        )
+        .expect("compiles");
+        let text = count.code.disassemble().join("\n");
+        assert!(!text.contains("rdtsc"), "a count reads no clock: {text}");
+    }
+
+    #[test]
+    fn an_exit_closes_the_top_frame_inline() {
+        let c = compile(
+            &format!("__gsh_rt_path_exit({ARGS});"),
+            &internal_env(),
+            0x400000,
+        )
+        .expect("compiles");
+        let text = c.code.disassemble().join("\n");
+        // The top entry is at shadow - 32 + top * 32: its rsp, slot and kind.
+        assert!(text.contains("cmp rdx,[r11+rax+800E0h]"), "{text}");
+        assert!(text.contains("cmp dword ptr [r11+rax+800F0h],5"), "{text}");
+        assert!(text.contains("cmp dword ptr [r11+rax+800F4h],3"), "{text}");
+        assert!(text.contains("sub dword ptr [r11+18h],1"), "{text}");
+        assert!(text.contains("add [r11+rcx+89558h],rax"), "{text}");
+        assert_eq!(text.matches("rdtsc").count(), 1, "{text}");
+        assert!(text.contains("call 0000000000401100h"), "{text}");
+    }
+
+    #[test]
+    fn path_events_need_a_live_runtime_and_all_their_arguments() {
+        for src in [
+            "__gsh_rt_path_enter(0x401100, 3, 1, 2, 3, 4, 5, 0, 0, 0x405000);",
+            "__gsh_rt_path_exit(0x401100, 3, 1, 2, 3, 5, 0xffffffffffffffc0, 0x401000);",
+            "__gsh_rt_path_count(1, 2, 3);",
+            "__gsh_rt_path_enter(0x401100, 3, 1, 0x100000000, 3, 4, 5, 6, 7);",
+        ] {
+            assert!(compile(src, &internal_env(), 0x400000).is_err(), "{src}");
+        }
+        let user = format!("__gsh_rt_path_enter({ARGS});");
+        assert!(compile(&user, &MapEnv::default(), 0x400000).is_err());
+    }
+}
