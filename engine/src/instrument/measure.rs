@@ -92,6 +92,11 @@ pub struct Runtime {
     pub tsc: bool,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     pub tsc_mult: u64,
+    /// Where a thread block holds its shadow stack (`Root::shadow_offset`), for `profile`'s
+    /// inline path.
+    pub shadow_offset: u64,
+    /// Where a thread block holds its path records (`Root::paths_offset`), likewise.
+    pub paths_offset: u64,
     /// The functions calls go to, by name (`gsh_rt_path_enter`, ...), chosen on first use.
     pub fns: HashMap<&'static str, RtFn>,
     /// The measuring entry points' link addresses, and the library's load bias.
@@ -842,10 +847,26 @@ impl Measure {
         let tsc = rt.tsc;
         let mut call = |event: Event| -> Result<String, MeasureError> {
             let f = rt.call_fn(event)?;
-            Ok(format!(
-                "__gsh_rt_call({:#x}, {:#x}, {access});",
-                f.addr, f.save
-            ))
+            // A wall-clock call path on the TSC: inline while the thread's walk memo applies
+            // (`snippet::codegen`'s `path` module), the call otherwise.
+            let path = match event {
+                Event::PathEnter => Some("__gsh_rt_path_enter"),
+                Event::PathCount => Some("__gsh_rt_path_count"),
+                Event::PathExit => Some("__gsh_rt_path_exit"),
+                _ => None,
+            };
+            Ok(match path.filter(|_| tsc) {
+                Some(name) => format!(
+                    "{name}({:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {access});",
+                    f.addr,
+                    f.save,
+                    rt.tsc_mult,
+                    rt.shadow_offset,
+                    rt.paths_offset,
+                    rt.root + offset_of!(Root, unwind_count) as u64,
+                ),
+                None => format!("__gsh_rt_call({:#x}, {:#x}, {access});", f.addr, f.save),
+            })
         };
         match op(metric, probe, tsc) {
             Op::Count => Ok(format!("__gsh_rt_count({access});")),
@@ -1385,6 +1406,8 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         tls_offset,
         tsc,
         tsc_mult: u64_at(&head, offset_of!(Root, tsc_mult)),
+        shadow_offset: u64_at(&head, offset_of!(Root, shadow_offset)),
+        paths_offset: u64_at(&head, offset_of!(Root, paths_offset)),
         fns,
         syms,
         bias,
