@@ -68,6 +68,9 @@ pub static MEMO_OFF: AtomicU64 = AtomicU64::new(0);
 pub static PATHS_OFF: AtomicU64 = AtomicU64::new(0);
 /// The pthread key whose destructor marks a block dead.
 static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+/// Blocks marked dead and not yet handed on: while none is, a new thread does not walk the
+/// list looking for one (a program with many live threads would pay the walk at each start).
+static DEAD: AtomicU64 = AtomicU64::new(0);
 
 /// Calibrates the clock (once per process).
 pub fn init_clock() {
@@ -135,6 +138,7 @@ pub fn configure(max_slots: u32, path_capacity: u32) -> i32 {
 extern "C" fn thread_exit(block: *mut libc::c_void) {
     if let Some(b) = Block::from_trusted(block.cast()) {
         b.header().state.store(THREAD_DEAD, Relaxed);
+        DEAD.fetch_add(1, Relaxed);
     }
 }
 
@@ -221,13 +225,14 @@ extern "C" fn in_child() {
 /// A block for a new thread: an exited thread's (already on the list: `true`), else a fresh
 /// one from the arena, else a private mapping. Null when memory is exhausted.
 fn claim(size: usize) -> (*mut u8, bool) {
-    for b in blocks() {
+    for b in blocks().take_while(|_| DEAD.load(Relaxed) > 0) {
         let state = &b.header().state;
         if state.load(Relaxed) == THREAD_DEAD
             && state
                 .compare_exchange(THREAD_DEAD, THREAD_LIVE, Acquire, Relaxed)
                 .is_ok()
         {
+            DEAD.fetch_sub(1, Relaxed);
             let h = b.header();
             // Its counts stay (they are part of the totals); what belonged to the old thread's
             // stack goes. SAFETY: the block is ours since the exchange above; `tid` is a
