@@ -1798,3 +1798,62 @@ fn measuring_runs_hands_off_and_the_counts_outlive_an_untraced_exit() {
     let kept = t.with(|_, live| live.measure.last.clone()).unwrap();
     assert_eq!(kept.as_ref(), Some(&values));
 }
+
+/// A process measured hands-off forks children that run the counted function too: they
+/// inherit the runtime's shared arena, and before `fork` returns in a child the runtime maps it
+/// privately, so the parent's count is exactly its own 50 (the children's 10,000 calls went to
+/// their own copies) after it exits untraced.
+#[test]
+fn forked_children_never_count_into_their_parents_arena() {
+    use engine::instrument::measure::{self, Metric};
+    use engine::instrument::{Live, Plan};
+    let exe = Mutatee::new("forkcount").path(Variant::O2);
+    let (guard, mut out) = spawn_ready(&exe, &[]);
+    let pid = guard.0.id() as i32;
+    let mut session = engine::Session::new();
+    session.open(&exe).unwrap();
+    let mut plan = Plan::default();
+    let id = measure::add(&mut plan, &mut session, "tick", Metric::Count)
+        .unwrap()
+        .id;
+    let t = Tracer::attach(pid, Live::default()).unwrap();
+    let go = {
+        let (s, pl) = (&mut session, &plan);
+        t.with(|p, live| {
+            live.learn_modules(s, p).unwrap();
+            live.load_runtime(p).unwrap();
+            live.insert(p, s, pl, id).unwrap();
+            live.start_measuring(p).unwrap();
+            let go = symbol(p, &exe, "go");
+            p.resume().unwrap();
+            go
+        })
+        .unwrap()
+    };
+    wait_hands_off(&t);
+    t.with(|p, _| p.write(go, &1i32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = t.with(|p, _| p.state()).unwrap();
+        if s == State::Exited(0) {
+            break;
+        }
+        assert!(s.is_alive(), "the program is {s}");
+        assert!(Instant::now() < deadline, "the end was never seen");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "parent ticked 50 times\n");
+    let values = t
+        .with(|_, live| live.measure.final_values(pid).map(|(v, _)| v))
+        .unwrap()
+        .expect("the values were lost with the process");
+    let calls = values
+        .iter()
+        .find(|v| v.function == "tick")
+        .map(|v| v.calls);
+    assert_eq!(calls, Some(50), "{values:?}");
+}
