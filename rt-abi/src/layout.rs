@@ -7,7 +7,7 @@
 //! with `Relaxed` loads and stores, which compile to plain `mov`s: no `lock` prefix anywhere on
 //! the hot path, and no data race in Rust's memory model either.
 
-use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
 /// Version of this layout. Bumped whenever a field that generated code or the mutator reads moves.
 pub const ABI_VERSION: u32 = 3;
@@ -32,6 +32,8 @@ pub const RA_CACHE_ENTRIES: u64 = 256;
 /// Bytes of the per-thread walk memo ([`WalkMemo`]; it follows the unwind-rule cache): the
 /// last call-path walk's inputs, every stack word it read, and the record it found.
 pub const WALK_MEMO_BYTES: u64 = 1088;
+/// Thread blocks in the shared arena (see [`Root::arena`]).
+pub const ARENA_BLOCKS: u64 = 1024;
 /// Shadow-stack entries per thread; deeper activations are counted but not timed.
 pub const SHADOW_CAPACITY: u32 = 1024;
 
@@ -101,8 +103,19 @@ abi_struct! {
         pub tls_offset: AtomicI64,
         /// Number of registered unwind tables in `unwind`.
         pub unwind_count: AtomicU32,
-        /// Padding; zero.
-        pub reserved: u32,
+        /// The process's descriptor of the memfd that backs the arena, -1 without an arena
+        /// (a forked child's runtime gives its parent's up).
+        pub arena_fd: AtomicI32,
+        /// Address of the arena: [`ARENA_BLOCKS`] thread blocks mapped shared from `arena_fd`
+        /// (block `k` at `arena + k * block_size`, file offset `k * block_size`), so their
+        /// values outlive the process in the mutator's copy of the descriptor; 0 without one.
+        pub arena: AtomicU64,
+        /// Arena blocks handed out so far (at most [`ARENA_BLOCKS`]); blocks of exited threads
+        /// are handed out again before new ones.
+        pub arena_used: AtomicU64,
+        /// Thread blocks that found the arena full and were mapped privately (their values are
+        /// read while the process lives, and lost with it).
+        pub arena_overflow: AtomicU64,
         /// Registered unwind tables, the first `unwind_count` valid.
         pub unwind: [UnwindTable; MAX_UNWIND_TABLES],
     }
@@ -336,9 +349,11 @@ const _: () = {
     assert!(offset_of!(Root, tsc_mult) == 80);
     assert!(offset_of!(Root, tls_offset) == 104);
     assert!(offset_of!(Root, unwind_count) == 112);
-    assert!(offset_of!(Root, unwind) == 120);
+    assert!(offset_of!(Root, arena_fd) == 116);
+    assert!(offset_of!(Root, arena) == 120);
+    assert!(offset_of!(Root, unwind) == 144);
     assert!(size_of::<UnwindTable>() == 32);
-    assert!(size_of::<Root>() == 120 + 32 * MAX_UNWIND_TABLES);
+    assert!(size_of::<Root>() == 144 + 32 * MAX_UNWIND_TABLES);
     assert!(size_of::<UnwindEntry>() == 16);
     assert!(offset_of!(ThreadHeader, shadow_top) == 24);
     assert!(offset_of!(ThreadHeader, path_mask) == 32);

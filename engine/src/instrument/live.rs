@@ -262,9 +262,11 @@ pub struct Live {
     pub measure: Measure,
     /// Coverage requests' counters (see [`super::coverage`]).
     pub coverage: LiveCoverage,
-    /// Let an attached process go (hands-off) even while it measures or holds declared
-    /// variables. Off by default: the tracer must see the exit to keep the final values
-    /// (`exiting`), which an untraced process takes with it.
+    /// Let an attached process go (hands-off) even while it holds declared variables or
+    /// coverage counters, or measures with a runtime whose arena gsh could not take. Off by
+    /// default: for those the tracer must see the exit to keep the final values (`exiting`),
+    /// which an untraced process takes with it. Counters in an arena gsh holds need no tracer
+    /// ([`super::arena`]).
     pub hands_off_while_measuring: bool,
     /// Leave the stops that arrive inside a job for the tracer after it, as gsh did before
     /// [`Process::serve_in_job`]: their threads stay stopped until the job ends (a benchmark
@@ -1662,11 +1664,13 @@ impl Hooks for Live {
     }
 
     /// Breakpoints, the one-shot stop and trap sites are `int3`s only the tracer can serve;
-    /// counters and declared variables need it to see the exit and keep their final values,
-    /// unless the user chose to lose them ([`Live::hands_off_while_measuring`]).
+    /// declared variables, coverage, and counters whose runtime has no arena gsh holds
+    /// ([`super::arena`]) need it to see the exit and keep their final values, unless the user
+    /// chose to lose them ([`Live::hands_off_while_measuring`]).
     fn needs_tracer(&self) -> bool {
-        let keeps_values =
-            self.measure.slots_in_use() > 0 || self.data.is_some() || !self.coverage.is_empty();
+        let keeps_values = (self.measure.slots_in_use() > 0 && !self.measure.survives_exit())
+            || self.data.is_some()
+            || !self.coverage.is_empty();
         (keeps_values && !self.hands_off_while_measuring)
             || self.once.is_some()
             || self.breakpoints.iter().any(|b| b.placed.is_some())
@@ -1683,6 +1687,10 @@ impl Hooks for Live {
         if let Ok(bytes) = p.read(base, len) {
             self.last_data = Some((base, bytes));
         }
+    }
+
+    fn ended(&mut self, p: &mut Process) {
+        self.measure.keep_after_exit(p.pid());
     }
 
     fn forked(&mut self, _p: &mut Process, child: &mut ChildMemory) {

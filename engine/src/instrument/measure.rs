@@ -31,6 +31,7 @@ use crate::symbols::FuncId;
 
 use super::action::{Action, Measurement};
 pub use super::action::{LoopSel, Measured, Metric};
+use super::arena::Arena;
 use super::loop_measure;
 use super::request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 use crate::point::Point;
@@ -102,6 +103,8 @@ pub struct Runtime {
     /// The measuring entry points' link addresses, and the library's load bias.
     syms: HashMap<&'static str, u64>,
     bias: u64,
+    /// The arena gsh holds open, whose blocks outlive the process (see [`super::arena`]).
+    pub arena: Option<Arena>,
 }
 
 impl Runtime {
@@ -921,7 +924,7 @@ impl Measure {
         // SAFETY: rdtsc has no preconditions; the runtime uses it only with an invariant TSC.
         let now = unsafe { core::arch::x86_64::_rdtsc() };
         let to_ns = |ticks: u64| ((u128::from(ticks) * u128::from(rt.tsc_mult)) >> 32) as u64;
-        for block in blocks(reader, &root)? {
+        for block in blocks(rt, reader, &root)? {
             if top == 0 {
                 break;
             }
@@ -1002,7 +1005,7 @@ impl Measure {
             .map(|c| (c.slot, c))
             .collect();
         let mut merged: BTreeMap<(u32, Vec<u64>), (u64, u64)> = BTreeMap::new();
-        for block in blocks(reader, &root)? {
+        for block in blocks(rt, reader, &root)? {
             let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
             for rec in table.chunks_exact(PATH_RECORD) {
                 if u64_at(rec, offset_of!(PathRecord, hash)) == 0 {
@@ -1138,7 +1141,7 @@ impl Measure {
                 _ => runs.push((s, s + 1)),
             }
         }
-        for block in blocks(&reader, &root)? {
+        for block in blocks(rt, &reader, &root)? {
             for &(lo, hi) in &runs {
                 let zeros = vec![0u8; SLOT_RECORD * (hi - lo) as usize];
                 p.write(
@@ -1182,6 +1185,36 @@ impl Measure {
             }
         }
         Ok(())
+    }
+
+    /// True when the final values outlive the process (its runtime's arena is gsh's too), so
+    /// gsh need not see the exit to keep them.
+    pub fn survives_exit(&self) -> bool {
+        self.runtime.as_ref().is_some_and(|rt| rt.arena.is_some())
+    }
+
+    /// The values and paths as the process left them: those kept at its exit or at `detach`,
+    /// else those its arena holds (the process ended while gsh was hands-off). `None` when
+    /// neither is there.
+    pub fn final_values(&self, pid: i32) -> Option<(Vec<CountValue>, Vec<PathValue>)> {
+        if let Some(v) = &self.last {
+            return Some((v.clone(), self.last_paths.clone().unwrap_or_default()));
+        }
+        let reader = self.runtime.as_ref()?.arena.as_ref()?.reader(pid);
+        let values = self.values_with(&reader, &HashMap::new(), None).ok()?;
+        let paths = self.paths(&reader).unwrap_or_default();
+        Some((values, paths))
+    }
+
+    /// Keeps the final values from the arena, the process having ended while gsh was
+    /// hands-off (nothing is read when values were kept already).
+    pub fn keep_after_exit(&mut self, pid: i32) {
+        if self.last.is_none() && self.measured_anything() {
+            if let Some((v, paths)) = self.final_values(pid) {
+                self.last = Some(v);
+                self.last_paths = Some(paths);
+            }
+        }
     }
 
     /// Keeps the final values (the process is exiting, or gsh is leaving it; its memory is
@@ -1292,8 +1325,12 @@ impl Measure {
     }
 }
 
-/// The threads' blocks, newest first (the runtime's list from the root).
-fn blocks(reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
+/// The threads' blocks: newest first from the runtime's list while the process lives, and
+/// those in its arena when `reader` reads what gsh kept of it.
+fn blocks(rt: &Runtime, reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
+    if reader.is_kept() {
+        return Ok(rt.arena.as_ref().map_or(Vec::new(), |a| a.blocks(reader)));
+    }
     let mut out = Vec::new();
     let mut block = u64_at(root, offset_of!(Root, threads));
     let next = offset_of!(ThreadHeader, next) as u64;
@@ -1411,6 +1448,7 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         fns,
         syms,
         bias,
+        arena: Arena::take(p, root, &head),
     })
 }
 
