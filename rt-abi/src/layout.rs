@@ -10,7 +10,7 @@
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
 /// Version of this layout. Bumped whenever a field that generated code or the mutator reads moves.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 /// `b"GSRT"` read as a little-endian u32: lets the mutator check it found the root.
 pub const ROOT_MAGIC: u32 = u32::from_le_bytes(*b"GSRT");
 /// Deepest call path recorded; walks stop here.
