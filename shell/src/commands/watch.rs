@@ -461,6 +461,7 @@ impl SearchView {
                 S::True => "true",
                 S::False => "false",
                 S::Failed => "failed",
+                S::Refused => "refused",
             };
             // Thousandths of the fraction, so the sparkline shows how it moved.
             let f = n.fraction.unwrap_or(0.0);
