@@ -827,6 +827,32 @@ pub struct FindingOut {
     pub thread: Option<u32>,
     /// How it was measured: `samples`, or `probe` (a loop timer or a call path's timer).
     pub measured: Option<Method>,
+    /// For a call path measured by a probe: the call its timer timed, `CALLER > CALLEE`, the
+    /// path's last step alone (its earlier steps are not checked: the timer times every path
+    /// ending in that call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_call: Option<String>,
+}
+
+/// The call a probe timed for a call path focus measured by one: its last step.
+fn timed_call(focus: &Focus, measured: Option<Method>) -> Option<String> {
+    let Some(Resource::CallPath(p)) = focus.last() else {
+        return None;
+    };
+    match (measured, p.as_slice()) {
+        (Some(Method::Probe), [.., caller, callee]) => Some(format!("{caller} > {callee}")),
+        _ => None,
+    }
+}
+
+/// How a node or finding measured by `measured` is marked in text: `  [probe]`, or with the
+/// call a call path's timer timed.
+fn mark(measured: Option<Method>, timed_call: Option<&str>) -> String {
+    match (measured, timed_call) {
+        (Some(Method::Probe), Some(c)) => format!("  [probe of {c} only]"),
+        (Some(Method::Probe), None) => "  [probe]".into(),
+        _ => String::new(),
+    }
 }
 
 impl From<&Finding> for FindingOut {
@@ -846,6 +872,7 @@ impl From<&Finding> for FindingOut {
                 _ => None,
             }),
             measured: f.measured,
+            timed_call: timed_call(&f.focus, f.measured),
         }
     }
 }
@@ -871,6 +898,10 @@ pub struct NodeOut {
     pub judged: Option<f64>,
     /// How it was measured, once started: `samples` or `probe`.
     pub measured: Option<Method>,
+    /// For a call path measured by a probe: the call its timer timed (see
+    /// [`FindingOut::timed_call`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_call: Option<String>,
 }
 
 /// What a finished (or interrupted) search reports.
@@ -936,6 +967,7 @@ impl Search {
                     note: n.note.clone(),
                     judged: n.judged,
                     measured: n.measured,
+                    timed_call: timed_call(&n.experiment.focus, n.measured),
                 })
                 .collect(),
         }
@@ -1007,11 +1039,7 @@ impl Report {
                 f.hypothesis.name(),
                 f.fraction,
                 f.focus.join(" > "),
-                if f.measured == Some(Method::Probe) {
-                    "  [probe]"
-                } else {
-                    ""
-                }
+                mark(f.measured, f.timed_call.as_deref())
             );
         }
         let _ = writeln!(
@@ -1034,13 +1062,20 @@ impl Report {
                 "{} timers inserted ({} of loops, {} of call paths' last calls), {} removed; \
                  they ran {:.2}% of the program's running time ({:.0} ns per timed entry, \
                  measured as the search began). Experiments marked [probe] were measured by \
-                 them, the others by samples\n",
+                 them, the others by samples{}\n",
                 self.probes.inserted,
                 self.probes.inserted - self.probes.call_timers,
                 self.probes.call_timers,
                 self.probes.removed,
                 self.probes.cost * 100.0,
-                self.probes.timer_ns
+                self.probes.timer_ns,
+                if self.probes.call_timers > 0 {
+                    ". A call path's timer times its last call alone (`[probe of CALLER > \
+                     CALLEE only]`): the path's earlier steps are not checked, so it times \
+                     every path ending in that call"
+                } else {
+                    ""
+                }
             );
         }
         for e in &self.probes.errors {
@@ -1061,11 +1096,8 @@ impl Report {
                     .note
                     .as_deref()
                     .map_or_else(String::new, |x| format!("  ({x})"));
-                let by = if n.measured == Some(Method::Probe) {
-                    " [probe]"
-                } else {
-                    ""
-                };
+                let by = mark(n.measured, n.timed_call.as_deref());
+                let by = by.strip_prefix(' ').unwrap_or(&by);
                 let _ = writeln!(
                     out,
                     "{:indent$}{} {}  {state} {value}{by}{note}",

@@ -573,6 +573,25 @@ fn a_hot_function_is_concluded_at_the_call_path_that_is_hot() {
     );
     let out = FindingOut::from(&search.findings()[0]);
     assert_eq!(out.focus, ["app", "hot", "main > a > hot"]);
+    // Sampled: no timed call is named.
+    assert_eq!(out.timed_call, None);
+    // Measured by a timer, it says which call was timed: the path's last step alone.
+    let mut timed = search.findings()[0].clone();
+    timed.measured = Some(Method::Probe);
+    let out = FindingOut::from(&timed);
+    assert_eq!(out.timed_call.as_deref(), Some("a > hot"));
+    let mut report = search.report(1.0, 0.0);
+    report.findings = vec![out];
+    report.probes.inserted = 1;
+    report.probes.call_timers = 1;
+    let text = report.text();
+    assert!(
+        text.contains("main > a > hot  [probe of a > hot only]"),
+        "{text}"
+    );
+    assert!(text.contains("earlier steps are not checked"), "{text}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["findings"][0]["timed_call"], "a > hot");
 }
 
 /// The overhead a report gives is its parts' sum, each a share of the time the program's

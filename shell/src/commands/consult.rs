@@ -75,6 +75,9 @@ tested for CPU demand by a timer of its last call (what `time hot_caller call ho
 hot's time when hot_caller calls it, less the thread's time off a CPU, as for loops) where \
 that call is a direct one in the same module, and by the samples otherwise; the result marks \
 the experiments timed by probes (`[probe]`; JSON: \"measured\": \"probe\" or \"samples\"). \
+Such a timer times the path's last call alone: the path's earlier steps are not checked, so it \
+times every path ending in that call, and the result says so (`[probe of hot_caller > hot \
+only]`; JSON: \"timed_call\": \"hot_caller > hot\"). \
 When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
@@ -110,7 +113,7 @@ The result lists the conclusions first (hypothesis, fraction, focus), then the s
 as an indented tree of every experiment (true, false, untested, failed, refused) with its \
 fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
-\"measured\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
+\"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"cost\", \"spent\", \
 \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \

@@ -115,7 +115,7 @@ fn read(t: &Target) -> Result<Reading> {
     {
         for v in results.values {
             let what = v.what();
-            let calls = if v.loop_name.is_some() {
+            let calls = if v.loop_only().is_some() {
                 "entries"
             } else {
                 "calls"
