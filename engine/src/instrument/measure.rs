@@ -197,31 +197,82 @@ pub struct Counter {
 }
 
 /// A measured function's or loop's value: calls (a loop's entries), a loop's iterations, and
-/// for timers the inclusive time.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// for timers the inclusive time. In JSON a loop's name is `loop` and the callee of a `FUNC
+/// call CALLEE` measure is `call` (inside, both ride in `loop_name`: see [`call_label`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CountValue {
     /// The request's id.
     pub id: u32,
     /// The function as users name it.
     pub function: String,
-    /// The loop (`loop_1.2`), for a loop measure.
-    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    /// The loop (`loop_1.2`), for a loop measure; `call CALLEE` for a measure of the
+    /// function's calls to CALLEE ([`call_label`]).
     pub loop_name: Option<String>,
     /// Calls of the function, or entries into the loop, summed over threads.
     pub calls: u64,
     /// Iterations of the loop (passes through its header), for `count FUNC loop LOOP`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
     /// What was measured.
     pub metric: Metric,
     /// Inclusive time (wall or thread CPU), for timed metrics; activations open now are
     /// credited up to now.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ns: Option<u64>,
 }
 
+/// What a [`Probe`] of a function's direct calls to `callee` carries where a loop's name
+/// would be: `call CALLEE` (no loop is named so: loops are `loop_...`).
+pub fn call_label(callee: &str) -> String {
+    format!("{CALL_PREFIX}{callee}")
+}
+
+const CALL_PREFIX: &str = "call ";
+
+impl serde::Serialize for CountValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            id: u32,
+            function: &'a str,
+            #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+            loop_name: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            call: Option<&'a str>,
+            calls: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            iterations: Option<u64>,
+            metric: Metric,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ns: Option<u64>,
+        }
+        Out {
+            id: self.id,
+            function: &self.function,
+            loop_name: self.loop_only(),
+            call: self.callee(),
+            calls: self.calls,
+            iterations: self.iterations,
+            metric: self.metric,
+            ns: self.ns,
+        }
+        .serialize(s)
+    }
+}
+
 impl CountValue {
-    /// What was measured, as a row names it: `work`, or `work loop_1.2` for a loop.
+    /// The loop measured, for a loop's value (not a call's).
+    pub fn loop_only(&self) -> Option<&str> {
+        self.loop_name
+            .as_deref()
+            .filter(|l| !l.starts_with(CALL_PREFIX))
+    }
+
+    /// The callee, for the value of a `FUNC call CALLEE` measure.
+    pub fn callee(&self) -> Option<&str> {
+        self.loop_name.as_deref()?.strip_prefix(CALL_PREFIX)
+    }
+
+    /// What was measured, as a row names it: `work`, `work loop_1.2` for a loop, `work call
+    /// hot` for its calls to `hot`.
     pub fn what(&self) -> String {
         match &self.loop_name {
             Some(l) => format!("{} {l}", self.function),
@@ -606,7 +657,7 @@ pub fn probes(
             // A call returns with the stack as it was when it was made: each activation is
             // keyed by the point's own `rsp`, the same before the call and after it, and a
             // recursive call below an open one is timed by the open one.
-            let label = Some(format!("call {callee}"));
+            let label = Some(call_label(callee));
             for (at_exit, after) in [(false, false), (true, true)] {
                 if at_exit && !m.metric.has_exit() {
                     continue;
