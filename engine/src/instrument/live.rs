@@ -113,6 +113,20 @@ pub enum LiveError {
     },
 }
 
+/// Where one pause's time went: the steps between the first thread stopping and the last
+/// one running again (`xtask bench-stall` prints the longest pause's).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PauseSteps {
+    /// Stopping every thread (`Process::halt`).
+    pub halt: Duration,
+    /// Serving the stops the halt caught.
+    pub serve: Duration,
+    /// The change itself: breakpoints lifted, runs written, threads moved, breakpoints back.
+    pub change: Duration,
+    /// Letting every thread run again (`Process::resume`).
+    pub resume: Duration,
+}
+
 /// A module as loaded in the process.
 struct Loaded {
     module: Arc<Module>,
@@ -255,6 +269,8 @@ pub struct Live {
     pub longest_pause: std::time::Duration,
     /// See [`Live::longest_pause`].
     pub most_writes_in_a_pause: usize,
+    /// Where the longest pause's time went, step by step (benchmarks reset and read it).
+    pub longest_pause_steps: PauseSteps,
     /// The most writes over code one pause of a running process may make, when not
     /// [`PAUSE_WRITES`] (a benchmark compares with `usize::MAX`: one pause per module).
     pub pause_writes: Option<usize>,
@@ -266,6 +282,10 @@ pub struct Live {
     /// variables. Off by default: the tracer must see the exit to keep the final values
     /// (`exiting`), which an untraced process takes with it.
     pub hands_off_while_measuring: bool,
+    /// Parse and check every snippet at every trampoline layout, as gsh did before the
+    /// patchers kept checked snippets (`PatchOptions::recheck_snippets`; `xtask bench-stall
+    /// relay` compares).
+    pub recheck_snippets: bool,
     /// Leave the stops that arrive inside a job for the tracer after it, as gsh did before
     /// [`Process::serve_in_job`]: their threads stay stopped until the job ends (a benchmark
     /// compares; `xtask bench-stall detach`).
@@ -677,6 +697,7 @@ impl Live {
         self.measure.prepare_slots(p)?;
         let (hidden, traps) = (self.hidden(), self.server());
         let loaded = self.loaded.get_mut(&m).expect("checked above");
+        loaded.patcher.recheck_snippets(self.recheck_snippets);
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden, traps);
         let result = if coverage {
@@ -799,6 +820,7 @@ impl Live {
                 lr.applied.remove(0);
                 continue;
             };
+            loaded.patcher.recheck_snippets(self.recheck_snippets);
             let prior = loaded.patcher.clone();
             let mut space = LiveSpace::new(&mut *p, hidden, traps);
             let result = match build::remove(&mut loaded.patcher, &loaded.module, &mut space, id) {
@@ -1060,31 +1082,41 @@ impl Live {
         writes: usize,
         f: impl FnOnce(&mut Self, &mut Process) -> Result<(), LiveError>,
     ) -> Result<(), LiveError> {
-        let t = std::time::Instant::now();
         let serve = running && !self.hold_stops_in_jobs;
-        if running && !serve {
+        if serve {
+            // Stops since the last pause first, while the process still runs: a thread
+            // already stopped when the halt interrupts it would stop again for that interrupt
+            // right after the pause.
+            let _ = p.serve_in_job(&|rip| self.trap_site(rip));
+        }
+        let t = Instant::now();
+        let mut steps = PauseSteps::default();
+        if running {
             p.halt()?;
         }
+        steps.halt = t.elapsed();
         if serve {
-            // Stops since the last pause first: a thread already stopped when the halt
-            // interrupts it would stop again for that interrupt right after the pause.
-            let _ = p.serve_in_job(&|rip| self.trap_site(rip));
-            p.halt()?;
             // Stops the halt caught are served before the code changes (a thread at a trap
             // site moves into its trampoline), so their threads run again with the others
             // when the pause ends instead of waiting, stopped, for the whole job to end. A
             // failure leaves them for the tracer after the job.
             let _ = p.serve_in_job(&|rip| self.trap_site(rip));
         }
+        steps.serve = t.elapsed() - steps.halt;
         let result = f(self, p);
+        steps.change = t.elapsed() - steps.halt - steps.serve;
         // Code neither old nor new stays stopped: no thread may run into it.
         let torn = matches!(result, Err(LiveError::Torn { .. }));
         if running && !torn && p.state().is_alive() {
             p.resume()?;
         }
         let took = t.elapsed();
+        steps.resume = took - steps.halt - steps.serve - steps.change;
         self.paused_for += took;
-        self.longest_pause = self.longest_pause.max(took);
+        if took > self.longest_pause {
+            self.longest_pause = took;
+            self.longest_pause_steps = steps;
+        }
         self.most_writes_in_a_pause = self.most_writes_in_a_pause.max(writes);
         result
     }
@@ -1546,8 +1578,8 @@ fn move_threads(
     if before.is_empty() {
         return Ok(());
     }
-    for t in p.threads() {
-        let Ok(mut regs) = p.regs(t.tid) else {
+    for tid in p.stopped_tids() {
+        let Ok(mut regs) = p.regs(tid) else {
             continue;
         };
         let rip = regs.rip;
@@ -1577,7 +1609,7 @@ fn move_threads(
         };
         if let Some(to) = to {
             regs.rip = to;
-            p.set_regs(t.tid, &regs)?;
+            p.set_regs(tid, &regs)?;
         }
     }
     Ok(())

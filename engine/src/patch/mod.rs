@@ -56,6 +56,7 @@ use std::sync::{Arc, OnceLock};
 use crate::addr::{LinkAddr, RuntimeAddr};
 use crate::code::CodeView;
 use crate::point::Point;
+use crate::snippet::cache::CheckCache;
 use crate::snippet::Env;
 use crate::symbols::FuncId;
 
@@ -115,6 +116,9 @@ pub struct PatchOptions {
     pub always_save_flags: bool,
     /// How vector state is saved around snippets that call out.
     pub vector: VectorSave,
+    /// Parse and check every snippet each time a trampoline is laid out, as gsh did before
+    /// it kept checked snippets ([`crate::snippet::cache`]); a benchmark compares.
+    pub recheck_snippets: bool,
 }
 
 /// One snippet to insert at one point. The patcher keeps it, to lay the trampoline out again
@@ -169,6 +173,9 @@ pub struct Patcher {
     code: OnceLock<Claimed>,
     /// The module's [`plan::ways_in`], computed when a function is first copied whole.
     ways_in: OnceLock<plan::WaysIn>,
+    /// The written sites' snippets, checked once: laying a trampoline out again only
+    /// generates their code for its new address.
+    checks: CheckCache,
 }
 
 /// What [`Patcher::plan`] decided.
@@ -244,6 +251,7 @@ impl Patcher {
             prefix_end: OnceLock::new(),
             code: OnceLock::new(),
             ways_in: OnceLock::new(),
+            checks: CheckCache::default(),
         }
     }
 
@@ -512,6 +520,10 @@ impl Patcher {
                 self.claimed.add(&a.site);
             }
         }
+        // A site that could not be written keeps no checked snippet.
+        if written.is_err() {
+            self.forget_unused();
+        }
         written?;
         let mut applied_of: HashMap<u64, usize> = HashMap::new();
         for (i, a) in self.applied.iter().enumerate() {
@@ -697,6 +709,7 @@ impl Patcher {
         for a in self.applied.iter() {
             self.claimed.add(&a.site);
         }
+        self.forget_unused();
         result.map(|()| removed)
     }
 
@@ -731,8 +744,18 @@ impl Patcher {
         reqs: &[Request],
         check: bool,
     ) -> Result<(RuntimeAddr, Vec<(u64, u64)>), PatchError> {
+        // Checked once per snippet, not at every layout (each lays a trampoline out twice,
+        // and a relay lays it out again).
+        let checked: Vec<Option<Arc<crate::snippet::ir::Program>>> = reqs
+            .iter()
+            .map(|r| {
+                (!self.options.recheck_snippets)
+                    .then(|| self.checks.checked(&r.source, &r.env))
+                    .flatten()
+            })
+            .collect();
         let mut codes: HashMap<u64, PointCode> = HashMap::new();
-        for r in reqs {
+        for (r, checked) in reqs.iter().zip(&checked) {
             let a = r.point.addr;
             // At call boundaries the ABI leaves the flags dead, unless the instruction at the
             // point reads them (a conditional tail call).
@@ -791,6 +814,7 @@ impl Patcher {
             list.push(SnippetSrc {
                 source: &r.source,
                 env: &*r.env,
+                checked: checked.as_deref(),
             });
         }
         // A function copied whole reads private copies of its jump tables.
@@ -996,7 +1020,28 @@ impl Patcher {
         self.claimed = Claimed::default();
         self.map.clear();
         self.saves.clear();
+        self.checks = CheckCache::default();
         Ok(())
+    }
+
+    /// Drops what is kept only for snippets no written site holds any more.
+    fn forget_unused(&mut self) {
+        let used = self
+            .applied
+            .iter()
+            .flat_map(|a| a.requests.iter())
+            .map(|r| (&r.source, &r.env));
+        self.checks.keep_only(used);
+    }
+
+    /// Sets [`PatchOptions::recheck_snippets`].
+    pub fn recheck_snippets(&mut self, on: bool) {
+        self.options.recheck_snippets = on;
+    }
+
+    /// How many checked snippets the patcher keeps (every one a written site holds).
+    pub fn checked_snippets(&self) -> usize {
+        self.checks.len()
     }
 }
 

@@ -196,6 +196,19 @@ impl Process {
             .collect()
     }
 
+    /// The threads stopped now, by id alone: what a pause moves out of changed code needs
+    /// no more (each [`Process::threads`] entry reads a /proc file and the registers).
+    pub fn stopped_tids(&self) -> Vec<i32> {
+        if self.hands_off.is_some() {
+            return Vec::new();
+        }
+        self.threads
+            .iter()
+            .filter(|(_, t)| t.state == ThreadState::Stopped)
+            .map(|(&tid, _)| tid)
+            .collect()
+    }
+
     /// A reader that works while the process runs, from any thread.
     pub fn reader(&self) -> MemReader {
         MemReader::new(self.pid)
