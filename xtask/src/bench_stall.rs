@@ -675,10 +675,12 @@ fn measure_stall(pid: i32, runs: usize, count: bool, with_coverage: bool) -> Res
         );
         for r in c.rows {
             let st = r.steps;
+            let h = st.halt_timing;
             println!(
                 "    count '{}' ({}, {} functions): longest reply {} ({:.1}x the floor's), \
-                 stopped {}, longest pause {} (halt {}, serve {}, change {}, resume {}) ; \
-                 whole insert {} = {:.1} µs per function",
+                 stopped {}, longest pause {} (halt {} [{} threads: interrupts {}, first stop \
+                 {}, last {} (tid {}), {} sleeps], serve {}, change {}, resume {}) ; whole \
+                 insert {} = {:.1} µs per function",
                 r.glob,
                 r.label,
                 r.n,
@@ -687,6 +689,12 @@ fn measure_stall(pid: i32, runs: usize, count: bool, with_coverage: bool) -> Res
                 ms(r.paused),
                 ms(r.longest),
                 ms(st.halt),
+                h.threads,
+                ms(h.interrupts),
+                ms(h.first),
+                ms(h.last),
+                h.slowest,
+                h.sleeps,
                 ms(st.serve),
                 ms(st.change),
                 ms(st.resume),
@@ -774,12 +782,16 @@ fn count_section(
     let bare = bare[bare.len() / 2];
 
     let mut rows = Vec::new();
-    let globs: &[(&str, &str)] = if count {
-        &[("ae*", "small"), ("*", "all")]
+    let globs: &[(&str, &str, Option<usize>)] = if count {
+        &[
+            ("ae*", "small", None),
+            ("*", "all, at most 256 writes a pause as before", Some(256)),
+            ("*", "all", None),
+        ]
     } else {
         &[]
     };
-    for &(glob, label) in globs {
+    for &(glob, label, most) in globs {
         let mut row = CountRow {
             label,
             glob,
@@ -799,8 +811,10 @@ fn count_section(
             let (t, pf, longest, steps) = tracer.with(|p, live| -> Result<_> {
                 live.paused_for = Duration::ZERO;
                 live.longest_pause = Duration::ZERO;
+                live.pause_writes = most;
                 let t = Instant::now();
                 live.insert(p, s, pl, id)?;
+                live.pause_writes = None;
                 Ok((
                     t.elapsed(),
                     live.paused_for,

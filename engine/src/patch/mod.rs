@@ -176,6 +176,12 @@ pub struct Patcher {
     /// The written sites' snippets, checked once: laying a trampoline out again only
     /// generates their code for its new address.
     checks: CheckCache,
+    /// Each trampoline in use (relocated code, or a site's current one): start to the end of
+    /// its allocation.
+    tramps: HashMap<u64, u64>,
+    /// Trampolines replaced or taken out since the last [`Patcher::take_retired`]: no site
+    /// enters them once the change is written, but a thread may still be inside one.
+    retired: Vec<Range<u64>>,
 }
 
 /// What [`Patcher::plan`] decided.
@@ -252,7 +258,37 @@ impl Patcher {
             code: OnceLock::new(),
             ways_in: OnceLock::new(),
             checks: CheckCache::default(),
+            tramps: HashMap::new(),
+            retired: Vec::new(),
         }
+    }
+
+    /// Records that the trampoline at `tramp` is no longer entered by any site.
+    fn retire(&mut self, tramp: RuntimeAddr) {
+        if let Some(end) = self.tramps.remove(&tramp.0) {
+            self.retired.push(tramp.0..end);
+        }
+    }
+
+    /// The trampolines retired since the last call (see [`Patcher::retired`]): once the
+    /// change that retired them is written, no code enters them. The caller frees each once
+    /// no thread can be inside it, and tells the patcher with [`Patcher::forget_trampoline`].
+    pub fn take_retired(&mut self) -> Vec<Range<u64>> {
+        std::mem::take(&mut self.retired)
+    }
+
+    /// Forgets the address map of a retired trampoline whose memory is being reused.
+    pub fn forget_trampoline(&mut self, r: &Range<u64>) {
+        let keys: Vec<u64> = self.map.range(r.clone()).map(|(k, _)| *k).collect();
+        for k in keys {
+            self.map.remove(&k);
+        }
+    }
+
+    /// How many address-map records the patcher keeps (each trampoline in use or retired
+    /// and not yet forgotten holds some).
+    pub fn map_records(&self) -> usize {
+        self.map.len()
     }
 
     fn rt(&self, a: LinkAddr) -> RuntimeAddr {
@@ -592,6 +628,8 @@ impl Patcher {
                     }
                     reqs.append(&mut a.requests);
                     gone[k] = true;
+                    let old = a.tramp;
+                    self.retire(old);
                 }
             }
             for a in &site.points {
@@ -636,15 +674,17 @@ impl Patcher {
         self.enter(space, &site, &copies, false)?;
         space.end_change();
         let a = &mut self.applied.edit()[i];
-        a.tramp = tramp;
+        let old = std::mem::replace(&mut a.tramp, tramp);
         a.copies = copies;
+        self.retire(old);
         Ok(())
     }
 
     /// Takes out every snippet inserted with `tag`. A site left with no snippet gets its
     /// original bytes back; one that keeps others gets a new trampoline without the removed
-    /// ones. Old trampolines are retired, never freed: a thread may still be running in one,
-    /// and each ends by jumping back to original code. Returns how many points lost a snippet.
+    /// ones. Old trampolines are retired ([`Patcher::take_retired`]), not freed: a thread may
+    /// still be running in one, and each ends by jumping back to original code; the caller
+    /// frees them once no thread can be inside. Returns how many points lost a snippet.
     pub fn remove(
         &mut self,
         view: &dyn CodeView,
@@ -695,6 +735,7 @@ impl Patcher {
                     .try_for_each(|(at, bytes)| space.write(*at, bytes))
                     .map_err(PatchError::from);
                 space.end_change();
+                self.retire(a.tramp);
             } else {
                 self.applied.edit().push(a);
                 result = self.relay(view, space, self.applied.len() - 1);
@@ -959,6 +1000,7 @@ impl Patcher {
         for (r, o) in &laid.map {
             self.map.insert(r.start, (r.end, *o));
         }
+        self.tramps.insert(tramp.0, tramp.0 + size);
         Ok((tramp, laid))
     }
 
@@ -1021,6 +1063,11 @@ impl Patcher {
         self.map.clear();
         self.saves.clear();
         self.checks = CheckCache::default();
+        // Every trampoline is retired; the caller may still free them as threads leave.
+        let tramps: Vec<u64> = self.tramps.keys().copied().collect();
+        for t in tramps {
+            self.retire(RuntimeAddr(t));
+        }
         Ok(())
     }
 

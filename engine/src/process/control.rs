@@ -73,6 +73,25 @@ pub struct Process {
     /// Set while [`Process::serve_in_job`] serves the stops a halt caught: a thread whose
     /// stop is served stays stopped, for the halt's caller to resume with the others.
     holding: bool,
+    /// How the last [`Process::halt`] went (benchmarks read it).
+    pub last_halt: HaltTiming,
+}
+
+/// How one [`Process::halt`] went: when the threads' stops arrived, counted from its start.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HaltTiming {
+    /// Threads it waited for.
+    pub threads: usize,
+    /// Sending every interrupt.
+    pub interrupts: Duration,
+    /// The first stop seen.
+    pub first: Duration,
+    /// The last stop seen: the halt's whole wait.
+    pub last: Duration,
+    /// The thread whose stop came last, and whether it is the leader (the main thread).
+    pub slowest: i32,
+    /// How often the tracer slept waiting for a stop (each a wakeup it needed CPU for).
+    pub sleeps: usize,
 }
 
 /// Fault signals: they stop the process and are reported before being delivered.
@@ -133,6 +152,7 @@ impl Process {
             mode: AttachedMode::default(),
             hands_off: None,
             holding: false,
+            last_halt: HaltTiming::default(),
         })
     }
 
@@ -207,6 +227,18 @@ impl Process {
             .filter(|(_, t)| t.state == ThreadState::Stopped)
             .map(|(&tid, _)| tid)
             .collect()
+    }
+
+    /// Every thread's id when every thread is stopped (in a pause), else `None`.
+    pub fn all_stopped_tids(&self) -> Option<Vec<i32>> {
+        if self.hands_off.is_some() || self.state != State::Stopped {
+            return None;
+        }
+        let all = self
+            .threads
+            .values()
+            .all(|t| t.state == ThreadState::Stopped);
+        all.then(|| self.threads.keys().copied().collect())
     }
 
     /// A reader that works while the process runs, from any thread.
@@ -362,6 +394,7 @@ impl Process {
     pub fn halt(&mut self) -> Result<(), ProcessError> {
         self.alive("halting")?;
         self.reseize()?;
+        let asked = Instant::now();
         let mut awaiting: HashSet<i32> = HashSet::new();
         for (&tid, t) in &mut self.threads {
             match t.state {
@@ -383,6 +416,11 @@ impl Process {
             }
         }
         let started = Instant::now();
+        self.last_halt = HaltTiming {
+            threads: awaiting.len(),
+            interrupts: started - asked,
+            ..HaltTiming::default()
+        };
         loop {
             self.await_halt(&mut awaiting, started)?;
             // A creator stopped at its clone event: list the new thread now, so the list is the
@@ -437,7 +475,15 @@ impl Process {
                 }
                 continue;
             };
-            awaiting.remove(&tid);
+            if awaiting.remove(&tid) {
+                let at = started.elapsed();
+                let h = &mut self.last_halt;
+                if h.first.is_zero() {
+                    h.first = at;
+                }
+                h.last = at;
+                h.slowest = tid;
+            }
             self.note_halt_stop(tid, ev)?;
             if !self.state.is_alive() {
                 return Err(self.gone("halting"));
@@ -521,6 +567,7 @@ impl Process {
             if waited > HALT_DEADLINE {
                 return Ok(None);
             }
+            self.last_halt.sleeps += 1;
             self.waker.wait(Some(HALT_DEADLINE - waited));
         }
     }

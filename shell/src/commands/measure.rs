@@ -153,7 +153,8 @@ process's memory without stopping it, so `report` may be repeated while the proc
 binary that `save` rewrote with measuring in it. A loop's row is named `FUNC loop_1.2` (JSON: \
 `\"loop\"`); its Calls are its entries, with Iterations and Per entry for `count` (JSON: \
 `iterations`, `iterations_per_entry`). A measure that was deleted keeps the \
-values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
+values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON); the last 32 deleted \
+are kept, older ones are dropped. `--json` prints \
 everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
 flame graph itself. Block coverage (`coverage`) is shown per function: blocks covered of all, \
