@@ -1239,7 +1239,12 @@ impl Live {
         let t = Instant::now();
         let mut steps = PauseSteps::default();
         if running {
-            p.halt()?;
+            // Preempted while every thread waits on it, the tracer would stretch the pause.
+            p.hurry(true);
+            if let Err(e) = p.halt() {
+                p.hurry(false);
+                return Err(e.into());
+            }
             steps.halt_timing = p.last_halt;
         }
         steps.halt = t.elapsed();
@@ -1255,9 +1260,13 @@ impl Live {
         steps.change = t.elapsed() - steps.halt - steps.serve;
         // Code neither old nor new stays stopped: no thread may run into it.
         let torn = matches!(result, Err(LiveError::Torn { .. }));
-        if running && !torn && p.state().is_alive() {
-            p.resume()?;
-        }
+        let resumed = if running && !torn && p.state().is_alive() {
+            p.resume()
+        } else {
+            Ok(())
+        };
+        p.hurry(false);
+        resumed?;
         let took = t.elapsed();
         steps.resume = took - steps.halt - steps.serve - steps.change;
         self.paused_for += took;

@@ -75,7 +75,12 @@ pub struct Process {
     holding: bool,
     /// How the last [`Process::halt`] went (benchmarks read it).
     pub last_halt: HaltTiming,
+    /// The tracer thread's nice value before [`Process::hurry`] raised its priority.
+    hurried: Option<i32>,
 }
+
+/// The tracer thread's nice value while it holds a running process stopped.
+const HURRIED_NICE: i32 = -15;
 
 /// How one [`Process::halt`] went: when the threads' stops arrived, counted from its start.
 #[derive(Clone, Copy, Debug, Default)]
@@ -153,6 +158,7 @@ impl Process {
             hands_off: None,
             holding: false,
             last_halt: HaltTiming::default(),
+            hurried: None,
         })
     }
 
@@ -227,6 +233,29 @@ impl Process {
             .filter(|(_, t)| t.state == ThreadState::Stopped)
             .map(|(&tid, _)| tid)
             .collect()
+    }
+
+    /// Raises the calling thread's scheduling priority while it holds a running process
+    /// stopped for a short change (`on`), and puts it back (`!on`): on a loaded machine the
+    /// tracer thread was preempted in the middle of a pause, the whole process waiting on it
+    /// (a 5-thread resume took 16 ms). Needs CAP_SYS_NICE; without it nothing changes.
+    pub fn hurry(&mut self, on: bool) {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as libc::id_t;
+        if on {
+            // SAFETY: getpriority/setpriority on our own thread id; errors are only returned.
+            let now = unsafe {
+                *libc::__errno_location() = 0;
+                libc::getpriority(libc::PRIO_PROCESS, tid)
+            };
+            // SAFETY: as above.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, HURRIED_NICE) } == 0 {
+                self.hurried = Some(now);
+            }
+        } else if let Some(nice) = self.hurried.take() {
+            // SAFETY: as above; lowering our own priority back needs no privilege.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+        }
     }
 
     /// Every thread's id when every thread is stopped (in a pause), else `None`.
@@ -568,7 +597,10 @@ impl Process {
                 return Ok(None);
             }
             self.last_halt.sleeps += 1;
-            self.waker.wait(Some(HALT_DEADLINE - waited));
+            // SIGCHLD's wakeup goes through whichever thread of gsh takes the signal: look
+            // again soon without it (see `wake.rs`).
+            self.waker
+                .wait(Some((HALT_DEADLINE - waited).min(super::wake::HALT_POLL)));
         }
     }
 
