@@ -246,7 +246,7 @@ pub const FRAME_DEAD: u32 = 5;
 /// `ShadowEntry::record` for path activations counted in the header's `other_*`.
 pub const RECORD_OTHER: u32 = u32::MAX;
 /// `PathRecord::slot` of a record whose slot the mutator handed out again: never matched or
-/// reported again.
+/// reported again, until its thread claims it again for a new path.
 pub const RETIRED_SLOT: u32 = u32::MAX;
 
 abi_struct! {

@@ -279,51 +279,79 @@ pub fn hash(slot: u32, ras: &[u64]) -> u64 {
 }
 
 /// Finds or claims the record for this path; [`RECORD_OTHER`] when the table is full.
+///
+/// A record the mutator retired (its slot handed to a new owner: `RETIRED_SLOT`) is claimed
+/// again, for a path not found further along its probe sequence. Without that, a path
+/// profiled again in each of many sessions (the same return addresses, so the same hash)
+/// met one more retired record each time and went to [`RECORD_OTHER`] after [`MAX_PROBE`]
+/// of them (redis's `pingCommand` in the 33rd cycle of `xtask soak-redis`).
 #[inline(always)]
 fn find(b: Block, h: &ThreadHeader, slot: u32, ras: &[u64]) -> u32 {
     let hv = hash(slot, ras);
     let mut i = hv as u32 & h.path_mask;
+    let mut retired = None;
     for _ in 0..MAX_PROBE.min(h.path_mask + 1) {
         let p = record_ptr(b, i);
         // SAFETY: `p` is a record inside the block (see `record_ptr`); only the atomic field is
         // borrowed while the record may still be written below.
         let rh = unsafe { (*p).hash.load(Relaxed) };
         if rh == 0 {
+            if let Some(r) = retired {
+                return claim(b, r, hv, slot, ras);
+            }
             let used = h.path_used.load(Relaxed);
             if used >= (h.path_mask + 1) / 4 * 3 {
                 return RECORD_OTHER;
             }
-            // SAFETY: a free record is written only by its owning thread, before `hash` is
-            // published with release order; readers ignore it until then.
-            unsafe {
-                (&raw mut (*p).slot).write(slot);
-                (&raw mut (*p).depth).write(ras.len() as u32);
-                // Word by word with volatile stores: a `copy_nonoverlapping` of unknown length
-                // compiles to a call of libc's `memcpy`, which the `_tsc` entry points must
-                // not reach (and which may be the very function being measured).
-                let dst = (&raw mut (*p).ras).cast::<u64>();
-                for (k, &ra) in ras.iter().enumerate() {
-                    dst.add(k).write_volatile(ra);
-                }
-            }
-            // SAFETY: as above.
-            unsafe { (*p).hash.store(hv, Release) };
             h.path_used.store(used + 1, Relaxed);
-            return i;
+            return claim(b, i, hv, slot, ras);
         }
-        // SAFETY: a published record is no longer written except for its atomic counters.
+        // SAFETY: a published record is no longer written except for its atomic counters, or
+        // by this thread when it claims a retired one again.
         let r = unsafe { &*p };
-        // Compared word by word: a slice comparison compiles to a call of libc's `bcmp`.
-        if rh == hv
+        if r.slot == RETIRED_SLOT {
+            retired.get_or_insert(i);
+        } else if rh == hv
             && r.slot == slot
             && r.depth as usize == ras.len()
+            // Compared word by word: a slice comparison compiles to a call of libc's `bcmp`.
             && r.ras.iter().zip(ras).all(|(a, b)| a == b)
         {
             return i;
         }
         i = (i + 1) & h.path_mask;
     }
-    RECORD_OTHER
+    match retired {
+        Some(r) => claim(b, r, hv, slot, ras),
+        None => RECORD_OTHER,
+    }
+}
+
+/// Makes record `i` (free, or retired by the mutator) this path's, with no activations yet.
+#[inline(always)]
+fn claim(b: Block, i: u32, hv: u64, slot: u32, ras: &[u64]) -> u32 {
+    let p = record_ptr(b, i);
+    // SAFETY: `p` is a record inside the block. A free or retired record is written only by
+    // its owning thread (this one); its hash is cleared first and published again last, with
+    // release order, so a reader ignores it while it changes. The mutator writes only
+    // records it reads as claimed by a live slot, never a retired one.
+    unsafe {
+        (*p).hash.store(0, Relaxed);
+        compiler_fence(SeqCst);
+        (&raw mut (*p).slot).write(slot);
+        (&raw mut (*p).depth).write(ras.len() as u32);
+        (*p).count.store(0, Relaxed);
+        (*p).total_ns.store(0, Relaxed);
+        // Word by word with volatile stores: a `copy_nonoverlapping` of unknown length
+        // compiles to a call of libc's `memcpy`, which the `_tsc` entry points must
+        // not reach (and which may be the very function being measured).
+        let dst = (&raw mut (*p).ras).cast::<u64>();
+        for (k, &ra) in ras.iter().enumerate() {
+            dst.add(k).write_volatile(ra);
+        }
+        (*p).hash.store(hv, Release);
+    }
+    i
 }
 
 /// The memo's record if the walk from (`rsp`, `rbp`) would read what the memo's did.

@@ -217,3 +217,38 @@ fn tsc_variants_count_the_same_paths() {
     assert_eq!(sorted(records(241)), sorted(paths.to_vec()));
     assert_eq!(common::header().shadow_top.load(Relaxed), 0);
 }
+
+/// A path profiled again in session after session: each time gsh hands its slot to the new
+/// profile, it retires the slot's records (`RETIRED_SLOT`), as it does through
+/// `/proc/PID/mem`. The path's hash is the same each time, so its probe sequence met one more
+/// retired record per session, and from the 33rd on every activation went to "other".
+#[test]
+fn a_path_profiled_again_after_its_records_were_retired_is_still_counted() {
+    const SLOT: u32 = 310;
+    let mut stack = Stack::new();
+    let (rsp, rbp) = stack.fp_chain(&[0x40_5000, 0x40_6000]);
+    let b = common::me();
+    let used_before = b.header().path_used.load(Relaxed);
+    for _ in 0..3 * 32 {
+        gsh_rt_path_enter(SLOT, rsp, rbp);
+        gsh_rt_path_exit(SLOT, rsp);
+        assert_eq!(records(SLOT), vec![(vec![0x40_5000, 0x40_6000], 1)]);
+        for i in 0..=b.header().path_mask {
+            let r = record(b, i);
+            if r.hash.load(Relaxed) != 0 && r.slot == SLOT {
+                let offset = std::ptr::from_ref(r) as usize - b.as_ptr() as usize
+                    + std::mem::offset_of!(PathRecord, slot);
+                // SAFETY: the record lies in this thread's block, and this thread is the only
+                // one using it; the mutator writes the same word from outside.
+                unsafe {
+                    b.as_ptr()
+                        .add(offset)
+                        .cast::<u32>()
+                        .write_volatile(RETIRED_SLOT)
+                };
+            }
+        }
+    }
+    assert!(records(SLOT).is_empty());
+    assert!(b.header().path_used.load(Relaxed) <= used_before + 1);
+}

@@ -1162,8 +1162,16 @@ impl Measure {
                 let (slot, kind) = (offset_of!(ShadowEntry, slot), offset_of!(ShadowEntry, kind));
                 for (i, e) in stack.chunks_exact(SHADOW_ENTRY).enumerate() {
                     let k = u32_at(e, kind);
-                    let timer = k == layout::FRAME_WALL || k == layout::FRAME_CPU;
-                    if is_fresh(u32_at(e, slot)) && timer {
+                    // Path frames too: their record may be claimed again for another path
+                    // once retired below.
+                    let open = [
+                        layout::FRAME_WALL,
+                        layout::FRAME_CPU,
+                        layout::FRAME_PATH_WALL,
+                        layout::FRAME_PATH_CPU,
+                    ]
+                    .contains(&k);
+                    if is_fresh(u32_at(e, slot)) && open {
                         let at = block + shadow_offset + (SHADOW_ENTRY * i + kind) as u64;
                         p.write(at, &layout::FRAME_DEAD.to_le_bytes())?;
                     }
