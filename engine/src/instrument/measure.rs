@@ -383,10 +383,17 @@ pub struct Measure {
     /// deleted request, or an earlier gsh session, since the runtime stays loaded after a
     /// detach) may have left values in them, so they are zeroed before code uses them.
     unprepared: Vec<u32>,
-    /// Deleted requests' values as they were when deleted (their slots are free again).
+    /// Deleted requests' values as they were when deleted (their slots are free again), of
+    /// the last [`KEPT_REQUESTS`] deleted, oldest first in `kept_order`.
     kept: Vec<CountValue>,
     kept_paths: Vec<PathValue>,
+    kept_order: std::collections::VecDeque<u32>,
 }
+
+/// How many deleted requests' values `report` keeps within one attach: a long session that
+/// inserts and deletes `count '*'` over and over must not grow with every cycle (each keeps
+/// a value per function). The oldest deleted request's values go first.
+pub const KEPT_REQUESTS: usize = 32;
 
 /// Where `libgsh_rt.so` is: `$GSH_RT`, else next to the running executable (and its parent,
 /// for test binaries in `target/debug/deps`), where `cargo build`/`cargo test` of the
@@ -1122,16 +1129,9 @@ impl Measure {
             return;
         }
         if keep {
-            if let Ok(v) = self.values(reader) {
-                let mine: Vec<CountValue> = v.into_iter().filter(|v| v.id == id).collect();
-                self.kept.retain(|v| v.id != id);
-                self.kept.extend(mine);
-            }
-            if let Ok(p) = self.paths(reader) {
-                let mine: Vec<PathValue> = p.into_iter().filter(|p| p.id == id).collect();
-                self.kept_paths.retain(|p| p.id != id);
-                self.kept_paths.extend(mine);
-            }
+            let values = self.values(reader).ok();
+            let paths = self.paths(reader).ok();
+            self.keep_values(id, values, paths);
         }
         let freed: Vec<u32> = self
             .counters
@@ -1144,10 +1144,39 @@ impl Measure {
         self.free.extend(freed);
     }
 
+    /// Keeps deleted request `id`'s values among `values` and `paths` (every measure's, as
+    /// read when it was deleted; `None` when reading failed) for `report`, dropping the
+    /// oldest deleted request's beyond [`KEPT_REQUESTS`].
+    fn keep_values(
+        &mut self,
+        id: u32,
+        values: Option<Vec<CountValue>>,
+        paths: Option<Vec<PathValue>>,
+    ) {
+        if let Some(v) = values {
+            self.kept.retain(|v| v.id != id);
+            self.kept.extend(v.into_iter().filter(|v| v.id == id));
+        }
+        if let Some(p) = paths {
+            self.kept_paths.retain(|p| p.id != id);
+            self.kept_paths.extend(p.into_iter().filter(|p| p.id == id));
+        }
+        self.kept_order.retain(|&k| k != id);
+        self.kept_order.push_back(id);
+        while self.kept_order.len() > KEPT_REQUESTS {
+            if let Some(old) = self.kept_order.pop_front() {
+                self.forget(old);
+            }
+        }
+        self.kept.shrink_to(self.kept.len() * 2);
+        self.kept_paths.shrink_to(self.kept_paths.len() * 2);
+    }
+
     /// Drops the kept values of request `id` (it failed, so it never measured anything).
     pub fn forget(&mut self, id: u32) {
         self.kept.retain(|v| v.id != id);
         self.kept_paths.retain(|p| p.id != id);
+        self.kept_order.retain(|&k| k != id);
     }
 
     /// Is there anything to report: a measure in place, or one deleted that kept values?
