@@ -1656,7 +1656,7 @@ const STACK_SCAN: u64 = 8 << 20;
 
 /// Takes `size` bytes (16-aligned) within ±2 GiB of `near` from the free ranges `free`.
 fn take_free(free: &mut Vec<std::ops::Range<u64>>, near: u64, size: u64) -> Option<u64> {
-    let within = |a: u64| crate::space::within_rel32(near, a);
+    let within = |a: u64| patch::within_rel32(near, a);
     let i = free.iter().position(|r| {
         let at = r.start.next_multiple_of(16);
         at + size <= r.end && within(at) && within(at + size)
