@@ -95,7 +95,7 @@ pub fn init() {
         let paths = WANT_PATHS.load(Relaxed).max(2).next_power_of_two();
         let shadow = SLOTS_OFFSET + slots as u64 * 32;
         let ra_cache = shadow + SHADOW_CAPACITY as u64 * 32;
-        let memo = ra_cache + RA_CACHE_ENTRIES * 16;
+        let memo = memo_offset(shadow);
         let path_off = (memo + WALK_MEMO_BYTES).next_multiple_of(64);
         let size = (path_off + paths as u64 * std::mem::size_of::<PathRecord>() as u64)
             .next_multiple_of(4096);

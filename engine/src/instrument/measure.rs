@@ -93,6 +93,11 @@ pub struct Runtime {
     pub tsc: bool,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     pub tsc_mult: u64,
+    /// Where a thread block holds its shadow stack (`Root::shadow_offset`), for `profile`'s
+    /// inline path.
+    pub shadow_offset: u64,
+    /// Where a thread block holds its path records (`Root::paths_offset`), likewise.
+    pub paths_offset: u64,
     /// The functions calls go to, by name (`gsh_rt_path_enter`, ...), chosen on first use.
     pub fns: HashMap<&'static str, RtFn>,
     /// The measuring entry points' link addresses, and the library's load bias.
@@ -192,31 +197,82 @@ pub struct Counter {
 }
 
 /// A measured function's or loop's value: calls (a loop's entries), a loop's iterations, and
-/// for timers the inclusive time.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// for timers the inclusive time. In JSON a loop's name is `loop` and the callee of a `FUNC
+/// call CALLEE` measure is `call` (inside, both ride in `loop_name`: see [`call_label`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CountValue {
     /// The request's id.
     pub id: u32,
     /// The function as users name it.
     pub function: String,
-    /// The loop (`loop_1.2`), for a loop measure.
-    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    /// The loop (`loop_1.2`), for a loop measure; `call CALLEE` for a measure of the
+    /// function's calls to CALLEE ([`call_label`]).
     pub loop_name: Option<String>,
     /// Calls of the function, or entries into the loop, summed over threads.
     pub calls: u64,
     /// Iterations of the loop (passes through its header), for `count FUNC loop LOOP`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
     /// What was measured.
     pub metric: Metric,
     /// Inclusive time (wall or thread CPU), for timed metrics; activations open now are
     /// credited up to now.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ns: Option<u64>,
 }
 
+/// What a [`Probe`] of a function's direct calls to `callee` carries where a loop's name
+/// would be: `call CALLEE` (no loop is named so: loops are `loop_...`).
+pub fn call_label(callee: &str) -> String {
+    format!("{CALL_PREFIX}{callee}")
+}
+
+const CALL_PREFIX: &str = "call ";
+
+impl serde::Serialize for CountValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            id: u32,
+            function: &'a str,
+            #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+            loop_name: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            call: Option<&'a str>,
+            calls: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            iterations: Option<u64>,
+            metric: Metric,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ns: Option<u64>,
+        }
+        Out {
+            id: self.id,
+            function: &self.function,
+            loop_name: self.loop_only(),
+            call: self.callee(),
+            calls: self.calls,
+            iterations: self.iterations,
+            metric: self.metric,
+            ns: self.ns,
+        }
+        .serialize(s)
+    }
+}
+
 impl CountValue {
-    /// What was measured, as a row names it: `work`, or `work loop_1.2` for a loop.
+    /// The loop measured, for a loop's value (not a call's).
+    pub fn loop_only(&self) -> Option<&str> {
+        self.loop_name
+            .as_deref()
+            .filter(|l| !l.starts_with(CALL_PREFIX))
+    }
+
+    /// The callee, for the value of a `FUNC call CALLEE` measure.
+    pub fn callee(&self) -> Option<&str> {
+        self.loop_name.as_deref()?.strip_prefix(CALL_PREFIX)
+    }
+
+    /// What was measured, as a row names it: `work`, `work loop_1.2` for a loop, `work call
+    /// hot` for its calls to `hot`.
     pub fn what(&self) -> String {
         match &self.loop_name {
             Some(l) => format!("{} {l}", self.function),
@@ -327,10 +383,17 @@ pub struct Measure {
     /// deleted request, or an earlier gsh session, since the runtime stays loaded after a
     /// detach) may have left values in them, so they are zeroed before code uses them.
     unprepared: Vec<u32>,
-    /// Deleted requests' values as they were when deleted (their slots are free again).
+    /// Deleted requests' values as they were when deleted (their slots are free again), of
+    /// the last [`KEPT_REQUESTS`] deleted, oldest first in `kept_order`.
     kept: Vec<CountValue>,
     kept_paths: Vec<PathValue>,
+    kept_order: std::collections::VecDeque<u32>,
 }
+
+/// How many deleted requests' values `report` keeps within one attach: a long session that
+/// inserts and deletes `count '*'` over and over must not grow with every cycle (each keeps
+/// a value per function). The oldest deleted request's values go first.
+pub const KEPT_REQUESTS: usize = 32;
 
 /// Where `libgsh_rt.so` is: `$GSH_RT`, else next to the running executable (and its parent,
 /// for test binaries in `target/debug/deps`), where `cargo build`/`cargo test` of the
@@ -601,7 +664,7 @@ pub fn probes(
             // A call returns with the stack as it was when it was made: each activation is
             // keyed by the point's own `rsp`, the same before the call and after it, and a
             // recursive call below an open one is timed by the open one.
-            let label = Some(format!("call {callee}"));
+            let label = Some(call_label(callee));
             for (at_exit, after) in [(false, false), (true, true)] {
                 if at_exit && !m.metric.has_exit() {
                     continue;
@@ -845,10 +908,26 @@ impl Measure {
         let tsc = rt.tsc;
         let mut call = |event: Event| -> Result<String, MeasureError> {
             let f = rt.call_fn(event)?;
-            Ok(format!(
-                "__gsh_rt_call({:#x}, {:#x}, {access});",
-                f.addr, f.save
-            ))
+            // A wall-clock call path on the TSC: inline while the thread's walk memo applies
+            // (`snippet::codegen`'s `path` module), the call otherwise.
+            let path = match event {
+                Event::PathEnter => Some("__gsh_rt_path_enter"),
+                Event::PathCount => Some("__gsh_rt_path_count"),
+                Event::PathExit => Some("__gsh_rt_path_exit"),
+                _ => None,
+            };
+            Ok(match path.filter(|_| tsc) {
+                Some(name) => format!(
+                    "{name}({:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {access});",
+                    f.addr,
+                    f.save,
+                    rt.tsc_mult,
+                    rt.shadow_offset,
+                    rt.paths_offset,
+                    rt.root + offset_of!(Root, unwind_count) as u64,
+                ),
+                None => format!("__gsh_rt_call({:#x}, {:#x}, {access});", f.addr, f.save),
+            })
         };
         match op(metric, probe, tsc) {
             Op::Count => Ok(format!("__gsh_rt_count({access});")),
@@ -1050,16 +1129,9 @@ impl Measure {
             return;
         }
         if keep {
-            if let Ok(v) = self.values(reader) {
-                let mine: Vec<CountValue> = v.into_iter().filter(|v| v.id == id).collect();
-                self.kept.retain(|v| v.id != id);
-                self.kept.extend(mine);
-            }
-            if let Ok(p) = self.paths(reader) {
-                let mine: Vec<PathValue> = p.into_iter().filter(|p| p.id == id).collect();
-                self.kept_paths.retain(|p| p.id != id);
-                self.kept_paths.extend(mine);
-            }
+            let values = self.values(reader).ok();
+            let paths = self.paths(reader).ok();
+            self.keep_values(id, values, paths);
         }
         let freed: Vec<u32> = self
             .counters
@@ -1072,10 +1144,39 @@ impl Measure {
         self.free.extend(freed);
     }
 
+    /// Keeps deleted request `id`'s values among `values` and `paths` (every measure's, as
+    /// read when it was deleted; `None` when reading failed) for `report`, dropping the
+    /// oldest deleted request's beyond [`KEPT_REQUESTS`].
+    fn keep_values(
+        &mut self,
+        id: u32,
+        values: Option<Vec<CountValue>>,
+        paths: Option<Vec<PathValue>>,
+    ) {
+        if let Some(v) = values {
+            self.kept.retain(|v| v.id != id);
+            self.kept.extend(v.into_iter().filter(|v| v.id == id));
+        }
+        if let Some(p) = paths {
+            self.kept_paths.retain(|p| p.id != id);
+            self.kept_paths.extend(p.into_iter().filter(|p| p.id == id));
+        }
+        self.kept_order.retain(|&k| k != id);
+        self.kept_order.push_back(id);
+        while self.kept_order.len() > KEPT_REQUESTS {
+            if let Some(old) = self.kept_order.pop_front() {
+                self.forget(old);
+            }
+        }
+        self.kept.shrink_to(self.kept.len() * 2);
+        self.kept_paths.shrink_to(self.kept_paths.len() * 2);
+    }
+
     /// Drops the kept values of request `id` (it failed, so it never measured anything).
     pub fn forget(&mut self, id: u32) {
         self.kept.retain(|v| v.id != id);
         self.kept_paths.retain(|p| p.id != id);
+        self.kept_order.retain(|&k| k != id);
     }
 
     /// Is there anything to report: a measure in place, or one deleted that kept values?
@@ -1422,6 +1523,8 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         tls_offset,
         tsc,
         tsc_mult: u64_at(&head, offset_of!(Root, tsc_mult)),
+        shadow_offset: u64_at(&head, offset_of!(Root, shadow_offset)),
+        paths_offset: u64_at(&head, offset_of!(Root, paths_offset)),
         fns,
         syms,
         bias,

@@ -51,7 +51,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use crate::space::AllocKind;
-pub use control::Process;
+pub use control::{HaltTiming, Process};
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
 pub use leftovers::{ChangeKind, TextChange};
