@@ -1727,6 +1727,8 @@ fn a_thread_with_a_sigtrap_queued_does_not_run_injected_code() {
 /// read the values at the exit stop.
 #[test]
 fn measuring_runs_hands_off_and_the_counts_outlive_an_untraced_exit() {
+    // Builds the runtime (with gsh) once, so it is current and not being written meanwhile.
+    let _ = gsh_tests::Gsh::binary();
     use engine::instrument::measure::{self, Metric};
     use engine::instrument::{Live, Plan};
     let (guard, mut out) = spawn_live_with(&["2", "churn"]);
@@ -1805,6 +1807,8 @@ fn measuring_runs_hands_off_and_the_counts_outlive_an_untraced_exit() {
 /// their own copies) after it exits untraced.
 #[test]
 fn forked_children_never_count_into_their_parents_arena() {
+    // Builds the runtime (with gsh) once, so it is current and not being written meanwhile.
+    let _ = gsh_tests::Gsh::binary();
     use engine::instrument::measure::{self, Metric};
     use engine::instrument::{Live, Plan};
     let exe = Mutatee::new("forkcount").path(Variant::O2);
