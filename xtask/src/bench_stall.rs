@@ -789,12 +789,18 @@ fn count_section(
         &[
             ("ae*", "small", None),
             ("*", "all, at most 256 writes a pause as before", Some(256)),
+            (
+                "*",
+                "all, staged at the tracer's normal priority as before",
+                None,
+            ),
             ("*", "all", None),
         ]
     } else {
         &[]
     };
     for &(glob, label, most) in globs {
+        let eager = label.contains("normal priority");
         let mut row = CountRow {
             label,
             glob,
@@ -815,9 +821,11 @@ fn count_section(
                 live.paused_for = Duration::ZERO;
                 live.longest_pause = Duration::ZERO;
                 live.pause_writes = most;
+                live.eager_staging = eager;
                 let t = Instant::now();
                 live.insert(p, s, pl, id)?;
                 live.pause_writes = None;
+                live.eager_staging = false;
                 Ok((
                     t.elapsed(),
                     live.paused_for,

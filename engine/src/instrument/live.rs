@@ -308,6 +308,9 @@ pub struct Live {
     /// variables. Off by default: the tracer must see the exit to keep the final values
     /// (`exiting`), which an untraced process takes with it.
     pub hands_off_while_measuring: bool,
+    /// Stage changes at the tracer's normal priority, as gsh did before
+    /// (`Process::polite`; `xtask bench-stall count` compares).
+    pub eager_staging: bool,
     /// Parse and check every snippet at every trampoline layout, as gsh did before the
     /// patchers kept checked snippets (`PatchOptions::recheck_snippets`; `xtask bench-stall
     /// relay` compares).
@@ -593,6 +596,26 @@ impl Live {
         plan: &Plan,
         id: u32,
     ) -> Result<Vec<PointReport>, LiveError> {
+        // The process's threads come first while gsh stages beside them.
+        let polite = !self.eager_staging && p.state() == State::Running;
+        if polite {
+            p.polite(true);
+        }
+        let out = self.insert_now(p, session, plan, id);
+        if polite {
+            p.polite(false);
+        }
+        out
+    }
+
+    /// [`Live::insert`], at whatever priority the tracer has.
+    fn insert_now(
+        &mut self,
+        p: &mut Process,
+        session: &Session,
+        plan: &Plan,
+        id: u32,
+    ) -> Result<Vec<PointReport>, LiveError> {
         let request = plan
             .requests
             .iter()
@@ -848,6 +871,19 @@ impl Live {
     /// Should it fail, the module it failed in has its code and records as before, the request
     /// stays (in the modules not yet done), and calling it again finishes the removal.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
+        let polite = !self.eager_staging && p.state() == State::Running;
+        if polite {
+            p.polite(true);
+        }
+        let out = self.remove_now(p, id);
+        if polite {
+            p.polite(false);
+        }
+        out
+    }
+
+    /// [`Live::remove`], at whatever priority the tracer has.
+    fn remove_now(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
         if self.breakpoints.iter().any(|b| b.id == id) {
             Self::paused(p, |p| {
                 self.lift_breakpoints(p)?;
