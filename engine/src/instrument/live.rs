@@ -308,9 +308,11 @@ pub struct Live {
     /// variables. Off by default: the tracer must see the exit to keep the final values
     /// (`exiting`), which an untraced process takes with it.
     pub hands_off_while_measuring: bool,
-    /// Stage changes at the tracer's normal priority, as gsh did before
-    /// (`Process::polite`; `xtask bench-stall count` compares).
-    pub eager_staging: bool,
+    /// Stage changes beside a running process at a lower priority (`Process::polite`), so
+    /// that its threads come first. Off by default: `xtask bench-stall count` compares, and on
+    /// a machine under load 11 neither way was consistently better while staging took up to
+    /// twice as long.
+    pub polite_staging: bool,
     /// Parse and check every snippet at every trampoline layout, as gsh did before the
     /// patchers kept checked snippets (`PatchOptions::recheck_snippets`; `xtask bench-stall
     /// relay` compares).
@@ -597,7 +599,7 @@ impl Live {
         id: u32,
     ) -> Result<Vec<PointReport>, LiveError> {
         // The process's threads come first while gsh stages beside them.
-        let polite = !self.eager_staging && p.state() == State::Running;
+        let polite = self.polite_staging && p.state() == State::Running;
         if polite {
             p.polite(true);
         }
@@ -871,7 +873,7 @@ impl Live {
     /// Should it fail, the module it failed in has its code and records as before, the request
     /// stays (in the modules not yet done), and calling it again finishes the removal.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
-        let polite = !self.eager_staging && p.state() == State::Running;
+        let polite = self.polite_staging && p.state() == State::Running;
         if polite {
             p.polite(true);
         }
