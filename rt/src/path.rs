@@ -145,30 +145,8 @@ pub fn walk(b: Block, rsp: u64, rbp: u64, ras: &mut [u64; MAX_PATH_DEPTH]) -> us
     walk_logged(b, rsp, rbp, ras, None)
 }
 
-/// The memo of a thread's last walk, private to the runtime ([`WALK_MEMO_BYTES`] at
-/// `MEMO_OFF` in the block; zero, as a fresh or cleared block is, means empty).
-#[repr(C)]
-struct WalkMemo {
-    /// Set while an entry point uses the memo: a signal handler's profiled entry that
-    /// interrupts it neither reads nor writes the memo.
-    busy: u64,
-    /// The walk's inputs; `rsp == 0`: no memo.
-    rsp: u64,
-    rbp: u64,
-    hi: u64,
-    gen: u64,
-    /// The record found, with the hash and slot it had.
-    hash: u64,
-    slot: u32,
-    record: u32,
-    /// `words[..n]`: (address, value) of every stack word the walk read, in order.
-    n: u64,
-    words: [[u64; 2]; 2 * MAX_PATH_DEPTH],
-}
-
-const _: () = assert!(size_of::<WalkMemo>() as u64 <= WALK_MEMO_BYTES);
-
-/// The walk memo of block `b`.
+/// The walk memo of block `b` ([`WalkMemo`], at `MEMO_OFF`; zero, as a fresh or cleared block
+/// is, means empty).
 #[inline(always)]
 fn memo(b: Block) -> *mut WalkMemo {
     // SAFETY: the memo region lies inside the block, `WALK_MEMO_BYTES` long, 8-aligned.
@@ -189,7 +167,7 @@ fn walk_logged(
         let v = word(p);
         if let Some(m) = log {
             // SAFETY: at most two words are read per frame, so `logged < 2 * MAX_PATH_DEPTH`;
-            // `m` is this thread's memo, held busy by the caller. Volatile: a loop of plain
+            // `m` is this thread's memo, kept odd-`seq` by the caller. Volatile: a loop of plain
             // stores may compile to a call of libc's `memcpy`.
             unsafe { (&raw mut (*m).words[logged]).write_volatile([p, v]) };
             logged += 1;
@@ -384,21 +362,25 @@ fn memo_hit(
 
 /// The path record (or [`RECORD_OTHER`]) of an activation of `slot` entered with `rsp`, `rbp`:
 /// from the memo when it applies, else by walking, remembering the walk.
+///
+/// The memo's `seq` is odd while this runs and changes across every run, so generated code
+/// that reads the memo (`rt/LAYOUT.md`, `WalkMemo`) and is interrupted by a signal handler
+/// whose profiled entry comes here sees `seq` changed and does not trust what it read.
 #[inline(always)]
 fn record_for(b: Block, h: &ThreadHeader, slot: u32, rsp: u64, rbp: u64) -> u32 {
     let mp = memo(b);
     // SAFETY: `mp` is this thread's memo; only this thread (or a signal handler interrupting
-    // it, which `busy` keeps out) touches it.
-    let busy = unsafe { (&raw const (*mp).busy).read_volatile() };
-    if busy != 0 {
+    // it, which an odd `seq` keeps out) writes it.
+    let seq = unsafe { (&raw const (*mp).seq).read_volatile() };
+    if seq & 1 != 0 {
         let mut ras = [0u64; MAX_PATH_DEPTH];
         let n = walk(b, rsp, rbp, &mut ras);
         return find(b, h, slot, &ras[..n]);
     }
-    // SAFETY: as above; the fences keep the memo's use between the two stores of `busy`.
-    unsafe { (&raw mut (*mp).busy).write_volatile(1) };
+    // SAFETY: as above; the fences keep the memo's use between the two stores of `seq`.
+    unsafe { (&raw mut (*mp).seq).write_volatile(seq.wrapping_add(1)) };
     compiler_fence(SeqCst);
-    // SAFETY: as above; no other reference to the memo exists while it is busy.
+    // SAFETY: as above; no other reference to the memo exists while `seq` is odd.
     let hit = memo_hit(b, h, unsafe { &*mp }, slot, rsp, rbp);
     let idx = match hit {
         Some(i) => i,
@@ -427,7 +409,7 @@ fn record_for(b: Block, h: &ThreadHeader, slot: u32, rsp: u64, rbp: u64) -> u32 
     };
     compiler_fence(SeqCst);
     // SAFETY: as above.
-    unsafe { (&raw mut (*mp).busy).write_volatile(0) };
+    unsafe { (&raw mut (*mp).seq).write_volatile(seq.wrapping_add(2)) };
     idx
 }
 

@@ -37,8 +37,9 @@ pub struct Context {
     /// `set attached-mode`: whether gsh lets a running attached process go while nothing
     /// needs the tracer.
     pub attached_mode: engine::instrument::inferior::AttachedMode,
-    /// `set attached-mode hands-off` (not `auto`): let go even while measuring, losing the
-    /// values a process that exits meanwhile ends with.
+    /// `set attached-mode hands-off` (not `auto`): let go even while declared variables or
+    /// coverage count (or a measure's runtime has no arena gsh holds), losing the values a
+    /// process that exits meanwhile ends with.
     pub hands_off_while_measuring: bool,
     /// Set by Ctrl-C while a command waits for the process.
     pub interrupt: std::sync::Arc<std::sync::atomic::AtomicBool>,

@@ -605,14 +605,17 @@ fn time_caller_call_callee_times_the_callee_from_that_caller() {
         .or_else(|| report["result"].as_array())
         .unwrap_or_else(|| panic!("{report:#}"))
         .clone();
-    let row = |function: &str, lp: Option<&str>| {
+    // A call's value names its callee as `call`, and no loop.
+    let row = |function: &str, call: Option<&str>| {
         rows.iter()
-            .find(|r| r["function"] == function && r["loop"].as_str() == lp)
-            .unwrap_or_else(|| panic!("no {function} {lp:?}: {report:#}"))
+            .find(|r| {
+                r["function"] == function && r["call"].as_str() == call && r["loop"].is_null()
+            })
+            .unwrap_or_else(|| panic!("no {function} {call:?}: {report:#}"))
             .clone()
     };
-    let hot = row("hot_caller", Some("call hot"));
-    let cold = row("cold_caller", Some("call hot"));
+    let hot = row("hot_caller", Some("hot"));
+    let cold = row("cold_caller", Some("hot"));
     let all = row("hot", None);
     let ns = |r: &serde_json::Value| r["ns"].as_f64().unwrap();
     let calls = |r: &serde_json::Value| r["calls"].as_u64().unwrap();

@@ -130,6 +130,59 @@ fn consult_searches_a_library_loaded_after_it_began() {
     assert_eq!(probes["errors"], serde_json::json!([]), "{r:#}");
 }
 
+/// `hotentry` computes in two loops inside `churn`'s outer one: loop_1.1, a few iterations
+/// long and entered tens of millions of times a second, whose timer costs more of the
+/// program's time than the default 5% `--cost`, and loop_1.2, entered rarely. With that limit,
+/// the search measures loop_1.1's timer within a moment of inserting it, removes it and refuses
+/// the experiment, saying why; goes on to time loop_1.2; and ends with its overhead estimate
+/// under the limit. (It kept such a timer in for its whole experiment, and then its siblings',
+/// to an estimate of 14.8% on python3.)
+#[test]
+fn consult_removes_a_timer_that_costs_more_than_the_limit_and_stays_under_it() {
+    let exe = Mutatee::new("hotentry").path(Variant::O2);
+    let (_, r) = search_attached(&exe, "120", "hotentry", "--cost 5");
+    let node = |tail: &str| {
+        r["graph"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| {
+                n["hypothesis"] == "CPUBound"
+                    && n["focus"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_str().unwrap())
+                        .collect::<Vec<_>>()
+                        .join(" > ")
+                        .ends_with(tail)
+            })
+            .unwrap_or_else(|| panic!("no node for {tail}: {r:#}"))
+            .clone()
+    };
+    let hot = node("churn > loop_1 > loop_1.1");
+    assert_eq!(hot["state"], "refused", "{r:#}");
+    let note = hot["note"].as_str().unwrap_or("");
+    assert!(
+        note.contains("over the 5.0% the cost limit allows"),
+        "{r:#}"
+    );
+    // The search went on beside it.
+    let other = node("churn > loop_1 > loop_1.2");
+    assert!(
+        other["state"] == "true" || other["state"] == "false",
+        "{r:#}"
+    );
+    let overhead = r["overhead"].as_f64().unwrap();
+    assert!(overhead <= 0.05, "the search's overhead {overhead}: {r:#}");
+    let probes = &r["probes"];
+    assert_eq!(probes["inserted"], probes["removed"], "{r:#}");
+    assert!(
+        probes["cost"].as_f64().unwrap() < 0.05,
+        "the timers' share: {r:#}"
+    );
+}
+
 /// The stack sampler alone, attached to `dlhot` before it loads `libdlhot`: once the program
 /// computes in the library, its samples name `hot` in `libdlhot`, and no frame of the library
 /// is a bare address without a module. (The sampler takes the library up itself, at the first
@@ -242,7 +295,7 @@ fn spawn_running(
 /// `consult --for 40 --cost 20 EXTRA; show instrumentation` attached to mutatee `exe` (started
 /// with `arg`, announcing itself as `name`), one search at a time. Stack samples may stop the
 /// program a fifth of the time: on a loaded machine they wait for its thread to be scheduled,
-/// and the search needs a dozen per experiment. Checks what every such search must leave: the
+/// and the search needs a dozen per experiment. (EXTRA may set `--cost` itself.) Checks what every such search must leave: the
 /// program's code as in its file, no request in the plan, the program running on to print
 /// `NAME done` on SIGUSR1. Returns gsh's run and the search's result.
 fn search_attached(
@@ -260,7 +313,11 @@ fn search_attached(
             "-p",
             &pid.to_string(),
             "-c",
-            &format!("consult --for 40 --cost 20 {extra}; show instrumentation"),
+            &if extra.contains("--cost") {
+                format!("consult --for 40 {extra}; show instrumentation")
+            } else {
+                format!("consult --for 40 --cost 20 {extra}; show instrumentation")
+            },
         ])
         .run();
     // Whatever the search found, the program's code is the file's again and it runs on.

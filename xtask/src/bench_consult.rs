@@ -1,21 +1,22 @@
-//! `bench-consult [--runs N] [--cost PERCENT] [--threads N]`: how much `consult` slows the
-//! program it searches. A CPU-bound program (one thread per CPU by default, so the machine is
-//! saturated and gsh's own CPU counts too) prints how much work it has done every 100 ms, with
-//! the time by its own monotonic clock (a reader starved of CPU would bunch the lines; a line
-//! whose clock and count a stop came between is dropped); each
-//! run measures its progress rate for 5 s alone, then while `gsh -p PID -c 'consult'` searches
-//! it, then for 5 s alone again. The slowdown is the rate during the search over the mean of
-//! the rates before and after, in the same run; beside it, the same ratio per second of the
-//! program's own CPU time (what the stops cost its execution, whatever share of the machine it
-//! gets) and the overhead `consult` itself estimated (the running time its stops took from the
-//! program's threads, by their `schedstat`, plus its loop timers' entries times the per-entry
-//! cost the search measured), with the estimate over the measured slowdown (1 - the wall
-//! ratio) as a ratio, same run. The search's time to its answer is
-//! when it judged `unit`'s loop CPU-bound (with a live loop timer), as a ratio to when it
-//! judged `unit` itself (from stack samples), same run: what refining into loops adds.
-//! On a machine other processes load, the wall ratio may exceed 1: the
-//! scheduler favours a thread that is often stopped and woken over the CPU hogs it competes
-//! with.
+//! `bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]`: whether the
+//! overhead `consult` reports agrees with how much it slowed the program, by the program's own
+//! measure. A CPU-bound program counts its finished work units (each a call of `unit`, whose
+//! one loop of `--trips` iterations, 40 by default, is where the time goes: a loop entered
+//! millions of times a second, whose timer costs a good share of it) and prints the count every
+//! 100 ms with its monotonic clock and its own CPU time (a line whose clock and count a stop
+//! came between is dropped). One program runs throughout; the bench alternates phases of 5 s
+//! alone with searches (`gsh -p PID -c 'consult --for 30 --cost PERCENT'`, 30% by default, so
+//! the search keeps a timer on the hot loop in for its experiment), ending alone: `runs`
+//! searches, `runs + 1` alone phases. Each search's progress rate, over the search's own
+//! seconds, is compared with the mean of the alone phases on both sides of it, per wall second
+//! and per second of the program's own CPU time, in the same run. Beside them: the overhead
+//! `consult` estimated (the running time its stops took from the program's threads, by their
+//! `schedstat`, plus its timers' entries times the per-entry cost the search measured), and its
+//! timers' part alone. A timer runs on the program's CPU, so its part shows in the work per CPU
+//! second (whatever share of the machine the program gets); the stops cost wall time only. The
+//! ratios estimate / measured tell whether they agree. The search's time to its answer is when
+//! it judged `unit`'s loop CPU-bound (with a live loop timer), as a ratio to when it judged
+//! `unit` itself (from stack samples), same run. Build it and gsh with `--release`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -37,7 +38,7 @@ use anyhow::{bail, Context as _, Result};
 use gsh_tests::{json_stream, target_dir, Gsh};
 
 /// Each thread adds its finished work units (a call of `unit`, whose one loop is where the
-/// time goes) to one counter; main prints it every 100 ms.
+/// time goes) to one counter; main prints it every 100 ms. `crunch [THREADS] [TRIPS]`.
 const PROGRAM: &str = r#"
 #include <pthread.h>
 #include <stdio.h>
@@ -45,25 +46,28 @@ const PROGRAM: &str = r#"
 #include <time.h>
 #include <unistd.h>
 static volatile unsigned long done;
-__attribute__((noipa, used)) unsigned long unit(void) {
-    unsigned long x = 1;
-    for (int i = 0; i < 20000; i++)
+static volatile int trips = 40;
+__attribute__((noipa, used)) unsigned long unit(unsigned long x) {
+    int n = trips;
+    for (int i = 0; i < n; i++)
         x = x * 6364136223846793005UL + 1442695040888963407UL;
     return x;
 }
 __attribute__((noipa, used)) void *crunch(void *arg) {
-    (void)arg;
+    unsigned long x = (unsigned long)arg;
     for (;;) {
-        if (unit() == 42) puts("");
+        x = unit(x);
+        if (x == 42) puts("");
         __atomic_add_fetch(&done, 1, __ATOMIC_RELAXED);
     }
     return NULL;
 }
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 1;
+    if (argc > 2) trips = atoi(argv[2]);
     for (int i = 0; i < n; i++) {
         pthread_t t;
-        pthread_create(&t, NULL, crunch, NULL);
+        pthread_create(&t, NULL, crunch, (void *)(unsigned long)(i + 1));
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (;;) {
@@ -85,11 +89,11 @@ int main(int argc, char **argv) {
 const ALONE: Duration = Duration::from_secs(5);
 
 fn usage() -> &'static str {
-    "bench-consult [--runs N] [--cost PERCENT] [--threads N]"
+    "bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]"
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    let (mut runs, mut cost, mut threads) = (3usize, 5.0f64, None::<usize>);
+    let (mut runs, mut cost, mut threads, mut trips) = (3usize, 30.0f64, 1usize, 40u32);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<f64> {
@@ -102,15 +106,14 @@ pub fn run(args: &[String]) -> Result<()> {
         match a.as_str() {
             "--runs" => runs = value("--runs")? as usize,
             "--cost" => cost = value("--cost")?,
-            "--threads" => threads = Some(value("--threads")? as usize),
+            "--threads" => threads = value("--threads")? as usize,
+            "--trips" => trips = value("--trips")? as u32,
             other => bail!("unexpected argument `{other}`; usage: {}", usage()),
         }
     }
-    if runs == 0 || !(cost > 0.0 && cost <= 100.0) {
+    if runs == 0 || threads == 0 || trips == 0 || !(cost > 0.0 && cost <= 100.0) {
         bail!("usage: {}", usage());
     }
-    let threads = threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
     let dir = target_dir().join("bench-consult");
     std::fs::create_dir_all(&dir)?;
     let (src, exe) = (dir.join("crunch.c"), dir.join("crunch"));
@@ -126,38 +129,40 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("gcc failed on {}", src.display());
     }
     println!(
-        "consult --cost {cost} on a program computing in {threads} thread(s): its progress \
-         rate during the search over its rate alone before and after, same run"
+        "consult --cost {cost} on a program computing in {threads} thread(s), unit's loop {trips} \
+         iterations long: its progress rate during each search over its rate in the alone \
+         phases before and after it, same program, same run"
     );
+    let runs_out = bench(&exe, threads, trips, cost, runs)?;
     let (mut walls, mut cpus, mut answers) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut estimates, mut slowdowns) = (Vec::new(), Vec::new());
-    for run in 1..=runs {
-        let r = one_run(&exe, threads, cost)?;
+    let (mut totals, mut timers) = (Vec::new(), Vec::new());
+    for (i, r) in runs_out.iter().enumerate() {
+        let run = i + 1;
+        let (wall_slow, cpu_slow) = (1.0 - r.wall, 1.0 - r.cpu);
         println!(
-            "run {run}: work per wall second {:.3} of alone, per CPU second {:.3}; consult \
-             ran {:.1} s, {} loop timers in and out; the two alone phases differ by {:.1}% \
-             (the machine's other load)",
+            "run {run}: work per wall second {:.3} of alone, per CPU second {:.3}; consult ran \
+             {:.1} s, {} timers in and out; the alone phases on either side differ by {:.1}% \
+             per wall second, {:.1}% per CPU second (the noise)",
             r.wall,
             r.cpu,
             r.seconds,
             r.timers,
-            r.noise * 100.0
+            r.noise.0 * 100.0,
+            r.noise.1 * 100.0
         );
-        let slowdown = 1.0 - r.wall;
         println!(
-            "run {run}: consult's estimate of its overhead {:.2}% (stops {:.2}%, loop timers \
-             {:.2}%; stopped {:.1}% of the time), measured slowdown {:.2}% per wall second, \
-             {:.2}% per CPU second: estimate / measured {}",
+            "run {run}: consult's estimate {:.2}% (stops {:.2}%, timers {:.2}%; stopped {:.1}% \
+             of the time); measured slowdown {:.2}% per wall second, {:.2}% per CPU second; \
+             estimate / wall slowdown {}, timers' estimate / CPU slowdown {}",
             r.reported * 100.0,
             r.stop_cost * 100.0,
             r.timer_cost * 100.0,
             r.stopped * 100.0,
-            slowdown * 100.0,
-            (1.0 - r.cpu) * 100.0,
-            ratio(r.reported, slowdown)
+            wall_slow * 100.0,
+            cpu_slow * 100.0,
+            ratio(r.reported, wall_slow),
+            ratio(r.timer_cost, cpu_slow)
         );
-        estimates.push(r.reported);
-        slowdowns.push(slowdown);
         match r.answer {
             Some((function, lp)) => {
                 println!(
@@ -171,6 +176,8 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         walls.push(r.wall);
         cpus.push(r.cpu);
+        totals.push((r.reported, wall_slow));
+        timers.push((r.timer_cost, cpu_slow));
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -181,13 +188,23 @@ pub fn run(args: &[String]) -> Result<()> {
         median(&mut walls),
         median(&mut cpus)
     );
-    let (estimate, slowdown) = (median(&mut estimates), median(&mut slowdowns));
+    let ratios = |v: &[(f64, f64)]| -> String {
+        let mut r: Vec<f64> = v
+            .iter()
+            .filter(|(_, m)| *m >= 0.001)
+            .map(|(e, m)| e / m)
+            .collect();
+        if r.is_empty() {
+            "not meaningful (no slowdown above 0.1%)".into()
+        } else {
+            format!("{:.2} ({} of {runs} runs)", median(&mut r), r.len())
+        }
+    };
     println!(
-        "median: consult's estimate {:.2}%, measured slowdown {:.2}% per wall second: estimate \
-         / measured {}",
-        estimate * 100.0,
-        slowdown * 100.0,
-        ratio(estimate, slowdown)
+        "median: consult's estimate / measured slowdown per wall second {}; its timers' \
+         estimate / slowdown per CPU second {}",
+        ratios(&totals),
+        ratios(&timers)
     );
     if !answers.is_empty() {
         println!(
@@ -228,13 +245,22 @@ struct Run {
     answer: Option<(f64, f64)>,
     /// Loop timers inserted (and removed).
     timers: u64,
-    /// How much the wall rates alone before and after differ, over their mean.
-    noise: f64,
+    /// How much the rates alone before and after differ, over their mean: per wall second,
+    /// per CPU second.
+    noise: (f64, f64),
 }
 
-fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
+/// One program throughout: alone, then `runs` times a search and alone again.
+fn bench(
+    exe: &std::path::Path,
+    threads: usize,
+    trips: u32,
+    cost: f64,
+    runs: usize,
+) -> Result<Vec<Run>> {
     let mut child = Command::new(exe)
         .arg(threads.to_string())
+        .arg(trips.to_string())
         .stdout(Stdio::piped())
         .spawn()
         .context("starting the program")?;
@@ -253,31 +279,7 @@ fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
             }
         }
     });
-    let result = (|| -> Result<Run> {
-        std::thread::sleep(Duration::from_millis(500));
-        let t0 = now();
-        std::thread::sleep(ALONE);
-        let t1 = now();
-        let o = Gsh::new()
-            .args([
-                "--json",
-                "-p",
-                &pid.to_string(),
-                "-c",
-                &format!("consult --for 30 --cost {cost}"),
-            ])
-            .timeout(Duration::from_secs(90))
-            .run();
-        let t2 = now();
-        if !o.success() {
-            bail!("gsh failed:\n{o}");
-        }
-        std::thread::sleep(ALONE);
-        let t3 = now();
-        let r = json_stream(&o)
-            .pop()
-            .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
-            .context("consult printed no result")?;
+    let result = (|| -> Result<Vec<Run>> {
         // Work per second of wall time, and per second of the program's CPU time.
         let rate = |a: f64, b: f64| -> Result<(f64, f64)> {
             let s = samples.lock().expect("samples");
@@ -292,25 +294,58 @@ fn one_run(exe: &std::path::Path, threads: usize, cost: f64) -> Result<Run> {
                 work / (last.2 - first.2).max(1e-9),
             ))
         };
-        // gsh's own start (opening the modules, attaching) is inside t1..t2 but before the
-        // search; the search's seconds are the last part of it.
-        let seconds = r["seconds"].as_f64().unwrap_or(0.0);
-        let searching = (t2 - seconds).max(t1);
-        let (before, after) = (rate(t0, t1)?, rate(t2, t3)?);
-        let during = rate(searching, t2)?;
-        let alone = ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0);
-        Ok(Run {
-            wall: during.0 / alone.0,
-            cpu: during.1 / alone.1,
-            reported: r["overhead"].as_f64().unwrap_or(f64::NAN),
-            stop_cost: r["stop_cost"].as_f64().unwrap_or(f64::NAN),
-            timer_cost: r["probes"]["cost"].as_f64().unwrap_or(f64::NAN),
-            stopped: r["stopped"].as_f64().unwrap_or(f64::NAN),
-            seconds,
-            answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
-            timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
-            noise: (before.0 - after.0).abs() / alone.0,
-        })
+        std::thread::sleep(Duration::from_millis(500));
+        let alone = || -> Result<(f64, f64)> {
+            let t0 = now();
+            std::thread::sleep(ALONE);
+            rate(t0, now())
+        };
+        let mut before = alone()?;
+        let mut out = Vec::new();
+        for _ in 0..runs {
+            let t1 = now();
+            let o = Gsh::new()
+                .args([
+                    "--json",
+                    "-p",
+                    &pid.to_string(),
+                    "-c",
+                    &format!("consult --for 30 --cost {cost}"),
+                ])
+                .timeout(Duration::from_secs(120))
+                .run();
+            let t2 = now();
+            if !o.success() {
+                bail!("gsh failed:\n{o}");
+            }
+            let after = alone()?;
+            let r = json_stream(&o)
+                .pop()
+                .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+                .context("consult printed no result")?;
+            // gsh's own start (opening the modules, attaching) is inside t1..t2 but before
+            // the search; the search's seconds are the last part of it.
+            let seconds = r["seconds"].as_f64().unwrap_or(0.0);
+            let during = rate((t2 - seconds).max(t1), t2)?;
+            let base = ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0);
+            out.push(Run {
+                wall: during.0 / base.0,
+                cpu: during.1 / base.1,
+                reported: r["overhead"].as_f64().unwrap_or(f64::NAN),
+                stop_cost: r["stop_cost"].as_f64().unwrap_or(f64::NAN),
+                timer_cost: r["probes"]["cost"].as_f64().unwrap_or(f64::NAN),
+                stopped: r["stopped"].as_f64().unwrap_or(f64::NAN),
+                seconds,
+                answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
+                timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
+                noise: (
+                    (before.0 - after.0).abs() / base.0,
+                    (before.1 - after.1).abs() / base.1,
+                ),
+            });
+            before = after;
+        }
+        Ok(out)
     })();
     let _ = child.kill();
     let _ = child.wait();

@@ -28,9 +28,10 @@
 //!   and the replies' idle p99; and (`detach`) during the `delete` and the `detach` of
 //!   `count '*'` beside `time '*'`, against the longest reply with no gsh attached, with the
 //!   stops inside a job held as before and served. Run it with `--release`.
-//! - `bench-consult [--runs N] [--cost PERCENT] [--threads N]`: the progress rate of a
-//!   CPU-bound program while `consult` searches it, over its rate alone before and after in
-//!   the same run, beside the overhead `consult` reported.
+//! - `bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]`: the progress
+//!   rate of a CPU-bound program while `consult` searches it, over its rate alone before and
+//!   after (alternated, one program), per wall and per CPU second, beside the overhead
+//!   `consult` reported. Run it with `--release`.
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
@@ -111,9 +112,10 @@ tasks:
                                   `count '*'` and `coverage '*'`, against halt + resume
                                   and the idle p99, and during delete and detach of
                                   `count '*'` with `time '*'` (use --release)
-  bench-consult [--runs N] [--cost PERCENT] [--threads N]
+  bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]
                                   progress rate of a CPU-bound program while `consult`
-                                  searches it, over its rate alone, same run
+                                  searches it, over its rate alone (alternated), beside
+                                  the overhead consult reported (use --release)
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)

@@ -288,8 +288,16 @@ pub trait Lab {
     /// tested first; stack samples are a good source). Empty when the focus cannot be refined;
     /// `None` when the lab cannot tell yet (it lacks samples), so the search asks again.
     fn refine(&mut self, hypothesis: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>>;
-    /// The predicted cost of measuring `e`: a fraction of the program's time.
-    fn predicted_cost(&mut self, e: &Experiment) -> f64;
+    /// The predicted cost of measuring `e`: a fraction of the program's time. `None` when it
+    /// cannot be predicted until the experiments running now have told more (how often their
+    /// probes are entered): it waits for them.
+    fn predicted_cost(&mut self, e: &Experiment) -> Option<f64>;
+    /// The cost the running experiment `probe` has been measured to take, a fraction of the
+    /// program's time, once known: the search removes a probe that turns out over its budget.
+    fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
+        let _ = probe;
+        None
+    }
     /// Starts measuring `e`.
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String>;
     /// What `probe` has measured since it settled; `None` before it has.
@@ -355,6 +363,9 @@ pub enum State {
     False,
     /// Its instrumentation could not be inserted.
     Failed,
+    /// Not tested: its instrumentation costs (or, from what it was measured to cost before,
+    /// would cost) more than the cost limit allows; removed as soon as that was known.
+    Refused,
 }
 
 /// One node of the search history graph.
@@ -449,13 +460,77 @@ impl Search {
             .any(|n| matches!(n.state, State::Active | State::Untested) || n.unrefined.is_some())
     }
 
-    /// The predicted cost of the running experiments.
+    /// The cost of the running experiments: each one's measured cost where known, its
+    /// predicted cost otherwise.
     fn running_cost(&self, lab: &mut dyn Lab) -> f64 {
         self.nodes
             .iter()
             .filter(|n| n.state == State::Active)
-            .map(|n| lab.predicted_cost(&n.experiment))
+            .map(|n| {
+                n.probe
+                    .and_then(|p| lab.measured_cost(p))
+                    .or_else(|| lab.predicted_cost(&n.experiment))
+                    .unwrap_or(0.0)
+            })
             .sum()
+    }
+
+    /// Keeps what runs within the cost limit, from what the running experiments were measured
+    /// to cost: one that alone costs more than the limit is removed and refused; while all
+    /// together cost more, the latest started of those measured is removed and waits again
+    /// (its cost now known, it starts when there is room for it).
+    fn enforce_budget(&mut self, lab: &mut dyn Lab, now: f64) {
+        let limit = self.settings.cost_limit;
+        let mut measured: Vec<(usize, f64)> = Vec::new();
+        for i in 0..self.nodes.len() {
+            let Some(probe) = self.nodes[i].probe else {
+                continue;
+            };
+            let Some(c) = lab.measured_cost(probe) else {
+                continue;
+            };
+            if c <= limit {
+                measured.push((i, c));
+                continue;
+            }
+            lab.stop(probe);
+            let n = &mut self.nodes[i];
+            n.probe = None;
+            n.state = State::Refused;
+            n.judged = Some(now);
+            n.note = Some(format!(
+                "its probe cost {:.1}% of the program's time, over the {:.1}% the cost limit \
+                 allows: removed",
+                c * 100.0,
+                limit * 100.0
+            ));
+        }
+        let mut total = self.running_cost(lab);
+        while total > limit {
+            let Some(k) = (0..measured.len()).max_by(|&a, &b| {
+                let (na, nb) = (&self.nodes[measured[a].0], &self.nodes[measured[b].0]);
+                na.started
+                    .total_cmp(&nb.started)
+                    .then(measured[a].0.cmp(&measured[b].0))
+            }) else {
+                break;
+            };
+            let (i, c) = measured.swap_remove(k);
+            if let Some(probe) = self.nodes[i].probe.take() {
+                lab.stop(probe);
+            }
+            let n = &mut self.nodes[i];
+            n.state = State::Untested;
+            n.fraction = None;
+            n.first_read = None;
+            n.measured = None;
+            n.note = Some(format!(
+                "deferred: its probe cost {:.1}% of the program's time, more than the cost \
+                 limit left beside the others",
+                c * 100.0
+            ));
+            total -= c;
+        }
     }
 
     /// Advances the search at time `now` (seconds): judges the experiments whose readings are
@@ -541,6 +616,7 @@ impl Search {
                 self.nodes[i].unrefined = Some(now);
             }
         }
+        self.enforce_budget(lab, now);
         self.refine_where(lab, now);
         self.start_waiting(lab, now, deadline);
         !self.done()
@@ -599,8 +675,9 @@ impl Search {
     }
 
     /// Starts untested experiments in priority order while the predicted cost stays under the
-    /// limit. One experiment is always allowed to run, so that a limit below a single probe's
-    /// cost slows the search instead of stalling it.
+    /// limit. One whose predicted cost alone is over the limit is refused without being
+    /// started; one whose cost cannot be predicted yet waits for the running experiments to
+    /// tell more, unless nothing runs.
     fn start_waiting(&mut self, lab: &mut dyn Lab, now: f64, deadline: Option<std::time::Instant>) {
         let mut waiting: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].state == State::Untested)
@@ -621,10 +698,25 @@ impl Search {
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 break;
             }
-            let c = lab.predicted_cost(&self.nodes[i].experiment);
-            if running > 0 && cost + c > self.settings.cost_limit {
-                continue;
-            }
+            let limit = self.settings.cost_limit;
+            let c = match lab.predicted_cost(&self.nodes[i].experiment) {
+                None if running > 0 => continue,
+                None => 0.0,
+                Some(c) if c > limit => {
+                    let n = &mut self.nodes[i];
+                    n.state = State::Refused;
+                    n.judged = Some(now);
+                    n.note = Some(format!(
+                        "its probe would cost {:.1}% of the program's time (as measured \
+                         before), over the {:.1}% the cost limit allows: not inserted",
+                        c * 100.0,
+                        limit * 100.0
+                    ));
+                    continue;
+                }
+                Some(c) if running > 0 && cost + c > limit => continue,
+                Some(c) => c,
+            };
             match lab.start(&self.nodes[i].experiment) {
                 Ok(probe) => {
                     self.nodes[i].measured = Some(lab.method(probe));
@@ -735,6 +827,32 @@ pub struct FindingOut {
     pub thread: Option<u32>,
     /// How it was measured: `samples`, or `probe` (a loop timer or a call path's timer).
     pub measured: Option<Method>,
+    /// For a call path measured by a probe: the call its timer timed, `CALLER > CALLEE`, the
+    /// path's last step alone (its earlier steps are not checked: the timer times every path
+    /// ending in that call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_call: Option<String>,
+}
+
+/// The call a probe timed for a call path focus measured by one: its last step.
+fn timed_call(focus: &Focus, measured: Option<Method>) -> Option<String> {
+    let Some(Resource::CallPath(p)) = focus.last() else {
+        return None;
+    };
+    match (measured, p.as_slice()) {
+        (Some(Method::Probe), [.., caller, callee]) => Some(format!("{caller} > {callee}")),
+        _ => None,
+    }
+}
+
+/// How a node or finding measured by `measured` is marked in text: `  [probe]`, or with the
+/// call a call path's timer timed.
+fn mark(measured: Option<Method>, timed_call: Option<&str>) -> String {
+    match (measured, timed_call) {
+        (Some(Method::Probe), Some(c)) => format!("  [probe of {c} only]"),
+        (Some(Method::Probe), None) => "  [probe]".into(),
+        _ => String::new(),
+    }
 }
 
 impl From<&Finding> for FindingOut {
@@ -754,6 +872,7 @@ impl From<&Finding> for FindingOut {
                 _ => None,
             }),
             measured: f.measured,
+            timed_call: timed_call(&f.focus, f.measured),
         }
     }
 }
@@ -779,6 +898,10 @@ pub struct NodeOut {
     pub judged: Option<f64>,
     /// How it was measured, once started: `samples` or `probe`.
     pub measured: Option<Method>,
+    /// For a call path measured by a probe: the call its timer timed (see
+    /// [`FindingOut::timed_call`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_call: Option<String>,
 }
 
 /// What a finished (or interrupted) search reports.
@@ -844,6 +967,7 @@ impl Search {
                     note: n.note.clone(),
                     judged: n.judged,
                     measured: n.measured,
+                    timed_call: timed_call(&n.experiment.focus, n.measured),
                 })
                 .collect(),
         }
@@ -915,11 +1039,7 @@ impl Report {
                 f.hypothesis.name(),
                 f.fraction,
                 f.focus.join(" > "),
-                if f.measured == Some(Method::Probe) {
-                    "  [probe]"
-                } else {
-                    ""
-                }
+                mark(f.measured, f.timed_call.as_deref())
             );
         }
         let _ = writeln!(
@@ -942,13 +1062,20 @@ impl Report {
                 "{} timers inserted ({} of loops, {} of call paths' last calls), {} removed; \
                  they ran {:.2}% of the program's running time ({:.0} ns per timed entry, \
                  measured as the search began). Experiments marked [probe] were measured by \
-                 them, the others by samples\n",
+                 them, the others by samples{}\n",
                 self.probes.inserted,
                 self.probes.inserted - self.probes.call_timers,
                 self.probes.call_timers,
                 self.probes.removed,
                 self.probes.cost * 100.0,
-                self.probes.timer_ns
+                self.probes.timer_ns,
+                if self.probes.call_timers > 0 {
+                    ". A call path's timer times its last call alone (`[probe of CALLER > \
+                     CALLEE only]`): the path's earlier steps are not checked, so it times \
+                     every path ending in that call"
+                } else {
+                    ""
+                }
             );
         }
         for e in &self.probes.errors {
@@ -963,16 +1090,14 @@ impl Report {
                     State::Untested => "untested",
                     State::Active => "testing",
                     State::Failed => "failed",
+                    State::Refused => "refused",
                 };
                 let note = n
                     .note
                     .as_deref()
                     .map_or_else(String::new, |x| format!("  ({x})"));
-                let by = if n.measured == Some(Method::Probe) {
-                    " [probe]"
-                } else {
-                    ""
-                };
+                let by = mark(n.measured, n.timed_call.as_deref());
+                let by = by.strip_prefix(' ').unwrap_or(&by);
                 let _ = writeln!(
                     out,
                     "{:indent$}{} {}  {state} {value}{by}{note}",
@@ -1002,7 +1127,7 @@ impl Report {
             let style = match n.state {
                 State::True => "style=filled, fillcolor=\"#f4a3a3\"",
                 State::False => "style=filled, fillcolor=\"#b9e3b9\"",
-                State::Failed => "style=dashed",
+                State::Failed | State::Refused => "style=dashed",
                 State::Untested | State::Active => "style=filled, fillcolor=\"#f5d7a3\"",
             };
             let _ = writeln!(out, "  n{} [label=\"{label}\", {style}];", n.id);

@@ -55,6 +55,11 @@ pub trait Probes {
     fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String>;
     /// What timer `id` has measured in thread `tid`.
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String>;
+    /// What timer `id` has measured over every thread: what it cost. By default, what it
+    /// measured in thread `tid`.
+    fn read_all(&mut self, id: u32, tid: i32) -> Result<TimerValue, String> {
+        self.read(id, tid)
+    }
     /// Takes timer `id` out, with what it measured.
     fn remove(&mut self, id: u32) -> Result<(), String>;
     /// Inserts a timer of `caller`'s direct calls to `callee` (`time CALLER call CALLEE`,
@@ -102,10 +107,12 @@ pub fn calibrate() -> f64 {
         fn gsh_consult_calibrate_exit(slot: *mut Slot, sp: u64);
         fn gsh_consult_calibrate_nothing(slot: *mut Slot, sp: u64);
     }
-    /// Best of three runs of `n` entries and exits through `e` and `x`, in ns per entry.
+    /// Best of `RUNS` runs of `n` entries and exits through `e` and `x`, in ns per entry.
+    /// Many short runs: on a loaded machine a run that a preemption falls into reads long,
+    /// and the shortest is the one that ran alone.
     fn run(e: Half, x: Half, n: u32) -> f64 {
         let (e, x) = (std::hint::black_box(e), std::hint::black_box(x));
-        (0..3)
+        (0..RUNS)
             .map(|_| {
                 let mut s = Slot::default();
                 let t = Instant::now();
@@ -126,7 +133,8 @@ pub fn calibrate() -> f64 {
             })
             .fold(f64::INFINITY, f64::min)
     }
-    const N: u32 = 100_000;
+    const N: u32 = 10_000;
+    const RUNS: usize = 40;
     let timed = run(gsh_consult_calibrate_enter, gsh_consult_calibrate_exit, N);
     let bare = run(
         gsh_consult_calibrate_nothing,
@@ -189,9 +197,10 @@ std::arch::global_asm!(
 /// The cost predicted for a loop timer before its entry rate is known.
 const UNKNOWN_COST: f64 = 0.002;
 
-/// The cost predicted for another timer in a function one is timing already, before its
-/// entry rate is known: above any cost limit, so it waits for that rate.
-const UNRATED_BESIDE: f64 = 1.0;
+/// How long a timer must have been in before what it costs is taken as known: long enough for
+/// a loop entered often to show its rate, short enough that a timer over the cost limit is out
+/// again before it has cost much.
+const RATE_WINDOW: f64 = 0.05;
 
 /// A ProbeId's bit that marks it as a loop timer's (the others are the [`ProcLab`]'s).
 const TIMER_BIT: u64 = 1 << 63;
@@ -200,7 +209,6 @@ const TIMER_BIT: u64 = 1 << 63;
 struct Timer {
     id: u32,
     tid: i32,
-    function: String,
     started: Instant,
     value: TimerValue,
     /// Which hypothesis it tests (CPU demand, or its part spent waiting for a CPU).
@@ -211,6 +219,11 @@ struct Timer {
     key: (String, String, String),
     /// The thread's nanoseconds on a CPU and runnable, at the start.
     sched: Sched,
+    /// What the timer had measured over every thread, at the start.
+    all: TimerValue,
+    /// What it costs, once measured over [`RATE_WINDOW`]: the time its entries took, over
+    /// the thread's time on a CPU meanwhile.
+    cost: Option<f64>,
 }
 
 /// A thread's scheduler counts: nanoseconds on a CPU, and runnable waiting for one.
@@ -263,9 +276,9 @@ pub struct ProbeLab<'p> {
     probes: Option<&'p mut dyn Probes>,
     timers: BTreeMap<u64, Timer>,
     next: u64,
-    /// Entries per second each timer (keyed as in [`ProbeLab::shared`]) has seen: its
-    /// predicted cost.
-    rates: BTreeMap<(String, String, String), f64>,
+    /// What each timer (keyed as in [`ProbeLab::shared`]) was measured to cost (the most
+    /// seen): its predicted cost when it goes in again.
+    costs: BTreeMap<(String, String, String), f64>,
     stats: ProbeStats,
     /// Nanoseconds paid by timers taken out (their entries times [`ProbeStats::timer_ns`]).
     paid_ns: f64,
@@ -320,7 +333,7 @@ impl<'p> ProbeLab<'p> {
             probes,
             timers: BTreeMap::new(),
             next: 0,
-            rates: BTreeMap::new(),
+            costs: BTreeMap::new(),
             stats: ProbeStats {
                 timer_ns,
                 ..ProbeStats::default()
@@ -393,6 +406,10 @@ impl<'p> ProbeLab<'p> {
 
     fn timer_value(&mut self, id: u32, tid: i32) -> Option<TimerValue> {
         self.probes.as_deref_mut()?.read(id, tid).ok()
+    }
+
+    fn timer_all(&mut self, id: u32, tid: i32) -> Option<TimerValue> {
+        self.probes.as_deref_mut()?.read_all(id, tid).ok()
     }
 }
 
@@ -527,7 +544,7 @@ impl Lab for ProbeLab<'_> {
         Some(out)
     }
 
-    fn predicted_cost(&mut self, e: &Experiment) -> f64 {
+    fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
         let key = match e.focus.last() {
             Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
             Some(Resource::CallPath(_)) if self.times_calls(e) => call_of(&e.focus)
@@ -535,22 +552,44 @@ impl Lab for ProbeLab<'_> {
             _ => return self.inner.predicted_cost(e),
         };
         let Some(key) = key else {
-            return UNKNOWN_COST;
+            return Some(UNKNOWN_COST);
         };
-        let function = &key.1;
-        match self.rates.get(&key) {
-            Some(rate) => rate * self.stats.timer_ns / 1e9,
-            // One timer at a time whose entry rate is unknown, in each function: an
-            // interpreter's loops are entered millions of times a second, and python3's
-            // thirteen timers started at once took 69% of its time (and a few seconds each to
-            // insert and remove, which `--for` waited for).
-            None if self.timers.values().any(|t| {
-                &t.function == function && t.key != key && !self.rates.contains_key(&t.key)
-            }) =>
-            {
-                UNRATED_BESIDE
-            }
-            None => UNKNOWN_COST,
+        if self.shared.contains_key(&key) || self.untimable.contains(&key) {
+            // Its timer is in already (nothing more goes in), or it is sampled.
+            return Some(0.0);
+        }
+        if let Some(c) = self.costs.get(&key) {
+            return Some(*c);
+        }
+        // One timer at a time whose cost is unknown: an interpreter's loops are entered
+        // millions of times a second, and python3's thirteen timers started at once took 69%
+        // of its time. The next waits until the last has been measured (a tenth of a second
+        // after it went in), and is removed then if it costs too much.
+        if self
+            .timers
+            .values()
+            .any(|t| t.cost.is_none() && !self.costs.contains_key(&t.key))
+        {
+            return None;
+        }
+        Some(UNKNOWN_COST)
+    }
+
+    fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
+        if probe.0 & TIMER_BIT == 0 {
+            return self.inner.measured_cost(probe);
+        }
+        let t = self.timers.get(&probe.0)?;
+        // A timer shared by experiments costs once: the first of them carries it.
+        let first = self
+            .timers
+            .iter()
+            .find(|(_, x)| x.key == t.key)
+            .is_some_and(|(k, _)| *k == probe.0);
+        if first {
+            t.cost
+        } else {
+            Some(0.0)
         }
     }
 
@@ -615,19 +654,21 @@ impl Lab for ProbeLab<'_> {
         };
         let sched = sched(self.pid, tid).unwrap_or_default();
         let value = self.timer_value(id, tid).unwrap_or_default();
+        let all = self.timer_all(id, tid).unwrap_or_default();
         self.next += 1;
         self.timers.insert(
             TIMER_BIT | self.next,
             Timer {
                 id,
                 tid,
-                function,
                 started: Instant::now(),
                 value,
                 hypothesis: e.hypothesis,
                 focus: e.focus.clone(),
                 key,
                 sched,
+                all,
+                cost: None,
             },
         );
         Ok(ProbeId(TIMER_BIT | self.next))
@@ -637,7 +678,7 @@ impl Lab for ProbeLab<'_> {
         if probe.0 & TIMER_BIT == 0 {
             return self.inner.read(probe);
         }
-        let (id, tid, started, v0, s0, h, function) = {
+        let (id, tid, started, v0, s0, h, a0) = {
             let t = self.timers.get(&probe.0)?;
             (
                 t.id,
@@ -646,7 +687,7 @@ impl Lab for ProbeLab<'_> {
                 t.value,
                 t.sched,
                 t.hypothesis,
-                t.function.clone(),
+                t.all,
             )
         };
         let v = self.timer_value(id, tid)?;
@@ -670,11 +711,22 @@ impl Lab for ProbeLab<'_> {
             Hypothesis::RunQueue => 0.0,
             _ => 1.0,
         };
-        let rate = entries as f64 / wall;
-        let _ = function;
-        let key = self.timers.get(&probe.0)?.key.clone();
-        let known = self.rates.entry(key).or_insert(0.0);
-        *known = known.max(rate);
+        // What its entries (in every thread) took, over the thread's time on a CPU.
+        if wall >= RATE_WINDOW {
+            if let Some(all) = self.timer_all(id, tid) {
+                let spent =
+                    all.entries.saturating_sub(a0.entries) as f64 * self.stats.timer_ns / 1e9;
+                let cost = if spent > 0.0 {
+                    spent / run.max(spent)
+                } else {
+                    0.0
+                };
+                let t = self.timers.get_mut(&probe.0)?;
+                t.cost = Some(cost);
+                let known = self.costs.entry(t.key.clone()).or_insert(0.0);
+                *known = known.max(cost);
+            }
+        }
         // Unseen: refined all the same, unless its own loop was unseen too (a loop that has
         // ended, rather than one running since before its timer: its loops are no better).
         let unseen = entries == 0 && ns == 0.0;
@@ -721,8 +773,8 @@ impl Lab for ProbeLab<'_> {
             return;
         };
         // What it cost, counted over every thread before it goes.
-        if let Ok(v) = probes.read(t.id, t.tid) {
-            self.paid_ns += v.entries.saturating_sub(t.value.entries) as f64 * self.stats.timer_ns;
+        if let Ok(v) = probes.read_all(t.id, t.tid) {
+            self.paid_ns += v.entries.saturating_sub(t.all.entries) as f64 * self.stats.timer_ns;
         }
         // Out when its last experiment ends.
         match self.shared.get_mut(&t.key) {
@@ -755,6 +807,9 @@ mod tests {
         removed: Vec<u32>,
         value: TimerValue,
         always: Option<Instant>,
+        /// Entries as if the loop were entered once per timed entry's cost (the second value,
+        /// in ns) of the time since then.
+        counting: Option<(Instant, f64)>,
     }
 
     impl Probes for Fake {
@@ -787,6 +842,12 @@ mod tests {
             Ok(200 + self.calls.len() as u32)
         }
         fn read(&mut self, _: u32, _: i32) -> Result<TimerValue, String> {
+            if let Some((since, ns)) = self.counting {
+                return Ok(TimerValue {
+                    entries: (since.elapsed().as_nanos() as f64 / ns) as u64,
+                    ns: 0,
+                });
+            }
             Ok(match self.always {
                 Some(t) => TimerValue {
                     entries: 1,
@@ -1068,44 +1129,85 @@ mod tests {
     }
 
     /// The timer's cost is measured on this machine: a clock read's worth at least, far less
-    /// than a microsecond where `rdtsc` runs natively, and what predicts a timer's cost.
+    /// than a microsecond where `rdtsc` runs natively. What a timer costs is its entries times
+    /// that, over its thread's time on a CPU, known a moment after it goes in; it predicts the
+    /// cost of the same timer later. Before that, one timer at a time goes in.
     #[test]
     fn the_timers_cost_is_measured_and_predicts_a_timers_cost() {
         let ns = calibrate();
         assert!((1.0..2000.0).contains(&ns), "{ns} ns per timed entry");
         let (pid, f) = at_f();
-        let mut fake = Fake::default();
+        let mut fake = Fake {
+            value: TimerValue { entries: 0, ns: 0 },
+            ..Fake::default()
+        };
         let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
         let measured = lab.stats.timer_ns;
         assert!(measured >= 1.0, "{measured}");
-        lab.rates
-            .insert(("m".into(), "f".into(), "loop_1".into()), 1e6);
         let e = Experiment {
             hypothesis: Hypothesis::CPUBound,
             focus: f.with(Resource::Loop("loop_1".into())),
         };
-        // A million entries a second at the measured cost each.
-        let predicted = lab.predicted_cost(&e);
-        assert!((predicted - measured / 1e3).abs() < 1e-12, "{predicted}");
-        // A timer whose rate is unknown is predicted to cost little, and a second one in the
-        // same function, while the first has no rate yet, more than any limit: it waits.
-        lab.rates.clear();
-        assert_eq!(lab.predicted_cost(&e), UNKNOWN_COST);
-        let first = lab.start(&e).unwrap();
         let beside = Experiment {
             focus: f.with(Resource::Loop("loop_2".into())),
             ..e.clone()
         };
-        assert_eq!(lab.predicted_cost(&beside), UNRATED_BESIDE);
-        // Not itself, nor what shares its timer.
-        assert_eq!(lab.predicted_cost(&e), UNKNOWN_COST);
-        // Once the first has read its own rate, the second may go in: its own rate unknown,
-        // and its cost the first's to find out.
+        // Unknown: predicted to cost little; a second unknown one waits for the first's.
+        assert_eq!(lab.predicted_cost(&e), Some(UNKNOWN_COST));
+        let first = lab.start(&e).unwrap();
+        assert_eq!(lab.measured_cost(first), None);
+        assert_eq!(lab.predicted_cost(&beside), None);
+        // Not what shares its timer: nothing more goes in for it.
+        let shared = Experiment {
+            hypothesis: Hypothesis::RunQueue,
+            ..e.clone()
+        };
+        assert_eq!(lab.predicted_cost(&shared), Some(0.0));
+        let second = lab.start(&shared).unwrap();
+        // Once the first has been in a moment, its cost is known (no entries here: none),
+        // carried by the first of the experiments sharing it, and the next may go in.
+        std::thread::sleep(std::time::Duration::from_secs_f64(RATE_WINDOW * 1.5));
         lab.read(first).unwrap();
-        assert_eq!(lab.predicted_cost(&beside), UNKNOWN_COST);
-        assert_eq!(lab.predicted_cost(&e), 0.0);
+        assert_eq!(lab.measured_cost(first), Some(0.0));
+        assert_eq!(lab.measured_cost(second), Some(0.0));
+        assert_eq!(lab.predicted_cost(&beside), Some(UNKNOWN_COST));
         lab.stop(first);
+        lab.stop(second);
+        // Out again, the timer is predicted at what it was measured to cost.
+        lab.costs
+            .insert(("m".into(), "f".into(), "loop_1".into()), 0.25);
+        assert_eq!(lab.predicted_cost(&e), Some(0.25));
         assert_eq!(lab.finish().timer_ns, measured);
+    }
+
+    /// A timer entered as often as its thread can: what it costs is most of the thread's
+    /// time, measured from its entries and the thread's time on a CPU.
+    #[test]
+    fn a_timer_entered_all_the_time_is_measured_to_cost_most_of_its_threads_time() {
+        let (pid, f) = at_f();
+        let mut fake = Fake {
+            counting: Some((Instant::now(), 20.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        // The same cost per entry as the fake's, whatever this machine's is.
+        lab.stats.timer_ns = 20.0;
+        let ns = lab.stats.timer_ns;
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let t = lab.start(&e).unwrap();
+        // The thread computes; the fake reports an entry per timer's cost of its time.
+        let spin = Instant::now();
+        let mut x = 1u64;
+        while spin.elapsed() < std::time::Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        lab.read(t).unwrap();
+        let c = lab.measured_cost(t).unwrap();
+        lab.finish();
+        assert!(c > 0.5 && c <= 1.0, "{c} with {ns} ns per entry");
     }
 
     /// A loop the thread is in all along: while the thread computes its fraction is near 1;

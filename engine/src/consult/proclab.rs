@@ -313,9 +313,9 @@ impl Lab for ProcLab {
         })
     }
 
-    fn predicted_cost(&mut self, _: &Experiment) -> f64 {
+    fn predicted_cost(&mut self, _: &Experiment) -> Option<f64> {
         // Every experiment reads the same samples, whose pace the cost limit already sets.
-        0.0
+        Some(0.0)
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {

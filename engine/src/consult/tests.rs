@@ -26,6 +26,12 @@ struct Model {
     slow: HashMap<String, f64>,
     /// How long starting an experiment takes (inserting probes into a large program).
     start_delay: std::time::Duration,
+    /// What measuring a focus really costs, known once it runs; predicted as `cost` before.
+    hidden_cost: HashMap<String, f64>,
+    /// Costs measured so far, by focus: what the model predicts from then on.
+    known_cost: HashMap<String, f64>,
+    /// The largest cost measured of what ran at once, after each step.
+    peak_cost: f64,
 }
 
 fn f(path: &[&str]) -> Focus {
@@ -55,6 +61,9 @@ impl Model {
             not_yet: Default::default(),
             slow: HashMap::new(),
             start_delay: std::time::Duration::ZERO,
+            hidden_cost: HashMap::new(),
+            known_cost: HashMap::new(),
+            peak_cost: 0.0,
         }
     }
 
@@ -77,7 +86,14 @@ impl Model {
     fn run(&mut self, search: &mut Search) -> f64 {
         loop {
             let now = self.now;
-            if !search.step(self, now) {
+            let more = search.step(self, now);
+            let running: f64 = self
+                .running
+                .values()
+                .map(|(e, _)| self.known_cost.get(&e.focus.to_string()).unwrap_or(&0.0))
+                .sum();
+            self.peak_cost = self.peak_cost.max(running);
+            if !more {
                 break;
             }
             self.now += 0.1;
@@ -100,8 +116,20 @@ impl Lab for Model {
         )
     }
 
-    fn predicted_cost(&mut self, _: &Experiment) -> f64 {
-        self.cost
+    fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
+        Some(
+            *self
+                .known_cost
+                .get(&e.focus.to_string())
+                .unwrap_or(&self.cost),
+        )
+    }
+
+    fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
+        let focus = self.running[&probe.0].0.focus.to_string();
+        let c = *self.hidden_cost.get(&focus)?;
+        self.known_cost.insert(focus, c);
+        Some(c)
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
@@ -235,14 +263,72 @@ fn the_cost_limit_bounds_what_runs_at_once_and_likelier_foci_go_first() {
     );
 }
 
+/// A probe that turns out to cost more than the limit alone (a loop entered millions of times
+/// a second) is removed at the first step that knows it, and refused; the search goes on
+/// beside it. One predicted, from an earlier measurement, to cost more is never started.
 #[test]
-fn a_limit_below_one_probe_still_lets_one_run() {
+fn a_probe_over_the_cost_limit_is_removed_and_refused_and_never_started_again() {
     let mut m = cpu_in_an_inner_loop();
-    m.cost = 0.5;
+    let hot = f(&["app", "main", "crunch", "loop_1", "loop_1.1"]).to_string();
+    m.hidden_cost.insert(hot.clone(), 0.4);
     let mut search = Search::new(Settings::default(), f(&["app"]));
     m.run(&mut search);
-    assert_eq!(m.peak, 1);
-    assert_eq!(search.findings().len(), 1);
+    let n = search
+        .nodes()
+        .iter()
+        .find(|n| n.experiment.focus.to_string() == hot)
+        .unwrap();
+    assert_eq!(n.state, State::Refused);
+    assert!(n.note.as_deref().unwrap().contains("40.0%"), "{:?}", n.note);
+    assert!(m.peak_cost <= 0.05, "{} ran at once", m.peak_cost);
+    // Its sibling was tested, and the loop around them stands as the conclusion.
+    assert_eq!(
+        search.findings()[0].focus,
+        f(&["app", "main", "crunch", "loop_1"])
+    );
+    assert!(m.running.is_empty());
+    // Known to cost that much, the same probe is refused before it goes in.
+    let started = m.started.len();
+    let mut again = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut again);
+    let n = again
+        .nodes()
+        .iter()
+        .find(|n| n.experiment.focus.to_string() == hot)
+        .unwrap();
+    assert_eq!(n.state, State::Refused);
+    assert!(n.note.as_deref().unwrap().contains("not inserted"));
+    assert!(!m.started[started..]
+        .iter()
+        .any(|e| e.focus.to_string() == hot));
+}
+
+/// Probes that each fit the limit but together do not: the latest started is removed and
+/// waits until there is room for its measured cost, then runs to its verdict.
+#[test]
+fn probes_over_the_limit_together_are_deferred_until_there_is_room() {
+    let mut m = Model::new(0.001);
+    for i in 0..4 {
+        let name = format!("f{i}");
+        m.child(&["app"], &name, i as f64);
+        m.hidden_cost.insert(f(&["app", &name]).to_string(), 0.03);
+        m.truth(Hypothesis::CPUBound, &["app", &name], 0.1 * i as f64);
+    }
+    m.truth(Hypothesis::CPUBound, &["app"], 0.9);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    assert!(m.peak_cost <= 0.05, "{} ran at once", m.peak_cost);
+    let below: Vec<&Node> = search
+        .nodes()
+        .iter()
+        .filter(|n| n.experiment.focus.0.len() == 2)
+        .collect();
+    assert_eq!(below.len(), 4);
+    for n in below {
+        assert_eq!(n.state, State::False, "{n:?}");
+    }
+    // Each deferred one started again later.
+    assert!(m.started.len() > search.nodes().len(), "{:?}", m.started);
 }
 
 #[test]
@@ -487,6 +573,25 @@ fn a_hot_function_is_concluded_at_the_call_path_that_is_hot() {
     );
     let out = FindingOut::from(&search.findings()[0]);
     assert_eq!(out.focus, ["app", "hot", "main > a > hot"]);
+    // Sampled: no timed call is named.
+    assert_eq!(out.timed_call, None);
+    // Measured by a timer, it says which call was timed: the path's last step alone.
+    let mut timed = search.findings()[0].clone();
+    timed.measured = Some(Method::Probe);
+    let out = FindingOut::from(&timed);
+    assert_eq!(out.timed_call.as_deref(), Some("a > hot"));
+    let mut report = search.report(1.0, 0.0);
+    report.findings = vec![out];
+    report.probes.inserted = 1;
+    report.probes.call_timers = 1;
+    let text = report.text();
+    assert!(
+        text.contains("main > a > hot  [probe of a > hot only]"),
+        "{text}"
+    );
+    assert!(text.contains("earlier steps are not checked"), "{text}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["findings"][0]["timed_call"], "a > hot");
 }
 
 /// The overhead a report gives is its parts' sum, each a share of the time the program's

@@ -148,6 +148,22 @@ impl Probes for LiveProbes<'_> {
             }))
     }
 
+    fn read_all(&mut self, id: u32, _: i32) -> Result<TimerValue, String> {
+        let reader = self.tracer.reader();
+        let values = self
+            .tracer
+            .with(|_, live| live.measure.values(&reader))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(values
+            .iter()
+            .filter(|v| v.id == id)
+            .fold(TimerValue::default(), |a, v| TimerValue {
+                entries: a.entries + v.calls,
+                ns: a.ns + v.ns.unwrap_or(0),
+            }))
+    }
+
     fn learn(&mut self) -> Result<usize, String> {
         let session = &mut *self.session;
         self.tracer

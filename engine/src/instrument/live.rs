@@ -304,9 +304,11 @@ pub struct Live {
     pub measure: Measure,
     /// Coverage requests' counters (see [`super::coverage`]).
     pub coverage: LiveCoverage,
-    /// Let an attached process go (hands-off) even while it measures or holds declared
-    /// variables. Off by default: the tracer must see the exit to keep the final values
-    /// (`exiting`), which an untraced process takes with it.
+    /// Let an attached process go (hands-off) even while it holds declared variables or
+    /// coverage counters, or measures with a runtime whose arena gsh could not take. Off by
+    /// default: for those the tracer must see the exit to keep the final values (`exiting`),
+    /// which an untraced process takes with it. Counters in an arena gsh holds need no tracer
+    /// ([`super::arena`]).
     pub hands_off_while_measuring: bool,
     /// Stage changes beside a running process at a lower priority (`Process::polite`), so
     /// that its threads come first. Off by default: `xtask bench-stall count` compares, and on
@@ -1715,7 +1717,7 @@ const STACK_SCAN: u64 = 8 << 20;
 
 /// Takes `size` bytes (16-aligned) within ±2 GiB of `near` from the free ranges `free`.
 fn take_free(free: &mut Vec<std::ops::Range<u64>>, near: u64, size: u64) -> Option<u64> {
-    let within = |a: u64| crate::space::within_rel32(near, a);
+    let within = |a: u64| patch::within_rel32(near, a);
     let i = free.iter().position(|r| {
         let at = r.start.next_multiple_of(16);
         at + size <= r.end && within(at) && within(at + size)
@@ -1936,11 +1938,13 @@ impl Hooks for Live {
     }
 
     /// Breakpoints, the one-shot stop and trap sites are `int3`s only the tracer can serve;
-    /// counters and declared variables need it to see the exit and keep their final values,
-    /// unless the user chose to lose them ([`Live::hands_off_while_measuring`]).
+    /// declared variables, coverage, and counters whose runtime has no arena gsh holds
+    /// ([`super::arena`]) need it to see the exit and keep their final values, unless the user
+    /// chose to lose them ([`Live::hands_off_while_measuring`]).
     fn needs_tracer(&self) -> bool {
-        let keeps_values =
-            self.measure.slots_in_use() > 0 || self.data.is_some() || !self.coverage.is_empty();
+        let keeps_values = (self.measure.slots_in_use() > 0 && !self.measure.survives_exit())
+            || self.data.is_some()
+            || !self.coverage.is_empty();
         (keeps_values && !self.hands_off_while_measuring)
             || self.once.is_some()
             || self.breakpoints.iter().any(|b| b.placed.is_some())
@@ -1957,6 +1961,10 @@ impl Hooks for Live {
         if let Ok(bytes) = p.read(base, len) {
             self.last_data = Some((base, bytes));
         }
+    }
+
+    fn ended(&mut self, p: &mut Process) {
+        self.measure.keep_after_exit(p.pid());
     }
 
     fn forked(&mut self, _p: &mut Process, child: &mut ChildMemory) {

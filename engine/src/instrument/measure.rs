@@ -31,6 +31,7 @@ use crate::symbols::FuncId;
 
 use super::action::{Action, Measurement};
 pub use super::action::{LoopSel, Measured, Metric};
+use super::arena::Arena;
 use super::loop_measure;
 use super::request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 use crate::point::Point;
@@ -92,11 +93,18 @@ pub struct Runtime {
     pub tsc: bool,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     pub tsc_mult: u64,
+    /// Where a thread block holds its shadow stack (`Root::shadow_offset`), for `profile`'s
+    /// inline path.
+    pub shadow_offset: u64,
+    /// Where a thread block holds its path records (`Root::paths_offset`), likewise.
+    pub paths_offset: u64,
     /// The functions calls go to, by name (`gsh_rt_path_enter`, ...), chosen on first use.
     pub fns: HashMap<&'static str, RtFn>,
     /// The measuring entry points' link addresses, and the library's load bias.
     syms: HashMap<&'static str, u64>,
     bias: u64,
+    /// The arena gsh holds open, whose blocks outlive the process (see [`super::arena`]).
+    pub arena: Option<Arena>,
 }
 
 impl Runtime {
@@ -189,31 +197,82 @@ pub struct Counter {
 }
 
 /// A measured function's or loop's value: calls (a loop's entries), a loop's iterations, and
-/// for timers the inclusive time.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// for timers the inclusive time. In JSON a loop's name is `loop` and the callee of a `FUNC
+/// call CALLEE` measure is `call` (inside, both ride in `loop_name`: see [`call_label`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CountValue {
     /// The request's id.
     pub id: u32,
     /// The function as users name it.
     pub function: String,
-    /// The loop (`loop_1.2`), for a loop measure.
-    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    /// The loop (`loop_1.2`), for a loop measure; `call CALLEE` for a measure of the
+    /// function's calls to CALLEE ([`call_label`]).
     pub loop_name: Option<String>,
     /// Calls of the function, or entries into the loop, summed over threads.
     pub calls: u64,
     /// Iterations of the loop (passes through its header), for `count FUNC loop LOOP`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
     /// What was measured.
     pub metric: Metric,
     /// Inclusive time (wall or thread CPU), for timed metrics; activations open now are
     /// credited up to now.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ns: Option<u64>,
 }
 
+/// What a [`Probe`] of a function's direct calls to `callee` carries where a loop's name
+/// would be: `call CALLEE` (no loop is named so: loops are `loop_...`).
+pub fn call_label(callee: &str) -> String {
+    format!("{CALL_PREFIX}{callee}")
+}
+
+const CALL_PREFIX: &str = "call ";
+
+impl serde::Serialize for CountValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            id: u32,
+            function: &'a str,
+            #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+            loop_name: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            call: Option<&'a str>,
+            calls: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            iterations: Option<u64>,
+            metric: Metric,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ns: Option<u64>,
+        }
+        Out {
+            id: self.id,
+            function: &self.function,
+            loop_name: self.loop_only(),
+            call: self.callee(),
+            calls: self.calls,
+            iterations: self.iterations,
+            metric: self.metric,
+            ns: self.ns,
+        }
+        .serialize(s)
+    }
+}
+
 impl CountValue {
-    /// What was measured, as a row names it: `work`, or `work loop_1.2` for a loop.
+    /// The loop measured, for a loop's value (not a call's).
+    pub fn loop_only(&self) -> Option<&str> {
+        self.loop_name
+            .as_deref()
+            .filter(|l| !l.starts_with(CALL_PREFIX))
+    }
+
+    /// The callee, for the value of a `FUNC call CALLEE` measure.
+    pub fn callee(&self) -> Option<&str> {
+        self.loop_name.as_deref()?.strip_prefix(CALL_PREFIX)
+    }
+
+    /// What was measured, as a row names it: `work`, `work loop_1.2` for a loop, `work call
+    /// hot` for its calls to `hot`.
     pub fn what(&self) -> String {
         match &self.loop_name {
             Some(l) => format!("{} {l}", self.function),
@@ -605,7 +664,7 @@ pub fn probes(
             // A call returns with the stack as it was when it was made: each activation is
             // keyed by the point's own `rsp`, the same before the call and after it, and a
             // recursive call below an open one is timed by the open one.
-            let label = Some(format!("call {callee}"));
+            let label = Some(call_label(callee));
             for (at_exit, after) in [(false, false), (true, true)] {
                 if at_exit && !m.metric.has_exit() {
                     continue;
@@ -849,10 +908,26 @@ impl Measure {
         let tsc = rt.tsc;
         let mut call = |event: Event| -> Result<String, MeasureError> {
             let f = rt.call_fn(event)?;
-            Ok(format!(
-                "__gsh_rt_call({:#x}, {:#x}, {access});",
-                f.addr, f.save
-            ))
+            // A wall-clock call path on the TSC: inline while the thread's walk memo applies
+            // (`snippet::codegen`'s `path` module), the call otherwise.
+            let path = match event {
+                Event::PathEnter => Some("__gsh_rt_path_enter"),
+                Event::PathCount => Some("__gsh_rt_path_count"),
+                Event::PathExit => Some("__gsh_rt_path_exit"),
+                _ => None,
+            };
+            Ok(match path.filter(|_| tsc) {
+                Some(name) => format!(
+                    "{name}({:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {access});",
+                    f.addr,
+                    f.save,
+                    rt.tsc_mult,
+                    rt.shadow_offset,
+                    rt.paths_offset,
+                    rt.root + offset_of!(Root, unwind_count) as u64,
+                ),
+                None => format!("__gsh_rt_call({:#x}, {:#x}, {access});", f.addr, f.save),
+            })
         };
         match op(metric, probe, tsc) {
             Op::Count => Ok(format!("__gsh_rt_count({access});")),
@@ -907,7 +982,7 @@ impl Measure {
         // SAFETY: rdtsc has no preconditions; the runtime uses it only with an invariant TSC.
         let now = unsafe { core::arch::x86_64::_rdtsc() };
         let to_ns = |ticks: u64| ((u128::from(ticks) * u128::from(rt.tsc_mult)) >> 32) as u64;
-        for block in blocks(reader, &root)? {
+        for block in blocks(rt, reader, &root)? {
             if top == 0 {
                 break;
             }
@@ -988,7 +1063,7 @@ impl Measure {
             .map(|c| (c.slot, c))
             .collect();
         let mut merged: BTreeMap<(u32, Vec<u64>), (u64, u64)> = BTreeMap::new();
-        for block in blocks(reader, &root)? {
+        for block in blocks(rt, reader, &root)? {
             let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
             for rec in table.chunks_exact(PATH_RECORD) {
                 if u64_at(rec, offset_of!(PathRecord, hash)) == 0 {
@@ -1146,7 +1221,7 @@ impl Measure {
                 _ => runs.push((s, s + 1)),
             }
         }
-        for block in blocks(&reader, &root)? {
+        for block in blocks(rt, &reader, &root)? {
             for &(lo, hi) in &runs {
                 let zeros = vec![0u8; SLOT_RECORD * (hi - lo) as usize];
                 p.write(
@@ -1190,6 +1265,36 @@ impl Measure {
             }
         }
         Ok(())
+    }
+
+    /// True when the final values outlive the process (its runtime's arena is gsh's too), so
+    /// gsh need not see the exit to keep them.
+    pub fn survives_exit(&self) -> bool {
+        self.runtime.as_ref().is_some_and(|rt| rt.arena.is_some())
+    }
+
+    /// The values and paths as the process left them: those kept at its exit or at `detach`,
+    /// else those its arena holds (the process ended while gsh was hands-off). `None` when
+    /// neither is there.
+    pub fn final_values(&self, pid: i32) -> Option<(Vec<CountValue>, Vec<PathValue>)> {
+        if let Some(v) = &self.last {
+            return Some((v.clone(), self.last_paths.clone().unwrap_or_default()));
+        }
+        let reader = self.runtime.as_ref()?.arena.as_ref()?.reader(pid);
+        let values = self.values_with(&reader, &HashMap::new(), None).ok()?;
+        let paths = self.paths(&reader).unwrap_or_default();
+        Some((values, paths))
+    }
+
+    /// Keeps the final values from the arena, the process having ended while gsh was
+    /// hands-off (nothing is read when values were kept already).
+    pub fn keep_after_exit(&mut self, pid: i32) {
+        if self.last.is_none() && self.measured_anything() {
+            if let Some((v, paths)) = self.final_values(pid) {
+                self.last = Some(v);
+                self.last_paths = Some(paths);
+            }
+        }
     }
 
     /// Keeps the final values (the process is exiting, or gsh is leaving it; its memory is
@@ -1300,8 +1405,12 @@ impl Measure {
     }
 }
 
-/// The threads' blocks, newest first (the runtime's list from the root).
-fn blocks(reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
+/// The threads' blocks: newest first from the runtime's list while the process lives, and
+/// those in its arena when `reader` reads what gsh kept of it.
+fn blocks(rt: &Runtime, reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
+    if reader.is_kept() {
+        return Ok(rt.arena.as_ref().map_or(Vec::new(), |a| a.blocks(reader)));
+    }
     let mut out = Vec::new();
     let mut block = u64_at(root, offset_of!(Root, threads));
     let next = offset_of!(ThreadHeader, next) as u64;
@@ -1414,9 +1523,12 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         tls_offset,
         tsc,
         tsc_mult: u64_at(&head, offset_of!(Root, tsc_mult)),
+        shadow_offset: u64_at(&head, offset_of!(Root, shadow_offset)),
+        paths_offset: u64_at(&head, offset_of!(Root, paths_offset)),
         fns,
         syms,
         bias,
+        arena: Arena::take(p, root, &head),
     })
 }
 

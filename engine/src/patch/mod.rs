@@ -60,7 +60,7 @@ use crate::snippet::cache::CheckCache;
 use crate::snippet::Env;
 use crate::symbols::FuncId;
 
-pub use crate::space::{AddressSpace, AllocKind, SpaceError};
+pub use crate::space::{within_rel32, AddressSpace, AllocKind, SpaceError};
 pub use layout::Origin;
 pub use plan::{Site, Tactic};
 pub use tramp::VectorSave;

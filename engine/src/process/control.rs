@@ -781,7 +781,7 @@ impl Process {
     /// One step of the background loop: handles whatever happened since the last call; on a
     /// user-visible stop halts everything and records it as an event.
     pub(crate) fn poll_background(&mut self, hooks: &mut dyn Hooks) -> Result<(), ProcessError> {
-        if self.state != State::Running || self.poll_hands_off() {
+        if self.state != State::Running || self.poll_hands_off_with(hooks) {
             return Ok(());
         }
         let mut found = self.drain_deferred(hooks)?;

@@ -75,13 +75,23 @@ tested for CPU demand by a timer of its last call (what `time hot_caller call ho
 hot's time when hot_caller calls it, less the thread's time off a CPU, as for loops) where \
 that call is a direct one in the same module, and by the samples otherwise; the result marks \
 the experiments timed by probes (`[probe]`; JSON: \"measured\": \"probe\" or \"samples\"). \
+Such a timer times the path's last call alone: the path's earlier steps are not checked, so it \
+times every path ending in that call, and the result says so (`[probe of hot_caller > hot \
+only]`; JSON: \"timed_call\": \"hot_caller > hot\"). \
 When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
-stopped at most --cost PERCENT of the time (default 5). The result reports the overhead: the \
+stopped at most --cost PERCENT of the time (default 5). The probes are kept within the same \
+limit: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
+its thread's time on a CPU, measured a tenth of a second after it goes in. A timer whose cost \
+is not known yet goes in only when no other unknown one is in; one that turns out to cost \
+more than the limit is taken out at once and its experiment is refused (state `refused`, \
+with what it cost); of timers that fit the limit alone but not together, the latest is taken \
+out and waits its turn; and a timer measured before is predicted to cost what it cost then, \
+so one over the limit is refused without going in. The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
 threads would have run without it. A stop costs a thread what it would have run meanwhile \
 (at its rate between stops, from its schedstat): nothing for a thread asleep, the whole stop \
@@ -100,9 +110,10 @@ Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
 The result lists the conclusions first (hypothesis, fraction, focus), then the search history \
-as an indented tree of every experiment (true, false, untested, failed) with its fraction. \
+as an indented tree of every experiment (true, false, untested, failed, refused) with its \
+fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
-\"measured\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
+\"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"cost\", \"spent\", \
 \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
@@ -318,6 +329,7 @@ fn watch(search: &Search, now: f64, told: &mut Vec<Option<consult::State>>) {
             consult::State::True => format!("true {:.2}", n.fraction.unwrap_or(0.0)),
             consult::State::False => format!("false {:.2}", n.fraction.unwrap_or(0.0)),
             consult::State::Failed => "failed".to_owned(),
+            consult::State::Refused => "refused".to_owned(),
             consult::State::Untested => continue,
         };
         let _ = writeln!(

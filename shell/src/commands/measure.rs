@@ -152,7 +152,9 @@ process's memory without stopping it, so `report` may be repeated while the proc
 `detach`, those it had when gsh detached. RESULTS names a results file written at exit by a \
 binary that `save` rewrote with measuring in it. A loop's row is named `FUNC loop_1.2` (JSON: \
 `\"loop\"`); its Calls are its entries, with Iterations and Per entry for `count` (JSON: \
-`iterations`, `iterations_per_entry`). A measure that was deleted keeps the \
+`iterations`, `iterations_per_entry`). The row of a caller's calls to a callee (`time FUNC \
+call CALLEE`) is named `FUNC call CALLEE` (JSON: `\"call\": CALLEE`, and no `\"loop\"`); its \
+Calls are those calls. A measure that was deleted keeps the \
 values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON); the last 32 deleted \
 are kept, older ones are dropped. `--json` prints \
 everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \

@@ -115,7 +115,7 @@ fn read(t: &Target) -> Result<Reading> {
     {
         for v in results.values {
             let what = v.what();
-            let calls = if v.loop_name.is_some() {
+            let calls = if v.loop_only().is_some() {
                 "entries"
             } else {
                 "calls"
@@ -461,6 +461,7 @@ impl SearchView {
                 S::True => "true",
                 S::False => "false",
                 S::Failed => "failed",
+                S::Refused => "refused",
             };
             // Thousandths of the fraction, so the sparkline shows how it moved.
             let f = n.fraction.unwrap_or(0.0);
