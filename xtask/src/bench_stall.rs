@@ -32,8 +32,10 @@
 //!
 //! - `relay`: with `time '*'` in place, `count '*'` (which shares every site) inserted and
 //!   deleted, each laying every shared trampoline out again: once parsing and checking every
-//!   snippet at each layout, as before (`Live::recheck_snippets`), once with the patchers'
-//!   checked snippets, alternating in one run.
+//!   snippet at each layout (`Live::recheck_snippets`), once with the patchers' checked
+//!   snippets but their code generated at each address tried, as before
+//!   (`Live::generate_at_each_address`), and once with each snippet's code generated once per
+//!   layout and moved, as gsh does now; alternating in one run.
 //!
 //! Without a mode, all four. gsh drives the engine as the shell's `count` and `coverage` do: the
 //! runtime is loaded (each injected call stops the server while it runs), then the request
@@ -350,20 +352,24 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
     let time = measure::add(&mut plan, &mut session, "*", Metric::Time)?.id;
     let (s, pl) = (&session, &plan);
     let sites = tracer.with(|p, live| live.insert(p, s, pl, time))??.len();
-    // (recheck, delete times, insert times)
-    let mut rows: Vec<(bool, Vec<Duration>, Vec<Duration>)> = vec![
-        (true, Vec::new(), Vec::new()),
-        (false, Vec::new(), Vec::new()),
+    // (recheck, generate at each address)
+    type How = (bool, bool);
+    // (how, delete times, insert times)
+    let mut rows: Vec<(How, Vec<Duration>, Vec<Duration>)> = vec![
+        ((true, true), Vec::new(), Vec::new()),
+        ((false, true), Vec::new(), Vec::new()),
+        ((false, false), Vec::new(), Vec::new()),
     ];
     let mut points = 0;
     for _ in 0..runs {
         // Alternating, so that both see the machine alike.
         for row in rows.iter_mut() {
-            let recheck = row.0;
+            let (recheck, each) = row.0;
             let id = measure::add(&mut plan, &mut session, "*", Metric::Count)?.id;
             let (s, pl) = (&session, &plan);
             let (insert, delete, n) = tracer.with(|p, live| -> Result<_> {
                 live.recheck_snippets = recheck;
+                live.generate_at_each_address = each;
                 let t = Instant::now();
                 let n = live.insert(p, s, pl, id)?.len();
                 let insert = t.elapsed();
@@ -371,6 +377,7 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
                 live.remove(p, id)?;
                 let delete = t.elapsed();
                 live.recheck_snippets = false;
+                live.generate_at_each_address = false;
                 Ok((insert, delete, n))
             })??;
             plan.delete(id)?;
@@ -390,21 +397,21 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
         v[v.len() / 2]
     };
     let mut meds = Vec::new();
-    for (recheck, d, i) in rows.iter_mut() {
-        meds.push((*recheck, med(d), med(i)));
+    for (how, d, i) in rows.iter_mut() {
+        meds.push((*how, med(d), med(i)));
     }
     println!(
         "redis-server (pid {pid}): `time '*'` in place ({sites} points), `count '*'` ({points} \
          points, every site shared with `time '*'`) inserted and deleted, each laying out every \
          shared site again; median of {runs} run(s), alternating"
     );
-    for (recheck, d, i) in &meds {
+    for (how, d, i) in &meds {
         println!(
             "  {}: insert {} ({:.1} µs per point), delete {} ({:.1} µs per point)",
-            if *recheck {
-                "every snippet parsed and checked at each layout, as before"
-            } else {
-                "checked snippets kept"
+            match how {
+                (true, _) => "every snippet parsed, checked and generated at each address",
+                (false, true) => "checked snippets kept, code generated at each address",
+                (false, false) => "code generated once per layout and moved, as now",
             },
             ms(*i),
             i.as_secs_f64() * 1e6 / points.max(1) as f64,
@@ -412,12 +419,16 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
             d.as_secs_f64() * 1e6 / points.max(1) as f64
         );
     }
-    let (before, after) = (&meds[0], &meds[1]);
-    println!(
-        "  kept / as before: insert {:.2}x, delete {:.2}x",
-        after.2.as_secs_f64() / before.2.as_secs_f64().max(1e-9),
-        after.1.as_secs_f64() / before.1.as_secs_f64().max(1e-9)
-    );
+    let ratio =
+        |after: &(How, Duration, Duration), before: &(How, Duration, Duration), what: &str| {
+            println!(
+                "  {what}: insert {:.2}x, delete {:.2}x",
+                after.2.as_secs_f64() / before.2.as_secs_f64().max(1e-9),
+                after.1.as_secs_f64() / before.1.as_secs_f64().max(1e-9)
+            );
+        };
+    ratio(&meds[1], &meds[0], "kept / parsed at each layout");
+    ratio(&meds[2], &meds[1], "moved / generated at each address");
     Ok(())
 }
 

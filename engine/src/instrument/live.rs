@@ -319,6 +319,10 @@ pub struct Live {
     /// patchers kept checked snippets (`PatchOptions::recheck_snippets`; `xtask bench-stall
     /// relay` compares).
     pub recheck_snippets: bool,
+    /// Generate each snippet's code afresh at every address a trampoline's layout tries, as
+    /// gsh did before it moved the code generated once (`PatchOptions::generate_at_each_address`;
+    /// `xtask bench-stall relay` compares).
+    pub generate_at_each_address: bool,
     /// Leave the stops that arrive inside a job for the tracer after it, as gsh did before
     /// [`Process::serve_in_job`]: their threads stay stopped until the job ends (a benchmark
     /// compares; `xtask bench-stall detach`).
@@ -774,6 +778,9 @@ impl Live {
         let (hidden, traps) = (self.hidden(), self.server());
         let loaded = self.loaded.get_mut(&m).expect("checked above");
         loaded.patcher.recheck_snippets(self.recheck_snippets);
+        loaded
+            .patcher
+            .generate_at_each_address(self.generate_at_each_address);
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden, traps);
         let result = if coverage {
@@ -910,6 +917,9 @@ impl Live {
                 continue;
             };
             loaded.patcher.recheck_snippets(self.recheck_snippets);
+            loaded
+                .patcher
+                .generate_at_each_address(self.generate_at_each_address);
             let prior = loaded.patcher.clone();
             let mut space = LiveSpace::new(&mut *p, hidden, traps);
             let result = match build::remove(&mut loaded.patcher, &loaded.module, &mut space, id) {

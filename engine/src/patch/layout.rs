@@ -49,6 +49,9 @@ pub struct SnippetSrc<'e> {
     /// The program checked from them before, when the patcher kept it: only its code is
     /// generated for each address.
     pub checked: Option<&'e crate::snippet::ir::Program>,
+    /// With `checked`: its code kept through the trampoline's layouts, generated once and
+    /// moved to each address tried ([`super::movable`]); `None` generates it at each.
+    pub memo: Option<&'e super::movable::Memo>,
 }
 
 /// Everything that runs before one original instruction.
@@ -226,6 +229,7 @@ fn snippets_code(
                     source: s.source,
                     env: s.env,
                     checked: s.checked,
+                    memo: s.memo,
                 })
                 .collect(),
             on_taken: Vec::new(),
@@ -278,9 +282,10 @@ fn taken_code(
 /// The code for one point at `at`.
 fn point_code(pc: &PointCode, at: u64) -> Result<(Vec<u8>, SavePlan), PatchError> {
     let compile = |s: &SnippetSrc, addr| {
-        match s.checked {
-            Some(program) => snippet::generate(program, s.source, addr),
-            None => snippet::compile(s.source, s.env, addr).map(|c| c.code),
+        match (s.checked, s.memo) {
+            (Some(program), Some(memo)) => super::movable::code_at(memo, program, s.source, addr),
+            (Some(program), None) => snippet::generate(program, s.source, addr),
+            (None, _) => snippet::compile(s.source, s.env, addr).map(|c| c.code),
         }
         .map_err(|e| compile_err(s, e))
     };

@@ -41,6 +41,7 @@ mod applied;
 pub mod edge;
 pub mod interpose;
 pub mod layout;
+mod movable;
 pub mod plan;
 pub mod reloc;
 pub mod tramp;
@@ -119,6 +120,10 @@ pub struct PatchOptions {
     /// Parse and check every snippet each time a trampoline is laid out, as gsh did before
     /// it kept checked snippets ([`crate::snippet::cache`]); a benchmark compares.
     pub recheck_snippets: bool,
+    /// Generate each checked snippet's code afresh at every address a trampoline's layout
+    /// tries, as gsh did before it moved the code generated once ([`movable`]); a benchmark
+    /// compares.
+    pub generate_at_each_address: bool,
 }
 
 /// One snippet to insert at one point. The patcher keeps it, to lay the trampoline out again
@@ -795,8 +800,11 @@ impl Patcher {
                     .flatten()
             })
             .collect();
+        // Each snippet's code, generated once and moved to every address the layouts try.
+        let memos: Vec<movable::Memo> = reqs.iter().map(|_| movable::Memo::new()).collect();
+        let move_code = !self.options.generate_at_each_address;
         let mut codes: HashMap<u64, PointCode> = HashMap::new();
-        for (r, checked) in reqs.iter().zip(&checked) {
+        for ((r, checked), memo) in reqs.iter().zip(&checked).zip(&memos) {
             let a = r.point.addr;
             // At call boundaries the ABI leaves the flags dead, unless the instruction at the
             // point reads them (a conditional tail call).
@@ -856,6 +864,7 @@ impl Patcher {
                 source: &r.source,
                 env: &*r.env,
                 checked: checked.as_deref(),
+                memo: move_code.then_some(memo),
             });
         }
         // A function copied whole reads private copies of its jump tables.
@@ -1079,6 +1088,11 @@ impl Patcher {
             .flat_map(|a| a.requests.iter())
             .map(|r| (&r.source, &r.env));
         self.checks.keep_only(used);
+    }
+
+    /// Sets [`PatchOptions::generate_at_each_address`].
+    pub fn generate_at_each_address(&mut self, on: bool) {
+        self.options.generate_at_each_address = on;
     }
 
     /// Sets [`PatchOptions::recheck_snippets`].

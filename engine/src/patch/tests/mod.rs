@@ -910,8 +910,9 @@ fn a_table_nothing_bounds_is_refused_with_the_reason() {
     assert!(refused > 0, "run's tables lead into shared blocks: {cfg:?}");
 }
 
-/// A trampoline laid out from a snippet checked before (as a relay lays it out) is byte for
-/// byte the one laid out from its text, at every address and with the flags live or not.
+/// A trampoline laid out from a snippet checked before (as a relay lays it out), and from its
+/// code generated once and moved to each address, is byte for byte the one laid out from its
+/// text, at every address and with the flags live or not.
 #[test]
 fn a_snippet_checked_once_lays_out_the_same_bytes_as_its_text() {
     use super::layout::{decode_at, lay_out, PointCode, SnippetSrc};
@@ -951,22 +952,31 @@ fn a_snippet_checked_once_lays_out_the_same_bytes_as_its_text() {
             .0
             .expect("checks");
         for flags_live in [false, true] {
+            // One memo through every base: its code is moved from the first.
+            let memo = super::movable::Memo::new();
             for base in [0x7000_8000u64, 0x7001_0004, 0x6fff_0000] {
-                let lay = |checked| {
+                let lay = |checked, memo| {
                     let mut pc = PointCode::empty(super::VectorSave::default());
                     pc.flags_live = flags_live;
                     pc.snippets.push(SnippetSrc {
                         source,
                         env: &env,
                         checked,
+                        memo,
                     });
                     let codes: HashMap<u64, PointCode> = [(at, pc)].into_iter().collect();
                     lay_out(&[decode_at(&code, at)], &codes, base).expect("lays out")
                 };
-                let (text, checked) = (lay(None), lay(Some(&program)));
-                assert_eq!(text.bytes, checked.bytes, "{source} at {base:#x}");
-                assert_eq!(text.map, checked.map, "{source} at {base:#x}");
+                let text = lay(None, None);
+                for (checked, how) in [
+                    (lay(Some(&program), None), "checked"),
+                    (lay(Some(&program), Some(&memo)), "moved"),
+                ] {
+                    assert_eq!(text.bytes, checked.bytes, "{source} {how} at {base:#x}");
+                    assert_eq!(text.map, checked.map, "{source} {how} at {base:#x}");
+                }
             }
+            assert!(matches!(memo.get(), Some(Some(_))), "{source}: not kept");
         }
     }
 }
