@@ -1861,3 +1861,75 @@ fn forked_children_never_count_into_their_parents_arena() {
         .map(|v| v.calls);
     assert_eq!(calls, Some(50), "{values:?}");
 }
+
+/// A SIGSEGV sent to the thread running an injected system call (`kill -SEGV`, `tgkill`) is
+/// the program's signal, not a crash of the injected code: the call completes. gsh took any
+/// SIGSEGV for a fault and failed the call with "crashed with SIGSEGV".
+#[test]
+fn a_sigsegv_sent_during_an_injected_call_is_not_a_crash() {
+    let (guard, _out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let exe = live();
+    let near = t.with(|p, _| symbol(p, &exe, "add3")).unwrap();
+    // 400 ms of `nanosleep` in the leader, which is sent a SIGSEGV 100 ms in.
+    let at = t
+        .with(|p, _| -> Result<u64, ProcessError> {
+            let at = p.allocate(near, 16, AllocKind::Data)?;
+            let mut ts = 0u64.to_le_bytes().to_vec();
+            ts.extend_from_slice(&400_000_000u64.to_le_bytes());
+            p.write(at, &ts)?;
+            Ok(at)
+        })
+        .unwrap()
+        .unwrap();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: plain system call on a process this test owns.
+        unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, libc::SIGSEGV) }
+    });
+    let slept = t
+        .with(|p, _| p.syscall(libc::SYS_nanosleep, &[at, 0]))
+        .unwrap();
+    assert_eq!(sender.join().unwrap(), 0);
+    assert_eq!(slept.unwrap(), 0, "the injected nanosleep did not complete");
+    drop(t);
+    drop(guard);
+}
+
+/// A call injected into a program of one thread that lives in `malloc` and `free` (glibc's
+/// allocator takes no lock then) waits for a thread outside the allocator: `dlopen`, which
+/// allocates, ran `malloc` again over a heap half updated, and the program aborted ("malloc():
+/// unsorted double linked list corrupted") or the call crashed with SIGSEGV.
+#[test]
+fn a_call_injected_while_the_program_is_in_malloc_runs_outside_the_allocator() {
+    let exe = Mutatee::new("mallocloop").path(Variant::O2);
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    // Each attach stops the program where it happens to be, mostly inside the allocator.
+    for round in 0..8 {
+        let (mut guard, mut out) = spawn_ready(&exe, &[]);
+        let pid = guard.0.id() as i32;
+        std::thread::sleep(Duration::from_millis(5 + round * 3));
+        let t = Tracer::attach(pid, NoHooks).unwrap();
+        t.with(|p, _| p.load_library(&lib))
+            .unwrap()
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        // It runs on a while with the library loaded, then checks its heap.
+        t.with(|p, _| p.resume()).unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+        t.with(|p, _| {
+            p.halt()?;
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.detach()
+        })
+        .unwrap()
+        .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        drop(t);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let status = guard.0.wait().unwrap();
+        assert_eq!(rest, "heap intact\n", "round {round}: {status}");
+        assert!(status.success(), "round {round}: {status}");
+    }
+}
