@@ -632,6 +632,29 @@ impl Process {
             self.resume()?;
             std::thread::sleep(SAFE_POINT_RUN);
             self.halt()?;
+            // A signal sent meanwhile (`kill`, `raise`) is kept for its thread, delivered when
+            // the program resumes, as an injected run keeps one; it need not hold the thread
+            // back. A fault or a trap stays a stop for the hooks.
+            let deferred = std::mem::take(&mut self.deferred);
+            for (tid, ev) in deferred {
+                match ev {
+                    // The dynamic linker's hook, passed on the way (a program in its
+                    // start-up): noted as an injected run notes it, the signal dropped.
+                    WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                        self.note_rendezvous()?;
+                    }
+                    WaitEvent::Signal(sig)
+                        if sig != libc::SIGTRAP
+                            && sig != SYSCALL_STOP
+                            && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
+                    {
+                        if let Some(t) = self.threads.get_mut(&tid) {
+                            t.pending.push(sig);
+                        }
+                    }
+                    _ => self.deferred.push_back((tid, ev)),
+                }
+            }
         }
         Err(ProcessError::Inject {
             what: what.to_owned(),
@@ -663,13 +686,23 @@ impl Process {
                     send it SIGCONT and try again"
                 .into();
         }
+        let stops: Vec<String> = self
+            .deferred
+            .iter()
+            .map(|(tid, ev)| format!("thread {tid}: {ev:?}"))
+            .collect();
         format!(
             "no thread is stopped in a state that can run injected code ({} threads: {} in a \
-             job-control stop, {} with a stop still to handle); let it run (`continue &`) \
+             job-control stop, {} with a stop still to handle{}); let it run (`continue &`) \
              and try again",
             self.threads.len(),
             job,
-            self.deferred.len()
+            self.deferred.len(),
+            if stops.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", stops.join(", "))
+            }
         )
     }
 
