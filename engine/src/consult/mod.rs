@@ -419,6 +419,9 @@ pub struct Finding {
 pub struct Search {
     settings: Settings,
     nodes: Vec<Node>,
+    /// The longest an experiment took to start so far (inserting its probes, analysing the
+    /// code they go into): none starts that would not be in before the deadline.
+    slowest_start: std::time::Duration,
 }
 
 impl Search {
@@ -444,7 +447,11 @@ impl Search {
                 measured: None,
             })
             .collect();
-        Search { settings, nodes }
+        Search {
+            settings,
+            nodes,
+            slowest_start: std::time::Duration::ZERO,
+        }
     }
 
     /// The search history graph so far, roots first, each node after its parent.
@@ -540,9 +547,10 @@ impl Search {
         self.step_until(lab, now, None)
     }
 
-    /// [`Search::step`], starting no experiment once `deadline` has passed: starting one
-    /// inserts its probes, which in a large program can take seconds, and the search's time
-    /// limit counts them.
+    /// [`Search::step`], starting no experiment once `deadline` has passed, nor one that would
+    /// not be in by then, as long as the slowest start so far took: starting one inserts its
+    /// probes, which in a large program can take seconds, and the search's time limit counts
+    /// them.
     pub fn step_until(
         &mut self,
         lab: &mut dyn Lab,
@@ -695,7 +703,8 @@ impl Search {
             .filter(|n| n.state == State::Active)
             .count();
         for i in waiting {
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            let begun = std::time::Instant::now();
+            if deadline.is_some_and(|d| begun + self.slowest_start >= d) {
                 break;
             }
             let limit = self.settings.cost_limit;
@@ -717,7 +726,9 @@ impl Search {
                 Some(c) if running > 0 && cost + c > limit => continue,
                 Some(c) => c,
             };
-            match lab.start(&self.nodes[i].experiment) {
+            let started = lab.start(&self.nodes[i].experiment);
+            self.slowest_start = self.slowest_start.max(begun.elapsed());
+            match started {
                 Ok(probe) => {
                     self.nodes[i].measured = Some(lab.method(probe));
                     self.nodes[i].probe = Some(probe);

@@ -105,7 +105,8 @@ while the program is stopped is read when it runs again). Libraries the program 
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \
 showing their code (it names their functions and walks through them from then on), and \
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
-SECONDS (default 60; probes being inserted count, and no experiment starts after it), on \
+SECONDS (default 60; probes being inserted count, and no experiment starts that would not be \
+in by then, judging by the slowest start so far), on \
 Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
