@@ -298,6 +298,13 @@ pub trait Lab {
         let _ = probe;
         None
     }
+    /// The share of the program's time the lab's probes have taken since the search began
+    /// (what the ones taken out paid and what the ones in have paid so far): while it is at
+    /// the cost limit, nothing that costs starts, so that the search's cost over its whole
+    /// run stays under the limit too, however many probes turn out too costly and come out.
+    fn spent(&mut self) -> f64 {
+        0.0
+    }
     /// Starts measuring `e`.
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String>;
     /// What `probe` has measured since it settled; `None` before it has.
@@ -702,13 +709,19 @@ impl Search {
             .iter()
             .filter(|n| n.state == State::Active)
             .count();
+        // What the probes have spent so far, asked once a step.
+        let mut spent: Option<f64> = None;
         for i in waiting {
             let begun = std::time::Instant::now();
             if deadline.is_some_and(|d| begun + self.slowest_start >= d) {
                 break;
             }
             let limit = self.settings.cost_limit;
-            let c = match lab.predicted_cost(&self.nodes[i].experiment) {
+            let predicted = lab.predicted_cost(&self.nodes[i].experiment);
+            if predicted != Some(0.0) && *spent.get_or_insert_with(|| lab.spent()) >= limit {
+                continue;
+            }
+            let c = match predicted {
                 None if running > 0 => continue,
                 None => 0.0,
                 Some(c) if c > limit => {

@@ -575,6 +575,29 @@ impl Lab for ProbeLab<'_> {
         Some(UNKNOWN_COST)
     }
 
+    fn spent(&mut self) -> f64 {
+        let ns = self.stats.timer_ns;
+        let keys: Vec<(u64, u32, i32, u64)> = self
+            .timers
+            .iter()
+            .filter(|(k, t)| {
+                self.timers
+                    .iter()
+                    .find(|(_, x)| x.key == t.key)
+                    .map(|(k, _)| k)
+                    == Some(*k)
+            })
+            .map(|(k, t)| (*k, t.id, t.tid, t.all.entries))
+            .collect();
+        let mut paid = self.paid_ns;
+        for (_, id, tid, from) in keys {
+            if let Some(v) = self.timer_all(id, tid) {
+                paid += v.entries.saturating_sub(from) as f64 * ns;
+            }
+        }
+        paid / 1e9 / self.started.elapsed().as_secs_f64().max(1e-9)
+    }
+
     fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
         if probe.0 & TIMER_BIT == 0 {
             return self.inner.measured_cost(probe);

@@ -32,6 +32,8 @@ struct Model {
     known_cost: HashMap<String, f64>,
     /// The largest cost measured of what ran at once, after each step.
     peak_cost: f64,
+    /// The share of the program's time the probes have taken so far.
+    spent: f64,
 }
 
 fn f(path: &[&str]) -> Focus {
@@ -64,6 +66,7 @@ impl Model {
             hidden_cost: HashMap::new(),
             known_cost: HashMap::new(),
             peak_cost: 0.0,
+            spent: 0.0,
         }
     }
 
@@ -123,6 +126,10 @@ impl Lab for Model {
                 .get(&e.focus.to_string())
                 .unwrap_or(&self.cost),
         )
+    }
+
+    fn spent(&mut self) -> f64 {
+        self.spent
     }
 
     fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
@@ -301,6 +308,30 @@ fn a_probe_over_the_cost_limit_is_removed_and_refused_and_never_started_again() 
     assert!(!m.started[started..]
         .iter()
         .any(|e| e.focus.to_string() == hot));
+}
+
+/// While the probes have taken the limit's share of the program's time so far (many tried and
+/// found too costly), nothing that costs starts; what the samples measure goes on.
+#[test]
+fn nothing_that_costs_starts_while_the_probes_have_spent_the_limit() {
+    let mut m = cpu_in_an_inner_loop();
+    m.spent = 0.05;
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    for step in 0..20 {
+        search.step(&mut m, f64::from(step) * 0.1);
+    }
+    assert!(m.started.is_empty(), "{:?}", m.started);
+    // Samples cost nothing more: a lab that predicts 0 starts them.
+    m.cost = 0.0;
+    search.step(&mut m, 2.0);
+    assert!(!m.started.is_empty());
+    // Once the share has fallen below the limit, what costs starts again.
+    m.cost = 0.01;
+    m.spent = 0.01;
+    let mut again = Search::new(Settings::default(), f(&["app"]));
+    let before = m.started.len();
+    again.step(&mut m, 0.0);
+    assert!(m.started.len() > before);
 }
 
 /// Probes that each fit the limit but together do not: the latest started is removed and

@@ -91,14 +91,18 @@ is not known yet goes in only when no other unknown one is in; one that turns ou
 more than the limit is taken out at once and its experiment is refused (state `refused`, \
 with what it cost); of timers that fit the limit alone but not together, the latest is taken \
 out and waits its turn; and a timer measured before is predicted to cost what it cost then, \
-so one over the limit is refused without going in. The result reports the overhead: the \
+so one over the limit is refused without going in; and while the timers have taken the \
+limit's share of the program's time since the search began (many tried and found too costly), \
+none goes in. The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
 threads would have run without it. A stop costs a thread what it would have run meanwhile \
 (at its rate between stops, from its schedstat): nothing for a thread asleep, the whole stop \
 for one computing on a CPU of its own, and for one that waits for a CPU, that less the time \
 it waited, since the scheduler gives a stopped thread its turn back; the loop timers cost \
 their entries times a timed entry's cost, which the search measures on this machine as it \
-starts (the timer's instructions run in gsh against the same loop without them). The time the \
+starts (the timer's instructions run in gsh against the same loop without them): an upper \
+bound, since inside a loop bound by its own dependency chain the timer's instructions run \
+beside it (`xtask bench-consult` measured a fifth of it there). The time the \
 program was stopped, the stops taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
 while the program is stopped is read when it runs again). Libraries the program \
