@@ -7,10 +7,10 @@
 //! with `Relaxed` loads and stores, which compile to plain `mov`s: no `lock` prefix anywhere on
 //! the hot path, and no data race in Rust's memory model either.
 
-use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
 /// Version of this layout. Bumped whenever a field that generated code or the mutator reads moves.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 4;
 /// `b"GSRT"` read as a little-endian u32: lets the mutator check it found the root.
 pub const ROOT_MAGIC: u32 = u32::from_le_bytes(*b"GSRT");
 /// Deepest call path recorded; walks stop here.
@@ -29,9 +29,11 @@ pub const DEFAULT_PATH_CAPACITY: u32 = 4096;
 /// Entries in the per-thread cache of unwind-table lookups (16 bytes each, private to the
 /// runtime; it sits between the shadow stack and the path table).
 pub const RA_CACHE_ENTRIES: u64 = 256;
-/// Bytes of the per-thread walk memo (private to the runtime; it follows the unwind-rule
-/// cache): the last call-path walk's inputs, every stack word it read, and the record it found.
+/// Bytes of the per-thread walk memo ([`WalkMemo`]; it follows the unwind-rule cache): the
+/// last call-path walk's inputs, every stack word it read, and the record it found.
 pub const WALK_MEMO_BYTES: u64 = 1088;
+/// Thread blocks in the shared arena (see [`Root::arena`]).
+pub const ARENA_BLOCKS: u64 = 1024;
 /// Shadow-stack entries per thread; deeper activations are counted but not timed.
 pub const SHADOW_CAPACITY: u32 = 1024;
 
@@ -101,8 +103,19 @@ abi_struct! {
         pub tls_offset: AtomicI64,
         /// Number of registered unwind tables in `unwind`.
         pub unwind_count: AtomicU32,
-        /// Padding; zero.
-        pub reserved: u32,
+        /// The process's descriptor of the memfd that backs the arena, -1 without an arena
+        /// (a forked child's runtime gives its parent's up).
+        pub arena_fd: AtomicI32,
+        /// Address of the arena: [`ARENA_BLOCKS`] thread blocks mapped shared from `arena_fd`
+        /// (block `k` at `arena + k * block_size`, file offset `k * block_size`), so their
+        /// values outlive the process in the mutator's copy of the descriptor; 0 without one.
+        pub arena: AtomicU64,
+        /// Arena blocks handed out so far (at most [`ARENA_BLOCKS`]); blocks of exited threads
+        /// are handed out again before new ones.
+        pub arena_used: AtomicU64,
+        /// Thread blocks that found the arena full and were mapped privately (their values are
+        /// read while the process lives, and lost with it).
+        pub arena_overflow: AtomicU64,
         /// Registered unwind tables, the first `unwind_count` valid.
         pub unwind: [UnwindTable; MAX_UNWIND_TABLES],
     }
@@ -246,7 +259,7 @@ pub const FRAME_DEAD: u32 = 5;
 /// `ShadowEntry::record` for path activations counted in the header's `other_*`.
 pub const RECORD_OTHER: u32 = u32::MAX;
 /// `PathRecord::slot` of a record whose slot the mutator handed out again: never matched or
-/// reported again.
+/// reported again, until its thread claims it again for a new path.
 pub const RETIRED_SLOT: u32 = u32::MAX;
 
 abi_struct! {
@@ -288,6 +301,45 @@ abi_struct! {
     }
 }
 
+abi_struct! {
+    /// The memo of a thread's last call-path walk, at [`memo_offset`] in its block: written
+    /// only by the runtime (on a walk), read by the runtime and by generated code, which
+    /// reuses `record` without walking when the walk's inputs and every word it read are
+    /// unchanged. Never read by the mutator.
+    pub struct WalkMemo {
+        /// Even while the memo may be read; the runtime makes it odd while it uses the memo and
+        /// even again after, so it changes across every use: a reader that sees it even and
+        /// unchanged after its reads (a signal handler ran no walk in between) read a whole memo.
+        pub seq: u64,
+        /// The walk's `rsp`; 0: no memo.
+        pub rsp: u64,
+        /// The walk's `rbp`.
+        pub rbp: u64,
+        /// `ThreadHeader::stack_hi` when it walked.
+        pub hi: u64,
+        /// `Root::unwind_count` when it walked.
+        pub gen: u64,
+        /// The record's hash then.
+        pub hash: u64,
+        /// The slot it walked for.
+        pub slot: u32,
+        /// The path record it found (never [`RECORD_OTHER`]).
+        pub record: u32,
+        /// Words in `words`.
+        pub n: u64,
+        /// `words[..n]`: (address, value) of every stack word the walk read, in order.
+        pub words: [[u64; 2]; 2 * MAX_PATH_DEPTH],
+    }
+}
+
+/// Offset of the [`WalkMemo`] in a thread block whose shadow stack is at `shadow_offset`
+/// (`Root::shadow_offset`): after the shadow stack and the unwind-rule cache.
+pub const fn memo_offset(shadow_offset: u64) -> u64 {
+    shadow_offset
+        + SHADOW_CAPACITY as u64 * core::mem::size_of::<ShadowEntry>() as u64
+        + RA_CACHE_ENTRIES * 16
+}
+
 const _: () = {
     use core::mem::{offset_of, size_of};
     assert!(offset_of!(Root, state) == 8);
@@ -297,9 +349,11 @@ const _: () = {
     assert!(offset_of!(Root, tsc_mult) == 80);
     assert!(offset_of!(Root, tls_offset) == 104);
     assert!(offset_of!(Root, unwind_count) == 112);
-    assert!(offset_of!(Root, unwind) == 120);
+    assert!(offset_of!(Root, arena_fd) == 116);
+    assert!(offset_of!(Root, arena) == 120);
+    assert!(offset_of!(Root, unwind) == 144);
     assert!(size_of::<UnwindTable>() == 32);
-    assert!(size_of::<Root>() == 120 + 32 * MAX_UNWIND_TABLES);
+    assert!(size_of::<Root>() == 144 + 32 * MAX_UNWIND_TABLES);
     assert!(size_of::<UnwindEntry>() == 16);
     assert!(offset_of!(ThreadHeader, shadow_top) == 24);
     assert!(offset_of!(ThreadHeader, path_mask) == 32);
@@ -312,4 +366,6 @@ const _: () = {
     assert!(offset_of!(PathRecord, count) == 16);
     assert!(offset_of!(PathRecord, ras) == 32);
     assert!(size_of::<PathRecord>() == 32 + 8 * MAX_PATH_DEPTH);
+    assert!(offset_of!(WalkMemo, words) == 64);
+    assert!(size_of::<WalkMemo>() as u64 == WALK_MEMO_BYTES);
 };

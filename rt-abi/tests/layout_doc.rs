@@ -27,6 +27,7 @@ fn structs() -> Vec<(&'static str, &'static [Field], usize)> {
         ("SlotRecord", SlotRecord::FIELDS, size_of::<SlotRecord>()),
         ("ShadowEntry", ShadowEntry::FIELDS, size_of::<ShadowEntry>()),
         ("PathRecord", PathRecord::FIELDS, size_of::<PathRecord>()),
+        ("WalkMemo", WalkMemo::FIELDS, size_of::<WalkMemo>()),
         ("Descriptor", Descriptor::FIELDS, size_of::<Descriptor>()),
     ]
 }

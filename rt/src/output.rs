@@ -4,7 +4,7 @@
 //!
 //! The format (`rt/LAYOUT.md` has an example) is one object: `abi`, `clock`, `ns_per_tick`,
 //! `slots` (totals over all threads, non-zero slots only: `slot`, `count`, `ns`), and `threads`
-//! (per thread: `tid`, `alive`, the same `slots`, `paths` with `slot`, `count`, `ns`, `ras` as
+//! (per thread block: `tid` of the last thread that had it, `alive`, the same `slots`, `paths` with `slot`, `count`, `ns`, `ras` as
 //! hex strings innermost first, `other`, and the anomaly counters). Times include activations
 //! still open on the exiting thread (e.g. `main`, which never returns when the program calls
 //! `exit`), credited up to the moment of writing. Then `meta`, the JSON text `save` stored in

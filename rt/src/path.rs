@@ -145,30 +145,8 @@ pub fn walk(b: Block, rsp: u64, rbp: u64, ras: &mut [u64; MAX_PATH_DEPTH]) -> us
     walk_logged(b, rsp, rbp, ras, None)
 }
 
-/// The memo of a thread's last walk, private to the runtime ([`WALK_MEMO_BYTES`] at
-/// `MEMO_OFF` in the block; zero, as a fresh or cleared block is, means empty).
-#[repr(C)]
-struct WalkMemo {
-    /// Set while an entry point uses the memo: a signal handler's profiled entry that
-    /// interrupts it neither reads nor writes the memo.
-    busy: u64,
-    /// The walk's inputs; `rsp == 0`: no memo.
-    rsp: u64,
-    rbp: u64,
-    hi: u64,
-    gen: u64,
-    /// The record found, with the hash and slot it had.
-    hash: u64,
-    slot: u32,
-    record: u32,
-    /// `words[..n]`: (address, value) of every stack word the walk read, in order.
-    n: u64,
-    words: [[u64; 2]; 2 * MAX_PATH_DEPTH],
-}
-
-const _: () = assert!(size_of::<WalkMemo>() as u64 <= WALK_MEMO_BYTES);
-
-/// The walk memo of block `b`.
+/// The walk memo of block `b` ([`WalkMemo`], at `MEMO_OFF`; zero, as a fresh or cleared block
+/// is, means empty).
 #[inline(always)]
 fn memo(b: Block) -> *mut WalkMemo {
     // SAFETY: the memo region lies inside the block, `WALK_MEMO_BYTES` long, 8-aligned.
@@ -189,7 +167,7 @@ fn walk_logged(
         let v = word(p);
         if let Some(m) = log {
             // SAFETY: at most two words are read per frame, so `logged < 2 * MAX_PATH_DEPTH`;
-            // `m` is this thread's memo, held busy by the caller. Volatile: a loop of plain
+            // `m` is this thread's memo, kept odd-`seq` by the caller. Volatile: a loop of plain
             // stores may compile to a call of libc's `memcpy`.
             unsafe { (&raw mut (*m).words[logged]).write_volatile([p, v]) };
             logged += 1;
@@ -279,51 +257,79 @@ pub fn hash(slot: u32, ras: &[u64]) -> u64 {
 }
 
 /// Finds or claims the record for this path; [`RECORD_OTHER`] when the table is full.
+///
+/// A record the mutator retired (its slot handed to a new owner: `RETIRED_SLOT`) is claimed
+/// again, for a path not found further along its probe sequence. Without that, a path
+/// profiled again in each of many sessions (the same return addresses, so the same hash)
+/// met one more retired record each time and went to [`RECORD_OTHER`] after [`MAX_PROBE`]
+/// of them (redis's `pingCommand` in the 33rd cycle of `xtask soak-redis`).
 #[inline(always)]
 fn find(b: Block, h: &ThreadHeader, slot: u32, ras: &[u64]) -> u32 {
     let hv = hash(slot, ras);
     let mut i = hv as u32 & h.path_mask;
+    let mut retired = None;
     for _ in 0..MAX_PROBE.min(h.path_mask + 1) {
         let p = record_ptr(b, i);
         // SAFETY: `p` is a record inside the block (see `record_ptr`); only the atomic field is
         // borrowed while the record may still be written below.
         let rh = unsafe { (*p).hash.load(Relaxed) };
         if rh == 0 {
+            if let Some(r) = retired {
+                return claim(b, r, hv, slot, ras);
+            }
             let used = h.path_used.load(Relaxed);
             if used >= (h.path_mask + 1) / 4 * 3 {
                 return RECORD_OTHER;
             }
-            // SAFETY: a free record is written only by its owning thread, before `hash` is
-            // published with release order; readers ignore it until then.
-            unsafe {
-                (&raw mut (*p).slot).write(slot);
-                (&raw mut (*p).depth).write(ras.len() as u32);
-                // Word by word with volatile stores: a `copy_nonoverlapping` of unknown length
-                // compiles to a call of libc's `memcpy`, which the `_tsc` entry points must
-                // not reach (and which may be the very function being measured).
-                let dst = (&raw mut (*p).ras).cast::<u64>();
-                for (k, &ra) in ras.iter().enumerate() {
-                    dst.add(k).write_volatile(ra);
-                }
-            }
-            // SAFETY: as above.
-            unsafe { (*p).hash.store(hv, Release) };
             h.path_used.store(used + 1, Relaxed);
-            return i;
+            return claim(b, i, hv, slot, ras);
         }
-        // SAFETY: a published record is no longer written except for its atomic counters.
+        // SAFETY: a published record is no longer written except for its atomic counters, or
+        // by this thread when it claims a retired one again.
         let r = unsafe { &*p };
-        // Compared word by word: a slice comparison compiles to a call of libc's `bcmp`.
-        if rh == hv
+        if r.slot == RETIRED_SLOT {
+            retired.get_or_insert(i);
+        } else if rh == hv
             && r.slot == slot
             && r.depth as usize == ras.len()
+            // Compared word by word: a slice comparison compiles to a call of libc's `bcmp`.
             && r.ras.iter().zip(ras).all(|(a, b)| a == b)
         {
             return i;
         }
         i = (i + 1) & h.path_mask;
     }
-    RECORD_OTHER
+    match retired {
+        Some(r) => claim(b, r, hv, slot, ras),
+        None => RECORD_OTHER,
+    }
+}
+
+/// Makes record `i` (free, or retired by the mutator) this path's, with no activations yet.
+#[inline(always)]
+fn claim(b: Block, i: u32, hv: u64, slot: u32, ras: &[u64]) -> u32 {
+    let p = record_ptr(b, i);
+    // SAFETY: `p` is a record inside the block. A free or retired record is written only by
+    // its owning thread (this one); its hash is cleared first and published again last, with
+    // release order, so a reader ignores it while it changes. The mutator writes only
+    // records it reads as claimed by a live slot, never a retired one.
+    unsafe {
+        (*p).hash.store(0, Relaxed);
+        compiler_fence(SeqCst);
+        (&raw mut (*p).slot).write(slot);
+        (&raw mut (*p).depth).write(ras.len() as u32);
+        (*p).count.store(0, Relaxed);
+        (*p).total_ns.store(0, Relaxed);
+        // Word by word with volatile stores: a `copy_nonoverlapping` of unknown length
+        // compiles to a call of libc's `memcpy`, which the `_tsc` entry points must
+        // not reach (and which may be the very function being measured).
+        let dst = (&raw mut (*p).ras).cast::<u64>();
+        for (k, &ra) in ras.iter().enumerate() {
+            dst.add(k).write_volatile(ra);
+        }
+        (*p).hash.store(hv, Release);
+    }
+    i
 }
 
 /// The memo's record if the walk from (`rsp`, `rbp`) would read what the memo's did.
@@ -356,21 +362,25 @@ fn memo_hit(
 
 /// The path record (or [`RECORD_OTHER`]) of an activation of `slot` entered with `rsp`, `rbp`:
 /// from the memo when it applies, else by walking, remembering the walk.
+///
+/// The memo's `seq` is odd while this runs and changes across every run, so generated code
+/// that reads the memo (`rt/LAYOUT.md`, `WalkMemo`) and is interrupted by a signal handler
+/// whose profiled entry comes here sees `seq` changed and does not trust what it read.
 #[inline(always)]
 fn record_for(b: Block, h: &ThreadHeader, slot: u32, rsp: u64, rbp: u64) -> u32 {
     let mp = memo(b);
     // SAFETY: `mp` is this thread's memo; only this thread (or a signal handler interrupting
-    // it, which `busy` keeps out) touches it.
-    let busy = unsafe { (&raw const (*mp).busy).read_volatile() };
-    if busy != 0 {
+    // it, which an odd `seq` keeps out) writes it.
+    let seq = unsafe { (&raw const (*mp).seq).read_volatile() };
+    if seq & 1 != 0 {
         let mut ras = [0u64; MAX_PATH_DEPTH];
         let n = walk(b, rsp, rbp, &mut ras);
         return find(b, h, slot, &ras[..n]);
     }
-    // SAFETY: as above; the fences keep the memo's use between the two stores of `busy`.
-    unsafe { (&raw mut (*mp).busy).write_volatile(1) };
+    // SAFETY: as above; the fences keep the memo's use between the two stores of `seq`.
+    unsafe { (&raw mut (*mp).seq).write_volatile(seq.wrapping_add(1)) };
     compiler_fence(SeqCst);
-    // SAFETY: as above; no other reference to the memo exists while it is busy.
+    // SAFETY: as above; no other reference to the memo exists while `seq` is odd.
     let hit = memo_hit(b, h, unsafe { &*mp }, slot, rsp, rbp);
     let idx = match hit {
         Some(i) => i,
@@ -399,7 +409,7 @@ fn record_for(b: Block, h: &ThreadHeader, slot: u32, rsp: u64, rbp: u64) -> u32 
     };
     compiler_fence(SeqCst);
     // SAFETY: as above.
-    unsafe { (&raw mut (*mp).busy).write_volatile(0) };
+    unsafe { (&raw mut (*mp).seq).write_volatile(seq.wrapping_add(2)) };
     idx
 }
 

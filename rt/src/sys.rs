@@ -8,7 +8,9 @@ const SYS_READ: u64 = 0;
 const SYS_OPEN: u64 = 2;
 const SYS_CLOSE: u64 = 3;
 const SYS_MMAP: u64 = 9;
+const SYS_FTRUNCATE: u64 = 77;
 const SYS_GETTID: u64 = 186;
+const SYS_MEMFD_CREATE: u64 = 319;
 const SYS_CLOCK_GETTIME: u64 = 228;
 
 /// Issues a raw system call with up to six arguments and returns the kernel's result (negative
@@ -44,6 +46,59 @@ pub fn mmap_anon(len: usize) -> Option<*mut u8> {
     } else {
         Some(ret as *mut u8)
     }
+}
+
+/// A new memfd of `len` bytes (sparse: pages appear when first touched), closed on exec;
+/// `None` when the kernel refuses.
+pub fn memfd(name: &std::ffi::CStr, len: u64) -> Option<i32> {
+    // SAFETY: `name` is NUL-terminated; memfd_create only reads it and returns a new fd.
+    let fd = unsafe {
+        syscall6(
+            SYS_MEMFD_CREATE,
+            [name.as_ptr() as u64, libc::MFD_CLOEXEC as u64, 0, 0, 0, 0],
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is the memfd just made; ftruncate only sets its size.
+    if unsafe { syscall6(SYS_FTRUNCATE, [fd as u64, len, 0, 0, 0, 0]) } != 0 {
+        close(fd as i32);
+        return None;
+    }
+    Some(fd as i32)
+}
+
+/// Maps the first `len` bytes of `fd` shared, read-write, at a kernel-chosen address.
+pub fn mmap_shared(fd: i32, len: usize) -> Option<*mut u8> {
+    let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    let flags = (libc::MAP_SHARED | libc::MAP_NORESERVE) as u64;
+    // SAFETY: a new mapping at a kernel-chosen address touches no existing memory; the kernel
+    // returns a page-aligned address or -errno.
+    let ret = unsafe { syscall6(SYS_MMAP, [0, len as u64, prot, flags, fd as u64, 0]) };
+    if (-4095..0).contains(&ret) {
+        None
+    } else {
+        Some(ret as *mut u8)
+    }
+}
+
+/// Replaces the mapping at `at` (`len` bytes, mapped shared from `fd`) with a private,
+/// copy-on-write mapping of the same file: the same bytes, whose later writes stay in this
+/// process. True when done.
+pub fn mmap_private_over(at: *mut u8, len: usize, fd: i32) -> bool {
+    let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    let flags = (libc::MAP_PRIVATE | libc::MAP_FIXED | libc::MAP_NORESERVE) as u64;
+    // SAFETY: MAP_FIXED replaces exactly the runtime's own arena mapping `[at, at + len)`
+    // with one of the same file and size, so every address stays mapped with the same bytes.
+    let ret = unsafe { syscall6(SYS_MMAP, [at as u64, len as u64, prot, flags, fd as u64, 0]) };
+    ret == at as i64
+}
+
+/// Closes `fd`.
+pub fn close(fd: i32) {
+    // SAFETY: closing a descriptor the runtime owns; errors leave nothing to undo.
+    unsafe { syscall6(SYS_CLOSE, [fd as u64, 0, 0, 0, 0, 0]) };
 }
 
 /// Reads a POSIX clock in nanoseconds with the raw system call (0 if the clock is

@@ -1,11 +1,19 @@
-//! The root, one-time initialisation, and per-thread blocks: allocated with `mmap` on a thread's
-//! first event, pushed onto a lock-free list that is never popped, marked dead (but kept, so its
-//! counts stay in the totals) by a pthread-key destructor when the thread exits.
+//! The root, one-time initialisation, and per-thread blocks: made on a thread's first event,
+//! pushed onto a lock-free list that is never popped, marked dead (but kept, so its counts stay
+//! in the totals) by a pthread-key destructor when the thread exits, and handed to the next new
+//! thread that needs one (its counts carry on in the totals, under the new thread's id).
+//!
+//! Blocks live in the *arena*: [`ARENA_BLOCKS`] blocks mapped `MAP_SHARED` from a memfd made at
+//! initialisation. gsh takes a descriptor of that memfd (`pidfd_getfd`), so the values stay
+//! readable after the process is gone, without gsh seeing its exit: an attached process that
+//! measures runs untraced. A forked child maps the arena privately (copy-on-write from the
+//! file) before it returns from `fork`, so its counts never reach its parent's. A block that
+//! finds the arena full is mapped privately (`Root::arena_overflow`).
 
 use crate::layout::*;
 use crate::{clock, sys, tls};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 use std::sync::Once;
 
 /// The root of everything the mutator reads. Find it through the dynamic symbol table of the
@@ -31,7 +39,10 @@ pub static GSH_RT_ROOT: Root = Root {
     mono_base: AtomicU64::new(0),
     tls_offset: AtomicI64::new(0),
     unwind_count: AtomicU32::new(0),
-    reserved: 0,
+    arena_fd: AtomicI32::new(-1),
+    arena: AtomicU64::new(0),
+    arena_used: AtomicU64::new(0),
+    arena_overflow: AtomicU64::new(0),
     unwind: [const {
         UnwindTable {
             entries: AtomicU64::new(0),
@@ -57,6 +68,9 @@ pub static MEMO_OFF: AtomicU64 = AtomicU64::new(0);
 pub static PATHS_OFF: AtomicU64 = AtomicU64::new(0);
 /// The pthread key whose destructor marks a block dead.
 static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+/// Blocks marked dead and not yet handed on: while none is, a new thread does not walk the
+/// list looking for one (a program with many live threads would pay the walk at each start).
+static DEAD: AtomicU64 = AtomicU64::new(0);
 
 /// Calibrates the clock (once per process).
 pub fn init_clock() {
@@ -81,7 +95,7 @@ pub fn init() {
         let paths = WANT_PATHS.load(Relaxed).max(2).next_power_of_two();
         let shadow = SLOTS_OFFSET + slots as u64 * 32;
         let ra_cache = shadow + SHADOW_CAPACITY as u64 * 32;
-        let memo = ra_cache + RA_CACHE_ENTRIES * 16;
+        let memo = memo_offset(shadow);
         let path_off = (memo + WALK_MEMO_BYTES).next_multiple_of(64);
         let size = (path_off + paths as u64 * std::mem::size_of::<PathRecord>() as u64)
             .next_multiple_of(4096);
@@ -91,6 +105,7 @@ pub fn init() {
         r.shadow_offset.store(shadow, Relaxed);
         r.paths_offset.store(path_off, Relaxed);
         r.block_size.store(size, Relaxed);
+        make_arena(size);
         SHADOW_OFF.store(shadow, Relaxed);
         PATHS_OFF.store(path_off, Relaxed);
         RA_CACHE_OFF.store(ra_cache, Relaxed);
@@ -123,6 +138,7 @@ pub fn configure(max_slots: u32, path_capacity: u32) -> i32 {
 extern "C" fn thread_exit(block: *mut libc::c_void) {
     if let Some(b) = Block::from_trusted(block.cast()) {
         b.header().state.store(THREAD_DEAD, Relaxed);
+        DEAD.fetch_add(1, Relaxed);
     }
 }
 
@@ -170,17 +186,97 @@ pub fn slow() -> Option<Block> {
     Block::from_trusted(b)
 }
 
+/// Maps the arena (see the module documentation); without it every block is private.
+fn make_arena(block_size: u64) {
+    let Some(len) = block_size.checked_mul(ARENA_BLOCKS) else {
+        return;
+    };
+    let Some(fd) = sys::memfd(c"gsh-rt-arena", len) else {
+        return;
+    };
+    let Some(at) = sys::mmap_shared(fd, len as usize) else {
+        sys::close(fd);
+        return;
+    };
+    let r = &GSH_RT_ROOT;
+    r.arena.store(at as u64, Relaxed);
+    r.arena_fd.store(fd, Relaxed);
+    // SAFETY: `in_child` has the handler signature and touches only the runtime's own state.
+    unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+}
+
+/// In a forked child, before `fork` returns there: the arena is remapped copy-on-write from
+/// the memfd (its blocks as they were at the fork, the forking thread's block included, now the
+/// child's own), and the memfd is given up, so nothing the child counts reaches the parent's
+/// blocks or a mutator reading them.
+extern "C" fn in_child() {
+    let r = &GSH_RT_ROOT;
+    let (at, fd) = (r.arena.load(Relaxed), r.arena_fd.load(Relaxed));
+    if at == 0 || fd < 0 {
+        return;
+    }
+    let len = r.block_size.load(Relaxed) * ARENA_BLOCKS;
+    if sys::mmap_private_over(at as *mut u8, len as usize, fd) {
+        r.arena_fd.store(-1, Relaxed);
+        sys::close(fd);
+    }
+}
+
+/// A block for a new thread: an exited thread's (already on the list: `true`), else a fresh
+/// one from the arena, else a private mapping. Null when memory is exhausted.
+fn claim(size: usize) -> (*mut u8, bool) {
+    for b in blocks().take_while(|_| DEAD.load(Relaxed) > 0) {
+        let state = &b.header().state;
+        if state.load(Relaxed) == THREAD_DEAD
+            && state
+                .compare_exchange(THREAD_DEAD, THREAD_LIVE, Acquire, Relaxed)
+                .is_ok()
+        {
+            DEAD.fetch_sub(1, Relaxed);
+            let h = b.header();
+            // Its counts stay (they are part of the totals); what belonged to the old thread's
+            // stack goes. SAFETY: the block is ours since the exchange above; `tid` is a
+            // plain field only the owning thread writes.
+            unsafe { (*b.as_ptr().cast::<ThreadHeader>()).tid = sys::gettid() };
+            h.shadow_top.store(0, Relaxed);
+            h.stack_lo.store(0, Relaxed);
+            h.stack_hi.store(0, Relaxed);
+            return (b.as_ptr(), true);
+        }
+    }
+    let r = &GSH_RT_ROOT;
+    let arena = r.arena.load(Relaxed);
+    if arena != 0 {
+        let k = r.arena_used.fetch_add(1, Relaxed);
+        if k < ARENA_BLOCKS {
+            return ((arena + k * size as u64) as *mut u8, false);
+        }
+        r.arena_used.store(ARENA_BLOCKS, Relaxed);
+        r.arena_overflow.fetch_add(1, Relaxed);
+    }
+    (sys::mmap_anon(size).unwrap_or(std::ptr::null_mut()), false)
+}
+
 fn create() -> *mut u8 {
     init();
     let r = &GSH_RT_ROOT;
     let size = r.block_size.load(Relaxed) as usize;
-    let Some(b) = sys::mmap_anon(size) else {
-        return std::ptr::null_mut();
-    };
-    let here = 0u8;
-    let (lo, hi) = sys::mapping_containing(&here as *const u8 as u64).unwrap_or((0, 0));
-    // SAFETY: `b` is a fresh zeroed mapping of `size` bytes, larger than the header; nobody
-    // else can see it until it is pushed below.
+    let (b, reused) = claim(size);
+    if b.is_null() {
+        return b;
+    }
+    let key = KEY.load(Relaxed);
+    if reused {
+        if key != u32::MAX {
+            // SAFETY: as below.
+            unsafe { libc::pthread_setspecific(key, b.cast()) };
+        }
+        tls::set_block(b);
+        return b;
+    }
+    // SAFETY: `b` is a fresh zeroed block of `size` bytes, larger than the header; nobody
+    // else can see it until it is pushed below. The stack bounds stay 0 until a call-path
+    // walk needs them (reading /proc/self/maps at every thread's start cost it 10 µs or more).
     unsafe {
         let h = b.cast::<ThreadHeader>();
         (*h).tid = sys::gettid();
@@ -188,8 +284,6 @@ fn create() -> *mut u8 {
         (*h).max_slots = r.max_slots.load(Relaxed);
         (*h).shadow_capacity = r.shadow_capacity.load(Relaxed);
         (*h).path_mask = r.path_capacity.load(Relaxed) - 1;
-        (*h).stack_lo.store(lo, Relaxed);
-        (*h).stack_hi.store(hi, Relaxed);
     }
     let mut head = r.threads.load(Relaxed);
     loop {
@@ -204,7 +298,6 @@ fn create() -> *mut u8 {
         }
     }
     r.thread_count.fetch_add(1, Relaxed);
-    let key = KEY.load(Relaxed);
     if key != u32::MAX {
         // SAFETY: `key` came from pthread_key_create; the first 32 keys live inside the thread
         // descriptor, so this does not allocate.

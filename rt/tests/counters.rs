@@ -1,5 +1,5 @@
 //! Counting: exact totals from many threads without atomic read-modify-writes, and blocks of
-//! exited threads staying in the list, marked dead.
+//! exited threads staying in the list, marked dead (`reuse.rs`: handed on).
 
 mod common;
 
@@ -26,17 +26,22 @@ fn eight_threads_count_exactly() {
         .map(|t| t.join().expect("worker"))
         .collect();
     assert_eq!(common::slot_total(SLOT).0, 8 * CALLS);
-    // Every worker's block survives its thread, marked dead by the pthread-key destructor.
-    for b in thread::blocks().filter(|b| blocks.contains(&(b.as_ptr() as usize))) {
+    // Every worker's block survives its thread, marked dead by the pthread-key destructor (a
+    // worker may have had the block of one that ended before it started, or of an earlier
+    // test's thread: its count carries on).
+    let mut distinct = blocks.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mine: Vec<_> = thread::blocks()
+        .filter(|b| distinct.contains(&(b.as_ptr() as usize)))
+        .collect();
+    assert_eq!(mine.len(), distinct.len());
+    let mut counted = 0;
+    for b in mine {
         assert_eq!(b.header().state.load(Relaxed), THREAD_DEAD);
-        assert_eq!(gsh_rt::events::slot(b, SLOT).count.load(Relaxed), CALLS);
+        counted += gsh_rt::events::slot(b, SLOT).count.load(Relaxed);
     }
-    assert_eq!(
-        thread::blocks()
-            .filter(|b| blocks.contains(&(b.as_ptr() as usize)))
-            .count(),
-        8
-    );
+    assert!(counted >= 8 * CALLS, "{counted}");
 }
 
 #[test]

@@ -11,6 +11,11 @@ use serde_json::Value;
 
 #[test]
 fn written_output_parses_back() {
+    // This thread has its block before the worker starts, so the worker's stays dead (a
+    // thread starting after it ended would have taken it).
+    for _ in 0..7 {
+        gsh_rt_count(3);
+    }
     std::thread::spawn(|| {
         for _ in 0..5 {
             gsh_rt_count(3);
@@ -18,9 +23,6 @@ fn written_output_parses_back() {
     })
     .join()
     .expect("worker");
-    for _ in 0..7 {
-        gsh_rt_count(3);
-    }
     gsh_rt_enter(4, 0x8000);
     std::thread::sleep(std::time::Duration::from_millis(5));
     gsh_rt_exit(4, 0x8000);

@@ -1,6 +1,8 @@
 //! Call-path profiles over synthetic stacks built in a buffer: frame-pointer chains, a
 //! registered unwind table for frames without frame pointers, and a mix of both (a table frame
-//! that saved the caller's `rbp`, above which the chain continues).
+//! that saved the caller's `rbp`, above which the chain continues). A full table is
+//! `full_table.rs`'s, alone in its binary: its thread's block, table full, goes to the next
+//! thread that starts.
 
 mod common;
 
@@ -180,24 +182,6 @@ fn path_time_and_depth_limit() {
 }
 
 #[test]
-fn a_full_table_counts_into_other() {
-    std::thread::spawn(|| {
-        let h = common::header();
-        let cap = h.path_mask as u64 + 1;
-        let mut stack = Stack::new();
-        // Three quarters of the table fills up; the rest go to "other".
-        for i in 0..cap {
-            let (rsp, rbp) = stack.fp_chain(&[0x60_0000 + 16 * i, 0x61_0000]);
-            gsh_rt_path_count(230, rsp, rbp);
-        }
-        assert_eq!(h.path_used.load(Relaxed) as u64, cap / 4 * 3);
-        assert_eq!(h.other_count.load(Relaxed), cap - cap / 4 * 3);
-    })
-    .join()
-    .expect("filling thread");
-}
-
-#[test]
 fn tsc_variants_count_the_same_paths() {
     let paths = [
         (vec![0x41_1000, 0x41_2000, 0x41_3000], 4),
@@ -216,4 +200,39 @@ fn tsc_variants_count_the_same_paths() {
     assert_eq!(sorted(records(240)), sorted(paths.to_vec()));
     assert_eq!(sorted(records(241)), sorted(paths.to_vec()));
     assert_eq!(common::header().shadow_top.load(Relaxed), 0);
+}
+
+/// A path profiled again in session after session: each time gsh hands its slot to the new
+/// profile, it retires the slot's records (`RETIRED_SLOT`), as it does through
+/// `/proc/PID/mem`. The path's hash is the same each time, so its probe sequence met one more
+/// retired record per session, and from the 33rd on every activation went to "other".
+#[test]
+fn a_path_profiled_again_after_its_records_were_retired_is_still_counted() {
+    const SLOT: u32 = 310;
+    let mut stack = Stack::new();
+    let (rsp, rbp) = stack.fp_chain(&[0x40_5000, 0x40_6000]);
+    let b = common::me();
+    let used_before = b.header().path_used.load(Relaxed);
+    for _ in 0..3 * 32 {
+        gsh_rt_path_enter(SLOT, rsp, rbp);
+        gsh_rt_path_exit(SLOT, rsp);
+        assert_eq!(records(SLOT), vec![(vec![0x40_5000, 0x40_6000], 1)]);
+        for i in 0..=b.header().path_mask {
+            let r = record(b, i);
+            if r.hash.load(Relaxed) != 0 && r.slot == SLOT {
+                let offset = std::ptr::from_ref(r) as usize - b.as_ptr() as usize
+                    + std::mem::offset_of!(PathRecord, slot);
+                // SAFETY: the record lies in this thread's block, and this thread is the only
+                // one using it; the mutator writes the same word from outside.
+                unsafe {
+                    b.as_ptr()
+                        .add(offset)
+                        .cast::<u32>()
+                        .write_volatile(RETIRED_SLOT)
+                };
+            }
+        }
+    }
+    assert!(records(SLOT).is_empty());
+    assert!(b.header().path_used.load(Relaxed) <= used_before + 1);
 }

@@ -289,6 +289,116 @@ fn profile_of_three_call_paths_row_by_row() {
     }
 }
 
+/// Every path of `function` as (callers joined with " > ", calls, ns), from `main` on where
+/// main is among the callers.
+fn paths_of(report: &serde_json::Value, function: &str) -> Vec<(String, u64, u64)> {
+    report["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .filter(|p| p["function"] == function)
+        .map(|p| {
+            let callers: Vec<&str> = p["callers"]
+                .as_array()
+                .expect("callers")
+                .iter()
+                .map(|c| c.as_str().expect("name"))
+                .collect();
+            let from = callers.iter().position(|c| *c == "main").unwrap_or(0);
+            (
+                callers[from..].join(" > "),
+                p["calls"].as_u64().expect("calls"),
+                p["ns"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// `profile`'s inline path (an entry served by the thread's walk memo, an exit closing the
+/// shadow stack's top frame) counts and times exactly what the runtime's walk does: paths told
+/// apart only by a return address on the stack, recursion, frames left by `longjmp`, threads,
+/// a signal handler's profiled entries interrupting the inline checks, and sleeps timed.
+#[test]
+fn profile_inline_path_is_exact() {
+    let m = Mutatee::new("profhits");
+    for v in [Variant::O0, Variant::O2] {
+        let (report, program) = measure_json(
+            "profile tick; profile rec; profile hop; profile nap; start; continue; report",
+            &m.path(v),
+            &format!("profhits-{v:?}"),
+        );
+        let mut lines = program.lines();
+        assert_eq!(
+            lines.next(),
+            Some("ticks=12000 recs=2200 jumps=199"),
+            "{v:?}: {program}"
+        );
+        let numbers: Vec<u64> = lines
+            .next()
+            .unwrap_or_default()
+            .split(' ')
+            .filter_map(|w| w.split_once('=')?.1.parse().ok())
+            .collect();
+        let [alarms, spun] = numbers[..] else {
+            panic!("{v:?}: no alarms and spins in {program}");
+        };
+        let ticks = paths_of(&report, "tick");
+        let calls = |want: &dyn Fn(&str) -> bool| -> u64 {
+            ticks.iter().filter(|t| want(&t.0)).map(|t| t.1).sum()
+        };
+        for path in [
+            "main > path_a",
+            "main > path_b",
+            "main > path_c > path_b",
+            "main > path_d > path_b",
+        ] {
+            assert_eq!(calls(&|p| p == path), 3000, "{v:?} {path}: {ticks:?}");
+        }
+        assert_eq!(
+            calls(&|p| p.ends_with("worker")),
+            80_000,
+            "{v:?}: {ticks:?}"
+        );
+        assert_eq!(
+            calls(&|p| p.ends_with("on_alarm")),
+            alarms,
+            "{v:?}: {ticks:?}"
+        );
+        assert_eq!(calls(&|p| p == "main > spin"), spun, "{v:?}: {ticks:?}");
+        assert_eq!(
+            calls(&|_| true),
+            12_000 + 80_000 + alarms + spun,
+            "{v:?}: no other paths: {ticks:?}"
+        );
+        let mut recs: Vec<(String, u64)> = paths_of(&report, "rec")
+            .into_iter()
+            .map(|(p, n, _)| (p, n))
+            .collect();
+        recs.sort();
+        assert_eq!(
+            recs,
+            [
+                ("main".to_owned(), 100),
+                ("main > rec".to_owned(), 200),
+                ("main > rec > rec".to_owned(), 400),
+                ("main > rec > rec > rec".to_owned(), 800),
+            ],
+            "{v:?}"
+        );
+        let (hops, _) = value(&report, "hop", "profile");
+        assert_eq!(hops, 200, "{v:?}: {report}");
+        // nap: 20 sleeps of 2 ms, each timed from its entry to its exit.
+        let naps = paths_of(&report, "nap");
+        assert_eq!(naps.len(), 1, "{v:?}: {naps:?}");
+        let (_, n, ns) = &naps[0];
+        assert_eq!(*n, 20, "{v:?}: {naps:?}");
+        assert!(
+            (40 * MS..40 * MS + 20 * SLACK).contains(ns),
+            "{v:?}: nap {ns} ns: {naps:?}"
+        );
+    }
+}
+
 /// `report --folded` writes stacks a flame graph renderer (inferno, the Rust port of
 /// flamegraph.pl) accepts, and `report --svg` renders one.
 #[test]

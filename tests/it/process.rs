@@ -1718,3 +1718,142 @@ fn a_thread_with_a_sigtrap_queued_does_not_run_injected_code() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGTRAP), "{status:?}");
 }
+
+/// Measuring while attached runs hands-off by default: with `count` inserted into a signal
+/// handler and a thread's function (no trap site, no breakpoint), gsh lets the process go (it
+/// is no tracee: each signal and thread creation costs what it costs untraced), and when the
+/// program exits meanwhile the final counts are still exact, read from the runtime's arena
+/// that gsh holds (`engine::instrument::arena`). Before, a measure kept every thread traced to
+/// read the values at the exit stop.
+#[test]
+fn measuring_runs_hands_off_and_the_counts_outlive_an_untraced_exit() {
+    use engine::instrument::measure::{self, Metric};
+    use engine::instrument::{Live, Plan};
+    let (guard, mut out) = spawn_live_with(&["2", "churn"]);
+    let pid = guard.0.id() as i32;
+    let exe = live();
+    let mut session = engine::Session::new();
+    session.open(&exe).unwrap();
+    let mut plan = Plan::default();
+    let usr1 = measure::add(&mut plan, &mut session, "on_usr1", Metric::Count)
+        .unwrap()
+        .id;
+    let nothing = measure::add(&mut plan, &mut session, "nothing", Metric::Count)
+        .unwrap()
+        .id;
+    let t = Tracer::attach(pid, Live::default()).unwrap();
+    let (stop, counter) = {
+        let (s, pl) = (&mut session, &plan);
+        t.with(|p, live| {
+            live.learn_modules(s, p).unwrap();
+            live.load_runtime(p).unwrap();
+            for id in [usr1, nothing] {
+                live.insert(p, s, pl, id).unwrap();
+            }
+            live.start_measuring(p).unwrap();
+            let at = (symbol(p, &exe, "stop"), symbol(p, &exe, "usr1"));
+            p.resume().unwrap();
+            at
+        })
+        .unwrap()
+    };
+    wait_hands_off(&t);
+    let reader = t.reader();
+    let handled = || i32::from_le_bytes(reader.read(counter, 4).unwrap().try_into().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in 1..=100 {
+        // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
+        while handled() < n {
+            assert!(Instant::now() < deadline, "SIGUSR1 #{n} never arrived");
+            std::hint::spin_loop();
+        }
+    }
+    assert!(!traced(pid), "a signal brought the tracer back");
+    // The program ends (its threads stop churning and spinning) while gsh is hands-off.
+    t.with(|p, _| p.write(stop, &1i32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = t.with(|p, _| p.state()).unwrap();
+        if s == State::Exited(0) {
+            break;
+        }
+        assert!(s.is_alive(), "the program is {s}");
+        assert!(Instant::now() < deadline, "the end was never seen");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(rest.ends_with("SIGUSR1 x 100\n"), "{rest}");
+    let values = t
+        .with(|_, live| live.measure.final_values(pid).map(|(v, _)| v))
+        .unwrap()
+        .expect("the values were lost with the process");
+    let calls = |f: &str| values.iter().find(|v| v.function == f).map(|v| v.calls);
+    assert_eq!(calls("on_usr1"), Some(100), "{values:?}");
+    assert!(calls("nothing").is_some_and(|n| n > 0), "{values:?}");
+    // The hook kept them when the end was seen.
+    let kept = t.with(|_, live| live.measure.last.clone()).unwrap();
+    assert_eq!(kept.as_ref(), Some(&values));
+}
+
+/// A process measured hands-off forks children that run the counted function too: they
+/// inherit the runtime's shared arena, and before `fork` returns in a child the runtime maps it
+/// privately, so the parent's count is exactly its own 50 (the children's 10,000 calls went to
+/// their own copies) after it exits untraced.
+#[test]
+fn forked_children_never_count_into_their_parents_arena() {
+    use engine::instrument::measure::{self, Metric};
+    use engine::instrument::{Live, Plan};
+    let exe = Mutatee::new("forkcount").path(Variant::O2);
+    let (guard, mut out) = spawn_ready(&exe, &[]);
+    let pid = guard.0.id() as i32;
+    let mut session = engine::Session::new();
+    session.open(&exe).unwrap();
+    let mut plan = Plan::default();
+    let id = measure::add(&mut plan, &mut session, "tick", Metric::Count)
+        .unwrap()
+        .id;
+    let t = Tracer::attach(pid, Live::default()).unwrap();
+    let go = {
+        let (s, pl) = (&mut session, &plan);
+        t.with(|p, live| {
+            live.learn_modules(s, p).unwrap();
+            live.load_runtime(p).unwrap();
+            live.insert(p, s, pl, id).unwrap();
+            live.start_measuring(p).unwrap();
+            let go = symbol(p, &exe, "go");
+            p.resume().unwrap();
+            go
+        })
+        .unwrap()
+    };
+    wait_hands_off(&t);
+    t.with(|p, _| p.write(go, &1i32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = t.with(|p, _| p.state()).unwrap();
+        if s == State::Exited(0) {
+            break;
+        }
+        assert!(s.is_alive(), "the program is {s}");
+        assert!(Instant::now() < deadline, "the end was never seen");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "parent ticked 50 times\n");
+    let values = t
+        .with(|_, live| live.measure.final_values(pid).map(|(v, _)| v))
+        .unwrap()
+        .expect("the values were lost with the process");
+    let calls = values
+        .iter()
+        .find(|v| v.function == "tick")
+        .map(|v| v.calls);
+    assert_eq!(calls, Some(50), "{values:?}");
+}

@@ -151,6 +151,27 @@ pub struct Grade {
     pub cold_parts_invented: usize,
 }
 
+impl Grade {
+    /// The figures as the cells of a markdown table row, in the order of the tables that
+    /// `xtask ground-truth` and `grade` print: tables, exact, invented, starts, found,
+    /// inside, cold parts, attached, invented.
+    pub fn cells(&self) -> String {
+        [
+            self.tables,
+            self.tables_exact,
+            self.tables_invented,
+            self.starts,
+            self.starts_found,
+            self.starts_inside,
+            self.cold_parts,
+            self.cold_parts_attached,
+            self.cold_parts_invented,
+        ]
+        .map(|n| n.to_string())
+        .join(" | ")
+    }
+}
+
 /// Grades gsh on the build at `path` (made by [`Build::compile`]).
 pub fn grade(path: &Path) -> Result<Grade, String> {
     let mut g = Grade::default();

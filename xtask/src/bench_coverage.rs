@@ -12,12 +12,12 @@
 //! - `python3` (`-I`): `xtask/bench/whole_program.py`.
 //! - `sqlite3` (`:memory:`): the whole-program tests' SQL, with 200,000 rows.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use gsh_tests::{mutatee_source_dir, target_dir, Gsh};
+use gsh_tests::{target_dir, Gsh};
 
 const CC1: &str = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1";
 const PYTHON: &str = "/usr/bin/python3";
@@ -136,59 +136,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// Compiles every C mutatee with the original and the saved `cc1`, alternating; the `.s`
 /// files must be the same.
 fn cc1(dir: &Path, bin: &Path, runs: usize) -> Result<(Vec<Duration>, Vec<Duration>)> {
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(mutatee_source_dir())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .collect();
-    sources.sort();
-    let mut b_arg = std::ffi::OsString::from("-B");
-    b_arg.push(bin);
-    b_arg.push("/");
-    // The driver must really run the saved cc1, not find the system one.
-    let probe = Command::new("gcc")
-        .arg(&b_arg)
-        .arg("-print-prog-name=cc1")
-        .output()?;
-    let used = String::from_utf8_lossy(&probe.stdout).trim().to_owned();
-    if Path::new(&used) != bin.join("cc1") {
-        bail!("gcc {b_arg:?} would run {used}, not the saved cc1");
-    }
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
-        let (mut ta, mut tb) = (Duration::ZERO, Duration::ZERO);
-        for src in &sources {
-            let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or("x");
-            let want = dir.join(format!("{stem}.orig.s"));
-            let got = dir.join(format!("{stem}.cov.s"));
-            for (s, extra, time) in [(&want, None, &mut ta), (&got, Some(&b_arg), &mut tb)] {
-                let mut cmd = Command::new("gcc");
-                cmd.args(["-S", "-O2", "-g", "-pthread"]);
-                if let Some(x) = extra {
-                    cmd.arg(x);
-                }
-                cmd.arg(src).arg("-o").arg(s).stdin(Stdio::null());
-                let start = Instant::now();
-                let o = cmd
-                    .output()
-                    .with_context(|| format!("cannot run {cmd:?}"))?;
-                *time += start.elapsed();
-                if !o.status.success() {
-                    bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&o.stderr));
-                }
-            }
-            if std::fs::read(&want)? != std::fs::read(&got)? {
-                bail!(
-                    "the saved cc1 wrote a different {}: compare {} and {}",
-                    src.display(),
-                    want.display(),
-                    got.display()
-                );
-            }
-        }
-        a.push(ta);
-        b.push(tb);
-    }
-    println!("  workload: {} C files, gcc -S -O2 -g", sources.len());
+    let (a, b, n) = crate::whole_program::cc1_compare(dir, bin, runs)?;
+    println!("  workload: {n} C files, gcc -S -O2 -g");
     Ok((a, b))
 }
 

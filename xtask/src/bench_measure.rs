@@ -1,6 +1,6 @@
 //! `bench-measure [--calls N] [--runs N]`: what gsh's live measuring costs per call, side by
 //! side in one run: `count`, `time` (wall), `time --cpu`, `profile`, `profile --count`, and
-//! gcc's `-finstrument-functions` with empty hooks.
+//! gcc's `-finstrument-functions` with empty hooks; and what `profile` costs beyond `time`.
 //!
 //! The mutatee is bench-static's (`xtask/bench/static_calls.c`): a tight loop calling the
 //! 10-byte `f10`, timed around the loop by the program itself. Each gsh variant runs it under
@@ -22,6 +22,8 @@ use gsh_tests::{target_dir, Gsh};
 const DEFAULT_CALLS: u64 = 50_000_000;
 const DEFAULT_RUNS: usize = 5;
 const FUNC: &str = "f10";
+/// What `profile` may cost per call beyond `time`'s wall-clock timer, in ns.
+const PROFILE_OVER_TIME: f64 = 15.0;
 
 /// One way of measuring.
 struct Variant {
@@ -133,6 +135,26 @@ pub fn run(args: &[String]) -> Result<()> {
         println!(
             "  {:<24} +{added:.2} ns/call ({ratio}{target}){calls_note}",
             v.label
+        );
+    }
+    // The call-path walk's own cost: profile beside time in the same run (issue 13's target:
+    // at most 15 ns more per call).
+    let added = |label: &str| {
+        VARIANTS
+            .iter()
+            .position(|v| v.label == label)
+            .map(|i| median(&per_call[i]) - base)
+    };
+    if let (Some(p), Some(t)) = (added("gsh profile"), added("gsh time (wall)")) {
+        let verdict = if p - t <= PROFILE_OVER_TIME {
+            "met"
+        } else {
+            "MISSED"
+        };
+        println!(
+            "  profile - time           {:+.2} ns/call ({:.2}x time; target <= +{PROFILE_OVER_TIME} ns: {verdict})",
+            p - t,
+            p / t
         );
     }
     println!("  Frida Interceptor: not installed here, not measured");

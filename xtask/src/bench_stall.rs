@@ -22,7 +22,18 @@
 //!   same run; once with the stops that arrive inside a job left for after it, as before
 //!   (`Live::hold_stops_in_jobs`), and once served inside it, as gsh does now.
 //!
-//! Without a mode, all three. gsh drives the engine as the shell's `count` and `coverage` do: the
+//! `count` and `detach` are measured twice: with no other client, and with the server under
+//! client load (`redis-benchmark`, 16 connections of `SET`/`GET`, from Debian's redis-tools),
+//! each against baselines measured under the same load. For the longest pause, where its time
+//! went: stopping the threads, serving the stops the halt caught, the change itself (writes,
+//! threads moved), resuming (`Live::longest_pause_steps`).
+//!
+//! - `relay`: with `time '*'` in place, `count '*'` (which shares every site) inserted and
+//!   deleted, each laying every shared trampoline out again: once parsing and checking every
+//!   snippet at each layout, as before (`Live::recheck_snippets`), once with the patchers'
+//!   checked snippets, alternating in one run.
+//!
+//! Without a mode, all four. gsh drives the engine as the shell's `count` and `coverage` do: the
 //! runtime is loaded (each injected call stops the server while it runs), then the request
 //! is inserted while the server runs, stopping it only to write the jumps.
 
@@ -35,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use engine::instrument::coverage;
+use engine::instrument::live::PauseSteps;
 use engine::instrument::measure::{self, Metric};
 use engine::instrument::{Live, Plan};
 use engine::process::Tracer;
@@ -229,6 +241,35 @@ impl Loader {
     }
 }
 
+/// `redis-benchmark` running `SET`/`GET` on 16 connections, over and over, against the
+/// server: the issue's scenario, a server under client load. Killed when dropped.
+pub(crate) struct ClientLoad {
+    child: Child,
+}
+
+impl ClientLoad {
+    pub(crate) fn start() -> Result<ClientLoad> {
+        gsh_tests::ensure_package("redis-tools");
+        let child = Command::new("redis-benchmark")
+            .args(["-h", "127.0.0.1", "-p", &PORT.to_string()])
+            .args(["-c", "16", "-t", "set,get", "-r", "100000", "-l", "-q"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting redis-benchmark")?;
+        // Its connections up and its requests flowing before anything is measured.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(ClientLoad { child })
+    }
+}
+
+impl Drop for ClientLoad {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Starts redis-server on [`PORT`] and waits until it answers.
 pub fn start_redis() -> Result<Child> {
     gsh_tests::ensure_package("redis-server");
@@ -259,21 +300,25 @@ pub fn start_redis() -> Result<Child> {
     }
 }
 
-const USAGE: &str = "bench-stall [count|coverage|detach] [--runs N]";
+const USAGE: &str = "bench-stall [count|coverage|detach|relay] [--runs N]";
 
 pub fn run(args: &[String]) -> Result<()> {
     let (mode, runs) = crate::file_and_runs(args, 5, USAGE)?;
-    let (count, coverage, detach) = match mode.as_deref() {
-        None => (true, true, true),
-        Some("count") => (true, false, false),
-        Some("coverage") => (false, true, false),
-        Some("detach") => (false, false, true),
+    let (count, coverage, detach, relay) = match mode.as_deref() {
+        None => (true, true, true, true),
+        Some("count") => (true, false, false, false),
+        Some("coverage") => (false, true, false, false),
+        Some("detach") => (false, false, true, false),
+        Some("relay") => (false, false, false, true),
         Some(f) => bail!("unexpected argument `{f}`; usage: {USAGE}"),
     };
     let mut child = start_redis()?;
     let pid = child.id() as i32;
     let mut result = Ok(());
-    if detach {
+    if relay {
+        result = measure_relay(pid, runs);
+    }
+    if result.is_ok() && detach {
         result = measure_detach(pid, runs);
     }
     if result.is_ok() && (count || coverage) {
@@ -284,10 +329,101 @@ pub fn run(args: &[String]) -> Result<()> {
     result
 }
 
+/// `bench-stall relay`: see the module documentation.
+fn measure_relay(pid: i32, runs: usize) -> Result<()> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    let mut session = Session::new();
+    session.open(&exe)?;
+    let tracer = Tracer::attach(pid, Live::default())?;
+    {
+        let session = &mut session;
+        tracer.with(|p, live| -> Result<()> {
+            live.learn_modules(session, p)?;
+            live.load_runtime(p)?;
+            p.resume()?;
+            Ok(())
+        })??;
+    }
+    let mut plan = Plan::default();
+    let time = measure::add(&mut plan, &mut session, "*", Metric::Time)?.id;
+    let (s, pl) = (&session, &plan);
+    let sites = tracer.with(|p, live| live.insert(p, s, pl, time))??.len();
+    // (recheck, delete times, insert times)
+    let mut rows: Vec<(bool, Vec<Duration>, Vec<Duration>)> = vec![
+        (true, Vec::new(), Vec::new()),
+        (false, Vec::new(), Vec::new()),
+    ];
+    let mut points = 0;
+    for _ in 0..runs {
+        // Alternating, so that both see the machine alike.
+        for row in rows.iter_mut() {
+            let recheck = row.0;
+            let id = measure::add(&mut plan, &mut session, "*", Metric::Count)?.id;
+            let (s, pl) = (&session, &plan);
+            let (insert, delete, n) = tracer.with(|p, live| -> Result<_> {
+                live.recheck_snippets = recheck;
+                let t = Instant::now();
+                let n = live.insert(p, s, pl, id)?.len();
+                let insert = t.elapsed();
+                let t = Instant::now();
+                live.remove(p, id)?;
+                let delete = t.elapsed();
+                live.recheck_snippets = false;
+                Ok((insert, delete, n))
+            })??;
+            plan.delete(id)?;
+            points = n;
+            row.1.push(delete);
+            row.2.push(insert);
+        }
+    }
+    tracer.with(|p, live| -> Result<()> {
+        Live::paused(p, |p| live.remove_all(p))?;
+        p.detach()?;
+        Ok(())
+    })??;
+    gsh_tests::server::text_matches_file(pid as u32, &exe).map_err(anyhow::Error::msg)?;
+    let med = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let mut meds = Vec::new();
+    for (recheck, d, i) in rows.iter_mut() {
+        meds.push((*recheck, med(d), med(i)));
+    }
+    println!(
+        "redis-server (pid {pid}): `time '*'` in place ({sites} points), `count '*'` ({points} \
+         points, every site shared with `time '*'`) inserted and deleted, each laying out every \
+         shared site again; median of {runs} run(s), alternating"
+    );
+    for (recheck, d, i) in &meds {
+        println!(
+            "  {}: insert {} ({:.1} µs per point), delete {} ({:.1} µs per point)",
+            if *recheck {
+                "every snippet parsed and checked at each layout, as before"
+            } else {
+                "checked snippets kept"
+            },
+            ms(*i),
+            i.as_secs_f64() * 1e6 / points.max(1) as f64,
+            ms(*d),
+            d.as_secs_f64() * 1e6 / points.max(1) as f64
+        );
+    }
+    let (before, after) = (&meds[0], &meds[1]);
+    println!(
+        "  kept / as before: insert {:.2}x, delete {:.2}x",
+        after.2.as_secs_f64() / before.2.as_secs_f64().max(1e-9),
+        after.1.as_secs_f64() / before.1.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
+
 /// One delete and one detach as the pinging client saw them.
 struct DetachRun {
     delete_ping: Duration,
     delete_pause: Duration,
+    delete_steps: PauseSteps,
     delete_whole: Duration,
     detach_ping: Duration,
     detach_whole: Duration,
@@ -328,14 +464,29 @@ fn measure_detach(pid: i32, runs: usize) -> Result<()> {
         tracer.with(|p, _| p.detach())??;
         floor
     };
-    for (label, hold) in [
-        ("stops inside a job held until it ends, as before", true),
-        ("stops served inside jobs", false),
+    for (label, hold, loaded) in [
+        (
+            "stops inside a job held until it ends, as before",
+            true,
+            false,
+        ),
+        ("stops served inside jobs", false, false),
+        (
+            "stops served inside jobs, under client load (redis-benchmark)",
+            false,
+            true,
+        ),
     ] {
+        let load = loaded.then(ClientLoad::start).transpose()?;
+        // The baseline under this load: replies while no gsh is attached.
+        let idle = Instant::now();
+        std::thread::sleep(Duration::from_millis(1000));
+        let base = pinger.longest_since(idle);
         for _ in 0..runs {
             let r = detach_once(pid, &mut session, &pinger, hold)?;
-            rows.push((label, r));
+            rows.push((label, base, r));
         }
+        drop(load);
     }
     let pings = pinger.finish()?;
     gsh_tests::server::text_matches_file(pid as u32, &exe).map_err(anyhow::Error::msg)?;
@@ -350,15 +501,22 @@ fn measure_detach(pid: i32, runs: usize) -> Result<()> {
         ms(baseline),
         ms(floor)
     );
-    let ratio = |d: Duration| d.as_secs_f64() / baseline.as_secs_f64().max(1e-6);
-    for (label, r) in rows {
+    for (label, base, r) in rows {
+        let ratio = |d: Duration| d.as_secs_f64() / base.as_secs_f64().max(1e-6);
+        let st = r.delete_steps;
         println!(
-            "  {label}: delete {} whole, longest pause {}, longest reply {} ({:.1}x the \
-             baseline) ; detach {} whole, longest reply {} ({:.1}x)",
+            "  {label}: delete {} whole, longest pause {} (halt {}, serve {}, change {}, \
+             resume {}), longest reply {} ({:.1}x the baseline under this load, {}) ; detach \
+             {} whole, longest reply {} ({:.1}x)",
             ms(r.delete_whole),
             ms(r.delete_pause),
+            ms(st.halt),
+            ms(st.serve),
+            ms(st.change),
+            ms(st.resume),
             ms(r.delete_ping),
             ratio(r.delete_ping),
+            ms(base),
             ms(r.detach_whole),
             ms(r.detach_ping),
             ratio(r.detach_ping)
@@ -393,11 +551,11 @@ fn detach_once(pid: i32, session: &mut Session, pinger: &Pinger, hold: bool) -> 
     })??;
     std::thread::sleep(Duration::from_millis(200));
     let since = Instant::now();
-    let (delete_whole, delete_pause) = tracer.with(|p, live| -> Result<_> {
+    let (delete_whole, delete_pause, delete_steps) = tracer.with(|p, live| -> Result<_> {
         live.longest_pause = Duration::ZERO;
         let t = Instant::now();
         live.remove(p, count)?;
-        Ok((t.elapsed(), live.longest_pause))
+        Ok((t.elapsed(), live.longest_pause, live.longest_pause_steps))
     })??;
     pinger.settle_after(Instant::now());
     let delete_ping = pinger.longest_answered_since(since);
@@ -421,6 +579,7 @@ fn detach_once(pid: i32, session: &mut Session, pinger: &Pinger, hold: bool) -> 
     Ok(DetachRun {
         delete_ping,
         delete_pause,
+        delete_steps,
         delete_whole,
         detach_ping,
         detach_whole,
@@ -451,67 +610,23 @@ fn measure_stall(pid: i32, runs: usize, count: bool, with_coverage: bool) -> Res
     plan.delete(id)?;
     let pinger = Pinger::start()?;
     std::thread::sleep(Duration::from_millis(50));
-    // Replies while gsh does nothing (attached, the server running).
-    let idle = Instant::now();
-    std::thread::sleep(Duration::from_millis(1000));
-    let idle_p99 = pinger.quantile(idle, Instant::now(), 0.99);
-
-    // The floor: stopping and resuming every thread, nothing changed.
-    let since = Instant::now();
-    let mut bare = Vec::new();
-    for _ in 0..runs.max(5) {
-        let d = tracer.with(|p, _| -> Result<Duration> {
-            let t = Instant::now();
-            p.halt()?;
-            p.resume()?;
-            Ok(t.elapsed())
-        })??;
-        bare.push(d);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let bare_ping = pinger.longest_since(since);
-    bare.sort();
-    let bare = bare[bare.len() / 2];
-
     // The runtime's load: injected dlopen and calls.
     let since = Instant::now();
     tracer.with(|p, live| live.load_runtime(p))??;
     std::thread::sleep(Duration::from_millis(20));
     let load_ping = pinger.longest_since(since);
 
-    let mut rows = Vec::new();
-    let globs: &[(&str, &str)] = if count {
-        &[("ae*", "small"), ("*", "all")]
-    } else {
-        &[]
-    };
-    for &(glob, label) in globs {
-        let (mut ping, mut paused, mut total, mut n) = (Vec::new(), Vec::new(), Vec::new(), 0);
-        for _ in 0..runs {
-            let id = measure::add(&mut plan, &mut session, glob, Metric::Count)?.id;
-            n = plan.requests.last().map_or(0, |r| r.funcs.len());
-            let since = Instant::now();
-            let (s, pl) = (&session, &plan);
-            let (t, pf) = tracer.with(|p, live| -> Result<(Duration, Duration)> {
-                live.paused_for = Duration::ZERO;
-                let t = Instant::now();
-                live.insert(p, s, pl, id)?;
-                Ok((t.elapsed(), live.paused_for))
-            })??;
-            std::thread::sleep(Duration::from_millis(20));
-            ping.push(pinger.longest_since(since));
-            paused.push(pf);
-            total.push(t);
-            tracer.with(|p, live| live.remove(p, id))??;
-            plan.delete(id)?;
-        }
-        let max = |v: &Vec<Duration>| v.iter().copied().max().unwrap_or_default();
-        let med = |v: &mut Vec<Duration>| {
-            v.sort();
-            v[v.len() / 2]
-        };
-        rows.push((label, glob, n, max(&ping), max(&paused), med(&mut total)));
+    // Each figure without client load and then with redis-benchmark running, each against
+    // the baselines measured under the same load.
+    let mut sections = Vec::new();
+    for loaded in [false, true] {
+        let load = loaded.then(ClientLoad::start).transpose()?;
+        let section = count_section(&tracer, &mut plan, &mut session, &pinger, runs, count)?;
+        drop(load);
+        sections.push((loaded, section));
     }
+    // The coverage figures are taken without client load, against those baselines.
+    let (idle_p99, bare_ping) = (sections[0].1.idle_p99, sections[0].1.bare_ping);
     let mut cov = Vec::new();
     if with_coverage {
         let loader = Loader::start()?;
@@ -541,26 +656,52 @@ fn measure_stall(pid: i32, runs: usize, count: bool, with_coverage: bool) -> Res
         "redis-server (pid {pid}, {all} functions), a client pinging every 1 ms ({pings} replies, \
          all +PONG); worst of {runs} runs (target: longest reply <= 20 ms)"
     );
-    println!(
-        "  gsh idle: 99th percentile of the replies {}",
-        ms(idle_p99)
-    );
-    println!(
-        "  halt + resume, nothing changed: median {} ; longest reply meanwhile {}",
-        ms(bare),
-        ms(bare_ping)
-    );
     println!("  loading the runtime: longest reply {}", ms(load_ping));
-    for (label, glob, n, ping, paused, total) in rows {
+    for (loaded, c) in sections {
         println!(
-            "  count '{glob}' ({label}, {n} functions): longest reply {} ({:.1}x the floor's), \
-             stopped {} ; whole insert {} = {:.1} µs per function",
-            ms(ping),
-            ping.as_secs_f64() / bare_ping.as_secs_f64().max(1e-6),
-            ms(paused),
-            ms(total),
-            total.as_secs_f64() * 1e6 / n.max(1) as f64
+            "  {}:",
+            if loaded {
+                "under client load (redis-benchmark, 16 connections of SET/GET)"
+            } else {
+                "no other client"
+            }
         );
+        println!(
+            "    gsh idle: 99th percentile of the replies {} ; halt + resume, nothing changed: \
+             median {}, longest reply meanwhile {}",
+            ms(c.idle_p99),
+            ms(c.bare),
+            ms(c.bare_ping)
+        );
+        for r in c.rows {
+            let st = r.steps;
+            let h = st.halt_timing;
+            println!(
+                "    count '{}' ({}, {} functions): longest reply {} ({:.1}x the floor's), \
+                 stopped {}, longest pause {} (halt {} [{} threads: interrupts {}, first stop \
+                 {}, last {} (tid {}), {} sleeps], serve {}, change {}, resume {}) ; whole \
+                 insert {} = {:.1} µs per function",
+                r.glob,
+                r.label,
+                r.n,
+                ms(r.ping),
+                r.ping.as_secs_f64() / c.bare_ping.as_secs_f64().max(1e-6),
+                ms(r.paused),
+                ms(r.longest),
+                ms(st.halt),
+                h.threads,
+                ms(h.interrupts),
+                ms(h.first),
+                ms(h.last),
+                h.slowest,
+                h.sleeps,
+                ms(st.serve),
+                ms(st.change),
+                ms(st.resume),
+                ms(r.total),
+                r.total.as_secs_f64() * 1e6 / r.n.max(1) as f64
+            );
+        }
     }
     for (label, r, idle_rate) in cov {
         println!(
@@ -586,6 +727,125 @@ fn measure_stall(pid: i32, runs: usize, count: bool, with_coverage: bool) -> Res
     }
     println!("  after detaching, the server's text is its file's");
     Ok(())
+}
+
+/// One `count` request size as the pinging client saw it.
+struct CountRow {
+    label: &'static str,
+    glob: &'static str,
+    n: usize,
+    ping: Duration,
+    paused: Duration,
+    longest: Duration,
+    steps: PauseSteps,
+    total: Duration,
+}
+
+/// The `count` figures under one load, with that load's baselines.
+struct CountSection {
+    idle_p99: Duration,
+    bare: Duration,
+    bare_ping: Duration,
+    rows: Vec<CountRow>,
+}
+
+/// Measures the idle replies, the halt + resume floor, and (with `count`) `count 'ae*'` and
+/// `count '*'` inserted and deleted `runs` times, under whatever load runs now.
+fn count_section(
+    tracer: &Tracer<Live>,
+    plan: &mut Plan,
+    session: &mut Session,
+    pinger: &Pinger,
+    runs: usize,
+    count: bool,
+) -> Result<CountSection> {
+    // Replies while gsh does nothing (attached, the server running).
+    let idle = Instant::now();
+    std::thread::sleep(Duration::from_millis(1000));
+    let idle_p99 = pinger.quantile(idle, Instant::now(), 0.99);
+
+    // The floor: stopping and resuming every thread, nothing changed.
+    let since = Instant::now();
+    let mut bare = Vec::new();
+    for _ in 0..runs.max(5) {
+        let d = tracer.with(|p, _| -> Result<Duration> {
+            // As a pause does it: the tracer hurried while the server is stopped.
+            p.hurry(true);
+            let t = Instant::now();
+            p.halt()?;
+            p.resume()?;
+            p.hurry(false);
+            Ok(t.elapsed())
+        })??;
+        bare.push(d);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bare_ping = pinger.longest_since(since);
+    bare.sort();
+    let bare = bare[bare.len() / 2];
+
+    let mut rows = Vec::new();
+    let globs: &[(&str, &str, Option<usize>)] = if count {
+        &[
+            ("ae*", "small", None),
+            ("*", "all, at most 256 writes a pause as before", Some(256)),
+            ("*", "all", None),
+        ]
+    } else {
+        &[]
+    };
+    for &(glob, label, most) in globs {
+        let mut row = CountRow {
+            label,
+            glob,
+            n: 0,
+            ping: Duration::ZERO,
+            paused: Duration::ZERO,
+            longest: Duration::ZERO,
+            steps: PauseSteps::default(),
+            total: Duration::ZERO,
+        };
+        let mut totals = Vec::new();
+        for _ in 0..runs {
+            let id = measure::add(plan, session, glob, Metric::Count)?.id;
+            row.n = plan.requests.last().map_or(0, |r| r.funcs.len());
+            let since = Instant::now();
+            let (s, pl) = (&*session, &*plan);
+            let (t, pf, longest, steps) = tracer.with(|p, live| -> Result<_> {
+                live.paused_for = Duration::ZERO;
+                live.longest_pause = Duration::ZERO;
+                live.pause_writes = most;
+                let t = Instant::now();
+                live.insert(p, s, pl, id)?;
+                live.pause_writes = None;
+                Ok((
+                    t.elapsed(),
+                    live.paused_for,
+                    live.longest_pause,
+                    live.longest_pause_steps,
+                ))
+            })??;
+            std::thread::sleep(Duration::from_millis(20));
+            row.ping = row.ping.max(pinger.longest_since(since));
+            row.paused = row.paused.max(pf);
+            if longest > row.longest {
+                row.longest = longest;
+                row.steps = steps;
+            }
+            totals.push(t);
+            tracer.with(|p, live| live.remove(p, id))??;
+            plan.delete(id)?;
+        }
+        totals.sort();
+        row.total = totals[totals.len() / 2];
+        rows.push(row);
+    }
+    Ok(CountSection {
+        idle_p99,
+        bare,
+        bare_ping,
+        rows,
+    })
 }
 
 /// One insert or delete as the clients saw it.

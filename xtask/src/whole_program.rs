@@ -366,15 +366,35 @@ fn cc1(dir: &Path, runs: usize) -> Result<()> {
     std::fs::create_dir_all(&bin)?;
     let saved = whole::save_counted(Path::new(CC1), &bin.join("cc1"));
     let (a, b, n) = cc1_compare(dir, &bin, runs)?;
-    report("cc1", &saved, a, b);
+    report("cc1", &saved, median(a), median(b));
     println!("  ({n} C files compiled with gcc -S -O2 -g)");
     Ok(())
 }
 
 /// Compiles the test mutatees with gcc's own cc1 and with the one in `bin` (`gcc -B`),
-/// `runs` times; fails unless the `.s` files are identical. Returns the median times and
-/// how many files were compiled.
-fn cc1_compare(dir: &Path, bin: &Path, runs: usize) -> Result<(Duration, Duration, usize)> {
+/// alternating, `runs` times; fails unless the `.s` files are identical. Returns each
+/// run's time with the original and with `bin`'s, and how many files a run compiles.
+/// `bench-coverage cc1` uses it too.
+pub fn cc1_compare(
+    dir: &Path,
+    bin: &Path,
+    runs: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>, usize)> {
+    let mut b_arg = std::ffi::OsString::from("-B");
+    b_arg.push(bin);
+    b_arg.push("/");
+    // The driver must really run the cc1 in `bin`, not find the system one.
+    let probe = Command::new("gcc")
+        .arg(&b_arg)
+        .arg("-print-prog-name=cc1")
+        .output()?;
+    let used = String::from_utf8_lossy(&probe.stdout).trim().to_owned();
+    if Path::new(&used) != bin.join("cc1") {
+        bail!(
+            "gcc {b_arg:?} would run {used}, not {}",
+            bin.join("cc1").display()
+        );
+    }
     let mut sources: Vec<PathBuf> = std::fs::read_dir(mutatee_source_dir())?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "c"))
@@ -387,9 +407,6 @@ fn cc1_compare(dir: &Path, bin: &Path, runs: usize) -> Result<(Duration, Duratio
             let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or("x");
             let want = dir.join(format!("{stem}.orig.s"));
             let got = dir.join(format!("{stem}.gsh.s"));
-            let mut b_arg = std::ffi::OsString::from("-B");
-            b_arg.push(bin);
-            b_arg.push("/");
             for (s, extra, time) in [(&want, None, &mut ta), (&got, Some(&b_arg), &mut tb)] {
                 let mut cmd = Command::new("gcc");
                 cmd.args(["-S", "-O2", "-g", "-pthread"]);
@@ -412,7 +429,8 @@ fn cc1_compare(dir: &Path, bin: &Path, runs: usize) -> Result<(Duration, Duratio
             }
             if std::fs::read(&want)? != std::fs::read(&got)? {
                 bail!(
-                    "the rewritten cc1 wrote a different {}: compare {} and {}",
+                    "the cc1 in {} wrote a different {}: compare {} and {}",
+                    bin.display(),
                     src.display(),
                     want.display(),
                     got.display()
@@ -422,19 +440,7 @@ fn cc1_compare(dir: &Path, bin: &Path, runs: usize) -> Result<(Duration, Duratio
         a.push(ta);
         b.push(tb);
     }
-    // The driver must really have run the rewritten cc1, not found the system one.
-    let probe = Command::new("gcc")
-        .arg(format!("-B{}/", path(bin)?))
-        .args(["-print-prog-name=cc1"])
-        .output()?;
-    let used = String::from_utf8_lossy(&probe.stdout).trim().to_owned();
-    if Path::new(&used) != bin.join("cc1") {
-        bail!(
-            "gcc -B{} would run {used}, not the rewritten cc1",
-            bin.display()
-        );
-    }
-    Ok((median(a), median(b), sources.len()))
+    Ok((a, b, sources.len()))
 }
 
 fn path(p: &Path) -> Result<&str> {
@@ -667,7 +673,7 @@ fn whole_loops(program: &str, dir: &Path, runs: usize) -> Result<()> {
             std::fs::create_dir_all(&bin)?;
             let saved = save_loops(Path::new(CC1), &bin.join("cc1"))?;
             let (a, b, _) = cc1_compare(dir, &bin, runs)?;
-            (saved, (a, b))
+            (saved, (median(a), median(b)))
         }
         other => bail!("--loops runs python3 and cc1, not {other}"),
     };

@@ -745,10 +745,10 @@ fn reading(pid: i32, p: &Process, live: &Live) -> Result<Reading> {
     let (values, paths) = if alive {
         (live.measure.values(&reader)?, live.measure.paths(&reader)?)
     } else {
-        match (&live.measure.last, &live.measure.last_paths) {
-            (Some(v), paths) => (v.clone(), paths.clone().unwrap_or_default()),
-            (None, _) if !live.measure.measured_anything() => (Vec::new(), Vec::new()),
-            (None, _) => return Err(InferiorError::ValuesLost(pid)),
+        match live.measure.final_values(pid) {
+            Some(kept) => kept,
+            None if !live.measure.measured_anything() => (Vec::new(), Vec::new()),
+            None => return Err(InferiorError::ValuesLost(pid)),
         }
     };
     let coverage = live_coverage(live, alive.then_some(&reader))?;

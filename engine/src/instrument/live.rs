@@ -11,7 +11,9 @@
 //! size stops the process only briefly at a time. After
 //! each batch of writes, a thread whose `rip` lies inside bytes that changed is moved: into
 //! the trampoline's copy of its instruction when code was covered, or along the jump it was
-//! about to take when one of our jumps was taken away. Trampolines are never freed.
+//! about to take when one of our jumps was taken away. A trampoline no code enters any more
+//! (replaced or taken out) is freed at a later pause once no stopped thread's registers or
+//! stack point into it, and later trampolines take its memory (`Live::trampoline_memory`).
 //!
 //! Breakpoints (`break`) are `int3`s at the point, or at the start of the point's code in its
 //! trampoline when a site covers the point; they are lifted around every patch so that the
@@ -111,6 +113,44 @@ pub enum LiveError {
         /// Why setting the breakpoints failed.
         restore: Box<LiveError>,
     },
+}
+
+/// Where one pause's time went: the steps between the first thread stopping and the last
+/// one running again (`xtask bench-stall` prints the longest pause's).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PauseSteps {
+    /// Stopping every thread (`Process::halt`).
+    pub halt: Duration,
+    /// Serving the stops the halt caught.
+    pub serve: Duration,
+    /// The change itself: breakpoints lifted, runs written, threads moved, breakpoints back.
+    pub change: Duration,
+    /// Letting every thread run again (`Process::resume`).
+    pub resume: Duration,
+    /// How the halt went, thread by thread.
+    pub halt_timing: crate::process::HaltTiming,
+}
+
+/// Code memory freed from retired trampolines, and how much was asked of the process.
+#[derive(Default)]
+struct CodeMemory {
+    /// Free ranges, sorted, which new trampolines take first.
+    free: Vec<std::ops::Range<u64>>,
+    /// Bytes of trampolines allocated from the process's pools rather than from `free`.
+    asked: u64,
+}
+
+/// See [`Live::trampoline_memory`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrampolineMemory {
+    /// Bytes of trampolines taken from the process's pools (not from freed ones) so far.
+    pub asked: u64,
+    /// Bytes freed from retired trampolines, not yet taken again.
+    pub free: u64,
+    /// Retired trampolines waiting for no thread to be inside them.
+    pub waiting: usize,
+    /// The patchers' address-map records (where trampoline code came from).
+    pub records: usize,
 }
 
 /// A module as loaded in the process.
@@ -255,6 +295,8 @@ pub struct Live {
     pub longest_pause: std::time::Duration,
     /// See [`Live::longest_pause`].
     pub most_writes_in_a_pause: usize,
+    /// Where the longest pause's time went, step by step (benchmarks reset and read it).
+    pub longest_pause_steps: PauseSteps,
     /// The most writes over code one pause of a running process may make, when not
     /// [`PAUSE_WRITES`] (a benchmark compares with `usize::MAX`: one pause per module).
     pub pause_writes: Option<usize>,
@@ -262,14 +304,28 @@ pub struct Live {
     pub measure: Measure,
     /// Coverage requests' counters (see [`super::coverage`]).
     pub coverage: LiveCoverage,
-    /// Let an attached process go (hands-off) even while it measures or holds declared
-    /// variables. Off by default: the tracer must see the exit to keep the final values
-    /// (`exiting`), which an untraced process takes with it.
+    /// Let an attached process go (hands-off) even while it holds declared variables or
+    /// coverage counters, or measures with a runtime whose arena gsh could not take. Off by
+    /// default: for those the tracer must see the exit to keep the final values (`exiting`),
+    /// which an untraced process takes with it. Counters in an arena gsh holds need no tracer
+    /// ([`super::arena`]).
     pub hands_off_while_measuring: bool,
+    /// Parse and check every snippet at every trampoline layout, as gsh did before the
+    /// patchers kept checked snippets (`PatchOptions::recheck_snippets`; `xtask bench-stall
+    /// relay` compares).
+    pub recheck_snippets: bool,
     /// Leave the stops that arrive inside a job for the tracer after it, as gsh did before
     /// [`Process::serve_in_job`]: their threads stay stopped until the job ends (a benchmark
     /// compares; `xtask bench-stall detach`).
     pub hold_stops_in_jobs: bool,
+    /// Trampolines no code enters any more (replaced or taken out by a change written
+    /// since), by module: a thread may still be inside one, or have called out of one. At
+    /// the next pause, each that no stopped thread's registers or stack point into is freed
+    /// for later trampolines ([`Live::free_code`]).
+    leaving: Vec<(ModuleId, std::ops::Range<u64>)>,
+    /// Code memory freed that way, which new trampolines take before asking the process for
+    /// more: a long attach inserting and deleting requests reuses it.
+    free_code: Arc<std::sync::Mutex<CodeMemory>>,
     /// While a change is committed: the trap sites of the patcher's records from before it
     /// (`int3` to trampoline), whose `int3`s stay in the code until their batch is written,
     /// so a thread stopped at one is still served (see [`Live::trap_site`]).
@@ -324,6 +380,8 @@ struct Server {
     /// ([`Live::hold_stops_in_jobs`]).
     traps: Option<BTreeMap<u64, u64>>,
     last: Instant,
+    /// [`Live::free_code`].
+    free: Arc<std::sync::Mutex<CodeMemory>>,
 }
 
 impl Server {
@@ -362,6 +420,14 @@ impl AddressSpace for LiveSpace<'_> {
         kind: AllocKind,
     ) -> Result<RuntimeAddr, SpaceError> {
         self.server.tick(self.p);
+        if kind == AllocKind::Code {
+            let mut code = self.server.free.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(at) = take_free(&mut code.free, near.0, size) {
+                self.fresh.insert(at, at + size);
+                return Ok(RuntimeAddr(at));
+            }
+            code.asked += size;
+        }
         let got = self
             .p
             .allocate(near.0, size, kind)
@@ -677,6 +743,7 @@ impl Live {
         self.measure.prepare_slots(p)?;
         let (hidden, traps) = (self.hidden(), self.server());
         let loaded = self.loaded.get_mut(&m).expect("checked above");
+        loaded.patcher.recheck_snippets(self.recheck_snippets);
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden, traps);
         let result = if coverage {
@@ -799,6 +866,7 @@ impl Live {
                 lr.applied.remove(0);
                 continue;
             };
+            loaded.patcher.recheck_snippets(self.recheck_snippets);
             let prior = loaded.patcher.clone();
             let mut space = LiveSpace::new(&mut *p, hidden, traps);
             let result = match build::remove(&mut loaded.patcher, &loaded.module, &mut space, id) {
@@ -913,13 +981,14 @@ impl Live {
         Server {
             traps,
             last: Instant::now(),
+            free: self.free_code.clone(),
         }
     }
 
     /// Where a thread stopped by an `int3` (`rip` just after it) goes on, when that `int3`
     /// is a trap site's, standing for a jump into its trampoline: a site of the patchers'
     /// records, or, while a change is committed, of the records from before it (its `int3`
-    /// stays until its batch is written; the old trampoline is never freed).
+    /// stays until its batch is written; the old trampoline is not freed before the change is).
     pub fn trap_site(&self, rip: u64) -> Option<u64> {
         let at = RuntimeAddr(rip.wrapping_sub(1));
         self.loaded
@@ -970,7 +1039,109 @@ impl Live {
             .collect();
         let result = self.commit_writes(p, &pending, writes, &hidden, m, prior);
         self.retiring.clear();
+        self.retired_by_commit(m, result.is_ok());
         result
+    }
+
+    /// After a commit in module `m`: the trampolines it retired wait to be freed when it was
+    /// written; when it failed, they are never freed (code put back may enter them).
+    fn retired_by_commit(&mut self, m: ModuleId, written: bool) {
+        let Some(l) = self.loaded.get_mut(&m) else {
+            return;
+        };
+        let retired = l.patcher.take_retired();
+        if written {
+            self.leaving.extend(retired.into_iter().map(|r| (m, r)));
+        }
+    }
+
+    /// Frees the trampolines in [`Live::leaving`] that no stopped thread can be inside: no
+    /// thread's `rip`, other register, or word of its stack (from below the red zone to the
+    /// end of its mapping: return addresses of calls out of a snippet, signal frames) points
+    /// into one. Runs in a pause, every thread stopped; does nothing unless all are.
+    fn free_left_trampolines(&mut self, p: &Process) {
+        if self.leaving.is_empty() {
+            return;
+        }
+        let Some(tids) = p.all_stopped_tids() else {
+            return;
+        };
+        let Ok(maps) = p.mappings() else {
+            return;
+        };
+        let mut ranges: Vec<std::ops::Range<u64>> =
+            self.leaving.iter().map(|(_, r)| r.clone()).collect();
+        ranges.sort_by_key(|r| r.start);
+        let mut held = vec![false; ranges.len()];
+        let mut mark = |w: u64| {
+            let i = ranges.partition_point(|r| r.start <= w);
+            if let Some(i) = i.checked_sub(1) {
+                if w < ranges[i].end {
+                    held[i] = true;
+                }
+            }
+        };
+        for tid in tids {
+            let Ok(r) = p.regs(tid) else {
+                return;
+            };
+            for w in [
+                r.rip, r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8, r.r9, r.r10,
+                r.r11, r.r12, r.r13, r.r14, r.r15,
+            ] {
+                mark(w);
+            }
+            let from = r.rsp.saturating_sub(128) & !7;
+            let Some(m) = maps.iter().find(|m| m.start <= from && from < m.end) else {
+                // A stack gsh cannot read: keep everything.
+                return;
+            };
+            let len = (m.end - from).min(STACK_SCAN) as usize;
+            let Ok(stack) = p.read(from, len) else {
+                return;
+            };
+            for w in stack.chunks_exact(8) {
+                mark(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+            }
+        }
+        let mut freed = Vec::new();
+        let mut kept = Vec::new();
+        for (m, r) in self.leaving.drain(..) {
+            let i = ranges.partition_point(|x| x.start < r.start);
+            if held.get(i).copied().unwrap_or(true) {
+                kept.push((m, r));
+            } else {
+                if let Some(l) = self.loaded.get_mut(&m) {
+                    l.patcher.forget_trampoline(&r);
+                }
+                freed.push(r);
+            }
+        }
+        self.leaving = kept;
+        let mut code = self.free_code.lock().unwrap_or_else(|e| e.into_inner());
+        code.free.extend(freed);
+        code.free.sort_by_key(|r| r.start);
+        // Trampolines written one after another come free together: one range again.
+        let mut merged: Vec<std::ops::Range<u64>> = Vec::with_capacity(code.free.len());
+        for r in code.free.drain(..) {
+            match merged.last_mut() {
+                Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        code.free = merged;
+    }
+
+    /// What trampolines take of the process's memory and of gsh's records (a test and the
+    /// soak check that none grows with each insert/delete cycle).
+    pub fn trampoline_memory(&self) -> TrampolineMemory {
+        let code = self.free_code.lock().unwrap_or_else(|e| e.into_inner());
+        TrampolineMemory {
+            asked: code.asked,
+            free: code.free.iter().map(|r| r.end - r.start).sum(),
+            waiting: self.leaving.len(),
+            records: self.loaded.values().map(|l| l.patcher.map_records()).sum(),
+        }
     }
 
     /// [`Live::commit`]'s writes, batch by batch.
@@ -1060,31 +1231,51 @@ impl Live {
         writes: usize,
         f: impl FnOnce(&mut Self, &mut Process) -> Result<(), LiveError>,
     ) -> Result<(), LiveError> {
-        let t = std::time::Instant::now();
         let serve = running && !self.hold_stops_in_jobs;
-        if running && !serve {
-            p.halt()?;
-        }
         if serve {
-            // Stops since the last pause first: a thread already stopped when the halt
-            // interrupts it would stop again for that interrupt right after the pause.
+            // Stops since the last pause first, while the process still runs: a thread
+            // already stopped when the halt interrupts it would stop again for that interrupt
+            // right after the pause.
             let _ = p.serve_in_job(&|rip| self.trap_site(rip));
-            p.halt()?;
+        }
+        let t = Instant::now();
+        let mut steps = PauseSteps::default();
+        if running {
+            // Preempted while every thread waits on it, the tracer would stretch the pause.
+            p.hurry(true);
+            if let Err(e) = p.halt() {
+                p.hurry(false);
+                return Err(e.into());
+            }
+            steps.halt_timing = p.last_halt;
+        }
+        steps.halt = t.elapsed();
+        if serve {
             // Stops the halt caught are served before the code changes (a thread at a trap
             // site moves into its trampoline), so their threads run again with the others
             // when the pause ends instead of waiting, stopped, for the whole job to end. A
             // failure leaves them for the tracer after the job.
             let _ = p.serve_in_job(&|rip| self.trap_site(rip));
         }
+        steps.serve = t.elapsed() - steps.halt;
         let result = f(self, p);
+        steps.change = t.elapsed() - steps.halt - steps.serve;
         // Code neither old nor new stays stopped: no thread may run into it.
         let torn = matches!(result, Err(LiveError::Torn { .. }));
-        if running && !torn && p.state().is_alive() {
-            p.resume()?;
-        }
+        let resumed = if running && !torn && p.state().is_alive() {
+            p.resume()
+        } else {
+            Ok(())
+        };
+        p.hurry(false);
+        resumed?;
         let took = t.elapsed();
+        steps.resume = took - steps.halt - steps.serve - steps.change;
         self.paused_for += took;
-        self.longest_pause = self.longest_pause.max(took);
+        if took > self.longest_pause {
+            self.longest_pause = took;
+            self.longest_pause_steps = steps;
+        }
         self.most_writes_in_a_pause = self.most_writes_in_a_pause.max(writes);
         result
     }
@@ -1100,6 +1291,7 @@ impl Live {
         m: ModuleId,
         prior: Option<&Patcher>,
     ) -> Result<(), LiveError> {
+        self.free_left_trampolines(p);
         self.lift_breakpoints(p)?;
         let once = self.once.take();
         if let Some((at, byte)) = once {
@@ -1451,9 +1643,32 @@ fn live_options() -> PatchOptions {
 
 /// The most writes over code (jumps, pads, original bytes put back) one pause of a running
 /// process makes: a large request is written in batches of whole changes, the threads running
-/// between them, so that no pause grows with the request. A batch of this many sites, merged
-/// into runs, is written in well under a millisecond.
-pub const PAUSE_WRITES: usize = 256;
+/// between them, so that no pause grows with the request. Writing is the cheap part of a
+/// pause: on redis, 256 writes merged into runs took 0.05 ms of a pause whose halt took
+/// 1 ms on a quiet machine and 14 ms under client and machine load (`xtask bench-stall
+/// count`), so batches are large and pauses few: every halt is a chance for a thread to
+/// wait for a CPU while the others are stopped.
+pub const PAUSE_WRITES: usize = 4096;
+
+/// How much of a thread's stack (from its `rsp`) is searched for pointers into trampolines
+/// that wait to be freed; a deeper stack keeps them all.
+const STACK_SCAN: u64 = 8 << 20;
+
+/// Takes `size` bytes (16-aligned) within ±2 GiB of `near` from the free ranges `free`.
+fn take_free(free: &mut Vec<std::ops::Range<u64>>, near: u64, size: u64) -> Option<u64> {
+    let within = |a: u64| crate::space::within_rel32(near, a);
+    let i = free.iter().position(|r| {
+        let at = r.start.next_multiple_of(16);
+        at + size <= r.end && within(at) && within(at + size)
+    })?;
+    let r = &mut free[i];
+    let at = r.start.next_multiple_of(16);
+    r.start = at + size;
+    if r.start >= r.end {
+        free.remove(i);
+    }
+    Some(at)
+}
 
 /// A staged write over code: where, and the bytes.
 type Write = (u64, Vec<u8>);
@@ -1546,8 +1761,8 @@ fn move_threads(
     if before.is_empty() {
         return Ok(());
     }
-    for t in p.threads() {
-        let Ok(mut regs) = p.regs(t.tid) else {
+    for tid in p.stopped_tids() {
+        let Ok(mut regs) = p.regs(tid) else {
             continue;
         };
         let rip = regs.rip;
@@ -1577,7 +1792,7 @@ fn move_threads(
         };
         if let Some(to) = to {
             regs.rip = to;
-            p.set_regs(t.tid, &regs)?;
+            p.set_regs(tid, &regs)?;
         }
     }
     Ok(())
@@ -1662,11 +1877,13 @@ impl Hooks for Live {
     }
 
     /// Breakpoints, the one-shot stop and trap sites are `int3`s only the tracer can serve;
-    /// counters and declared variables need it to see the exit and keep their final values,
-    /// unless the user chose to lose them ([`Live::hands_off_while_measuring`]).
+    /// declared variables, coverage, and counters whose runtime has no arena gsh holds
+    /// ([`super::arena`]) need it to see the exit and keep their final values, unless the user
+    /// chose to lose them ([`Live::hands_off_while_measuring`]).
     fn needs_tracer(&self) -> bool {
-        let keeps_values =
-            self.measure.slots_in_use() > 0 || self.data.is_some() || !self.coverage.is_empty();
+        let keeps_values = (self.measure.slots_in_use() > 0 && !self.measure.survives_exit())
+            || self.data.is_some()
+            || !self.coverage.is_empty();
         (keeps_values && !self.hands_off_while_measuring)
             || self.once.is_some()
             || self.breakpoints.iter().any(|b| b.placed.is_some())
@@ -1683,6 +1900,10 @@ impl Hooks for Live {
         if let Ok(bytes) = p.read(base, len) {
             self.last_data = Some((base, bytes));
         }
+    }
+
+    fn ended(&mut self, p: &mut Process) {
+        self.measure.keep_after_exit(p.pid());
     }
 
     fn forked(&mut self, _p: &mut Process, child: &mut ChildMemory) {

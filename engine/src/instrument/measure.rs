@@ -31,6 +31,7 @@ use crate::symbols::FuncId;
 
 use super::action::{Action, Measurement};
 pub use super::action::{LoopSel, Measured, Metric};
+use super::arena::Arena;
 use super::loop_measure;
 use super::request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 use crate::point::Point;
@@ -92,11 +93,18 @@ pub struct Runtime {
     pub tsc: bool,
     /// Nanoseconds per TSC tick, 32.32 fixed point.
     pub tsc_mult: u64,
+    /// Where a thread block holds its shadow stack (`Root::shadow_offset`), for `profile`'s
+    /// inline path.
+    pub shadow_offset: u64,
+    /// Where a thread block holds its path records (`Root::paths_offset`), likewise.
+    pub paths_offset: u64,
     /// The functions calls go to, by name (`gsh_rt_path_enter`, ...), chosen on first use.
     pub fns: HashMap<&'static str, RtFn>,
     /// The measuring entry points' link addresses, and the library's load bias.
     syms: HashMap<&'static str, u64>,
     bias: u64,
+    /// The arena gsh holds open, whose blocks outlive the process (see [`super::arena`]).
+    pub arena: Option<Arena>,
 }
 
 impl Runtime {
@@ -375,10 +383,17 @@ pub struct Measure {
     /// deleted request, or an earlier gsh session, since the runtime stays loaded after a
     /// detach) may have left values in them, so they are zeroed before code uses them.
     unprepared: Vec<u32>,
-    /// Deleted requests' values as they were when deleted (their slots are free again).
+    /// Deleted requests' values as they were when deleted (their slots are free again), of
+    /// the last [`KEPT_REQUESTS`] deleted, oldest first in `kept_order`.
     kept: Vec<CountValue>,
     kept_paths: Vec<PathValue>,
+    kept_order: std::collections::VecDeque<u32>,
 }
+
+/// How many deleted requests' values `report` keeps within one attach: a long session that
+/// inserts and deletes `count '*'` over and over must not grow with every cycle (each keeps
+/// a value per function). The oldest deleted request's values go first.
+pub const KEPT_REQUESTS: usize = 32;
 
 /// Where `libgsh_rt.so` is: `$GSH_RT`, else next to the running executable (and its parent,
 /// for test binaries in `target/debug/deps`), where `cargo build`/`cargo test` of the
@@ -893,10 +908,26 @@ impl Measure {
         let tsc = rt.tsc;
         let mut call = |event: Event| -> Result<String, MeasureError> {
             let f = rt.call_fn(event)?;
-            Ok(format!(
-                "__gsh_rt_call({:#x}, {:#x}, {access});",
-                f.addr, f.save
-            ))
+            // A wall-clock call path on the TSC: inline while the thread's walk memo applies
+            // (`snippet::codegen`'s `path` module), the call otherwise.
+            let path = match event {
+                Event::PathEnter => Some("__gsh_rt_path_enter"),
+                Event::PathCount => Some("__gsh_rt_path_count"),
+                Event::PathExit => Some("__gsh_rt_path_exit"),
+                _ => None,
+            };
+            Ok(match path.filter(|_| tsc) {
+                Some(name) => format!(
+                    "{name}({:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {:#x}, {access});",
+                    f.addr,
+                    f.save,
+                    rt.tsc_mult,
+                    rt.shadow_offset,
+                    rt.paths_offset,
+                    rt.root + offset_of!(Root, unwind_count) as u64,
+                ),
+                None => format!("__gsh_rt_call({:#x}, {:#x}, {access});", f.addr, f.save),
+            })
         };
         match op(metric, probe, tsc) {
             Op::Count => Ok(format!("__gsh_rt_count({access});")),
@@ -951,7 +982,7 @@ impl Measure {
         // SAFETY: rdtsc has no preconditions; the runtime uses it only with an invariant TSC.
         let now = unsafe { core::arch::x86_64::_rdtsc() };
         let to_ns = |ticks: u64| ((u128::from(ticks) * u128::from(rt.tsc_mult)) >> 32) as u64;
-        for block in blocks(reader, &root)? {
+        for block in blocks(rt, reader, &root)? {
             if top == 0 {
                 break;
             }
@@ -1032,7 +1063,7 @@ impl Measure {
             .map(|c| (c.slot, c))
             .collect();
         let mut merged: BTreeMap<(u32, Vec<u64>), (u64, u64)> = BTreeMap::new();
-        for block in blocks(reader, &root)? {
+        for block in blocks(rt, reader, &root)? {
             let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
             for rec in table.chunks_exact(PATH_RECORD) {
                 if u64_at(rec, offset_of!(PathRecord, hash)) == 0 {
@@ -1098,16 +1129,9 @@ impl Measure {
             return;
         }
         if keep {
-            if let Ok(v) = self.values(reader) {
-                let mine: Vec<CountValue> = v.into_iter().filter(|v| v.id == id).collect();
-                self.kept.retain(|v| v.id != id);
-                self.kept.extend(mine);
-            }
-            if let Ok(p) = self.paths(reader) {
-                let mine: Vec<PathValue> = p.into_iter().filter(|p| p.id == id).collect();
-                self.kept_paths.retain(|p| p.id != id);
-                self.kept_paths.extend(mine);
-            }
+            let values = self.values(reader).ok();
+            let paths = self.paths(reader).ok();
+            self.keep_values(id, values, paths);
         }
         let freed: Vec<u32> = self
             .counters
@@ -1120,10 +1144,39 @@ impl Measure {
         self.free.extend(freed);
     }
 
+    /// Keeps deleted request `id`'s values among `values` and `paths` (every measure's, as
+    /// read when it was deleted; `None` when reading failed) for `report`, dropping the
+    /// oldest deleted request's beyond [`KEPT_REQUESTS`].
+    fn keep_values(
+        &mut self,
+        id: u32,
+        values: Option<Vec<CountValue>>,
+        paths: Option<Vec<PathValue>>,
+    ) {
+        if let Some(v) = values {
+            self.kept.retain(|v| v.id != id);
+            self.kept.extend(v.into_iter().filter(|v| v.id == id));
+        }
+        if let Some(p) = paths {
+            self.kept_paths.retain(|p| p.id != id);
+            self.kept_paths.extend(p.into_iter().filter(|p| p.id == id));
+        }
+        self.kept_order.retain(|&k| k != id);
+        self.kept_order.push_back(id);
+        while self.kept_order.len() > KEPT_REQUESTS {
+            if let Some(old) = self.kept_order.pop_front() {
+                self.forget(old);
+            }
+        }
+        self.kept.shrink_to(self.kept.len() * 2);
+        self.kept_paths.shrink_to(self.kept_paths.len() * 2);
+    }
+
     /// Drops the kept values of request `id` (it failed, so it never measured anything).
     pub fn forget(&mut self, id: u32) {
         self.kept.retain(|v| v.id != id);
         self.kept_paths.retain(|p| p.id != id);
+        self.kept_order.retain(|&k| k != id);
     }
 
     /// Is there anything to report: a measure in place, or one deleted that kept values?
@@ -1168,7 +1221,7 @@ impl Measure {
                 _ => runs.push((s, s + 1)),
             }
         }
-        for block in blocks(&reader, &root)? {
+        for block in blocks(rt, &reader, &root)? {
             for &(lo, hi) in &runs {
                 let zeros = vec![0u8; SLOT_RECORD * (hi - lo) as usize];
                 p.write(
@@ -1184,8 +1237,16 @@ impl Measure {
                 let (slot, kind) = (offset_of!(ShadowEntry, slot), offset_of!(ShadowEntry, kind));
                 for (i, e) in stack.chunks_exact(SHADOW_ENTRY).enumerate() {
                     let k = u32_at(e, kind);
-                    let timer = k == layout::FRAME_WALL || k == layout::FRAME_CPU;
-                    if is_fresh(u32_at(e, slot)) && timer {
+                    // Path frames too: their record may be claimed again for another path
+                    // once retired below.
+                    let open = [
+                        layout::FRAME_WALL,
+                        layout::FRAME_CPU,
+                        layout::FRAME_PATH_WALL,
+                        layout::FRAME_PATH_CPU,
+                    ]
+                    .contains(&k);
+                    if is_fresh(u32_at(e, slot)) && open {
                         let at = block + shadow_offset + (SHADOW_ENTRY * i + kind) as u64;
                         p.write(at, &layout::FRAME_DEAD.to_le_bytes())?;
                     }
@@ -1204,6 +1265,36 @@ impl Measure {
             }
         }
         Ok(())
+    }
+
+    /// True when the final values outlive the process (its runtime's arena is gsh's too), so
+    /// gsh need not see the exit to keep them.
+    pub fn survives_exit(&self) -> bool {
+        self.runtime.as_ref().is_some_and(|rt| rt.arena.is_some())
+    }
+
+    /// The values and paths as the process left them: those kept at its exit or at `detach`,
+    /// else those its arena holds (the process ended while gsh was hands-off). `None` when
+    /// neither is there.
+    pub fn final_values(&self, pid: i32) -> Option<(Vec<CountValue>, Vec<PathValue>)> {
+        if let Some(v) = &self.last {
+            return Some((v.clone(), self.last_paths.clone().unwrap_or_default()));
+        }
+        let reader = self.runtime.as_ref()?.arena.as_ref()?.reader(pid);
+        let values = self.values_with(&reader, &HashMap::new(), None).ok()?;
+        let paths = self.paths(&reader).unwrap_or_default();
+        Some((values, paths))
+    }
+
+    /// Keeps the final values from the arena, the process having ended while gsh was
+    /// hands-off (nothing is read when values were kept already).
+    pub fn keep_after_exit(&mut self, pid: i32) {
+        if self.last.is_none() && self.measured_anything() {
+            if let Some((v, paths)) = self.final_values(pid) {
+                self.last = Some(v);
+                self.last_paths = Some(paths);
+            }
+        }
     }
 
     /// Keeps the final values (the process is exiting, or gsh is leaving it; its memory is
@@ -1314,8 +1405,12 @@ impl Measure {
     }
 }
 
-/// The threads' blocks, newest first (the runtime's list from the root).
-fn blocks(reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
+/// The threads' blocks: newest first from the runtime's list while the process lives, and
+/// those in its arena when `reader` reads what gsh kept of it.
+fn blocks(rt: &Runtime, reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, MeasureError> {
+    if reader.is_kept() {
+        return Ok(rt.arena.as_ref().map_or(Vec::new(), |a| a.blocks(reader)));
+    }
     let mut out = Vec::new();
     let mut block = u64_at(root, offset_of!(Root, threads));
     let next = offset_of!(ThreadHeader, next) as u64;
@@ -1428,9 +1523,12 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         tls_offset,
         tsc,
         tsc_mult: u64_at(&head, offset_of!(Root, tsc_mult)),
+        shadow_offset: u64_at(&head, offset_of!(Root, shadow_offset)),
+        paths_offset: u64_at(&head, offset_of!(Root, paths_offset)),
         fns,
         syms,
         bias,
+        arena: Arena::take(p, root, &head),
     })
 }
 

@@ -128,3 +128,53 @@ fn a_loop_without_an_entries_slot_has_its_iterations_less_its_back_edges_as_entr
         .collect();
     assert_eq!(got, vec![("f", 3, Some(12)), ("g", 2, Some(9))]);
 }
+
+fn values_of(id: u32, functions: usize) -> Vec<CountValue> {
+    (0..functions)
+        .map(|f| CountValue {
+            id,
+            function: format!("f{f}"),
+            loop_name: None,
+            calls: u64::from(id) * 1000 + f as u64,
+            iterations: None,
+            metric: Metric::Count,
+            ns: None,
+        })
+        .collect()
+}
+
+#[test]
+fn deleted_requests_values_stay_bounded_over_many_insert_delete_cycles() {
+    let mut m = Measure::default();
+    // 500 cycles of a 100-function request inserted and deleted, each keeping its values.
+    for id in 1..=500u32 {
+        let path = PathValue {
+            id,
+            function: "f0".into(),
+            metric: Metric::Count,
+            ras: vec![0x1000, 0x2000],
+            calls: 1,
+            ns: 0,
+        };
+        m.keep_values(id, Some(values_of(id, 100)), Some(vec![path]));
+        assert!(
+            m.kept.len() <= KEPT_REQUESTS * 100,
+            "cycle {id}: {}",
+            m.kept.len()
+        );
+        assert!(m.kept_paths.len() <= KEPT_REQUESTS);
+        assert!(m.kept.capacity() <= KEPT_REQUESTS * 100 * 2);
+    }
+    // The last KEPT_REQUESTS deleted are kept, exactly as they were; older ones are gone.
+    assert_eq!(m.kept.len(), KEPT_REQUESTS * 100);
+    let oldest_kept = 500 - KEPT_REQUESTS as u32 + 1;
+    assert!(m.kept.iter().all(|v| v.id >= oldest_kept));
+    assert!(m.kept_paths.iter().all(|p| p.id >= oldest_kept));
+    let last: Vec<&CountValue> = m.kept.iter().filter(|v| v.id == 500).collect();
+    assert_eq!(last.len(), 100);
+    assert_eq!(last[7].calls, 500_007);
+    // A request deleted again (its values read again) replaces its own, not another's.
+    m.keep_values(500, Some(values_of(500, 100)), None);
+    assert_eq!(m.kept.len(), KEPT_REQUESTS * 100);
+    assert!(m.kept.iter().any(|v| v.id == oldest_kept));
+}

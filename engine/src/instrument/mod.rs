@@ -3,6 +3,7 @@
 //! import `session`, `snippet` and `dwarf` together.
 
 pub mod action;
+pub mod arena;
 pub mod build;
 pub mod consult_probes;
 pub mod control;

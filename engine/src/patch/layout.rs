@@ -46,6 +46,9 @@ pub struct SnippetSrc<'e> {
     pub source: &'e str,
     /// What its names mean at the point.
     pub env: &'e dyn Env,
+    /// The program checked from them before, when the patcher kept it: only its code is
+    /// generated for each address.
+    pub checked: Option<&'e crate::snippet::ir::Program>,
 }
 
 /// Everything that runs before one original instruction.
@@ -222,6 +225,7 @@ fn snippets_code(
                 .map(|s| SnippetSrc {
                     source: s.source,
                     env: s.env,
+                    checked: s.checked,
                 })
                 .collect(),
             on_taken: Vec::new(),
@@ -274,9 +278,11 @@ fn taken_code(
 /// The code for one point at `at`.
 fn point_code(pc: &PointCode, at: u64) -> Result<(Vec<u8>, SavePlan), PatchError> {
     let compile = |s: &SnippetSrc, addr| {
-        snippet::compile(s.source, s.env, addr)
-            .map(|c| c.code)
-            .map_err(|e| compile_err(s, e))
+        match s.checked {
+            Some(program) => snippet::generate(program, s.source, addr),
+            None => snippet::compile(s.source, s.env, addr).map(|c| c.code),
+        }
+        .map_err(|e| compile_err(s, e))
     };
     let first: Vec<_> = pc
         .snippets

@@ -56,6 +56,7 @@ use std::sync::{Arc, OnceLock};
 use crate::addr::{LinkAddr, RuntimeAddr};
 use crate::code::CodeView;
 use crate::point::Point;
+use crate::snippet::cache::CheckCache;
 use crate::snippet::Env;
 use crate::symbols::FuncId;
 
@@ -115,6 +116,9 @@ pub struct PatchOptions {
     pub always_save_flags: bool,
     /// How vector state is saved around snippets that call out.
     pub vector: VectorSave,
+    /// Parse and check every snippet each time a trampoline is laid out, as gsh did before
+    /// it kept checked snippets ([`crate::snippet::cache`]); a benchmark compares.
+    pub recheck_snippets: bool,
 }
 
 /// One snippet to insert at one point. The patcher keeps it, to lay the trampoline out again
@@ -169,6 +173,15 @@ pub struct Patcher {
     code: OnceLock<Claimed>,
     /// The module's [`plan::ways_in`], computed when a function is first copied whole.
     ways_in: OnceLock<plan::WaysIn>,
+    /// The written sites' snippets, checked once: laying a trampoline out again only
+    /// generates their code for its new address.
+    checks: CheckCache,
+    /// Each trampoline in use (relocated code, or a site's current one): start to the end of
+    /// its allocation.
+    tramps: HashMap<u64, u64>,
+    /// Trampolines replaced or taken out since the last [`Patcher::take_retired`]: no site
+    /// enters them once the change is written, but a thread may still be inside one.
+    retired: Vec<Range<u64>>,
 }
 
 /// What [`Patcher::plan`] decided.
@@ -244,7 +257,38 @@ impl Patcher {
             prefix_end: OnceLock::new(),
             code: OnceLock::new(),
             ways_in: OnceLock::new(),
+            checks: CheckCache::default(),
+            tramps: HashMap::new(),
+            retired: Vec::new(),
         }
+    }
+
+    /// Records that the trampoline at `tramp` is no longer entered by any site.
+    fn retire(&mut self, tramp: RuntimeAddr) {
+        if let Some(end) = self.tramps.remove(&tramp.0) {
+            self.retired.push(tramp.0..end);
+        }
+    }
+
+    /// The trampolines retired since the last call (see [`Patcher::retired`]): once the
+    /// change that retired them is written, no code enters them. The caller frees each once
+    /// no thread can be inside it, and tells the patcher with [`Patcher::forget_trampoline`].
+    pub fn take_retired(&mut self) -> Vec<Range<u64>> {
+        std::mem::take(&mut self.retired)
+    }
+
+    /// Forgets the address map of a retired trampoline whose memory is being reused.
+    pub fn forget_trampoline(&mut self, r: &Range<u64>) {
+        let keys: Vec<u64> = self.map.range(r.clone()).map(|(k, _)| *k).collect();
+        for k in keys {
+            self.map.remove(&k);
+        }
+    }
+
+    /// How many address-map records the patcher keeps (each trampoline in use or retired
+    /// and not yet forgotten holds some).
+    pub fn map_records(&self) -> usize {
+        self.map.len()
     }
 
     fn rt(&self, a: LinkAddr) -> RuntimeAddr {
@@ -512,6 +556,10 @@ impl Patcher {
                 self.claimed.add(&a.site);
             }
         }
+        // A site that could not be written keeps no checked snippet.
+        if written.is_err() {
+            self.forget_unused();
+        }
         written?;
         let mut applied_of: HashMap<u64, usize> = HashMap::new();
         for (i, a) in self.applied.iter().enumerate() {
@@ -580,6 +628,8 @@ impl Patcher {
                     }
                     reqs.append(&mut a.requests);
                     gone[k] = true;
+                    let old = a.tramp;
+                    self.retire(old);
                 }
             }
             for a in &site.points {
@@ -624,15 +674,17 @@ impl Patcher {
         self.enter(space, &site, &copies, false)?;
         space.end_change();
         let a = &mut self.applied.edit()[i];
-        a.tramp = tramp;
+        let old = std::mem::replace(&mut a.tramp, tramp);
         a.copies = copies;
+        self.retire(old);
         Ok(())
     }
 
     /// Takes out every snippet inserted with `tag`. A site left with no snippet gets its
     /// original bytes back; one that keeps others gets a new trampoline without the removed
-    /// ones. Old trampolines are retired, never freed: a thread may still be running in one,
-    /// and each ends by jumping back to original code. Returns how many points lost a snippet.
+    /// ones. Old trampolines are retired ([`Patcher::take_retired`]), not freed: a thread may
+    /// still be running in one, and each ends by jumping back to original code; the caller
+    /// frees them once no thread can be inside. Returns how many points lost a snippet.
     pub fn remove(
         &mut self,
         view: &dyn CodeView,
@@ -683,6 +735,7 @@ impl Patcher {
                     .try_for_each(|(at, bytes)| space.write(*at, bytes))
                     .map_err(PatchError::from);
                 space.end_change();
+                self.retire(a.tramp);
             } else {
                 self.applied.edit().push(a);
                 result = self.relay(view, space, self.applied.len() - 1);
@@ -697,6 +750,7 @@ impl Patcher {
         for a in self.applied.iter() {
             self.claimed.add(&a.site);
         }
+        self.forget_unused();
         result.map(|()| removed)
     }
 
@@ -731,8 +785,18 @@ impl Patcher {
         reqs: &[Request],
         check: bool,
     ) -> Result<(RuntimeAddr, Vec<(u64, u64)>), PatchError> {
+        // Checked once per snippet, not at every layout (each lays a trampoline out twice,
+        // and a relay lays it out again).
+        let checked: Vec<Option<Arc<crate::snippet::ir::Program>>> = reqs
+            .iter()
+            .map(|r| {
+                (!self.options.recheck_snippets)
+                    .then(|| self.checks.checked(&r.source, &r.env))
+                    .flatten()
+            })
+            .collect();
         let mut codes: HashMap<u64, PointCode> = HashMap::new();
-        for r in reqs {
+        for (r, checked) in reqs.iter().zip(&checked) {
             let a = r.point.addr;
             // At call boundaries the ABI leaves the flags dead, unless the instruction at the
             // point reads them (a conditional tail call).
@@ -791,6 +855,7 @@ impl Patcher {
             list.push(SnippetSrc {
                 source: &r.source,
                 env: &*r.env,
+                checked: checked.as_deref(),
             });
         }
         // A function copied whole reads private copies of its jump tables.
@@ -935,6 +1000,7 @@ impl Patcher {
         for (r, o) in &laid.map {
             self.map.insert(r.start, (r.end, *o));
         }
+        self.tramps.insert(tramp.0, tramp.0 + size);
         Ok((tramp, laid))
     }
 
@@ -996,7 +1062,33 @@ impl Patcher {
         self.claimed = Claimed::default();
         self.map.clear();
         self.saves.clear();
+        self.checks = CheckCache::default();
+        // Every trampoline is retired; the caller may still free them as threads leave.
+        let tramps: Vec<u64> = self.tramps.keys().copied().collect();
+        for t in tramps {
+            self.retire(RuntimeAddr(t));
+        }
         Ok(())
+    }
+
+    /// Drops what is kept only for snippets no written site holds any more.
+    fn forget_unused(&mut self) {
+        let used = self
+            .applied
+            .iter()
+            .flat_map(|a| a.requests.iter())
+            .map(|r| (&r.source, &r.env));
+        self.checks.keep_only(used);
+    }
+
+    /// Sets [`PatchOptions::recheck_snippets`].
+    pub fn recheck_snippets(&mut self, on: bool) {
+        self.options.recheck_snippets = on;
+    }
+
+    /// How many checked snippets the patcher keeps (every one a written site holds).
+    pub fn checked_snippets(&self) -> usize {
+        self.checks.len()
     }
 }
 

@@ -47,6 +47,29 @@ fn pidfd_open(pid: i32) -> Result<OwnedFd, ProcessError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+impl Process {
+    /// A descriptor, in gsh, of the open file that is the process's descriptor `fd`
+    /// (`pidfd_getfd`, Linux 5.6; the tracer has the access it needs). gsh's copy keeps the
+    /// file open after the process is gone: a memfd the process maps shared stays readable.
+    pub fn take_fd(&self, fd: i32) -> Result<std::fs::File, ProcessError> {
+        let pidfd = pidfd_open(self.pid)?;
+        // SAFETY: pidfd_getfd takes a pidfd, the target's descriptor number and flags (0), and
+        // returns a new descriptor in this process or -1.
+        let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+        if got < 0 {
+            return Err(ProcessError::ptrace(
+                "pidfd_getfd",
+                self.pid,
+                nix::errno::Errno::last(),
+            ));
+        }
+        // SAFETY: `got` was just returned by the kernel and nothing else owns it.
+        Ok(std::fs::File::from(unsafe {
+            OwnedFd::from_raw_fd(got as RawFd)
+        }))
+    }
+}
+
 /// True when `fd` is readable now (a pidfd: its process has ended).
 fn readable(fd: RawFd) -> bool {
     let mut p = libc::pollfd {
@@ -200,8 +223,20 @@ impl Process {
         Ok(true)
     }
 
-    /// While hands-off: records the process's end if its pidfd says so. True while
-    /// hands-off or when it just ended so (the tracer has no tracee to wait for).
+    /// While hands-off: records the process's end if its pidfd says so, and tells `hooks`
+    /// ([`Hooks::ended`]). True while hands-off or when it just ended so (the tracer has no
+    /// tracee to wait for).
+    pub(crate) fn poll_hands_off_with(&mut self, hooks: &mut dyn Hooks) -> bool {
+        let was = self.hands_off.is_some();
+        let off = self.poll_hands_off();
+        if was && self.hands_off.is_none() {
+            hooks.ended(self);
+        }
+        off
+    }
+
+    /// [`Process::poll_hands_off_with`] without telling the hooks (they read what they kept
+    /// when asked).
     pub(crate) fn poll_hands_off(&mut self) -> bool {
         let Some(off) = &self.hands_off else {
             return false;

@@ -81,15 +81,82 @@ fn describe(e: &std::io::Error) -> String {
 }
 
 /// Reads a process's memory without stopping it and without the tracer thread
-/// (`process_vm_readv`), e.g. to print counters while it runs. Cheap to clone.
+/// (`process_vm_readv`), e.g. to print counters while it runs; or, made with
+/// [`MemReader::kept`], what gsh kept of a process that is gone. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct MemReader {
     pid: i32,
+    /// Set for a reader of kept memory: it reads only these ranges, never the process.
+    kept: Option<std::sync::Arc<Vec<Kept>>>,
+}
+
+/// A range of a process's memory that gsh can read without the process: bytes gsh copied, or
+/// a file mapped there shared (a memfd gsh holds a descriptor of) that outlives the process.
+#[derive(Clone, Debug)]
+pub struct Kept {
+    /// Where the range was in the process.
+    pub addr: u64,
+    /// Its bytes.
+    pub source: KeptSource,
+}
+
+/// What a [`Kept`] range's bytes come from.
+#[derive(Clone, Debug)]
+pub enum KeptSource {
+    /// A copy.
+    Bytes(Vec<u8>),
+    /// `len` bytes of a file from `offset`, the file mapped at the range's address.
+    File {
+        /// gsh's descriptor of the file.
+        file: std::sync::Arc<File>,
+        /// The file offset mapped at the range's address.
+        offset: u64,
+        /// The range's length.
+        len: u64,
+    },
+}
+
+impl Kept {
+    fn len(&self) -> u64 {
+        match &self.source {
+            KeptSource::Bytes(b) => b.len() as u64,
+            KeptSource::File { len, .. } => *len,
+        }
+    }
+
+    /// The `len` bytes at `addr`, when the range holds all of them.
+    fn read(&self, addr: u64, len: usize) -> Option<Result<Vec<u8>, std::io::Error>> {
+        let from = addr.checked_sub(self.addr)?;
+        if from.checked_add(len as u64)? > self.len() {
+            return None;
+        }
+        Some(match &self.source {
+            KeptSource::Bytes(b) => Ok(b[from as usize..from as usize + len].to_vec()),
+            KeptSource::File { file, offset, .. } => {
+                let mut buf = vec![0u8; len];
+                file.read_exact_at(&mut buf, offset + from).map(|()| buf)
+            }
+        })
+    }
 }
 
 impl MemReader {
     pub(crate) fn new(pid: i32) -> MemReader {
-        MemReader { pid }
+        MemReader { pid, kept: None }
+    }
+
+    /// A reader of what gsh kept of process `pid` (which may be gone): reads outside `kept`
+    /// fail.
+    pub fn kept(pid: i32, kept: Vec<Kept>) -> MemReader {
+        MemReader {
+            pid,
+            kept: Some(std::sync::Arc::new(kept)),
+        }
+    }
+
+    /// True for a reader of kept memory ([`MemReader::kept`]).
+    pub fn is_kept(&self) -> bool {
+        self.kept.is_some()
     }
 
     /// The process this reader reads.
@@ -99,6 +166,20 @@ impl MemReader {
 
     /// The `len` bytes at `addr`.
     pub fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, ProcessError> {
+        if let Some(kept) = &self.kept {
+            let error = |detail: String| ProcessError::Memory {
+                op: "read",
+                pid: self.pid,
+                addr,
+                len,
+                detail,
+            };
+            return match kept.iter().find_map(|k| k.read(addr, len)) {
+                Some(Ok(bytes)) => Ok(bytes),
+                Some(Err(e)) => Err(error(e.to_string())),
+                None => Err(error("the process is gone, and gsh kept no copy".into())),
+            };
+        }
         let mut buf = vec![0u8; len];
         let mut done = 0;
         while done < len {

@@ -51,12 +51,12 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use crate::space::AllocKind;
-pub use control::Process;
+pub use control::{HaltTiming, Process};
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
 pub use leftovers::{ChangeKind, TextChange};
 pub use maps::{MappedModule, Mapping, UnreadableModule};
-pub use memory::{ChildMemory, MemReader};
+pub use memory::{ChildMemory, Kept, KeptSource, MemReader};
 pub use pools::EarlierPools;
 pub use ptrace::signal_name;
 pub use tracer::Tracer;
@@ -100,6 +100,10 @@ pub trait Hooks: Send {
     /// The main thread is exiting (its `PTRACE_EVENT_EXIT` stop): the process's memory is
     /// still there to read, for the last time, when the whole process is ending.
     fn exiting(&mut self, _p: &mut Process, _tid: i32) {}
+
+    /// The process ended while gsh was hands-off (not traced): its memory is gone, and what
+    /// the hooks keep outside it (a shared mapping's file) is all that is left to read.
+    fn ended(&mut self, _p: &mut Process) {}
 
     /// True while the hooks need the tracer to see the process run: they planted `int3`s
     /// (breakpoints, trap sites) or must see forks or the exit. While false, an attached

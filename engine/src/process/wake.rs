@@ -5,6 +5,11 @@
 //! do, and handles a stop as soon as the kernel reports it: no fixed polling interval stands
 //! between a thread's creation or a signal and its handling.
 //!
+//! A SIGCHLD is delivered to whichever of gsh's threads can take it, and its handler runs only
+//! when that thread gets a CPU: on a loaded machine, that hop delayed a halt's wakeup by up to
+//! 77 ms with every thread already stopped (`xtask bench-stall count`). A halt therefore also
+//! wakes on its own every [`HALT_POLL`] to look at `waitpid`.
+//!
 //! The byte only says "look": the tracer always drains `waitpid` with `WNOHANG` after waking and
 //! before sleeping again, so bytes merged or lost to a full socket lose no event, and a wakeup
 //! caused by another tracer's child (tests run several tracers in one process) costs one empty
@@ -16,6 +21,9 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::error::ProcessError;
+
+/// How often a halt looks at `waitpid` without waiting for a SIGCHLD's wakeup.
+pub(crate) const HALT_POLL: Duration = Duration::from_micros(200);
 
 /// The tracer's wakeup source: SIGCHLD, and jobs from the shell.
 pub(crate) struct Waker {
@@ -62,19 +70,34 @@ impl Waker {
 
     /// [`Waker::wait`], also ending when `extra` (a hands-off process's pidfd) is readable.
     pub(crate) fn wait_also(&self, extra: Option<RawFd>, timeout: Option<Duration>) {
-        let timeout_ms = match timeout {
-            None => -1,
-            Some(t) => t.as_millis().clamp(1, 60_000) as i32,
-        };
+        // To the microsecond (`ppoll`): a halt re-checks `waitpid` every few hundred of them.
+        let timeout = timeout.map(|t| {
+            let t = t.clamp(Duration::from_micros(10), Duration::from_secs(60));
+            libc::timespec {
+                tv_sec: t.as_secs() as libc::time_t,
+                tv_nsec: t.subsec_nanos() as libc::c_long,
+            }
+        });
         let mut fds = [self.rx.as_raw_fd(), extra.unwrap_or(-1)].map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         });
+        let ts = timeout
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // SAFETY: `fds` are valid pollfds for the call's duration naming our open socket and,
-        // when given, the caller's open pidfd (a negative fd is ignored by poll). EINTR
-        // (another signal) counts as a wakeup like any other.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        // when given, the caller's open pidfd (a negative fd is ignored by ppoll); `ts` is
+        // null or points at a timespec that outlives the call; a null signal mask keeps the
+        // thread's own. EINTR (another signal) counts as a wakeup like any other.
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                ts,
+                std::ptr::null(),
+            )
+        };
         let mut buf = [0u8; 256];
         loop {
             match (&self.rx).read(&mut buf) {

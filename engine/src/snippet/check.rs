@@ -151,12 +151,19 @@ fn is_null_constant(e: &Expr) -> bool {
 ///   process, `TLS_OFFSET` and `THREAD_FN` 0 in a rewritten binary): `FRAME` (an `i32`, as
 ///   its 64-bit two's complement) is added to the point's `rsp` to give the frame the
 ///   activation is keyed by (see [`ir::Stmt::Rt`]);
+/// - `__gsh_rt_path_enter`, `__gsh_rt_path_count` and `__gsh_rt_path_exit(FUNC, SAVE,
+///   TSC_MULT, SHADOW_OFFSET, PATHS_OFFSET, UNWIND_COUNT, SLOT, TLS_OFFSET, THREAD_FN)`
+///   (live processes only): a call-path event done inline when it can, else by calling FUNC
+///   as `__gsh_rt_call` would (see [`ir::RtOp::Path`]);
 /// - `__gsh_cov_hit(COUNTER)`: a block-coverage probe, `COUNTER` the counter's address.
-pub const RT_NAMES: [&str; 5] = [
+pub const RT_NAMES: [&str; 8] = [
     "__gsh_rt_count",
     "__gsh_rt_time_enter",
     "__gsh_rt_time_exit",
     "__gsh_rt_call",
+    "__gsh_rt_path_enter",
+    "__gsh_rt_path_count",
+    "__gsh_rt_path_exit",
     "__gsh_cov_hit",
 ];
 
@@ -201,8 +208,18 @@ impl Checker<'_> {
                 }
             };
         }
-        let call = name == "__gsh_rt_call";
-        let (head, rest) = lits.split_at(if call { 2.min(lits.len()) } else { 0 });
+        let path = match name {
+            "__gsh_rt_path_enter" => Some(ir::PathEvent::Enter),
+            "__gsh_rt_path_count" => Some(ir::PathEvent::Count),
+            "__gsh_rt_path_exit" => Some(ir::PathEvent::Exit),
+            _ => None,
+        };
+        let head_len = match (name, path) {
+            ("__gsh_rt_call", _) => 2,
+            (_, Some(_)) => 6,
+            _ => 0,
+        };
+        let (head, rest) = lits.split_at(head_len.min(lits.len()));
         let wrong = |this: &mut Self| {
             this.error(
                 e.span,
@@ -241,23 +258,50 @@ impl Checker<'_> {
             self.error(e.span, format!("slot {slot} is too large"));
             return None;
         };
+        let func = |f: u64| match access {
+            ir::RtAccess::Direct { .. } => ir::RtFunc::Addr(f),
+            ir::RtAccess::Descriptor(_) => ir::RtFunc::Cell(f),
+        };
+        let save = |s: u64| {
+            if s == RT_SAVE_FULL {
+                ir::VectorSaving::Full
+            } else {
+                ir::VectorSaving::Xmm(s as u16)
+            }
+        };
         let op = match (name, head) {
+            (_, &[f, s, tsc_mult, shadow, paths, unwind_count]) if path.is_some() => {
+                let (Ok(shadow_offset), Ok(paths_offset)) =
+                    (u32::try_from(shadow), u32::try_from(paths))
+                else {
+                    self.error(e.span, format!("`{name}`: offsets out of range"));
+                    return None;
+                };
+                if !matches!(access, ir::RtAccess::Direct { .. }) {
+                    self.error(e.span, format!("`{name}` needs a live process's runtime"));
+                    return None;
+                }
+                ir::RtOp::Path {
+                    event: path.unwrap_or(ir::PathEvent::Enter),
+                    func: func(f),
+                    save: save(s),
+                    layout: ir::PathLayout {
+                        tsc_mult,
+                        shadow_offset,
+                        paths_offset,
+                        unwind_count,
+                    },
+                }
+            }
             ("__gsh_rt_count", _) => ir::RtOp::Count,
             ("__gsh_rt_time_enter", _) => ir::RtOp::TimeEnter,
             ("__gsh_rt_time_exit", _) => ir::RtOp::TimeExit,
-            (_, &[func, save]) => ir::RtOp::Call {
-                func: match access {
-                    ir::RtAccess::Direct { .. } => ir::RtFunc::Addr(func),
-                    ir::RtAccess::Descriptor(_) => ir::RtFunc::Cell(func),
-                },
-                save: if save == RT_SAVE_FULL {
-                    ir::VectorSaving::Full
-                } else {
-                    ir::VectorSaving::Xmm(save as u16)
-                },
+            ("__gsh_rt_call", &[f, s]) => ir::RtOp::Call {
+                func: func(f),
+                save: save(s),
             },
             _ => {
-                self.error(e.span, format!("`{name}` needs FUNC and SAVE"));
+                self.error(e.span, format!("`{name}`: wrong arguments before SLOT"));
                 return None;
             }
         };

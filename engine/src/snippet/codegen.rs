@@ -154,6 +154,7 @@ macro_rules! op2 {
 
 mod arith;
 mod lower;
+mod path;
 mod rt;
 
 /// Generates code for `program` to run at runtime address `addr`.

@@ -64,6 +64,46 @@ pub enum RtOp {
         /// The vector state saved around the call.
         save: VectorSaving,
     },
+    /// A call-path profile's event (`profile`, wall time on the TSC): inline when the
+    /// thread's walk memo applies (`rt-abi`'s `WalkMemo`) or, at an exit, when the shadow
+    /// stack's top is this activation; otherwise the [`RtOp::Call`] of `func` (the runtime's
+    /// `_tsc` entry point for the same event), which gives the same result the long way.
+    Path {
+        /// Which event.
+        event: PathEvent,
+        /// The runtime function called when the inline path does not apply.
+        func: RtFunc,
+        /// The vector state saved around that call.
+        save: VectorSaving,
+        /// The runtime's layout, which the inline path reads.
+        layout: PathLayout,
+    },
+}
+
+/// Which call-path event an [`RtOp::Path`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathEvent {
+    /// `gsh_rt_path_enter_tsc`: count the path and open a timed activation.
+    Enter,
+    /// `gsh_rt_path_count_tsc`: count the path only.
+    Count,
+    /// `gsh_rt_path_exit_tsc`: close the activation, crediting its path record.
+    Exit,
+}
+
+/// What generated code needs of the loaded runtime to profile inline: fixed when the runtime
+/// is initialised (`Root`'s fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathLayout {
+    /// `Root::tsc_mult`: nanoseconds per TSC tick, 32.32 fixed point.
+    pub tsc_mult: u64,
+    /// `Root::shadow_offset`: the shadow stack in a thread block (the walk memo follows it at
+    /// `rt-abi`'s `memo_offset`).
+    pub shadow_offset: u32,
+    /// `Root::paths_offset`: the path records in a thread block.
+    pub paths_offset: u32,
+    /// The runtime address of `Root::unwind_count`.
+    pub unwind_count: u64,
 }
 
 /// How the generated code finds the runtime.

@@ -55,6 +55,7 @@ pub const GRAMMAR: &str = include_str!("GRAMMAR.md");
 
 pub mod abi;
 pub mod ast;
+pub mod cache;
 pub mod check;
 pub mod codegen;
 pub mod diag;
@@ -113,17 +114,19 @@ pub fn compile(source: &str, env: &dyn Env, addr: u64) -> Result<Compiled, Vec<D
     let Some(program) = program else {
         return Err(diags);
     };
-    match codegen::generate(&program, addr) {
-        Ok(code) => Ok(Compiled {
-            program,
-            code,
-            warnings: diags,
-        }),
-        Err(e) => Err(vec![Diagnostic::error(
-            Span::new(0, source.len()),
-            e.to_string(),
-        )]),
-    }
+    let code = generate(&program, source, addr)?;
+    Ok(Compiled {
+        program,
+        code,
+        warnings: diags,
+    })
+}
+
+/// Machine code for `program` (checked from `source`) that will run at `addr`: what
+/// [`compile`] does after checking, for a program checked before ([`cache::CheckCache`]).
+pub fn generate(program: &ir::Program, source: &str, addr: u64) -> Result<Code, Vec<Diagnostic>> {
+    codegen::generate(program, addr)
+        .map_err(|e| vec![Diagnostic::error(Span::new(0, source.len()), e.to_string())])
 }
 
 /// A variable from `declare TYPE NAME [= INIT]`, ready for the shell to allocate.

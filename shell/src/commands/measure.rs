@@ -155,7 +155,8 @@ binary that `save` rewrote with measuring in it. A loop's row is named `FUNC loo
 `iterations`, `iterations_per_entry`). The row of a caller's calls to a callee (`time FUNC \
 call CALLEE`) is named `FUNC call CALLEE` (JSON: `\"call\": CALLEE`, and no `\"loop\"`); its \
 Calls are those calls. A measure that was deleted keeps the \
-values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON). `--json` prints \
+values it had then and is marked `(deleted)` (`\"deleted\": true` in JSON); the last 32 deleted \
+are kept, older ones are dropped. `--json` prints \
 everything as one JSON document; `--folded FILE` writes the profiles as folded stacks (`main;parse;malloc 1234`, in \
 ns, or calls for `profile --count`), the input of flame graph tools; `--svg FILE` renders that \
 flame graph itself. Block coverage (`coverage`) is shown per function: blocks covered of all, \

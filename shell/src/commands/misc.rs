@@ -62,14 +62,17 @@ TID]` / `[thread TID exited]`; when off, the shell prints one summary line inste
 `[1900 threads started, 1898 exited]`. gdb's spelling `set print thread-events off` works too. \
 `attached-mode` says how gsh follows a process it attached to while it runs. `auto` (the \
 default) runs it hands-off while nothing needs gsh: no breakpoint, no trap-based \
-instrumentation, no measure and no declared variable whose final value gsh must read when the \
-process exits. Hands-off, every thread is detached (instrumentation and the runtime stay and \
+instrumentation, no declared variable or coverage whose final value gsh must read when the \
+process exits. Measures (`count`, `time`, `profile`) need no tracer: their counters live in \
+memory gsh holds a handle of, so `report` gives the exact final values of a process that \
+exited while let go. Hands-off, every thread is detached (instrumentation and the runtime stay and \
 keep working) and taken hold of again when a command needs the process stopped, so signals and \
 new threads cost the program nothing; forks, execs, thread events and crashes are not seen \
 meanwhile (a crash shows as the process killed by its signal), and libraries it loads join at \
-the next command that stops it. `hands-off` lets go while measuring too: counters keep counting \
-and `report` reads them, but a process that exits while let go takes its final values with it. \
-`traced` keeps every thread traced, as gdb does: each signal and thread creation stops in gsh, \
+the next command that stops it. `hands-off` lets go while declared variables or coverage \
+count too (and while measuring with a runtime gsh could not take that handle of): they keep \
+counting and `report` reads them, but a process that exits while let go takes their final \
+values with it. `traced` keeps every thread traced, as gdb does: each signal and thread creation stops in gsh, \
 and a fault signal stops the process where it happened. A process gsh started is always traced.",
     examples: &[
         ("set thread-events on", ""),

@@ -113,9 +113,9 @@ pub const CONTINUE: Spec = Spec {
 fatal signal, Ctrl-C) or exits; with `&`, returns at once and the process runs while you type: \
 `at`, `delete` and `print` work on it without stopping it for more than the moment a change \
 takes. A process gsh attached to runs hands-off while no breakpoint, trap-based \
-instrumentation, measure or declared variable needs gsh (`set attached-mode`; measures and \
-declared variables need gsh to read their final values if the process exits, unless `set \
-attached-mode hands-off`): gsh detaches from every thread, leaving the instrumentation working, so signals and new threads cost the program nothing, and takes hold \
+instrumentation, declared variable or coverage needs gsh (`set attached-mode`; declared \
+variables and coverage need gsh to read their final values if the process exits, unless `set \
+attached-mode hands-off`; measures do not: their final values outlive the process): gsh detaches from every thread, leaving the instrumentation working, so signals and new threads cost the program nothing, and takes hold \
 again when a command needs it stopped. Meanwhile forks, execs, thread events and crashes are not \
 seen (a crash shows as the process killed by its signal) and libraries it loads join at that \
 next command.",

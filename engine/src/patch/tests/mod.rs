@@ -571,6 +571,8 @@ fn removing_by_tag_keeps_the_other_snippets_and_restores_bare_sites() {
         }));
         let m = fx.session.main().expect("module");
         fx.patcher.insert(m, &mut fx.space, &reqs).expect("insert");
+        // Every snippet written is kept checked, and none more.
+        assert_eq!(fx.patcher.checked_snippets(), 2 + x.len(), "{opt}");
         let f = m.functions().by_name("inc").next().expect("inc");
         let original = m.binary.bytes_at(f.addr, f.size).expect("bytes").to_vec();
         assert_eq!(fx.f1("sum_to")(4), 18);
@@ -579,6 +581,7 @@ fn removing_by_tag_keeps_the_other_snippets_and_restores_bare_sites() {
 
         // One of two snippets at a site: the other keeps running.
         assert_eq!(fx.patcher.remove(m, &mut fx.space, 1).expect("remove 1"), 1);
+        assert_eq!(fx.patcher.checked_snippets(), 1 + x.len(), "{opt}");
         assert_eq!(fx.f1("sum_to")(4), 18, "{opt}");
         assert_eq!((fx.counter(0), fx.counter(1)), (1, 2), "{opt}");
         // The last snippet at a site: its bytes come back.
@@ -594,8 +597,10 @@ fn removing_by_tag_keeps_the_other_snippets_and_restores_bare_sites() {
             .expect("read");
         assert_eq!(now, original, "{opt}: inc's bytes are the file's");
         assert_eq!(fx.patcher.remove(m, &mut fx.space, 3).expect("again"), 0);
+        assert_eq!(fx.patcher.checked_snippets(), 1, "{opt}");
         fx.patcher.remove(m, &mut fx.space, 2).expect("remove 2");
         assert!(fx.patcher.is_empty());
+        assert_eq!(fx.patcher.checked_snippets(), 0, "{opt}");
         assert_eq!(fx.f1("sum_to")(4), 18);
         assert_eq!(fx.counter(1), 2, "{opt}");
     }
@@ -903,4 +908,65 @@ fn a_table_nothing_bounds_is_refused_with_the_reason() {
         refused += 1;
     }
     assert!(refused > 0, "run's tables lead into shared blocks: {cfg:?}");
+}
+
+/// A trampoline laid out from a snippet checked before (as a relay lays it out) is byte for
+/// byte the one laid out from its text, at every address and with the flags live or not.
+#[test]
+fn a_snippet_checked_once_lays_out_the_same_bytes_as_its_text() {
+    use super::layout::{decode_at, lay_out, PointCode, SnippetSrc};
+    use std::collections::HashMap;
+    let env = MapEnv::default()
+        .var(
+            "n",
+            Type::Int(IntKind::Long),
+            VarPlace::Absolute(0x7000_1000),
+        )
+        .var(
+            "m",
+            Type::Int(IntKind::Int),
+            VarPlace::Absolute(0x7000_2000),
+        )
+        .func(
+            "record",
+            0x7000_3000,
+            FnSig {
+                ret: Type::Void,
+                params: Some(vec![Type::Int(IntKind::Long)]),
+                variadic: false,
+                printf_format: None,
+            },
+        );
+    // push rbp; mov rbp, rsp; sub rsp, 16; mov eax, [rip+0x100]
+    let code = [
+        0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x10, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00,
+    ];
+    let at = 0x7000_0000u64;
+    for source in [
+        "n++;",
+        "m = m * 3 + 1; if (m > 7) n = n + m;",
+        "record(n); n--;",
+    ] {
+        let program = crate::snippet::check_source(source, &env)
+            .0
+            .expect("checks");
+        for flags_live in [false, true] {
+            for base in [0x7000_8000u64, 0x7001_0004, 0x6fff_0000] {
+                let lay = |checked| {
+                    let mut pc = PointCode::empty(super::VectorSave::default());
+                    pc.flags_live = flags_live;
+                    pc.snippets.push(SnippetSrc {
+                        source,
+                        env: &env,
+                        checked,
+                    });
+                    let codes: HashMap<u64, PointCode> = [(at, pc)].into_iter().collect();
+                    lay_out(&[decode_at(&code, at)], &codes, base).expect("lays out")
+                };
+                let (text, checked) = (lay(None), lay(Some(&program)));
+                assert_eq!(text.bytes, checked.bytes, "{source} at {base:#x}");
+                assert_eq!(text.map, checked.map, "{source} at {base:#x}");
+            }
+        }
+    }
 }

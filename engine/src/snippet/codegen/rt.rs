@@ -31,6 +31,8 @@
 //! - **call** (`profile`, CPU time): `f(slot, sp, rbp)` with the caller-saved registers pushed,
 //!   the stack aligned, and only the vector registers the callee may change saved (or all
 //!   vector state, when it cannot be bounded).
+//! - **path** (`profile` with the TSC as clock): the call's work done inline when the thread's
+//!   walk memo applies, else the call (the `path` module).
 //!
 //! Slow paths and calls save everything they change themselves, so the snippet reports only
 //! `r11`, the flags, its stack use (and `rax`/`rdx` for `rdtsc`): the trampoline around a count
@@ -103,6 +105,12 @@ impl Gen {
             RtOp::TimeEnter => self.time_enter(rec, frame, done)?,
             RtOp::TimeExit => self.time_exit(rec, frame, done)?,
             RtOp::Call { func, save } => self.rt_call(func, save, slot, frame)?,
+            RtOp::Path {
+                event,
+                func,
+                save,
+                layout,
+            } => self.path_event(event, func, save, layout, slot, frame, done)?,
         }
         self.bind(done);
         Ok(())
@@ -207,7 +215,7 @@ impl Gen {
 
     /// The activation's frame into `r`: the point's `rsp` (from the saved-register block)
     /// plus the operation's frame offset.
-    fn load_sp(&mut self, r: R, frame: i32) -> Res {
+    pub(super) fn load_sp(&mut self, r: R, frame: i32) -> Res {
         let place = Place {
             kind: PlaceKind::Saved(SP_OFFSET),
             ty: Type::Int(IntKind::ULong),
@@ -218,7 +226,7 @@ impl Gen {
     }
 
     /// `rax` = the TSC (`rdx` clobbered).
-    fn tsc(&mut self) -> Res {
+    pub(super) fn tsc(&mut self) -> Res {
         self.op0(Op::Rdtsc)?;
         op2!(self, Op::Shl_rm64_imm8, R::RDX, 32u32)?;
         op2!(self, Op::Or_r64_rm64, R::RAX, R::RDX)
@@ -268,7 +276,13 @@ impl Gen {
         op2!(self, Op::Mov_rm64_imm32, at(R::R11, open_sp), 0i32)
     }
 
-    fn rt_call(&mut self, func: RtFunc, save: VectorSaving, slot: u32, frame: i32) -> Res {
+    pub(super) fn rt_call(
+        &mut self,
+        func: RtFunc,
+        save: VectorSaving,
+        slot: u32,
+        frame: i32,
+    ) -> Res {
         self.stack = true;
         // The block read below goes through the clobber-exempt region, so note it first.
         let sp_place = Place {
