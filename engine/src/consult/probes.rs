@@ -73,6 +73,14 @@ pub trait Probes {
         let _ = (module, function, pc);
         None
     }
+    /// True when the code of `function`'s module is analysed, so that its loops can be named
+    /// and timed at once; when not, starts analysing it in the background and says false (a
+    /// large module, python3's interpreter, takes seconds, which the search does not wait
+    /// for: it asks again at its next step).
+    fn ready(&mut self, module: &str, function: &str) -> bool {
+        let _ = (module, function);
+        true
+    }
     /// Learns the libraries the program loaded since the last call (so their functions and
     /// loops can be named and timed); how many there were.
     fn learn(&mut self) -> Result<usize, String> {
@@ -505,6 +513,17 @@ impl Lab for ProbeLab<'_> {
     fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
         let (function, within) = split_loops(focus);
         let timed = h == Hypothesis::CPUBound && self.probes.is_some();
+        // Loops and call sites need the module's analysis: until it is done (in the
+        // background), the lab cannot tell yet.
+        if timed {
+            if let (Some((module, name, _)), Some(probes)) =
+                (function_of(&function), self.probes.as_deref_mut())
+            {
+                if !probes.ready(&module, &name) {
+                    return None;
+                }
+            }
+        }
         let mut out = Vec::new();
         if within.is_empty() || timed {
             for (child, p) in self.inner.refine(h, &function)? {
@@ -830,6 +849,8 @@ mod tests {
         removed: Vec<u32>,
         value: TimerValue,
         always: Option<Instant>,
+        /// Analyses not done yet: `ready` says false this many more times.
+        analysing: u32,
         /// Entries as if the loop were entered once per timed entry's cost (the second value,
         /// in ns) of the time since then.
         counting: Option<(Instant, f64)>,
@@ -883,6 +904,10 @@ mod tests {
             self.removed.push(id);
             Ok(())
         }
+        fn ready(&mut self, _: &str, _: &str) -> bool {
+            self.analysing = self.analysing.saturating_sub(1);
+            self.analysing == 0
+        }
         fn loop_at(&mut self, _: &str, function: &str, pc: u64) -> Option<String> {
             match (function, pc) {
                 ("f", 0x100) => Some("loop_2.1".into()),
@@ -931,6 +956,19 @@ mod tests {
         let mut g = f.clone();
         g.0[3] = Resource::Function("g".into());
         assert!(lab.refine(Hypothesis::CPUBound, &g).unwrap().is_empty());
+        // Without probes, nothing below a function is a loop.
+        drop(lab);
+        let mut slow = Fake {
+            analysing: 2,
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut slow));
+        // While the function's module is being analysed, the lab cannot tell yet; then it can.
+        assert!(lab.refine(Hypothesis::CPUBound, &f).is_none());
+        assert_eq!(
+            names(&lab.refine(Hypothesis::CPUBound, &f).unwrap()).len(),
+            2
+        );
         // Without probes, nothing below a function is a loop.
         let mut bare = ProbeLab::new(pid, ProcLab::new(pid), None);
         assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());
