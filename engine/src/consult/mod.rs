@@ -299,8 +299,9 @@ pub trait Lab {
         None
     }
     /// The share of the program's time the lab's probes have taken since the search began
-    /// (what the ones taken out paid and what the ones in have paid so far): while it is at
-    /// the cost limit, nothing that costs starts, so that the search's cost over its whole
+    /// (what the ones taken out paid and what the ones in have paid so far), over the share
+    /// of the limit the lab leaves its probes (the stack samples keep the rest): while it is
+    /// at the cost limit, nothing that costs starts, so that the search's cost over its whole
     /// run stays under the limit too, however many probes turn out too costly and come out.
     fn spent(&mut self) -> f64 {
         0.0

@@ -210,6 +210,10 @@ const UNKNOWN_COST: f64 = 0.002;
 /// again before it has cost much.
 const RATE_WINDOW: f64 = 0.05;
 
+/// The share of the cost limit the probes may take over the search: the stack samples keep
+/// the rest (`stacks::sample_stacks`).
+const PROBES_SHARE: f64 = 0.9;
+
 /// A ProbeId's bit that marks it as a loop timer's (the others are the [`ProcLab`]'s).
 const TIMER_BIT: u64 = 1 << 63;
 
@@ -232,6 +236,8 @@ struct Timer {
     /// What it costs, once measured over [`RATE_WINDOW`]: the time its entries took, over
     /// the thread's time on a CPU meanwhile.
     cost: Option<f64>,
+    /// Nanoseconds its entries (in every thread) have taken so far, as last read.
+    paid: f64,
 }
 
 /// A thread's scheduler counts: nanoseconds on a CPU, and runnable waiting for one.
@@ -416,6 +422,19 @@ impl<'p> ProbeLab<'p> {
         self.probes.as_deref_mut()?.read(id, tid).ok()
     }
 
+    /// Nanoseconds the timers have taken so far: those taken out, and those in as last read
+    /// (a timer shared by experiments counted once).
+    fn paid_so_far(&self) -> f64 {
+        let mut seen = std::collections::BTreeSet::new();
+        self.paid_ns
+            + self
+                .timers
+                .values()
+                .filter(|t| seen.insert(t.key.clone()))
+                .map(|t| t.paid)
+                .sum::<f64>()
+    }
+
     fn timer_all(&mut self, id: u32, tid: i32) -> Option<TimerValue> {
         self.probes.as_deref_mut()?.read_all(id, tid).ok()
     }
@@ -595,26 +614,16 @@ impl Lab for ProbeLab<'_> {
     }
 
     fn spent(&mut self) -> f64 {
-        let ns = self.stats.timer_ns;
-        let keys: Vec<(u64, u32, i32, u64)> = self
-            .timers
-            .iter()
-            .filter(|(k, t)| {
-                self.timers
-                    .iter()
-                    .find(|(_, x)| x.key == t.key)
-                    .map(|(k, _)| k)
-                    == Some(*k)
-            })
-            .map(|(k, t)| (*k, t.id, t.tid, t.all.entries))
-            .collect();
-        let mut paid = self.paid_ns;
-        for (_, id, tid, from) in keys {
-            if let Some(v) = self.timer_all(id, tid) {
-                paid += v.entries.saturating_sub(from) as f64 * ns;
-            }
-        }
-        paid / 1e9 / self.started.elapsed().as_secs_f64().max(1e-9)
+        let paid = self.paid_so_far() / 1e9;
+        // Over what the threads ran (plus what the stops took), as the report counts it;
+        // over the wall time without stack samples.
+        let base = match self.inner.stop_cost() {
+            Some((lost, used)) if !used.is_zero() => (used + lost).as_secs_f64(),
+            _ => self.started.elapsed().as_secs_f64(),
+        };
+        // The stops keep a tenth of the budget (`stacks::sample_stacks`): the probes get
+        // the rest.
+        paid / base.max(1e-9) / PROBES_SHARE
     }
 
     fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
@@ -711,6 +720,7 @@ impl Lab for ProbeLab<'_> {
                 sched,
                 all,
                 cost: None,
+                paid: 0.0,
             },
         );
         Ok(ProbeId(TIMER_BIT | self.next))
@@ -765,6 +775,7 @@ impl Lab for ProbeLab<'_> {
                 };
                 let t = self.timers.get_mut(&probe.0)?;
                 t.cost = Some(cost);
+                t.paid = spent * 1e9;
                 let known = self.costs.entry(t.key.clone()).or_insert(0.0);
                 *known = known.max(cost);
             }
@@ -777,6 +788,9 @@ impl Lab for ProbeLab<'_> {
         // Only a loop has parts to time in its stead: a call path ends at its call.
         let is_loop = matches!(focus.last(), Some(Resource::Loop(_)));
         let opaque = is_loop && unseen && !self.unseen.contains(&outer.to_string());
+        let paid = self.paid_so_far();
+        self.inner
+            .set_probes_spent(std::time::Duration::from_secs_f64(paid / 1e9));
         if unseen {
             self.unseen.insert(focus.to_string());
         }
