@@ -84,8 +84,9 @@ instrumentation` lists none, the code is as before, and `report` shows none of t
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
-stopped at most --cost PERCENT of the time (default 5). The probes are kept within the same \
-limit: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
+stopped at most --cost PERCENT of the time (default 5), less what the probes have taken (the \
+stops keep a tenth of it whatever they take): the two share the limit. The probes are kept \
+within it: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
 its thread's time on a CPU, measured a tenth of a second after it goes in. A timer whose cost \
 is not known yet goes in only when no other unknown one is in; one that turns out to cost \
 more than the limit is taken out at once and its experiment is refused (state `refused`, \
