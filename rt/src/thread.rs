@@ -195,6 +195,9 @@ pub fn slow() -> Option<Block> {
 /// Blocks the arena holds at first: [`ARENA_BLOCKS`] unless a test asked for fewer
 /// ([`set_arena_blocks`]) or `GSH_RT_ARENA_BLOCKS` says otherwise.
 static WANT_ARENA: AtomicU64 = AtomicU64::new(ARENA_BLOCKS);
+/// Chunks the arena may have: [`ARENA_CHUNKS`] unless `GSH_RT_ARENA_CHUNKS` says fewer (tests
+/// see what happens when the arena cannot grow).
+static MAX_CHUNKS: AtomicU64 = AtomicU64::new(ARENA_CHUNKS as u64);
 /// Held while a block is taken from the arena or the arena grows.
 static ARENA_LOCK: AtomicBool = AtomicBool::new(false);
 
@@ -216,17 +219,27 @@ fn arena_header<'a>() -> Option<&'a ArenaHeader> {
     Some(unsafe { &*(at as *const ArenaHeader) })
 }
 
+/// A number from the environment, read without allocating (malloc may be the very function
+/// being measured).
+fn env_number(name: &std::ffi::CStr) -> Option<u64> {
+    // SAFETY: `name` is NUL-terminated; getenv only reads the environment.
+    let env = unsafe { libc::getenv(name.as_ptr()) };
+    if env.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated string.
+    let v = unsafe { std::ffi::CStr::from_ptr(env) };
+    v.to_str().ok()?.parse().ok()
+}
+
 /// Makes the arena (see the module documentation); without it every block is private.
 fn make_arena(block_size: u64) {
-    // SAFETY: getenv reads the environment without allocating (malloc may be the very
-    // function being measured).
-    let env = unsafe { libc::getenv(c"GSH_RT_ARENA_BLOCKS".as_ptr()) };
-    // SAFETY: a non-null getenv result is a NUL-terminated string.
-    let blocks = (!env.is_null())
-        .then(|| unsafe { std::ffi::CStr::from_ptr(env) })
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+    let blocks = env_number(c"GSH_RT_ARENA_BLOCKS")
         .filter(|&n| n > 0)
         .unwrap_or_else(|| WANT_ARENA.load(Relaxed));
+    if let Some(n) = env_number(c"GSH_RT_ARENA_CHUNKS").filter(|&n| n > 0) {
+        MAX_CHUNKS.store(n.min(ARENA_CHUNKS as u64), Relaxed);
+    }
     let Some(len) = block_size
         .checked_mul(blocks)
         .and_then(|l| l.checked_add(ARENA_HEADER_BYTES))
@@ -333,7 +346,7 @@ fn from_arena(size: u64) -> Option<*mut u8> {
 /// refuses, or the header has no room for another chunk.
 fn grow(h: &ArenaHeader, size: u64) -> bool {
     let n = h.chunk_count.load(Relaxed) as usize;
-    if n >= ARENA_CHUNKS {
+    if n >= ARENA_CHUNKS || n as u64 >= MAX_CHUNKS.load(Relaxed) {
         return false;
     }
     let fd = GSH_RT_ROOT.arena_fd.load(Relaxed);
