@@ -254,7 +254,8 @@ abi_struct! {
         pub stack_lo: AtomicU64,
         /// End of that mapping.
         pub stack_hi: AtomicU64,
-        /// Path activations that found the table full (or the probe too long).
+        /// Path activations that found the table full (or the probe too long) and whose slot is
+        /// out of range; the others are counted in their slot's own record.
         pub other_count: AtomicU64,
         /// Inclusive nanoseconds of those activations.
         pub other_ns: AtomicU64,
@@ -310,7 +311,8 @@ pub const FRAME_PATH_CPU: u32 = 4;
 /// A frame whose slot was given to another measure after its own was deleted: gsh marks it
 /// when it hands the slot out again, and closing it credits nothing.
 pub const FRAME_DEAD: u32 = 5;
-/// `ShadowEntry::record` for path activations counted in the header's `other_*`.
+/// `ShadowEntry::record` for path activations whose path found no record: counted in their
+/// slot's own record (or, for a slot out of range, in the header's `other_*`).
 pub const RECORD_OTHER: u32 = u32::MAX;
 /// `PathRecord::slot` of a record whose slot the mutator handed out again: never matched or
 /// reported again, until its thread claims it again for a new path.
