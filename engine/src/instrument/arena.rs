@@ -104,8 +104,11 @@ impl Arena {
     /// the process: false once a block had to be mapped privately (the header's `lost`), or
     /// when the header cannot be read.
     pub fn complete(&self) -> bool {
-        Self::read_header(&self.file)
-            .is_some_and(|h| u64_at(&h, offset_of!(ArenaHeader, lost)) == 0)
+        // Asked at each wakeup of the tracer while measuring: one 8-byte read.
+        let mut lost = [0u8; 8];
+        self.file
+            .read_exact_at(&mut lost, offset_of!(ArenaHeader, lost) as u64)
+            .is_ok_and(|()| u64::from_le_bytes(lost) == 0)
     }
 
     /// The arena's chunks as the header lists them: (first block, blocks, address in the
