@@ -824,6 +824,21 @@ fn traced(pid: i32) -> bool {
         .unwrap()
 }
 
+/// Waits until gsh sees the process end as `want` (within `within`), failing at once if it
+/// ends otherwise.
+fn wait_for_end<H: Hooks + 'static>(t: &Tracer<H>, want: State, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = t.with(|p, _| p.state()).unwrap();
+        if s == want {
+            return;
+        }
+        assert!(s.is_alive(), "{s} instead of {want}");
+        assert!(Instant::now() < deadline, "the end was never seen");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Waits until gsh has let the running process go (hands-off).
 fn wait_hands_off<H: Hooks + 'static>(t: &Tracer<H>) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -930,16 +945,7 @@ fn a_process_ending_while_hands_off_is_reported_with_its_status() {
         } else {
             State::Exited(0)
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let s = t.with(|p, _| p.state()).unwrap();
-            if s == want {
-                break;
-            }
-            assert!(s.is_alive(), "{s} instead of {want}");
-            assert!(Instant::now() < deadline, "the end was never seen");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_for_end(&t, want, Duration::from_secs(10));
         let events = t.take_events();
         let expected = if by_signal {
             Event::Killed {
@@ -1776,16 +1782,7 @@ fn measuring_runs_hands_off_and_the_counts_outlive_an_untraced_exit() {
     t.with(|p, _| p.write(stop, &1i32.to_le_bytes()))
         .unwrap()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s = t.with(|p, _| p.state()).unwrap();
-        if s == State::Exited(0) {
-            break;
-        }
-        assert!(s.is_alive(), "the program is {s}");
-        assert!(Instant::now() < deadline, "the end was never seen");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_end(&t, State::Exited(0), Duration::from_secs(10));
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert!(rest.ends_with("SIGUSR1 x 100\n"), "{rest}");
@@ -1838,16 +1835,7 @@ fn forked_children_never_count_into_their_parents_arena() {
     t.with(|p, _| p.write(go, &1i32.to_le_bytes()))
         .unwrap()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = t.with(|p, _| p.state()).unwrap();
-        if s == State::Exited(0) {
-            break;
-        }
-        assert!(s.is_alive(), "the program is {s}");
-        assert!(Instant::now() < deadline, "the end was never seen");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_end(&t, State::Exited(0), Duration::from_secs(20));
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(rest, "parent ticked 50 times\n");
@@ -1934,16 +1922,7 @@ fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
     t.with(|p, _| p.write(done, &1i32.to_le_bytes()))
         .unwrap()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = t.with(|p, _| p.state()).unwrap();
-        if s == State::Exited(0) {
-            break;
-        }
-        assert!(s.is_alive(), "the program is {s}");
-        assert!(Instant::now() < deadline, "the end was never seen");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_end(&t, State::Exited(0), Duration::from_secs(20));
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(rest, "ticked 2001 times\n");
