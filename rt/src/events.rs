@@ -128,7 +128,9 @@ fn close<const TSC: bool>(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut
     } else if e.kind != FRAME_DEAD {
         // A dead frame (rare: its slot was handed to another measure) credits nothing.
         let t = now.for_kind(e.kind).saturating_sub(e.start);
-        if e.record == RECORD_OTHER {
+        if e.record == RECORD_OTHER && e.slot < h.max_slots {
+            bump(&slot(b, e.slot).total_ns, t);
+        } else if e.record == RECORD_OTHER {
             bump(&h.other_ns, t);
         } else {
             bump(&crate::path::record(b, e.record).total_ns, t);

@@ -145,6 +145,9 @@ fn open_credits(b: Block) -> OpenCredits {
                 let entry = crate::events::slot(b, e.slot).entry_ns.load(Relaxed);
                 slots.push((e.slot, t.saturating_sub(entry)));
             }
+        } else if e.record == RECORD_OTHER && e.slot < h.max_slots {
+            // Beyond the path table: the slot's own record holds it (`path::path_enter`).
+            slots.push((e.slot, t.saturating_sub(e.start)));
         } else {
             paths.push((e.record, t.saturating_sub(e.start)));
         }

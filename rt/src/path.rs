@@ -423,7 +423,13 @@ fn path_enter<const TSC: bool>(slot: u32, rsp: u64, rbp: u64, kind: u32) {
     let top = pop_gone(b, h, rsp, true, &mut now);
     let idx = record_for(b, h, slot, rsp, rbp);
     if idx == RECORD_OTHER {
-        bump(&h.other_count, 1);
+        // In the slot's own record (unused by profiles otherwise), so a reader knows which
+        // profile the activations beyond the table belong to.
+        if slot < h.max_slots {
+            bump(&crate::events::slot(b, slot).count, 1);
+        } else {
+            bump(&h.other_count, 1);
+        }
     } else {
         bump(&record(b, idx).count, 1);
     }

@@ -22,6 +22,8 @@
 //!   same run; once with the stops that arrive inside a job left for after it, as before
 //!   (`Live::hold_stops_in_jobs`), and once served inside it, as gsh does now.
 //!
+//! `count '*'` is inserted three ways in one run: with at most 256 writes a pause (as
+//! before), staged at a lower priority (`Live::polite_staging`), and as gsh does by default.
 //! `count` and `detach` are measured twice: with no other client, and with the server under
 //! client load (`redis-benchmark`, 16 connections of `SET`/`GET`, from Debian's redis-tools),
 //! each against baselines measured under the same load. For the longest pause, where its time
@@ -789,12 +791,18 @@ fn count_section(
         &[
             ("ae*", "small", None),
             ("*", "all, at most 256 writes a pause as before", Some(256)),
+            (
+                "*",
+                "all, staged at the tracer's normal priority as before",
+                None,
+            ),
             ("*", "all", None),
         ]
     } else {
         &[]
     };
     for &(glob, label, most) in globs {
+        let polite = label.contains("lower priority");
         let mut row = CountRow {
             label,
             glob,
@@ -815,9 +823,11 @@ fn count_section(
                 live.paused_for = Duration::ZERO;
                 live.longest_pause = Duration::ZERO;
                 live.pause_writes = most;
+                live.polite_staging = polite;
                 let t = Instant::now();
                 live.insert(p, s, pl, id)?;
                 live.pause_writes = None;
+                live.polite_staging = false;
                 Ok((
                     t.elapsed(),
                     live.paused_for,

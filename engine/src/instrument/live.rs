@@ -310,6 +310,11 @@ pub struct Live {
     /// which an untraced process takes with it. Counters in an arena gsh holds need no tracer
     /// ([`super::arena`]).
     pub hands_off_while_measuring: bool,
+    /// Stage changes beside a running process at a lower priority (`Process::polite`), so
+    /// that its threads come first. Off by default: `xtask bench-stall count` compares, and on
+    /// a machine under load 11 neither way was consistently better while staging took up to
+    /// twice as long.
+    pub polite_staging: bool,
     /// Parse and check every snippet at every trampoline layout, as gsh did before the
     /// patchers kept checked snippets (`PatchOptions::recheck_snippets`; `xtask bench-stall
     /// relay` compares).
@@ -323,6 +328,11 @@ pub struct Live {
     /// the next pause, each that no stopped thread's registers or stack point into is freed
     /// for later trampolines ([`Live::free_code`]).
     leaving: Vec<(ModuleId, std::ops::Range<u64>)>,
+    /// The process's mappings, read before a pause's halt when trampolines wait to be freed:
+    /// where each thread's stack ends.
+    scan_maps: Option<Vec<crate::process::Mapping>>,
+    /// Those found free in the pause now ending, freed once it ends.
+    freeing: Vec<(ModuleId, std::ops::Range<u64>)>,
     /// Code memory freed that way, which new trampolines take before asking the process for
     /// more: a long attach inserting and deleting requests reuses it.
     free_code: Arc<std::sync::Mutex<CodeMemory>>,
@@ -590,6 +600,26 @@ impl Live {
         plan: &Plan,
         id: u32,
     ) -> Result<Vec<PointReport>, LiveError> {
+        // The process's threads come first while gsh stages beside them.
+        let polite = self.polite_staging && p.state() == State::Running;
+        if polite {
+            p.polite(true);
+        }
+        let out = self.insert_now(p, session, plan, id);
+        if polite {
+            p.polite(false);
+        }
+        out
+    }
+
+    /// [`Live::insert`], at whatever priority the tracer has.
+    fn insert_now(
+        &mut self,
+        p: &mut Process,
+        session: &Session,
+        plan: &Plan,
+        id: u32,
+    ) -> Result<Vec<PointReport>, LiveError> {
         let request = plan
             .requests
             .iter()
@@ -845,6 +875,19 @@ impl Live {
     /// Should it fail, the module it failed in has its code and records as before, the request
     /// stays (in the modules not yet done), and calling it again finishes the removal.
     pub fn remove(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
+        let polite = self.polite_staging && p.state() == State::Running;
+        if polite {
+            p.polite(true);
+        }
+        let out = self.remove_now(p, id);
+        if polite {
+            p.polite(false);
+        }
+        out
+    }
+
+    /// [`Live::remove`], at whatever priority the tracer has.
+    fn remove_now(&mut self, p: &mut Process, id: u32) -> Result<usize, LiveError> {
         if self.breakpoints.iter().any(|b| b.id == id) {
             Self::paused(p, |p| {
                 self.lift_breakpoints(p)?;
@@ -1066,7 +1109,8 @@ impl Live {
         let Some(tids) = p.all_stopped_tids() else {
             return;
         };
-        let Ok(maps) = p.mappings() else {
+        // Read before the halt: a stack not found in them keeps everything.
+        let Some(maps) = self.scan_maps.take() else {
             return;
         };
         let mut ranges: Vec<std::ops::Range<u64>> =
@@ -1104,20 +1148,31 @@ impl Live {
                 mark(u64::from_le_bytes(w.try_into().expect("8 bytes")));
             }
         }
-        let mut freed = Vec::new();
         let mut kept = Vec::new();
         for (m, r) in self.leaving.drain(..) {
             let i = ranges.partition_point(|x| x.start < r.start);
             if held.get(i).copied().unwrap_or(true) {
                 kept.push((m, r));
             } else {
-                if let Some(l) = self.loaded.get_mut(&m) {
-                    l.patcher.forget_trampoline(&r);
-                }
-                freed.push(r);
+                self.freeing.push((m, r));
             }
         }
         self.leaving = kept;
+    }
+
+    /// Frees what [`Live::free_left_trampolines`] found free, once the process runs again:
+    /// forgetting thousands of trampolines' records took milliseconds of a pause.
+    fn finish_freeing(&mut self) {
+        if self.freeing.is_empty() {
+            return;
+        }
+        let mut freed = Vec::with_capacity(self.freeing.len());
+        for (m, r) in std::mem::take(&mut self.freeing) {
+            if let Some(l) = self.loaded.get_mut(&m) {
+                l.patcher.forget_trampoline(&r);
+            }
+            freed.push(r);
+        }
         let mut code = self.free_code.lock().unwrap_or_else(|e| e.into_inner());
         code.free.extend(freed);
         code.free.sort_by_key(|r| r.start);
@@ -1238,6 +1293,11 @@ impl Live {
             // right after the pause.
             let _ = p.serve_in_job(&|rip| self.trap_site(rip));
         }
+        self.scan_maps = if self.leaving.is_empty() {
+            None
+        } else {
+            p.mappings().ok()
+        };
         let t = Instant::now();
         let mut steps = PauseSteps::default();
         if running {
@@ -1268,8 +1328,9 @@ impl Live {
             Ok(())
         };
         p.hurry(false);
-        resumed?;
         let took = t.elapsed();
+        self.finish_freeing();
+        resumed?;
         steps.resume = took - steps.halt - steps.serve - steps.change;
         self.paused_for += took;
         if took > self.longest_pause {

@@ -355,6 +355,8 @@ pub struct PathValue {
     /// What was measured.
     pub metric: Metric,
     /// Return addresses, innermost first (`ras[0]` is in the profiled function's caller).
+    /// Empty for the activations whose path was not kept: its thread's path table was full
+    /// (or the walk found no return address).
     pub ras: Vec<u64>,
     /// Entries into the function along this path.
     pub calls: u64,
@@ -1062,8 +1064,22 @@ impl Measure {
             .filter(|c| c.metric.is_profile())
             .map(|c| (c.slot, c))
             .collect();
+        let slots_offset = u64_at(&root, offset_of!(Root, slots_offset));
+        let top = by_slot.keys().max().map_or(0, |s| s + 1) as usize;
         let mut merged: BTreeMap<(u32, Vec<u64>), (u64, u64)> = BTreeMap::new();
         for block in blocks(rt, reader, &root)? {
+            // Activations on paths the thread's table had no room for are in the slot's own
+            // record (`rt/LAYOUT.md`): a path with no return address, which `report` names.
+            let slots = reader.read(block + slots_offset, SLOT_RECORD * top)?;
+            for &slot in by_slot.keys() {
+                let rec = &slots[SLOT_RECORD * slot as usize..][..SLOT_RECORD];
+                let count = u64_at(rec, offset_of!(SlotRecord, count));
+                if count != 0 {
+                    let e = merged.entry((slot, Vec::new())).or_default();
+                    e.0 += count;
+                    e.1 += u64_at(rec, offset_of!(SlotRecord, total_ns));
+                }
+            }
             let table = reader.read(block + paths_offset, capacity * PATH_RECORD)?;
             for rec in table.chunks_exact(PATH_RECORD) {
                 if u64_at(rec, offset_of!(PathRecord, hash)) == 0 {
@@ -1267,10 +1283,14 @@ impl Measure {
         Ok(())
     }
 
-    /// True when the final values outlive the process (its runtime's arena is gsh's too), so
-    /// gsh need not see the exit to keep them.
+    /// True when the final values outlive the process (its runtime's arena is gsh's too, and
+    /// holds every thread's block: [`Arena::complete`]), so gsh need not see the exit to keep
+    /// them.
     pub fn survives_exit(&self) -> bool {
-        self.runtime.as_ref().is_some_and(|rt| rt.arena.is_some())
+        self.runtime
+            .as_ref()
+            .and_then(|rt| rt.arena.as_ref())
+            .is_some_and(Arena::complete)
     }
 
     /// The values and paths as the process left them: those kept at its exit or at `detach`,

@@ -208,6 +208,19 @@ fn gather(file: &Output<Meta>, meta: &Meta) -> ResultsFile {
             let Some(&i) = index.get(&s.slot) else {
                 continue;
             };
+            if values[i].metric.is_profile() {
+                // A profile's own record holds the activations on paths its thread's table
+                // had no room for: a path with no return address.
+                paths.push(PathValue {
+                    id: values[i].id,
+                    function: values[i].function.clone(),
+                    metric: values[i].metric,
+                    ras: Vec::new(),
+                    calls: s.count,
+                    ns: s.ns,
+                });
+                continue;
+            }
             values[i].calls += s.count;
             let ticks = values[i].metric == Metric::Time && file.clock == Clock::Rdtsc;
             if let Some(ns) = values[i].ns.as_mut() {

@@ -77,7 +77,13 @@ pub struct Process {
     pub last_halt: HaltTiming,
     /// The tracer thread's nice value before [`Process::hurry`] raised its priority.
     hurried: Option<i32>,
+    /// The tracer thread's nice value before [`Process::polite`] lowered its priority.
+    polite_from: Option<i32>,
 }
+
+/// How much [`Process::polite`] lowers the tracer's priority (nice +5: about a third of a
+/// default thread's share of a contended CPU).
+const POLITE_NICE: i32 = 5;
 
 /// The tracer thread's nice value while it holds a running process stopped.
 const HURRIED_NICE: i32 = -15;
@@ -159,6 +165,7 @@ impl Process {
             holding: false,
             last_halt: HaltTiming::default(),
             hurried: None,
+            polite_from: None,
         })
     }
 
@@ -255,6 +262,35 @@ impl Process {
         } else if let Some(nice) = self.hurried.take() {
             // SAFETY: as above; lowering our own priority back needs no privilege.
             unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+        }
+    }
+
+    /// Lowers the calling thread's scheduling priority while it works beside a running
+    /// process (`on`: staging a change, which takes the CPU for seconds on a large request),
+    /// and puts it back (`!on`), so the process's own threads come first; [`Process::hurry`]
+    /// still raises it for each pause. Only where the priority can be raised again
+    /// (CAP_SYS_NICE): otherwise the tracer would stay slow.
+    pub fn polite(&mut self, on: bool) {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as libc::id_t;
+        if on && self.polite_from.is_none() {
+            // SAFETY: getpriority/setpriority on our own thread id; errors are only returned.
+            let now = unsafe {
+                *libc::__errno_location() = 0;
+                libc::getpriority(libc::PRIO_PROCESS, tid)
+            };
+            // SAFETY: as above. Raising our priority by one tells whether we may go back.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, now - 1) } != 0 {
+                return;
+            }
+            // SAFETY: as above.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, now + POLITE_NICE) };
+            self.polite_from = Some(now);
+        } else if !on {
+            if let Some(nice) = self.polite_from.take() {
+                // SAFETY: as above; allowed, since the privilege was checked.
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+            }
         }
     }
 

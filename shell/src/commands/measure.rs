@@ -119,7 +119,8 @@ gsh gives the runtime where there are none) and keeps one record per distinct ca
 thread, with its calls and inclusive wall time (`--cpu`: thread CPU time; `--count`: calls \
 only, no exit instrumentation), as iPath does. Only the chosen functions pay for the walk. \
 `report` shows one row per path with calls, total, mean and its share of the function; \
-`report --folded FILE` and `report --svg FILE` write folded stacks and a flame graph. \
+a thread keeps 3,072 distinct paths, and the calls on paths beyond those show as one row, \
+`(other paths)`, so a profile's calls are always all its calls; `report --folded FILE` and `report --svg FILE` write folded stacks and a flame graph. \
 Loops are path elements: where a function on the path has loops measured (`count` or `time \
 FUNC loop LOOP|'*'`), the measured loops holding the call show after it, outermost first \
 (`main > work > loop_1 > loop_1.2 > helper`), live and in a saved binary's results; loops not \
@@ -322,6 +323,10 @@ pub struct Results {
     pub coverage: Vec<FunctionCoverage>,
 }
 
+/// The call path of a profile's activations whose path the runtime did not keep: their
+/// thread's path table was full (or the walk found no return address).
+const OTHER_PATHS: &str = "(other paths)";
+
 /// Names the paths' frames and merges paths that differ only in call sites within the same
 /// functions (two calls of `leaf` in `path_a` are one path, `main > path_a`), naming a return
 /// address with `name`: its function, then the measured loops holding the call, which the
@@ -332,6 +337,9 @@ fn merge_paths(paths: Vec<PathValue>, name: impl Fn(u64) -> Vec<String>) -> Vec<
     let mut index: HashMap<(u32, String, Vec<String>), usize> = HashMap::new();
     for p in paths {
         let mut callers: Vec<String> = Vec::new();
+        if p.ras.is_empty() {
+            callers.push(OTHER_PATHS.to_owned());
+        }
         for &ra in p.ras.iter().rev() {
             callers.extend(names.entry(ra).or_insert_with(|| name(ra)).iter().cloned());
         }
