@@ -572,6 +572,11 @@ impl Process {
             return Ok(Some(format!("in {what} at {:#x}", r.rip)));
         }
         let nr = r.orig_rax as i64;
+        // Only `malloc` moves the break (through `sbrk`, whose frame hides the return
+        // address into the allocator from the words looked at below).
+        if nr == libc::SYS_brk {
+            return Ok(Some(format!("in brk, at {:#x}", r.rip)));
+        }
         if nr != -1 && !ALLOCATOR_SYSCALLS.contains(&nr) {
             return Ok(None);
         }
