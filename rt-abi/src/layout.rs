@@ -10,7 +10,7 @@
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
 /// Version of this layout. Bumped whenever a field that generated code or the mutator reads moves.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 /// `b"GSRT"` read as a little-endian u32: lets the mutator check it found the root.
 pub const ROOT_MAGIC: u32 = u32::from_le_bytes(*b"GSRT");
 /// Deepest call path recorded; walks stop here.
@@ -32,8 +32,16 @@ pub const RA_CACHE_ENTRIES: u64 = 256;
 /// Bytes of the per-thread walk memo ([`WalkMemo`]; it follows the unwind-rule cache): the
 /// last call-path walk's inputs, every stack word it read, and the record it found.
 pub const WALK_MEMO_BYTES: u64 = 1088;
-/// Thread blocks in the shared arena (see [`Root::arena`]).
+/// Thread blocks the arena's memfd holds at first (see [`ArenaHeader`]); it grows when they
+/// are all handed out.
 pub const ARENA_BLOCKS: u64 = 1024;
+/// Bytes of the [`ArenaHeader`] at the start of the arena's memfd; block `k` is at file offset
+/// `ARENA_HEADER_BYTES + k * block_size`.
+pub const ARENA_HEADER_BYTES: u64 = 4096;
+/// Chunks (separate mappings of the memfd) an arena can have: [`ArenaHeader::chunks`].
+pub const ARENA_CHUNKS: usize = 168;
+/// `b"GSAR"` read as a little-endian u32: [`ArenaHeader::magic`].
+pub const ARENA_MAGIC: u32 = u32::from_le_bytes(*b"GSAR");
 /// Shadow-stack entries per thread; deeper activations are counted but not timed.
 pub const SHADOW_CAPACITY: u32 = 1024;
 
@@ -106,18 +114,64 @@ abi_struct! {
         /// The process's descriptor of the memfd that backs the arena, -1 without an arena
         /// (a forked child's runtime gives its parent's up).
         pub arena_fd: AtomicI32,
-        /// Address of the arena: [`ARENA_BLOCKS`] thread blocks mapped shared from `arena_fd`
-        /// (block `k` at `arena + k * block_size`, file offset `k * block_size`), so their
-        /// values outlive the process in the mutator's copy of the descriptor; 0 without one.
+        /// Address of the arena's [`ArenaHeader`] (file offset 0 of `arena_fd`, mapped shared
+        /// with the first chunk of blocks after it); the header says where every block is, by
+        /// file offset and by address, so their values outlive the process in the mutator's
+        /// copy of the descriptor. 0 without an arena.
         pub arena: AtomicU64,
-        /// Arena blocks handed out so far (at most [`ARENA_BLOCKS`]); blocks of exited threads
+        /// Arena blocks handed out so far (as [`ArenaHeader::used`]); blocks of exited threads
         /// are handed out again before new ones.
         pub arena_used: AtomicU64,
-        /// Thread blocks that found the arena full and were mapped privately (their values are
-        /// read while the process lives, and lost with it).
+        /// Thread blocks mapped privately because the arena could not grow (as
+        /// [`ArenaHeader::lost`]) or the process is not the one the arena was made for (a
+        /// child forked without fork handlers): their values are read while the process lives,
+        /// and lost with it.
         pub arena_overflow: AtomicU64,
         /// Registered unwind tables, the first `unwind_count` valid.
         pub unwind: [UnwindTable; MAX_UNWIND_TABLES],
+    }
+}
+
+abi_struct! {
+    /// The start of the arena's memfd ([`ARENA_HEADER_BYTES`] bytes, mapped shared at
+    /// [`Root::arena`]): how a reader holding only the memfd finds every thread block. The
+    /// memfd grows (`ftruncate`) when its blocks are all handed out, each growth mapped
+    /// anywhere as a new chunk.
+    pub struct ArenaHeader {
+        /// [`ARENA_MAGIC`].
+        pub magic: u32,
+        /// The process the arena was made for (a child forked without fork handlers shares
+        /// the mapping, and takes no block from it).
+        pub pid: i32,
+        /// Bytes per thread block (`Root::block_size`).
+        pub block_size: u64,
+        /// Blocks the memfd holds (block `k` at file offset `ARENA_HEADER_BYTES + k *
+        /// block_size`).
+        pub blocks: AtomicU64,
+        /// Blocks handed out (`0..used` are, or were, some thread's).
+        pub used: AtomicU64,
+        /// Thread blocks that found the arena full and could not grow it, mapped privately:
+        /// while non-zero the values do not outlive the process, and the mutator must see the
+        /// exit to keep them.
+        pub lost: AtomicU64,
+        /// Chunks in `chunks` (written before it is raised).
+        pub chunk_count: AtomicU64,
+        /// Padding.
+        pub reserved: [u64; 2],
+        /// The mappings of the memfd's blocks, in block order.
+        pub chunks: [ArenaChunk; ARENA_CHUNKS],
+    }
+}
+
+abi_struct! {
+    /// Consecutive blocks of the arena mapped together.
+    pub struct ArenaChunk {
+        /// Index of the chunk's first block.
+        pub first: AtomicU64,
+        /// Blocks in the chunk.
+        pub count: AtomicU64,
+        /// Address of its first block in the process.
+        pub addr: AtomicU64,
     }
 }
 
@@ -355,6 +409,9 @@ const _: () = {
     assert!(offset_of!(Root, arena) == 120);
     assert!(offset_of!(Root, unwind) == 144);
     assert!(size_of::<UnwindTable>() == 32);
+    assert!(offset_of!(ArenaHeader, chunks) == 64);
+    assert!(size_of::<ArenaChunk>() == 24);
+    assert!(size_of::<ArenaHeader>() as u64 == ARENA_HEADER_BYTES);
     assert!(size_of::<Root>() == 144 + 32 * MAX_UNWIND_TABLES);
     assert!(size_of::<UnwindEntry>() == 16);
     assert!(offset_of!(ThreadHeader, shadow_top) == 24);

@@ -17,6 +17,8 @@ fn structs() -> Vec<(&'static str, &'static [Field], usize)> {
     use std::mem::size_of;
     vec![
         ("Root", Root::FIELDS, size_of::<Root>()),
+        ("ArenaHeader", ArenaHeader::FIELDS, size_of::<ArenaHeader>()),
+        ("ArenaChunk", ArenaChunk::FIELDS, size_of::<ArenaChunk>()),
         ("UnwindTable", UnwindTable::FIELDS, size_of::<UnwindTable>()),
         ("UnwindEntry", UnwindEntry::FIELDS, size_of::<UnwindEntry>()),
         (

@@ -10,6 +10,7 @@ const SYS_CLOSE: u64 = 3;
 const SYS_MMAP: u64 = 9;
 const SYS_FTRUNCATE: u64 = 77;
 const SYS_GETTID: u64 = 186;
+const SYS_GETPID: u64 = 39;
 const SYS_MEMFD_CREATE: u64 = 319;
 const SYS_CLOCK_GETTIME: u64 = 228;
 
@@ -61,21 +62,27 @@ pub fn memfd(name: &std::ffi::CStr, len: u64) -> Option<i32> {
     if fd < 0 {
         return None;
     }
-    // SAFETY: `fd` is the memfd just made; ftruncate only sets its size.
-    if unsafe { syscall6(SYS_FTRUNCATE, [fd as u64, len, 0, 0, 0, 0]) } != 0 {
+    if !ftruncate(fd as i32, len) {
         close(fd as i32);
         return None;
     }
     Some(fd as i32)
 }
 
-/// Maps the first `len` bytes of `fd` shared, read-write, at a kernel-chosen address.
-pub fn mmap_shared(fd: i32, len: usize) -> Option<*mut u8> {
+/// Sets the size of the file `fd` (a memfd the runtime made). True when done.
+pub fn ftruncate(fd: i32, len: u64) -> bool {
+    // SAFETY: `fd` is the runtime's own memfd; ftruncate only sets its size.
+    unsafe { syscall6(SYS_FTRUNCATE, [fd as u64, len, 0, 0, 0, 0]) == 0 }
+}
+
+/// Maps `len` bytes of `fd` from file offset `offset` (page-aligned) shared, read-write, at a
+/// kernel-chosen address.
+pub fn mmap_shared(fd: i32, len: usize, offset: u64) -> Option<*mut u8> {
     let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
     let flags = (libc::MAP_SHARED | libc::MAP_NORESERVE) as u64;
     // SAFETY: a new mapping at a kernel-chosen address touches no existing memory; the kernel
     // returns a page-aligned address or -errno.
-    let ret = unsafe { syscall6(SYS_MMAP, [0, len as u64, prot, flags, fd as u64, 0]) };
+    let ret = unsafe { syscall6(SYS_MMAP, [0, len as u64, prot, flags, fd as u64, offset]) };
     if (-4095..0).contains(&ret) {
         None
     } else {
@@ -83,16 +90,28 @@ pub fn mmap_shared(fd: i32, len: usize) -> Option<*mut u8> {
     }
 }
 
-/// Replaces the mapping at `at` (`len` bytes, mapped shared from `fd`) with a private,
-/// copy-on-write mapping of the same file: the same bytes, whose later writes stay in this
-/// process. True when done.
-pub fn mmap_private_over(at: *mut u8, len: usize, fd: i32) -> bool {
+/// Replaces the mapping at `at` (`len` bytes, mapped shared from `fd` at `offset`) with a
+/// private, copy-on-write mapping of the same file range: the same bytes, whose later writes
+/// stay in this process. True when done.
+pub fn mmap_private_over(at: *mut u8, len: usize, fd: i32, offset: u64) -> bool {
     let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
     let flags = (libc::MAP_PRIVATE | libc::MAP_FIXED | libc::MAP_NORESERVE) as u64;
-    // SAFETY: MAP_FIXED replaces exactly the runtime's own arena mapping `[at, at + len)`
-    // with one of the same file and size, so every address stays mapped with the same bytes.
-    let ret = unsafe { syscall6(SYS_MMAP, [at as u64, len as u64, prot, flags, fd as u64, 0]) };
+    // SAFETY: MAP_FIXED replaces exactly one of the runtime's own arena mappings
+    // `[at, at + len)` with one of the same file range, so every address stays mapped with
+    // the same bytes.
+    let ret = unsafe {
+        syscall6(
+            SYS_MMAP,
+            [at as u64, len as u64, prot, flags, fd as u64, offset],
+        )
+    };
     ret == at as i64
+}
+
+/// The calling process's id.
+pub fn getpid() -> i32 {
+    // SAFETY: getpid takes no arguments and cannot fail.
+    unsafe { syscall6(SYS_GETPID, [0; 6]) as i32 }
 }
 
 /// Closes `fd`.

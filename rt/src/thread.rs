@@ -3,17 +3,23 @@
 //! in the totals) by a pthread-key destructor when the thread exits, and handed to the next new
 //! thread that needs one (its counts carry on in the totals, under the new thread's id).
 //!
-//! Blocks live in the *arena*: [`ARENA_BLOCKS`] blocks mapped `MAP_SHARED` from a memfd made at
-//! initialisation. gsh takes a descriptor of that memfd (`pidfd_getfd`), so the values stay
-//! readable after the process is gone, without gsh seeing its exit: an attached process that
-//! measures runs untraced. A forked child maps the arena privately (copy-on-write from the
-//! file) before it returns from `fork`, so its counts never reach its parent's. A block that
-//! finds the arena full is mapped privately (`Root::arena_overflow`).
+//! Blocks live in the *arena*: a memfd made at initialisation with room for [`ARENA_BLOCKS`]
+//! blocks after its [`ArenaHeader`], mapped `MAP_SHARED`. gsh takes a descriptor of that memfd
+//! (`pidfd_getfd`), so the values stay readable after the process is gone, without gsh seeing
+//! its exit: an attached process that measures runs untraced. When every block is handed out
+//! the memfd grows (`ftruncate`) and the new part is mapped anywhere as a new chunk, listed in
+//! the header, which is how gsh finds every block by file offset. Only a growth the kernel
+//! refuses puts a block in private memory, counted in the header's `lost` (gsh then keeps the
+//! process traced, so it sees the exit). A forked child maps the arena privately
+//! (copy-on-write from the file) before it returns from `fork`, so its counts never reach its
+//! parent's; a child forked without fork handlers (`_Fork`, raw `clone`) keeps counting into
+//! the blocks its threads had at the fork, which are its parent's, until its first new thread
+//! (see `rt/LAYOUT.md`).
 
 use crate::layout::*;
 use crate::{clock, sys, tls};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 use std::sync::Once;
 
 /// The root of everything the mutator reads. Find it through the dynamic symbol table of the
@@ -186,44 +192,193 @@ pub fn slow() -> Option<Block> {
     Block::from_trusted(b)
 }
 
-/// Maps the arena (see the module documentation); without it every block is private.
+/// Blocks the arena holds at first: [`ARENA_BLOCKS`] unless a test asked for fewer
+/// ([`set_arena_blocks`]) or `GSH_RT_ARENA_BLOCKS` says otherwise.
+static WANT_ARENA: AtomicU64 = AtomicU64::new(ARENA_BLOCKS);
+/// Chunks the arena may have: [`ARENA_CHUNKS`] unless `GSH_RT_ARENA_CHUNKS` says fewer (tests
+/// see what happens when the arena cannot grow).
+static MAX_CHUNKS: AtomicU64 = AtomicU64::new(ARENA_CHUNKS as u64);
+/// Held while a block is taken from the arena or the arena grows.
+static ARENA_LOCK: AtomicBool = AtomicBool::new(false);
+
+/// Sets how many blocks the arena holds at first (before the runtime is initialised; later
+/// calls do nothing): tests fill an arena of a few blocks to see it grow.
+pub fn set_arena_blocks(n: u64) {
+    WANT_ARENA.store(n.max(1), Relaxed);
+}
+
+/// The arena's header, when the process has an arena of its own.
+fn arena_header<'a>() -> Option<&'a ArenaHeader> {
+    let r = &GSH_RT_ROOT;
+    let at = r.arena.load(Acquire);
+    if at == 0 || r.arena_fd.load(Relaxed) < 0 {
+        return None;
+    }
+    // SAFETY: `arena` is set once, to the start of the shared mapping of the memfd's first
+    // chunk, which begins with the header and is never unmapped (only remapped in place).
+    Some(unsafe { &*(at as *const ArenaHeader) })
+}
+
+/// A number from the environment, read without allocating (malloc may be the very function
+/// being measured).
+fn env_number(name: &std::ffi::CStr) -> Option<u64> {
+    // SAFETY: `name` is NUL-terminated; getenv only reads the environment.
+    let env = unsafe { libc::getenv(name.as_ptr()) };
+    if env.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated string.
+    let v = unsafe { std::ffi::CStr::from_ptr(env) };
+    v.to_str().ok()?.parse().ok()
+}
+
+/// Makes the arena (see the module documentation); without it every block is private.
 fn make_arena(block_size: u64) {
-    let Some(len) = block_size.checked_mul(ARENA_BLOCKS) else {
+    let blocks = env_number(c"GSH_RT_ARENA_BLOCKS")
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| WANT_ARENA.load(Relaxed));
+    if let Some(n) = env_number(c"GSH_RT_ARENA_CHUNKS").filter(|&n| n > 0) {
+        MAX_CHUNKS.store(n.min(ARENA_CHUNKS as u64), Relaxed);
+    }
+    let Some(len) = block_size
+        .checked_mul(blocks)
+        .and_then(|l| l.checked_add(ARENA_HEADER_BYTES))
+    else {
         return;
     };
     let Some(fd) = sys::memfd(c"gsh-rt-arena", len) else {
         return;
     };
-    let Some(at) = sys::mmap_shared(fd, len as usize) else {
+    let Some(at) = sys::mmap_shared(fd, len as usize, 0) else {
         sys::close(fd);
         return;
     };
+    // SAFETY: `at` is a fresh shared mapping of a zeroed file that starts with the header;
+    // nobody else sees it before `arena` is published below.
+    let h = unsafe { &mut *at.cast::<ArenaHeader>() };
+    h.magic = ARENA_MAGIC;
+    h.pid = sys::getpid();
+    h.block_size = block_size;
+    h.blocks.store(blocks, Relaxed);
+    let c = &h.chunks[0];
+    c.first.store(0, Relaxed);
+    c.count.store(blocks, Relaxed);
+    c.addr.store(at as u64 + ARENA_HEADER_BYTES, Relaxed);
+    h.chunk_count.store(1, Release);
     let r = &GSH_RT_ROOT;
-    r.arena.store(at as u64, Relaxed);
     r.arena_fd.store(fd, Relaxed);
+    r.arena.store(at as u64, Release);
     // SAFETY: `in_child` has the handler signature and touches only the runtime's own state.
     unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
 }
 
-/// In a forked child, before `fork` returns there: the arena is remapped copy-on-write from
-/// the memfd (its blocks as they were at the fork, the forking thread's block included, now the
-/// child's own), and the memfd is given up, so nothing the child counts reaches the parent's
-/// blocks or a mutator reading them.
+/// In a forked child, before `fork` returns there: every chunk of the arena is remapped
+/// copy-on-write from the memfd (its blocks as they were at the fork, the forking thread's
+/// block included, now the child's own), and the memfd is given up, so nothing the child
+/// counts reaches the parent's blocks or a mutator reading them. A child forked without fork
+/// handlers (`_Fork`, a raw `clone`) gets here when its first new thread needs a block.
 extern "C" fn in_child() {
     let r = &GSH_RT_ROOT;
-    let (at, fd) = (r.arena.load(Relaxed), r.arena_fd.load(Relaxed));
-    if at == 0 || fd < 0 {
+    let Some(h) = arena_header() else {
         return;
+    };
+    let fd = r.arena_fd.load(Relaxed);
+    let bs = h.block_size;
+    let n = (h.chunk_count.load(Acquire) as usize).min(ARENA_CHUNKS);
+    let mut all = true;
+    // The first chunk last: it holds the header this loop reads.
+    for c in h.chunks[..n].iter().rev() {
+        let (first, count, addr) = (
+            c.first.load(Relaxed),
+            c.count.load(Relaxed),
+            c.addr.load(Relaxed),
+        );
+        let (at, off) = if first == 0 {
+            (addr - ARENA_HEADER_BYTES, 0)
+        } else {
+            (addr, ARENA_HEADER_BYTES + first * bs)
+        };
+        let len = (count * bs + (addr - at)) as usize;
+        all &= sys::mmap_private_over(at as *mut u8, len, fd, off);
     }
-    let len = r.block_size.load(Relaxed) * ARENA_BLOCKS;
-    if sys::mmap_private_over(at as *mut u8, len as usize, fd) {
+    if all {
         r.arena_fd.store(-1, Relaxed);
         sys::close(fd);
     }
 }
 
+/// The next block of the arena, growing it when all are handed out; `None` without an arena
+/// of this process's own, or when it cannot grow (counted in `lost`).
+fn from_arena(size: u64) -> Option<*mut u8> {
+    let h = arena_header()?;
+    if h.pid != sys::getpid() {
+        // A child forked without fork handlers: the mapping is its parent's.
+        in_child();
+        return None;
+    }
+    while ARENA_LOCK
+        .compare_exchange_weak(false, true, Acquire, Relaxed)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    let k = h.used.load(Relaxed);
+    let got = (k < h.blocks.load(Relaxed) || grow(h, size)).then(|| {
+        h.used.store(k + 1, Relaxed);
+        GSH_RT_ROOT.arena_used.store(k + 1, Relaxed);
+        let n = h.chunk_count.load(Relaxed) as usize;
+        let c = h.chunks[..n]
+            .iter()
+            .rev()
+            .find(|c| c.first.load(Relaxed) <= k)
+            .expect("chunk 0 starts at block 0");
+        (c.addr.load(Relaxed) + (k - c.first.load(Relaxed)) * size) as *mut u8
+    });
+    if got.is_none() {
+        h.lost.fetch_add(1, Relaxed);
+    }
+    ARENA_LOCK.store(false, Release);
+    got
+}
+
+/// Grows the arena by as many blocks as it holds (or by one, when that fails), mapped as a
+/// new chunk. Called with the arena locked. False when the memfd or the address space
+/// refuses, or the header has no room for another chunk.
+fn grow(h: &ArenaHeader, size: u64) -> bool {
+    let n = h.chunk_count.load(Relaxed) as usize;
+    if n >= ARENA_CHUNKS || n as u64 >= MAX_CHUNKS.load(Relaxed) {
+        return false;
+    }
+    let fd = GSH_RT_ROOT.arena_fd.load(Relaxed);
+    let have = h.blocks.load(Relaxed);
+    let off = ARENA_HEADER_BYTES + have * size;
+    for more in [have.max(1), 1] {
+        let Some(len) = more.checked_mul(size) else {
+            continue;
+        };
+        if !off
+            .checked_add(len)
+            .is_some_and(|end| sys::ftruncate(fd, end))
+        {
+            continue;
+        }
+        let Some(at) = sys::mmap_shared(fd, len as usize, off) else {
+            continue;
+        };
+        let c = &h.chunks[n];
+        c.first.store(have, Relaxed);
+        c.count.store(more, Relaxed);
+        c.addr.store(at as u64, Relaxed);
+        h.chunk_count.store(n as u64 + 1, Release);
+        h.blocks.store(have + more, Relaxed);
+        return true;
+    }
+    // A failed growth leaves the file longer than its blocks; the next growth sets its size.
+    false
+}
+
 /// A block for a new thread: an exited thread's (already on the list: `true`), else a fresh
-/// one from the arena, else a private mapping. Null when memory is exhausted.
+/// one from the arena (grown if need be), else a private mapping. Null when memory is exhausted.
 fn claim(size: usize) -> (*mut u8, bool) {
     for b in blocks().take_while(|_| DEAD.load(Relaxed) > 0) {
         let state = &b.header().state;
@@ -244,16 +399,10 @@ fn claim(size: usize) -> (*mut u8, bool) {
             return (b.as_ptr(), true);
         }
     }
-    let r = &GSH_RT_ROOT;
-    let arena = r.arena.load(Relaxed);
-    if arena != 0 {
-        let k = r.arena_used.fetch_add(1, Relaxed);
-        if k < ARENA_BLOCKS {
-            return ((arena + k * size as u64) as *mut u8, false);
-        }
-        r.arena_used.store(ARENA_BLOCKS, Relaxed);
-        r.arena_overflow.fetch_add(1, Relaxed);
+    if let Some(b) = from_arena(size as u64) {
+        return (b, false);
     }
+    GSH_RT_ROOT.arena_overflow.fetch_add(1, Relaxed);
     (sys::mmap_anon(size).unwrap_or(std::ptr::null_mut()), false)
 }
 

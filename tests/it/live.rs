@@ -4,7 +4,7 @@
 //! be the file's bytes again. Also the error paths: no process, a pid that is gone, ourselves.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gsh_tests::server::{expected, spawn, text_matches_file, wait_output};
@@ -52,6 +52,22 @@ fn scratch(name: &str) -> std::path::PathBuf {
     let dir = gsh_tests::target_dir().join("live-tests");
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir.join(name)
+}
+
+/// Starts `server THREADS ROUNDS` and returns once its threads run (the main thread is one of
+/// them), past the dynamic loader.
+fn spawn_with_workers_running(exe: &Path, threads: u32, rounds: u32, out: &Path) -> Child {
+    let child = spawn(exe, threads, rounds, out);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let task = format!("/proc/{}/task", child.id());
+    while std::fs::read_dir(&task).map_or(0, |d| d.count()) < threads as usize {
+        assert!(
+            Instant::now() < deadline,
+            "the server's workers did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
 }
 
 #[test]
@@ -844,20 +860,12 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
     let exe = server(Variant::O2);
     let rounds = 3000;
     let out = scratch("short-pauses");
-    let child = spawn(&exe, 4, rounds, &out);
-    let pid = child.id() as i32;
     // Attached once its four workers run (the main thread is one): attached still in the
     // dynamic loader, under the whole suite's load, the server was twice left stopped, and
     // once no thread could run the injected allocation (open in #13; this test is about the
     // pauses).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < 4 {
-        assert!(
-            Instant::now() < deadline,
-            "the server's workers did not start"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let child = spawn_with_workers_running(&exe, 4, rounds, &out);
+    let pid = child.id() as i32;
     let mut session = engine::Session::new();
     session.open(&exe).expect("open the server");
     let tracer = Tracer::attach(pid, Live::default()).expect("attach");
@@ -1081,16 +1089,8 @@ fn insert_delete_cycles_reuse_retired_trampolines() {
     let exe = server(Variant::O2);
     let rounds = 3000;
     let out = scratch("reuse-trampolines");
-    let child = spawn(&exe, 4, rounds, &out);
+    let child = spawn_with_workers_running(&exe, 4, rounds, &out);
     let pid = child.id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < 4 {
-        assert!(
-            Instant::now() < deadline,
-            "the server's workers did not start"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
     let mut session = engine::Session::new();
     session.open(&exe).expect("open the server");
     let tracer = Tracer::attach(pid, Live::default()).expect("attach");

@@ -824,6 +824,21 @@ fn traced(pid: i32) -> bool {
         .unwrap()
 }
 
+/// Waits until gsh sees the process end as `want` (within `within`), failing at once if it
+/// ends otherwise.
+fn wait_for_end<H: Hooks + 'static>(t: &Tracer<H>, want: State, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = t.with(|p, _| p.state()).unwrap();
+        if s == want {
+            return;
+        }
+        assert!(s.is_alive(), "{s} instead of {want}");
+        assert!(Instant::now() < deadline, "the end was never seen");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// Waits until gsh has let the running process go (hands-off).
 fn wait_hands_off<H: Hooks + 'static>(t: &Tracer<H>) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -930,16 +945,7 @@ fn a_process_ending_while_hands_off_is_reported_with_its_status() {
         } else {
             State::Exited(0)
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let s = t.with(|p, _| p.state()).unwrap();
-            if s == want {
-                break;
-            }
-            assert!(s.is_alive(), "{s} instead of {want}");
-            assert!(Instant::now() < deadline, "the end was never seen");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_for_end(&t, want, Duration::from_secs(10));
         let events = t.take_events();
         let expected = if by_signal {
             Event::Killed {
@@ -1776,16 +1782,7 @@ fn measuring_runs_hands_off_and_the_counts_outlive_an_untraced_exit() {
     t.with(|p, _| p.write(stop, &1i32.to_le_bytes()))
         .unwrap()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s = t.with(|p, _| p.state()).unwrap();
-        if s == State::Exited(0) {
-            break;
-        }
-        assert!(s.is_alive(), "the program is {s}");
-        assert!(Instant::now() < deadline, "the end was never seen");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_end(&t, State::Exited(0), Duration::from_secs(10));
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert!(rest.ends_with("SIGUSR1 x 100\n"), "{rest}");
@@ -1838,16 +1835,7 @@ fn forked_children_never_count_into_their_parents_arena() {
     t.with(|p, _| p.write(go, &1i32.to_le_bytes()))
         .unwrap()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = t.with(|p, _| p.state()).unwrap();
-        if s == State::Exited(0) {
-            break;
-        }
-        assert!(s.is_alive(), "the program is {s}");
-        assert!(Instant::now() < deadline, "the end was never seen");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_for_end(&t, State::Exited(0), Duration::from_secs(20));
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(rest, "parent ticked 50 times\n");
@@ -1860,4 +1848,185 @@ fn forked_children_never_count_into_their_parents_arena() {
         .find(|v| v.function == "tick")
         .map(|v| v.calls);
     assert_eq!(calls, Some(50), "{values:?}");
+}
+
+/// A SIGSEGV sent to the thread running an injected system call (`kill -SEGV`, `tgkill`) is
+/// the program's signal, not a crash of the injected code: the call completes. gsh took any
+/// SIGSEGV for a fault and failed the call with "crashed with SIGSEGV".
+#[test]
+fn a_sigsegv_sent_during_an_injected_call_is_not_a_crash() {
+    let (guard, _out) = spawn_live(1);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    let exe = live();
+    let near = t.with(|p, _| symbol(p, &exe, "add3")).unwrap();
+    // 400 ms of `nanosleep` in the leader, which is sent a SIGSEGV 100 ms in.
+    let at = t
+        .with(|p, _| -> Result<u64, ProcessError> {
+            let at = p.allocate(near, 16, AllocKind::Data)?;
+            let mut ts = 0u64.to_le_bytes().to_vec();
+            ts.extend_from_slice(&400_000_000u64.to_le_bytes());
+            p.write(at, &ts)?;
+            Ok(at)
+        })
+        .unwrap()
+        .unwrap();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: plain system call on a process this test owns.
+        unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, libc::SIGSEGV) }
+    });
+    let slept = t
+        .with(|p, _| p.syscall(libc::SYS_nanosleep, &[at, 0]))
+        .unwrap();
+    assert_eq!(sender.join().unwrap(), 0);
+    assert_eq!(slept.unwrap(), 0, "the injected nanosleep did not complete");
+    drop(t);
+    drop(guard);
+}
+
+/// A call injected into a program of one thread that lives in `malloc` and `free` (glibc's
+/// allocator takes no lock then) waits for a thread outside the allocator: `dlopen`, which
+/// allocates, ran `malloc` again over a heap half updated, and the program aborted ("malloc():
+/// unsorted double linked list corrupted") or the call crashed with SIGSEGV.
+#[test]
+fn a_call_injected_while_the_program_is_in_malloc_runs_outside_the_allocator() {
+    let exe = Mutatee::new("mallocloop").path(Variant::O2);
+    let lib = Mutatee::new("libshared").path(Variant::O2);
+    // Each attach stops the program where it happens to be, mostly inside the allocator.
+    for round in 0..8 {
+        let (mut guard, mut out) = spawn_ready(&exe, &[]);
+        let pid = guard.0.id() as i32;
+        std::thread::sleep(Duration::from_millis(5 + round * 3));
+        let t = Tracer::attach(pid, NoHooks).unwrap();
+        t.with(|p, _| p.load_library(&lib))
+            .unwrap()
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        // It runs on a while with the library loaded, then checks its heap.
+        t.with(|p, _| p.resume()).unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+        t.with(|p, _| {
+            p.halt()?;
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.detach()
+        })
+        .unwrap()
+        .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        drop(t);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let status = guard.0.wait().unwrap();
+        assert_eq!(rest, "heap intact\n", "round {round}: {status}");
+        assert!(status.success(), "round {round}: {status}");
+    }
+}
+
+/// Runs `crowdcount` (20 threads alive at once, 100 calls of `tick` each, plus one) with a
+/// runtime arena of 4 blocks (`GSH_RT_ARENA_BLOCKS`) and `env`, measured hands-off; the
+/// program ends when the test says. Returns whether gsh was hands-off once every call was
+/// made (after one more command), and the final count of `tick`.
+fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
+    // Builds the runtime (with gsh) once, so it is current and not being written meanwhile.
+    let _ = gsh_tests::Gsh::binary();
+    use engine::instrument::measure::{self, Metric};
+    use engine::instrument::{Live, Plan};
+    let exe = Mutatee::new("crowdcount").path(Variant::O2);
+    let mut child = Command::new(&exe);
+    child
+        .arg("20")
+        .env("GSH_RT_ARENA_BLOCKS", "4")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut child = child.spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let guard = Guard(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = guard.0.id() as i32;
+    let mut session = engine::Session::new();
+    session.open(&exe).unwrap();
+    let mut plan = Plan::default();
+    let id = measure::add(&mut plan, &mut session, "tick", Metric::Count)
+        .unwrap()
+        .id;
+    let t = Tracer::attach(pid, Live::default()).unwrap();
+    let (go, done, ticks) = {
+        let (s, pl) = (&mut session, &plan);
+        t.with(|p, live| {
+            live.learn_modules(s, p).unwrap();
+            live.load_runtime(p).unwrap();
+            live.insert(p, s, pl, id).unwrap();
+            live.start_measuring(p).unwrap();
+            let at = (
+                symbol(p, &exe, "go"),
+                symbol(p, &exe, "done"),
+                symbol(p, &exe, "ticks"),
+            );
+            p.resume().unwrap();
+            at
+        })
+        .unwrap()
+    };
+    wait_hands_off(&t);
+    t.with(|p, _| p.write(go, &1i32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+    let reader = t.reader();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while u64::from_le_bytes(reader.read(ticks, 8).unwrap().try_into().unwrap()) < 2001 {
+        assert!(Instant::now() < deadline, "the threads never ticked");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // One command, and what gsh decided after it.
+    let _ = t.with(|p, _| p.is_hands_off()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut hands_off = true;
+    while Instant::now() < deadline {
+        hands_off = t.with(|p, _| p.is_hands_off()).unwrap() && !traced(pid);
+        if !hands_off {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.with(|p, _| p.write(done, &1i32.to_le_bytes()))
+        .unwrap()
+        .unwrap();
+    wait_for_end(&t, State::Exited(0), Duration::from_secs(20));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "ticked 2001 times\n");
+    let calls = t
+        .with(|_, live| live.measure.final_values(pid))
+        .unwrap()
+        .and_then(|(v, _)| v.into_iter().find(|v| v.function == "tick"))
+        .map(|v| v.calls);
+    (hands_off, calls)
+}
+
+/// More threads alive at once than the runtime's arena holds (4 blocks here, 1024 by
+/// default): the runtime grows the memfd gsh holds, so the process stays hands-off and the
+/// count is exact after its untraced exit. Before, the threads past the arena's end counted
+/// into private blocks, lost with the process while gsh stayed hands-off.
+#[test]
+fn threads_past_the_arena_keep_their_counts_after_an_untraced_exit() {
+    let (hands_off, calls) = crowd(&[]);
+    assert!(hands_off, "the arena's growth brought the tracer back");
+    assert_eq!(calls, Some(2001));
+}
+
+/// The same when the arena may not grow (`GSH_RT_ARENA_CHUNKS=1`, as when the kernel refuses
+/// the memory): the blocks that found no room are private, the runtime says so in the memfd,
+/// and gsh takes the process back at its next command, so the tracer sees the exit and the
+/// count is exact all the same.
+#[test]
+fn an_arena_that_cannot_grow_brings_the_tracer_back_and_keeps_the_counts() {
+    let (hands_off, calls) = crowd(&[("GSH_RT_ARENA_CHUNKS", "1")]);
+    assert!(
+        !hands_off,
+        "gsh stayed hands-off with values outside the arena"
+    );
+    assert_eq!(calls, Some(2001));
 }

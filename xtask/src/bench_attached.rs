@@ -191,16 +191,8 @@ fn once_measuring(exe: &Path, what: &str, mode: AttachedMode) -> Result<f64> {
         .with_context(|| format!("the program printed `{}`", line.trim()))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-pub fn run(args: &[String]) -> Result<()> {
-    let (file, runs) = crate::file_and_runs(args, 7, "bench-attached [--runs N]")?;
-    if let Some(f) = file {
-        bail!("unexpected argument `{f}`; usage: bench-attached [--runs N]");
-    }
+/// Compiles the benchmark program; its path.
+fn build_program() -> Result<std::path::PathBuf> {
     let dir = gsh_tests::target_dir().join("bench-attached");
     std::fs::create_dir_all(&dir)?;
     let src = dir.join("attached.c");
@@ -216,6 +208,20 @@ pub fn run(args: &[String]) -> Result<()> {
     if !ok {
         bail!("gcc failed on {}", src.display());
     }
+    Ok(exe)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let (file, runs) = crate::file_and_runs(args, 7, "bench-attached [--runs N]")?;
+    if let Some(f) = file {
+        bail!("unexpected argument `{f}`; usage: bench-attached [--runs N]");
+    }
+    let exe = build_program()?;
     println!(
         "cost of being attached, nothing inserted, then `count` inserted: median ns per \
          operation over {runs} interleaved runs of 2,000 (target: attached <= 1.5x, the \
@@ -249,6 +255,145 @@ pub fn run(args: &[String]) -> Result<()> {
             k / b,
             l / b
         );
+    }
+    Ok(())
+}
+
+/// Where the leader of `p` is stopped: `module+offset` (or the raw address).
+fn place(p: &mut engine::process::Process) -> String {
+    let pid = p.pid();
+    let Ok(r) = p.regs(pid) else {
+        return "?".into();
+    };
+    let m = p.mappings().unwrap_or_default();
+    match m.iter().find(|m| m.start <= r.rip && r.rip < m.end) {
+        Some(m) => format!(
+            "{}+{:#x} (rsp {:#x}, orig_rax {})",
+            m.name.rsplit('/').next().unwrap_or(&m.name),
+            r.rip - m.start + m.offset,
+            r.rsp,
+            r.orig_rax as i64
+        ),
+        None => format!("{:#x}", r.rip),
+    }
+}
+
+/// One attach at `delay` after the spawn, measuring `what` as `once_measuring` does; the
+/// leader's place when gsh got it, and the outcome.
+fn stress_once(
+    exe: &Path,
+    what: &str,
+    mode: AttachedMode,
+    delay: std::time::Duration,
+) -> (String, Result<()>) {
+    let func = if what == "signals" {
+        "on_usr1"
+    } else {
+        "nothing"
+    };
+    let mut where_ = String::from("not attached");
+    let r = (|| -> Result<()> {
+        let mut session = Session::new();
+        session.open(exe)?;
+        let mut plan = Plan::default();
+        let id = measure::add(&mut plan, &mut session, func, Metric::Count)?.id;
+        let mut child = Command::new(exe)
+            .arg(what)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the benchmark program")?;
+        std::thread::sleep(delay);
+        let pid = child.id() as i32;
+        let t = match Tracer::attach(pid, Live::default()) {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        };
+        let (s, pl, w) = (&mut session, &plan, &mut where_);
+        let r = t.with(|p, live| -> Result<()> {
+            *w = place(p);
+            live.learn_modules(s, p)?;
+            p.set_attached_mode(mode)?;
+            live.load_runtime(p)?;
+            live.insert(p, s, pl, id)?;
+            live.start_measuring(p)?;
+            p.resume()?;
+            Ok(())
+        })?;
+        if let Err(e) = r {
+            drop(t);
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        let mut stdin = child.stdin.take().context("no stdin")?;
+        stdin.write_all(b"go\n")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match t.with(|p, _| p.state())? {
+                State::Exited(0) => break,
+                s if s.is_alive() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                s => bail!("the program is {s}"),
+            }
+        }
+        let counted = t.with(|_, live| {
+            live.measure
+                .final_values(pid)
+                .and_then(|(v, _)| v.iter().find(|v| v.function == func).map(|v| v.calls))
+        })?;
+        drop(t);
+        let _ = child.wait();
+        if counted != Some(2000) {
+            bail!("{func} counted {counted:?} times, not 2000");
+        }
+        Ok(())
+    })();
+    (where_, r)
+}
+
+/// `stress-attach [--runs N]`: attaches to the benchmark program at delays from 0 to 4 ms
+/// after its spawn (in its start-up, its first `malloc`, its `read` of stdin), loads the
+/// runtime and inserts `count`, N times; prints every failure with where the program was.
+pub fn stress(args: &[String]) -> Result<()> {
+    let (file, runs) = crate::file_and_runs(args, 200, "stress-attach [--runs N]")?;
+    if let Some(f) = file {
+        bail!("unexpected argument `{f}`; usage: stress-attach [--runs N]");
+    }
+    let exe = build_program()?;
+    let mut failed = 0;
+    let mut places = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..runs {
+        let what = if i % 2 == 0 { "threads" } else { "signals" };
+        let mode = if i % 4 < 2 {
+            AttachedMode::HandsOff
+        } else {
+            AttachedMode::Traced
+        };
+        // A spread of delays, denser near the start.
+        let us = (i as u64 * 7919) % 4000;
+        let delay = std::time::Duration::from_micros(us * us / 4000);
+        let (at, r) = stress_once(&exe, what, mode, delay);
+        let key = at.split(" (").next().unwrap_or("").to_owned();
+        *places.entry(key).or_default() += 1;
+        if let Err(e) = r {
+            failed += 1;
+            println!("run {i} ({what}, {mode}, {delay:?} after spawn, leader at {at}): {e:#}");
+        }
+    }
+    println!("{failed} of {runs} failed; where the leader was when gsh got it:");
+    for (p, n) in places {
+        println!("  {n:>5}  {p}");
+    }
+    if failed > 0 {
+        bail!("{failed} of {runs} attaches failed");
     }
     Ok(())
 }

@@ -35,6 +35,9 @@
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
+//! - `stress-attach [--runs N]`: attaches to bench-attached's program at delays from 0 to 4 ms
+//!   after its spawn (its start-up, its first `malloc`, its `read`), loads the runtime and
+//!   inserts `count`, N times; every failure is printed with where the program was stopped.
 //! - `mem-attached [--runs N]`: gsh's peak memory attached to an nginx worker and to a
 //!   program with shared mappings, against gsh doing the same on their files alone. Run it
 //!   with `--release`.
@@ -119,6 +122,9 @@ tasks:
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)
+  stress-attach [--runs N]        attach, load the runtime and count at 0-4 ms after the
+                                  program's spawn, N times (default 200); failures printed
+                                  with where the program was stopped
   mem-attached [--runs N]         gsh's peak memory attached to an nginx worker and to a
                                   program with shared mappings, vs the same on their files
                                   (default 3 runs; use --release)
@@ -198,6 +204,7 @@ fn run() -> Result<()> {
         "bench-loops" => bench_loops::run(rest),
         "bench-stall" => bench_stall::run(rest),
         "bench-consult" => bench_consult::run(rest),
+        "stress-attach" => bench_attached::stress(rest),
         "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),
         "bench-measure" => bench_measure::run(rest),

@@ -298,6 +298,14 @@ pub trait Lab {
         let _ = probe;
         None
     }
+    /// The share of the program's time the lab's probes have taken since the search began
+    /// (what the ones taken out paid and what the ones in have paid so far), over the share
+    /// of the limit the lab leaves its probes (the stack samples keep the rest): while it is
+    /// at the cost limit, nothing that costs starts, so that the search's cost over its whole
+    /// run stays under the limit too, however many probes turn out too costly and come out.
+    fn spent(&mut self) -> f64 {
+        0.0
+    }
     /// Starts measuring `e`.
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String>;
     /// What `probe` has measured since it settled; `None` before it has.
@@ -419,6 +427,9 @@ pub struct Finding {
 pub struct Search {
     settings: Settings,
     nodes: Vec<Node>,
+    /// The longest an experiment took to start so far (inserting its probes, analysing the
+    /// code they go into): none starts that would not be in before the deadline.
+    slowest_start: std::time::Duration,
 }
 
 impl Search {
@@ -444,7 +455,11 @@ impl Search {
                 measured: None,
             })
             .collect();
-        Search { settings, nodes }
+        Search {
+            settings,
+            nodes,
+            slowest_start: std::time::Duration::ZERO,
+        }
     }
 
     /// The search history graph so far, roots first, each node after its parent.
@@ -540,9 +555,10 @@ impl Search {
         self.step_until(lab, now, None)
     }
 
-    /// [`Search::step`], starting no experiment once `deadline` has passed: starting one
-    /// inserts its probes, which in a large program can take seconds, and the search's time
-    /// limit counts them.
+    /// [`Search::step`], starting no experiment once `deadline` has passed, nor one that would
+    /// not be in by then, as long as the slowest start so far took: starting one inserts its
+    /// probes, which in a large program can take seconds, and the search's time limit counts
+    /// them.
     pub fn step_until(
         &mut self,
         lab: &mut dyn Lab,
@@ -694,12 +710,19 @@ impl Search {
             .iter()
             .filter(|n| n.state == State::Active)
             .count();
+        // What the probes have spent so far, asked once a step.
+        let mut spent: Option<f64> = None;
         for i in waiting {
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            let begun = std::time::Instant::now();
+            if deadline.is_some_and(|d| begun + self.slowest_start >= d) {
                 break;
             }
             let limit = self.settings.cost_limit;
-            let c = match lab.predicted_cost(&self.nodes[i].experiment) {
+            let predicted = lab.predicted_cost(&self.nodes[i].experiment);
+            if predicted != Some(0.0) && *spent.get_or_insert_with(|| lab.spent()) >= limit {
+                continue;
+            }
+            let c = match predicted {
                 None if running > 0 => continue,
                 None => 0.0,
                 Some(c) if c > limit => {
@@ -717,7 +740,9 @@ impl Search {
                 Some(c) if running > 0 && cost + c > limit => continue,
                 Some(c) => c,
             };
-            match lab.start(&self.nodes[i].experiment) {
+            let started = lab.start(&self.nodes[i].experiment);
+            self.slowest_start = self.slowest_start.max(begun.elapsed());
+            match started {
                 Ok(probe) => {
                     self.nodes[i].measured = Some(lab.method(probe));
                     self.nodes[i].probe = Some(probe);

@@ -73,6 +73,14 @@ pub trait Probes {
         let _ = (module, function, pc);
         None
     }
+    /// True when the code of `function`'s module is analysed, so that its loops can be named
+    /// and timed at once; when not, starts analysing it in the background and says false (a
+    /// large module, python3's interpreter, takes seconds, which the search does not wait
+    /// for: it asks again at its next step).
+    fn ready(&mut self, module: &str, function: &str) -> bool {
+        let _ = (module, function);
+        true
+    }
     /// Learns the libraries the program loaded since the last call (so their functions and
     /// loops can be named and timed); how many there were.
     fn learn(&mut self) -> Result<usize, String> {
@@ -202,6 +210,10 @@ const UNKNOWN_COST: f64 = 0.002;
 /// again before it has cost much.
 const RATE_WINDOW: f64 = 0.05;
 
+/// The share of the cost limit the probes may take over the search: the stack samples keep
+/// the rest (`stacks::sample_stacks`).
+const PROBES_SHARE: f64 = 0.9;
+
 /// A ProbeId's bit that marks it as a loop timer's (the others are the [`ProcLab`]'s).
 const TIMER_BIT: u64 = 1 << 63;
 
@@ -224,6 +236,8 @@ struct Timer {
     /// What it costs, once measured over [`RATE_WINDOW`]: the time its entries took, over
     /// the thread's time on a CPU meanwhile.
     cost: Option<f64>,
+    /// Nanoseconds its entries (in every thread) have taken so far, as last read.
+    paid: f64,
 }
 
 /// A thread's scheduler counts: nanoseconds on a CPU, and runnable waiting for one.
@@ -408,6 +422,19 @@ impl<'p> ProbeLab<'p> {
         self.probes.as_deref_mut()?.read(id, tid).ok()
     }
 
+    /// Nanoseconds the timers have taken so far: those taken out, and those in as last read
+    /// (a timer shared by experiments counted once).
+    fn paid_so_far(&self) -> f64 {
+        let mut seen = std::collections::BTreeSet::new();
+        self.paid_ns
+            + self
+                .timers
+                .values()
+                .filter(|t| seen.insert(t.key.clone()))
+                .map(|t| t.paid)
+                .sum::<f64>()
+    }
+
     fn timer_all(&mut self, id: u32, tid: i32) -> Option<TimerValue> {
         self.probes.as_deref_mut()?.read_all(id, tid).ok()
     }
@@ -505,6 +532,17 @@ impl Lab for ProbeLab<'_> {
     fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
         let (function, within) = split_loops(focus);
         let timed = h == Hypothesis::CPUBound && self.probes.is_some();
+        // Loops and call sites need the module's analysis: until it is done (in the
+        // background), the lab cannot tell yet.
+        if timed {
+            if let (Some((module, name, _)), Some(probes)) =
+                (function_of(&function), self.probes.as_deref_mut())
+            {
+                if !probes.ready(&module, &name) {
+                    return None;
+                }
+            }
+        }
         let mut out = Vec::new();
         if within.is_empty() || timed {
             for (child, p) in self.inner.refine(h, &function)? {
@@ -573,6 +611,19 @@ impl Lab for ProbeLab<'_> {
             return None;
         }
         Some(UNKNOWN_COST)
+    }
+
+    fn spent(&mut self) -> f64 {
+        let paid = self.paid_so_far() / 1e9;
+        // Over what the threads ran (plus what the stops took), as the report counts it;
+        // over the wall time without stack samples.
+        let base = match self.inner.stop_cost() {
+            Some((lost, used)) if !used.is_zero() => (used + lost).as_secs_f64(),
+            _ => self.started.elapsed().as_secs_f64(),
+        };
+        // The stops keep a tenth of the budget (`stacks::sample_stacks`): the probes get
+        // the rest.
+        paid / base.max(1e-9) / PROBES_SHARE
     }
 
     fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
@@ -669,6 +720,7 @@ impl Lab for ProbeLab<'_> {
                 sched,
                 all,
                 cost: None,
+                paid: 0.0,
             },
         );
         Ok(ProbeId(TIMER_BIT | self.next))
@@ -723,6 +775,7 @@ impl Lab for ProbeLab<'_> {
                 };
                 let t = self.timers.get_mut(&probe.0)?;
                 t.cost = Some(cost);
+                t.paid = spent * 1e9;
                 let known = self.costs.entry(t.key.clone()).or_insert(0.0);
                 *known = known.max(cost);
             }
@@ -735,6 +788,9 @@ impl Lab for ProbeLab<'_> {
         // Only a loop has parts to time in its stead: a call path ends at its call.
         let is_loop = matches!(focus.last(), Some(Resource::Loop(_)));
         let opaque = is_loop && unseen && !self.unseen.contains(&outer.to_string());
+        let paid = self.paid_so_far();
+        self.inner
+            .set_probes_spent(std::time::Duration::from_secs_f64(paid / 1e9));
         if unseen {
             self.unseen.insert(focus.to_string());
         }
@@ -807,6 +863,8 @@ mod tests {
         removed: Vec<u32>,
         value: TimerValue,
         always: Option<Instant>,
+        /// Analyses not done yet: `ready` says false this many more times.
+        analysing: u32,
         /// Entries as if the loop were entered once per timed entry's cost (the second value,
         /// in ns) of the time since then.
         counting: Option<(Instant, f64)>,
@@ -860,6 +918,10 @@ mod tests {
             self.removed.push(id);
             Ok(())
         }
+        fn ready(&mut self, _: &str, _: &str) -> bool {
+            self.analysing = self.analysing.saturating_sub(1);
+            self.analysing == 0
+        }
         fn loop_at(&mut self, _: &str, function: &str, pc: u64) -> Option<String> {
             match (function, pc) {
                 ("f", 0x100) => Some("loop_2.1".into()),
@@ -908,6 +970,19 @@ mod tests {
         let mut g = f.clone();
         g.0[3] = Resource::Function("g".into());
         assert!(lab.refine(Hypothesis::CPUBound, &g).unwrap().is_empty());
+        // Without probes, nothing below a function is a loop.
+        drop(lab);
+        let mut slow = Fake {
+            analysing: 2,
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut slow));
+        // While the function's module is being analysed, the lab cannot tell yet; then it can.
+        assert!(lab.refine(Hypothesis::CPUBound, &f).is_none());
+        assert_eq!(
+            names(&lab.refine(Hypothesis::CPUBound, &f).unwrap()).len(),
+            2
+        );
         // Without probes, nothing below a function is a loop.
         let mut bare = ProbeLab::new(pid, ProcLab::new(pid), None);
         assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());

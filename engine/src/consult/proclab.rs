@@ -173,6 +173,24 @@ impl ProcLab {
         stacks.call_sites(h, focus, tid, since, callee)
     }
 
+    /// What the stops took from the program's threads and what they ran, so far (see
+    /// [`Stacks::cost`]); `None` without stack samples.
+    pub fn stop_cost(&self) -> Option<(Duration, Duration)> {
+        let stacks = self.stacks.as_ref()?;
+        Some(stacks.lock().unwrap_or_else(|e| e.into_inner()).cost())
+    }
+
+    /// Tells the stack sampler what the probes have taken so far: see
+    /// [`Stacks::set_probes_spent`].
+    pub fn set_probes_spent(&self, spent: Duration) {
+        if let Some(stacks) = &self.stacks {
+            stacks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .set_probes_spent(spent);
+        }
+    }
+
     /// Why sampling stopped, when the process went away or became unreadable.
     pub fn error(&self) -> Option<String> {
         self.shared

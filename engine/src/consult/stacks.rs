@@ -126,6 +126,9 @@ pub struct Stacks {
     lost: Duration,
     /// The CPU time the sampled threads used between their batches.
     used: Duration,
+    /// The running time the search's probes have taken from the program so far: the stops
+    /// share one budget with them ([`sample_stacks`]).
+    probes_spent: Duration,
 }
 
 /// A thread's `schedstat` read after a batch, with the process's stopped time by then.
@@ -218,6 +221,7 @@ impl Stacks {
             sched: BTreeMap::new(),
             lost: Duration::ZERO,
             used: Duration::ZERO,
+            probes_spent: Duration::ZERO,
         }
     }
 
@@ -253,6 +257,12 @@ impl Stacks {
     /// meanwhile (both over the intervals between each thread's batches).
     pub fn cost(&self) -> (Duration, Duration) {
         (self.lost, self.used)
+    }
+
+    /// Tells the sampler what the search's probes have taken from the program so far: the
+    /// stops leave it to them ([`sample_stacks`]).
+    pub fn set_probes_spent(&mut self, spent: Duration) {
+        self.probes_spent = spent;
     }
 
     /// Adds one batch taken at `at`.
@@ -834,9 +844,17 @@ pub fn sample_stacks(
                 return;
             }
         }
-        // The next stop waits until the stopped time, the next stop's included, is within
-        // `cost` of the time elapsed.
-        let due = started + (stopped + last).div_f64(cost.max(1e-6));
+        // The next stop waits until the stopped time, the next stop's included, and what the
+        // probes have taken are within `cost` of the time elapsed; the stops keep a tenth of
+        // it whatever the probes take, so that the search still gets its samples.
+        let probes = stacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .probes_spent;
+        let cost = cost.max(1e-6);
+        let shared = (stopped + last + probes).div_f64(cost);
+        let own = (stopped + last).div_f64(cost / 10.0);
+        let due = started + shared.min(own);
         let next = due.max(Instant::now() + MIN_PERIOD);
         while !stop() {
             let now = Instant::now();

@@ -12,6 +12,8 @@ pub struct LiveProbes<'a> {
     plan: &'a mut super::Plan,
     session: &'a mut crate::session::Session,
     tracer: &'a crate::process::Tracer<super::Live>,
+    /// Modules being analysed in the background, for [`Probes::ready`].
+    analysing: std::collections::BTreeSet<crate::ModuleId>,
 }
 
 impl<'a> LiveProbes<'a> {
@@ -25,6 +27,7 @@ impl<'a> LiveProbes<'a> {
             plan,
             session,
             tracer: inferior.tracer(),
+            analysing: Default::default(),
         }
     }
 
@@ -95,6 +98,31 @@ impl Probes for LiveProbes<'_> {
                 parent: l.parent.map(|p| forest.loops[p].name.clone()),
             })
             .collect())
+    }
+
+    fn ready(&mut self, module: &str, function: &str) -> bool {
+        // A name that does not resolve fails where it is used, with why.
+        let Ok(f) = self.resolve(module, function) else {
+            return true;
+        };
+        let m = self.session.modules()[f.module.0 as usize].clone();
+        if m.analysis_ready() {
+            return true;
+        }
+        // Once per module; the analysis is the module's own (a `OnceLock`), so whoever asks
+        // for it meanwhile waits for this one, and later commands find it done.
+        if self.analysing.insert(f.module) {
+            let started = std::thread::Builder::new()
+                .name("gsh-consult-analysis".into())
+                .spawn(move || {
+                    m.analysis();
+                });
+            if started.is_err() {
+                // No thread: analysed here, as before.
+                return true;
+            }
+        }
+        false
     }
 
     fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {

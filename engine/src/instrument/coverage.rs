@@ -394,6 +394,10 @@ pub struct Retire {
 pub struct LiveCoverage {
     /// In the order they were made.
     pub arrays: Vec<CoverageArray>,
+    /// Deleted requests whose counts `report` still shows, oldest first: at most
+    /// [`super::measure::KEPT_REQUESTS`], as for measures, so a long attach that inserts and
+    /// deletes `coverage '*'` over and over does not grow with every cycle.
+    deleted: std::collections::VecDeque<u32>,
 }
 
 impl LiveCoverage {
@@ -469,6 +473,16 @@ impl LiveCoverage {
             }
             if let Ok(c) = read_counts(reader, a) {
                 a.last = Some(c);
+            }
+        }
+        let Some(id) = id else {
+            return;
+        };
+        self.deleted.retain(|&d| d != id);
+        self.deleted.push_back(id);
+        while self.deleted.len() > super::measure::KEPT_REQUESTS {
+            if let Some(old) = self.deleted.pop_front() {
+                self.arrays.retain(|a| a.map.id != old);
             }
         }
     }

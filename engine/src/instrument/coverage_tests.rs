@@ -1,4 +1,5 @@
 use super::*;
+use crate::instrument::measure::KEPT_REQUESTS;
 
 fn function(name: &str, entries: u64, lines: &[(u32, u64)]) -> FunctionCoverage {
     FunctionCoverage {
@@ -73,4 +74,58 @@ fn a_map_numbers_its_blocks_from_first() {
     );
     assert_eq!((s[1].covered, s[1].unprobed), (0, 0));
     assert_eq!(s[0].lines, None);
+}
+
+/// A long attach inserting and deleting `coverage` over and over: the arrays of deleted
+/// requests (kept for `report`) are bounded as measures' values are, the newest kept with
+/// their counts as they were when deleted.
+#[test]
+fn deleted_requests_arrays_stay_bounded_over_many_insert_delete_cycles() {
+    use crate::process::{Kept, KeptSource};
+    let counts: Vec<u8> = [3u64, 0, 7].iter().flat_map(|c| c.to_le_bytes()).collect();
+    let reader = MemReader::kept(
+        0,
+        vec![Kept {
+            addr: 0x1000,
+            source: KeptSource::Bytes(counts),
+        }],
+    );
+    let mut live = LiveCoverage::default();
+    for id in 1..=200u32 {
+        live.arrays.push(CoverageArray {
+            module: ModuleId(0),
+            base: 0x1000,
+            map: CoverageMap {
+                id,
+                first: 0,
+                functions: vec![FuncBlocks {
+                    function: "f".into(),
+                    addr: 0x40_0000,
+                    blocks: vec![
+                        (0x40_0000, 0x40_0004),
+                        (0x40_0004, 0x40_0008),
+                        (0x40_0008, 0x40_000c),
+                    ],
+                }],
+            },
+            index: HashMap::new(),
+            bias: 0,
+            unprobed: BTreeMap::new(),
+            last: None,
+            once: false,
+            retired: Default::default(),
+        });
+        live.keep(&reader, Some(id));
+        assert!(
+            live.arrays.len() <= KEPT_REQUESTS,
+            "cycle {id}: {}",
+            live.arrays.len()
+        );
+    }
+    let oldest_kept = 200 - KEPT_REQUESTS as u32 + 1;
+    assert!(live.arrays.iter().all(|a| a.map.id >= oldest_kept));
+    assert_eq!(
+        live.arrays.last().and_then(|a| a.last.clone()),
+        Some(vec![3, 0, 7])
+    );
 }

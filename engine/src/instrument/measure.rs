@@ -1283,10 +1283,14 @@ impl Measure {
         Ok(())
     }
 
-    /// True when the final values outlive the process (its runtime's arena is gsh's too), so
-    /// gsh need not see the exit to keep them.
+    /// True when the final values outlive the process (its runtime's arena is gsh's too, and
+    /// holds every thread's block: [`Arena::complete`]), so gsh need not see the exit to keep
+    /// them.
     pub fn survives_exit(&self) -> bool {
-        self.runtime.as_ref().is_some_and(|rt| rt.arena.is_some())
+        self.runtime
+            .as_ref()
+            .and_then(|rt| rt.arena.as_ref())
+            .is_some_and(Arena::complete)
     }
 
     /// The values and paths as the process left them: those kept at its exit or at `detach`,

@@ -183,11 +183,19 @@ impl Process {
             && !hooks.needs_tracer()
     }
 
-    /// Lets the running process go when nothing needs the tracer: halts it, and detaches
-    /// every thread with its pending signals. Stops caught while halting that are more than a
-    /// plain signal are left to the tracer (the process is resumed traced and the next call
-    /// tries again). True when gsh is now hands-off.
+    /// Lets the running process go when nothing needs the tracer (and takes a process let go
+    /// back when something does again): halts it, and detaches every thread with its pending
+    /// signals. Stops caught while halting that are more than a plain signal are left to the
+    /// tracer (the process is resumed traced and the next call tries again). True when gsh is
+    /// now hands-off.
     pub(crate) fn let_go_if_idle(&mut self, hooks: &dyn Hooks) -> Result<bool, ProcessError> {
+        if self.hands_off.is_some() && hooks.needs_tracer() {
+            // Something now needs the tracer that did not when the process was let go (its
+            // runtime could not grow the arena gsh holds: the exit must be seen to keep the
+            // values): take it back, running.
+            self.reseize()?;
+            return Ok(false);
+        }
         if !self.may_let_go(hooks) {
             return Ok(false);
         }

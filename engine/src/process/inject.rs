@@ -29,6 +29,13 @@
 //! an interrupt stop, resumes every thread without tracing its system calls, and the call and
 //! the stub finish on their own.
 //!
+//! A function call runs only in a thread outside libc's allocator and the dynamic linker
+//! (`thread_for_call`): the call may allocate, and glibc's `malloc` takes no lock in a process
+//! of one thread, so a call injected into a thread stopped inside `malloc` ran `malloc` again
+//! over a half-updated heap (the call crashed with SIGSEGV, or the program aborted later).
+//! While every thread is inside one, the program runs on a moment and is stopped again.
+//! System calls need no such care.
+//!
 //! Before a pool holds the stub (the `mmap` of the first pools), a stub is written, for one
 //! system call at a time, where an executable mapping has room the program never runs: past
 //! the end of a module's executable segment in its last page (`code_slack`), then put back.
@@ -239,6 +246,51 @@ fn resumed(saved: &libc::user_regs_struct) -> libc::user_regs_struct {
     r
 }
 
+/// How many times gsh lets the program run a moment ([`SAFE_POINT_RUN`]) for a thread to
+/// leave the allocator or the dynamic linker before it injects a function call.
+const SAFE_POINT_TRIES: u32 = 200;
+/// How long the program runs between two looks for a thread at a safe point.
+const SAFE_POINT_RUN: Duration = Duration::from_micros(300);
+
+/// The system calls glibc's allocator makes (a thread in one may be inside `malloc`).
+const ALLOCATOR_SYSCALLS: [i64; 8] = [
+    libc::SYS_brk,
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_mprotect,
+    libc::SYS_madvise,
+    libc::SYS_futex,
+    libc::SYS_getrandom,
+];
+
+/// glibc's allocator functions, the exported ones; the code between them (`_int_malloc`,
+/// `sysmalloc` and the rest of `malloc.o`, which are not exported) is the allocator too.
+const ALLOCATOR_FUNCTIONS: [&str; 17] = [
+    "malloc",
+    "free",
+    "calloc",
+    "realloc",
+    "memalign",
+    "aligned_alloc",
+    "posix_memalign",
+    "valloc",
+    "pvalloc",
+    "malloc_trim",
+    "malloc_usable_size",
+    "mallinfo",
+    "mallinfo2",
+    "malloc_stats",
+    "mallopt",
+    "malloc_info",
+    "__default_morecore",
+];
+
+/// How many words from a thread's `rsp` up are looked at for a return address into the
+/// allocator or the dynamic linker: those of a leaf that `malloc` calls (`memset`, `__brk`,
+/// `__mmap`, `__lll_lock_wait`), whose frames hold little more than their return address.
+const RETURN_WORDS: usize = 4;
+
 /// How long gsh waits for a thread it interrupted to stop. An interrupt stops any thread that
 /// is not in an uninterruptible sleep within microseconds; past this, gsh reports it.
 const STOP_DEADLINE: Duration = Duration::from_secs(5);
@@ -257,6 +309,15 @@ fn test_pause(what: &str, tid: i32) {
         eprintln!("gsh: test pause: {what} on thread {tid}");
         std::thread::sleep(Duration::from_millis(ms));
     }
+}
+
+/// For the tests that show what the choice of a thread outside the allocator prevents: with
+/// `GSH_TEST_UNCHECKED_CALLS=1` in the environment, a function call runs on the first stopped
+/// thread wherever it is, as before that choice.
+fn unchecked_calls() -> bool {
+    static UNCHECKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *UNCHECKED
+        .get_or_init(|| std::env::var_os("GSH_TEST_UNCHECKED_CALLS").is_some_and(|v| v == "1"))
 }
 
 /// How an injected run ends.
@@ -422,6 +483,195 @@ impl Process {
             })
     }
 
+    /// The code ranges a thread lending itself to an injected *function call* must not be
+    /// in: the dynamic linker's (a thread inside `dlopen` or a lazy binding) and libc's
+    /// allocator. An injected call may allocate (`dlopen` does, and so may any function a
+    /// snippet calls); glibc's `malloc` takes no lock while the process has one thread, so a
+    /// call injected into a thread stopped inside `malloc` runs `malloc` again over a heap
+    /// half updated: the heap is corrupted, the call crashes with SIGSEGV or the program
+    /// aborts later ("malloc(): unsorted double linked list corrupted"). With several threads
+    /// the same thread would wait for a lock it holds itself. Found once per process.
+    fn unsafe_code(&mut self) -> Result<Vec<(u64, u64, &'static str)>, ProcessError> {
+        if let Some(u) = &self.pools.unsafe_code {
+            return Ok(u.clone());
+        }
+        let base = super::maps::auxv(self.pid)?
+            .get(&libc::AT_BASE)
+            .copied()
+            .unwrap_or(0);
+        let mut out = Vec::new();
+        for m in self.modules()? {
+            if base != 0 && m.base == base {
+                out.extend(
+                    m.text
+                        .iter()
+                        .map(|t| (t.start, t.end, "the dynamic linker")),
+                );
+                continue;
+            }
+            let is_libc = m
+                .path
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with("libc.so"));
+            if !is_libc {
+                continue;
+            }
+            let Ok(data) = std::fs::read(&m.path) else {
+                continue;
+            };
+            let Ok(file) = object::File::parse(&*data) else {
+                continue;
+            };
+            // Every exported function's start, sorted: the allocator runs from the end of
+            // the last other function before its first one to the start of the first other
+            // function after its last one.
+            let mut starts: Vec<(u64, u64, bool)> = file
+                .dynamic_symbols()
+                .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
+                .map(|s| {
+                    let alloc = s.name().is_ok_and(|n| ALLOCATOR_FUNCTIONS.contains(&n));
+                    (s.address(), s.address() + s.size(), alloc)
+                })
+                .collect();
+            starts.sort();
+            let first = starts.iter().position(|s| s.2);
+            let last = starts.iter().rposition(|s| s.2);
+            if let (Some(first), Some(last)) = (first, last) {
+                let lo = starts[..first]
+                    .iter()
+                    .rev()
+                    .find(|s| s.0 < starts[first].0)
+                    .map_or(starts[first].0, |s| s.1);
+                let hi = starts[last + 1..]
+                    .iter()
+                    .find(|s| s.0 > starts[last].0 && !s.2)
+                    .map_or(starts[last].1, |s| s.0);
+                out.push((
+                    m.bias.wrapping_add(lo),
+                    m.bias.wrapping_add(hi),
+                    "libc's allocator",
+                ));
+            }
+        }
+        self.pools.unsafe_code = Some(out.clone());
+        Ok(out)
+    }
+
+    /// Why stopped thread `tid` must not run an injected function call now (inside the
+    /// allocator or the dynamic linker, see [`Process::unsafe_code`]), or None. A thread in
+    /// a system call the allocator never makes (`read`, `epoll_wait`, `nanosleep`...) is
+    /// outside it; else its `rip` and the return addresses nearest its `rsp` are looked at.
+    fn inside_unsafe_code(
+        &self,
+        tid: i32,
+        code: &[(u64, u64, &'static str)],
+    ) -> Result<Option<String>, ProcessError> {
+        let r = ptrace::regs(tid)?;
+        let inside = |a: u64| code.iter().find(|c| c.0 <= a && a < c.1).map(|c| c.2);
+        if let Some(what) = inside(r.rip) {
+            return Ok(Some(format!("in {what} at {:#x}", r.rip)));
+        }
+        let nr = r.orig_rax as i64;
+        // Only `malloc` moves the break (through `sbrk`, whose frame hides the return
+        // address into the allocator from the words looked at below).
+        if nr == libc::SYS_brk {
+            return Ok(Some(format!("in brk, at {:#x}", r.rip)));
+        }
+        if nr != -1 && !ALLOCATOR_SYSCALLS.contains(&nr) {
+            return Ok(None);
+        }
+        let Ok(words) = self.mem.read(r.rsp, RETURN_WORDS * 8) else {
+            return Ok(None);
+        };
+        for w in words.chunks_exact(8) {
+            let a = u64::from_le_bytes(w.try_into().unwrap_or_default());
+            if let Some(what) = inside(a) {
+                return Ok(Some(format!("called from {what} (return address {a:#x})")));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A thread that can run an injected function call: stopped plainly (as
+    /// [`Process::thread_for_injection`]) and outside the allocator and the dynamic linker.
+    /// While every such thread is inside one, the program runs a moment and is stopped again,
+    /// up to [`SAFE_POINT_TRIES`] times; then the call is refused, the program untouched.
+    fn thread_for_call(&mut self, what: &str) -> Result<i32, ProcessError> {
+        let code = self.unsafe_code()?;
+        // Where an attach met in the start-up leaves the program (`startup.rs`): the link map
+        // consistent, libc initialised, the point debuggers are told to use. Running on from
+        // there meets gsh's own rendezvous hook, a stop only the hooks can handle.
+        let r_brk = self
+            .find_r_debug()
+            .ok()
+            .flatten()
+            .and_then(|d| self.read_u64(d + 16).ok())
+            .filter(|a| *a != 0);
+        let mut why = String::new();
+        for _ in 0..SAFE_POINT_TRIES {
+            let first = self.thread_for_injection()?;
+            let mut candidates = vec![first];
+            candidates.extend(
+                self.threads
+                    .iter()
+                    .filter(|(t, s)| **t != first && s.state == ThreadState::Stopped && !s.job)
+                    .map(|(t, _)| *t)
+                    .filter(|t| !self.deferred.iter().any(|(d, _)| d == t)),
+            );
+            for tid in candidates {
+                let at_r_brk = ptrace::regs(tid).is_ok_and(|r| Some(r.rip) == r_brk);
+                match if at_r_brk {
+                    None
+                } else {
+                    self.inside_unsafe_code(tid, &code)?
+                } {
+                    None => {
+                        if tid == first || !self.surface_pending_trap(tid)? {
+                            return Ok(tid);
+                        }
+                    }
+                    Some(w) => why = format!("thread {tid} was {w}"),
+                }
+            }
+            // Every thread is where a call must not run: let them run on a moment.
+            self.resume()?;
+            std::thread::sleep(SAFE_POINT_RUN);
+            self.halt()?;
+            // A signal sent meanwhile (`kill`, `raise`) is kept for its thread, delivered when
+            // the program resumes, as an injected run keeps one; it need not hold the thread
+            // back. A fault or a trap stays a stop for the hooks.
+            let deferred = std::mem::take(&mut self.deferred);
+            for (tid, ev) in deferred {
+                match ev {
+                    // The dynamic linker's hook, passed on the way (a program in its
+                    // start-up): noted as an injected run notes it, the signal dropped.
+                    WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                        self.note_rendezvous()?;
+                    }
+                    WaitEvent::Signal(sig)
+                        if sig != libc::SIGTRAP
+                            && sig != SYSCALL_STOP
+                            && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
+                    {
+                        if let Some(t) = self.threads.get_mut(&tid) {
+                            t.pending.push(sig);
+                        }
+                    }
+                    _ => self.deferred.push_back((tid, ev)),
+                }
+            }
+        }
+        Err(ProcessError::Inject {
+            what: what.to_owned(),
+            tid: self.pid,
+            detail: format!(
+                "no thread left the allocator or the dynamic linker in {SAFE_POINT_TRIES} \
+                 tries (last: {why}); a call injected there would corrupt the heap, so none \
+                 was; try again"
+            ),
+        })
+    }
+
     /// [`Process::inject_thread`], once it has no SIGTRAP queued: one that has takes it first,
     /// as a deferred stop (`stale.rs`), and another is chosen.
     fn thread_for_injection(&mut self) -> Result<i32, ProcessError> {
@@ -441,13 +691,23 @@ impl Process {
                     send it SIGCONT and try again"
                 .into();
         }
+        let stops: Vec<String> = self
+            .deferred
+            .iter()
+            .map(|(tid, ev)| format!("thread {tid}: {ev:?}"))
+            .collect();
         format!(
             "no thread is stopped in a state that can run injected code ({} threads: {} in a \
-             job-control stop, {} with a stop still to handle); let it run (`continue &`) \
+             job-control stop, {} with a stop still to handle{}); let it run (`continue &`) \
              and try again",
             self.threads.len(),
             job,
-            self.deferred.len()
+            self.deferred.len(),
+            if stops.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", stops.join(", "))
+            }
         )
     }
 
@@ -543,9 +803,23 @@ impl Process {
                 detail: "gsh passes at most 6 arguments, in registers".into(),
             });
         }
+        let what = format!("call of {}", self.describe_address(func));
+        self.call_named(&what, func, args)
+    }
+
+    /// [`Process::call`], its errors naming the call `what` (`dlopen of /x/libgsh_rt.so`).
+    pub fn call_named(&mut self, what: &str, func: u64, args: &[u64]) -> Result<u64, ProcessError> {
+        self.alive("injecting a call")?;
+        if args.len() > 6 {
+            return Err(ProcessError::Inject {
+                what: what.to_owned(),
+                tid: self.pid,
+                detail: "gsh passes at most 6 arguments, in registers".into(),
+            });
+        }
         self.stopped(|p| {
             let stub = p.stub(func)?;
-            p.through_stub(stub, true, func, args, &format!("call of {func:#x}"))
+            p.through_stub(stub, true, func, args, what)
         })
     }
 
@@ -561,7 +835,11 @@ impl Process {
         args: &[u64],
         what: &str,
     ) -> Result<u64, ProcessError> {
-        let tid = self.thread_for_injection()?;
+        let tid = if call && !unchecked_calls() {
+            self.thread_for_call(what)?
+        } else {
+            self.thread_for_injection()?
+        };
         let saved = ptrace::regs(tid)?;
         // The called function may use any vector register (dlopen's string functions do);
         // the stub puts them back, and so does gsh, with the rest, once it has the thread.
@@ -618,6 +896,27 @@ impl Process {
             }
             r => r.and_then(|ran| ran.ended(what, tid)),
         };
+        // A crash says where the thread had been stopped before it was lent (in which
+        // function, in which system call), which is what tells why the call could not run.
+        let result = result.map_err(|e| match e {
+            ProcessError::Inject {
+                what,
+                tid,
+                mut detail,
+            } if detail.starts_with("it crashed") => {
+                detail.push_str(&format!(
+                    "; the thread had been stopped at {} with rsp={:#x}{}",
+                    self.describe_address(saved.rip),
+                    saved.rsp,
+                    match saved.orig_rax as i64 {
+                        -1 => String::new(),
+                        nr => format!(", in system call {nr}"),
+                    }
+                ));
+                ProcessError::Inject { what, tid, detail }
+            }
+            e => e,
+        });
         if self.state.is_alive() {
             // At the announcement the stub has put the vector state back; gsh takes the
             // thread back to an ordinary stop, then writes the exact registers.
@@ -872,12 +1171,8 @@ impl Process {
             }
             WaitEvent::Signal(
                 sig @ (libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE),
-            ) => {
-                let rip = ptrace::regs(tid).map(|r| r.rip).unwrap_or(0);
-                return Err(fail(format!(
-                    "it crashed with {} at {rip:#x}; its registers were restored",
-                    ptrace::signal_name(sig)
-                )));
+            ) if ptrace::fault(tid).is_ok_and(|(code, _)| code > 0) => {
+                return Err(fail(self.crash_detail(tid, sig)));
             }
             // dlopen inside the call passed the dynamic linker's hook.
             WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
@@ -891,6 +1186,60 @@ impl Process {
             }
         }
         Ok(Seen::RunOn)
+    }
+
+    /// What an injected run's fault says: the signal, the faulting address, where the
+    /// thread was (as a module and offset) and its registers, so that a crash seen once can
+    /// be understood from its message alone.
+    fn crash_detail(&self, tid: i32, sig: i32) -> String {
+        let (code, addr) = ptrace::fault(tid).unwrap_or((0, 0));
+        let Ok(r) = ptrace::regs(tid) else {
+            return format!(
+                "it crashed with {} (code {code}) at address {addr:#x}; its registers were \
+                 restored",
+                ptrace::signal_name(sig)
+            );
+        };
+        format!(
+            "it crashed with {} (code {code}) at address {addr:#x}, executing {}; registers \
+             rax={:#x} rbx={:#x} rcx={:#x} rdx={:#x} rsi={:#x} rdi={:#x} rbp={:#x} rsp={:#x} \
+             r8={:#x} r9={:#x} r10={:#x} r11={:#x} r12={:#x} r13={:#x} r14={:#x} r15={:#x} \
+             eflags={:#x} fs_base={:#x}; its registers were restored",
+            ptrace::signal_name(sig),
+            self.describe_address(r.rip),
+            r.rax,
+            r.rbx,
+            r.rcx,
+            r.rdx,
+            r.rsi,
+            r.rdi,
+            r.rbp,
+            r.rsp,
+            r.r8,
+            r.r9,
+            r.r10,
+            r.r11,
+            r.r12,
+            r.r13,
+            r.r14,
+            r.r15,
+            r.eflags,
+            r.fs_base,
+        )
+    }
+
+    /// `addr` as `0x… (libc.so.6+0x…)`, naming the mapping it is in when there is one.
+    pub(crate) fn describe_address(&self, addr: u64) -> String {
+        let maps = self.mappings().unwrap_or_default();
+        match maps.iter().find(|m| m.start <= addr && addr < m.end) {
+            Some(m) if !m.name.is_empty() => {
+                let name = m.deleted.as_deref().unwrap_or(&m.name);
+                let file = name.rsplit('/').next().unwrap_or(name);
+                format!("{addr:#x} ({file}+{:#x})", addr - m.start + m.offset)
+            }
+            Some(_) => format!("{addr:#x} (anonymous memory)"),
+            None => format!("{addr:#x} (unmapped)"),
+        }
     }
 
     /// Loads the shared library at `path` into the process with `dlopen(path, RTLD_NOW)`;
@@ -907,11 +1256,12 @@ impl Process {
         text.push(0);
         let at = self.allocate(dlopen, text.len() as u64, AllocKind::Data)?;
         self.write(at, &text)?;
-        let handle = self.call(dlopen, &[at, libc::RTLD_NOW as u64])?;
+        let what = format!("dlopen of {}", abs.display());
+        let handle = self.call_named(&what, dlopen, &[at, libc::RTLD_NOW as u64])?;
         if handle != 0 {
             return Ok(handle);
         }
-        let msg = self.call(dlerror, &[])?;
+        let msg = self.call_named("dlerror", dlerror, &[])?;
         let detail = if msg == 0 {
             "dlopen returned NULL and dlerror says nothing".to_owned()
         } else {

@@ -91,6 +91,9 @@ pub(crate) struct Pools {
     pub(crate) stub: Option<super::inject::Stub>,
     /// Set to stop waiting for an injected call (`Process::with_call_interrupt`).
     pub(crate) call_interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Code a thread must not be inside of when it runs an injected call (see
+    /// `inject::SafePoint`), found once per process.
+    pub(crate) unsafe_code: Option<Vec<(u64, u64, &'static str)>>,
     /// The process's maps have been searched for an earlier session's pools.
     scanned: bool,
     earlier: EarlierPools,

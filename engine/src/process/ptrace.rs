@@ -141,6 +141,25 @@ pub(crate) fn sig_code(tid: i32) -> Result<i32, ProcessError> {
     Ok(info.si_code)
 }
 
+/// The `si_code` and `si_addr` of the signal thread `tid` is stopped with (`si_addr` is the
+/// faulting address of a SIGSEGV, SIGBUS, SIGILL or SIGFPE the CPU raised; `si_code <= 0`
+/// says the signal was sent, by `kill`, `tgkill` or `sigqueue`, not raised by a fault).
+pub(crate) fn fault(tid: i32) -> Result<(i32, u64), ProcessError> {
+    // SAFETY: siginfo_t is plain old data; all-zero is a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    request(
+        "GETSIGINFO",
+        libc::PTRACE_GETSIGINFO,
+        tid,
+        0,
+        &mut info as *mut libc::siginfo_t as usize,
+    )?;
+    // SAFETY: the kernel filled `info`; reading `si_addr` of a signal that has none gives
+    // whatever the union holds there, a plain integer, never dereferenced.
+    let addr = unsafe { info.si_addr() } as u64;
+    Ok((info.si_code, addr))
+}
+
 pub(crate) fn regs(tid: i32) -> Result<libc::user_regs_struct, ProcessError> {
     // SAFETY: user_regs_struct is plain old data; all-zero is a valid value.
     let mut r: libc::user_regs_struct = unsafe { std::mem::zeroed() };

@@ -84,28 +84,35 @@ instrumentation` lists none, the code is as before, and `report` shows none of t
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
-stopped at most --cost PERCENT of the time (default 5). The probes are kept within the same \
-limit: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
+stopped at most --cost PERCENT of the time (default 5), less what the probes have taken (the \
+stops keep a tenth of it whatever they take): the two share the limit. The probes are kept \
+within it: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
 its thread's time on a CPU, measured a tenth of a second after it goes in. A timer whose cost \
 is not known yet goes in only when no other unknown one is in; one that turns out to cost \
 more than the limit is taken out at once and its experiment is refused (state `refused`, \
 with what it cost); of timers that fit the limit alone but not together, the latest is taken \
 out and waits its turn; and a timer measured before is predicted to cost what it cost then, \
-so one over the limit is refused without going in. The result reports the overhead: the \
+so one over the limit is refused without going in; and while the timers have taken the \
+limit's share of the program's time since the search began (many tried and found too costly), \
+none goes in. The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
 threads would have run without it. A stop costs a thread what it would have run meanwhile \
 (at its rate between stops, from its schedstat): nothing for a thread asleep, the whole stop \
 for one computing on a CPU of its own, and for one that waits for a CPU, that less the time \
 it waited, since the scheduler gives a stopped thread its turn back; the loop timers cost \
 their entries times a timed entry's cost, which the search measures on this machine as it \
-starts (the timer's instructions run in gsh against the same loop without them). The time the \
+starts (the timer's instructions run in gsh against the same loop without them): an upper \
+bound, since inside a loop bound by its own dependency chain the timer's instructions run \
+beside it (`xtask bench-consult` measured a fifth of it there). The time the \
 program was stopped, the stops taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
 while the program is stopped is read when it runs again). Libraries the program \
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \
 showing their code (it names their functions and walks through them from then on), and \
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
-SECONDS (default 60; probes being inserted count, and no experiment starts after it), on \
+SECONDS (default 60; probes being inserted count, and no experiment starts that would not be \
+in by then, judging by the slowest start so far; the analysis of a module whose loops are \
+to be timed runs in the background, the search going on meanwhile), on \
 Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
