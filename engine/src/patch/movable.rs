@@ -39,12 +39,27 @@ pub fn code_at(
 ) -> Result<Code, Vec<Diagnostic>> {
     if let Some(Some(m)) = memo.get() {
         if let Some(c) = m.at(addr) {
-            debug_assert_eq!(
-                Some(&c),
-                snippet::generate(program, source, addr).ok().as_ref(),
-                "moved code differs from the code generated at {addr:#x}"
-            );
-            return Ok(c);
+            match m.checked.get() {
+                Some(true) => {
+                    debug_assert_eq!(
+                        Some(&c),
+                        snippet::generate(program, source, addr).ok().as_ref(),
+                        "moved code differs from the code generated at {addr:#x}"
+                    );
+                    return Ok(c);
+                }
+                Some(false) => {}
+                None => {
+                    // The first move is checked against the code generated there. A target
+                    // outside the code that lay within the code's range where it was first
+                    // generated is taken for one inside and not moved (seen saving bash with
+                    // counters everywhere): one check at another address finds any such
+                    // target, since its distance would have to change.
+                    let fresh = snippet::generate(program, source, addr)?;
+                    m.checked.set(Some(fresh == c));
+                    return Ok(fresh);
+                }
+            }
         }
     }
     let c = snippet::generate(program, source, addr)?;
@@ -72,6 +87,9 @@ pub struct Movable {
     /// Every immediate operand (and absolute memory operand) far from `code.addr`: moved
     /// where one of them is near, the generator would have reached it by distance instead.
     far: Vec<u64>,
+    /// Whether a move was checked against the code generated at its address: `None` until
+    /// the first move, then whether the two were the same ([`code_at`] moves only then).
+    checked: std::cell::Cell<Option<bool>>,
 }
 
 impl Movable {
@@ -157,6 +175,7 @@ impl Movable {
             code: code.clone(),
             distances,
             far,
+            checked: std::cell::Cell::new(None),
         })
     }
 
@@ -233,6 +252,41 @@ mod tests {
         "__gsh_rt_time_enter(2, 0xffffffffffffffc0, 0x555500004000);",
         "__gsh_rt_time_exit(2, 0xffffffffffffffc0, 0x555500004000);",
     ];
+
+    /// A call to a function that lies within the code's own range where it was first
+    /// generated (a layout's first try may put it anywhere) looks like a branch inside the
+    /// code: moving it would keep its distance. The first move is checked, and the code is
+    /// then generated wherever it goes.
+    #[test]
+    fn a_target_inside_the_first_codes_range_is_not_moved_wrong() {
+        let env = MapEnv {
+            point: PointInfo {
+                internal: true,
+                ..PointInfo::default()
+            },
+            ..MapEnv::default()
+        }
+        .func(
+            "inner_f",
+            AT + 8,
+            FnSig {
+                ret: Type::INT,
+                params: Some(vec![]),
+                variadic: false,
+                printf_format: None,
+            },
+        );
+        let src = "inner_f(); inner_f();";
+        let (program, diags) = crate::snippet::check_source(src, &env);
+        let program = program.unwrap_or_else(|| panic!("{diags:?}"));
+        let memo = Memo::new();
+        code_at(&memo, &program, src, AT).expect("at AT");
+        for to in [AT + 0x1000, AT + 0x2000, AT - 0x500] {
+            let got = code_at(&memo, &program, src, to).expect("moved");
+            let fresh = compile(src, &env, to).expect("fresh").code;
+            assert_eq!(got, fresh, "at {to:#x}");
+        }
+    }
 
     /// Moving code generated at one address gives exactly the code generated at the other,
     /// or nothing where the generator would reach something differently there.
