@@ -1030,7 +1030,9 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
     let clobber = t.with(|p, _| symbol(p, &exe, "clobber")).unwrap();
     let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
     t.with(|p, _| p.call(clobber, &[])).unwrap().unwrap();
+    // Halted first: told to stop while it runs, it may exit before the detach halts it.
     t.with(|p, _| {
+        p.halt()?;
         p.write(stop, &1i32.to_le_bytes())?;
         p.detach()
     })
@@ -1048,7 +1050,9 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
 /// Tells the live mutatee to stop (its `stop` flag) and detaches, letting it finish.
 fn stop_and_detach<H: engine::process::Hooks + 'static>(t: Tracer<H>, exe: &Path) {
     let stop = t.with(|p, _| symbol(p, exe, "stop")).unwrap();
+    // Halted first: told to stop while it runs, it may exit before the detach halts it.
     t.with(|p, _| {
+        p.halt()?;
         p.write(stop, &1i32.to_le_bytes())?;
         p.detach()
     })
