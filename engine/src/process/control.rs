@@ -55,6 +55,10 @@ pub struct Process {
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
     pub(crate) early_threads: HashSet<i32>,
+    /// Signals sent to threads while they ran injected code, `(tid, signal)`: sent to them
+    /// again once the injection is over (`Process::stopped`), since the stop a thread is in
+    /// after it is no signal-delivery-stop, where `PTRACE_CONT` would drop a signal passed on.
+    pub(crate) resend: Vec<(i32, i32)>,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -152,6 +156,7 @@ impl Process {
             deferred: VecDeque::new(),
             early_children: HashSet::new(),
             early_threads: HashSet::new(),
+            resend: Vec::new(),
             mem: MemFile::open(pid)?,
             events,
             cache: ModuleCache::default(),

@@ -721,6 +721,13 @@ impl Process {
             self.halt()?;
         }
         let r = f(self);
+        // Signals that came while injected code ran: pending in the kernel again, they stop
+        // their threads on the way in and are passed on as any signal is.
+        for (tid, sig) in std::mem::take(&mut self.resend) {
+            if self.state.is_alive() {
+                let _ = ptrace::tgkill(self.pid, tid, sig);
+            }
+        }
         if was_running && self.state.is_alive() {
             self.resume()?;
         }
@@ -1179,10 +1186,10 @@ impl Process {
                 self.note_rendezvous()?;
             }
             WaitEvent::Signal(sig) => {
-                // Not ours to take: delivered when the process resumes.
-                if let Some(t) = self.threads.get_mut(&tid) {
-                    t.pending.push(sig);
-                }
+                // Not ours to take: sent again once the injection is over (`stopped`). Passed
+                // on as pending, it was lost: the stop the thread is in then is no
+                // signal-delivery-stop, and `PTRACE_CONT` drops a signal given there.
+                self.resend.push((tid, sig));
             }
         }
         Ok(Seen::RunOn)
