@@ -44,19 +44,20 @@ impl<'a> LiveProbes<'a> {
         }
     }
 
-    /// Inserts a `time FUNCTION WHAT` request measuring `of` in `function` of `module`, into
-    /// the running process; its id.
+    /// Inserts a `time FUNCTION WHAT` request (or `count`, by `metric`) measuring `of` in
+    /// `function` of `module`, into the running process; its id.
     fn timer(
         &mut self,
         module: &str,
         function: &str,
         of: super::action::Measured,
+        metric: super::Metric,
         what: &str,
     ) -> Result<u32, String> {
-        use super::{measure, Metric};
+        use super::measure;
         self.resolve(module, function)?;
         let glob = format!("{module}!{function}");
-        let id = measure::add_of(self.plan, self.session, &glob, Metric::Time, of)
+        let id = measure::add_of(self.plan, self.session, &glob, metric, of)
             .map_err(|e| format!("{function} {what}: {e}"))?
             .id;
         let session = &*self.session;
@@ -76,7 +77,7 @@ impl<'a> LiveProbes<'a> {
                     })
                     .map_err(|e| e.to_string())?
             })
-            .map_err(|e| format!("time {function} {what}: not inserted: {e}"))?;
+            .map_err(|e| format!("{} {function} {what}: not inserted: {e}", metric.command()))?;
         Ok(id)
     }
 }
@@ -150,14 +151,53 @@ impl Probes for LiveProbes<'_> {
         let of = Measured::Loop {
             loops: LoopSel::Named(lp.to_owned()),
         };
-        self.timer(module, function, of, &format!("loop {lp}"))
+        self.timer(
+            module,
+            function,
+            of,
+            super::Metric::Time,
+            &format!("loop {lp}"),
+        )
+    }
+
+    fn count(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+        use super::action::{LoopSel, Measured};
+        let of = Measured::Loop {
+            loops: LoopSel::Named(lp.to_owned()),
+        };
+        self.timer(
+            module,
+            function,
+            of,
+            super::Metric::Count,
+            &format!("loop {lp}"),
+        )
+    }
+
+    fn count_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
+        let of = super::action::Measured::Call {
+            callee: callee.to_owned(),
+        };
+        self.timer(
+            module,
+            caller,
+            of,
+            super::Metric::Count,
+            &format!("call {callee}"),
+        )
     }
 
     fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
         let of = super::action::Measured::Call {
             callee: callee.to_owned(),
         };
-        self.timer(module, caller, of, &format!("call {callee}"))
+        self.timer(
+            module,
+            caller,
+            of,
+            super::Metric::Time,
+            &format!("call {callee}"),
+        )
     }
 
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String> {
