@@ -258,52 +258,54 @@ const UNKNOWN_COST: f64 = 0.002;
 /// again before it has cost much.
 const RATE_WINDOW: f64 = 0.05;
 
-/// How long a counter counts a loop's entries before its timer replaces it, in CPU seconds of
-/// the experiment's thread (the baseline of the timer's cost in situ), and the longest it
-/// waits for them in wall seconds (a thread that barely runs).
-const COUNT_CPU: f64 = 0.1;
-const COUNT_WALL: f64 = 1.0;
+/// How a timer's cost is measured in situ: a counter of the same entries and the timer take
+/// turns in the program, the counter first, `TURNS` turns in all (so the timer's last turn
+/// goes on as its experiment), each for `TURN_CPU` CPU seconds of the experiment's thread or
+/// `TURN_WALL` wall seconds (a thread that barely runs). Turns rather than one baseline then
+/// the timer, so that a drift of the thread's speed per CPU second (a loaded shared machine)
+/// affects both alike.
+const TURNS: usize = 6;
+const TURN_CPU: f64 = 0.04;
+const TURN_WALL: f64 = 0.4;
 
-/// The CPU seconds of its thread a timer must have been in before its cost in situ replaces
-/// the bound [`calibrate`] measured: after [`RATE_WINDOW`] on a thread that computes
-/// throughout, so a timer over the cost limit is removed on the bound, as before.
-const IN_SITU_CPU: f64 = 0.1;
-
-/// The fewest entries a rate in situ (a counter's or a timer's) is taken from.
+/// The fewest entries a rate in situ (the counter's or the timer's) is taken from.
 const MIN_ENTRIES: u64 = 1000;
 
 /// The key of a timer in [`ProbeLab::shared`]: module, function, what it times.
 type Key = (String, String, String);
 
-/// A counter counting a loop's entries (or a call's) in the thread of the experiment that
-/// inserted it, before its timer replaces it.
-struct Counter {
+/// A timer's cost being measured in situ ([`TURNS`]), in the thread of the experiment that
+/// inserted it.
+struct Turns {
+    /// The probe in now, and whether it is the timer (else the counter).
     id: u32,
+    timer: bool,
     tid: i32,
+    /// When it went in; the thread's entries (by it) and nanoseconds on a CPU then, and the
+    /// entries in every thread.
     started: Instant,
-    /// The thread's entries and nanoseconds on a CPU, at the start.
     entries: u64,
     run: u64,
-    /// Entries in every thread, at the start.
     all: u64,
+    /// Turns finished, and the thread's entries and CPU nanoseconds over the counter's turns
+    /// and over the timer's.
+    done: usize,
+    counted: (u64, u64),
+    timed: (u64, u64),
+    /// Entries in every thread over the timer's finished turns: paid at its cost per entry
+    /// once known.
+    timed_all: u64,
 }
 
-/// A timer's cost measured in situ, in the thread its counter counted in.
+/// A timer's cost measured in situ.
 #[derive(Clone, Copy, Debug)]
 struct InSitu {
-    /// The timer measured, and its thread.
-    id: u32,
-    tid: i32,
-    /// The thread's CPU nanoseconds per entry with the counter in (None: too few entries).
-    counted: Option<f64>,
-    /// The thread's entries (by the timer) and CPU nanoseconds when the timer went in.
-    entries: u64,
-    run: u64,
-    /// The thread's CPU nanoseconds per entry with the timer in, once measured.
-    timed: Option<f64>,
+    /// The thread's CPU nanoseconds per entry with the counter in, and with the timer.
+    counted: f64,
+    timed: f64,
     /// Nanoseconds a timed entry costs: what the timer adds per entry over the counter, plus
     /// the counter's own bound ([`calibrate_count`]), at most [`calibrate`]'s bound.
-    ns: Option<f64>,
+    ns: f64,
 }
 
 /// What one timer was measured to cost per entry, for the report.
@@ -410,10 +412,13 @@ pub struct ProbeLab<'p> {
     /// What each timer (keyed as in [`ProbeLab::shared`]) was measured to cost (the most
     /// seen, or the latest in situ): its predicted cost when it goes in again.
     costs: BTreeMap<Key, f64>,
-    /// Counters counting entries before their timers go in.
-    counting: BTreeMap<Key, Counter>,
-    /// Timers' costs in situ, measured or being measured.
+    /// Timers whose cost in situ is being measured.
+    turns: BTreeMap<Key, Turns>,
+    /// Timers' costs in situ, once measured.
     in_situ: BTreeMap<Key, InSitu>,
+    /// Timers whose counter turned out no baseline (the thread slower per entry with it than
+    /// with the timer): the thread's CPU nanoseconds per entry with each, for the report.
+    baseless: BTreeMap<Key, (f64, f64)>,
     /// The entries (in every thread) each timer in had counted as it went in.
     born: BTreeMap<Key, u64>,
     stats: ProbeStats,
@@ -481,8 +486,9 @@ impl<'p> ProbeLab<'p> {
                 count_ns,
                 ..ProbeStats::default()
             },
-            counting: BTreeMap::new(),
+            turns: BTreeMap::new(),
             in_situ: BTreeMap::new(),
+            baseless: BTreeMap::new(),
             born: BTreeMap::new(),
             paid_ns: 0.0,
             started: Instant::now(),
@@ -627,46 +633,133 @@ impl ProbeLab<'_> {
         Ok(id)
     }
 
-    /// Ends the count of `key`'s entries once it has run [`COUNT_CPU`] of its thread's time
-    /// (or [`COUNT_WALL`]): the thread's CPU time per entry is the baseline, the counter comes
-    /// out and the timer goes in, and the experiments on it start measuring from now. False
-    /// while it counts on.
-    fn swap(&mut self, key: &Key) -> bool {
-        let Some(c) = self.counting.get(key) else {
+    /// Ends the turn of timer `key`'s counter or timer once it has run [`TURN_CPU`] of its
+    /// thread's time (or [`TURN_WALL`]) and puts the other in; after the last turn, its cost
+    /// in situ is known. True when its experiments read the timer: from the start of its last
+    /// turn on.
+    fn turn(&mut self, key: &Key) -> bool {
+        let Some(c) = self.turns.get(key) else {
             return true;
         };
+        let last = c.done + 1 == TURNS;
         let Some(s) = sched(self.pid, c.tid) else {
-            return false;
+            return last;
         };
         let cpu = s.run.saturating_sub(c.run) as f64 / 1e9;
-        if cpu < COUNT_CPU && c.started.elapsed().as_secs_f64() < COUNT_WALL {
-            return false;
+        if cpu < TURN_CPU && c.started.elapsed().as_secs_f64() < TURN_WALL {
+            return last;
         }
-        let Some(c) = self.counting.remove(key) else {
+        let (bound, count) = (self.stats.timer_ns, self.stats.count_ns);
+        let Some(probes) = self.probes.as_deref_mut() else {
             return true;
         };
-        let Some(probes) = self.probes.as_deref_mut() else {
+        let Some(c) = self.turns.get_mut(key) else {
             return true;
         };
         let v = probes.read(c.id, c.tid).unwrap_or_default();
         let all = probes.read_all(c.id, c.tid).unwrap_or_default();
-        let s = sched(self.pid, c.tid).unwrap_or(s);
         let entries = v.entries.saturating_sub(c.entries);
         let run = s.run.saturating_sub(c.run);
-        let counted = (entries >= MIN_ENTRIES && run > 0).then(|| run as f64 / entries as f64);
-        self.paid_ns += all.entries.saturating_sub(c.all) as f64 * self.stats.count_ns;
-        if let Err(e) = probes.remove(c.id) {
-            self.stats.errors.push(e);
+        let all = all.entries.saturating_sub(c.all);
+        c.done += 1;
+        if c.timer {
+            c.timed.0 += entries;
+            c.timed.1 += run;
+        } else {
+            c.counted.0 += entries;
+            c.counted.1 += run;
+        }
+        if last {
+            // The timer stays in for its experiments; what the turns measured is its cost.
+            let Some(c) = self.turns.remove(key) else {
+                return true;
+            };
+            let counted = c.counted.1 as f64 / c.counted.0.max(1) as f64;
+            let timed = c.timed.1 as f64 / c.timed.0.max(1) as f64;
+            let enough = c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES;
+            // A counter's code is a part of the timer's, so a thread slower per entry with the
+            // counter than with the timer says the counter is no baseline: the bound holds.
+            // (So it is with `count`'s code as generated now: in `bench-consult`'s loop it adds
+            // 16 ns per entry, the timer 4; the thread ran 57.7 ns per entry with the counter,
+            // 47.8 with the timer.)
+            if enough && counted > timed {
+                self.baseless.insert(key.clone(), (counted, timed));
+            }
+            if enough && counted <= timed {
+                self.in_situ.insert(
+                    key.clone(),
+                    InSitu {
+                        counted,
+                        timed,
+                        // What the timer adds over the counter, plus the counter's own
+                        // (bounded): never above the whole sequence's latency, which a noisy
+                        // rate may suggest.
+                        ns: ((timed - counted).max(0.0) + count).min(bound),
+                    },
+                );
+            }
+            self.paid_ns += c.timed_all as f64 * self.entry_ns(key);
+            return true;
+        }
+        // The other goes in.
+        let (old, was_timer) = (c.id, c.timer);
+        if was_timer {
+            c.timed_all += all;
+        } else {
+            self.paid_ns += all as f64 * count;
+        }
+        if was_timer {
+            // Counted at the bound while in: what keeps a timer over the cost limit out.
+            let cost = if run > 0 {
+                (all as f64 * bound / run as f64).min(1.0)
+            } else {
+                0.0
+            };
+            for t in self.timers.values_mut().filter(|t| &t.key == key) {
+                t.cost = Some(t.cost.map_or(cost, |c| c.max(cost)));
+            }
+            let known = self.costs.entry(key.clone()).or_insert(0.0);
+            *known = known.max(cost);
+        }
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return true;
+        };
+        match probes.remove(old) {
+            Ok(()) if was_timer => self.stats.removed += 1,
+            Ok(()) => {}
+            Err(e) => self.stats.errors.push(e),
         }
         let users = self.shared.remove(key).map_or(1, |(_, n)| n);
         let what = match key.2.strip_prefix("call ") {
             Some(callee) => Timed::Call(callee.to_owned()),
             None => Timed::Loop(key.2.clone()),
         };
-        let id = match self.insert_timer(key, &what) {
+        let id = if was_timer {
+            let (module, function) = (&key.0, &key.1);
+            let Some(probes) = self.probes.as_deref_mut() else {
+                return true;
+            };
+            let inserted = match &what {
+                Timed::Loop(lp) => probes.count(module, function, lp),
+                Timed::Call(callee) => probes.count_call(module, function, callee),
+            };
+            match inserted {
+                Ok(id) => {
+                    self.shared.insert(key.clone(), (id, users));
+                    Ok(id)
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            self.insert_timer(key, &what)
+        };
+        let id = match id {
             Ok(id) => id,
-            Err(_) => {
+            Err(e) => {
                 // Its experiments get no reading and are judged on the wait.
+                self.stats.errors.push(e);
+                self.turns.remove(key);
+                self.shared.remove(key);
                 self.timers.retain(|_, t| &t.key != key);
                 return true;
             }
@@ -674,76 +767,56 @@ impl ProbeLab<'_> {
         if let Some(x) = self.shared.get_mut(key) {
             x.1 = users;
         }
-        let now = Instant::now();
-        let ks: Vec<u64> = self
-            .timers
-            .iter()
-            .filter(|(_, t)| &t.key == key)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in ks {
-            let tid = self.timers[&k].tid;
-            let value = self.timer_value(id, tid).unwrap_or_default();
-            let all = self.timer_all(id, tid).unwrap_or_default();
-            let sched = sched(self.pid, tid).unwrap_or_default();
-            if tid == c.tid {
-                self.in_situ.insert(
-                    key.clone(),
-                    InSitu {
-                        id,
-                        tid,
-                        counted,
-                        entries: value.entries,
-                        run: sched.run,
-                        timed: None,
-                        ns: None,
-                    },
-                );
+        let tid = self.turns.get(key).map_or(0, |c| c.tid);
+        let v = self.timer_value(id, tid).unwrap_or_default();
+        let all = self.timer_all(id, tid).unwrap_or_default();
+        let run = sched(self.pid, tid).unwrap_or_default().run;
+        let final_turn = match self.turns.get_mut(key) {
+            Some(c) => {
+                c.id = id;
+                c.timer = !was_timer;
+                c.started = Instant::now();
+                c.entries = v.entries;
+                c.run = run;
+                c.all = all.entries;
+                c.done + 1 == TURNS
             }
-            if let Some(t) = self.timers.get_mut(&k) {
+            None => true,
+        };
+        if final_turn {
+            // Its experiments measure from now.
+            let now = Instant::now();
+            let ks: Vec<u64> = self
+                .timers
+                .iter()
+                .filter(|(_, t)| &t.key == key)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in ks {
+                let tid = self.timers[&k].tid;
+                let value = self.timer_value(id, tid).unwrap_or_default();
+                let all = self.timer_all(id, tid).unwrap_or_default();
+                let sched = sched(self.pid, tid).unwrap_or_default();
+                if let Some(t) = self.timers.get_mut(&k) {
+                    t.id = id;
+                    t.started = now;
+                    t.value = value;
+                    t.all = all;
+                    t.sched = sched;
+                }
+            }
+        } else {
+            for t in self.timers.values_mut().filter(|t| &t.key == key) {
                 t.id = id;
-                t.started = now;
-                t.value = value;
-                t.all = all;
-                t.sched = sched;
             }
         }
-        true
+        final_turn
     }
 
     /// Nanoseconds one entry of timer `key` is counted at: its cost in situ once measured,
     /// else the bound.
     fn entry_ns(&self, key: &Key) -> f64 {
-        self.in_situ
-            .get(key)
-            .and_then(|s| s.ns)
-            .unwrap_or(self.stats.timer_ns)
-    }
-
-    /// Updates timer `key`'s cost in situ from thread `tid`'s entries `entries` (by timer
-    /// `id`) and CPU nanoseconds `run` now; true when it is known.
-    fn measure_in_situ(&mut self, key: &Key, id: u32, tid: i32, entries: u64, run: u64) -> bool {
-        let (bound, count) = (self.stats.timer_ns, self.stats.count_ns);
-        let Some(s) = self.in_situ.get_mut(key) else {
-            return false;
-        };
-        // Measured in its own thread, while the timer that replaced the counter is in (a
-        // timer put in again later keeps what was measured).
-        if s.tid != tid || s.id != id {
-            return s.ns.is_some();
-        }
-        let Some(counted) = s.counted else {
-            return false;
-        };
-        let (e, r) = (entries.saturating_sub(s.entries), run.saturating_sub(s.run));
-        if e >= MIN_ENTRIES && r as f64 / 1e9 >= IN_SITU_CPU {
-            let timed = r as f64 / e as f64;
-            s.timed = Some(timed);
-            // What the timer adds over the counter, plus the counter's own (bounded): never
-            // above the whole sequence's latency, which a noisy rate may suggest.
-            s.ns = Some(((timed - counted).max(0.0) + count).min(bound));
-        }
-        s.ns.is_some()
+        self.in_situ.get(key).map_or(self.stats.timer_ns, |s| s.ns)
     }
 
     /// True when `e` is a call path experiment the lab times with a probe at its last call
@@ -962,10 +1035,10 @@ impl Lab for ProbeLab<'_> {
                 *id
             }
             None => {
-                // A timer whose cost in situ is not known yet: a counter counts its entries
-                // first, the baseline of what the timer adds (`ProbeLab::swap`).
-                let known = self.in_situ.get(&key).is_some_and(|s| s.ns.is_some());
-                let counter = if known {
+                // A timer whose cost in situ is not known yet takes turns with a counter
+                // first (`ProbeLab::turn`).
+                let counter = if self.in_situ.contains_key(&key) || self.baseless.contains_key(&key)
+                {
                     None
                 } else {
                     match &what {
@@ -977,15 +1050,20 @@ impl Lab for ProbeLab<'_> {
                 if let Some(cid) = counter {
                     let v = probes.read(cid, tid).unwrap_or_default();
                     let all = probes.read_all(cid, tid).unwrap_or_default();
-                    self.counting.insert(
+                    self.turns.insert(
                         key.clone(),
-                        Counter {
+                        Turns {
                             id: cid,
+                            timer: false,
                             tid,
                             started: Instant::now(),
                             entries: v.entries,
                             run: sched(self.pid, tid).unwrap_or_default().run,
                             all: all.entries,
+                            done: 0,
+                            counted: (0, 0),
+                            timed: (0, 0),
+                            timed_all: 0,
                         },
                     );
                     self.shared.insert(key.clone(), (cid, 1));
@@ -1028,9 +1106,9 @@ impl Lab for ProbeLab<'_> {
         if probe.0 & TIMER_BIT == 0 {
             return self.inner.read(probe);
         }
-        // While a counter counts the loop's entries, its experiments have no reading yet.
+        // While the timer takes turns with a counter, its experiments have no reading yet.
         let key = self.timers.get(&probe.0)?.key.clone();
-        if self.counting.contains_key(&key) && !self.swap(&key) {
+        if self.turns.contains_key(&key) && !self.turn(&key) {
             return None;
         }
         let (id, tid, started, v0, s0, h, a0) = {
@@ -1068,7 +1146,7 @@ impl Lab for ProbeLab<'_> {
         };
         // What its entries (in every thread) took, over the thread's time on a CPU: each at
         // its cost in situ once known, at the bound until then.
-        let in_situ = self.measure_in_situ(&key, id, tid, v.entries, s.run);
+        let in_situ = self.in_situ.contains_key(&key);
         if wall >= RATE_WINDOW {
             if let Some(all) = self.timer_all(id, tid) {
                 let spent =
@@ -1143,13 +1221,24 @@ impl Lab for ProbeLab<'_> {
         let Some(probes) = self.probes.as_deref_mut() else {
             return;
         };
-        if let Some(c) = self.counting.remove(&t.key) {
-            // Still counting: the counter comes out, its entries at the counter's bound.
+        if let Some(c) = self.turns.remove(&t.key) {
+            // Still taking turns: what is in comes out, its entries at its bound.
+            let ns = if c.timer {
+                self.stats.timer_ns
+            } else {
+                self.stats.count_ns
+            };
+            self.paid_ns += c.timed_all as f64 * self.stats.timer_ns;
             if let Ok(v) = probes.read_all(c.id, c.tid) {
-                self.paid_ns += v.entries.saturating_sub(c.all) as f64 * self.stats.count_ns;
+                self.paid_ns += v.entries.saturating_sub(c.all) as f64 * ns;
             }
-            if let Err(e) = probes.remove(c.id) {
-                self.stats.errors.push(e);
+            match probes.remove(c.id) {
+                Ok(()) if c.timer => self.stats.removed += 1,
+                Ok(()) => {}
+                Err(e) => self.stats.errors.push(e),
+            }
+            if c.timer {
+                self.born.remove(&t.key);
             }
             return;
         }
@@ -1165,13 +1254,14 @@ impl Lab for ProbeLab<'_> {
             Ok(()) => self.stats.removed += 1,
             Err(e) => self.stats.errors.push(e),
         }
-        let s = self.in_situ.get(&t.key).filter(|s| s.id == t.id);
+        let s = self.in_situ.get(&t.key);
+        let b = self.baseless.get(&t.key);
         self.stats.timer_costs.push(TimerCost {
             timer: format!("{}!{} {}", t.key.0, t.key.1, t.key.2),
-            counted_ns: s.and_then(|s| s.counted),
-            timed_ns: s.and_then(|s| s.timed),
+            counted_ns: s.map(|s| s.counted).or(b.map(|b| b.0)),
+            timed_ns: s.map(|s| s.timed).or(b.map(|b| b.1)),
             ns: self.entry_ns(&t.key),
-            in_situ: self.in_situ.get(&t.key).is_some_and(|s| s.ns.is_some()),
+            in_situ: s.is_some(),
         });
     }
 }
@@ -1687,12 +1777,24 @@ mod tests {
         }
     }
 
-    /// A timer's cost is measured in situ: a counter counts the loop's entries first (the
-    /// experiment has no reading meanwhile), then the timer replaces it, and once the thread
-    /// has run a while with it, what the timer adds to the thread's time per entry (plus the
-    /// counter's own bound) is what each entry costs, not the bound measured back to back,
-    /// which holds until then and caps it. (Every entry was counted at the bound before: 4x
-    /// over what a timer in a loop bound by its own work adds, `xtask bench-consult`.)
+    /// Lets timer `t` take its turns with its counter, the thread computing through each:
+    /// no reading until its last turn, the timer's, has begun.
+    fn take_turns(lab: &mut ProbeLab, t: ProbeId) {
+        assert!(lab.read(t).is_none(), "counting");
+        assert_eq!(lab.measured_cost(t), None);
+        for turn in 1..TURNS {
+            compute((TURN_CPU * 1000.0) as u64 + 10);
+            let r = lab.read(t);
+            assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
+        }
+    }
+
+    /// A timer's cost is measured in situ: a counter of the same entries and the timer take
+    /// turns first (the experiment has no reading meanwhile), and what the timer adds to the
+    /// thread's CPU time per entry over the counter (plus the counter's own bound) is what each
+    /// entry costs, not the bound measured back to back, which holds until then and caps it.
+    /// (Every entry was counted at the bound before: 4x over what a timer in a loop bound by
+    /// its own work adds, `xtask bench-consult`.)
     #[test]
     fn a_timers_cost_is_what_it_adds_to_its_threads_time_per_entry_over_a_counter() {
         let (pid, f) = at_f();
@@ -1709,24 +1811,20 @@ mod tests {
         lab.stats.timer_ns = 20.0;
         lab.stats.count_ns = 0.5;
         let t = lab.start(&e).unwrap();
-        assert!(lab.read(t).is_none(), "counting");
-        assert_eq!(lab.measured_cost(t), None);
-        compute((COUNT_CPU * 1000.0) as u64 + 20);
-        // The counter comes out, the timer goes in: measured at the bound at first.
-        lab.read(t);
-        compute(20);
-        std::thread::sleep(std::time::Duration::from_secs_f64(RATE_WINDOW));
-        lab.read(t).unwrap();
+        take_turns(&mut lab, t);
+        // The timer's turns were counted at the bound: 20 ns of 44.
         let bound = lab.measured_cost(t).unwrap();
-        assert!((0.3..0.6).contains(&bound), "{bound}: 20 ns of 44");
-        compute((IN_SITU_CPU * 1000.0) as u64 + 50);
+        assert!((0.3..0.6).contains(&bound), "{bound}");
+        // Its last turn over, at what it adds: 4.5 ns of 44.
+        compute((TURN_CPU * 1000.0) as u64 + 20);
         lab.read(t).unwrap();
         let c = lab.measured_cost(t).unwrap();
-        assert!((0.07..0.14).contains(&c), "{c}: 4.5 ns of 44");
+        assert!((0.07..0.14).contains(&c), "{c}");
         let stats = lab.finish();
         drop(lab);
-        assert_eq!(fake.inserted.len(), 1);
-        assert_eq!(fake.removed, [300, 101], "the counter, then the timer");
+        assert_eq!(fake.inserted.len(), TURNS / 2);
+        assert_eq!(fake.removed.len(), TURNS);
+        assert_eq!(stats.inserted, stats.removed);
         let [cost] = stats.timer_costs.as_slice() else {
             panic!("{stats:?}");
         };
@@ -1742,12 +1840,33 @@ mod tests {
         let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
         lab.stats.timer_ns = 20.0;
         let t = lab.start(&e).unwrap();
-        compute((COUNT_CPU * 1000.0) as u64 + 20);
-        lab.read(t);
-        compute((IN_SITU_CPU * 1000.0) as u64 + 50);
+        take_turns(&mut lab, t);
+        compute((TURN_CPU * 1000.0) as u64 + 20);
         lab.read(t).unwrap();
         let stats = lab.finish();
         assert_eq!(stats.timer_costs[0].ns, 20.0, "{stats:?}");
         assert!(stats.timer_costs[0].in_situ, "{stats:?}");
+
+        // A thread slower per entry with the counter than with the timer: the counter is no
+        // baseline, and the bound holds (it read 0 ns per entry, 4x under, when taken as one).
+        let mut fake = Fake {
+            rates: Some((50.0, 44.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        lab.stats.timer_ns = 20.0;
+        let t = lab.start(&e).unwrap();
+        take_turns(&mut lab, t);
+        compute((TURN_CPU * 1000.0) as u64 + 20);
+        lab.read(t).unwrap();
+        let c = lab.measured_cost(t).unwrap();
+        assert!((0.3..0.6).contains(&c), "{c}: 20 ns of 44");
+        let stats = lab.finish();
+        let cost = &stats.timer_costs[0];
+        assert!(!cost.in_situ && cost.ns == 20.0, "{stats:?}");
+        assert!(
+            (49.0..51.0).contains(&cost.counted_ns.unwrap()),
+            "{stats:?}"
+        );
     }
 }
