@@ -1086,8 +1086,8 @@ impl Report {
                 out,
                 "{} timers inserted ({} of loops, {} of call paths' last calls), {} removed; \
                  they ran {:.2}% of the program's running time (each timed entry at what its \
-                 timer added in situ over a counter, where that was a baseline, else at {:.0} \
-                 ns, its cost measured back to back as the search began). Experiments marked [probe] were measured by \
+                 timer added in situ, by turns in and out, where that could be told, else at \
+                 {:.0} ns, its cost measured back to back as the search began). Experiments marked [probe] were measured by \
                  them, the others by samples{}\n",
                 self.probes.inserted,
                 self.probes.inserted - self.probes.call_timers,
