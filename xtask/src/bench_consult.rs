@@ -30,15 +30,22 @@
 //! it judged `unit`'s loop CPU-bound (with a live loop timer), as a ratio to when it judged
 //! `unit` itself (from stack samples), same run. Build it and gsh with `--release`.
 //!
-//! What it showed before the cost in situ (2-core machine under a load of about 10 from other
-//! builds): the work per wall second *rose* during the search (1.9x to 2.2x: the scheduler
-//! favours a thread often stopped and woken over the CPU hogs it competes with), so only the
-//! work per CPU second was meaningful. That fell by 2.9% to 3.9% (alone phases within 0.1% of
-//! each other) while the timers' estimate, every entry at the bound, was 14.6% to 15.5%: about
-//! 5x over. A timed entry costs about 4 ns inside this loop (a program calling `unit` a fixed
-//! number of times, with and without `time unit loop loop_1`: 48 against 44 ns per call)
-//! against the 18 to 24 ns `probes::calibrate` measures running the timer's sequence back to
-//! back: in a loop bound by its own dependency chain, the timer's instructions run beside it.
+//! What it showed (2-core machine under a load of 9 to 12 from other builds, `--runs 3`): with
+//! each timer's cost measured in situ (4.2 to 5.2 ns per entry of `unit`'s loop: 44.3 to 44.5
+//! ns of the thread's CPU per call without the timer, 48.5 to 49.6 with it), the timers'
+//! estimate was 0.71, 0.88 and 0.74 of the slowdown per CPU second (4.4%, 3.0%, 4.4%; alone
+//! phases within 0.1% to 0.5%); at the bound measured back to back (24 to 26 ns) it had been
+//! 3.1x to 5.3x over. The work per CPU second also pays for the stops (the kernel's work and
+//! the caches), which the estimate leaves out: so it reads a little under. The stops' own
+//! share could not be checked under that load: the searched program ran *faster* per wall
+//! second than alone, even against its twin (0.67x to 2.4x its twin's rate over alone, the
+//! alone phases' ratios differing by up to 24%: the scheduler gives a thread often stopped and
+//! woken more than its share); its threads were stopped 1.7% to 3.4% of the wall time by their
+//! `schedstat`, while the search said it held them 11% to 20% (it counts from asking for the
+//! stop to the resume, waiting for a CPU included) and estimated the stops' cost at 0.15% to
+//! 0.42% (its rate between stops times the stop, less the time waited for a CPU).
+//! (`count unit loop loop_1` costs 16 ns per entry here, 4x the timer: it is no baseline;
+//! `count unit` costs next to nothing, so the turns count calls.)
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
