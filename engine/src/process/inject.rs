@@ -653,9 +653,7 @@ impl Process {
                             && sig != SYSCALL_STOP
                             && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
                     {
-                        if let Some(t) = self.threads.get_mut(&tid) {
-                            t.pending.push(sig);
-                        }
+                        self.keep_signal(tid, sig);
                     }
                     _ => self.deferred.push_back((tid, ev)),
                 }
@@ -721,13 +719,6 @@ impl Process {
             self.halt()?;
         }
         let r = f(self);
-        // Signals that came while injected code ran: pending in the kernel again, they stop
-        // their threads on the way in and are passed on as any signal is.
-        for (tid, sig) in std::mem::take(&mut self.resend) {
-            if self.state.is_alive() {
-                let _ = ptrace::tgkill(self.pid, tid, sig);
-            }
-        }
         if was_running && self.state.is_alive() {
             self.resume()?;
         }
@@ -1160,6 +1151,8 @@ impl Process {
                     }
                 }
             }
+            // A kept signal gsh sent again (`signals.rs`): kept again, for the program.
+            WaitEvent::Signal(sig) if self.kept_again(tid, sig) => {}
             WaitEvent::Signal(libc::SIGTRAP) => {
                 let r = ptrace::regs(tid)?;
                 let kernel = ptrace::sig_code(tid)? == SI_KERNEL;
@@ -1185,12 +1178,9 @@ impl Process {
             WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
                 self.note_rendezvous()?;
             }
-            WaitEvent::Signal(sig) => {
-                // Not ours to take: sent again once the injection is over (`stopped`). Passed
-                // on as pending, it was lost: the stop the thread is in then is no
-                // signal-delivery-stop, and `PTRACE_CONT` drops a signal given there.
-                self.resend.push((tid, sig));
-            }
+            // Not ours to take: kept for the thread, which gets it once it runs again
+            // (`signals.rs`: sent again then, its delivery-stop long left).
+            WaitEvent::Signal(sig) => self.keep_signal(tid, sig),
         }
         Ok(Seen::RunOn)
     }
