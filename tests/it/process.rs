@@ -2087,13 +2087,20 @@ fn signals_a_program_sends_itself_during_injected_calls_all_arrive() {
         .unwrap()
         .unwrap();
     let (twice, sent) = t
-        .with(|p, _| (symbol(p, &exe, "twice"), symbol(p, &exe, "sent")))
+        .with(|p, _| -> Result<(u64, u64), ProcessError> {
+            let go = symbol(p, &exe, "go");
+            p.write(go, &1i32.to_le_bytes())?;
+            Ok((symbol(p, &exe, "twice"), symbol(p, &exe, "sent")))
+        })
+        .unwrap()
         .unwrap();
     let reader = t.reader();
     let mut calls = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let so_far = reader.read(sent, 8).unwrap();
+        let so_far = reader.read(sent, 8).unwrap_or_else(|e| {
+            panic!("{e}: {:?}", t.take_events());
+        });
         if u64::from_le_bytes(so_far.try_into().unwrap()) == 300 && calls >= 20 {
             break;
         }

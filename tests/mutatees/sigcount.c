@@ -2,8 +2,9 @@
  * a thread while gsh runs injected code in it (or lets it run on for its own ends) is lost or
  * delivered twice. It prints "ready", then its main thread allocates and frees (as
  * mallocloop.c does, so an injected function call waits for it to leave the allocator) until
- * someone outside sets `stop`. argv[1] more threads each send the process argv[2] SIGRTMIN
- * (sigqueue, so none merges with another), 200 us apart. Setting `fault` makes the main
+ * someone outside sets `stop`. argv[1] more threads, started before "ready", each send the
+ * process argv[2] SIGRTMIN (sigqueue, so none merges with another), 200 us apart, once
+ * someone outside sets `go`. Setting `fault` makes the main
  * thread write into a page it cannot write: its SIGSEGV handler records the fault's si_code
  * and address and makes the page writable, and the write is done again. At the end it prints
  * what it got: SIGUSR1s, SIGRTMINs, the SIGRTMINs its threads sent, faults, the last fault's
@@ -22,6 +23,7 @@
 #define MAXTHREADS 8
 
 volatile int stop;
+volatile int go;
 volatile int fault;
 volatile long usr1, rt, sent, faults;
 volatile int fault_code;
@@ -53,6 +55,8 @@ static void on_segv(int sig, siginfo_t *info, void *uc) {
 static void *sender(void *arg) {
     (void)arg;
     union sigval v = {0};
+    while (!go)
+        usleep(100);
     for (long i = 0; i < per_thread; i++) {
         if (sigqueue(getpid(), SIGRTMIN, v) == 0)
             __atomic_fetch_add(&sent, 1, __ATOMIC_RELAXED);
@@ -80,11 +84,11 @@ int main(int argc, char **argv) {
     if (page == MAP_FAILED)
         return 3;
     pthread_t threads[MAXTHREADS];
-    printf("ready\n");
-    fflush(stdout);
     for (int i = 0; i < n; i++)
         if (pthread_create(&threads[i], NULL, sender, NULL) != 0)
             return 4;
+    printf("ready\n");
+    fflush(stdout);
     static unsigned char *keep[KEEP];
     unsigned long i = 0;
     while (!stop) {
@@ -94,9 +98,11 @@ int main(int argc, char **argv) {
         }
         unsigned k = (unsigned)((i * 2654435761u) % KEEP);
         free(keep[k]);
-        keep[k] = malloc(16 + (unsigned)((i * 40503u) % 3000));
+        unsigned size = 16 + (unsigned)((i * 40503u) % 3000);
+        keep[k] = malloc(size);
         if (!keep[k])
             return 5;
+        memset(keep[k], (int)k, size);
         i++;
     }
     for (int t = 0; t < n; t++)

@@ -637,27 +637,6 @@ impl Process {
             self.resume()?;
             std::thread::sleep(SAFE_POINT_RUN);
             self.halt()?;
-            // A signal sent meanwhile (`kill`, `raise`) is kept for its thread, delivered when
-            // the program resumes, as an injected run keeps one; it need not hold the thread
-            // back. A fault or a trap stays a stop for the hooks.
-            let deferred = std::mem::take(&mut self.deferred);
-            for (tid, ev) in deferred {
-                match ev {
-                    // The dynamic linker's hook, passed on the way (a program in its
-                    // start-up): noted as an injected run notes it, the signal dropped.
-                    WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
-                        self.note_rendezvous()?;
-                    }
-                    WaitEvent::Signal(sig)
-                        if sig != libc::SIGTRAP
-                            && sig != SYSCALL_STOP
-                            && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
-                    {
-                        self.keep_signal(tid, sig);
-                    }
-                    _ => self.deferred.push_back((tid, ev)),
-                }
-            }
         }
         Err(ProcessError::Inject {
             what: what.to_owned(),
@@ -670,9 +649,37 @@ impl Process {
         })
     }
 
+    /// Lets threads whose stop still to handle is a signal sent to them (`kill`, `raise`,
+    /// `sigqueue`) lend themselves to injected code: the signal is kept for its thread
+    /// (`signals.rs`) and reaches the program when it runs again, as one that comes during an
+    /// injected run. A program that signals itself often had every thread caught at such a
+    /// stop by the halt, and no thread could run a call. A fault or a trap stays a stop for
+    /// the hooks; the dynamic linker's hook passed on the way (a program in its start-up) is
+    /// noted as an injected run notes it, its signal dropped.
+    fn keep_deferred_signals(&mut self) -> Result<(), ProcessError> {
+        let deferred = std::mem::take(&mut self.deferred);
+        for (tid, ev) in deferred {
+            match ev {
+                WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                    self.note_rendezvous()?;
+                }
+                WaitEvent::Signal(sig)
+                    if sig != libc::SIGTRAP
+                        && sig != SYSCALL_STOP
+                        && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
+                {
+                    self.keep_signal(tid, sig);
+                }
+                _ => self.deferred.push_back((tid, ev)),
+            }
+        }
+        Ok(())
+    }
+
     /// [`Process::inject_thread`], once it has no SIGTRAP queued: one that has takes it first,
     /// as a deferred stop (`stale.rs`), and another is chosen.
     fn thread_for_injection(&mut self) -> Result<i32, ProcessError> {
+        self.keep_deferred_signals()?;
         loop {
             let tid = self.inject_thread()?;
             if !self.surface_pending_trap(tid)? {
