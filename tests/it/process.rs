@@ -2269,3 +2269,29 @@ fn an_arena_that_cannot_grow_brings_the_tracer_back_and_keeps_the_counts() {
     );
     assert_eq!(calls, Some(2001));
 }
+
+/// A thread held at its clone event by a halt (its `clone3` not yet returned) and lent to
+/// injected code gets the clone's result afterwards, not the registers of its event stop:
+/// glibc saw `clone3` fail with ENOSYS, created the thread a second time with `clone`, and
+/// the two threads on one stack crashed the program.
+#[test]
+fn injections_into_a_thread_creating_threads_leave_it_intact() {
+    let exe = sigcount();
+    let (guard, out) = spawn_ready(&exe, &["0", "0", "churn"]);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    t.with(|p, _| p.set_attached_mode(AttachedMode::Traced))
+        .unwrap()
+        .unwrap();
+    for round in 0..300 {
+        let got = t.with(|p, _| p.syscall(libc::SYS_getpid, &[])).unwrap();
+        assert_eq!(
+            got.unwrap_or_else(|e| panic!("round {round}: {e}")),
+            i64::from(pid)
+        );
+        t.with(|p, _| p.resume()).unwrap().unwrap();
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    let counted = sigcount_result(t, guard, out);
+    assert_eq!(counted, "usr1 0 rt 0 sent 0 faults 0 code 0 offset 0\n");
+}

@@ -8,7 +8,8 @@
  * thread write into a page it cannot write: its SIGSEGV handler records the fault's si_code
  * and address and makes the page writable, and the write is done again. At the end it prints
  * what it got: SIGUSR1s, SIGRTMINs, the SIGRTMINs its threads sent, faults, the last fault's
- * si_code and its offset in the page.
+ * si_code and its offset in the page. With argv[3] "churn" the main thread also creates and
+ * joins a thread at each turn (a thread stopped in `clone3` lends itself to injections).
  * Not in MUTATEES: run alone it never ends. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -52,6 +53,8 @@ static void on_segv(int sig, siginfo_t *info, void *uc) {
         _exit(9);
 }
 
+static void *nothing(void *arg) { return arg; }
+
 static void *sender(void *arg) {
     (void)arg;
     union sigval v = {0};
@@ -70,6 +73,7 @@ int main(int argc, char **argv) {
     if (n < 0 || n > MAXTHREADS)
         n = 0;
     per_thread = argc > 2 ? atol(argv[2]) : 0;
+    int churn = argc > 3 && strcmp(argv[3], "churn") == 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -103,6 +107,12 @@ int main(int argc, char **argv) {
         if (!keep[k])
             return 5;
         memset(keep[k], (int)k, size);
+        if (churn) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, nothing, NULL) != 0)
+                return 6;
+            pthread_join(t, NULL);
+        }
         i++;
     }
     for (int t = 0; t < n; t++)

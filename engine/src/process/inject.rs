@@ -246,6 +246,29 @@ fn resumed(saved: &libc::user_regs_struct) -> libc::user_regs_struct {
     r
 }
 
+/// The registers stopped thread `tid` must resume with once gsh has run injected code on it.
+/// Its registers now, except at a fork, vfork or clone event stop: the thread is inside that
+/// system call, which the kernel finishes as soon as the thread runs (the injected run), and
+/// what the thread must then see is the call's result, the child's id, not the `-ENOSYS` its
+/// `rax` holds at the stop. A halt holds a thread creating a thread at its clone event;
+/// injected code run there made glibc's `clone3` seem to fail with ENOSYS, glibc created the
+/// thread a second time with `clone`, and the two threads on one stack crashed the program.
+fn registers_to_restore(tid: i32) -> Result<libc::user_regs_struct, ProcessError> {
+    let mut r = ptrace::regs(tid)?;
+    let info = ptrace::siginfo(tid)?;
+    let event = info.si_code >> 8;
+    if info.si_signo == libc::SIGTRAP
+        && info.si_code & 0xff == libc::SIGTRAP
+        && matches!(
+            event,
+            libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK
+        )
+    {
+        r.rax = ptrace::event_msg(tid)?;
+    }
+    Ok(r)
+}
+
 /// How many times gsh lets the program run a moment ([`SAFE_POINT_RUN`]) for a thread to
 /// leave the allocator or the dynamic linker before it injects a function call.
 const SAFE_POINT_TRIES: u32 = 200;
@@ -778,7 +801,7 @@ impl Process {
     /// the bytes at the thread's `rip`, put back afterwards.
     fn borrowed_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
         let tid = self.thread_for_injection()?;
-        let saved = ptrace::regs(tid)?;
+        let saved = registers_to_restore(tid)?;
         let at = saved.rip;
         let bytes = self.mem.read(at, BORROWED.len())?;
         self.mem.write(at, &BORROWED)?;
@@ -845,7 +868,7 @@ impl Process {
         } else {
             self.thread_for_injection()?
         };
-        let saved = ptrace::regs(tid)?;
+        let saved = registers_to_restore(tid)?;
         // The called function may use any vector register (dlopen's string functions do);
         // the stub puts them back, and so does gsh, with the rest, once it has the thread.
         let vectors = ptrace::vector_state(tid)?;
