@@ -2023,13 +2023,14 @@ fn a_fault_kept_across_an_injected_call_keeps_its_siginfo() {
 
 /// Signals sent to a program while gsh injects function calls into it, each waiting for its
 /// one thread to leave the allocator (the program runs on a moment and is halted again, over
-/// and over), all arrive, once each. A signal a halt caught there was kept for the thread,
-/// and the call then injected into that thread left its delivery-stop: it was lost.
+/// and over), all arrive, once each: signals from outside, and those it raises itself out of
+/// the allocator. A signal a halt caught there was kept for the thread, and the call then
+/// injected into that thread, now out of the allocator, left its delivery-stop: it was lost.
 #[test]
 fn signals_sent_while_calls_wait_for_a_thread_outside_malloc_all_arrive() {
     const SIGNALS: usize = 200;
     let exe = sigcount();
-    let (guard, out) = spawn_ready(&exe, &[]);
+    let (guard, out) = spawn_ready(&exe, &["0", "0", "raise"]);
     let pid = guard.0.id() as i32;
     let t = Tracer::attach(pid, NoHooks).unwrap();
     t.with(|p, _| p.set_attached_mode(AttachedMode::Traced))
@@ -2063,13 +2064,26 @@ fn signals_sent_while_calls_wait_for_a_thread_outside_malloc_all_arrive() {
     while !done.load(std::sync::atomic::Ordering::SeqCst) || calls < 20 {
         let got = t.with(|p, _| p.call(twice, &[calls])).unwrap();
         assert_eq!(got.unwrap(), 2 * calls);
+        // Each call halts a running program and resumes it.
+        t.with(|p, _| p.resume()).unwrap().unwrap();
+        std::thread::sleep(Duration::from_micros(500));
         calls += 1;
     }
     sender.join().unwrap();
     let counted = sigcount_result(t, guard, out);
+    let field = |name: &str| -> usize {
+        let words: Vec<&str> = counted.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == name).unwrap();
+        words[at + 1].parse().unwrap()
+    };
+    let raised = field("sent");
+    assert!(raised > 0, "{counted}");
     assert_eq!(
         counted,
-        format!("usr1 1 rt {SIGNALS} sent 0 faults 0 code 0 offset 0\n"),
+        format!(
+            "usr1 1 rt {} sent {raised} faults 0 code 0 offset 0\n",
+            SIGNALS + raised
+        ),
         "after {calls} injected calls"
     );
 }

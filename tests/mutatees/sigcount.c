@@ -8,8 +8,10 @@
  * thread write into a page it cannot write: its SIGSEGV handler records the fault's si_code
  * and address and makes the page writable, and the write is done again. At the end it prints
  * what it got: SIGUSR1s, SIGRTMINs, the SIGRTMINs its threads sent, faults, the last fault's
- * si_code and its offset in the page. With argv[3] "churn" the main thread also creates and
- * joins a thread at each turn (a thread stopped in `clone3` lends itself to injections).
+ * si_code and its offset in the page. Words after argv[2]: "churn", the main thread also
+ * creates and joins a thread at each turn (a thread stopped in `clone3` lends itself to
+ * injections); "raise", it also raises SIGRTMIN at each turn (counted as sent), out of the
+ * allocator (where a call waiting for it may run).
  * Not in MUTATEES: run alone it never ends. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -73,7 +75,11 @@ int main(int argc, char **argv) {
     if (n < 0 || n > MAXTHREADS)
         n = 0;
     per_thread = argc > 2 ? atol(argv[2]) : 0;
-    int churn = argc > 3 && strcmp(argv[3], "churn") == 0;
+    int churn = 0, raising = 0;
+    for (int a = 3; a < argc; a++) {
+        churn |= strcmp(argv[a], "churn") == 0;
+        raising |= strcmp(argv[a], "raise") == 0;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -107,6 +113,8 @@ int main(int argc, char **argv) {
         if (!keep[k])
             return 5;
         memset(keep[k], (int)k, size);
+        if (raising && raise(SIGRTMIN) == 0)
+            __atomic_fetch_add(&sent, 1, __ATOMIC_RELAXED);
         if (churn) {
             pthread_t t;
             if (pthread_create(&t, NULL, nothing, NULL) != 0)
