@@ -276,6 +276,10 @@ pub enum Method {
     /// With instrumentation inserted for it: a loop timer, or a timer of a call path's last
     /// call.
     Probe,
+    /// A call path, with instrumentation inserted for its whole length (iPath): a timer of the
+    /// path's function whose activations count only when the return addresses on their
+    /// stack are the path's.
+    PathProbe,
 }
 
 /// A running experiment's handle in its [`Lab`].
@@ -871,11 +875,12 @@ fn timed_call(focus: &Focus, measured: Option<Method>) -> Option<String> {
 }
 
 /// How a node or finding measured by `measured` is marked in text: `  [probe]`, or with the
-/// call a call path's timer timed.
+/// call a call path's timer timed, or `  [probe of the whole path]`.
 fn mark(measured: Option<Method>, timed_call: Option<&str>) -> String {
     match (measured, timed_call) {
         (Some(Method::Probe), Some(c)) => format!("  [probe of {c} only]"),
         (Some(Method::Probe), None) => "  [probe]".into(),
+        (Some(Method::PathProbe), _) => "  [probe of the whole path]".into(),
         _ => String::new(),
     }
 }
@@ -1084,12 +1089,15 @@ impl Report {
         if self.probes.inserted > 0 {
             let _ = writeln!(
                 out,
-                "{} timers inserted ({} of loops, {} of call paths' last calls), {} removed; \
-                 they ran {:.2}% of the program's running time ({:.0} ns per timed entry, \
-                 measured as the search began). Experiments marked [probe] were measured by \
-                 them, the others by samples{}\n",
+                "{} timers inserted ({} of loops, {} of whole call paths, {} of call paths' \
+                 last calls), {} removed; they ran {:.2}% of the program's running time ({:.0} \
+                 ns per timed entry, measured as the search began). Experiments marked \
+                 [probe] were measured by them, the others by samples{}\n",
                 self.probes.inserted,
-                self.probes.inserted - self.probes.call_timers,
+                self.probes
+                    .inserted
+                    .saturating_sub(self.probes.call_timers + self.probes.path_timers),
+                self.probes.path_timers,
                 self.probes.call_timers,
                 self.probes.removed,
                 self.probes.cost * 100.0,

@@ -657,3 +657,50 @@ fn the_reported_overhead_is_the_stops_and_probes_share_of_the_programs_running_t
     assert_eq!(alone.shares(), (0.0, 0.005));
     assert_eq!(Cost::default().shares(), (0.0, 0.0));
 }
+
+/// iPath's test of one activation: its callers (innermost first, as its return addresses
+/// name them) must be the call path's, from the path's last caller up to its entry, and what
+/// called the entry must be the C runtime (or nothing), as the stack samples name a path. A
+/// path ending in the same call through another caller (the decoy) is no match; a walk cut at
+/// its depth limit matches where the callers it holds agree.
+#[test]
+fn an_activation_is_on_a_call_path_when_its_callers_are_the_paths_up_to_the_entry() {
+    use stacks::{on_path, FrameName};
+    let frame = |module: &str, function: &str| FrameName {
+        module: module.into(),
+        function: function.into(),
+        main: module == "app",
+    };
+    let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let stack = |fs: &[&str]| {
+        let mut v: Vec<FrameName> = fs.iter().map(|f| frame("app", f)).collect();
+        v.push(frame("libc.so.6", "__libc_start_call_main"));
+        v.push(frame("libc.so.6", "__libc_start_main"));
+        v.push(frame("app", "_start"));
+        v
+    };
+    let hot = path(&["main", "heavy", "common", "leaf"]);
+    let decoy = path(&["main", "light", "common", "leaf"]);
+    let through_heavy = stack(&["common", "heavy", "main"]);
+    assert!(on_path(&through_heavy, &hot, true));
+    assert!(!on_path(&through_heavy, &decoy, true));
+    assert!(on_path(&stack(&["common", "light", "main"]), &decoy, true));
+    // A recursive entry: `main` called from `main` is another path than the entry's own.
+    let again = stack(&["common", "heavy", "main", "main"]);
+    assert!(!on_path(&again, &hot, true));
+    // A thread's entry with no caller at all (the walk ended at the stack's end).
+    let worker = [frame("app", "common"), frame("app", "worker")];
+    assert!(on_path(&worker, &path(&["worker", "common", "leaf"]), true));
+    // A walk that ended before the path's entry: a match only when cut at its depth limit.
+    let cut = [frame("app", "common"), frame("app", "heavy")];
+    assert!(!on_path(&cut, &hot, true));
+    assert!(on_path(&cut, &hot, false));
+    assert!(!on_path(
+        &[frame("app", "common"), frame("app", "light")],
+        &hot,
+        false
+    ));
+    // No path, or a path of its function alone from a caller that is the program's.
+    assert!(!on_path(&through_heavy, &[], true));
+    assert!(!on_path(&through_heavy, &path(&["leaf"]), true));
+}

@@ -71,13 +71,17 @@ iterations, are timed instead. A callee that the function calls only from inside
 tested below that loop (`main > loop_1 > crunch`: the innermost loop holding every call site \
 the samples show), since the loop's time includes it. A call path found by its samples (`hot > \
 main > hot_caller > hot`: hot wherever it is called from, then each path reaching it) is \
-tested for CPU demand by a timer of its last call (what `time hot_caller call hot` inserts: \
-hot's time when hot_caller calls it, less the thread's time off a CPU, as for loops) where \
-that call is a direct one in the same module, and by the samples otherwise; the result marks \
-the experiments timed by probes (`[probe]`; JSON: \"measured\": \"probe\" or \"samples\"). \
-Such a timer times the path's last call alone: the path's earlier steps are not checked, so it \
-times every path ending in that call, and the result says so (`[probe of hot_caller > hot \
-only]`; JSON: \"timed_call\": \"hot_caller > hot\"). \
+tested for CPU demand by a timer of its whole path (iPath): hot is profiled (what `profile hot` \
+inserts: each entry walks the return addresses on the stack, and the runtime keeps the \
+activations of each path apart), and only the activations whose callers are the path's, from \
+the thread's entry down, count: hot's time along that path, less the thread's time off a CPU, \
+as for loops. Paths ending in the same function share its one profile. The result marks the \
+experiments timed by probes (`[probe]`, `[probe of the whole path]`; JSON: \"measured\": \
+\"probe\", \"path-probe\" or \"samples\"). Where the function cannot be profiled, the path's \
+last call is timed instead (what `time hot_caller call hot` inserts) if it is a direct call in \
+the same module, and the samples measure it otherwise; a last call's timer times every path \
+ending in that call, and the result says so (`[probe of hot_caller > hot only]`; JSON: \
+\"timed_call\": \"hot_caller > hot\"). \
 When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
@@ -121,7 +125,8 @@ as an indented tree of every experiment (true, false, untested, failed, refused)
 fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
-\"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"cost\", \"spent\", \
+\"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
+\"spent\", \
 \"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
