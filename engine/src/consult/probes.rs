@@ -806,7 +806,6 @@ impl ProbeLab<'_> {
     }
 }
 
-
 /// The function focus a loop focus lies in (itself for a function), and the loops from the
 /// function down, outermost first.
 fn split_loops(focus: &Focus) -> (Focus, Vec<String>) {
@@ -1025,9 +1024,7 @@ impl Lab for ProbeLab<'_> {
                 } else {
                     match &what {
                         Timed::Loop(lp) => probes.count(&module, &function, lp).ok(),
-                        Timed::Call(callee) => {
-                            probes.count_call(&module, &function, callee).ok()
-                        }
+                        Timed::Call(callee) => probes.count_call(&module, &function, callee).ok(),
                         // A path's timer is a profile of its function, read for the path:
                         // no counter counts the path alone, and its cost is the bound.
                         Timed::Path(_) => None,
