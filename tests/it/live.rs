@@ -48,6 +48,17 @@ fn spawn_live_ready(exe: &Path) -> (Guard, std::io::BufReader<std::process::Chil
     (child, out)
 }
 
+/// The file whose existence ends a server started with [`spawn_until`] writing to `out`.
+fn stop_file(out: &Path) -> std::path::PathBuf {
+    out.with_extension("stop")
+}
+
+/// Lets a server started with [`spawn_until`] finish, and waits for its output.
+fn finish(child: Child, out: &Path) -> String {
+    std::fs::write(stop_file(out), "").expect("stop file");
+    wait_output(child, out)
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = gsh_tests::target_dir().join("live-tests");
     std::fs::create_dir_all(&dir).expect("scratch dir");
@@ -57,7 +68,9 @@ fn scratch(name: &str) -> std::path::PathBuf {
 /// Starts `server THREADS ROUNDS` and returns once its threads run (the main thread is one of
 /// them), past the dynamic loader.
 fn spawn_with_workers_running(exe: &Path, threads: u32, rounds: u32, out: &Path) -> Child {
-    let child = spawn(exe, threads, rounds, out);
+    // It runs until the test is done with it (`stop`), then its rounds: under load, 3,000
+    // rounds could end before the test does.
+    let child = spawn_until(exe, threads, rounds, out, &stop_file(out));
     let deadline = Instant::now() + Duration::from_secs(20);
     let task = format!("/proc/{}/task", child.id());
     while std::fs::read_dir(&task).map_or(0, |d| d.count()) < threads as usize {
@@ -178,7 +191,8 @@ fn attach_cycle(threads: u32) {
     let exe = server(Variant::O2);
     let rounds = 1500;
     let out = scratch(&format!("attach-{threads}"));
-    let child = spawn(&exe, threads, rounds, &out);
+    // It runs until the test is done with it: under load its rounds could end first.
+    let child = spawn_until(&exe, threads, rounds, &out, &stop_file(&out));
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(100));
     let o = gsh_c(
@@ -211,7 +225,7 @@ fn attach_cycle(threads: u32) {
     assert_eq!(hits[1], hits[2], "deleted while running: {}", o.stdout);
     assert!(o.stdout.contains("detached"), "{}", o.stdout);
     assert_text_is_files(pid, &exe);
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, threads, rounds), "{threads} threads");
 }
 
@@ -232,8 +246,7 @@ fn many_insert_delete_cycles_on_a_running_four_thread_process() {
     let out = scratch("cycles");
     // The server outlives the script however long it takes (under load the rounds once ran
     // out before `detach`).
-    let stop = scratch("cycles.stop");
-    let child = spawn_until(&exe, 4, rounds, &out, &stop);
+    let child = spawn_until(&exe, 4, rounds, &out, &stop_file(&out));
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(50));
     let mut script = format!("attach {pid}; declare long hits; continue &\n");
@@ -265,8 +278,7 @@ fn many_insert_delete_cycles_on_a_running_four_thread_process() {
             o.stderr
         );
     }
-    std::fs::write(&stop, "").expect("stop file");
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds));
 }
 
@@ -952,7 +964,7 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
     assert!(left.is_empty(), "still changed after detaching: {left:?}");
     drop(tracer);
     assert_text_is_files(pid as u32, &exe);
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds), "the workers' results");
 }
 
@@ -1167,7 +1179,7 @@ fn insert_delete_cycles_reuse_retired_trampolines() {
     assert!(left.is_empty(), "still changed after detaching: {left:?}");
     drop(tracer);
     assert_text_is_files(pid as u32, &exe);
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds), "the workers' results");
 }
 
@@ -1188,8 +1200,7 @@ fn text_is_the_files_after_every_insert_delete_cycle_under_signals() {
 
     let exe = server(Variant::O2);
     let out = scratch("cycles-checked");
-    let stop = scratch("cycles-checked.stop");
-    let child = spawn_until(&exe, 8, 100, &out, &stop);
+    let child = spawn_until(&exe, 8, 100, &out, &stop_file(&out));
     let pid = child.id() as i32;
     let mut session = engine::Session::new();
     session.open(&exe).expect("open the server");
@@ -1291,7 +1302,6 @@ fn text_is_the_files_after_every_insert_delete_cycle_under_signals() {
     assert!(left.is_empty(), "still changed after detaching: {left:?}");
     drop(tracer);
     assert_text_is_files(pid as u32, &exe);
-    std::fs::write(&stop, "").expect("stop file");
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, 8, 100), "the workers' results");
 }
