@@ -704,3 +704,70 @@ fn an_activation_is_on_a_call_path_when_its_callers_are_the_paths_up_to_the_entr
     assert!(!on_path(&through_heavy, &[], true));
     assert!(!on_path(&through_heavy, &path(&["leaf"]), true));
 }
+
+/// A lab whose refinement of `app > main > crunch` needs something it prepares in the
+/// background (a large module's analysis) and has only at `ready_at` seconds.
+struct Preparing {
+    model: Model,
+    slow: String,
+    ready_at: f64,
+}
+
+impl Lab for Preparing {
+    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        if focus.to_string() == self.slow && self.model.now < self.ready_at {
+            return None;
+        }
+        self.model.refine(h, focus)
+    }
+    fn preparing(&mut self, _: Hypothesis, focus: &Focus) -> bool {
+        focus.to_string() == self.slow && self.model.now < self.ready_at
+    }
+    fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
+        self.model.predicted_cost(e)
+    }
+    fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        self.model.start(e)
+    }
+    fn read(&mut self, probe: ProbeId) -> Option<Reading> {
+        self.model.read(probe)
+    }
+    fn stop(&mut self, probe: ProbeId) {
+        self.model.stop(probe)
+    }
+}
+
+/// A true function whose loops the lab can name only once a background analysis is done,
+/// longer after it was judged than the bounded wait (python3's interpreter on a loaded
+/// machine): the search waits for it and concludes at the loop, not at the function. A lab
+/// that is preparing nothing is waited for only the bounded wait.
+#[test]
+fn a_refinement_the_lab_is_preparing_is_waited_for_past_the_bounded_wait() {
+    let slow = f(&["app", "main", "crunch"]).to_string();
+    let mut lab = Preparing {
+        model: cpu_in_an_inner_loop(),
+        slow: slow.clone(),
+        ready_at: 3.0 * Settings::default().max_wait,
+    };
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    loop {
+        let now = lab.model.now;
+        if !search.step(&mut lab, now) {
+            break;
+        }
+        lab.model.now += 0.1;
+        assert!(lab.model.now < 600.0, "the search does not end");
+    }
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|f| f.focus.to_string())
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with(&format!("{slow} > loop_1"))),
+        "{found:?}"
+    );
+    assert!(!found.contains(&slow), "{found:?}");
+}

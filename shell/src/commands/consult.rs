@@ -116,7 +116,8 @@ showing their code (it names their functions and walks through them from then on
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60; probes being inserted count, and no experiment starts that would not be \
 in by then, judging by the slowest start so far; the analysis of a module whose loops are \
-to be timed runs in the background, the search going on meanwhile), on \
+to be timed runs in the background from the moment one of its functions is tested, the search \
+going on meanwhile, and a function found CPU-bound waits for it past the bounded wait), on \
 Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
