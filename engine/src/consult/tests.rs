@@ -771,3 +771,25 @@ fn a_refinement_the_lab_is_preparing_is_waited_for_past_the_bounded_wait() {
     );
     assert!(!found.contains(&slow), "{found:?}");
 }
+
+/// The program is named as its process is: its `comm`, whole from `argv[0]` where the kernel
+/// cut it at 15 characters, and never from arguments a program rewrote (redis' title).
+#[test]
+fn a_program_is_named_by_its_comm_completed_from_argv0() {
+    use sample::name_of;
+    assert_eq!(
+        name_of("redis-server", "/usr/bin/redis-server *:6379").as_deref(),
+        Some("redis-server")
+    );
+    assert_eq!(
+        name_of("decoy-through-a", "./decoy-through-a-long-link").as_deref(),
+        Some("decoy-through-a-long-link")
+    );
+    // Cut, but argv[0] is another name (a renamed thread or rewritten arguments).
+    assert_eq!(
+        name_of("decoy-through-a", "something-else-entirely").as_deref(),
+        Some("decoy-through-a")
+    );
+    assert_eq!(name_of("python3", "").as_deref(), Some("python3"));
+    assert_eq!(name_of("", "/bin/true"), None);
+}
