@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gsh_tests::server::{expected, spawn, text_matches_file, wait_output};
+use gsh_tests::server::{expected, spawn, spawn_until, text_matches_file, wait_output};
 use gsh_tests::{gsh_c, Gsh, Mutatee, Variant};
 
 fn server(v: Variant) -> std::path::PathBuf {
@@ -230,7 +230,10 @@ fn many_insert_delete_cycles_on_a_running_four_thread_process() {
     let exe = server(Variant::O2);
     let rounds = 2500;
     let out = scratch("cycles");
-    let child = spawn(&exe, 4, rounds, &out);
+    // The server outlives the script however long it takes (under load the rounds once ran
+    // out before `detach`).
+    let stop = scratch("cycles.stop");
+    let child = spawn_until(&exe, 4, rounds, &out, &stop);
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(50));
     let mut script = format!("attach {pid}; declare long hits; continue &\n");
@@ -250,7 +253,19 @@ fn many_insert_delete_cycles_on_a_running_four_thread_process() {
         .timeout(Duration::from_secs(120))
         .run();
     o.assert_code(0);
-    assert_text_is_files(pid, &exe);
+    if let Err(e) = text_matches_file(pid, &exe) {
+        panic!(
+            "after detach: {e}\ngsh said:\n{}\n{}",
+            o.stdout
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            o.stderr
+        );
+    }
+    std::fs::write(&stop, "").expect("stop file");
     let got = wait_output(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds));
 }
