@@ -672,3 +672,67 @@ fn consult_tells_apart_two_call_paths_ending_in_the_same_call() {
     // Within the cost limit the search was given (20%), probes and stops together.
     assert!(r["probes"]["cost"].as_f64().unwrap() <= 0.2, "{r:#}");
 }
+
+/// A program started through a symbolic link (as Debian's `redis-server`, a link to
+/// `redis-check-rdb`, which checks a dump file when started by its own name) runs as the link:
+/// started by gsh, its `argv[0]` is the link's path, as from a shell; and a search attached to
+/// it names the program by the link (its name longer than the kernel's 15-character `comm`,
+/// whole), and its module by the file's own name.
+#[test]
+fn a_program_started_through_a_link_runs_and_is_named_as_the_link() {
+    let exe = Mutatee::new("decoypaths").path(Variant::O2);
+    let dir = std::env::temp_dir().join(format!("gsh-consult-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("decoy-through-a-long-link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&exe, &link).unwrap();
+    let out = Gsh::new()
+        .current_dir(&dir)
+        .args(["-c", "run"])
+        .arg("./decoy-through-a-long-link")
+        .arg("0")
+        .run();
+    out.assert_success();
+    assert!(
+        format!("{}{}", out.stdout, out.stderr)
+            .contains("decoypaths done as decoy-through-a-long-link\n"),
+        "{out}"
+    );
+    let _turn = one_at_a_time();
+    let mut child = Command::new(&link)
+        .arg("60")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("decoypaths starts");
+    let mut running = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut running)
+        .expect("decoypaths says it runs");
+    let out = Gsh::new()
+        .args(["--json", "-p", &child.id().to_string()])
+        .args(["-c", "consult --for 6 --cost 20"])
+        .run();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(running, "decoypaths running\n");
+    out.assert_success();
+    let r = json_stream(&out)
+        .into_iter()
+        .find(|l| {
+            l["command"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("consult"))
+        })
+        .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .unwrap_or_else(|| panic!("no result:\n{out}"));
+    let graph = r["graph"].as_array().unwrap();
+    assert_eq!(graph[0]["focus"][0], "decoy-through-a-long-link", "{r:#}");
+    // Below the thread, the module is the file's.
+    let modules: Vec<&serde_json::Value> = graph
+        .iter()
+        .filter_map(|n| n["focus"].as_array()?.get(2))
+        .collect();
+    assert!(!modules.is_empty(), "{r:#}");
+    assert!(modules.iter().all(|m| *m == "decoypaths-O2"), "{r:#}");
+}

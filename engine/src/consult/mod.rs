@@ -292,6 +292,14 @@ pub trait Lab {
     /// tested first; stack samples are a good source). Empty when the focus cannot be refined;
     /// `None` when the lab cannot tell yet (it lacks samples), so the search asks again.
     fn refine(&mut self, hypothesis: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>>;
+    /// True while the lab is preparing what `focus`' refinement for `hypothesis` needs and
+    /// will have it (the analysis of a large module, which finds its loops, runs in the
+    /// background): the search keeps asking past its bounded wait, within its time limit,
+    /// rather than concluding at the focus for want of its parts.
+    fn preparing(&mut self, hypothesis: Hypothesis, focus: &Focus) -> bool {
+        let _ = (hypothesis, focus);
+        false
+    }
     /// The predicted cost of measuring `e`: a fraction of the program's time. `None` when it
     /// cannot be predicted until the experiments running now have told more (how often their
     /// probes are entered): it waits for them.
@@ -643,7 +651,8 @@ impl Search {
     }
 
     /// Asks the lab for the "where" refinements of every true node that has none yet; a node
-    /// the lab still cannot refine after the bounded wait stays a conclusion.
+    /// the lab still cannot refine after the bounded wait stays a conclusion, unless the lab
+    /// is still preparing its refinement ([`Lab::preparing`]).
     fn refine_where(&mut self, lab: &mut dyn Lab, now: f64) {
         for i in 0..self.nodes.len() {
             let Some(judged) = self.nodes[i].unrefined else {
@@ -651,7 +660,9 @@ impl Search {
             };
             let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
             let refined = lab.refine(hypothesis, &focus);
-            if refined.is_some() || now - judged >= self.settings.max_wait {
+            if refined.is_some()
+                || (now - judged >= self.settings.max_wait && !lab.preparing(hypothesis, &focus))
+            {
                 self.nodes[i].unrefined = None;
             }
             let children: Vec<(Experiment, f64)> = refined

@@ -920,6 +920,18 @@ impl Lab for ProbeLab<'_> {
         Some(out)
     }
 
+    /// A CPU-bound function's loops wait for its module's analysis, which runs in the
+    /// background (seconds for python3's interpreter on a loaded machine).
+    fn preparing(&mut self, h: Hypothesis, focus: &Focus) -> bool {
+        let (function, _) = split_loops(focus);
+        match (function_of(&function), self.probes.as_deref_mut()) {
+            (Some((module, name, _)), Some(probes)) if h == Hypothesis::CPUBound => {
+                !probes.ready(&module, &name)
+            }
+            _ => false,
+        }
+    }
+
     fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
         let key = match e.focus.last() {
             Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
@@ -986,6 +998,17 @@ impl Lab for ProbeLab<'_> {
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        // A function tested for CPU demand may be refined into its loops: its module's
+        // analysis starts now, in the background, rather than once it is found true.
+        if let (Some(Resource::Function(_) | Resource::Code(_)), Some(probes)) =
+            (e.focus.last(), self.probes.as_deref_mut())
+        {
+            if let Some((module, name, _)) = function_of(&e.focus) {
+                if e.hypothesis == Hypothesis::CPUBound {
+                    probes.ready(&module, &name);
+                }
+            }
+        }
         let (module, function, what, tid) = match e.focus.last() {
             Some(Resource::Loop(lp)) => {
                 let (module, function, tid) = function_of(&e.focus)

@@ -116,7 +116,8 @@ showing their code (it names their functions and walks through them from then on
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60; probes being inserted count, and no experiment starts that would not be \
 in by then, judging by the slowest start so far; the analysis of a module whose loops are \
-to be timed runs in the background, the search going on meanwhile), on \
+to be timed runs in the background from the moment one of its functions is tested, the search \
+going on meanwhile, and a function found CPU-bound waits for it past the bounded wait), on \
 Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
@@ -127,7 +128,9 @@ With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\
 \"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"spent\", \
-\"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+\"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
+process is, by the path it was started through: Debian's redis-server, a link to \
+redis-check-rdb, is redis-server, its module redis-check-rdb), then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
 experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
@@ -221,16 +224,17 @@ pub(crate) fn search(
         let started = super::process::start_process(ctx, args)?;
         eprintln!("{started}");
     }
-    let program = ctx
-        .session
-        .main()
-        .map(|m| m.name.clone())
-        .unwrap_or_else(|_| "program".into());
     let t = ctx.target.present()?;
     if let Some(gone) = t.gone() {
         bail!("{gone}: there is nothing to consult");
     }
     let pid = t.pid();
+    // The program as users know it (the link they started it through), its module by its
+    // file's name.
+    let program = consult::sample::program_name(pid)
+        .or_else(|| ctx.session.main().ok().map(|m| m.name.clone()))
+        .unwrap_or_else(|| "program".into());
+    let t = ctx.target.present()?;
     // The search watches a running program: resume a stopped one, as `continue &` does.
     t.inferior.resume_if_stopped()?;
     t.frame = 0;
