@@ -700,7 +700,7 @@ impl Process {
         let job = t.job;
         // A job-control stop is no delivery-stop: every kept signal is sent again, and waits
         // there for SIGCONT as it would untraced.
-        let carry = self.signals_out(tid, !job);
+        let carry = self.signals_out(tid, !job, true);
         let Some(t) = self.threads.get_mut(&tid) else {
             return Ok(());
         };
@@ -1287,7 +1287,7 @@ impl Process {
     pub(crate) fn detach_threads(&mut self) {
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
-            let carry = self.signals_out(tid, true);
+            let carry = self.signals_out(tid, true, false);
             let _ = ptrace::detach(tid, carry);
         }
         self.threads.clear();

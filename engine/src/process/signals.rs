@@ -25,7 +25,7 @@
 //! with gsh's `tgkill` siginfo; two kept instances of one standard signal sent again together
 //! become one, as two sent at once natively do (the kernel queues one of each number).
 
-use super::control::Process;
+use super::control::{is_fault, Process};
 use super::ptrace;
 
 /// `si_code` of a signal sent by `tgkill`.
@@ -172,8 +172,11 @@ impl Process {
     /// Takes the signals kept for stopped thread `tid`, which is about to be resumed: returns
     /// the one to pass on with the resuming request (0 for none), the kept signal whose
     /// delivery-stop the thread is still in, when `may_carry`. Every other is sent again with
-    /// `tgkill` and awaited (see the module's documentation).
-    pub(crate) fn signals_out(&mut self, tid: i32, may_carry: bool) -> i32 {
+    /// `tgkill` and awaited (see the module's documentation). With `report`, a fault signal
+    /// kept without being reported (one a halt caught before a thread was chosen for injected
+    /// code) is sent again even from its own stop, so that the tracer sees it come and
+    /// reports it, as it would have.
+    pub(crate) fn signals_out(&mut self, tid: i32, may_carry: bool, report: bool) -> i32 {
         let pid = self.pid;
         let Some(t) = self.threads.get_mut(&tid) else {
             return 0;
@@ -185,7 +188,8 @@ impl Process {
         let now = ptrace::siginfo(tid).ok();
         let mut carry = 0;
         for k in kept {
-            if may_carry && carry == 0 && same(&k.info, &now) {
+            let unreported = report && !k.reported && is_fault(k.signal);
+            if may_carry && carry == 0 && !unreported && same(&k.info, &now) {
                 carry = k.signal;
             } else if ptrace::tgkill(pid, tid, k.signal).is_ok() {
                 t.resent.push(k);
