@@ -4,8 +4,8 @@
  * and a total. The output depends only on the arguments, never on timing or instrumentation.
  * Deterministic: always prints the same lines for the same arguments and exits 0. With a
  * third argument, a path, the workers go on handling requests after their ROUNDS (not counted
- * in the output) until that file exists: a test then keeps the process alive as long as it
- * needs it, however slowly it runs under load. */
+ * in the output) until that file exists (or about a minute more has passed): a test then keeps
+ * the process alive as long as it needs it, however slowly it runs under load. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +24,9 @@ long handled[MAX_WORKERS];
 int debug_level = 0;
 static long rounds = 100;
 static const char *until;
+/* At most this many rounds more (about a minute): a test that failed before creating the file
+ * leaves no server behind for long. */
+#define EXTRA 60000
 
 /* Small, so that it is also a target for the short-function tactics. */
 NOINLINE long checksum(long x) { return (x * 2654435761L) % 1000003; }
@@ -41,7 +44,8 @@ NOINLINE void *worker(void *arg) {
     long w = (long)arg;
     long sum = 0;
     struct timespec pause = {0, 1000000};
-    for (long i = 0; i < rounds || (until && access(until, F_OK) != 0); i++) {
+    for (long i = 0; i < rounds || (until && i < rounds + EXTRA && access(until, F_OK) != 0);
+         i++) {
         struct request r = {w * 1000000 + i, (i * 37) % 8192};
         long v = handle_request(&r);
         if (i < rounds)

@@ -70,7 +70,9 @@ pub fn wait_output(mut child: Child, out: &Path) -> String {
 /// Compares the executable's loaded text in process `pid` with the file `exe`: `Err` names
 /// the first mapping that differs (or why it could not be read).
 pub fn text_matches_file(pid: u32, exe: &Path) -> Result<(), String> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| e.to_string())?;
+    // A process that has ended has no text to compare: say so, rather than only the errno.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| format!("process {pid} cannot be read ({e}): has it ended?"))?;
     let exe = std::fs::canonicalize(exe).map_err(|e| e.to_string())?;
     let file = std::fs::read(&exe).map_err(|e| e.to_string())?;
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| e.to_string())?;
