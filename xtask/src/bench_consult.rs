@@ -1,33 +1,39 @@
-//! `bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]`: whether the
-//! overhead `consult` reports agrees with how much it slowed the program, by the program's own
-//! measure. A CPU-bound program counts its finished work units (each a call of `unit`, whose
-//! one loop of `--trips` iterations, 40 by default, is where the time goes: a loop entered
-//! millions of times a second, whose timer costs a good share of it) and prints the count every
-//! 100 ms with its monotonic clock and its own CPU time (a line whose clock and count a stop
-//! came between is dropped). One program runs throughout; the bench alternates phases of 5 s
+//! `bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N] [--python]`: whether
+//! the overhead `consult` reports agrees with how much it slowed the program, by the program's
+//! own measure. A CPU-bound program counts its finished work units (each a call of `unit`,
+//! whose one loop of `--trips` iterations, 40 by default, is where the time goes: a loop
+//! entered millions of times a second, whose timer costs a good share of it) and prints the
+//! count every 100 ms with its monotonic clock and its own CPU time (a line whose clock and
+//! count a stop came between is dropped); with `--python`, python3 runs the same loop in a
+//! script and prints the same. One program runs throughout; the bench alternates phases of 5 s
 //! alone with searches (`gsh -p PID -c 'consult --for 30 --cost PERCENT'`, 60% by default, so
 //! the search keeps the hot loop's timer, which it measures at about half the program's time,
-//! in for its experiment; at 30% it refuses it), ending alone: `runs`
-//! searches, `runs + 1` alone phases. Each search's progress rate, over the search's own
-//! seconds, is compared with the mean of the alone phases on both sides of it, per wall second
-//! and per second of the program's own CPU time, in the same run. Beside them: the overhead
-//! `consult` estimated (the running time its stops took from the program's threads, by their
-//! `schedstat`, plus its timers' entries times the per-entry cost the search measured), and its
-//! timers' part alone. A timer runs on the program's CPU, so its part shows in the work per CPU
-//! second (whatever share of the machine the program gets); the stops cost wall time only. The
+//! in for its experiment), ending alone: `runs` searches, `runs + 1` alone phases. Each
+//! search's progress rate, over the search's own seconds, is compared with the mean of the
+//! alone phases on both sides of it, per wall second and per second of the program's own CPU
+//! time, in the same run.
+//!
+//! Beside them, what `consult` estimated, in two parts. Its timers run on the program's CPU:
+//! their part shows in the work per CPU second (whatever share of the machine the program
+//! gets), and each timer's cost per entry is printed as the search measured it in situ (the
+//! thread's CPU time per entry with the timer against a counter) beside the bound measured
+//! back to back. Its stops cost running time, not work per CPU second: their part shows in the
+//! program's CPU seconds per wall second (wall rate over CPU rate), and the time they held the
+//! program is read from its computing threads' `schedstat` (wall time neither on a CPU nor
+//! waiting for one; they never sleep), against the `stopped` share the search reports. The
 //! ratios estimate / measured tell whether they agree. The search's time to its answer is when
 //! it judged `unit`'s loop CPU-bound (with a live loop timer), as a ratio to when it judged
 //! `unit` itself (from stack samples), same run. Build it and gsh with `--release`.
 //!
-//! What it showed (2-core machine under a load of about 10 from other builds): the work per
-//! wall second *rose* during the search (1.9x to 2.2x: the scheduler favours a thread often
-//! stopped and woken over the CPU hogs it competes with), so only the work per CPU second is
-//! meaningful here. That fell by 2.9% to 3.9% (alone phases within 0.1% of each other) while
-//! the timers' estimate was 14.6% to 15.5%: the estimate is an upper bound, about 5x over. A
-//! timed entry costs about 4 ns inside this loop (a program calling `unit` a fixed number of
-//! times, with and without `time unit loop loop_1`: 48 against 44 ns per call) against the
-//! 18 to 24 ns `probes::calibrate` measures running the timer's sequence back to back: in a
-//! loop bound by its own dependency chain, the timer's instructions run beside it.
+//! What it showed before the cost in situ (2-core machine under a load of about 10 from other
+//! builds): the work per wall second *rose* during the search (1.9x to 2.2x: the scheduler
+//! favours a thread often stopped and woken over the CPU hogs it competes with), so only the
+//! work per CPU second was meaningful. That fell by 2.9% to 3.9% (alone phases within 0.1% of
+//! each other) while the timers' estimate, every entry at the bound, was 14.6% to 15.5%: about
+//! 5x over. A timed entry costs about 4 ns inside this loop (a program calling `unit` a fixed
+//! number of times, with and without `time unit loop loop_1`: 48 against 44 ns per call)
+//! against the 18 to 24 ns `probes::calibrate` measures running the timer's sequence back to
+//! back: in a loop bound by its own dependency chain, the timer's instructions run beside it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -96,17 +102,46 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// The same progress report from python3 (`--python`): one thread computes units (a loop in
+/// a function) and, every 100 ms by its own clock, prints the clock, its count and its CPU
+/// time. It runs in the interpreter's loops, which the search times.
+const SCRIPT: &str = r#"
+import os, sys, time
+def unit(x):
+    for i in range(40):
+        x = (x * 6364136223846793005 + 1442695040888963407) & 0xffffffffffffffff
+    return x
+x, n, last = 1, 0, time.monotonic()
+out = os.fdopen(1, "w", buffering=1)
+while True:
+    for _ in range(200):
+        x = unit(x)
+    n += 200
+    t = time.monotonic()
+    if t - last >= 0.1:
+        cpu = time.process_time()
+        t2 = time.monotonic()
+        if t2 - t < 1e-3:
+            out.write("%.6f %d %.6f\n" % (t2, n, cpu))
+        last = t
+"#;
+
 /// How long each phase without the search lasts.
 const ALONE: Duration = Duration::from_secs(5);
 
 fn usage() -> &'static str {
-    "bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]"
+    "bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N] [--python]"
 }
 
 pub fn run(args: &[String]) -> Result<()> {
     let (mut runs, mut cost, mut threads, mut trips) = (3usize, 60.0f64, 1usize, 40u32);
+    let mut python = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
+        if a == "--python" {
+            python = true;
+            continue;
+        }
         let mut value = |what: &str| -> Result<f64> {
             let v = it
                 .next()
@@ -139,14 +174,33 @@ pub fn run(args: &[String]) -> Result<()> {
     if !ok {
         bail!("gcc failed on {}", src.display());
     }
-    println!(
-        "consult --cost {cost} on a program computing in {threads} thread(s), unit's loop {trips} \
-         iterations long: its progress rate during each search over its rate in the alone \
-         phases before and after it, same program, same run"
-    );
-    let runs_out = bench(&exe, threads, trips, cost, runs)?;
+    let program = if python {
+        let script = dir.join("crunch.py");
+        std::fs::write(&script, SCRIPT)?;
+        println!(
+            "consult --cost {cost} on python3 computing in one thread: its progress rate during \
+             each search over its rate in the alone phases before and after it, same program, \
+             same run"
+        );
+        vec![
+            std::path::PathBuf::from("/usr/bin/python3").into_os_string(),
+            script.into_os_string(),
+        ]
+    } else {
+        println!(
+            "consult --cost {cost} on a program computing in {threads} thread(s), unit's loop \
+             {trips} iterations long: its progress rate during each search over its rate in the \
+             alone phases before and after it, same program, same run"
+        );
+        vec![
+            exe.into_os_string(),
+            threads.to_string().into(),
+            trips.to_string().into(),
+        ]
+    };
+    let runs_out = bench(&program, cost, runs)?;
     let (mut walls, mut cpus, mut answers) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut totals, mut timers) = (Vec::new(), Vec::new());
+    let (mut totals, mut timers, mut helds) = (Vec::new(), Vec::new(), Vec::new());
     for (i, r) in runs_out.iter().enumerate() {
         let run = i + 1;
         let (wall_slow, cpu_slow) = (1.0 - r.wall, 1.0 - r.cpu);
@@ -174,6 +228,45 @@ pub fn run(args: &[String]) -> Result<()> {
             ratio(r.reported, wall_slow),
             ratio(r.timer_cost, cpu_slow)
         );
+        for c in &r.timer_costs {
+            println!(
+                "run {run}: timer {c}; the bound measured back to back {:.1} ns",
+                r.bound_ns
+            );
+        }
+        // The stops take running time from the program, not work per CPU second: its CPU
+        // seconds per wall second fall by their share (the timers change work per CPU second
+        // only), so the stops' share measured is 1 - (wall rate / CPU rate) during over alone.
+        let share_loss = 1.0 - r.wall / r.cpu;
+        match r.threads_held {
+            Some((held, share)) => println!(
+                "run {run}: stops: consult says the program was stopped {:.2}% of the time and \
+                 its stops took {:.2}% of its running; measured: its computing threads were \
+                 stopped (neither on a CPU nor waiting for one) {:.2}% of the wall time, ran \
+                 {:.2} CPU seconds per wall second, and the program's CPU share fell {:.2}% \
+                 against alone (the alone phases' shares differ by {:.2}%, the noise); stopped \
+                 estimate / measured {}; stops' estimate / CPU share lost {}",
+                r.stopped * 100.0,
+                r.stop_cost * 100.0,
+                held * 100.0,
+                share,
+                share_loss * 100.0,
+                r.share_noise * 100.0,
+                ratio(r.stopped, held),
+                if share_loss > r.share_noise {
+                    ratio(r.stop_cost, share_loss)
+                } else {
+                    format!(
+                        "not meaningful (the loss {:.2}% is within the noise)",
+                        share_loss * 100.0
+                    )
+                }
+            ),
+            None => println!("run {run}: stops: the threads' schedstat was not read"),
+        }
+        if let Some((held, _)) = r.threads_held {
+            helds.push((r.stopped, held));
+        }
         match r.answer {
             Some((function, lp)) => {
                 println!(
@@ -217,6 +310,11 @@ pub fn run(args: &[String]) -> Result<()> {
         ratios(&totals),
         ratios(&timers)
     );
+    println!(
+        "median: the time consult says it held the program stopped / the time its threads \
+         were stopped by their schedstat {}",
+        ratios(&helds)
+    );
     if !answers.is_empty() {
         println!(
             "median: unit's loop named at {:.2}x the time to name unit ({} of {runs} runs named it)",
@@ -259,19 +357,22 @@ struct Run {
     /// How much the rates alone before and after differ, over their mean: per wall second,
     /// per CPU second.
     noise: (f64, f64),
+    /// How much the program's CPU seconds per wall second differ between the alone phases on
+    /// either side, over their mean.
+    share_noise: f64,
+    /// The bound per timed entry the search calibrated (ns).
+    bound_ns: f64,
+    /// Each timer's cost per entry, as the search measured it, as text.
+    timer_costs: Vec<String>,
+    /// During the search: the share of the wall time the computing threads were stopped, and
+    /// their CPU seconds per wall second (from their `schedstat`).
+    threads_held: Option<(f64, f64)>,
 }
 
 /// One program throughout: alone, then `runs` times a search and alone again.
-fn bench(
-    exe: &std::path::Path,
-    threads: usize,
-    trips: u32,
-    cost: f64,
-    runs: usize,
-) -> Result<Vec<Run>> {
-    let mut child = Command::new(exe)
-        .arg(threads.to_string())
-        .arg(trips.to_string())
+fn bench(program: &[std::ffi::OsString], cost: f64, runs: usize) -> Result<Vec<Run>> {
+    let mut child = Command::new(&program[0])
+        .args(&program[1..])
         .stdout(Stdio::piped())
         .spawn()
         .context("starting the program")?;
@@ -290,7 +391,35 @@ fn bench(
             }
         }
     });
+    // The computing threads' (all but the main thread's, unless it is the only one) time on
+    // a CPU and waiting for one, from their `schedstat`, every 50 ms: the rest of the wall
+    // time they were stopped (they never sleep).
+    let sched: Arc<Mutex<Vec<(f64, u64, u64)>>> = Arc::default();
+    let stop_sched = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (sched, stop) = (sched.clone(), stop_sched.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some((run, wait)) = computing(pid) {
+                    sched.lock().expect("sched").push((now(), run, wait));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
     let result = (|| -> Result<Vec<Run>> {
+        // Over a..b: the share of the wall time the computing threads were stopped (neither
+        // on a CPU nor waiting for one), and their CPU time per wall second.
+        let held = |a: f64, b: f64| -> Option<(f64, f64)> {
+            let s = sched.lock().expect("sched");
+            let inside: Vec<&(f64, u64, u64)> =
+                s.iter().filter(|(t, _, _)| *t >= a && *t <= b).collect();
+            let (first, last) = (inside.first()?, inside.last()?);
+            let wall = last.0 - first.0;
+            let run = (last.1 - first.1) as f64 / 1e9;
+            let wait = (last.2 - first.2) as f64 / 1e9;
+            (wall > 0.0).then(|| ((wall - run - wait).max(0.0) / wall, run / wall))
+        };
         // Work per second of wall time, and per second of the program's CPU time.
         let rate = |a: f64, b: f64| -> Result<(f64, f64)> {
             let s = samples.lock().expect("samples");
@@ -339,6 +468,29 @@ fn bench(
             let seconds = r["seconds"].as_f64().unwrap_or(0.0);
             let during = rate((t2 - seconds).max(t1), t2)?;
             let base = ((before.0 + after.0) / 2.0, (before.1 + after.1) / 2.0);
+            let threads_held = held((t2 - seconds).max(t1), t2);
+            let timer_costs = r["probes"]["timer_costs"]
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .map(|c| {
+                            format!(
+                                "{}: {:.1} ns per entry {} (thread's CPU per entry {} with a \
+                                 counter, {} with the timer)",
+                                c["timer"].as_str().unwrap_or("?"),
+                                c["ns"].as_f64().unwrap_or(f64::NAN),
+                                if c["in_situ"] == true {
+                                    "in situ"
+                                } else {
+                                    "(the bound)"
+                                },
+                                ns(&c["counted_ns"]),
+                                ns(&c["timed_ns"]),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             out.push(Run {
                 wall: during.0 / base.0,
                 cpu: during.1 / base.1,
@@ -349,19 +501,55 @@ fn bench(
                 seconds,
                 answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
                 timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
+                bound_ns: r["probes"]["timer_ns"].as_f64().unwrap_or(f64::NAN),
+                timer_costs,
+                threads_held,
                 noise: (
                     (before.0 - after.0).abs() / base.0,
                     (before.1 - after.1).abs() / base.1,
                 ),
+                share_noise: {
+                    let (b, a) = (before.0 / before.1, after.0 / after.1);
+                    (b - a).abs() / ((b + a) / 2.0)
+                },
             });
             before = after;
         }
         Ok(out)
     })();
+    stop_sched.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = child.kill();
     let _ = child.wait();
     let _ = reader.join();
+    let _ = sampler.join();
     result
+}
+
+/// `12.3 ns`, or `unmeasured`.
+fn ns(v: &serde_json::Value) -> String {
+    v.as_f64()
+        .map_or("unmeasured".into(), |x| format!("{x:.1} ns"))
+}
+
+/// The summed nanoseconds on a CPU and waiting for one of process `pid`'s threads other than
+/// its main thread (its main thread's alone when it has no other).
+fn computing(pid: u32) -> Option<(u64, u64)> {
+    let read = |tid: &str| -> Option<(u64, u64)> {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+        let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+        Some((it.next()??, it.next()??))
+    };
+    let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|t| *t != pid.to_string())
+        .collect();
+    if tids.is_empty() {
+        return read(&pid.to_string());
+    }
+    tids.iter()
+        .map(|t| read(t))
+        .try_fold((0, 0), |(r, w), x| x.map(|(a, b)| (r + a, w + b)))
 }
 
 /// When the search judged CPUBound true at the focus ending in `tail` (seconds into it).

@@ -68,6 +68,15 @@ pub trait Probes {
         let _ = (module, caller, callee);
         Err("calls are timed only in a live process".into())
     }
+    /// Inserts a timer of a call path's last function (in `module`) that counts only its
+    /// activations along the whole `path` (the functions from the thread's entry, caller first,
+    /// ending in it: iPath): a profile of the function, each activation told apart by the
+    /// return addresses on its stack, read as that path's alone; its id. Read and removed as
+    /// the other timers are.
+    fn insert_path(&mut self, module: &str, path: &[String]) -> Result<u32, String> {
+        let _ = (module, path);
+        Err("call paths are timed only in a live process".into())
+    }
     /// The innermost loop of `function` in `module` holding the runtime address `pc`, if any.
     fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {
         let _ = (module, function, pc);
@@ -85,6 +94,18 @@ pub trait Probes {
     /// loops can be named and timed); how many there were.
     fn learn(&mut self) -> Result<usize, String> {
         Ok(0)
+    }
+    /// Inserts a counter of loop `lp`'s entries (`count FUNC loop LOOP`): the entries with
+    /// next to nothing added to them, the baseline of a timer's cost in situ. Its id, read and
+    /// removed as a timer's.
+    fn count(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+        let _ = (module, function, lp);
+        Err("entries are counted only in a live process".into())
+    }
+    /// Inserts a counter of `caller`'s direct calls to `callee` (`count CALLER call CALLEE`).
+    fn count_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
+        let _ = (module, caller, callee);
+        Err("calls are counted only in a live process".into())
     }
 }
 
@@ -104,52 +125,78 @@ const LEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// the same run: the difference per iteration is the cost. The clock read dominates, and it
 /// is what differs most between machines (a virtual machine that traps `rdtsc` pays
 /// microseconds), so it is measured, never assumed.
+///
+/// Run back to back, the sequence costs its whole latency: an upper bound of what it adds
+/// where the program's own work can run beside it. In a loop bound by its own dependency
+/// chain (`xtask bench-consult`'s) a timed entry costs about 4 ns against the 18 to 26 ns
+/// measured here. So [`ProbeLab`] measures each timer's cost in situ (the thread's time per
+/// entry with the timer against a counter just before it) and uses this bound only until it
+/// has that measure.
 pub fn calibrate() -> f64 {
-    /// The slot the sequence works on (start, open stack pointer, total, entries).
-    #[repr(C)]
-    #[derive(Default)]
-    struct Slot([u64; 4]);
-    type Half = unsafe extern "C" fn(*mut Slot, u64);
     extern "C" {
         fn gsh_consult_calibrate_enter(slot: *mut Slot, sp: u64);
         fn gsh_consult_calibrate_exit(slot: *mut Slot, sp: u64);
+    }
+    let timed = best(gsh_consult_calibrate_enter, gsh_consult_calibrate_exit);
+    (timed - bare()).max(1.0)
+}
+
+/// Nanoseconds one counted loop entry costs (`count FUNC loop LOOP`'s inline code: the
+/// thread's block through `fs`, a test and an `inc`), measured as [`calibrate`] measures a
+/// timed one: run back to back, an upper bound of what it adds inside a loop whose own work
+/// it can run beside. The part of a timer's cost its in-situ measure cannot see (that
+/// measure is the timer against a counter: [`ProbeLab`]).
+pub fn calibrate_count() -> f64 {
+    extern "C" {
+        fn gsh_consult_calibrate_count(slot: *mut Slot, sp: u64);
         fn gsh_consult_calibrate_nothing(slot: *mut Slot, sp: u64);
     }
-    /// Best of `RUNS` runs of `n` entries and exits through `e` and `x`, in ns per entry.
-    /// Many short runs: on a loaded machine a run that a preemption falls into reads long,
-    /// and the shortest is the one that ran alone.
-    fn run(e: Half, x: Half, n: u32) -> f64 {
-        let (e, x) = (std::hint::black_box(e), std::hint::black_box(x));
-        (0..RUNS)
-            .map(|_| {
-                let mut s = Slot::default();
-                let t = Instant::now();
-                for i in 0..n {
-                    let sp = std::hint::black_box(0x7fff_0000 - u64::from(i & 1) * 64);
-                    // SAFETY: both halves read and write only the four words of `s`, which
-                    // is live and exclusively borrowed here, plus `fs:[0]` (the thread
-                    // control block's self pointer the x86-64 Linux ABI guarantees), and
-                    // follow the C calling convention (they change only rax, rdx, rcx, r11
-                    // and the flags).
-                    unsafe {
-                        e(&mut s, sp);
-                        x(&mut s, sp);
-                    }
-                }
-                std::hint::black_box(&s);
-                t.elapsed().as_nanos() as f64 / f64::from(n)
-            })
-            .fold(f64::INFINITY, f64::min)
+    let counted = best(gsh_consult_calibrate_count, gsh_consult_calibrate_nothing);
+    (counted - bare()).max(0.0)
+}
+
+/// The slot the calibration's sequences work on (start, open stack pointer, total, entries).
+#[repr(C)]
+#[derive(Default)]
+struct Slot([u64; 4]);
+
+/// One half of a calibrated sequence: the code at a loop's entry or exit.
+type Half = unsafe extern "C" fn(*mut Slot, u64);
+
+/// Nanoseconds per iteration of the calibration loop calling two bare `ret`s.
+fn bare() -> f64 {
+    extern "C" {
+        fn gsh_consult_calibrate_nothing(slot: *mut Slot, sp: u64);
     }
+    best(gsh_consult_calibrate_nothing, gsh_consult_calibrate_nothing)
+}
+
+/// Best of `RUNS` runs of `N` entries and exits through `e` and `x`, in ns per entry. Many
+/// short runs: on a loaded machine a run that a preemption falls into reads long, and the
+/// shortest is the one that ran alone.
+fn best(e: Half, x: Half) -> f64 {
     const N: u32 = 10_000;
     const RUNS: usize = 40;
-    let timed = run(gsh_consult_calibrate_enter, gsh_consult_calibrate_exit, N);
-    let bare = run(
-        gsh_consult_calibrate_nothing,
-        gsh_consult_calibrate_nothing,
-        N,
-    );
-    (timed - bare).max(1.0)
+    let (e, x) = (std::hint::black_box(e), std::hint::black_box(x));
+    (0..RUNS)
+        .map(|_| {
+            let mut s = Slot::default();
+            let t = Instant::now();
+            for i in 0..N {
+                let sp = std::hint::black_box(0x7fff_0000 - u64::from(i & 1) * 64);
+                // SAFETY: every half reads and writes only the four words of `s`, which is
+                // live and exclusively borrowed here, plus `fs:[0]` (the thread control
+                // block's self pointer the x86-64 Linux ABI guarantees), and follows the C
+                // calling convention (they change only rax, rdx, rcx, r11 and the flags).
+                unsafe {
+                    e(&mut s, sp);
+                    x(&mut s, sp);
+                }
+            }
+            std::hint::black_box(&s);
+            t.elapsed().as_nanos() as f64 / f64::from(N)
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 // The timer's sequence for [`calibrate`]; rdi is the slot, rsi the stack pointer at the point.
@@ -199,6 +246,16 @@ std::arch::global_asm!(
     ".p2align 4",
     "gsh_consult_calibrate_nothing:",
     "ret",
+    ".p2align 4",
+    "gsh_consult_calibrate_count:",
+    "push r11",
+    "mov r11, qword ptr fs:[0]",
+    "test r11, r11",
+    "jz 4f",
+    "inc qword ptr [rdi + 24]",
+    "4:",
+    "pop r11",
+    "ret",
     ".popsection",
 );
 
@@ -209,6 +266,70 @@ const UNKNOWN_COST: f64 = 0.002;
 /// a loop entered often to show its rate, short enough that a timer over the cost limit is out
 /// again before it has cost much.
 const RATE_WINDOW: f64 = 0.05;
+
+/// How long a counter counts a loop's entries before its timer replaces it, in CPU seconds of
+/// the experiment's thread (the baseline of the timer's cost in situ), and the longest it
+/// waits for them in wall seconds (a thread that barely runs).
+const COUNT_CPU: f64 = 0.1;
+const COUNT_WALL: f64 = 1.0;
+
+/// The CPU seconds of its thread a timer must have been in before its cost in situ replaces
+/// the bound [`calibrate`] measured: after [`RATE_WINDOW`] on a thread that computes
+/// throughout, so a timer over the cost limit is removed on the bound, as before.
+const IN_SITU_CPU: f64 = 0.1;
+
+/// The fewest entries a rate in situ (a counter's or a timer's) is taken from.
+const MIN_ENTRIES: u64 = 1000;
+
+/// The key of a timer in [`ProbeLab::shared`]: module, function, what it times.
+type Key = (String, String, String);
+
+/// A counter counting a loop's entries (or a call's) in the thread of the experiment that
+/// inserted it, before its timer replaces it.
+struct Counter {
+    id: u32,
+    tid: i32,
+    started: Instant,
+    /// The thread's entries and nanoseconds on a CPU, at the start.
+    entries: u64,
+    run: u64,
+    /// Entries in every thread, at the start.
+    all: u64,
+}
+
+/// A timer's cost measured in situ, in the thread its counter counted in.
+#[derive(Clone, Copy, Debug)]
+struct InSitu {
+    /// The timer measured, and its thread.
+    id: u32,
+    tid: i32,
+    /// The thread's CPU nanoseconds per entry with the counter in (None: too few entries).
+    counted: Option<f64>,
+    /// The thread's entries (by the timer) and CPU nanoseconds when the timer went in.
+    entries: u64,
+    run: u64,
+    /// The thread's CPU nanoseconds per entry with the timer in, once measured.
+    timed: Option<f64>,
+    /// Nanoseconds a timed entry costs: what the timer adds per entry over the counter, plus
+    /// the counter's own bound ([`calibrate_count`]), at most [`calibrate`]'s bound.
+    ns: Option<f64>,
+}
+
+/// What one timer was measured to cost per entry, for the report.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TimerCost {
+    /// `MODULE!FUNCTION loop_1.2` or `MODULE!CALLER call CALLEE`.
+    pub timer: String,
+    /// The thread's CPU nanoseconds per entry with a counter alone.
+    pub counted_ns: Option<f64>,
+    /// The same with the timer in.
+    pub timed_ns: Option<f64>,
+    /// Nanoseconds per timed entry counted for it: its cost in situ when measured, else the
+    /// bound ([`ProbeStats::timer_ns`]).
+    pub ns: f64,
+    /// True when `ns` was measured in situ.
+    pub in_situ: bool,
+}
 
 /// The share of the cost limit the probes may take over the search: the stack samples keep
 /// the rest (`stacks::sample_stacks`).
@@ -228,7 +349,7 @@ struct Timer {
     /// The loop it times.
     focus: Focus,
     /// Its timer's key in [`ProbeLab::shared`].
-    key: (String, String, String),
+    key: Key,
     /// The thread's nanoseconds on a CPU and runnable, at the start.
     sched: Sched,
     /// What the timer had measured over every thread, at the start.
@@ -238,6 +359,8 @@ struct Timer {
     cost: Option<f64>,
     /// Nanoseconds its entries (in every thread) have taken so far, as last read.
     paid: f64,
+    /// It times a whole call path ([`Timed::Path`]).
+    whole: bool,
 }
 
 /// A thread's scheduler counts: nanoseconds on a CPU, and runnable waiting for one.
@@ -265,8 +388,11 @@ pub struct ProbeStats {
     /// Loop timers taken out again.
     pub removed: usize,
     /// Of the timers inserted, those of a call path's last call (`time CALLER call
-    /// CALLEE`); the others time loops.
+    /// CALLEE`), where its whole path could not be timed; the others time loops and paths.
     pub call_timers: usize,
+    /// Of the timers inserted, those of whole call paths ([`Probes::insert_path`]: a profile
+    /// of the path's function, read for that path alone).
+    pub path_timers: usize,
     /// The share of the program's running time its loop timers took ([`super::Cost`]):
     /// [`ProbeStats::spent`] over what the threads would have run without the search; until
     /// the report sets it, over the search's wall time.
@@ -274,9 +400,14 @@ pub struct ProbeStats {
     /// Seconds the timers ran: the entries they counted times the measured cost of one
     /// ([`ProbeStats::timer_ns`]).
     pub spent: f64,
-    /// Nanoseconds one timed loop entry costs, as [`calibrate`] measured it when the search
-    /// began.
+    /// Nanoseconds one timed loop entry costs at most, as [`calibrate`] measured it when the
+    /// search began: what a timer is counted at until its cost in situ is known.
     pub timer_ns: f64,
+    /// Nanoseconds one counted entry costs at most ([`calibrate_count`]).
+    pub count_ns: f64,
+    /// Each timer's cost per entry, as measured in situ or bounded, in the order they came
+    /// out.
+    pub timer_costs: Vec<TimerCost>,
     /// Errors from inserting or removing timers, if any.
     pub errors: Vec<String>,
 }
@@ -291,34 +422,41 @@ pub struct ProbeLab<'p> {
     timers: BTreeMap<u64, Timer>,
     next: u64,
     /// What each timer (keyed as in [`ProbeLab::shared`]) was measured to cost (the most
-    /// seen): its predicted cost when it goes in again.
-    costs: BTreeMap<(String, String, String), f64>,
+    /// seen, or the latest in situ): its predicted cost when it goes in again.
+    costs: BTreeMap<Key, f64>,
+    /// Counters counting entries before their timers go in.
+    counting: BTreeMap<Key, Counter>,
+    /// Timers' costs in situ, measured or being measured.
+    in_situ: BTreeMap<Key, InSitu>,
+    /// The entries (in every thread) each timer in had counted as it went in.
+    born: BTreeMap<Key, u64>,
     stats: ProbeStats,
-    /// Nanoseconds paid by timers taken out (their entries times [`ProbeStats::timer_ns`]).
+    /// Nanoseconds paid by timers taken out (their entries times their cost per entry) and
+    /// by counters.
     paid_ns: f64,
     started: Instant,
     /// When [`ProbeLab::learn`] last looked.
     learned: Instant,
     /// The timers in, by (module, function, loop), with the experiments using each.
-    shared: BTreeMap<(String, String, String), (u32, usize)>,
+    shared: BTreeMap<Key, (u32, usize)>,
     /// Loops whose timers saw no entry and no time.
     unseen: std::collections::BTreeSet<String>,
     /// Calls (keys as in [`ProbeLab::shared`]) whose timers could not be inserted: their
     /// paths are sampled without asking again.
-    untimable: std::collections::BTreeSet<(String, String, String)>,
+    untimable: std::collections::BTreeSet<Key>,
 }
 
 /// For a call path focus (a [`Resource::CallPath`] of two functions or more): the module,
-/// the path's last caller and its callee, and the thread.
-fn call_of(focus: &Focus) -> Option<(String, String, String, i32)> {
+/// the path, and the thread.
+fn call_of(focus: &Focus) -> Option<(String, Vec<String>, i32)> {
     let Some(Resource::CallPath(path)) = focus.last() else {
         return None;
     };
-    let [.., caller, callee] = path.as_slice() else {
+    if path.len() < 2 {
         return None;
-    };
+    }
     let (module, _, tid) = function_of(focus)?;
-    Some((module, caller.clone(), callee.clone(), tid))
+    Some((module, path.clone(), tid))
 }
 
 /// The module and function a focus' last function names, and the thread.
@@ -340,7 +478,11 @@ impl<'p> ProbeLab<'p> {
     /// them) for loop timers.
     pub fn new(pid: i32, inner: ProcLab, probes: Option<&'p mut dyn Probes>) -> ProbeLab<'p> {
         // Measured once, before any timer goes in, while gsh's own thread is what runs.
-        let timer_ns = if probes.is_some() { calibrate() } else { 0.0 };
+        let (timer_ns, count_ns) = if probes.is_some() {
+            (calibrate(), calibrate_count())
+        } else {
+            (0.0, 0.0)
+        };
         ProbeLab {
             inner,
             pid,
@@ -350,8 +492,12 @@ impl<'p> ProbeLab<'p> {
             costs: BTreeMap::new(),
             stats: ProbeStats {
                 timer_ns,
+                count_ns,
                 ..ProbeStats::default()
             },
+            counting: BTreeMap::new(),
+            in_situ: BTreeMap::new(),
+            born: BTreeMap::new(),
             paid_ns: 0.0,
             started: Instant::now(),
             learned: Instant::now(),
@@ -446,6 +592,9 @@ enum Timed {
     Loop(String),
     /// The function's direct calls to a callee, by name.
     Call(String),
+    /// The function's activations along one call path (from the thread's entry, caller
+    /// first, ending in the function).
+    Path(Vec<String>),
 }
 
 impl Timed {
@@ -454,17 +603,206 @@ impl Timed {
         match self {
             Timed::Loop(l) => l.clone(),
             Timed::Call(c) => format!("call {c}"),
+            Timed::Path(p) => format!("path {}", p.join(" > ")),
         }
     }
 }
 
 impl ProbeLab<'_> {
-    /// True when `e` is a call path experiment the lab times with a probe at its last call
-    /// (CPU demand, as for loops), rather than with stack samples.
+    /// Inserts the timer `key` names (timing `what`); its id, in [`ProbeLab::shared`] with
+    /// one user. A call that cannot be timed is remembered as such.
+    fn insert_timer(&mut self, key: &Key, what: &Timed) -> Result<u32, String> {
+        let probes = self
+            .probes
+            .as_deref_mut()
+            .ok_or("loops are timed only in a live process")?;
+        let (module, function) = (&key.0, &key.1);
+        let inserted = match what {
+            Timed::Loop(lp) => probes.insert(module, function, lp),
+            Timed::Call(callee) => probes.insert_call(module, function, callee),
+            Timed::Path(path) => probes.insert_path(module, path),
+        };
+        let id = match (inserted, what) {
+            (Ok(id), _) => id,
+            (Err(why), Timed::Loop(_)) => {
+                self.stats.errors.push(why.clone());
+                return Err(why);
+            }
+            // A call path whose last call cannot be timed (an indirect call, a caller in
+            // another module) is measured by the stack samples.
+            (Err(why), Timed::Call(_)) => {
+                self.untimable.insert(key.clone());
+                self.stats
+                    .errors
+                    .push(format!("{why} (its call path is sampled instead)"));
+                return Err(why);
+            }
+            // A path whose function cannot be profiled: its last call is timed instead, if
+            // it can be.
+            (Err(why), Timed::Path(_)) => {
+                self.untimable.insert(key.clone());
+                self.stats
+                    .errors
+                    .push(format!("{why} (its last call is timed instead)"));
+                return Err(why);
+            }
+        };
+        self.stats.inserted += 1;
+        match what {
+            Timed::Call(_) => self.stats.call_timers += 1,
+            Timed::Path(_) => self.stats.path_timers += 1,
+            Timed::Loop(_) => {}
+        }
+        self.shared.insert(key.clone(), (id, 1));
+        let born = self.timer_all(id, 0).unwrap_or_default().entries;
+        self.born.insert(key.clone(), born);
+        Ok(id)
+    }
+
+    /// Ends the count of `key`'s entries once it has run [`COUNT_CPU`] of its thread's time
+    /// (or [`COUNT_WALL`]): the thread's CPU time per entry is the baseline, the counter comes
+    /// out and the timer goes in, and the experiments on it start measuring from now. False
+    /// while it counts on.
+    fn swap(&mut self, key: &Key) -> bool {
+        let Some(c) = self.counting.get(key) else {
+            return true;
+        };
+        let Some(s) = sched(self.pid, c.tid) else {
+            return false;
+        };
+        let cpu = s.run.saturating_sub(c.run) as f64 / 1e9;
+        if cpu < COUNT_CPU && c.started.elapsed().as_secs_f64() < COUNT_WALL {
+            return false;
+        }
+        let Some(c) = self.counting.remove(key) else {
+            return true;
+        };
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return true;
+        };
+        let v = probes.read(c.id, c.tid).unwrap_or_default();
+        let all = probes.read_all(c.id, c.tid).unwrap_or_default();
+        let s = sched(self.pid, c.tid).unwrap_or(s);
+        let entries = v.entries.saturating_sub(c.entries);
+        let run = s.run.saturating_sub(c.run);
+        let counted = (entries >= MIN_ENTRIES && run > 0).then(|| run as f64 / entries as f64);
+        self.paid_ns += all.entries.saturating_sub(c.all) as f64 * self.stats.count_ns;
+        if let Err(e) = probes.remove(c.id) {
+            self.stats.errors.push(e);
+        }
+        let users = self.shared.remove(key).map_or(1, |(_, n)| n);
+        let what = match key.2.strip_prefix("call ") {
+            Some(callee) => Timed::Call(callee.to_owned()),
+            None => Timed::Loop(key.2.clone()),
+        };
+        let id = match self.insert_timer(key, &what) {
+            Ok(id) => id,
+            Err(_) => {
+                // Its experiments get no reading and are judged on the wait.
+                self.timers.retain(|_, t| &t.key != key);
+                return true;
+            }
+        };
+        if let Some(x) = self.shared.get_mut(key) {
+            x.1 = users;
+        }
+        let now = Instant::now();
+        let ks: Vec<u64> = self
+            .timers
+            .iter()
+            .filter(|(_, t)| &t.key == key)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in ks {
+            let tid = self.timers[&k].tid;
+            let value = self.timer_value(id, tid).unwrap_or_default();
+            let all = self.timer_all(id, tid).unwrap_or_default();
+            let sched = sched(self.pid, tid).unwrap_or_default();
+            if tid == c.tid {
+                self.in_situ.insert(
+                    key.clone(),
+                    InSitu {
+                        id,
+                        tid,
+                        counted,
+                        entries: value.entries,
+                        run: sched.run,
+                        timed: None,
+                        ns: None,
+                    },
+                );
+            }
+            if let Some(t) = self.timers.get_mut(&k) {
+                t.id = id;
+                t.started = now;
+                t.value = value;
+                t.all = all;
+                t.sched = sched;
+            }
+        }
+        true
+    }
+
+    /// Nanoseconds one entry of timer `key` is counted at: its cost in situ once measured,
+    /// else the bound.
+    fn entry_ns(&self, key: &Key) -> f64 {
+        self.in_situ
+            .get(key)
+            .and_then(|s| s.ns)
+            .unwrap_or(self.stats.timer_ns)
+    }
+
+    /// Updates timer `key`'s cost in situ from thread `tid`'s entries `entries` (by timer
+    /// `id`) and CPU nanoseconds `run` now; true when it is known.
+    fn measure_in_situ(&mut self, key: &Key, id: u32, tid: i32, entries: u64, run: u64) -> bool {
+        let (bound, count) = (self.stats.timer_ns, self.stats.count_ns);
+        let Some(s) = self.in_situ.get_mut(key) else {
+            return false;
+        };
+        // Measured in its own thread, while the timer that replaced the counter is in (a
+        // timer put in again later keeps what was measured).
+        if s.tid != tid || s.id != id {
+            return s.ns.is_some();
+        }
+        let Some(counted) = s.counted else {
+            return false;
+        };
+        let (e, r) = (entries.saturating_sub(s.entries), run.saturating_sub(s.run));
+        if e >= MIN_ENTRIES && r as f64 / 1e9 >= IN_SITU_CPU {
+            let timed = r as f64 / e as f64;
+            s.timed = Some(timed);
+            // What the timer adds over the counter, plus the counter's own (bounded): never
+            // above the whole sequence's latency, which a noisy rate may suggest.
+            s.ns = Some(((timed - counted).max(0.0) + count).min(bound));
+        }
+        s.ns.is_some()
+    }
+
+    /// True when `e` is a call path experiment the lab times with a probe (CPU demand, as for
+    /// loops), rather than with stack samples.
     fn times_calls(&self, e: &Experiment) -> bool {
         self.probes.is_some()
             && matches!(e.hypothesis, Hypothesis::CPUBound | Hypothesis::RunQueue)
             && call_of(&e.focus).is_some()
+    }
+
+    /// How a call path experiment `e` is timed, with its timer's key in
+    /// [`ProbeLab::shared`]: by its whole path (the timer of its function, read for the path),
+    /// else, where that could not be inserted, by its last call; `None` where neither could
+    /// (it is sampled).
+    fn path_timer(&self, e: &Experiment) -> Option<(Key, Timed, i32)> {
+        let (module, path, tid) = call_of(&e.focus)?;
+        let [.., caller, callee] = path.as_slice() else {
+            return None;
+        };
+        let whole = Timed::Path(path.clone());
+        let key = (module.clone(), callee.clone(), whole.key());
+        if !self.untimable.contains(&key) {
+            return Some((key, whole, tid));
+        }
+        let last = Timed::Call(callee.clone());
+        let key = (module, caller.clone(), last.key());
+        (!self.untimable.contains(&key)).then_some((key, last, tid))
     }
 }
 
@@ -582,11 +920,26 @@ impl Lab for ProbeLab<'_> {
         Some(out)
     }
 
+    /// A CPU-bound function's loops wait for its module's analysis, which runs in the
+    /// background (seconds for python3's interpreter on a loaded machine).
+    fn preparing(&mut self, h: Hypothesis, focus: &Focus) -> bool {
+        let (function, _) = split_loops(focus);
+        match (function_of(&function), self.probes.as_deref_mut()) {
+            (Some((module, name, _)), Some(probes)) if h == Hypothesis::CPUBound => {
+                !probes.ready(&module, &name)
+            }
+            _ => false,
+        }
+    }
+
     fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
         let key = match e.focus.last() {
             Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
-            Some(Resource::CallPath(_)) if self.times_calls(e) => call_of(&e.focus)
-                .map(|(m, caller, callee, _)| (m, caller, Timed::Call(callee).key())),
+            Some(Resource::CallPath(_)) if self.times_calls(e) => match self.path_timer(e) {
+                Some((key, _, _)) => Some(key),
+                // Sampled.
+                None => return Some(0.0),
+            },
             _ => return self.inner.predicted_cost(e),
         };
         let Some(key) = key else {
@@ -645,6 +998,17 @@ impl Lab for ProbeLab<'_> {
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        // A function tested for CPU demand may be refined into its loops: its module's
+        // analysis starts now, in the background, rather than once it is found true.
+        if let (Some(Resource::Function(_) | Resource::Code(_)), Some(probes)) =
+            (e.focus.last(), self.probes.as_deref_mut())
+        {
+            if let Some((module, name, _)) = function_of(&e.focus) {
+                if e.hypothesis == Hypothesis::CPUBound {
+                    probes.ready(&module, &name);
+                }
+            }
+        }
         let (module, function, what, tid) = match e.focus.last() {
             Some(Resource::Loop(lp)) => {
                 let (module, function, tid) = function_of(&e.focus)
@@ -652,10 +1016,10 @@ impl Lab for ProbeLab<'_> {
                 (module, function, Timed::Loop(lp.clone()), tid)
             }
             Some(Resource::CallPath(_)) if self.times_calls(e) => {
-                let Some((module, caller, callee, tid)) = call_of(&e.focus) else {
+                let Some(((module, function, _), what, tid)) = self.path_timer(e) else {
                     return self.inner.start(e);
                 };
-                (module, caller, Timed::Call(callee), tid)
+                (module, function, what, tid)
             }
             _ => return self.inner.start(e),
         };
@@ -675,32 +1039,46 @@ impl Lab for ProbeLab<'_> {
                 *id
             }
             None => {
-                let inserted = match &what {
-                    Timed::Loop(lp) => probes.insert(&module, &function, lp),
-                    Timed::Call(callee) => probes.insert_call(&module, &function, callee),
-                };
-                let id = match (inserted, &what) {
-                    (Ok(id), _) => id,
-                    (Err(why), Timed::Loop(_)) => {
-                        self.stats.errors.push(why.clone());
-                        return Err(why);
-                    }
-                    // A call path whose last call cannot be timed (an indirect call, a
-                    // caller in another module) is measured by the stack samples.
-                    (Err(why), Timed::Call(_)) => {
-                        self.untimable.insert(key);
-                        self.stats
-                            .errors
-                            .push(format!("{why} (its call path is sampled instead)"));
-                        return self.inner.start(e);
+                // A timer whose cost in situ is not known yet: a counter counts its entries
+                // first, the baseline of what the timer adds (`ProbeLab::swap`).
+                let known = self.in_situ.get(&key).is_some_and(|s| s.ns.is_some());
+                let counter = if known {
+                    None
+                } else {
+                    match &what {
+                        Timed::Loop(lp) => probes.count(&module, &function, lp).ok(),
+                        Timed::Call(callee) => probes.count_call(&module, &function, callee).ok(),
+                        // A path's timer is a profile of its function, read for the path:
+                        // no counter counts the path alone, and its cost is the bound.
+                        Timed::Path(_) => None,
                     }
                 };
-                self.stats.inserted += 1;
-                if matches!(what, Timed::Call(_)) {
-                    self.stats.call_timers += 1;
+                if let Some(cid) = counter {
+                    let v = probes.read(cid, tid).unwrap_or_default();
+                    let all = probes.read_all(cid, tid).unwrap_or_default();
+                    self.counting.insert(
+                        key.clone(),
+                        Counter {
+                            id: cid,
+                            tid,
+                            started: Instant::now(),
+                            entries: v.entries,
+                            run: sched(self.pid, tid).unwrap_or_default().run,
+                            all: all.entries,
+                        },
+                    );
+                    self.shared.insert(key.clone(), (cid, 1));
+                    cid
+                } else {
+                    match self.insert_timer(&key, &what) {
+                        Ok(id) => id,
+                        Err(why) if matches!(what, Timed::Loop(_)) => return Err(why),
+                        // Its last call is tried next (`ProbeLab::path_timer`).
+                        Err(_) if matches!(what, Timed::Path(_)) => return self.start(e),
+                        // Sampled instead.
+                        Err(_) => return self.inner.start(e),
+                    }
                 }
-                self.shared.insert(key.clone(), (id, 1));
-                id
             }
         };
         let sched = sched(self.pid, tid).unwrap_or_default();
@@ -721,6 +1099,7 @@ impl Lab for ProbeLab<'_> {
                 all,
                 cost: None,
                 paid: 0.0,
+                whole: matches!(what, Timed::Path(_)),
             },
         );
         Ok(ProbeId(TIMER_BIT | self.next))
@@ -729,6 +1108,11 @@ impl Lab for ProbeLab<'_> {
     fn read(&mut self, probe: ProbeId) -> Option<Reading> {
         if probe.0 & TIMER_BIT == 0 {
             return self.inner.read(probe);
+        }
+        // While a counter counts the loop's entries, its experiments have no reading yet.
+        let key = self.timers.get(&probe.0)?.key.clone();
+        if self.counting.contains_key(&key) && !self.swap(&key) {
+            return None;
         }
         let (id, tid, started, v0, s0, h, a0) = {
             let t = self.timers.get(&probe.0)?;
@@ -763,11 +1147,13 @@ impl Lab for ProbeLab<'_> {
             Hypothesis::RunQueue => 0.0,
             _ => 1.0,
         };
-        // What its entries (in every thread) took, over the thread's time on a CPU.
+        // What its entries (in every thread) took, over the thread's time on a CPU: each at
+        // its cost in situ once known, at the bound until then.
+        let in_situ = self.measure_in_situ(&key, id, tid, v.entries, s.run);
         if wall >= RATE_WINDOW {
             if let Some(all) = self.timer_all(id, tid) {
                 let spent =
-                    all.entries.saturating_sub(a0.entries) as f64 * self.stats.timer_ns / 1e9;
+                    all.entries.saturating_sub(a0.entries) as f64 * self.entry_ns(&key) / 1e9;
                 let cost = if spent > 0.0 {
                     spent / run.max(spent)
                 } else {
@@ -777,7 +1163,7 @@ impl Lab for ProbeLab<'_> {
                 t.cost = Some(cost);
                 t.paid = spent * 1e9;
                 let known = self.costs.entry(t.key.clone()).or_insert(0.0);
-                *known = known.max(cost);
+                *known = if in_situ { cost } else { known.max(cost) };
             }
         }
         // Unseen: refined all the same, unless its own loop was unseen too (a loop that has
@@ -813,6 +1199,8 @@ impl Lab for ProbeLab<'_> {
     fn method(&self, probe: ProbeId) -> Method {
         if probe.0 & TIMER_BIT == 0 {
             self.inner.method(probe)
+        } else if self.timers.get(&probe.0).is_some_and(|t| t.whole) {
+            Method::PathProbe
         } else {
             Method::Probe
         }
@@ -825,13 +1213,6 @@ impl Lab for ProbeLab<'_> {
         let Some(t) = self.timers.remove(&probe.0) else {
             return;
         };
-        let Some(probes) = self.probes.as_deref_mut() else {
-            return;
-        };
-        // What it cost, counted over every thread before it goes.
-        if let Ok(v) = probes.read_all(t.id, t.tid) {
-            self.paid_ns += v.entries.saturating_sub(t.all.entries) as f64 * self.stats.timer_ns;
-        }
         // Out when its last experiment ends.
         match self.shared.get_mut(&t.key) {
             Some((_, users)) if *users > 1 => {
@@ -842,10 +1223,39 @@ impl Lab for ProbeLab<'_> {
                 self.shared.remove(&t.key);
             }
         }
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return;
+        };
+        if let Some(c) = self.counting.remove(&t.key) {
+            // Still counting: the counter comes out, its entries at the counter's bound.
+            if let Ok(v) = probes.read_all(c.id, c.tid) {
+                self.paid_ns += v.entries.saturating_sub(c.all) as f64 * self.stats.count_ns;
+            }
+            if let Err(e) = probes.remove(c.id) {
+                self.stats.errors.push(e);
+            }
+            return;
+        }
+        // What it cost, counted over every thread since it went in, before it goes.
+        let born = self.born.remove(&t.key).unwrap_or(t.all.entries);
+        if let Ok(v) = probes.read_all(t.id, t.tid) {
+            self.paid_ns += v.entries.saturating_sub(born) as f64 * self.entry_ns(&t.key);
+        }
+        let Some(probes) = self.probes.as_deref_mut() else {
+            return;
+        };
         match probes.remove(t.id) {
             Ok(()) => self.stats.removed += 1,
             Err(e) => self.stats.errors.push(e),
         }
+        let s = self.in_situ.get(&t.key).filter(|s| s.id == t.id);
+        self.stats.timer_costs.push(TimerCost {
+            timer: format!("{}!{} {}", t.key.0, t.key.1, t.key.2),
+            counted_ns: s.and_then(|s| s.counted),
+            timed_ns: s.and_then(|s| s.timed),
+            ns: self.entry_ns(&t.key),
+            in_situ: self.in_situ.get(&t.key).is_some_and(|s| s.ns.is_some()),
+        });
     }
 }
 
@@ -868,9 +1278,34 @@ mod tests {
         /// Entries as if the loop were entered once per timed entry's cost (the second value,
         /// in ns) of the time since then.
         counting: Option<(Instant, f64)>,
+        /// With counters: the thread's CPU nanoseconds per entry with a counter and with a
+        /// timer; each probe reads entries at that rate of the thread's time on a CPU since it
+        /// went in.
+        rates: Option<(f64, f64)>,
+        /// Each probe's thread CPU nanoseconds as it went in, for `rates`.
+        born: BTreeMap<u32, u64>,
+    }
+
+    impl Fake {
+        /// The calling thread's CPU nanoseconds.
+        fn run() -> u64 {
+            let (pid, f) = at_f();
+            let Some(Resource::Thread(tid)) = f.0.get(1) else {
+                return 0;
+            };
+            sched(pid, *tid as i32).unwrap_or_default().run
+        }
     }
 
     impl Probes for Fake {
+        fn count(&mut self, _: &str, _: &str, _: &str) -> Result<u32, String> {
+            if self.rates.is_none() {
+                return Err("no counters".into());
+            }
+            let id = 300 + self.born.len() as u32;
+            self.born.insert(id, Fake::run());
+            Ok(id)
+        }
         fn loops(&mut self, _: &str, function: &str) -> Result<Vec<LoopInfo>, String> {
             if function != "f" {
                 return Err(format!("{function} has no loops"));
@@ -889,7 +1324,9 @@ mod tests {
         fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
             self.inserted
                 .push((module.into(), function.into(), lp.into()));
-            Ok(100 + self.inserted.len() as u32)
+            let id = 100 + self.inserted.len() as u32;
+            self.born.insert(id, Fake::run());
+            Ok(id)
         }
         fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
             if caller == "by_pointer" {
@@ -899,7 +1336,14 @@ mod tests {
                 .push((module.into(), caller.into(), callee.into()));
             Ok(200 + self.calls.len() as u32)
         }
-        fn read(&mut self, _: u32, _: i32) -> Result<TimerValue, String> {
+        fn read(&mut self, id: u32, _: i32) -> Result<TimerValue, String> {
+            if let (Some((counted, timed)), Some(born)) = (self.rates, self.born.get(&id)) {
+                let per = if id >= 300 { counted } else { timed };
+                return Ok(TimerValue {
+                    entries: (Fake::run().saturating_sub(*born) as f64 / per) as u64,
+                    ns: 0,
+                });
+            }
             if let Some((since, ns)) = self.counting {
                 return Ok(TimerValue {
                     entries: (since.elapsed().as_nanos() as f64 / ns) as u64,
@@ -1313,5 +1757,80 @@ mod tests {
         lab.finish();
         assert!(busy.fraction > 0.6 && !busy.opaque, "{busy:?}");
         assert!(idle.fraction < 0.3 && !idle.opaque, "{idle:?}");
+    }
+
+    /// Computes for the calling thread until it has run `ms` more milliseconds on a CPU.
+    fn compute(ms: u64) {
+        let until = Fake::run() + ms * 1_000_000;
+        let mut x = 1u64;
+        while Fake::run() < until {
+            for _ in 0..1000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        }
+    }
+
+    /// A timer's cost is measured in situ: a counter counts the loop's entries first (the
+    /// experiment has no reading meanwhile), then the timer replaces it, and once the thread
+    /// has run a while with it, what the timer adds to the thread's time per entry (plus the
+    /// counter's own bound) is what each entry costs, not the bound measured back to back,
+    /// which holds until then and caps it. (Every entry was counted at the bound before: 4x
+    /// over what a timer in a loop bound by its own work adds, `xtask bench-consult`.)
+    #[test]
+    fn a_timers_cost_is_what_it_adds_to_its_threads_time_per_entry_over_a_counter() {
+        let (pid, f) = at_f();
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        // 40 ns of the thread's time per entry with a counter, 44 with the timer.
+        let mut fake = Fake {
+            rates: Some((40.0, 44.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        lab.stats.timer_ns = 20.0;
+        lab.stats.count_ns = 0.5;
+        let t = lab.start(&e).unwrap();
+        assert!(lab.read(t).is_none(), "counting");
+        assert_eq!(lab.measured_cost(t), None);
+        compute((COUNT_CPU * 1000.0) as u64 + 20);
+        // The counter comes out, the timer goes in: measured at the bound at first.
+        lab.read(t);
+        compute(20);
+        std::thread::sleep(std::time::Duration::from_secs_f64(RATE_WINDOW));
+        lab.read(t).unwrap();
+        let bound = lab.measured_cost(t).unwrap();
+        assert!((0.3..0.6).contains(&bound), "{bound}: 20 ns of 44");
+        compute((IN_SITU_CPU * 1000.0) as u64 + 50);
+        lab.read(t).unwrap();
+        let c = lab.measured_cost(t).unwrap();
+        assert!((0.07..0.14).contains(&c), "{c}: 4.5 ns of 44");
+        let stats = lab.finish();
+        drop(lab);
+        assert_eq!(fake.inserted.len(), 1);
+        assert_eq!(fake.removed, [300, 101], "the counter, then the timer");
+        let [cost] = stats.timer_costs.as_slice() else {
+            panic!("{stats:?}");
+        };
+        assert!(cost.in_situ, "{cost:?}");
+        assert!((3.5..5.5).contains(&cost.ns), "{cost:?}");
+        assert!((39.0..41.0).contains(&cost.counted_ns.unwrap()), "{cost:?}");
+
+        // A timer adding more than the whole sequence's latency (a noisy rate) is held to it.
+        let mut fake = Fake {
+            rates: Some((40.0, 100.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        lab.stats.timer_ns = 20.0;
+        let t = lab.start(&e).unwrap();
+        compute((COUNT_CPU * 1000.0) as u64 + 20);
+        lab.read(t);
+        compute((IN_SITU_CPU * 1000.0) as u64 + 50);
+        lab.read(t).unwrap();
+        let stats = lab.finish();
+        assert_eq!(stats.timer_costs[0].ns, 20.0, "{stats:?}");
+        assert!(stats.timer_costs[0].in_situ, "{stats:?}");
     }
 }

@@ -1,9 +1,11 @@
 //! Loop and call timers for `consult` in a live process: the [`Probes`] its refinement
 //! ([`crate::consult::probes`]) inserts, reads and takes out, as `time FUNC loop LOOP` and
 //! `time FUNC call CALLEE` requests of the session's plan, through the process's tracer
-//! while the program runs.
+//! while the program runs; call paths by `profile FUNC`, read for one path (`paths.rs`).
 
 use crate::consult::probes::{LoopInfo, Probes, TimerValue};
+
+mod paths;
 
 /// [`Probes`] in a live process: loop timers are `time FUNC loop LOOP` requests of the
 /// session's plan, inserted through the process's tracer while it runs and taken out (values
@@ -14,6 +16,8 @@ pub struct LiveProbes<'a> {
     tracer: &'a crate::process::Tracer<super::Live>,
     /// Modules being analysed in the background, for [`Probes::ready`].
     analysing: std::collections::BTreeSet<crate::ModuleId>,
+    /// The call paths timed, over the profiles of their functions.
+    paths: paths::PathTimers,
 }
 
 impl<'a> LiveProbes<'a> {
@@ -28,6 +32,7 @@ impl<'a> LiveProbes<'a> {
             session,
             tracer: inferior.tracer(),
             analysing: Default::default(),
+            paths: Default::default(),
         }
     }
 
@@ -44,19 +49,20 @@ impl<'a> LiveProbes<'a> {
         }
     }
 
-    /// Inserts a `time FUNCTION WHAT` request measuring `of` in `function` of `module`, into
-    /// the running process; its id.
+    /// Inserts a `METRIC FUNCTION WHAT` request measuring `of` in `function` of `module`,
+    /// into the running process; its id.
     fn timer(
         &mut self,
         module: &str,
         function: &str,
+        metric: super::Metric,
         of: super::action::Measured,
         what: &str,
     ) -> Result<u32, String> {
-        use super::{measure, Metric};
+        use super::measure;
         self.resolve(module, function)?;
         let glob = format!("{module}!{function}");
-        let id = measure::add_of(self.plan, self.session, &glob, Metric::Time, of)
+        let id = measure::add_of(self.plan, self.session, &glob, metric, of)
             .map_err(|e| format!("{function} {what}: {e}"))?
             .id;
         let session = &*self.session;
@@ -76,7 +82,10 @@ impl<'a> LiveProbes<'a> {
                     })
                     .map_err(|e| e.to_string())?
             })
-            .map_err(|e| format!("time {function} {what}: not inserted: {e}"))?;
+            .map_err(|e| {
+                let asked = format!("{} {function} {what}", metric.command());
+                format!("{}: not inserted: {e}", asked.trim_end())
+            })?;
         Ok(id)
     }
 }
@@ -150,17 +159,63 @@ impl Probes for LiveProbes<'_> {
         let of = Measured::Loop {
             loops: LoopSel::Named(lp.to_owned()),
         };
-        self.timer(module, function, of, &format!("loop {lp}"))
+        self.timer(
+            module,
+            function,
+            super::Metric::Time,
+            of,
+            &format!("loop {lp}"),
+        )
+    }
+
+    fn count(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+        use super::action::{LoopSel, Measured};
+        let of = Measured::Loop {
+            loops: LoopSel::Named(lp.to_owned()),
+        };
+        self.timer(
+            module,
+            function,
+            super::Metric::Count,
+            of,
+            &format!("loop {lp}"),
+        )
+    }
+
+    fn count_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
+        let of = super::action::Measured::Call {
+            callee: callee.to_owned(),
+        };
+        self.timer(
+            module,
+            caller,
+            super::Metric::Count,
+            of,
+            &format!("call {callee}"),
+        )
     }
 
     fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
         let of = super::action::Measured::Call {
             callee: callee.to_owned(),
         };
-        self.timer(module, caller, of, &format!("call {callee}"))
+        self.timer(
+            module,
+            caller,
+            super::Metric::Time,
+            of,
+            &format!("call {callee}"),
+        )
+    }
+
+    fn insert_path(&mut self, module: &str, path: &[String]) -> Result<u32, String> {
+        self.insert_path_timer(module, path)
     }
 
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String> {
+        if let Some(v) = self.read_path_timer(id, Some(tid)) {
+            return v;
+        }
         let reader = self.tracer.reader();
         let values = self
             .tracer
@@ -177,6 +232,9 @@ impl Probes for LiveProbes<'_> {
     }
 
     fn read_all(&mut self, id: u32, _: i32) -> Result<TimerValue, String> {
+        if let Some(v) = self.read_path_timer(id, None) {
+            return v;
+        }
         let reader = self.tracer.reader();
         let values = self
             .tracer
@@ -218,6 +276,10 @@ impl Probes for LiveProbes<'_> {
     }
 
     fn remove(&mut self, id: u32) -> Result<(), String> {
+        let Some(id) = self.paths.remove(id) else {
+            // A path timer whose profile other paths still read.
+            return Ok(());
+        };
         // Taken out as if never asked for: its values are the search's, not `report`'s.
         self.tracer
             .with(|p, live| live.undo(p, id))
