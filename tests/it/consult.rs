@@ -276,7 +276,7 @@ fn consult_names_a_blocking_pipe_read_with_its_function_and_pipe() {
 /// search finds `hot` wherever it is called from, refines it into the two call paths reaching
 /// it, and concludes at the hot one, naming the module, the function and the path; the cold
 /// path is tested and judged false, and named by no finding. Both paths are measured by
-/// timers of their last call, not by the samples that proposed them.
+/// timers of their whole path (one profile of `hot`), not by the samples that proposed them.
 #[test]
 fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
     let (findings, r) = search_started("twopaths", &["60"], "");
@@ -292,10 +292,9 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
                 ])
     });
     assert!(hot_path.is_some(), "{r:#}");
-    // Both paths end in a direct call in twopaths itself: each is timed there (`time
-    // hot_caller call hot`), not sampled.
-    assert_eq!(hot_path.unwrap()["measured"], "probe", "{r:#}");
-    assert!(r["probes"]["call_timers"].as_u64() >= Some(2), "{r:#}");
+    // `hot` is profiled: each path is timed by its whole length, not sampled.
+    assert_eq!(hot_path.unwrap()["measured"], "path-probe", "{r:#}");
+    assert!(r["probes"]["path_timers"].as_u64() >= Some(2), "{r:#}");
     assert!(
         !findings.iter().any(|(_, f)| f.contains("cold_caller")),
         "{r:#}"
@@ -311,7 +310,7 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
         })
         .unwrap_or_else(|| panic!("the cold path was not tested: {r:#}"));
     assert_eq!(cold["state"], "false", "{r:#}");
-    assert_eq!(cold["measured"], "probe", "{r:#}");
+    assert_eq!(cold["measured"], "path-probe", "{r:#}");
     // `main` calls both callers inside its loop: they are tested below the loop, not beside.
     let cpu_nodes: Vec<String> = r["graph"]
         .as_array()
@@ -632,4 +631,108 @@ fn time_caller_call_callee_times_the_callee_from_that_caller() {
         format!("{}{}", out.stdout, out.stderr).contains("twopaths done"),
         "{out}"
     );
+}
+
+/// `leaf` computes, always called from `common`, which `heavy` calls with six times the work
+/// `light` does: the two paths end in the same call, `common > leaf`, so a timer of that call
+/// alone measures both as hot. The search tests each path by its whole length (a profile of
+/// `leaf` whose activations are told apart by their return addresses) and concludes at the hot
+/// path; the decoy path is tested, judged false, and named by no finding.
+#[test]
+fn consult_tells_apart_two_call_paths_ending_in_the_same_call() {
+    let (findings, r) = search_started("decoypaths", &["60"], "");
+    let busy = ["CPUBound", "RunQueue"];
+    let hot_path = r["findings"].as_array().unwrap().iter().find(|f| {
+        busy.contains(&f["hypothesis"].as_str().unwrap())
+            && f["focus"]
+                == serde_json::json!([
+                    "decoypaths-O2",
+                    "decoypaths-O2",
+                    "leaf",
+                    "main > heavy > common > leaf"
+                ])
+    });
+    let hot_path = hot_path.unwrap_or_else(|| panic!("{r:#}"));
+    assert_eq!(hot_path["measured"], "path-probe", "{r:#}");
+    assert!(hot_path.get("timed_call").is_none(), "{r:#}");
+    assert!(r["probes"]["path_timers"].as_u64() >= Some(1), "{r:#}");
+    assert!(!findings.iter().any(|(_, f)| f.contains("light")), "{r:#}");
+    let decoy = r["graph"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| {
+            n["hypothesis"] == "CPUBound"
+                && n["focus"].as_array().unwrap().last()
+                    == Some(&serde_json::json!("main > light > common > leaf"))
+        })
+        .unwrap_or_else(|| panic!("the decoy path was not tested: {r:#}"));
+    assert_eq!(decoy["state"], "false", "{r:#}");
+    assert_eq!(decoy["measured"], "path-probe", "{r:#}");
+    // Within the cost limit the search was given (20%), probes and stops together.
+    assert!(r["probes"]["cost"].as_f64().unwrap() <= 0.2, "{r:#}");
+}
+
+/// A program started through a symbolic link (as Debian's `redis-server`, a link to
+/// `redis-check-rdb`, which checks a dump file when started by its own name) runs as the link:
+/// started by gsh, its `argv[0]` is the link's path, as from a shell; and a search attached to
+/// it names the program by the link (its name longer than the kernel's 15-character `comm`,
+/// whole), and its module by the file's own name.
+#[test]
+fn a_program_started_through_a_link_runs_and_is_named_as_the_link() {
+    let exe = Mutatee::new("decoypaths").path(Variant::O2);
+    let dir = std::env::temp_dir().join(format!("gsh-consult-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("decoy-through-a-long-link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&exe, &link).unwrap();
+    let out = Gsh::new()
+        .current_dir(&dir)
+        .args(["-c", "run"])
+        .arg("./decoy-through-a-long-link")
+        .arg("0")
+        .run();
+    out.assert_success();
+    assert!(
+        format!("{}{}", out.stdout, out.stderr)
+            .contains("decoypaths done as decoy-through-a-long-link\n"),
+        "{out}"
+    );
+    let _turn = one_at_a_time();
+    let mut child = Command::new(&link)
+        .arg("60")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("decoypaths starts");
+    let mut running = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut running)
+        .expect("decoypaths says it runs");
+    let out = Gsh::new()
+        .args(["--json", "-p", &child.id().to_string()])
+        .args(["-c", "consult --for 6 --cost 20"])
+        .run();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(running, "decoypaths running\n");
+    out.assert_success();
+    let r = json_stream(&out)
+        .into_iter()
+        .find(|l| {
+            l["command"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("consult"))
+        })
+        .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .unwrap_or_else(|| panic!("no result:\n{out}"));
+    let graph = r["graph"].as_array().unwrap();
+    assert_eq!(graph[0]["focus"][0], "decoy-through-a-long-link", "{r:#}");
+    // Below the thread, the module is the file's.
+    let modules: Vec<&serde_json::Value> = graph
+        .iter()
+        .filter_map(|n| n["focus"].as_array()?.get(2))
+        .collect();
+    assert!(!modules.is_empty(), "{r:#}");
+    assert!(modules.iter().all(|m| *m == "decoypaths-O2"), "{r:#}");
 }

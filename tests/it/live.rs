@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gsh_tests::server::{expected, spawn, text_matches_file, wait_output};
+use gsh_tests::server::{expected, spawn, spawn_until, text_matches_file, wait_output};
 use gsh_tests::{gsh_c, Gsh, Mutatee, Variant};
 
 fn server(v: Variant) -> std::path::PathBuf {
@@ -48,6 +48,17 @@ fn spawn_live_ready(exe: &Path) -> (Guard, std::io::BufReader<std::process::Chil
     (child, out)
 }
 
+/// The file whose existence ends a server started with [`spawn_until`] writing to `out`.
+fn stop_file(out: &Path) -> std::path::PathBuf {
+    out.with_extension("stop")
+}
+
+/// Lets a server started with [`spawn_until`] finish, and waits for its output.
+fn finish(child: Child, out: &Path) -> String {
+    std::fs::write(stop_file(out), "").expect("stop file");
+    wait_output(child, out)
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = gsh_tests::target_dir().join("live-tests");
     std::fs::create_dir_all(&dir).expect("scratch dir");
@@ -57,7 +68,9 @@ fn scratch(name: &str) -> std::path::PathBuf {
 /// Starts `server THREADS ROUNDS` and returns once its threads run (the main thread is one of
 /// them), past the dynamic loader.
 fn spawn_with_workers_running(exe: &Path, threads: u32, rounds: u32, out: &Path) -> Child {
-    let child = spawn(exe, threads, rounds, out);
+    // It runs until the test is done with it (`stop`), then its rounds: under load, 3,000
+    // rounds could end before the test does.
+    let child = spawn_until(exe, threads, rounds, out, &stop_file(out));
     let deadline = Instant::now() + Duration::from_secs(20);
     let task = format!("/proc/{}/task", child.id());
     while std::fs::read_dir(&task).map_or(0, |d| d.count()) < threads as usize {
@@ -178,7 +191,8 @@ fn attach_cycle(threads: u32) {
     let exe = server(Variant::O2);
     let rounds = 1500;
     let out = scratch(&format!("attach-{threads}"));
-    let child = spawn(&exe, threads, rounds, &out);
+    // It runs until the test is done with it: under load its rounds could end first.
+    let child = spawn_until(&exe, threads, rounds, &out, &stop_file(&out));
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(100));
     let o = gsh_c(
@@ -211,7 +225,7 @@ fn attach_cycle(threads: u32) {
     assert_eq!(hits[1], hits[2], "deleted while running: {}", o.stdout);
     assert!(o.stdout.contains("detached"), "{}", o.stdout);
     assert_text_is_files(pid, &exe);
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, threads, rounds), "{threads} threads");
 }
 
@@ -230,7 +244,9 @@ fn many_insert_delete_cycles_on_a_running_four_thread_process() {
     let exe = server(Variant::O2);
     let rounds = 2500;
     let out = scratch("cycles");
-    let child = spawn(&exe, 4, rounds, &out);
+    // The server outlives the script however long it takes (under load the rounds once ran
+    // out before `detach`).
+    let child = spawn_until(&exe, 4, rounds, &out, &stop_file(&out));
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(50));
     let mut script = format!("attach {pid}; declare long hits; continue &\n");
@@ -250,8 +266,19 @@ fn many_insert_delete_cycles_on_a_running_four_thread_process() {
         .timeout(Duration::from_secs(120))
         .run();
     o.assert_code(0);
-    assert_text_is_files(pid, &exe);
-    let got = wait_output(child, &out);
+    if let Err(e) = text_matches_file(pid, &exe) {
+        panic!(
+            "after detach: {e}\ngsh said:\n{}\n{}",
+            o.stdout
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            o.stderr
+        );
+    }
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds));
 }
 
@@ -937,7 +964,7 @@ fn a_big_coverage_insert_and_delete_stop_a_running_process_only_in_short_pauses(
     assert!(left.is_empty(), "still changed after detaching: {left:?}");
     drop(tracer);
     assert_text_is_files(pid as u32, &exe);
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds), "the workers' results");
 }
 
@@ -1152,6 +1179,129 @@ fn insert_delete_cycles_reuse_retired_trampolines() {
     assert!(left.is_empty(), "still changed after detaching: {left:?}");
     drop(tracer);
     assert_text_is_files(pid as u32, &exe);
-    let got = wait_output(child, &out);
+    let got = finish(child, &out);
     assert_eq!(got, expected(&exe, 4, rounds), "the workers' results");
+}
+
+/// Issue 13's "after the last detach the text equals the file's", checked after every cycle
+/// rather than once at the end: 150 cycles each insert one to three snippets at the eight
+/// points of the server's three small functions (the same point twice lays its site out
+/// again, and deleting one of the two lays it out once more), then delete them in a random
+/// order, written in one pause or one or two writes a pause, while eight workers run and
+/// take a signal every 2 ms. After each cycle's deletes the code is the file's again; after
+/// `let_go` nothing differs, and the workers compute what they compute alone.
+#[test]
+fn text_is_the_files_after_every_insert_delete_cycle_under_signals() {
+    use engine::instrument::{Live, Plan};
+    use engine::point::PointSpec;
+    use engine::process::Tracer;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let exe = server(Variant::O2);
+    let out = scratch("cycles-checked");
+    let child = spawn_until(&exe, 8, 100, &out, &stop_file(&out));
+    let pid = child.id() as i32;
+    let mut session = engine::Session::new();
+    session.open(&exe).expect("open the server");
+    let tracer = Tracer::attach(pid, Live::default()).expect("attach");
+    let mut plan = Plan::default();
+    plan.declare(&session, "long hits").expect("declare");
+    let (s, pl) = (&mut session, &plan);
+    tracer
+        .with(|p, live| {
+            live.learn_modules(s, p).expect("modules");
+            live.sync_declared(p, pl).expect("declared variables");
+            p.resume().expect("resume");
+        })
+        .expect("tracer");
+    let points = [
+        "handle_request entry",
+        "handle_request exit",
+        "handle_request call before",
+        "handle_request call after",
+        "parse_header entry",
+        "parse_header exit",
+        "checksum entry",
+        "checksum exit",
+    ];
+    // A fixed sequence (an LCG), so that a failure repeats.
+    let mut seed: u64 = 13;
+    let mut pick = move |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) as usize) % n
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let mut signaller = None;
+    let mut recent: Vec<String> = Vec::new();
+    for cycle in 0..150 {
+        let batch = [None, Some(1), Some(2)][pick(3)];
+        tracer
+            .with(|_, live| live.pause_writes = batch)
+            .expect("tracer");
+        let mut ids = Vec::new();
+        for _ in 0..1 + pick(3) {
+            let at = points[pick(points.len())];
+            let words: Vec<&str> = at.split_whitespace().collect();
+            let spec = PointSpec::parse(&words).expect("point");
+            let id = plan
+                .add(&mut session, spec, None, "hits++;".into())
+                .expect("at")
+                .id;
+            let (s, pl) = (&session, &plan);
+            tracer
+                .with(|p, live| live.insert(p, s, pl, id).expect("insert"))
+                .expect("tracer");
+            ids.push((id, at));
+        }
+        recent.push(format!("cycle {cycle}, {batch:?} writes a pause: {ids:?}"));
+        while !ids.is_empty() {
+            let (id, _) = ids.remove(pick(ids.len()));
+            tracer
+                .with(|p, live| live.remove(p, id).expect("delete"))
+                .expect("tracer");
+            plan.delete(id).expect("plan");
+        }
+        if let Err(e) = text_matches_file(pid as u32, &exe) {
+            done.store(true, Ordering::Relaxed);
+            panic!(
+                "{e}\nafter:\n{}",
+                recent[recent.len().saturating_sub(4)..].join("\n")
+            );
+        }
+        // Signals from the second cycle on: the pools are mapped by then (an injected `mmap`
+        // needs a thread without a stop to handle).
+        if signaller.is_none() {
+            let done = done.clone();
+            signaller = Some(std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    for tid in std::fs::read_dir(format!("/proc/{pid}/task"))
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .filter_map(|t| t.file_name().to_string_lossy().parse::<i32>().ok())
+                    {
+                        // SAFETY: tgkill takes integers; SIGWINCH is ignored by default.
+                        unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGWINCH) };
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }));
+        }
+    }
+    let left = tracer
+        .with(|p, live| live.let_go(p))
+        .expect("tracer")
+        .expect("detach");
+    done.store(true, Ordering::Relaxed);
+    if let Some(s) = signaller {
+        s.join().expect("signaller");
+    }
+    assert!(left.is_empty(), "still changed after detaching: {left:?}");
+    drop(tracer);
+    assert_text_is_files(pid as u32, &exe);
+    let got = finish(child, &out);
+    assert_eq!(got, expected(&exe, 8, 100), "the workers' results");
 }

@@ -2,11 +2,15 @@
  * runs, and detaches from. `server THREADS ROUNDS` runs THREADS workers (1 to 8), each
  * handling ROUNDS requests with a 1 ms pause between them, then prints one line per worker
  * and a total. The output depends only on the arguments, never on timing or instrumentation.
- * Deterministic: always prints the same lines for the same arguments and exits 0. */
+ * Deterministic: always prints the same lines for the same arguments and exits 0. With a
+ * third argument, a path, the workers go on handling requests after their ROUNDS (not counted
+ * in the output) until that file exists (or about a minute more has passed): a test then keeps
+ * the process alive as long as it needs it, however slowly it runs under load. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NOINLINE __attribute__((noinline, noclone))
 #define MAX_WORKERS 8
@@ -19,6 +23,10 @@ struct request {
 long handled[MAX_WORKERS];
 int debug_level = 0;
 static long rounds = 100;
+static const char *until;
+/* At most this many rounds more (about a minute): a test that failed before creating the file
+ * leaves no server behind for long. */
+#define EXTRA 60000
 
 /* Small, so that it is also a target for the short-function tactics. */
 NOINLINE long checksum(long x) { return (x * 2654435761L) % 1000003; }
@@ -36,9 +44,12 @@ NOINLINE void *worker(void *arg) {
     long w = (long)arg;
     long sum = 0;
     struct timespec pause = {0, 1000000};
-    for (long i = 0; i < rounds; i++) {
+    for (long i = 0; i < rounds || (until && i < rounds + EXTRA && access(until, F_OK) != 0);
+         i++) {
         struct request r = {w * 1000000 + i, (i * 37) % 8192};
-        sum = (sum + handle_request(&r)) % 1000000007;
+        long v = handle_request(&r);
+        if (i < rounds)
+            sum = (sum + v) % 1000000007;
         nanosleep(&pause, NULL);
     }
     handled[w] = sum;
@@ -49,6 +60,8 @@ int main(int argc, char **argv) {
     long workers = argc > 1 ? atol(argv[1]) : 1;
     if (argc > 2)
         rounds = atol(argv[2]);
+    if (argc > 3)
+        until = argv[3];
     if (workers < 1 || workers > MAX_WORKERS) {
         fprintf(stderr, "usage: server THREADS(1-8) ROUNDS\n");
         return 2;

@@ -20,9 +20,26 @@ pub fn expected(exe: &Path, threads: u32, rounds: u32) -> String {
 /// Starts `server THREADS ROUNDS` outside gsh, its stdout to `out`, and returns once it is
 /// the server (not the test's fork on its way to exec).
 pub fn spawn(exe: &Path, threads: u32, rounds: u32, out: &Path) -> Child {
+    spawn_with(exe, &[threads.to_string(), rounds.to_string()], out)
+}
+
+/// [`spawn`], but the server keeps handling requests after its rounds until the file `stop`
+/// exists (its output is the same): a test creates `stop` when done with the process, which
+/// would otherwise exit under it when the machine is slow.
+pub fn spawn_until(exe: &Path, threads: u32, rounds: u32, out: &Path, stop: &Path) -> Child {
+    let _ = std::fs::remove_file(stop);
+    let args = [threads.to_string(), rounds.to_string()];
+    spawn_with(
+        exe,
+        &[&args[..], &[stop.display().to_string()]].concat(),
+        out,
+    )
+}
+
+fn spawn_with(exe: &Path, args: &[String], out: &Path) -> Child {
     let file = std::fs::File::create(out).expect("stdout file");
     let child = Command::new(exe)
-        .args([threads.to_string(), rounds.to_string()])
+        .args(args)
         .stdout(file)
         .stderr(Stdio::inherit())
         .spawn()
@@ -53,7 +70,9 @@ pub fn wait_output(mut child: Child, out: &Path) -> String {
 /// Compares the executable's loaded text in process `pid` with the file `exe`: `Err` names
 /// the first mapping that differs (or why it could not be read).
 pub fn text_matches_file(pid: u32, exe: &Path) -> Result<(), String> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| e.to_string())?;
+    // A process that has ended has no text to compare: say so, rather than only the errno.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| format!("process {pid} cannot be read ({e}): has it ended?"))?;
     let exe = std::fs::canonicalize(exe).map_err(|e| e.to_string())?;
     let file = std::fs::read(&exe).map_err(|e| e.to_string())?;
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| e.to_string())?;
@@ -72,7 +91,8 @@ pub fn text_matches_file(pid: u32, exe: &Path) -> Result<(), String> {
         mem.read_exact_at(&mut buf, lo).map_err(|e| e.to_string())?;
         if buf != file[off..off + len] {
             return Err(format!(
-                "process {pid}: text at {lo:#x} differs from the file"
+                "process {pid}: text at {lo:#x} differs from the file:\n{}",
+                differing_runs(&buf, &file[off..off + len], lo, off)
             ));
         }
         checked += len;
@@ -81,4 +101,41 @@ pub fn text_matches_file(pid: u32, exe: &Path) -> Result<(), String> {
         return Err(format!("no executable mapping of {} found", exe.display()));
     }
     Ok(())
+}
+
+/// The runs of bytes where `now` (the process's, mapped at `lo`) differs from `file` (from
+/// file offset `off`), a line each with a few bytes around them, so that a failure tells
+/// what was left (a jump, an `int3`, half of either) and where.
+fn differing_runs(now: &[u8], file: &[u8], lo: u64, off: usize) -> String {
+    const SHOWN: usize = 16;
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for i in (0..now.len()).filter(|&i| now[i] != file[i]) {
+        match runs.last_mut() {
+            Some((_, end)) if i < *end + 8 => *end = i + 1,
+            _ => runs.push((i, i + 1)),
+        }
+    }
+    let hex = |b: &[u8]| {
+        b.iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut out = format!("{} run(s) differ", runs.len());
+    for &(start, end) in runs.iter().take(SHOWN) {
+        let (from, to) = (start.saturating_sub(4), (end + 4).min(now.len()));
+        out.push_str(&format!(
+            "\n  {:#x} (file offset {:#x}), {} byte(s) from {:#x}: process [{}] file [{}]",
+            lo + start as u64,
+            off + start,
+            end - start,
+            lo + from as u64,
+            hex(&now[from..to]),
+            hex(&file[from..to])
+        ));
+    }
+    if runs.len() > SHOWN {
+        out.push_str(&format!("\n  and {} more", runs.len() - SHOWN));
+    }
+    out
 }

@@ -17,6 +17,9 @@
 //!   all in the same run. Run it with `--release`.
 //! - `bench-live [--runs N]`: how long a running 4-thread program is paused to insert a
 //!   counter into 1, 100 and 1,000 functions and to delete them. Run it with `--release`.
+//! - `bench-loop-timer [--runs N]`: how long `consult`'s loop timer takes to go into and out of
+//!   python3's interpreter loop while it computes, as a ratio to the same timer on a small
+//!   function's loop in the same run. Run it with `--release`.
 //! - `soak-redis [--runs CYCLES] [--separate]`: issue 13's live soak on redis-server under load: exact
 //!   counts (count, time, profile, coverage) of a function called a known number of times,
 //!   every answer checked, the code back and gsh's pools released after each detach; slots,
@@ -71,6 +74,7 @@ mod bench_attached;
 mod bench_consult;
 mod bench_coverage;
 mod bench_live;
+mod bench_loop_timer;
 mod bench_loops;
 mod bench_measure;
 mod bench_save_scale;
@@ -105,6 +109,7 @@ tasks:
                                   entry of a loop timer vs two rdtsc (default 100M
                                   iterations, 5 runs; use --release)
   bench-live [--runs N]           pause of a running program while counters are inserted
+  bench-loop-timer [--runs N]     consult's loop timer into python3's interpreter loop, in and out
                                   into 1/100/1000 functions and deleted (use --release)
   soak-redis [--runs N] [--separate]
                                   attach/count/time/profile/coverage/delete/detach cycles on
@@ -201,6 +206,7 @@ fn run() -> Result<()> {
         "bench-analysis" => bench::run(rest),
         "bench-static" => bench_static::run(rest),
         "bench-live" => bench_live::run(rest),
+        "bench-loop-timer" => bench_loop_timer::run(rest),
         "bench-loops" => bench_loops::run(rest),
         "bench-stall" => bench_stall::run(rest),
         "bench-consult" => bench_consult::run(rest),

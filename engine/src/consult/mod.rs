@@ -276,6 +276,10 @@ pub enum Method {
     /// With instrumentation inserted for it: a loop timer, or a timer of a call path's last
     /// call.
     Probe,
+    /// A call path, with instrumentation inserted for its whole length (iPath): a timer of the
+    /// path's function whose activations count only when the return addresses on their
+    /// stack are the path's.
+    PathProbe,
 }
 
 /// A running experiment's handle in its [`Lab`].
@@ -288,6 +292,14 @@ pub trait Lab {
     /// tested first; stack samples are a good source). Empty when the focus cannot be refined;
     /// `None` when the lab cannot tell yet (it lacks samples), so the search asks again.
     fn refine(&mut self, hypothesis: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>>;
+    /// True while the lab is preparing what `focus`' refinement for `hypothesis` needs and
+    /// will have it (the analysis of a large module, which finds its loops, runs in the
+    /// background): the search keeps asking past its bounded wait, within its time limit,
+    /// rather than concluding at the focus for want of its parts.
+    fn preparing(&mut self, hypothesis: Hypothesis, focus: &Focus) -> bool {
+        let _ = (hypothesis, focus);
+        false
+    }
     /// The predicted cost of measuring `e`: a fraction of the program's time. `None` when it
     /// cannot be predicted until the experiments running now have told more (how often their
     /// probes are entered): it waits for them.
@@ -639,7 +651,8 @@ impl Search {
     }
 
     /// Asks the lab for the "where" refinements of every true node that has none yet; a node
-    /// the lab still cannot refine after the bounded wait stays a conclusion.
+    /// the lab still cannot refine after the bounded wait stays a conclusion, unless the lab
+    /// is still preparing its refinement ([`Lab::preparing`]).
     fn refine_where(&mut self, lab: &mut dyn Lab, now: f64) {
         for i in 0..self.nodes.len() {
             let Some(judged) = self.nodes[i].unrefined else {
@@ -647,7 +660,9 @@ impl Search {
             };
             let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
             let refined = lab.refine(hypothesis, &focus);
-            if refined.is_some() || now - judged >= self.settings.max_wait {
+            if refined.is_some()
+                || (now - judged >= self.settings.max_wait && !lab.preparing(hypothesis, &focus))
+            {
                 self.nodes[i].unrefined = None;
             }
             let children: Vec<(Experiment, f64)> = refined
@@ -871,11 +886,12 @@ fn timed_call(focus: &Focus, measured: Option<Method>) -> Option<String> {
 }
 
 /// How a node or finding measured by `measured` is marked in text: `  [probe]`, or with the
-/// call a call path's timer timed.
+/// call a call path's timer timed, or `  [probe of the whole path]`.
 fn mark(measured: Option<Method>, timed_call: Option<&str>) -> String {
     match (measured, timed_call) {
         (Some(Method::Probe), Some(c)) => format!("  [probe of {c} only]"),
         (Some(Method::Probe), None) => "  [probe]".into(),
+        (Some(Method::PathProbe), _) => "  [probe of the whole path]".into(),
         _ => String::new(),
     }
 }
@@ -1084,13 +1100,17 @@ impl Report {
         if self.probes.inserted > 0 {
             let _ = writeln!(
                 out,
-                "{} timers inserted ({} of loops, {} of call paths' last calls), {} removed; \
-                 they ran {:.2}% of the program's running time (each timed entry at what its \
-                 timer added in situ, by turns in and out, where that could be told, else at \
-                 {:.0} ns, its cost measured back to back as the search began). Experiments marked [probe] were measured by \
-                 them, the others by samples{}\n",
+                "{} timers inserted ({} of loops, {} of whole call paths, {} of call paths' \
+                 last calls), {} removed; they ran {:.2}% of the program's running time (each \
+                 timed entry at what its timer added in situ, by turns in and out, where that \
+                 could be told, else at {:.0} ns, its cost measured back to back as the search \
+                 began). Experiments marked [probe] were measured by them, the others by \
+                 samples{}\n",
                 self.probes.inserted,
-                self.probes.inserted - self.probes.call_timers,
+                self.probes
+                    .inserted
+                    .saturating_sub(self.probes.call_timers + self.probes.path_timers),
+                self.probes.path_timers,
                 self.probes.call_timers,
                 self.probes.removed,
                 self.probes.cost * 100.0,

@@ -68,6 +68,15 @@ pub trait Probes {
         let _ = (module, caller, callee);
         Err("calls are timed only in a live process".into())
     }
+    /// Inserts a timer of a call path's last function (in `module`) that counts only its
+    /// activations along the whole `path` (the functions from the thread's entry, caller first,
+    /// ending in it: iPath): a profile of the function, each activation told apart by the
+    /// return addresses on its stack, read as that path's alone; its id. Read and removed as
+    /// the other timers are.
+    fn insert_path(&mut self, module: &str, path: &[String]) -> Result<u32, String> {
+        let _ = (module, path);
+        Err("call paths are timed only in a live process".into())
+    }
     /// The innermost loop of `function` in `module` holding the runtime address `pc`, if any.
     fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {
         let _ = (module, function, pc);
@@ -350,6 +359,8 @@ struct Timer {
     cost: Option<f64>,
     /// Nanoseconds its entries (in every thread) have taken so far, as last read.
     paid: f64,
+    /// It times a whole call path ([`Timed::Path`]).
+    whole: bool,
 }
 
 /// A thread's scheduler counts: nanoseconds on a CPU, and runnable waiting for one.
@@ -377,8 +388,11 @@ pub struct ProbeStats {
     /// Loop timers taken out again.
     pub removed: usize,
     /// Of the timers inserted, those of a call path's last call (`time CALLER call
-    /// CALLEE`); the others time loops.
+    /// CALLEE`), where its whole path could not be timed; the others time loops and paths.
     pub call_timers: usize,
+    /// Of the timers inserted, those of whole call paths ([`Probes::insert_path`]: a profile
+    /// of the path's function, read for that path alone).
+    pub path_timers: usize,
     /// The share of the program's running time its loop timers took ([`super::Cost`]):
     /// [`ProbeStats::spent`] over what the threads would have run without the search; until
     /// the report sets it, over the search's wall time.
@@ -437,16 +451,16 @@ pub struct ProbeLab<'p> {
 }
 
 /// For a call path focus (a [`Resource::CallPath`] of two functions or more): the module,
-/// the path's last caller and its callee, and the thread.
-fn call_of(focus: &Focus) -> Option<(String, String, String, i32)> {
+/// the path, and the thread.
+fn call_of(focus: &Focus) -> Option<(String, Vec<String>, i32)> {
     let Some(Resource::CallPath(path)) = focus.last() else {
         return None;
     };
-    let [.., caller, callee] = path.as_slice() else {
+    if path.len() < 2 {
         return None;
-    };
+    }
     let (module, _, tid) = function_of(focus)?;
-    Some((module, caller.clone(), callee.clone(), tid))
+    Some((module, path.clone(), tid))
 }
 
 /// The module and function a focus' last function names, and the thread.
@@ -583,6 +597,9 @@ enum Timed {
     Loop(String),
     /// The function's direct calls to a callee, by name.
     Call(String),
+    /// The function's activations along one call path (from the thread's entry, caller
+    /// first, ending in the function).
+    Path(Vec<String>),
 }
 
 impl Timed {
@@ -591,6 +608,7 @@ impl Timed {
         match self {
             Timed::Loop(l) => l.clone(),
             Timed::Call(c) => format!("call {c}"),
+            Timed::Path(p) => format!("path {}", p.join(" > ")),
         }
     }
 }
@@ -607,6 +625,7 @@ impl ProbeLab<'_> {
         let inserted = match what {
             Timed::Loop(lp) => probes.insert(module, function, lp),
             Timed::Call(callee) => probes.insert_call(module, function, callee),
+            Timed::Path(path) => probes.insert_path(module, path),
         };
         let id = match (inserted, what) {
             (Ok(id), _) => id,
@@ -614,6 +633,8 @@ impl ProbeLab<'_> {
                 self.stats.errors.push(why.clone());
                 return Err(why);
             }
+            // A call path whose last call cannot be timed (an indirect call, a caller in
+            // another module) is measured by the stack samples.
             (Err(why), Timed::Call(_)) => {
                 self.untimable.insert(key.clone());
                 self.stats
@@ -621,10 +642,21 @@ impl ProbeLab<'_> {
                     .push(format!("{why} (its call path is sampled instead)"));
                 return Err(why);
             }
+            // A path whose function cannot be profiled: its last call is timed instead, if
+            // it can be.
+            (Err(why), Timed::Path(_)) => {
+                self.untimable.insert(key.clone());
+                self.stats
+                    .errors
+                    .push(format!("{why} (its last call is timed instead)"));
+                return Err(why);
+            }
         };
         self.stats.inserted += 1;
-        if matches!(what, Timed::Call(_)) {
-            self.stats.call_timers += 1;
+        match what {
+            Timed::Call(_) => self.stats.call_timers += 1,
+            Timed::Path(_) => self.stats.path_timers += 1,
+            Timed::Loop(_) => {}
         }
         self.shared.insert(key.clone(), (id, 1));
         let born = self.timer_all(id, 0).unwrap_or_default().entries;
@@ -819,12 +851,31 @@ impl ProbeLab<'_> {
         self.in_situ.get(key).map_or(self.stats.timer_ns, |s| s.ns)
     }
 
-    /// True when `e` is a call path experiment the lab times with a probe at its last call
-    /// (CPU demand, as for loops), rather than with stack samples.
+    /// True when `e` is a call path experiment the lab times with a probe (CPU demand, as for
+    /// loops), rather than with stack samples.
     fn times_calls(&self, e: &Experiment) -> bool {
         self.probes.is_some()
             && matches!(e.hypothesis, Hypothesis::CPUBound | Hypothesis::RunQueue)
             && call_of(&e.focus).is_some()
+    }
+
+    /// How a call path experiment `e` is timed, with its timer's key in
+    /// [`ProbeLab::shared`]: by its whole path (the timer of its function, read for the path),
+    /// else, where that could not be inserted, by its last call; `None` where neither could
+    /// (it is sampled).
+    fn path_timer(&self, e: &Experiment) -> Option<(Key, Timed, i32)> {
+        let (module, path, tid) = call_of(&e.focus)?;
+        let [.., caller, callee] = path.as_slice() else {
+            return None;
+        };
+        let whole = Timed::Path(path.clone());
+        let key = (module.clone(), callee.clone(), whole.key());
+        if !self.untimable.contains(&key) {
+            return Some((key, whole, tid));
+        }
+        let last = Timed::Call(callee.clone());
+        let key = (module, caller.clone(), last.key());
+        (!self.untimable.contains(&key)).then_some((key, last, tid))
     }
 }
 
@@ -942,11 +993,26 @@ impl Lab for ProbeLab<'_> {
         Some(out)
     }
 
+    /// A CPU-bound function's loops wait for its module's analysis, which runs in the
+    /// background (seconds for python3's interpreter on a loaded machine).
+    fn preparing(&mut self, h: Hypothesis, focus: &Focus) -> bool {
+        let (function, _) = split_loops(focus);
+        match (function_of(&function), self.probes.as_deref_mut()) {
+            (Some((module, name, _)), Some(probes)) if h == Hypothesis::CPUBound => {
+                !probes.ready(&module, &name)
+            }
+            _ => false,
+        }
+    }
+
     fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
         let key = match e.focus.last() {
             Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
-            Some(Resource::CallPath(_)) if self.times_calls(e) => call_of(&e.focus)
-                .map(|(m, caller, callee, _)| (m, caller, Timed::Call(callee).key())),
+            Some(Resource::CallPath(_)) if self.times_calls(e) => match self.path_timer(e) {
+                Some((key, _, _)) => Some(key),
+                // Sampled.
+                None => return Some(0.0),
+            },
             _ => return self.inner.predicted_cost(e),
         };
         let Some(key) = key else {
@@ -1005,6 +1071,17 @@ impl Lab for ProbeLab<'_> {
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        // A function tested for CPU demand may be refined into its loops: its module's
+        // analysis starts now, in the background, rather than once it is found true.
+        if let (Some(Resource::Function(_) | Resource::Code(_)), Some(probes)) =
+            (e.focus.last(), self.probes.as_deref_mut())
+        {
+            if let Some((module, name, _)) = function_of(&e.focus) {
+                if e.hypothesis == Hypothesis::CPUBound {
+                    probes.ready(&module, &name);
+                }
+            }
+        }
         let (module, function, what, tid) = match e.focus.last() {
             Some(Resource::Loop(lp)) => {
                 let (module, function, tid) = function_of(&e.focus)
@@ -1012,10 +1089,10 @@ impl Lab for ProbeLab<'_> {
                 (module, function, Timed::Loop(lp.clone()), tid)
             }
             Some(Resource::CallPath(_)) if self.times_calls(e) => {
-                let Some((module, caller, callee, tid)) = call_of(&e.focus) else {
+                let Some(((module, function, _), what, tid)) = self.path_timer(e) else {
                     return self.inner.start(e);
                 };
-                (module, caller, Timed::Call(callee), tid)
+                (module, function, what, tid)
             }
             _ => return self.inner.start(e),
         };
@@ -1041,7 +1118,12 @@ impl Lab for ProbeLab<'_> {
                 {
                     None
                 } else {
-                    probes.count_calls(&module, &function).ok()
+                    match &what {
+                        // A path's timer is a profile of its function, read for the path:
+                        // its cost is the bound.
+                        Timed::Path(_) => None,
+                        _ => probes.count_calls(&module, &function).ok(),
+                    }
                 };
                 if let Some(cid) = counter {
                     let calls = probes.read(cid, tid).unwrap_or_default().entries;
@@ -1068,8 +1150,9 @@ impl Lab for ProbeLab<'_> {
                     match self.insert_timer(&key, &what) {
                         Ok(id) => id,
                         Err(why) if matches!(what, Timed::Loop(_)) => return Err(why),
-                        // A call path whose last call cannot be timed (an indirect call, a
-                        // caller in another module) is measured by the stack samples.
+                        // Its last call is tried next (`ProbeLab::path_timer`).
+                        Err(_) if matches!(what, Timed::Path(_)) => return self.start(e),
+                        // Sampled instead.
                         Err(_) => return self.inner.start(e),
                     }
                 }
@@ -1093,6 +1176,7 @@ impl Lab for ProbeLab<'_> {
                 all,
                 cost: None,
                 paid: 0.0,
+                whole: matches!(what, Timed::Path(_)),
             },
         );
         Ok(ProbeId(TIMER_BIT | self.next))
@@ -1192,6 +1276,8 @@ impl Lab for ProbeLab<'_> {
     fn method(&self, probe: ProbeId) -> Method {
         if probe.0 & TIMER_BIT == 0 {
             self.inner.method(probe)
+        } else if self.timers.get(&probe.0).is_some_and(|t| t.whole) {
+            Method::PathProbe
         } else {
             Method::Probe
         }

@@ -18,6 +18,33 @@ use std::time::Instant;
 
 use super::Hypothesis;
 
+/// The kernel's limit on a task's name (`TASK_COMM_LEN` less its NUL): a longer one is cut.
+const COMM_LEN: usize = 15;
+
+/// The name users know process `pid` by: its `comm` (the base name of the path it was
+/// started through, so `redis-server` for Debian's link to `redis-check-rdb`), completed from
+/// `argv[0]` where the kernel cut it at [`COMM_LEN`]; `None` when `/proc` does not say.
+pub fn program_name(pid: i32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let arg0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+    name_of(comm.trim_end_matches('\n'), &String::from_utf8_lossy(arg0))
+}
+
+/// [`program_name`] from the process's `comm` and `argv[0]`. A program that rewrites its
+/// arguments (redis' `redis-server *:6379`) keeps its `comm`.
+pub fn name_of(comm: &str, arg0: &str) -> Option<String> {
+    if comm.is_empty() {
+        return None;
+    }
+    let base = arg0.rsplit('/').next().unwrap_or(arg0);
+    let cut = comm.len() == COMM_LEN
+        && base.len() > COMM_LEN
+        && base.starts_with(comm)
+        && !base.contains(char::is_whitespace);
+    Some(if cut { base } else { comm }.to_owned())
+}
+
 /// What a thread was doing when sampled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Activity {

@@ -205,6 +205,26 @@ fn path_of(frames: &[FrameName]) -> Vec<usize> {
     out
 }
 
+/// True when an activation of a call path's last function, whose return addresses return
+/// into `callers` (innermost first), was reached along `path` (the functions from the thread's
+/// entry, caller first, ending in that function) as the stack samples name paths
+/// ([`path_of`]): its callers, innermost first, are the path's, and what called the path's
+/// entry, if anything, is the C runtime. With `complete` false (the walk stopped at its depth
+/// limit, not at the stack's end) the callers it holds need only agree with the path.
+pub fn on_path(callers: &[FrameName], path: &[String], complete: bool) -> bool {
+    let Some((_, above)) = path.split_last() else {
+        return false;
+    };
+    let agree = callers
+        .iter()
+        .zip(above.iter().rev())
+        .all(|(f, p)| f.function == *p);
+    if callers.len() < above.len() {
+        return agree && !complete;
+    }
+    agree && callers.get(above.len()).is_none_or(runtime)
+}
+
 impl Stacks {
     /// An empty store for process `pid` (whose descriptors name the files waited on).
     pub fn new(pid: i32) -> Stacks {

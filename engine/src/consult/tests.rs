@@ -657,3 +657,139 @@ fn the_reported_overhead_is_the_stops_and_probes_share_of_the_programs_running_t
     assert_eq!(alone.shares(), (0.0, 0.005));
     assert_eq!(Cost::default().shares(), (0.0, 0.0));
 }
+
+/// iPath's test of one activation: its callers (innermost first, as its return addresses
+/// name them) must be the call path's, from the path's last caller up to its entry, and what
+/// called the entry must be the C runtime (or nothing), as the stack samples name a path. A
+/// path ending in the same call through another caller (the decoy) is no match; a walk cut at
+/// its depth limit matches where the callers it holds agree.
+#[test]
+fn an_activation_is_on_a_call_path_when_its_callers_are_the_paths_up_to_the_entry() {
+    use stacks::{on_path, FrameName};
+    let frame = |module: &str, function: &str| FrameName {
+        module: module.into(),
+        function: function.into(),
+        main: module == "app",
+    };
+    let path = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let stack = |fs: &[&str]| {
+        let mut v: Vec<FrameName> = fs.iter().map(|f| frame("app", f)).collect();
+        v.push(frame("libc.so.6", "__libc_start_call_main"));
+        v.push(frame("libc.so.6", "__libc_start_main"));
+        v.push(frame("app", "_start"));
+        v
+    };
+    let hot = path(&["main", "heavy", "common", "leaf"]);
+    let decoy = path(&["main", "light", "common", "leaf"]);
+    let through_heavy = stack(&["common", "heavy", "main"]);
+    assert!(on_path(&through_heavy, &hot, true));
+    assert!(!on_path(&through_heavy, &decoy, true));
+    assert!(on_path(&stack(&["common", "light", "main"]), &decoy, true));
+    // A recursive entry: `main` called from `main` is another path than the entry's own.
+    let again = stack(&["common", "heavy", "main", "main"]);
+    assert!(!on_path(&again, &hot, true));
+    // A thread's entry with no caller at all (the walk ended at the stack's end).
+    let worker = [frame("app", "common"), frame("app", "worker")];
+    assert!(on_path(&worker, &path(&["worker", "common", "leaf"]), true));
+    // A walk that ended before the path's entry: a match only when cut at its depth limit.
+    let cut = [frame("app", "common"), frame("app", "heavy")];
+    assert!(!on_path(&cut, &hot, true));
+    assert!(on_path(&cut, &hot, false));
+    assert!(!on_path(
+        &[frame("app", "common"), frame("app", "light")],
+        &hot,
+        false
+    ));
+    // No path, or a path of its function alone from a caller that is the program's.
+    assert!(!on_path(&through_heavy, &[], true));
+    assert!(!on_path(&through_heavy, &path(&["leaf"]), true));
+}
+
+/// A lab whose refinement of `app > main > crunch` needs something it prepares in the
+/// background (a large module's analysis) and has only at `ready_at` seconds.
+struct Preparing {
+    model: Model,
+    slow: String,
+    ready_at: f64,
+}
+
+impl Lab for Preparing {
+    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        if focus.to_string() == self.slow && self.model.now < self.ready_at {
+            return None;
+        }
+        self.model.refine(h, focus)
+    }
+    fn preparing(&mut self, _: Hypothesis, focus: &Focus) -> bool {
+        focus.to_string() == self.slow && self.model.now < self.ready_at
+    }
+    fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
+        self.model.predicted_cost(e)
+    }
+    fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        self.model.start(e)
+    }
+    fn read(&mut self, probe: ProbeId) -> Option<Reading> {
+        self.model.read(probe)
+    }
+    fn stop(&mut self, probe: ProbeId) {
+        self.model.stop(probe)
+    }
+}
+
+/// A true function whose loops the lab can name only once a background analysis is done,
+/// longer after it was judged than the bounded wait (python3's interpreter on a loaded
+/// machine): the search waits for it and concludes at the loop, not at the function. A lab
+/// that is preparing nothing is waited for only the bounded wait.
+#[test]
+fn a_refinement_the_lab_is_preparing_is_waited_for_past_the_bounded_wait() {
+    let slow = f(&["app", "main", "crunch"]).to_string();
+    let mut lab = Preparing {
+        model: cpu_in_an_inner_loop(),
+        slow: slow.clone(),
+        ready_at: 3.0 * Settings::default().max_wait,
+    };
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    loop {
+        let now = lab.model.now;
+        if !search.step(&mut lab, now) {
+            break;
+        }
+        lab.model.now += 0.1;
+        assert!(lab.model.now < 600.0, "the search does not end");
+    }
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|f| f.focus.to_string())
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|f| f.starts_with(&format!("{slow} > loop_1"))),
+        "{found:?}"
+    );
+    assert!(!found.contains(&slow), "{found:?}");
+}
+
+/// The program is named as its process is: its `comm`, whole from `argv[0]` where the kernel
+/// cut it at 15 characters, and never from arguments a program rewrote (redis' title).
+#[test]
+fn a_program_is_named_by_its_comm_completed_from_argv0() {
+    use sample::name_of;
+    assert_eq!(
+        name_of("redis-server", "/usr/bin/redis-server *:6379").as_deref(),
+        Some("redis-server")
+    );
+    assert_eq!(
+        name_of("decoy-through-a", "./decoy-through-a-long-link").as_deref(),
+        Some("decoy-through-a-long-link")
+    );
+    // Cut, but argv[0] is another name (a renamed thread or rewritten arguments).
+    assert_eq!(
+        name_of("decoy-through-a", "something-else-entirely").as_deref(),
+        Some("decoy-through-a")
+    );
+    assert_eq!(name_of("python3", "").as_deref(), Some("python3"));
+    assert_eq!(name_of("", "/bin/true"), None);
+}

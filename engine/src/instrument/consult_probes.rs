@@ -1,9 +1,11 @@
 //! Loop and call timers for `consult` in a live process: the [`Probes`] its refinement
 //! ([`crate::consult::probes`]) inserts, reads and takes out, as `time FUNC loop LOOP` and
 //! `time FUNC call CALLEE` requests of the session's plan, through the process's tracer
-//! while the program runs.
+//! while the program runs; call paths by `profile FUNC`, read for one path (`paths.rs`).
 
 use crate::consult::probes::{LoopInfo, Probes, TimerValue};
+
+mod paths;
 
 /// [`Probes`] in a live process: loop timers are `time FUNC loop LOOP` requests of the
 /// session's plan, inserted through the process's tracer while it runs and taken out (values
@@ -14,6 +16,8 @@ pub struct LiveProbes<'a> {
     tracer: &'a crate::process::Tracer<super::Live>,
     /// Modules being analysed in the background, for [`Probes::ready`].
     analysing: std::collections::BTreeSet<crate::ModuleId>,
+    /// The call paths timed, over the profiles of their functions.
+    paths: paths::PathTimers,
 }
 
 impl<'a> LiveProbes<'a> {
@@ -28,6 +32,7 @@ impl<'a> LiveProbes<'a> {
             session,
             tracer: inferior.tracer(),
             analysing: Default::default(),
+            paths: Default::default(),
         }
     }
 
@@ -44,14 +49,14 @@ impl<'a> LiveProbes<'a> {
         }
     }
 
-    /// Inserts a `time FUNCTION WHAT` request (or `count`, by `metric`) measuring `of` in
-    /// `function` of `module`, into the running process; its id.
+    /// Inserts a `METRIC FUNCTION WHAT` request measuring `of` in `function` of `module`,
+    /// into the running process; its id.
     fn timer(
         &mut self,
         module: &str,
         function: &str,
-        of: super::action::Measured,
         metric: super::Metric,
+        of: super::action::Measured,
         what: &str,
     ) -> Result<u32, String> {
         use super::measure;
@@ -77,7 +82,10 @@ impl<'a> LiveProbes<'a> {
                     })
                     .map_err(|e| e.to_string())?
             })
-            .map_err(|e| format!("{} {function} {what}: not inserted: {e}", metric.command()))?;
+            .map_err(|e| {
+                let asked = format!("{} {function} {what}", metric.command());
+                format!("{}: not inserted: {e}", asked.trim_end())
+            })?;
         Ok(id)
     }
 }
@@ -154,15 +162,15 @@ impl Probes for LiveProbes<'_> {
         self.timer(
             module,
             function,
-            of,
             super::Metric::Time,
+            of,
             &format!("loop {lp}"),
         )
     }
 
     fn count_calls(&mut self, module: &str, function: &str) -> Result<u32, String> {
         let of = super::action::Measured::Function;
-        self.timer(module, function, of, super::Metric::Count, "calls")
+        self.timer(module, function, super::Metric::Count, of, "calls")
     }
 
     fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
@@ -172,13 +180,20 @@ impl Probes for LiveProbes<'_> {
         self.timer(
             module,
             caller,
-            of,
             super::Metric::Time,
+            of,
             &format!("call {callee}"),
         )
     }
 
+    fn insert_path(&mut self, module: &str, path: &[String]) -> Result<u32, String> {
+        self.insert_path_timer(module, path)
+    }
+
     fn read(&mut self, id: u32, tid: i32) -> Result<TimerValue, String> {
+        if let Some(v) = self.read_path_timer(id, Some(tid)) {
+            return v;
+        }
         let reader = self.tracer.reader();
         let values = self
             .tracer
@@ -195,6 +210,9 @@ impl Probes for LiveProbes<'_> {
     }
 
     fn read_all(&mut self, id: u32, _: i32) -> Result<TimerValue, String> {
+        if let Some(v) = self.read_path_timer(id, None) {
+            return v;
+        }
         let reader = self.tracer.reader();
         let values = self
             .tracer
@@ -236,6 +254,10 @@ impl Probes for LiveProbes<'_> {
     }
 
     fn remove(&mut self, id: u32) -> Result<(), String> {
+        let Some(id) = self.paths.remove(id) else {
+            // A path timer whose profile other paths still read.
+            return Ok(());
+        };
         // Taken out as if never asked for: its values are the search's, not `report`'s.
         self.tracer
             .with(|p, live| live.undo(p, id))

@@ -302,11 +302,11 @@ mod tests {
     use crate::LinkAddr;
 
     /// A function of 40,000 one-`push` blocks in a chain: each block's height is known, and
-    /// finding them takes time in proportion to the blocks. A scan of every edge per block
-    /// (1.6 billion steps here) took a minute on python3's interpreter loop, with the
-    /// program stopped.
+    /// each block is read and decoded once. A scan of every edge per block (1.6 billion steps
+    /// here) took a minute on python3's interpreter loop, with the program stopped; the
+    /// successors are now indexed once, which this checks by the reads rather than by a clock.
     #[test]
-    fn block_heights_take_time_in_proportion_to_the_blocks() {
+    fn block_heights_read_each_block_once() {
         const N: u32 = 40_000;
         let code = vec![0x50u8; N as usize]; // push rax
         let base = 0x1000u64;
@@ -332,15 +332,15 @@ mod tests {
                 .collect(),
             ..Cfg::default()
         };
-        let t = std::time::Instant::now();
+        let reads = std::cell::Cell::new(0u32);
         let h = super::heights(&cfg, |at, len| {
+            reads.set(reads.get() + 1);
             let from = usize::try_from(at.0.checked_sub(base)?).ok()?;
             code.get(from..from + usize::try_from(len).ok()?)
         });
-        let took = t.elapsed();
         assert_eq!(h[0], Some(0));
         assert_eq!(h[N as usize - 1], Some(-8 * i64::from(N - 1)));
         assert!(h.iter().all(Option::is_some));
-        assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+        assert_eq!(reads.get(), N, "a block was read more than once");
     }
 }

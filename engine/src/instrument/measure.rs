@@ -1049,11 +1049,35 @@ impl Measure {
 
     /// Every profiled function's call paths now, merged over threads by (function, path).
     pub fn paths(&self, reader: &MemReader) -> Result<Vec<PathValue>, MeasureError> {
+        self.paths_with(reader, None)
+    }
+
+    /// [`Measure::paths`] of thread `tid` alone (the profiles in place now; none kept): what
+    /// `consult` reads to judge a call path for one thread.
+    pub fn thread_paths(
+        &self,
+        reader: &MemReader,
+        tid: u32,
+    ) -> Result<Vec<PathValue>, MeasureError> {
+        self.paths_with(reader, Some(tid))
+    }
+
+    /// [`Measure::paths`]; with `only`, the threads other than that one are left out.
+    fn paths_with(
+        &self,
+        reader: &MemReader,
+        only: Option<u32>,
+    ) -> Result<Vec<PathValue>, MeasureError> {
+        let kept = if only.is_some() {
+            &[][..]
+        } else {
+            &self.kept_paths[..]
+        };
         let Some(rt) = &self.runtime else {
-            return Ok(self.kept_paths.clone());
+            return Ok(kept.to_vec());
         };
         if !self.counters.iter().any(|c| c.metric.is_profile()) {
-            return Ok(self.kept_paths.clone());
+            return Ok(kept.to_vec());
         }
         let root = reader.read(rt.root, layout::ROOT_HEAD)?;
         let paths_offset = u64_at(&root, offset_of!(Root, paths_offset));
@@ -1068,6 +1092,12 @@ impl Measure {
         let top = by_slot.keys().max().map_or(0, |s| s + 1) as usize;
         let mut merged: BTreeMap<(u32, Vec<u64>), (u64, u64)> = BTreeMap::new();
         for block in blocks(rt, reader, &root)? {
+            if only.is_some() {
+                let at = offset_of!(ThreadHeader, tid) as u64;
+                if Some(u32_at(&reader.read(block + at, 4)?, 0)) != only {
+                    continue;
+                }
+            }
             // Activations on paths the thread's table had no room for are in the slot's own
             // record (`rt/LAYOUT.md`): a path with no return address, which `report` names.
             let slots = reader.read(block + slots_offset, SLOT_RECORD * top)?;
@@ -1112,8 +1142,8 @@ impl Measure {
                 }
             })
             .collect();
-        if !self.kept_paths.is_empty() {
-            out.extend(self.kept_paths.iter().cloned());
+        if !kept.is_empty() {
+            out.extend(kept.iter().cloned());
             out.sort_by_key(|p| p.id);
         }
         Ok(out)

@@ -2,7 +2,8 @@
 //! every running thread and collects one stop from each; stops that arrive for another reason
 //! meanwhile (a breakpoint, a signal, a fork) are kept as *deferred* events and handled, with
 //! the hooks, when the process next runs, so nothing is lost or handled twice. Resuming
-//! delivers each thread's pending signals; job-control stops are honoured with PTRACE_LISTEN.
+//! delivers each thread's kept signals (`signals.rs`); job-control stops are honoured with
+//! PTRACE_LISTEN.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use super::memory::{ChildMemory, MemFile, MemReader};
 use super::pools::Pools;
 use super::ptrace::{self, WaitEvent, SI_KERNEL};
 use super::rendezvous::Rendezvous;
+use super::signals::Kept;
 use super::wake::Waker;
 use super::{AttachedMode, Event, Hooks, State, Stop, ThreadInfo, ThreadState, TrapAction};
 
@@ -24,8 +26,10 @@ use super::{AttachedMode, Event, Hooks, State, Stop, ThreadInfo, ThreadState, Tr
 #[derive(Debug)]
 pub(crate) struct Thread {
     pub(crate) state: ThreadState,
-    /// Signals it stopped with that must still be delivered, oldest first.
-    pub(crate) pending: Vec<i32>,
+    /// Signals it stopped with that must still be delivered, oldest first (`signals.rs`).
+    pub(crate) pending: Vec<Kept>,
+    /// Kept signals gsh sent it again (`tgkill`), awaited to give them their siginfo back.
+    pub(crate) resent: Vec<Kept>,
     /// It is in a job-control stop (SIGSTOP and friends): resuming it re-enters that stop
     /// with PTRACE_LISTEN instead of running it.
     pub(crate) job: bool,
@@ -36,6 +40,7 @@ impl Thread {
         Thread {
             state,
             pending: Vec::new(),
+            resent: Vec::new(),
             job: false,
         }
     }
@@ -55,10 +60,6 @@ pub struct Process {
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
     pub(crate) early_threads: HashSet<i32>,
-    /// Signals sent to threads while they ran injected code, `(tid, signal)`: sent to them
-    /// again once the injection is over (`Process::stopped`), since the stop a thread is in
-    /// after it is no signal-delivery-stop, where `PTRACE_CONT` would drop a signal passed on.
-    pub(crate) resend: Vec<(i32, i32)>,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -156,7 +157,6 @@ impl Process {
             deferred: VecDeque::new(),
             early_children: HashSet::new(),
             early_threads: HashSet::new(),
-            resend: Vec::new(),
             mem: MemFile::open(pid)?,
             events,
             cache: ModuleCache::default(),
@@ -189,9 +189,7 @@ impl Process {
                     return Err(self.gone("stepping over a breakpoint"));
                 }
                 Ok(Some((_, WaitEvent::Signal(sig)))) => {
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.pending.push(sig);
-                    }
+                    self.keep_signal(tid, sig);
                     ptrace::step(tid)?;
                 }
                 Ok(_) => ptrace::step(tid)?,
@@ -690,39 +688,50 @@ impl Process {
         Ok(())
     }
 
-    /// Resumes one stopped thread with its pending signals.
+    /// Resumes one stopped thread with its kept signals: the one whose delivery-stop it is
+    /// still in rides `PTRACE_CONT`, the others are sent again (`signals.rs`).
     pub(crate) fn resume_thread(&mut self, tid: i32) -> Result<(), ProcessError> {
-        let pid = self.pid;
-        let Some(t) = self.threads.get_mut(&tid) else {
+        let Some(t) = self.threads.get(&tid) else {
             return Ok(());
         };
         if t.state != ThreadState::Stopped || self.holding {
             return Ok(());
         }
-        let pending = std::mem::take(&mut t.pending);
-        let r = if t.job {
+        let job = t.job;
+        // A job-control stop is no delivery-stop: every kept signal is sent again, and waits
+        // there for SIGCONT as it would untraced.
+        let carry = self.signals_out(tid, !job, true);
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return Ok(());
+        };
+        let r = if job {
             // It was in a job-control stop: stay stopped there, but keep reporting to us.
             t.state = ThreadState::JobStopped;
             ptrace::listen(tid)
         } else {
             t.state = ThreadState::Running;
-            let first = pending.first().copied().unwrap_or(0);
-            for &more in pending.iter().skip(1) {
-                // Only one signal rides on PTRACE_CONT; the rest are re-sent and come back to
-                // us as signal-delivery-stops, to be forwarded in turn.
-                let _ = ptrace::tgkill(pid, tid, more);
-            }
-            ptrace::cont(tid, first)
+            ptrace::cont(tid, carry)
         };
-        match r {
-            Ok(()) => Ok(()),
-            // Died while stopped (SIGKILL from outside): its exit status is on its way.
-            Err(ProcessError::Ptrace {
-                errno: nix::errno::Errno::ESRCH,
-                ..
-            }) => Ok(()),
-            Err(e) => Err(e),
+        gone_is_fine(r)
+    }
+
+    /// Resumes stopped thread `tid` from the delivery-stop of `signal`, passing it on. With
+    /// nothing else kept for the thread (a signal that reaches a running program) this is one
+    /// `PTRACE_CONT`, the siginfo never read.
+    pub(crate) fn pass_signal(&mut self, tid: i32, signal: i32) -> Result<(), ProcessError> {
+        let quick = !self.holding
+            && self
+                .threads
+                .get(&tid)
+                .is_some_and(|t| t.state == ThreadState::Stopped && !t.job && t.pending.is_empty());
+        if !quick {
+            self.keep_signal(tid, signal);
+            return self.resume_thread(tid);
         }
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.state = ThreadState::Running;
+        }
+        gone_is_fine(ptrace::cont(tid, signal))
     }
 
     /// Resumes, then waits until the process stops for a reason the user must see, or until
@@ -1052,24 +1061,23 @@ impl Process {
                 }
                 self.resume_thread(tid)?
             }
+            // A fault gsh reported, kept and sent again (`signals.rs`): passed on.
+            WaitEvent::Signal(sig) if self.reported_again(tid, sig) => self.resume_thread(tid)?,
             WaitEvent::Signal(libc::SIGTRAP) => return self.trap(tid, hooks),
             WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
                 self.rendezvous_signal(tid, hooks)?;
             }
             WaitEvent::Signal(sig) if is_fault(sig) => {
-                if let Some(t) = self.threads.get_mut(&tid) {
-                    t.pending.push(sig);
-                }
+                self.keep_reported(tid, sig);
                 return Ok(Some(Stop::Signal { tid, signal: sig }));
             }
             WaitEvent::Signal(sig) => {
-                if let Some(t) = self.threads.get_mut(&tid) {
-                    t.pending.push(sig);
-                    if sig == libc::SIGCONT {
+                if sig == libc::SIGCONT {
+                    if let Some(t) = self.threads.get_mut(&tid) {
                         t.job = false;
                     }
                 }
-                self.resume_thread(tid)?;
+                self.pass_signal(tid, sig)?;
             }
             WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {}
         }
@@ -1080,9 +1088,7 @@ impl Process {
     fn trap(&mut self, tid: i32, hooks: &mut dyn Hooks) -> Result<Option<Stop>, ProcessError> {
         let code = ptrace::sig_code(tid)?;
         if code != SI_KERNEL {
-            if let Some(t) = self.threads.get_mut(&tid) {
-                t.pending.push(libc::SIGTRAP);
-            }
+            self.keep_reported(tid, libc::SIGTRAP);
             return Ok(Some(Stop::Signal {
                 tid,
                 signal: libc::SIGTRAP,
@@ -1257,16 +1263,12 @@ impl Process {
                         if ptrace::sig_code(tid).ok() == Some(SI_KERNEL) && !still {
                             r.rip = at;
                             ptrace::set_regs(tid, &r)?;
-                        } else if let Some(t) = self.threads.get_mut(&tid) {
-                            t.pending.push(libc::SIGTRAP);
+                        } else {
+                            self.keep_signal(tid, libc::SIGTRAP);
                         }
                     }
                 }
-                WaitEvent::Signal(sig) => {
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.pending.push(sig);
-                    }
-                }
+                WaitEvent::Signal(sig) => self.keep_signal(tid, sig),
                 WaitEvent::Event(e @ (libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK)) => {
                     if let Ok(child) = ptrace::event_msg(tid) {
                         self.release_child(child as i32, e == libc::PTRACE_EVENT_FORK, None)?;
@@ -1275,16 +1277,20 @@ impl Process {
                 _ => {}
             }
         }
-        for (&tid, t) in &self.threads {
-            let first = t.pending.first().copied().unwrap_or(0);
-            let _ = ptrace::detach(tid, first);
-            for &more in t.pending.iter().skip(1) {
-                let _ = ptrace::tgkill(self.pid, tid, more);
-            }
-        }
-        self.threads.clear();
+        self.detach_threads();
         self.state = State::Detached;
         Ok(())
+    }
+
+    /// Detaches every (stopped) thread, each with its kept signals (`signals.rs`), and
+    /// forgets them.
+    pub(crate) fn detach_threads(&mut self) {
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            let carry = self.signals_out(tid, true, false);
+            let _ = ptrace::detach(tid, carry);
+        }
+        self.threads.clear();
     }
 
     /// Kills the process (SIGKILL) and reaps it.
@@ -1320,5 +1326,17 @@ impl Process {
             }
         }
         Ok(())
+    }
+}
+
+/// `r`, where a thread that died while stopped (SIGKILL from outside) is no error: its exit
+/// status is on its way.
+fn gone_is_fine(r: Result<(), ProcessError>) -> Result<(), ProcessError> {
+    match r {
+        Err(ProcessError::Ptrace {
+            errno: nix::errno::Errno::ESRCH,
+            ..
+        }) => Ok(()),
+        r => r,
     }
 }

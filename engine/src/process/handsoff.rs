@@ -21,7 +21,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::control::{is_fault, Process, Thread};
 use super::error::ProcessError;
-use super::ptrace::{self, WaitEvent};
+use super::ptrace::WaitEvent;
 use super::{AttachedMode, Event, Hooks, State, ThreadInfo, ThreadState};
 
 /// What gsh keeps of a process it let go.
@@ -212,19 +212,12 @@ impl Process {
         }
         let deferred: Vec<(i32, WaitEvent)> = self.deferred.drain(..).collect();
         for (tid, ev) in deferred {
-            if let (WaitEvent::Signal(sig), Some(t)) = (ev, self.threads.get_mut(&tid)) {
-                t.pending.push(sig);
-            }
-        }
-        for (&tid, t) in &self.threads {
-            let first = t.pending.first().copied().unwrap_or(0);
-            let _ = ptrace::detach(tid, first);
-            for &more in t.pending.iter().skip(1) {
-                let _ = ptrace::tgkill(self.pid, tid, more);
+            if let WaitEvent::Signal(sig) = ev {
+                self.keep_signal(tid, sig);
             }
         }
         let threads = self.threads.keys().copied().collect();
-        self.threads.clear();
+        self.detach_threads();
         self.early_threads.clear();
         self.hands_off = Some(HandsOff { pidfd, threads });
         self.state = State::Running;

@@ -246,6 +246,29 @@ fn resumed(saved: &libc::user_regs_struct) -> libc::user_regs_struct {
     r
 }
 
+/// The registers stopped thread `tid` must resume with once gsh has run injected code on it.
+/// Its registers now, except at a fork, vfork or clone event stop: the thread is inside that
+/// system call, which the kernel finishes as soon as the thread runs (the injected run), and
+/// what the thread must then see is the call's result, the child's id, not the `-ENOSYS` its
+/// `rax` holds at the stop. A halt holds a thread creating a thread at its clone event;
+/// injected code run there made glibc's `clone3` seem to fail with ENOSYS, glibc created the
+/// thread a second time with `clone`, and the two threads on one stack crashed the program.
+fn registers_to_restore(tid: i32) -> Result<libc::user_regs_struct, ProcessError> {
+    let mut r = ptrace::regs(tid)?;
+    let info = ptrace::siginfo(tid)?;
+    let event = info.si_code >> 8;
+    if info.si_signo == libc::SIGTRAP
+        && info.si_code & 0xff == libc::SIGTRAP
+        && matches!(
+            event,
+            libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK
+        )
+    {
+        r.rax = ptrace::event_msg(tid)?;
+    }
+    Ok(r)
+}
+
 /// How many times gsh lets the program run a moment ([`SAFE_POINT_RUN`]) for a thread to
 /// leave the allocator or the dynamic linker before it injects a function call.
 const SAFE_POINT_TRIES: u32 = 200;
@@ -637,29 +660,6 @@ impl Process {
             self.resume()?;
             std::thread::sleep(SAFE_POINT_RUN);
             self.halt()?;
-            // A signal sent meanwhile (`kill`, `raise`) is kept for its thread, delivered when
-            // the program resumes, as an injected run keeps one; it need not hold the thread
-            // back. A fault or a trap stays a stop for the hooks.
-            let deferred = std::mem::take(&mut self.deferred);
-            for (tid, ev) in deferred {
-                match ev {
-                    // The dynamic linker's hook, passed on the way (a program in its
-                    // start-up): noted as an injected run notes it, the signal dropped.
-                    WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
-                        self.note_rendezvous()?;
-                    }
-                    WaitEvent::Signal(sig)
-                        if sig != libc::SIGTRAP
-                            && sig != SYSCALL_STOP
-                            && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
-                    {
-                        if let Some(t) = self.threads.get_mut(&tid) {
-                            t.pending.push(sig);
-                        }
-                    }
-                    _ => self.deferred.push_back((tid, ev)),
-                }
-            }
         }
         Err(ProcessError::Inject {
             what: what.to_owned(),
@@ -672,9 +672,37 @@ impl Process {
         })
     }
 
+    /// Lets threads whose stop still to handle is a signal sent to them (`kill`, `raise`,
+    /// `sigqueue`) lend themselves to injected code: the signal is kept for its thread
+    /// (`signals.rs`) and reaches the program when it runs again, as one that comes during an
+    /// injected run. A program that signals itself often had every thread caught at such a
+    /// stop by the halt, and no thread could run a call. A fault or a trap stays a stop for
+    /// the hooks; the dynamic linker's hook passed on the way (a program in its start-up) is
+    /// noted as an injected run notes it, its signal dropped.
+    fn keep_deferred_signals(&mut self) -> Result<(), ProcessError> {
+        let deferred = std::mem::take(&mut self.deferred);
+        for (tid, ev) in deferred {
+            match ev {
+                WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
+                    self.note_rendezvous()?;
+                }
+                WaitEvent::Signal(sig)
+                    if sig != libc::SIGTRAP
+                        && sig != SYSCALL_STOP
+                        && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
+                {
+                    self.keep_signal(tid, sig);
+                }
+                _ => self.deferred.push_back((tid, ev)),
+            }
+        }
+        Ok(())
+    }
+
     /// [`Process::inject_thread`], once it has no SIGTRAP queued: one that has takes it first,
     /// as a deferred stop (`stale.rs`), and another is chosen.
     fn thread_for_injection(&mut self) -> Result<i32, ProcessError> {
+        self.keep_deferred_signals()?;
         loop {
             let tid = self.inject_thread()?;
             if !self.surface_pending_trap(tid)? {
@@ -721,13 +749,6 @@ impl Process {
             self.halt()?;
         }
         let r = f(self);
-        // Signals that came while injected code ran: pending in the kernel again, they stop
-        // their threads on the way in and are passed on as any signal is.
-        for (tid, sig) in std::mem::take(&mut self.resend) {
-            if self.state.is_alive() {
-                let _ = ptrace::tgkill(self.pid, tid, sig);
-            }
-        }
         if was_running && self.state.is_alive() {
             self.resume()?;
         }
@@ -780,7 +801,7 @@ impl Process {
     /// the bytes at the thread's `rip`, put back afterwards.
     fn borrowed_syscall(&mut self, nr: i64, args: &[u64], what: &str) -> Result<u64, ProcessError> {
         let tid = self.thread_for_injection()?;
-        let saved = ptrace::regs(tid)?;
+        let saved = registers_to_restore(tid)?;
         let at = saved.rip;
         let bytes = self.mem.read(at, BORROWED.len())?;
         self.mem.write(at, &BORROWED)?;
@@ -847,7 +868,7 @@ impl Process {
         } else {
             self.thread_for_injection()?
         };
-        let saved = ptrace::regs(tid)?;
+        let saved = registers_to_restore(tid)?;
         // The called function may use any vector register (dlopen's string functions do);
         // the stub puts them back, and so does gsh, with the rest, once it has the thread.
         let vectors = ptrace::vector_state(tid)?;
@@ -1160,6 +1181,8 @@ impl Process {
                     }
                 }
             }
+            // A kept signal gsh sent again (`signals.rs`): kept again, for the program.
+            WaitEvent::Signal(sig) if self.kept_again(tid, sig) => {}
             WaitEvent::Signal(libc::SIGTRAP) => {
                 let r = ptrace::regs(tid)?;
                 let kernel = ptrace::sig_code(tid)? == SI_KERNEL;
@@ -1185,12 +1208,9 @@ impl Process {
             WaitEvent::Signal(sig) if self.is_rendezvous_signal(tid, sig) => {
                 self.note_rendezvous()?;
             }
-            WaitEvent::Signal(sig) => {
-                // Not ours to take: sent again once the injection is over (`stopped`). Passed
-                // on as pending, it was lost: the stop the thread is in then is no
-                // signal-delivery-stop, and `PTRACE_CONT` drops a signal given there.
-                self.resend.push((tid, sig));
-            }
+            // Not ours to take: kept for the thread, which gets it once it runs again
+            // (`signals.rs`: sent again then, its delivery-stop long left).
+            WaitEvent::Signal(sig) => self.keep_signal(tid, sig),
         }
         Ok(Seen::RunOn)
     }

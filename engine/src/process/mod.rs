@@ -42,6 +42,7 @@ mod memory;
 mod pools;
 mod ptrace;
 mod rendezvous;
+mod signals;
 mod stale;
 mod startup;
 mod tracer;

@@ -141,6 +141,35 @@ pub(crate) fn sig_code(tid: i32) -> Result<i32, ProcessError> {
     Ok(info.si_code)
 }
 
+/// The whole siginfo of the stop thread `tid` is in: the signal's own for a
+/// signal-delivery-stop; for any other ptrace stop the kernel makes one up (SIGTRAP with the
+/// event in `si_code`, or the stop signal of a group-stop).
+pub(crate) fn siginfo(tid: i32) -> Result<libc::siginfo_t, ProcessError> {
+    // SAFETY: siginfo_t is plain old data; all-zero is a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    request(
+        "GETSIGINFO",
+        libc::PTRACE_GETSIGINFO,
+        tid,
+        0,
+        &mut info as *mut libc::siginfo_t as usize,
+    )?;
+    Ok(info)
+}
+
+/// Replaces the siginfo of the signal-delivery-stop thread `tid` is in: the signal it gets
+/// when it is passed on carries this instead.
+pub(crate) fn set_siginfo(tid: i32, info: &libc::siginfo_t) -> Result<(), ProcessError> {
+    request(
+        "SETSIGINFO",
+        libc::PTRACE_SETSIGINFO,
+        tid,
+        0,
+        info as *const libc::siginfo_t as usize,
+    )
+    .map(drop)
+}
+
 /// The `si_code` and `si_addr` of the signal thread `tid` is stopped with (`si_addr` is the
 /// faulting address of a SIGSEGV, SIGBUS, SIGILL or SIGFPE the CPU raised; `si_code <= 0`
 /// says the signal was sent, by `kill`, `tgkill` or `sigqueue`, not raised by a fault).

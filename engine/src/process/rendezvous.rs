@@ -18,6 +18,7 @@ use super::error::ProcessError;
 use super::maps;
 use super::memory::MemFile;
 use super::ptrace::{self, WaitEvent};
+use super::signals::SI_TKILL;
 use super::Hooks;
 
 /// `r_debug.r_state` values (glibc `link.h`).
@@ -28,8 +29,6 @@ const PT_PHDR: u32 = 6;
 
 /// The signal the trampoline hook sends (default action: ignore).
 pub(crate) const HOOK_SIGNAL: i32 = libc::SIGURG;
-/// `si_code` of a signal sent by `tgkill`.
-const SI_TKILL: i32 = -6;
 
 /// True when `bytes` (at `from`) are `nop`s or `int3`s (a function's alignment padding) at
 /// least up to `to`.
@@ -304,9 +303,7 @@ impl Process {
                         return Err(self.gone("stepping over the dynamic linker's breakpoint"));
                     }
                     Ok(Some((_, WaitEvent::Signal(sig)))) => {
-                        if let Some(t) = self.threads.get_mut(&tid) {
-                            t.pending.push(sig);
-                        }
+                        self.keep_signal(tid, sig);
                         ptrace::step(tid)?;
                     }
                     Ok(_) => ptrace::step(tid)?,

@@ -65,11 +65,7 @@ impl Process {
                     return Err(self.gone("letting a thread take its queued SIGTRAP"));
                 }
                 // Another queued signal first: kept for the thread, as a halt keeps it.
-                WaitEvent::Signal(sig) => {
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.pending.push(sig);
-                    }
-                }
+                WaitEvent::Signal(sig) => self.keep_signal(tid, sig),
             }
         }
         Ok(false)

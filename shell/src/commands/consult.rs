@@ -71,13 +71,17 @@ iterations, are timed instead. A callee that the function calls only from inside
 tested below that loop (`main > loop_1 > crunch`: the innermost loop holding every call site \
 the samples show), since the loop's time includes it. A call path found by its samples (`hot > \
 main > hot_caller > hot`: hot wherever it is called from, then each path reaching it) is \
-tested for CPU demand by a timer of its last call (what `time hot_caller call hot` inserts: \
-hot's time when hot_caller calls it, less the thread's time off a CPU, as for loops) where \
-that call is a direct one in the same module, and by the samples otherwise; the result marks \
-the experiments timed by probes (`[probe]`; JSON: \"measured\": \"probe\" or \"samples\"). \
-Such a timer times the path's last call alone: the path's earlier steps are not checked, so it \
-times every path ending in that call, and the result says so (`[probe of hot_caller > hot \
-only]`; JSON: \"timed_call\": \"hot_caller > hot\"). \
+tested for CPU demand by a timer of its whole path (iPath): hot is profiled (what `profile hot` \
+inserts: each entry walks the return addresses on the stack, and the runtime keeps the \
+activations of each path apart), and only the activations whose callers are the path's, from \
+the thread's entry down, count: hot's time along that path, less the thread's time off a CPU, \
+as for loops. Paths ending in the same function share its one profile. The result marks the \
+experiments timed by probes (`[probe]`, `[probe of the whole path]`; JSON: \"measured\": \
+\"probe\", \"path-probe\" or \"samples\"). Where the function cannot be profiled, the path's \
+last call is timed instead (what `time hot_caller call hot` inserts) if it is a direct call in \
+the same module, and the samples measure it otherwise; a last call's timer times every path \
+ending in that call, and the result says so (`[probe of hot_caller > hot only]`; JSON: \
+\"timed_call\": \"hot_caller > hot\"). \
 When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
@@ -112,7 +116,8 @@ showing their code (it names their functions and walks through them from then on
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60; probes being inserted count, and no experiment starts that would not be \
 in by then, judging by the slowest start so far; the analysis of a module whose loops are \
-to be timed runs in the background, the search going on meanwhile), on \
+to be timed runs in the background from the moment one of its functions is tested, the search \
+going on meanwhile, and a function found CPU-bound waits for it past the bounded wait), on \
 Ctrl-C (keeping what it found), or when the process ends. A stopped \
 process is resumed and left running.
 
@@ -121,9 +126,11 @@ as an indented tree of every experiment (true, false, untested, failed, refused)
 fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
-\"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"cost\", \"spent\", \
-\"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \"ns\", \
-\"in_situ\"}], \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program, then modules, \
+\"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
+\"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
+\"ns\", \"in_situ\"}], \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
+process is, by the path it was started through: Debian's redis-server, a link to \
+redis-check-rdb, is redis-server, its module redis-check-rdb), then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
 experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
@@ -217,16 +224,17 @@ pub(crate) fn search(
         let started = super::process::start_process(ctx, args)?;
         eprintln!("{started}");
     }
-    let program = ctx
-        .session
-        .main()
-        .map(|m| m.name.clone())
-        .unwrap_or_else(|_| "program".into());
     let t = ctx.target.present()?;
     if let Some(gone) = t.gone() {
         bail!("{gone}: there is nothing to consult");
     }
     let pid = t.pid();
+    // The program as users know it (the link they started it through), its module by its
+    // file's name.
+    let program = consult::sample::program_name(pid)
+        .or_else(|| ctx.session.main().ok().map(|m| m.name.clone()))
+        .unwrap_or_else(|| "program".into());
+    let t = ctx.target.present()?;
     // The search watches a running program: resume a stopped one, as `continue &` does.
     t.inferior.resume_if_stopped()?;
     t.frame = 0;

@@ -284,8 +284,11 @@ fn line(s: String) -> Output {
 fn launch(ctx: &Context, args: &mut Args) -> Result<Launch> {
     let words = args.rest();
     let path = ctx.session.main()?.binary.path();
-    // Absolute, so that a bare name is not looked up in PATH.
-    let program = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    // Absolute, so that a bare name is not looked up in PATH; through the path as given, not
+    // its link's target: a program is named after the path it was started through (its
+    // `comm`, `argv[0]`), and some tell by it what to be (Debian's `redis-server` is a link
+    // to `redis-check-rdb`, which checks a dump file when started by its own name).
+    let program = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let mut launch = Launch {
         program,
         args: Vec::new(),
