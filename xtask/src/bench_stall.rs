@@ -34,8 +34,11 @@
 //!   deleted, each laying every shared trampoline out again: once parsing and checking every
 //!   snippet at each layout (`Live::recheck_snippets`), once with the patchers' checked
 //!   snippets but their code generated at each address tried, as before
-//!   (`Live::generate_at_each_address`), and once with each snippet's code generated once per
-//!   layout and moved, as gsh does now; alternating in one run.
+//!   (`Live::generate_at_each_address`), once with each snippet's code generated once per
+//!   layout and moved and each point's save and restore code assembled at every layout, as
+//!   before (`Live::code_per_layout`), and once with both kept across layouts (each snippet's
+//!   code generated once and moved, the save code assembled once per save plan), as gsh does
+//!   now; alternating in one run.
 //!
 //! Without a mode, all four. gsh drives the engine as the shell's `count` and `coverage` do: the
 //! runtime is loaded (each injected call stops the server while it runs), then the request
@@ -352,24 +355,26 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
     let time = measure::add(&mut plan, &mut session, "*", Metric::Time)?.id;
     let (s, pl) = (&session, &plan);
     let sites = tracer.with(|p, live| live.insert(p, s, pl, time))??.len();
-    // (recheck, generate at each address)
-    type How = (bool, bool);
+    // (recheck, generate at each address, code per layout)
+    type How = (bool, bool, bool);
     // (how, delete times, insert times)
     let mut rows: Vec<(How, Vec<Duration>, Vec<Duration>)> = vec![
-        ((true, true), Vec::new(), Vec::new()),
-        ((false, true), Vec::new(), Vec::new()),
-        ((false, false), Vec::new(), Vec::new()),
+        ((true, true, true), Vec::new(), Vec::new()),
+        ((false, true, true), Vec::new(), Vec::new()),
+        ((false, false, true), Vec::new(), Vec::new()),
+        ((false, false, false), Vec::new(), Vec::new()),
     ];
     let mut points = 0;
     for _ in 0..runs {
         // Alternating, so that both see the machine alike.
         for row in rows.iter_mut() {
-            let (recheck, each) = row.0;
+            let (recheck, each, per_layout) = row.0;
             let id = measure::add(&mut plan, &mut session, "*", Metric::Count)?.id;
             let (s, pl) = (&session, &plan);
             let (insert, delete, n) = tracer.with(|p, live| -> Result<_> {
                 live.recheck_snippets = recheck;
                 live.generate_at_each_address = each;
+                live.code_per_layout = per_layout;
                 let t = Instant::now();
                 let n = live.insert(p, s, pl, id)?.len();
                 let insert = t.elapsed();
@@ -378,6 +383,7 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
                 let delete = t.elapsed();
                 live.recheck_snippets = false;
                 live.generate_at_each_address = false;
+                live.code_per_layout = false;
                 Ok((insert, delete, n))
             })??;
             plan.delete(id)?;
@@ -409,9 +415,12 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
         println!(
             "  {}: insert {} ({:.1} µs per point), delete {} ({:.1} µs per point)",
             match how {
-                (true, _) => "every snippet parsed, checked and generated at each address",
-                (false, true) => "checked snippets kept, code generated at each address",
-                (false, false) => "code generated once per layout and moved, as now",
+                (true, _, _) => "every snippet parsed, checked and generated at each address",
+                (false, true, _) => "checked snippets kept, code generated at each address",
+                (false, false, true) =>
+                    "code generated once per layout and moved, saves assembled at each layout",
+                (false, false, false) =>
+                    "code generated once per snippet and moved, saves assembled once, as now",
             },
             ms(*i),
             i.as_secs_f64() * 1e6 / points.max(1) as f64,
@@ -429,6 +438,11 @@ fn measure_relay(pid: i32, runs: usize) -> Result<()> {
         };
     ratio(&meds[1], &meds[0], "kept / parsed at each layout");
     ratio(&meds[2], &meds[1], "moved / generated at each address");
+    ratio(
+        &meds[3],
+        &meds[2],
+        "kept across layouts / made at each layout",
+    );
     Ok(())
 }
 

@@ -323,6 +323,10 @@ pub struct Live {
     /// gsh did before it moved the code generated once (`PatchOptions::generate_at_each_address`;
     /// `xtask bench-stall relay` compares).
     pub generate_at_each_address: bool,
+    /// Generate each snippet's code once per trampoline layout and assemble the save and
+    /// restore code at every layout, as gsh did before the patchers kept both
+    /// (`PatchOptions::code_per_layout`; `xtask bench-stall relay` compares).
+    pub code_per_layout: bool,
     /// Leave the stops that arrive inside a job for the tracer after it, as gsh did before
     /// [`Process::serve_in_job`]: their threads stay stopped until the job ends (a benchmark
     /// compares; `xtask bench-stall detach`).
@@ -781,6 +785,7 @@ impl Live {
         loaded
             .patcher
             .generate_at_each_address(self.generate_at_each_address);
+        loaded.patcher.code_per_layout(self.code_per_layout);
         // Trampolines are written while the process runs; it stops only for the jumps.
         let mut space = LiveSpace::new(&mut *p, hidden, traps);
         let result = if coverage {
@@ -920,6 +925,7 @@ impl Live {
             loaded
                 .patcher
                 .generate_at_each_address(self.generate_at_each_address);
+            loaded.patcher.code_per_layout(self.code_per_layout);
             let prior = loaded.patcher.clone();
             let mut space = LiveSpace::new(&mut *p, hidden, traps);
             let result = match build::remove(&mut loaded.patcher, &loaded.module, &mut space, id) {

@@ -25,7 +25,7 @@ use std::ops::Range;
 use iced_x86::{Decoder, DecoderOptions, Instruction};
 
 use super::reloc::{falls_through, jmp_rel32, relocate};
-use super::tramp::{epilogue, prologue, Needs, SavePlan, VectorSave};
+use super::tramp::{epilogue, prologue, saves_code, Needs, SavePlan, VectorSave};
 use super::PatchError;
 use crate::snippet::{self, Env};
 
@@ -83,6 +83,9 @@ pub struct PointCode<'e> {
     /// For the instruction reading a jump table's entry: the private copy of the table it
     /// reads instead, whose entries for each edge's target lead to that edge's snippets.
     pub table: Option<TableCopy<'e>>,
+    /// Assemble the save and restore code at every layout rather than take it from
+    /// [`super::tramp::saves_code`]'s cache (`PatchOptions::code_per_layout`).
+    pub fresh_saves: bool,
 }
 
 impl PointCode<'_> {
@@ -98,6 +101,7 @@ impl PointCode<'_> {
             fall_flags_live: false,
             vector,
             table: None,
+            fresh_saves: false,
         }
     }
 }
@@ -240,6 +244,7 @@ fn snippets_code(
             fall_flags_live: flags_live,
             vector: pc.vector,
             table: None,
+            fresh_saves: pc.fresh_saves,
         },
         at,
     )
@@ -297,7 +302,13 @@ fn point_code(pc: &PointCode, at: u64) -> Result<(Vec<u8>, SavePlan), PatchError
     let mut needs = Needs::of(&first);
     for _ in 0..4 {
         let plan = SavePlan::new(&needs, pc.flags_live, pc.vector);
-        let mut bytes = prologue(&plan, &needs)?.assemble(at)?;
+        let saves = (!pc.fresh_saves)
+            .then(|| saves_code(&plan, &needs))
+            .transpose()?;
+        let mut bytes = match &saves {
+            Some(s) => s.save.clone(),
+            None => prologue(&plan, &needs)?.assemble(at)?,
+        };
         let mut codes = Vec::new();
         for s in &pc.snippets {
             let c = compile(s, at + bytes.len() as u64)?;
@@ -306,7 +317,10 @@ fn point_code(pc: &PointCode, at: u64) -> Result<(Vec<u8>, SavePlan), PatchError
         }
         let got = Needs::of(&codes);
         if got == needs {
-            bytes.extend(epilogue(&plan, &needs)?.assemble(at + bytes.len() as u64)?);
+            match &saves {
+                Some(s) => bytes.extend_from_slice(&s.restore),
+                None => bytes.extend(epilogue(&plan, &needs)?.assemble(at + bytes.len() as u64)?),
+            }
             return Ok((bytes, plan));
         }
         needs = got;

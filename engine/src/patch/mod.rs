@@ -124,6 +124,10 @@ pub struct PatchOptions {
     /// tries, as gsh did before it moved the code generated once ([`movable`]); a benchmark
     /// compares.
     pub generate_at_each_address: bool,
+    /// Generate each snippet's code once per trampoline layout and assemble each point's save
+    /// and restore code at every layout, as gsh did before it kept both across layouts
+    /// (`Patcher::memos`, [`tramp::saves_code`]); a benchmark compares.
+    pub code_per_layout: bool,
 }
 
 /// One snippet to insert at one point. The patcher keeps it, to lay the trampoline out again
@@ -187,6 +191,11 @@ pub struct Patcher {
     /// Trampolines replaced or taken out since the last [`Patcher::take_retired`]: no site
     /// enters them once the change is written, but a thread may still be inside one.
     retired: Vec<Range<u64>>,
+    /// Each checked program's code as first generated, to move to every address any later
+    /// layout tries (a relay lays out every shared site again): keyed by the program's
+    /// identity, holding the program so that its address is not reused while the entry
+    /// lives; pruned with [`Patcher::checks`].
+    memos: HashMap<usize, (Arc<crate::snippet::ir::Program>, Arc<movable::Memo>)>,
 }
 
 /// What [`Patcher::plan`] decided.
@@ -265,6 +274,7 @@ impl Patcher {
             checks: CheckCache::default(),
             tramps: HashMap::new(),
             retired: Vec::new(),
+            memos: HashMap::new(),
         }
     }
 
@@ -800,8 +810,22 @@ impl Patcher {
                     .flatten()
             })
             .collect();
-        // Each snippet's code, generated once and moved to every address the layouts try.
-        let memos: Vec<movable::Memo> = reqs.iter().map(|_| movable::Memo::new()).collect();
+        // Each snippet's code, generated once and moved to every address the layouts try:
+        // kept with its checked program for later layouts too, unless `code_per_layout`.
+        let memos: Vec<Arc<movable::Memo>> = checked
+            .iter()
+            .map(|program| match program {
+                Some(p) if !self.options.code_per_layout => {
+                    let key = Arc::as_ptr(p) as usize;
+                    self.memos
+                        .entry(key)
+                        .or_insert_with(|| (p.clone(), Arc::default()))
+                        .1
+                        .clone()
+                }
+                _ => Arc::default(),
+            })
+            .collect();
         let move_code = !self.options.generate_at_each_address;
         let mut codes: HashMap<u64, PointCode> = HashMap::new();
         for ((r, checked), memo) in reqs.iter().zip(&checked).zip(&memos) {
@@ -815,6 +839,7 @@ impl Patcher {
             let pc = codes
                 .entry(self.rt(a).0)
                 .or_insert_with(|| PointCode::empty(vector));
+            pc.fresh_saves = self.options.code_per_layout;
             // An exit at a conditional branch (`js other_function`, a conditional tail call)
             // is left only when the branch is taken: its snippets run on that path alone.
             // Run before the branch, they counted every pass through it (python3's
@@ -864,7 +889,7 @@ impl Patcher {
                 source: &r.source,
                 env: &*r.env,
                 checked: checked.as_deref(),
-                memo: move_code.then_some(memo),
+                memo: move_code.then_some(&**memo),
             });
         }
         // A function copied whole reads private copies of its jump tables.
@@ -1072,6 +1097,7 @@ impl Patcher {
         self.map.clear();
         self.saves.clear();
         self.checks = CheckCache::default();
+        self.memos.clear();
         // Every trampoline is retired; the caller may still free them as threads leave.
         let tramps: Vec<u64> = self.tramps.keys().copied().collect();
         for t in tramps {
@@ -1088,6 +1114,17 @@ impl Patcher {
             .flat_map(|a| a.requests.iter())
             .map(|r| (&r.source, &r.env));
         self.checks.keep_only(used);
+        let kept: HashSet<usize> = self
+            .checks
+            .programs()
+            .map(|p| Arc::as_ptr(p) as usize)
+            .collect();
+        self.memos.retain(|k, _| kept.contains(k));
+    }
+
+    /// Sets [`PatchOptions::code_per_layout`].
+    pub fn code_per_layout(&mut self, on: bool) {
+        self.options.code_per_layout = on;
     }
 
     /// Sets [`PatchOptions::generate_at_each_address`].

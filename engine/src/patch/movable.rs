@@ -25,9 +25,12 @@ use crate::snippet::codegen::Code;
 use crate::snippet::ir::Program;
 use crate::snippet::{self, Diagnostic};
 
-/// One snippet's code kept through a trampoline's layouts: empty until first generated, then
-/// the code to move (or `None` when it cannot move).
-pub type Memo = std::cell::OnceCell<Option<Movable>>;
+/// One snippet's code kept through a trampoline's layouts, and through every later layout of
+/// any site that holds the same checked program (the patcher keeps it beside the program, see
+/// `Patcher::memos`): empty until first generated, then the code to move (or `None` when it
+/// cannot move). Shared between a patcher and its snapshots: the code depends only on the
+/// program and the address.
+pub type Memo = std::sync::OnceLock<Option<Movable>>;
 
 /// The code of `program` (checked from `source`) at `addr`: `memo`'s code moved there when
 /// it can be, else generated there (and kept in `memo` when it holds none yet).
@@ -39,7 +42,7 @@ pub fn code_at(
 ) -> Result<Code, Vec<Diagnostic>> {
     if let Some(Some(m)) = memo.get() {
         if let Some(c) = m.at(addr) {
-            match m.checked.get() {
+            match m.checked.get().copied() {
                 Some(true) => {
                     debug_assert_eq!(
                         Some(&c),
@@ -56,7 +59,7 @@ pub fn code_at(
                     // counters everywhere): one check at another address finds any such
                     // target, since its distance would have to change.
                     let fresh = snippet::generate(program, source, addr)?;
-                    m.checked.set(Some(fresh == c));
+                    let _ = m.checked.set(fresh == c);
                     return Ok(fresh);
                 }
             }
@@ -89,7 +92,7 @@ pub struct Movable {
     far: Vec<u64>,
     /// Whether a move was checked against the code generated at its address: `None` until
     /// the first move, then whether the two were the same ([`code_at`] moves only then).
-    checked: std::cell::Cell<Option<bool>>,
+    checked: std::sync::OnceLock<bool>,
 }
 
 impl Movable {
@@ -175,7 +178,7 @@ impl Movable {
             code: code.clone(),
             distances,
             far,
-            checked: std::cell::Cell::new(None),
+            checked: std::sync::OnceLock::new(),
         })
     }
 

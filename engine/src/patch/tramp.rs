@@ -26,13 +26,17 @@
 //! the flags does not change them either. A counter (`n++;` at an entry, where the ABI leaves
 //! the flags dead) is the bare `inc qword ptr [rip+x]`.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use iced_x86::code_asm::*;
 
 use crate::snippet::abi::{arg_offset, xmm_offset, RAX_OFFSET, SAVED_REGS_SIZE, SP_OFFSET};
 use crate::snippet::{Clobbers, Code as SnippetCode, Requirements};
 
 /// How vector state is saved around snippets that call out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VectorSave {
     /// `xsave64`/`xrstor64` of x87, SSE, AVX and AVX-512 state (mask `0xe7`): what glibc's
@@ -62,7 +66,7 @@ const XMM: [AsmRegisterXmm; 16] = [
 const SLOT_REGS: [usize; 7] = [7, 6, 2, 1, 8, 9, 0];
 
 /// What all snippets at one point need, together.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Needs {
     /// Everything any of the snippets may change.
     pub clobbers: Clobbers,
@@ -91,7 +95,7 @@ impl Needs {
 }
 
 /// The decisions for one point's save area, for `show points` and tests.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SavePlan {
     /// True when anything is saved at all: the stack pointer first moves past the red zone.
     pub red_zone: bool,
@@ -171,6 +175,46 @@ impl SavePlan {
         }
     }
 }
+
+/// The save code ([`prologue`]) and restore code ([`epilogue`]) for `plan` and `needs`,
+/// assembled once per thread and kept: neither holds a branch or a RIP-relative operand, so
+/// the bytes are the same wherever they go, and a trampoline is laid out at least four times
+/// (and every shared site again at a relay), each assembling them with iced's block encoder.
+/// The few distinct plans a program's points have are kept (at most [`SAVES_KEPT`]).
+pub fn saves_code(plan: &SavePlan, needs: &Needs) -> Result<Arc<SavesCode>, IcedError> {
+    thread_local! {
+        static KEPT: RefCell<HashMap<(SavePlan, Needs), Arc<SavesCode>>> =
+            RefCell::new(HashMap::new());
+    }
+    let key = (plan.clone(), *needs);
+    if let Some(c) = KEPT.with(|k| k.borrow().get(&key).cloned()) {
+        return Ok(c);
+    }
+    let code = Arc::new(SavesCode {
+        save: prologue(plan, needs)?.assemble(0)?,
+        restore: epilogue(plan, needs)?.assemble(0)?,
+    });
+    KEPT.with(|k| {
+        let mut k = k.borrow_mut();
+        if k.len() >= SAVES_KEPT {
+            k.clear();
+        }
+        k.insert(key, code.clone());
+    });
+    Ok(code)
+}
+
+/// A save plan's code, the same at any address ([`saves_code`]).
+#[derive(Debug)]
+pub struct SavesCode {
+    /// [`prologue`]'s bytes.
+    pub save: Vec<u8>,
+    /// [`epilogue`]'s bytes.
+    pub restore: Vec<u8>,
+}
+
+/// How many save plans [`saves_code`] keeps per thread.
+const SAVES_KEPT: usize = 4096;
 
 /// The code before the snippets.
 pub fn prologue(plan: &SavePlan, needs: &Needs) -> Result<CodeAssembler, IcedError> {
@@ -313,4 +357,53 @@ pub fn epilogue(plan: &SavePlan, needs: &Needs) -> Result<CodeAssembler, IcedErr
         a.lea(rsp, ptr(rsp + RED_ZONE))?;
     }
     Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snippet::{Clobbers, Requirements};
+
+    /// The kept save and restore code is what assembling them gives anywhere (they hold no
+    /// branch and no RIP-relative operand), for plans of every shape: flags, registers, the
+    /// saved-register block read and written, xmm registers, vector state around calls.
+    #[test]
+    fn kept_save_code_is_the_assembled_code_at_any_address() {
+        let mut shapes = Vec::new();
+        for gprs in [0u16, 0b1, 0b1000_0000_0100_0111] {
+            for (xmms, calls_out) in [(0u16, false), (0b101, false), (0, true)] {
+                for (base, reads, writes) in [(false, 0, 0), (true, 0b1100_0001, 0b100_0001)] {
+                    shapes.push(Needs {
+                        clobbers: Clobbers {
+                            gprs,
+                            xmms,
+                            flags: gprs != 0,
+                            calls_out,
+                            stack: calls_out,
+                        },
+                        requirements: Requirements {
+                            base,
+                            saved_reads: reads,
+                            saved_writes: writes,
+                        },
+                    });
+                }
+            }
+        }
+        for needs in &shapes {
+            for (flags_live, vector) in [(true, VectorSave::Xsave), (false, VectorSave::Fxsave)] {
+                let plan = SavePlan::new(needs, flags_live, vector);
+                // Twice: assembled the first time, kept the second.
+                for _ in 0..2 {
+                    let kept = saves_code(&plan, needs).expect("saves");
+                    for at in [0x1000, 0x7fff_1234_5678, 0xffff_ffff_ff00_0000] {
+                        let save = prologue(&plan, needs).unwrap().assemble(at).unwrap();
+                        let restore = epilogue(&plan, needs).unwrap().assemble(at).unwrap();
+                        assert_eq!(kept.save, save, "{plan:?} at {at:#x}");
+                        assert_eq!(kept.restore, restore, "{plan:?} at {at:#x}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -69,6 +69,11 @@ impl CheckCache {
         self.entries.retain(|k, _| used.contains(k));
     }
 
+    /// The kept checked programs.
+    pub fn programs(&self) -> impl Iterator<Item = &Arc<Program>> + '_ {
+        self.entries.values().map(|e| &e.program)
+    }
+
     /// How many checked snippets are kept.
     pub fn len(&self) -> usize {
         self.entries.len()

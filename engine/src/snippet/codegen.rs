@@ -71,7 +71,7 @@ impl Code {
 }
 
 /// What running the snippet may change, beyond the memory it writes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Clobbers {
     /// General registers, bit N = register number N (`rax`=0, `rcx`=1, `rdx`=2, `rbx`=3,
     /// `rbp`=5, `rsi`=6, `rdi`=7, `r8`..`r15`=8..15). `rsp` is never listed: see `stack`.
@@ -108,7 +108,7 @@ impl Clobbers {
 }
 
 /// What the snippet needs from the trampoline.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Requirements {
     /// `rbx` must point at the saved-register block.
     pub base: bool,
