@@ -524,6 +524,8 @@ impl<'p> ProbeLab<'p> {
         };
         match probes.learn() {
             Ok(n) => n,
+            // The process ended: it loads nothing more, and that is no probe's error.
+            Err(_) if self.inner.ended() => 0,
             Err(e) => {
                 self.stats.errors.push(e);
                 0
@@ -1003,6 +1005,10 @@ impl Lab for ProbeLab<'_> {
             }
             _ => false,
         }
+    }
+
+    fn ended(&mut self) -> bool {
+        self.inner.ended()
     }
 
     fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
