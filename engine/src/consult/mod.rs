@@ -447,6 +447,9 @@ pub struct Search {
     /// The longest an experiment took to start so far (inserting its probes, analysing the
     /// code they go into): none starts that would not be in before the deadline.
     slowest_start: std::time::Duration,
+    /// The process ended under the search ([`Lab::ended`]): nothing more starts, and the
+    /// search is over.
+    ended: bool,
 }
 
 impl Search {
@@ -476,6 +479,7 @@ impl Search {
             settings,
             nodes,
             slowest_start: std::time::Duration::ZERO,
+            ended: false,
         }
     }
 
@@ -652,7 +656,7 @@ impl Search {
         self.enforce_budget(lab, now);
         self.refine_where(lab, now);
         self.start_waiting(lab, now, deadline);
-        !self.done()
+        !self.done() && !self.ended
     }
 
     /// Asks the lab for the "where" refinements of every true node that has none yet; a node
@@ -772,7 +776,10 @@ impl Search {
                     running += 1;
                 }
                 // The process ended under the search: nothing more starts.
-                Err(_) if lab.ended() => break,
+                Err(_) if lab.ended() => {
+                    self.ended = true;
+                    break;
+                }
                 Err(why) => {
                     self.nodes[i].state = State::Failed;
                     self.nodes[i].note = Some(why);
