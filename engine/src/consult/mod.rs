@@ -318,6 +318,11 @@ pub trait Lab {
     fn spent(&mut self) -> f64 {
         0.0
     }
+    /// True once the process measured has ended: an experiment that cannot start then did
+    /// not fail, the search is over (it stays untested).
+    fn ended(&mut self) -> bool {
+        false
+    }
     /// Starts measuring `e`.
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String>;
     /// What `probe` has measured since it settled; `None` before it has.
@@ -766,6 +771,8 @@ impl Search {
                     cost += c;
                     running += 1;
                 }
+                // The process ended under the search: nothing more starts.
+                Err(_) if lab.ended() => break,
                 Err(why) => {
                     self.nodes[i].state = State::Failed;
                     self.nodes[i].note = Some(why);
@@ -1101,9 +1108,11 @@ impl Report {
             let _ = writeln!(
                 out,
                 "{} timers inserted ({} of loops, {} of whole call paths, {} of call paths' \
-                 last calls), {} removed; they ran {:.2}% of the program's running time ({:.0} \
-                 ns per timed entry, measured as the search began). Experiments marked \
-                 [probe] were measured by them, the others by samples{}\n",
+                 last calls), {} removed; they ran {:.2}% of the program's running time (each \
+                 timed entry at what its timer added in situ, by turns in and out, where that \
+                 could be told, else at {:.0} ns, its cost measured back to back as the search \
+                 began). Experiments marked [probe] were measured by them, the others by \
+                 samples{}\n",
                 self.probes.inserted,
                 self.probes
                     .inserted

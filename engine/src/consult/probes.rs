@@ -95,16 +95,12 @@ pub trait Probes {
     fn learn(&mut self) -> Result<usize, String> {
         Ok(0)
     }
-    /// Inserts a counter of loop `lp`'s entries (`count FUNC loop LOOP`): the entries with
-    /// next to nothing added to them, the baseline of a timer's cost in situ. Its id, read and
-    /// removed as a timer's.
-    fn count(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
-        let _ = (module, function, lp);
-        Err("entries are counted only in a live process".into())
-    }
-    /// Inserts a counter of `caller`'s direct calls to `callee` (`count CALLER call CALLEE`).
-    fn count_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
-        let _ = (module, caller, callee);
+    /// Inserts a counter of `function`'s calls (`count FUNC`): the program's progress, with
+    /// next to nothing added to it (about nothing in `bench-consult`'s loop, where `count FUNC
+    /// loop LOOP` adds 16 ns per entry and a loop timer 4), the baseline of a timer's cost in
+    /// situ. Its id, read and removed as a timer's (its entries are the calls).
+    fn count_calls(&mut self, module: &str, function: &str) -> Result<u32, String> {
+        let _ = (module, function);
         Err("calls are counted only in a live process".into())
     }
 }
@@ -129,9 +125,9 @@ const LEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Run back to back, the sequence costs its whole latency: an upper bound of what it adds
 /// where the program's own work can run beside it. In a loop bound by its own dependency
 /// chain (`xtask bench-consult`'s) a timed entry costs about 4 ns against the 18 to 26 ns
-/// measured here. So [`ProbeLab`] measures each timer's cost in situ (the thread's time per
-/// entry with the timer against a counter just before it) and uses this bound only until it
-/// has that measure.
+/// measured here. So [`ProbeLab`] measures each timer's cost in situ (what it adds to the
+/// thread's time per call of its function, by turns in and out) and uses this bound only until
+/// it has that measure.
 pub fn calibrate() -> f64 {
     extern "C" {
         fn gsh_consult_calibrate_enter(slot: *mut Slot, sp: u64);
@@ -141,11 +137,10 @@ pub fn calibrate() -> f64 {
     (timed - bare()).max(1.0)
 }
 
-/// Nanoseconds one counted loop entry costs (`count FUNC loop LOOP`'s inline code: the
-/// thread's block through `fs`, a test and an `inc`), measured as [`calibrate`] measures a
-/// timed one: run back to back, an upper bound of what it adds inside a loop whose own work
-/// it can run beside. The part of a timer's cost its in-situ measure cannot see (that
-/// measure is the timer against a counter: [`ProbeLab`]).
+/// Nanoseconds one count costs (`count`'s inline code: the thread's block through `fs`, a
+/// test and an `inc`), measured as [`calibrate`] measures a timed entry: run back to back, an
+/// upper bound of what it adds. What the counter of calls a timer's turns ([`TURNS`]) keep in
+/// is paid at.
 pub fn calibrate_count() -> f64 {
     extern "C" {
         fn gsh_consult_calibrate_count(slot: *mut Slot, sp: u64);
@@ -267,52 +262,56 @@ const UNKNOWN_COST: f64 = 0.002;
 /// again before it has cost much.
 const RATE_WINDOW: f64 = 0.05;
 
-/// How long a counter counts a loop's entries before its timer replaces it, in CPU seconds of
-/// the experiment's thread (the baseline of the timer's cost in situ), and the longest it
-/// waits for them in wall seconds (a thread that barely runs).
-const COUNT_CPU: f64 = 0.1;
-const COUNT_WALL: f64 = 1.0;
+/// How a timer's cost is measured in situ: beside a counter of its function's calls, the
+/// timer is out and in by turns, out first, `TURNS` turns in all (so the timer's last turn
+/// goes on as its experiment), each for `TURN_CPU` CPU seconds of the experiment's thread or
+/// `TURN_WALL` wall seconds (a thread that barely runs). Turns rather than one baseline then
+/// the timer, so that a drift of the thread's speed per CPU second (a loaded shared machine)
+/// affects both alike.
+const TURNS: usize = 6;
+const TURN_CPU: f64 = 0.04;
+const TURN_WALL: f64 = 0.4;
 
-/// The CPU seconds of its thread a timer must have been in before its cost in situ replaces
-/// the bound [`calibrate`] measured: after [`RATE_WINDOW`] on a thread that computes
-/// throughout, so a timer over the cost limit is removed on the bound, as before.
-const IN_SITU_CPU: f64 = 0.1;
-
-/// The fewest entries a rate in situ (a counter's or a timer's) is taken from.
+/// The fewest entries a rate in situ (the counter's or the timer's) is taken from.
 const MIN_ENTRIES: u64 = 1000;
 
 /// The key of a timer in [`ProbeLab::shared`]: module, function, what it times.
 type Key = (String, String, String);
 
-/// A counter counting a loop's entries (or a call's) in the thread of the experiment that
-/// inserted it, before its timer replaces it.
-struct Counter {
-    id: u32,
+/// A timer's cost being measured in situ ([`TURNS`]), in the thread of the experiment that
+/// inserted it: a counter of the function's calls is in throughout, the timer in every other
+/// turn.
+struct Turns {
+    counter: u32,
+    /// The timer, in its turns.
+    timer: Option<u32>,
     tid: i32,
+    /// When the turn began; the thread's calls (by the counter), its timer's entries and its
+    /// nanoseconds on a CPU then, and the timer's entries in every thread.
     started: Instant,
-    /// The thread's entries and nanoseconds on a CPU, at the start.
+    calls: u64,
     entries: u64,
     run: u64,
-    /// Entries in every thread, at the start.
     all: u64,
+    /// Turns finished, and the thread's calls and CPU nanoseconds over the turns without the
+    /// timer, and its calls, CPU nanoseconds and the timer's entries over the timer's.
+    done: usize,
+    counted: (u64, u64),
+    timed: (u64, u64, u64),
+    /// Entries in every thread over the timer's finished turns: paid at its cost per entry
+    /// once known.
+    timed_all: u64,
 }
 
-/// A timer's cost measured in situ, in the thread its counter counted in.
+/// A timer's cost measured in situ.
 #[derive(Clone, Copy, Debug)]
 struct InSitu {
-    /// The timer measured, and its thread.
-    id: u32,
-    tid: i32,
-    /// The thread's CPU nanoseconds per entry with the counter in (None: too few entries).
-    counted: Option<f64>,
-    /// The thread's entries (by the timer) and CPU nanoseconds when the timer went in.
-    entries: u64,
-    run: u64,
-    /// The thread's CPU nanoseconds per entry with the timer in, once measured.
-    timed: Option<f64>,
-    /// Nanoseconds a timed entry costs: what the timer adds per entry over the counter, plus
-    /// the counter's own bound ([`calibrate_count`]), at most [`calibrate`]'s bound.
-    ns: Option<f64>,
+    /// The thread's CPU nanoseconds per call of the function without the timer, and with it.
+    counted: f64,
+    timed: f64,
+    /// Nanoseconds a timed entry costs: what the timer adds per call, over its entries per
+    /// call, at most [`calibrate`]'s bound.
+    ns: f64,
 }
 
 /// What one timer was measured to cost per entry, for the report.
@@ -320,7 +319,8 @@ struct InSitu {
 pub struct TimerCost {
     /// `MODULE!FUNCTION loop_1.2` or `MODULE!CALLER call CALLEE`.
     pub timer: String,
-    /// The thread's CPU nanoseconds per entry with a counter alone.
+    /// The thread's CPU nanoseconds per call of the timer's function without the timer
+    /// (beside a counter of the calls).
     pub counted_ns: Option<f64>,
     /// The same with the timer in.
     pub timed_ns: Option<f64>,
@@ -424,10 +424,14 @@ pub struct ProbeLab<'p> {
     /// What each timer (keyed as in [`ProbeLab::shared`]) was measured to cost (the most
     /// seen, or the latest in situ): its predicted cost when it goes in again.
     costs: BTreeMap<Key, f64>,
-    /// Counters counting entries before their timers go in.
-    counting: BTreeMap<Key, Counter>,
-    /// Timers' costs in situ, measured or being measured.
+    /// Timers whose cost in situ is being measured.
+    turns: BTreeMap<Key, Turns>,
+    /// Timers' costs in situ, once measured.
     in_situ: BTreeMap<Key, InSitu>,
+    /// Timers whose turns could not tell what they add (the thread slower per call without
+    /// the timer than with it): the thread's CPU nanoseconds per call without and with, for
+    /// the report.
+    baseless: BTreeMap<Key, (f64, f64)>,
     /// The entries (in every thread) each timer in had counted as it went in.
     born: BTreeMap<Key, u64>,
     stats: ProbeStats,
@@ -495,8 +499,9 @@ impl<'p> ProbeLab<'p> {
                 count_ns,
                 ..ProbeStats::default()
             },
-            counting: BTreeMap::new(),
+            turns: BTreeMap::new(),
             in_situ: BTreeMap::new(),
+            baseless: BTreeMap::new(),
             born: BTreeMap::new(),
             paid_ns: 0.0,
             started: Instant::now(),
@@ -519,6 +524,8 @@ impl<'p> ProbeLab<'p> {
         };
         match probes.learn() {
             Ok(n) => n,
+            // The process ended: it loads nothing more, and that is no probe's error.
+            Err(_) if self.inner.ended() => 0,
             Err(e) => {
                 self.stats.errors.push(e);
                 0
@@ -659,123 +666,191 @@ impl ProbeLab<'_> {
         Ok(id)
     }
 
-    /// Ends the count of `key`'s entries once it has run [`COUNT_CPU`] of its thread's time
-    /// (or [`COUNT_WALL`]): the thread's CPU time per entry is the baseline, the counter comes
-    /// out and the timer goes in, and the experiments on it start measuring from now. False
-    /// while it counts on.
-    fn swap(&mut self, key: &Key) -> bool {
-        let Some(c) = self.counting.get(key) else {
+    /// Ends the turn of timer `key` (in or out, beside its function's counter) once it has
+    /// run [`TURN_CPU`] of its thread's time (or [`TURN_WALL`]) and begins the next; after
+    /// the last turn, the counter comes out and the timer's cost in situ is known. True when
+    /// its experiments read the timer: from the start of its last turn on.
+    fn turn(&mut self, key: &Key) -> bool {
+        let Some(c) = self.turns.get(key) else {
             return true;
         };
+        let last = c.done + 1 == TURNS;
         let Some(s) = sched(self.pid, c.tid) else {
-            return false;
+            return last;
         };
         let cpu = s.run.saturating_sub(c.run) as f64 / 1e9;
-        if cpu < COUNT_CPU && c.started.elapsed().as_secs_f64() < COUNT_WALL {
-            return false;
+        if cpu < TURN_CPU && c.started.elapsed().as_secs_f64() < TURN_WALL {
+            return last;
         }
-        let Some(c) = self.counting.remove(key) else {
-            return true;
-        };
+        let bound = self.stats.timer_ns;
         let Some(probes) = self.probes.as_deref_mut() else {
             return true;
         };
-        let v = probes.read(c.id, c.tid).unwrap_or_default();
-        let all = probes.read_all(c.id, c.tid).unwrap_or_default();
-        let s = sched(self.pid, c.tid).unwrap_or(s);
-        let entries = v.entries.saturating_sub(c.entries);
-        let run = s.run.saturating_sub(c.run);
-        let counted = (entries >= MIN_ENTRIES && run > 0).then(|| run as f64 / entries as f64);
-        self.paid_ns += all.entries.saturating_sub(c.all) as f64 * self.stats.count_ns;
-        if let Err(e) = probes.remove(c.id) {
-            self.stats.errors.push(e);
-        }
-        let users = self.shared.remove(key).map_or(1, |(_, n)| n);
-        let what = match key.2.strip_prefix("call ") {
-            Some(callee) => Timed::Call(callee.to_owned()),
-            None => Timed::Loop(key.2.clone()),
+        let Some(c) = self.turns.get_mut(key) else {
+            return true;
         };
-        let id = match self.insert_timer(key, &what) {
-            Ok(id) => id,
-            Err(_) => {
-                // Its experiments get no reading and are judged on the wait.
-                self.timers.retain(|_, t| &t.key != key);
+        let calls = probes.read(c.counter, c.tid).unwrap_or_default().entries;
+        let (entries, all) = match c.timer {
+            Some(id) => (
+                probes.read(id, c.tid).unwrap_or_default().entries,
+                probes.read_all(id, c.tid).unwrap_or_default().entries,
+            ),
+            None => (0, 0),
+        };
+        let s = sched(self.pid, c.tid).unwrap_or(s);
+        let d_calls = calls.saturating_sub(c.calls);
+        let d_run = s.run.saturating_sub(c.run);
+        let d_entries = entries.saturating_sub(c.entries);
+        let d_all = all.saturating_sub(c.all);
+        c.done += 1;
+        match c.timer {
+            Some(_) => {
+                c.timed.0 += d_calls;
+                c.timed.1 += d_run;
+                c.timed.2 += d_entries;
+            }
+            None => {
+                c.counted.0 += d_calls;
+                c.counted.1 += d_run;
+            }
+        }
+        if last {
+            // The timer stays in for its experiments, the counter comes out; what the turns
+            // measured is the timer's cost.
+            let Some(c) = self.turns.remove(key) else {
                 return true;
+            };
+            if let Err(e) = probes.remove(c.counter) {
+                self.stats.errors.push(e);
+            }
+            let counted = c.counted.1 as f64 / c.counted.0.max(1) as f64;
+            let timed = c.timed.1 as f64 / c.timed.0.max(1) as f64;
+            let enough =
+                c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES && c.timed.2 >= MIN_ENTRIES;
+            // Slower without the timer than with it: the rates are too noisy to tell what it
+            // adds, and the bound holds.
+            if enough && counted > timed {
+                self.baseless.insert(key.clone(), (counted, timed));
+            }
+            if enough && counted <= timed {
+                let per_entry = c.timed.0 as f64 / c.timed.2 as f64;
+                self.in_situ.insert(
+                    key.clone(),
+                    InSitu {
+                        counted,
+                        timed,
+                        // Never above the whole sequence's latency, which a noisy rate may
+                        // suggest.
+                        ns: ((timed - counted) * per_entry).min(bound),
+                    },
+                );
+            }
+            self.paid_ns += c.timed_all as f64 * self.entry_ns(key)
+                + (c.counted.0 + c.timed.0) as f64 * self.stats.count_ns;
+            return true;
+        }
+        let tid = c.tid;
+        let final_turn = c.done + 1 == TURNS;
+        let taken = c.timer.take();
+        if taken.is_some() {
+            c.timed_all += d_all;
+        }
+        let users = self.shared.get(key).map_or(1, |x| x.1);
+        let timer = match taken {
+            Some(id) => {
+                // Out for the next turn; counted at the bound while in, which is what keeps
+                // a timer over the cost limit out.
+                let cost = if d_run > 0 {
+                    (d_all as f64 * bound / d_run as f64).min(1.0)
+                } else {
+                    0.0
+                };
+                if let Some(p) = self.probes.as_deref_mut() {
+                    match p.remove(id) {
+                        Ok(()) => self.stats.removed += 1,
+                        Err(e) => self.stats.errors.push(e),
+                    }
+                }
+                self.born.remove(key);
+                for t in self.timers.values_mut().filter(|t| &t.key == key) {
+                    t.cost = Some(t.cost.map_or(cost, |c| c.max(cost)));
+                }
+                let known = self.costs.entry(key.clone()).or_insert(0.0);
+                *known = known.max(cost);
+                None
+            }
+            None => {
+                let what = match key.2.strip_prefix("call ") {
+                    Some(callee) => Timed::Call(callee.to_owned()),
+                    None => Timed::Loop(key.2.clone()),
+                };
+                match self.insert_timer(key, &what) {
+                    Ok(id) => Some(id),
+                    Err(_) => {
+                        // Its experiments get no reading and are judged on the wait.
+                        if let Some(c) = self.turns.remove(key) {
+                            if let Some(p) = self.probes.as_deref_mut() {
+                                let _ = p.remove(c.counter);
+                            }
+                        }
+                        self.shared.remove(key);
+                        self.timers.retain(|_, t| &t.key != key);
+                        return true;
+                    }
+                }
             }
         };
         if let Some(x) = self.shared.get_mut(key) {
             x.1 = users;
         }
-        let now = Instant::now();
-        let ks: Vec<u64> = self
-            .timers
-            .iter()
-            .filter(|(_, t)| &t.key == key)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in ks {
-            let tid = self.timers[&k].tid;
-            let value = self.timer_value(id, tid).unwrap_or_default();
-            let all = self.timer_all(id, tid).unwrap_or_default();
-            let sched = sched(self.pid, tid).unwrap_or_default();
-            if tid == c.tid {
-                self.in_situ.insert(
-                    key.clone(),
-                    InSitu {
-                        id,
-                        tid,
-                        counted,
-                        entries: value.entries,
-                        run: sched.run,
-                        timed: None,
-                        ns: None,
-                    },
-                );
-            }
-            if let Some(t) = self.timers.get_mut(&k) {
-                t.id = id;
-                t.started = now;
-                t.value = value;
-                t.all = all;
-                t.sched = sched;
+        let run = sched(self.pid, tid).unwrap_or_default().run;
+        let (entries, all) = match timer {
+            Some(id) => (
+                self.timer_value(id, tid).unwrap_or_default().entries,
+                self.timer_all(id, tid).unwrap_or_default().entries,
+            ),
+            None => (0, 0),
+        };
+        let counter = self.turns.get(key).map_or(0, |c| c.counter);
+        let calls = self.timer_value(counter, tid).unwrap_or_default().entries;
+        if let Some(c) = self.turns.get_mut(key) {
+            c.timer = timer;
+            c.started = Instant::now();
+            c.calls = calls;
+            c.entries = entries;
+            c.run = run;
+            c.all = all;
+        }
+        if let (true, Some(id)) = (final_turn, timer) {
+            // Its experiments measure from now.
+            let now = Instant::now();
+            let ks: Vec<u64> = self
+                .timers
+                .iter()
+                .filter(|(_, t)| &t.key == key)
+                .map(|(k, _)| *k)
+                .collect();
+            for k in ks {
+                let tid = self.timers[&k].tid;
+                let value = self.timer_value(id, tid).unwrap_or_default();
+                let all = self.timer_all(id, tid).unwrap_or_default();
+                let sched = sched(self.pid, tid).unwrap_or_default();
+                if let Some(t) = self.timers.get_mut(&k) {
+                    t.id = id;
+                    t.started = now;
+                    t.value = value;
+                    t.all = all;
+                    t.sched = sched;
+                }
             }
         }
-        true
+        final_turn
     }
 
     /// Nanoseconds one entry of timer `key` is counted at: its cost in situ once measured,
     /// else the bound.
     fn entry_ns(&self, key: &Key) -> f64 {
-        self.in_situ
-            .get(key)
-            .and_then(|s| s.ns)
-            .unwrap_or(self.stats.timer_ns)
-    }
-
-    /// Updates timer `key`'s cost in situ from thread `tid`'s entries `entries` (by timer
-    /// `id`) and CPU nanoseconds `run` now; true when it is known.
-    fn measure_in_situ(&mut self, key: &Key, id: u32, tid: i32, entries: u64, run: u64) -> bool {
-        let (bound, count) = (self.stats.timer_ns, self.stats.count_ns);
-        let Some(s) = self.in_situ.get_mut(key) else {
-            return false;
-        };
-        // Measured in its own thread, while the timer that replaced the counter is in (a
-        // timer put in again later keeps what was measured).
-        if s.tid != tid || s.id != id {
-            return s.ns.is_some();
-        }
-        let Some(counted) = s.counted else {
-            return false;
-        };
-        let (e, r) = (entries.saturating_sub(s.entries), run.saturating_sub(s.run));
-        if e >= MIN_ENTRIES && r as f64 / 1e9 >= IN_SITU_CPU {
-            let timed = r as f64 / e as f64;
-            s.timed = Some(timed);
-            // What the timer adds over the counter, plus the counter's own (bounded): never
-            // above the whole sequence's latency, which a noisy rate may suggest.
-            s.ns = Some(((timed - counted).max(0.0) + count).min(bound));
-        }
-        s.ns.is_some()
+        self.in_situ.get(key).map_or(self.stats.timer_ns, |s| s.ns)
     }
 
     /// True when `e` is a call path experiment the lab times with a probe (CPU demand, as for
@@ -932,6 +1007,10 @@ impl Lab for ProbeLab<'_> {
         }
     }
 
+    fn ended(&mut self) -> bool {
+        self.inner.ended()
+    }
+
     fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
         let key = match e.focus.last() {
             Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
@@ -1039,32 +1118,36 @@ impl Lab for ProbeLab<'_> {
                 *id
             }
             None => {
-                // A timer whose cost in situ is not known yet: a counter counts its entries
-                // first, the baseline of what the timer adds (`ProbeLab::swap`).
-                let known = self.in_situ.get(&key).is_some_and(|s| s.ns.is_some());
-                let counter = if known {
+                // A timer whose cost in situ is not known yet takes turns with a counter
+                // first (`ProbeLab::turn`).
+                let counter = if self.in_situ.contains_key(&key) || self.baseless.contains_key(&key)
+                {
                     None
                 } else {
                     match &what {
-                        Timed::Loop(lp) => probes.count(&module, &function, lp).ok(),
-                        Timed::Call(callee) => probes.count_call(&module, &function, callee).ok(),
                         // A path's timer is a profile of its function, read for the path:
-                        // no counter counts the path alone, and its cost is the bound.
+                        // its cost is the bound.
                         Timed::Path(_) => None,
+                        _ => probes.count_calls(&module, &function).ok(),
                     }
                 };
                 if let Some(cid) = counter {
-                    let v = probes.read(cid, tid).unwrap_or_default();
-                    let all = probes.read_all(cid, tid).unwrap_or_default();
-                    self.counting.insert(
+                    let calls = probes.read(cid, tid).unwrap_or_default().entries;
+                    self.turns.insert(
                         key.clone(),
-                        Counter {
-                            id: cid,
+                        Turns {
+                            counter: cid,
+                            timer: None,
                             tid,
                             started: Instant::now(),
-                            entries: v.entries,
+                            calls,
+                            entries: 0,
                             run: sched(self.pid, tid).unwrap_or_default().run,
-                            all: all.entries,
+                            all: 0,
+                            done: 0,
+                            counted: (0, 0),
+                            timed: (0, 0, 0),
+                            timed_all: 0,
                         },
                     );
                     self.shared.insert(key.clone(), (cid, 1));
@@ -1109,9 +1192,9 @@ impl Lab for ProbeLab<'_> {
         if probe.0 & TIMER_BIT == 0 {
             return self.inner.read(probe);
         }
-        // While a counter counts the loop's entries, its experiments have no reading yet.
+        // While the timer takes turns with a counter, its experiments have no reading yet.
         let key = self.timers.get(&probe.0)?.key.clone();
-        if self.counting.contains_key(&key) && !self.swap(&key) {
+        if self.turns.contains_key(&key) && !self.turn(&key) {
             return None;
         }
         let (id, tid, started, v0, s0, h, a0) = {
@@ -1149,7 +1232,7 @@ impl Lab for ProbeLab<'_> {
         };
         // What its entries (in every thread) took, over the thread's time on a CPU: each at
         // its cost in situ once known, at the bound until then.
-        let in_situ = self.measure_in_situ(&key, id, tid, v.entries, s.run);
+        let in_situ = self.in_situ.contains_key(&key);
         if wall >= RATE_WINDOW {
             if let Some(all) = self.timer_all(id, tid) {
                 let spent =
@@ -1226,13 +1309,22 @@ impl Lab for ProbeLab<'_> {
         let Some(probes) = self.probes.as_deref_mut() else {
             return;
         };
-        if let Some(c) = self.counting.remove(&t.key) {
-            // Still counting: the counter comes out, its entries at the counter's bound.
-            if let Ok(v) = probes.read_all(c.id, c.tid) {
-                self.paid_ns += v.entries.saturating_sub(c.all) as f64 * self.stats.count_ns;
-            }
-            if let Err(e) = probes.remove(c.id) {
+        if let Some(c) = self.turns.remove(&t.key) {
+            // Still taking turns: the counter comes out, and the timer if in, its entries at
+            // the bound.
+            self.paid_ns += c.timed_all as f64 * self.stats.timer_ns;
+            if let Err(e) = probes.remove(c.counter) {
                 self.stats.errors.push(e);
+            }
+            if let Some(id) = c.timer {
+                if let Ok(v) = probes.read_all(id, c.tid) {
+                    self.paid_ns += v.entries.saturating_sub(c.all) as f64 * self.stats.timer_ns;
+                }
+                match probes.remove(id) {
+                    Ok(()) => self.stats.removed += 1,
+                    Err(e) => self.stats.errors.push(e),
+                }
+                self.born.remove(&t.key);
             }
             return;
         }
@@ -1248,13 +1340,14 @@ impl Lab for ProbeLab<'_> {
             Ok(()) => self.stats.removed += 1,
             Err(e) => self.stats.errors.push(e),
         }
-        let s = self.in_situ.get(&t.key).filter(|s| s.id == t.id);
+        let s = self.in_situ.get(&t.key);
+        let b = self.baseless.get(&t.key);
         self.stats.timer_costs.push(TimerCost {
             timer: format!("{}!{} {}", t.key.0, t.key.1, t.key.2),
-            counted_ns: s.and_then(|s| s.counted),
-            timed_ns: s.and_then(|s| s.timed),
+            counted_ns: s.map(|s| s.counted).or(b.map(|b| b.0)),
+            timed_ns: s.map(|s| s.timed).or(b.map(|b| b.1)),
             ns: self.entry_ns(&t.key),
-            in_situ: self.in_situ.get(&t.key).is_some_and(|s| s.ns.is_some()),
+            in_situ: s.is_some(),
         });
     }
 }
@@ -1278,12 +1371,15 @@ mod tests {
         /// Entries as if the loop were entered once per timed entry's cost (the second value,
         /// in ns) of the time since then.
         counting: Option<(Instant, f64)>,
-        /// With counters: the thread's CPU nanoseconds per entry with a counter and with a
-        /// timer; each probe reads entries at that rate of the thread's time on a CPU since it
-        /// went in.
+        /// With counters: the thread's CPU nanoseconds per call without the timer and with
+        /// it (one loop entry per call); a counter counts calls at that rate of the thread's
+        /// time on a CPU, a timer entries at the second.
         rates: Option<(f64, f64)>,
         /// Each probe's thread CPU nanoseconds as it went in, for `rates`.
         born: BTreeMap<u32, u64>,
+        /// The counters' calls so far, and the thread's CPU nanoseconds when they were
+        /// brought up to date.
+        counters: BTreeMap<u32, (f64, u64)>,
     }
 
     impl Fake {
@@ -1295,15 +1391,30 @@ mod tests {
             };
             sched(pid, *tid as i32).unwrap_or_default().run
         }
+
+        /// Brings the counters up to date, at the rate of whether a timer is in now.
+        fn advance(&mut self) {
+            let Some((counted, timed)) = self.rates else {
+                return;
+            };
+            let timer = self.born.keys().any(|id| *id < 300);
+            let per = if timer { timed } else { counted };
+            let now = Fake::run();
+            for (calls, at) in self.counters.values_mut() {
+                *calls += now.saturating_sub(*at) as f64 / per;
+                *at = now;
+            }
+        }
     }
 
     impl Probes for Fake {
-        fn count(&mut self, _: &str, _: &str, _: &str) -> Result<u32, String> {
+        fn count_calls(&mut self, _: &str, _: &str) -> Result<u32, String> {
             if self.rates.is_none() {
                 return Err("no counters".into());
             }
-            let id = 300 + self.born.len() as u32;
-            self.born.insert(id, Fake::run());
+            self.advance();
+            let id = 300 + self.counters.len() as u32;
+            self.counters.insert(id, (0.0, Fake::run()));
             Ok(id)
         }
         fn loops(&mut self, _: &str, function: &str) -> Result<Vec<LoopInfo>, String> {
@@ -1322,10 +1433,13 @@ mod tests {
             ])
         }
         fn insert(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
+            self.advance();
             self.inserted
                 .push((module.into(), function.into(), lp.into()));
             let id = 100 + self.inserted.len() as u32;
-            self.born.insert(id, Fake::run());
+            if self.rates.is_some() {
+                self.born.insert(id, Fake::run());
+            }
             Ok(id)
         }
         fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
@@ -1337,10 +1451,16 @@ mod tests {
             Ok(200 + self.calls.len() as u32)
         }
         fn read(&mut self, id: u32, _: i32) -> Result<TimerValue, String> {
-            if let (Some((counted, timed)), Some(born)) = (self.rates, self.born.get(&id)) {
-                let per = if id >= 300 { counted } else { timed };
+            self.advance();
+            if let Some((calls, _)) = self.counters.get(&id) {
                 return Ok(TimerValue {
-                    entries: (Fake::run().saturating_sub(*born) as f64 / per) as u64,
+                    entries: *calls as u64,
+                    ns: 0,
+                });
+            }
+            if let (Some((_, timed)), Some(born)) = (self.rates, self.born.get(&id)) {
+                return Ok(TimerValue {
+                    entries: (Fake::run().saturating_sub(*born) as f64 / timed) as u64,
                     ns: 0,
                 });
             }
@@ -1359,6 +1479,9 @@ mod tests {
             })
         }
         fn remove(&mut self, id: u32) -> Result<(), String> {
+            self.advance();
+            self.born.remove(&id);
+            self.counters.remove(&id);
             self.removed.push(id);
             Ok(())
         }
@@ -1770,12 +1893,24 @@ mod tests {
         }
     }
 
-    /// A timer's cost is measured in situ: a counter counts the loop's entries first (the
-    /// experiment has no reading meanwhile), then the timer replaces it, and once the thread
-    /// has run a while with it, what the timer adds to the thread's time per entry (plus the
-    /// counter's own bound) is what each entry costs, not the bound measured back to back,
-    /// which holds until then and caps it. (Every entry was counted at the bound before: 4x
-    /// over what a timer in a loop bound by its own work adds, `xtask bench-consult`.)
+    /// Lets timer `t` take its turns with its counter, the thread computing through each:
+    /// no reading until its last turn, the timer's, has begun.
+    fn take_turns(lab: &mut ProbeLab, t: ProbeId) {
+        assert!(lab.read(t).is_none(), "counting");
+        assert_eq!(lab.measured_cost(t), None);
+        for turn in 1..TURNS {
+            compute((TURN_CPU * 1000.0) as u64 + 10);
+            let r = lab.read(t);
+            assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
+        }
+    }
+
+    /// A timer's cost is measured in situ: beside a counter of its function's calls, the timer
+    /// is in and out by turns first (the experiment has no reading meanwhile), and what it adds
+    /// to the thread's CPU time per call, over its entries per call, is what each entry costs,
+    /// not the bound measured back to back, which holds until then and caps it.
+    /// (Every entry was counted at the bound before: 4x over what a timer in a loop bound by
+    /// its own work adds, `xtask bench-consult`.)
     #[test]
     fn a_timers_cost_is_what_it_adds_to_its_threads_time_per_entry_over_a_counter() {
         let (pid, f) = at_f();
@@ -1783,7 +1918,7 @@ mod tests {
             hypothesis: Hypothesis::CPUBound,
             focus: f.with(Resource::Loop("loop_1".into())),
         };
-        // 40 ns of the thread's time per entry with a counter, 44 with the timer.
+        // 40 ns of the thread's time per call without the timer, 44 with it.
         let mut fake = Fake {
             rates: Some((40.0, 44.0)),
             ..Fake::default()
@@ -1792,24 +1927,21 @@ mod tests {
         lab.stats.timer_ns = 20.0;
         lab.stats.count_ns = 0.5;
         let t = lab.start(&e).unwrap();
-        assert!(lab.read(t).is_none(), "counting");
-        assert_eq!(lab.measured_cost(t), None);
-        compute((COUNT_CPU * 1000.0) as u64 + 20);
-        // The counter comes out, the timer goes in: measured at the bound at first.
-        lab.read(t);
-        compute(20);
-        std::thread::sleep(std::time::Duration::from_secs_f64(RATE_WINDOW));
-        lab.read(t).unwrap();
+        take_turns(&mut lab, t);
+        // The timer's turns were counted at the bound: 20 ns of 44.
         let bound = lab.measured_cost(t).unwrap();
-        assert!((0.3..0.6).contains(&bound), "{bound}: 20 ns of 44");
-        compute((IN_SITU_CPU * 1000.0) as u64 + 50);
+        assert!((0.3..0.6).contains(&bound), "{bound}");
+        // Its last turn over, at what it adds: 4 ns of 44.
+        compute((TURN_CPU * 1000.0) as u64 + 20);
         lab.read(t).unwrap();
         let c = lab.measured_cost(t).unwrap();
-        assert!((0.07..0.14).contains(&c), "{c}: 4.5 ns of 44");
+        assert!((0.07..0.14).contains(&c), "{c}");
         let stats = lab.finish();
         drop(lab);
-        assert_eq!(fake.inserted.len(), 1);
-        assert_eq!(fake.removed, [300, 101], "the counter, then the timer");
+        assert_eq!(fake.inserted.len(), TURNS / 2);
+        // Each timer, and the counter.
+        assert_eq!(fake.removed.len(), TURNS / 2 + 1);
+        assert_eq!(stats.inserted, stats.removed);
         let [cost] = stats.timer_costs.as_slice() else {
             panic!("{stats:?}");
         };
@@ -1825,12 +1957,33 @@ mod tests {
         let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
         lab.stats.timer_ns = 20.0;
         let t = lab.start(&e).unwrap();
-        compute((COUNT_CPU * 1000.0) as u64 + 20);
-        lab.read(t);
-        compute((IN_SITU_CPU * 1000.0) as u64 + 50);
+        take_turns(&mut lab, t);
+        compute((TURN_CPU * 1000.0) as u64 + 20);
         lab.read(t).unwrap();
         let stats = lab.finish();
         assert_eq!(stats.timer_costs[0].ns, 20.0, "{stats:?}");
         assert!(stats.timer_costs[0].in_situ, "{stats:?}");
+
+        // A thread slower per call without the timer than with it: too noisy to tell, and the
+        // bound holds.
+        let mut fake = Fake {
+            rates: Some((50.0, 44.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        lab.stats.timer_ns = 20.0;
+        let t = lab.start(&e).unwrap();
+        take_turns(&mut lab, t);
+        compute((TURN_CPU * 1000.0) as u64 + 20);
+        lab.read(t).unwrap();
+        let c = lab.measured_cost(t).unwrap();
+        assert!((0.3..0.6).contains(&c), "{c}: 20 ns of 44");
+        let stats = lab.finish();
+        let cost = &stats.timer_costs[0];
+        assert!(!cost.in_situ && cost.ns == 20.0, "{stats:?}");
+        assert!(
+            (49.0..51.0).contains(&cost.counted_ns.unwrap()),
+            "{stats:?}"
+        );
     }
 }

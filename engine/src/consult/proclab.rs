@@ -83,6 +83,10 @@ impl ProcLab {
                     {
                         let mut sh = s.lock().unwrap_or_else(|e| e.into_inner());
                         if let Err(e) = sh.sampler.sample() {
+                            // A process that ended has nothing more to sample: no error.
+                            if super::sample::ended(pid) {
+                                break;
+                            }
                             sh.error = Some(e.to_string());
                         }
                     }
@@ -334,6 +338,10 @@ impl Lab for ProcLab {
     fn predicted_cost(&mut self, _: &Experiment) -> Option<f64> {
         // Every experiment reads the same samples, whose pace the cost limit already sets.
         Some(0.0)
+    }
+
+    fn ended(&mut self) -> bool {
+        super::sample::ended(self.pid)
     }
 
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {

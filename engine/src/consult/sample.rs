@@ -176,6 +176,25 @@ pub fn schedstat(pid: i32, tid: i32) -> Option<(u64, u64)> {
     parse_schedstat(&text)
 }
 
+/// True when process `pid` has ended: its `/proc` entry is gone (ENOENT, ESRCH: its exit
+/// status was collected), or it is a zombie or dying, its threads gone. Whatever reading
+/// `/proc` or stopping it meets then is the end of the search, not an error of it.
+pub fn ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat_ended(&stat),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH),
+    }
+}
+
+/// True when a `/proc/PID/stat` line's state is a zombie's or a dying process's (`Z`, `X`).
+/// The state follows the command name in parentheses, which may hold anything, `)` too.
+fn stat_ended(stat: &str) -> bool {
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('Z' | 'X' | 'x'))
+}
+
 /// The threads of `pid`.
 pub fn tids(pid: i32) -> std::io::Result<Vec<i32>> {
     let mut out: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
@@ -509,5 +528,37 @@ mod tests {
         let pid = c.id() as i32;
         c.wait().unwrap();
         assert!(Sampler::new(pid).sample().is_err());
+    }
+}
+
+#[cfg(test)]
+mod ended_tests {
+    use super::*;
+
+    /// A process gone from `/proc` (ENOENT) and a zombie have ended; one running has not.
+    #[test]
+    fn ended_tells_a_zombie_and_a_collected_process_from_a_running_one() {
+        assert!(!ended(std::process::id() as i32));
+        let mut child = std::process::Command::new("/bin/true")
+            .spawn()
+            .expect("run /bin/true");
+        let pid = child.id() as i32;
+        // A zombie until collected: it has ended already.
+        let since = std::time::Instant::now();
+        while !ended(pid) {
+            assert!(since.elapsed().as_secs() < 10, "/bin/true did not end");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        child.wait().expect("collect /bin/true");
+        assert!(ended(pid));
+    }
+
+    #[test]
+    fn a_stat_line_tells_its_state_after_the_last_parenthesis() {
+        assert!(stat_ended("42 (a) Z 1 42 42"));
+        assert!(stat_ended("42 (odd) R (name)) X 1"));
+        assert!(!stat_ended("42 (odd) Z (name)) S 1"));
+        assert!(!stat_ended("42 (sleep) S 1 42 42"));
+        assert!(!stat_ended(""));
     }
 }

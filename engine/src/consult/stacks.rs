@@ -860,7 +860,11 @@ pub fn sample_stacks(
             }
             Ok(None) => {}
             Err(e) => {
-                stacks.lock().unwrap_or_else(|e| e.into_inner()).error = Some(e);
+                let mut stacks = stacks.lock().unwrap_or_else(|e| e.into_inner());
+                // A stop that met the process's end is no error: sampling is over.
+                if !super::sample::ended(stacks.pid) {
+                    stacks.error = Some(e);
+                }
                 return;
             }
         }

@@ -793,3 +793,51 @@ fn a_program_is_named_by_its_comm_completed_from_argv0() {
     assert_eq!(name_of("python3", "").as_deref(), Some("python3"));
     assert_eq!(name_of("", "/bin/true"), None);
 }
+
+/// A lab on a process that has ended: nothing starts, for the reason sampling `/proc` gives.
+struct Ended {
+    /// Whether the lab knows the process ended (a lab that cannot tell reports failures).
+    knows: bool,
+}
+
+impl Lab for Ended {
+    fn refine(&mut self, _: Hypothesis, _: &Focus) -> Option<Vec<(Focus, f64)>> {
+        Some(Vec::new())
+    }
+
+    fn predicted_cost(&mut self, _: &Experiment) -> Option<f64> {
+        Some(0.0)
+    }
+
+    fn ended(&mut self) -> bool {
+        self.knows
+    }
+
+    fn start(&mut self, _: &Experiment) -> Result<ProbeId, String> {
+        Err("process 42: No such file or directory (os error 2)".into())
+    }
+
+    fn read(&mut self, _: ProbeId) -> Option<Reading> {
+        None
+    }
+
+    fn stop(&mut self, _: ProbeId) {}
+}
+
+/// An experiment that cannot start because the program ended under the search did not fail:
+/// it stays untested, with no note about the gone process (`consult` on a program exiting
+/// mid-search listed "failed ... No such file or directory"). A start that fails while the
+/// process lives is still a failure.
+#[test]
+fn experiments_a_program_that_ended_cannot_start_stay_untested() {
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    search.step(&mut Ended { knows: true }, 0.0);
+    assert!(!search.nodes().is_empty());
+    for n in search.nodes() {
+        assert_eq!(n.state, State::Untested, "{n:?}");
+        assert_eq!(n.note, None, "{n:?}");
+    }
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    search.step(&mut Ended { knows: false }, 0.0);
+    assert!(search.nodes().iter().all(|n| n.state == State::Failed));
+}

@@ -168,31 +168,9 @@ impl Probes for LiveProbes<'_> {
         )
     }
 
-    fn count(&mut self, module: &str, function: &str, lp: &str) -> Result<u32, String> {
-        use super::action::{LoopSel, Measured};
-        let of = Measured::Loop {
-            loops: LoopSel::Named(lp.to_owned()),
-        };
-        self.timer(
-            module,
-            function,
-            super::Metric::Count,
-            of,
-            &format!("loop {lp}"),
-        )
-    }
-
-    fn count_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {
-        let of = super::action::Measured::Call {
-            callee: callee.to_owned(),
-        };
-        self.timer(
-            module,
-            caller,
-            super::Metric::Count,
-            of,
-            &format!("call {callee}"),
-        )
+    fn count_calls(&mut self, module: &str, function: &str) -> Result<u32, String> {
+        let of = super::action::Measured::Function;
+        self.timer(module, function, super::Metric::Count, of, "calls")
     }
 
     fn insert_call(&mut self, module: &str, caller: &str, callee: &str) -> Result<u32, String> {

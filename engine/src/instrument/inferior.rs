@@ -184,6 +184,16 @@ impl FrameView<'_, '_> {
     }
 }
 
+/// The event telling that process `pid` ended, when `state` is an end (not a detach).
+fn end_event(pid: i32, state: State) -> Option<Event> {
+    match state {
+        State::Exited(code) => Some(Event::Exited { pid, code }),
+        State::Signaled(signal) => Some(Event::Killed { pid, signal }),
+        State::Ended => Some(Event::Ended { pid }),
+        State::Stopped | State::Running | State::Detached => None,
+    }
+}
+
 /// The process under control and its instrumentation.
 pub struct Inferior {
     tracer: Tracer<Live>,
@@ -268,8 +278,20 @@ impl Inferior {
 
     /// The events since the last call, oldest first. An exit or kill among them makes the
     /// process gone; a library loaded makes [`Inferior::learn_modules`] look again.
+    ///
+    /// The process's end is told once, whichever way the tracer met it: a request that meets
+    /// the end (a halt for a stack sample, an injected call, a step) records it in the
+    /// process's state and fails without an event, and the background loop, which would
+    /// have told it, no longer looks at a process that is not running. So the state is read
+    /// too, before the events (the tracer tells an end it met in the same step that records
+    /// it, so no end event comes after the state says it ended), and an end with no event is
+    /// told as its own.
     pub fn take_events(&mut self) -> Vec<Event> {
-        let events = self.tracer.take_events();
+        let ended = match self.gone {
+            None => self.tracer.with(|p, _| p.state()).ok(),
+            Some(_) => None,
+        };
+        let mut events = self.tracer.take_events();
         for e in &events {
             match e {
                 Event::Exited { .. } | Event::Killed { .. } | Event::Ended { .. } => {
@@ -277,6 +299,12 @@ impl Inferior {
                 }
                 Event::LibraryLoaded { .. } | Event::Exec { .. } => self.modules_changed = true,
                 _ => {}
+            }
+        }
+        if self.gone.is_none() {
+            if let Some(e) = ended.and_then(|s| end_event(self.pid(), s)) {
+                self.gone = Some(e.to_string());
+                events.push(e);
             }
         }
         events
@@ -294,7 +322,11 @@ impl Inferior {
         if !std::mem::take(&mut self.modules_changed) || self.gone.is_some() {
             return Ok(());
         }
-        self.job(|p, live| Ok(live.learn_modules(session, p)?))
+        // A process that ended since the events were read has no libraries to open.
+        self.job(|p, live| match p.state().is_alive() {
+            true => Ok(live.learn_modules(session, p)?),
+            false => Ok(()),
+        })
     }
 
     /// Ends control: an attached process gets its original code back and runs on; one gsh
@@ -306,6 +338,10 @@ impl Inferior {
         let started = self.started;
         self.tracer
             .with(move |p, live| -> Result<Vec<TextChange>> {
+                // Ended since the events were read: nothing to kill, nothing to restore.
+                if !p.state().is_alive() {
+                    return Ok(Vec::new());
+                }
                 if started {
                     p.kill()?;
                     return Ok(Vec::new());
@@ -791,4 +827,63 @@ fn kept_reading(p: &Process, live: &mut Live) -> Option<Reading> {
         paths,
         coverage,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_end(e: &Event) -> bool {
+        matches!(
+            e,
+            Event::Exited { .. } | Event::Killed { .. } | Event::Ended { .. }
+        )
+    }
+
+    fn running(program: &str, arg: &str) -> Inferior {
+        let launch = Launch {
+            program: program.into(),
+            args: vec![arg.into()],
+            ..Launch::default()
+        };
+        let mut i = Inferior::start(&launch).expect("start the program");
+        i.resume().expect("resume");
+        let _ = i.take_events();
+        i
+    }
+
+    /// An end the tracer meets inside a request is recorded in the process's state with no
+    /// event (the stack sampler's halt meets a program's exit so during `consult`; here the
+    /// request is a kill): the events still tell it, once, the process is gone, and letting
+    /// go of it is no error. It was not told, and `gsh -c consult` ended with "the process
+    /// is not running ... while listing modules" and "... while killing".
+    #[test]
+    fn an_end_met_inside_a_request_is_told_once() {
+        let mut i = running("/bin/sleep", "60");
+        i.tracer
+            .with(|p, _| p.kill())
+            .expect("tracer")
+            .expect("kill");
+        let events = i.take_events();
+        assert_eq!(events.iter().filter(|e| is_end(e)).count(), 1, "{events:?}");
+        assert!(i.gone().is_some());
+        assert!(i.take_events().is_empty());
+        i.finish().expect("letting go of an ended process");
+    }
+
+    /// An end the background loop meets (a program exiting by itself) is told once too.
+    #[test]
+    fn an_exit_is_told_once() {
+        let mut i = running("/bin/sleep", "0.05");
+        let since = std::time::Instant::now();
+        let mut ends = 0;
+        while i.gone().is_none() {
+            assert!(since.elapsed().as_secs() < 10, "sleep 0.05 did not end");
+            ends += i.take_events().iter().filter(|e| is_end(e)).count();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        ends += i.take_events().iter().filter(|e| is_end(e)).count();
+        assert_eq!(ends, 1);
+        i.finish().expect("letting go of an ended process");
+    }
 }

@@ -91,7 +91,7 @@ registers read and its stack walked, and it runs again. Stops are paced so the p
 stopped at most --cost PERCENT of the time (default 5), less what the probes have taken (the \
 stops keep a tenth of it whatever they take): the two share the limit. The probes are kept \
 within it: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
-its thread's time on a CPU, measured a tenth of a second after it goes in. A timer whose cost \
+its thread's time on a CPU, measured 50 ms after it goes in. A timer whose cost \
 is not known yet goes in only when no other unknown one is in; one that turns out to cost \
 more than the limit is taken out at once and its experiment is refused (state `refused`, \
 with what it cost); of timers that fit the limit alone but not together, the latest is taken \
@@ -104,10 +104,14 @@ threads would have run without it. A stop costs a thread what it would have run 
 (at its rate between stops, from its schedstat): nothing for a thread asleep, the whole stop \
 for one computing on a CPU of its own, and for one that waits for a CPU, that less the time \
 it waited, since the scheduler gives a stopped thread its turn back; the loop timers cost \
-their entries times a timed entry's cost, which the search measures on this machine as it \
-starts (the timer's instructions run in gsh against the same loop without them): an upper \
-bound, since inside a loop bound by its own dependency chain the timer's instructions run \
-beside it (`xtask bench-consult` measured a fifth of it there). The time the \
+their entries times a timed entry's cost. That cost is measured where the timer runs: the \
+first time a timer goes in, it is taken out and put back by turns (6 turns of 40 ms of its \
+thread's CPU time, out first) beside a counter of its function's calls, and what it adds to \
+the thread's CPU time per call, times the calls per entry, is its cost, capped by the bound \
+the search measures as it starts (the timer's instructions run back to back in gsh, their \
+whole latency; inside a loop bound by its own dependency chain they run beside the loop's \
+work, and cost a fifth of that). The bound counts during the turns, for a function called too \
+rarely or rates too noisy to tell, and for a whole path's timer. The time the \
 program was stopped, the stops taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
 while the program is stopped is read when it runs again). Libraries the program \
@@ -127,8 +131,8 @@ fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
-\"spent\", \
-\"timer_ns\", \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
+\"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
+\"ns\", \"in_situ\"}], \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
 process is, by the path it was started through: Debian's redis-server, a link to \
 redis-check-rdb, is redis-server, its module redis-check-rdb), then modules, \
 functions, loops, and a file or lock, outermost first. --dot FILE writes the \
