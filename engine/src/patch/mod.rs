@@ -174,14 +174,10 @@ pub struct Patcher {
     map: BTreeMap<u64, (u64, Origin)>,
     /// What each point's save area holds, by runtime address.
     saves: HashMap<u64, String>,
-    /// The module's [`plan::foreign_targets`], computed on first use.
-    foreign: OnceLock<HashSet<u64>>,
-    /// The module's [`plan::prefix_ends`], computed on first use.
-    prefix_end: OnceLock<Vec<u64>>,
-    /// The module's [`plan::code_bytes`], computed on first use.
-    code: OnceLock<Claimed>,
-    /// The module's [`plan::ways_in`], computed when a function is first copied whole.
-    ways_in: OnceLock<plan::WaysIn>,
+    /// What planning reads of the module as a whole, computed once and shared by the
+    /// patcher's clones: a snapshot taken before each change copied them, maps over every
+    /// function and edge of the module (python3: 381,575 edges).
+    facts: Arc<ModuleFacts>,
     /// The written sites' snippets, checked once: laying a trampoline out again only
     /// generates their code for its new address.
     checks: CheckCache,
@@ -196,6 +192,21 @@ pub struct Patcher {
     /// identity, holding the program so that its address is not reused while the entry
     /// lives; pruned with [`Patcher::checks`].
     memos: HashMap<usize, (Arc<crate::snippet::ir::Program>, Arc<movable::Memo>)>,
+}
+
+/// Facts about a module's code that planning reads, each computed on first use. They
+/// depend only on the file's code and CFGs, which never change, so they are never
+/// invalidated.
+#[derive(Default)]
+struct ModuleFacts {
+    /// The module's [`plan::foreign_targets`].
+    foreign: OnceLock<HashSet<u64>>,
+    /// The module's [`plan::prefix_ends`].
+    prefix_end: OnceLock<Vec<u64>>,
+    /// The module's [`plan::code_bytes`].
+    code: OnceLock<Claimed>,
+    /// The module's [`plan::ways_in`], computed when a function is first copied whole.
+    ways_in: OnceLock<plan::WaysIn>,
 }
 
 /// What [`Patcher::plan`] decided.
@@ -267,10 +278,7 @@ impl Patcher {
             applied: AppliedSites::default(),
             map: BTreeMap::new(),
             saves: HashMap::new(),
-            foreign: OnceLock::new(),
-            prefix_end: OnceLock::new(),
-            code: OnceLock::new(),
-            ways_in: OnceLock::new(),
+            facts: Arc::default(),
             checks: CheckCache::default(),
             tramps: HashMap::new(),
             retired: Vec::new(),
@@ -379,7 +387,7 @@ impl Patcher {
         let mut wanted: Vec<u64> = points.iter().map(|p| p.addr.0).collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let code = self.code.get_or_init(|| plan::code_bytes(view));
+        let code = self.facts.code.get_or_init(|| plan::code_bytes(view));
         // Functions copied whole first: a neighbour's pun or eviction planned earlier in this
         // call could take bytes of theirs, and a copy needs all of them.
         let mut by_func: Vec<(FuncId, Vec<LinkAddr>)> = by_func.into_iter().collect();
@@ -412,14 +420,19 @@ impl Patcher {
                 view,
                 func,
                 cfg: view.cfg(f),
-                foreign: self.foreign.get_or_init(|| plan::foreign_targets(view)),
+                foreign: self
+                    .facts
+                    .foreign
+                    .get_or_init(|| plan::foreign_targets(view)),
                 prefix_end: self
+                    .facts
                     .prefix_end
                     .get_or_init(|| plan::prefix_ends(view.functions())),
                 wanted: &wanted,
                 code,
-                ways_in: &self.ways_in,
+                ways_in: &self.facts.ways_in,
                 pads: std::cell::OnceCell::new(),
+                table_targets: std::cell::OnceCell::new(),
             };
             // A site holding points of another function too (in instructions it evicted, or
             // in code two functions share) is not its own: absorbed into its copy, those

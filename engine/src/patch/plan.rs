@@ -304,6 +304,11 @@ pub struct Planner<'a> {
     /// [`Planner::padding`], computed on first use: the same for every point of the
     /// function, and a sort of its blocks each time made a large function's plan quadratic.
     pub pads: std::cell::OnceCell<Vec<Range<u64>>>,
+    /// The targets of the function's jump tables, gathered on first use: [`Planner::is_target`]
+    /// asks for every byte a jump would cover, and a scan of every table's targets each time
+    /// made a loop timer in python3's interpreter loop (hundreds of cases) cost a scan of
+    /// them per byte per point.
+    pub table_targets: std::cell::OnceCell<HashSet<u64>>,
 }
 
 /// Every byte that a block of some function's CFG covers, merged.
@@ -442,10 +447,15 @@ impl Planner<'_> {
     fn is_target(&self, a: u64) -> bool {
         self.cfg.block_at(LinkAddr(a)).is_some()
             || self
-                .cfg
-                .jump_tables
-                .iter()
-                .any(|t| t.targets.contains(&LinkAddr(a)))
+                .table_targets
+                .get_or_init(|| {
+                    self.cfg
+                        .jump_tables
+                        .iter()
+                        .flat_map(|t| t.targets.iter().map(|t| t.0))
+                        .collect()
+                })
+                .contains(&a)
             || self.view.function_at(LinkAddr(a)).is_some()
             || self.foreign.contains(&a)
     }
