@@ -1854,6 +1854,32 @@ fn forked_children_never_count_into_their_parents_arena() {
     assert_eq!(calls, Some(50), "{values:?}");
 }
 
+/// Runs `ms` milliseconds of `nanosleep` injected into the leader (its timespec allocated
+/// near `near`), which is sent `signal` 100 ms in, and checks that the call completes.
+fn sleep_injected_while_signalled(t: &Tracer<NoHooks>, near: u64, ms: u64, signal: i32) {
+    let pid = t.pid();
+    let at = t
+        .with(|p, _| -> Result<u64, ProcessError> {
+            let at = p.allocate(near, 16, AllocKind::Data)?;
+            let mut ts = 0u64.to_le_bytes().to_vec();
+            ts.extend_from_slice(&(ms * 1_000_000).to_le_bytes());
+            p.write(at, &ts)?;
+            Ok(at)
+        })
+        .unwrap()
+        .unwrap();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        // SAFETY: plain system call on a process this test owns.
+        unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, signal) }
+    });
+    let slept = t
+        .with(|p, _| p.syscall(libc::SYS_nanosleep, &[at, 0]))
+        .unwrap();
+    assert_eq!(sender.join().unwrap(), 0);
+    assert_eq!(slept.unwrap(), 0, "the injected nanosleep did not complete");
+}
+
 /// A SIGSEGV sent to the thread running an injected system call (`kill -SEGV`, `tgkill`) is
 /// the program's signal, not a crash of the injected code: the call completes, and the signal
 /// reaches the program once it runs again: traced, it is reported as the fault it is, then
@@ -1872,27 +1898,7 @@ fn a_sigsegv_sent_during_an_injected_call_is_not_a_crash() {
         .unwrap();
     let exe = live();
     let near = t.with(|p, _| symbol(p, &exe, "add3")).unwrap();
-    // 400 ms of `nanosleep` in the leader, which is sent a SIGSEGV 100 ms in.
-    let at = t
-        .with(|p, _| -> Result<u64, ProcessError> {
-            let at = p.allocate(near, 16, AllocKind::Data)?;
-            let mut ts = 0u64.to_le_bytes().to_vec();
-            ts.extend_from_slice(&400_000_000u64.to_le_bytes());
-            p.write(at, &ts)?;
-            Ok(at)
-        })
-        .unwrap()
-        .unwrap();
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        // SAFETY: plain system call on a process this test owns.
-        unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, libc::SIGSEGV) }
-    });
-    let slept = t
-        .with(|p, _| p.syscall(libc::SYS_nanosleep, &[at, 0]))
-        .unwrap();
-    assert_eq!(sender.join().unwrap(), 0);
-    assert_eq!(slept.unwrap(), 0, "the injected nanosleep did not complete");
+    sleep_injected_while_signalled(&t, near, 400, libc::SIGSEGV);
     let signal = Stop::Signal {
         tid: pid,
         signal: libc::SIGSEGV,
@@ -2109,27 +2115,10 @@ fn a_handled_signal_sent_during_an_injected_call_arrives_once() {
     let pid = guard.0.id() as i32;
     let t = Tracer::attach(pid, NoHooks).unwrap();
     let twice = t.with(|p, _| symbol(p, &exe, "twice")).unwrap();
-    let at = t
-        .with(|p, _| -> Result<u64, ProcessError> {
-            p.set_attached_mode(AttachedMode::Traced)?;
-            let at = p.allocate(twice, 16, AllocKind::Data)?;
-            let mut ts = 0u64.to_le_bytes().to_vec();
-            ts.extend_from_slice(&300_000_000u64.to_le_bytes());
-            p.write(at, &ts)?;
-            Ok(at)
-        })
+    t.with(|p, _| p.set_attached_mode(AttachedMode::Traced))
         .unwrap()
         .unwrap();
-    let sender = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        // SAFETY: plain system call on a process this test owns.
-        unsafe { libc::syscall(libc::SYS_tgkill, pid, pid, libc::SIGUSR1) }
-    });
-    let slept = t
-        .with(|p, _| p.syscall(libc::SYS_nanosleep, &[at, 0]))
-        .unwrap();
-    assert_eq!(sender.join().unwrap(), 0);
-    assert_eq!(slept.unwrap(), 0, "the injected nanosleep did not complete");
+    sleep_injected_while_signalled(&t, twice, 300, libc::SIGUSR1);
     t.with(|p, _| p.resume()).unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let counted = sigcount_result(t, guard, out);

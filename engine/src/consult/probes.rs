@@ -635,22 +635,16 @@ impl ProbeLab<'_> {
                 self.stats.errors.push(why.clone());
                 return Err(why);
             }
-            // A call path whose last call cannot be timed (an indirect call, a caller in
-            // another module) is measured by the stack samples.
-            (Err(why), Timed::Call(_)) => {
+            // A path whose function cannot be profiled: its last call is timed instead, if it
+            // can be; a call path whose last call cannot be timed (an indirect call, a caller
+            // in another module) is measured by the stack samples.
+            (Err(why), Timed::Call(_) | Timed::Path(_)) => {
+                let instead = match what {
+                    Timed::Path(_) => "its last call is timed instead",
+                    _ => "its call path is sampled instead",
+                };
                 self.untimable.insert(key.clone());
-                self.stats
-                    .errors
-                    .push(format!("{why} (its call path is sampled instead)"));
-                return Err(why);
-            }
-            // A path whose function cannot be profiled: its last call is timed instead, if
-            // it can be.
-            (Err(why), Timed::Path(_)) => {
-                self.untimable.insert(key.clone());
-                self.stats
-                    .errors
-                    .push(format!("{why} (its last call is timed instead)"));
+                self.stats.errors.push(format!("{why} ({instead})"));
                 return Err(why);
             }
         };
