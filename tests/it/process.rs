@@ -1028,17 +1028,8 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
     std::thread::sleep(Duration::from_millis(50));
     let t = Tracer::attach(pid, NoHooks).unwrap();
     let clobber = t.with(|p, _| symbol(p, &exe, "clobber")).unwrap();
-    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
     t.with(|p, _| p.call(clobber, &[])).unwrap().unwrap();
-    // Halted first: told to stop while it runs, it may exit before the detach halts it.
-    t.with(|p, _| {
-        p.halt()?;
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
+    stop_and_detach(t, &exe);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(rest, "vectors kept\n");
@@ -1969,16 +1960,7 @@ fn sigcount_result<H: Hooks + 'static>(
     mut guard: Guard,
     mut out: std::io::BufReader<std::process::ChildStdout>,
 ) -> String {
-    let exe = sigcount();
-    t.with(|p, _| {
-        let stop = symbol(p, &exe, "stop");
-        p.halt()?;
-        p.write(stop, &1i32.to_le_bytes())?;
-        p.detach()
-    })
-    .unwrap()
-    .unwrap();
-    drop(t);
+    stop_and_detach(t, &sigcount());
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     let status = guard.0.wait().unwrap();

@@ -185,23 +185,7 @@ impl TracerStacks<'_, '_> {
         if let Some(n) = self.names.get(&pc) {
             return n.clone();
         }
-        let n = self
-            .sampler
-            .modules
-            .iter()
-            .find_map(|(m, bias)| {
-                let f = m.functions().containing(LinkAddr(pc.wrapping_sub(*bias)))?;
-                Some(FrameName {
-                    module: m.name.clone(),
-                    function: f.display_name().to_owned(),
-                    main: m.is_main,
-                })
-            })
-            .unwrap_or_else(|| FrameName {
-                module: String::new(),
-                function: format!("{pc:#x}"),
-                main: false,
-            });
+        let n = frame_name(self.sampler.modules.iter().map(|(m, b)| (m, *b)), pc, pc);
         self.names.insert(pc, n.clone());
         n
     }
@@ -300,4 +284,28 @@ impl StackSource for TracerStacks<'_, '_> {
             .collect();
         Ok(Some(Batch { stopped, threads }))
     }
+}
+
+/// The function of one of `modules` (each with its load bias) holding `at`, else `pc` as an
+/// address in no module.
+pub(crate) fn frame_name<'m>(
+    modules: impl IntoIterator<Item = (&'m Arc<Module>, u64)>,
+    at: u64,
+    pc: u64,
+) -> FrameName {
+    modules
+        .into_iter()
+        .find_map(|(m, bias)| {
+            let f = m.functions().containing(LinkAddr(at.wrapping_sub(bias)))?;
+            Some(FrameName {
+                module: m.name.clone(),
+                function: f.display_name().to_owned(),
+                main: m.is_main,
+            })
+        })
+        .unwrap_or_else(|| FrameName {
+            module: String::new(),
+            function: format!("{pc:#x}"),
+            main: false,
+        })
 }

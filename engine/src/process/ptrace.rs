@@ -129,16 +129,7 @@ pub(crate) fn event_msg(tid: i32) -> Result<u64, ProcessError> {
 
 /// The `si_code` of the signal a thread is stopped with (signal-delivery-stops only).
 pub(crate) fn sig_code(tid: i32) -> Result<i32, ProcessError> {
-    // SAFETY: siginfo_t is plain old data; all-zero is a valid value.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    request(
-        "GETSIGINFO",
-        libc::PTRACE_GETSIGINFO,
-        tid,
-        0,
-        &mut info as *mut libc::siginfo_t as usize,
-    )?;
-    Ok(info.si_code)
+    siginfo(tid).map(|info| info.si_code)
 }
 
 /// The whole siginfo of the stop thread `tid` is in: the signal's own for a

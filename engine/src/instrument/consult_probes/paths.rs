@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, HashMap};
 use gsh_rt_abi::layout::MAX_PATH_DEPTH;
 
 use super::LiveProbes;
-use crate::addr::LinkAddr;
 use crate::consult::probes::TimerValue;
 use crate::consult::stacks::{self, FrameName};
 use crate::instrument::action::Measured;
@@ -123,18 +122,5 @@ fn frame(live: &Live, ra: u64) -> FrameName {
     // The call is before `ra`, which may lie past the end of a function ending in a call.
     let at = ra.wrapping_sub(1);
     let at = live.origin(at).map_or(at, |(_, orig)| orig);
-    live.loaded()
-        .find_map(|(m, bias)| {
-            let f = m.functions().containing(LinkAddr(at.wrapping_sub(bias)))?;
-            Some(FrameName {
-                module: m.name.clone(),
-                function: f.display_name().to_owned(),
-                main: m.is_main,
-            })
-        })
-        .unwrap_or_else(|| FrameName {
-            module: String::new(),
-            function: format!("{ra:#x}"),
-            main: false,
-        })
+    crate::instrument::sampling::frame_name(live.loaded(), at, ra)
 }
