@@ -1471,17 +1471,27 @@ fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit_once(") ")?.1.chars().next()
 }
 
-/// The program's entry point (AT_ENTRY in /proc/PID/auxv).
+/// The program's entry point (AT_ENTRY in /proc/PID/auxv). Read again until it is there:
+/// `spawn` returns once the exec has closed the child's descriptors, before the kernel has
+/// written the new program's auxiliary vector (read then, it is empty; CI failed so once).
 fn entry_point(pid: i32) -> u64 {
-    let aux = std::fs::read(format!("/proc/{pid}/auxv")).unwrap();
-    aux.chunks_exact(16)
-        .map(|e| {
-            let word = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap());
-            (word(0), word(8))
-        })
-        .find(|&(key, _)| key == libc::AT_ENTRY)
-        .map(|(_, v)| v)
-        .unwrap()
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let aux = std::fs::read(format!("/proc/{pid}/auxv")).unwrap();
+        let entry = aux
+            .chunks_exact(16)
+            .map(|e| {
+                let word = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap());
+                (word(0), word(8))
+            })
+            .find(|&(key, _)| key == libc::AT_ENTRY)
+            .map(|(_, v)| v);
+        match entry {
+            Some(v) => return v,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            None => panic!("process {pid} has no AT_ENTRY in its auxv"),
+        }
+    }
 }
 
 /// A program attached in its start-up, its dynamic linker blocked opening an `LD_PRELOAD`
