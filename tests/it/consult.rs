@@ -787,3 +787,55 @@ fn a_program_ending_during_the_search_ends_it_with_its_findings() {
         }
     }
 }
+
+/// A program that ends while experiments run: each one that ran long enough is judged on what
+/// it read (started the settle time before the end, with a reading of at least half of it),
+/// and each says the program ended; none is left untested without a word. They all were: a
+/// thread read at 0.98 CPU-bound was left `untested`, and the search concluded at the program.
+#[test]
+fn experiments_running_when_the_program_ends_are_judged_or_say_why_not() {
+    let _turn = one_at_a_time();
+    let exe = Mutatee::new("decoypaths").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args(["--json", "-c", "consult --for 30"])
+        .arg(exe.file_name().unwrap())
+        .arg("3")
+        .run();
+    out.assert_success();
+    let r = json_stream(&out)
+        .pop()
+        .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .unwrap_or_else(|| panic!("no result:\n{out}"));
+    let graph = r["graph"].as_array().expect("graph");
+    let mut at_the_end = 0;
+    for n in graph {
+        if n["note"]
+            .as_str()
+            .is_some_and(|x| x.contains("the program ended"))
+        {
+            at_the_end += 1;
+            // Judged at the end, or untested for a reason it says.
+            assert!(
+                matches!(n["state"].as_str(), Some("true" | "false" | "untested")),
+                "{n:#}"
+            );
+            if n["state"] == "true" || n["state"] == "false" {
+                assert!(n["judged"].as_f64().is_some(), "{n:#}");
+            }
+        } else if !n["measured"].is_null() {
+            // Started, and not running when the program ended: judged by then.
+            assert!(
+                matches!(
+                    n["state"].as_str(),
+                    Some("true" | "false" | "failed" | "refused")
+                ),
+                "started and left without a word: {n:#}\n{r:#}"
+            );
+        }
+    }
+    assert!(at_the_end >= 1, "nothing ran when the program ended: {r:#}");
+    // A 3-second program: the search ended with it.
+    assert!(r["seconds"].as_f64().unwrap() < 25.0, "{r:#}");
+    assert!(!r["findings"].as_array().unwrap().is_empty(), "{r:#}");
+}

@@ -420,6 +420,9 @@ pub struct Node {
     /// conclusive one counts from then.
     #[serde(skip)]
     first_read: Option<f64>,
+    /// Its last reading: what it is judged on if the program ends while it runs.
+    #[serde(skip)]
+    last: Option<Reading>,
     /// For a true node: when it was judged, while the lab has not yet refined it along the
     /// "where" axis (it may lack the samples to; it is asked again each step).
     #[serde(skip)]
@@ -470,6 +473,7 @@ impl Search {
                 probe: None,
                 started: 0.0,
                 first_read: None,
+                last: None,
                 unrefined: None,
                 judged: None,
                 measured: None,
@@ -559,6 +563,7 @@ impl Search {
             n.state = State::Untested;
             n.fraction = None;
             n.first_read = None;
+            n.last = None;
             n.measured = None;
             n.note = Some(format!(
                 "deferred: its probe cost {:.1}% of the program's time, more than the cost \
@@ -596,6 +601,7 @@ impl Search {
             let reading = lab.read(probe);
             if let Some(r) = reading {
                 self.nodes[i].fraction = Some(r.fraction);
+                self.nodes[i].last = Some(r);
                 self.nodes[i].first_read.get_or_insert(now);
             }
             let verdict = match reading {
@@ -707,6 +713,7 @@ impl Search {
                 probe: None,
                 started: 0.0,
                 first_read: None,
+                last: None,
                 unrefined: None,
                 judged: None,
                 measured: None,
@@ -786,6 +793,82 @@ impl Search {
                 }
             }
         }
+    }
+
+    /// The program ended under the search, at `now`: no more readings will come, so each
+    /// running experiment with enough of one is judged on what it read: started at least the
+    /// settle time ago, with a reading of at least [`END_WINDOW`] of it (a step waits for a
+    /// whole settle time of reading, which a probe taking turns or a refinement waiting for
+    /// samples may not have had), true above the threshold's hysteresis band, false below it.
+    /// The lab's reading now (what it sampled up to the end) is taken where it still has one,
+    /// else the last one the search saw (a probe's values went with the process). An
+    /// experiment judged so is not refined (its parts can no longer be measured); one whose
+    /// reading was inside the band, or too short, or none, stays untested. Each says, in its
+    /// note, that the program ended. Then every experiment is stopped ([`Search::stop`]).
+    pub fn program_ended(&mut self, lab: &mut dyn Lab, now: f64) {
+        let (settle, band) = (self.settings.settle, self.settings.hysteresis);
+        for i in 0..self.nodes.len() {
+            let n = &self.nodes[i];
+            let Some(probe) = n.probe.filter(|_| n.state == State::Active) else {
+                continue;
+            };
+            let threshold = self.settings.threshold(n.experiment.hypothesis);
+            let reading = lab.read(probe).or(n.last);
+            let n = &mut self.nodes[i];
+            if let Some(r) = reading {
+                n.fraction = Some(r.fraction);
+                n.last = Some(r);
+            }
+            let started = n.started;
+            let enough = |r: &Reading| now - started >= settle && r.seconds >= settle * END_WINDOW;
+            let (state, note) = match reading {
+                Some(r) if enough(&r) && r.fraction >= threshold * (1.0 + band) => (
+                    State::True,
+                    format!(
+                        "judged as the program ended, on {:.1} s of reading; not refined",
+                        r.seconds
+                    ),
+                ),
+                Some(r) if enough(&r) && r.fraction <= threshold * (1.0 - band) => (
+                    State::False,
+                    format!(
+                        "judged as the program ended, on {:.1} s of reading{}",
+                        r.seconds,
+                        r.note.map_or_else(String::new, |x| format!("; {x}"))
+                    ),
+                ),
+                Some(r) if enough(&r) => (
+                    State::Untested,
+                    format!(
+                        "the program ended with its reading inside the hysteresis band, \
+                         after {:.1} s",
+                        r.seconds
+                    ),
+                ),
+                Some(r) => (
+                    State::Untested,
+                    format!(
+                        "the program ended {:.1} s into its reading, {:.1} s after it \
+                         started: too short to judge",
+                        r.seconds,
+                        now - started
+                    ),
+                ),
+                None => (
+                    State::Untested,
+                    "the program ended before its first reading".to_owned(),
+                ),
+            };
+            lab.stop(probe);
+            n.probe = None;
+            n.state = state;
+            n.note = Some(note);
+            if state != State::Untested {
+                n.judged = Some(now);
+            }
+        }
+        self.ended = true;
+        self.stop(lab);
     }
 
     /// Stops every running experiment (the search was cut short); their nodes stay untested.
@@ -1201,7 +1284,8 @@ impl Report {
 }
 
 /// Runs `search` on `lab` until it ends, `limit` passes, `interrupted` is set, or `alive` says
-/// the program is gone; stops every running experiment before returning the seconds it ran.
+/// the program is gone; stops every running experiment before returning the seconds it ran,
+/// judging them on what they read when the program ended ([`Search::program_ended`]).
 pub fn run<L: Lab>(
     search: &mut Search,
     lab: &mut L,
@@ -1239,6 +1323,10 @@ pub fn run_watched<L: Lab>(
         }
         std::thread::sleep(STEP);
     }
+    // A program that ended leaves what its experiments read to be judged.
+    if search.ended || lab.ended() {
+        search.program_ended(lab, start.elapsed().as_secs_f64());
+    }
     search.stop(lab);
     start.elapsed().as_secs_f64()
 }
@@ -1246,6 +1334,10 @@ pub fn run_watched<L: Lab>(
 /// How many bounded waits ([`Settings::max_wait`]) an experiment that has no reading at all
 /// (its lab lacks the samples to tell) is given before it is judged false.
 const UNREAD_WAITS: f64 = 3.0;
+
+/// The share of the settle time a reading cut short by the program's end must cover to be
+/// judged ([`Search::program_ended`]).
+pub const END_WINDOW: f64 = 0.5;
 
 /// How often [`run`] judges and starts experiments.
 const STEP: std::time::Duration = std::time::Duration::from_millis(100);

@@ -31,6 +31,9 @@ struct Shared {
     sampler: Sampler,
     /// The last sampling error: the process is gone or unreadable.
     error: Option<String>,
+    /// When the process was last sampled: a reading covers the time up to then, and no
+    /// more once the process has ended.
+    last: Option<Instant>,
 }
 
 /// One experiment: what it measures and the window it measures over.
@@ -73,6 +76,7 @@ impl ProcLab {
         let shared = Arc::new(Mutex::new(Shared {
             sampler: Sampler::new(pid),
             error: None,
+            last: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let (s, st) = (shared.clone(), stop.clone());
@@ -82,7 +86,12 @@ impl ProcLab {
                 while !st.load(Ordering::Relaxed) {
                     {
                         let mut sh = s.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Err(e) = sh.sampler.sample() {
+                        let at = Instant::now();
+                        let sampled = sh.sampler.sample();
+                        if sampled.is_ok() {
+                            sh.last = Some(at);
+                        }
+                        if let Err(e) = sampled {
                             // A process that ended has nothing more to sample: no error.
                             if super::sample::ended(pid) {
                                 break;
@@ -360,9 +369,11 @@ impl Lab for ProcLab {
         }
         let (snapshot, since) = {
             let mut sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            let at = Instant::now();
             sh.sampler
                 .sample()
                 .map_err(|err| format!("process {}: {err}", self.pid))?;
+            sh.last = Some(at);
             // A refinement reads the samples its ancestor read, and those since: they were
             // taken passively, so they hold for the narrower focus too, and the child's
             // fraction is then never judged on fewer samples than the parent's.
@@ -386,12 +397,10 @@ impl Lab for ProcLab {
 
     fn read(&mut self, probe: ProbeId) -> Option<Reading> {
         let w = self.experiments.get(&probe.0)?;
-        let threads = self
-            .shared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .sampler
-            .since(&w.snapshot);
+        let (threads, last) = {
+            let sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            (sh.sampler.since(&w.snapshot), sh.last)
+        };
         threads.first()?;
         let e = &w.experiment;
         let fraction = match Self::thread_of(&e.focus) {
@@ -412,9 +421,12 @@ impl Lab for ProcLab {
                 })
                 .fold(0.0, f64::max),
         };
+        // Up to the last sample: a process that ended was measured until then, however long
+        // ago that is.
+        let seconds = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(w.started));
         Some(Reading {
             fraction,
-            seconds: w.started.elapsed().as_secs_f64(),
+            seconds: seconds.as_secs_f64(),
             note: None,
             opaque: false,
         })

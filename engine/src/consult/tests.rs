@@ -841,3 +841,126 @@ fn experiments_a_program_that_ended_cannot_start_stay_untested() {
     search.step(&mut Ended { knows: false }, 0.0);
     assert!(search.nodes().iter().all(|n| n.state == State::Failed));
 }
+
+/// A model program that ends `ends` seconds (real time) after its lab is made, as `run`
+/// measures time: from then on its lab reads nothing (a probe's values go with the process)
+/// and says the program ended. Readings of the foci in `lag` cover that many seconds less
+/// than their experiment has run (a timer that took turns with a counter first, a refinement
+/// waiting for stack samples).
+struct EndsAt {
+    model: Model,
+    begun: std::time::Instant,
+    ends: f64,
+    lag: HashMap<String, f64>,
+}
+
+impl EndsAt {
+    fn clock(&mut self) -> bool {
+        self.model.now = self.begun.elapsed().as_secs_f64();
+        self.model.now >= self.ends
+    }
+}
+
+impl Lab for EndsAt {
+    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        self.model.refine(h, focus)
+    }
+    fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
+        self.model.predicted_cost(e)
+    }
+    fn ended(&mut self) -> bool {
+        self.clock()
+    }
+    fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        if self.clock() {
+            return Err("process 42: No such file or directory (os error 2)".into());
+        }
+        self.model.start(e)
+    }
+    fn read(&mut self, probe: ProbeId) -> Option<Reading> {
+        if self.clock() {
+            return None;
+        }
+        let lag = *self
+            .lag
+            .get(&self.model.running[&probe.0].0.focus.to_string())
+            .unwrap_or(&0.0);
+        let r = self.model.read(probe)?;
+        (r.seconds >= lag).then_some(Reading {
+            seconds: r.seconds - lag,
+            ..r
+        })
+    }
+    fn stop(&mut self, probe: ProbeId) {
+        self.model.stop(probe)
+    }
+}
+
+/// A program that ends while experiments run: each that ran the settle time with a reading of
+/// at least half of it is judged on what it read (`main`, well above the threshold, is a
+/// conclusion), one inside the hysteresis band stays untested, and each says the program
+/// ended. They were all left untested, with no word why, and the search concluded at the
+/// program. (Real time, as `run` keeps it: a settle time of 2 s leaves the clocks' jitter on
+/// a loaded machine ±0.4 s of room.)
+#[test]
+fn experiments_running_when_the_program_ends_are_judged_on_what_they_read() {
+    let mut model = Model::new(0.0);
+    model
+        .child(&["app"], "main", 1.0)
+        .child(&["app"], "banded", 0.5);
+    model
+        .truth(Hypothesis::CPUBound, &["app"], 0.95)
+        .truth(Hypothesis::CPUBound, &["app", "main"], 0.9)
+        .truth(Hypothesis::CPUBound, &["app", "banded"], 0.3);
+    // The root is judged at about 2 s and its children start then; `main`'s reading, 0.8 s
+    // behind, covers about 1.6 s when the program ends at 4.5 s: short of the settle time,
+    // more than half of it.
+    let begun = std::time::Instant::now();
+    let mut lab = EndsAt {
+        model,
+        begun,
+        ends: 4.5,
+        lag: HashMap::from([(f(&["app", "main"]).to_string(), 0.8)]),
+    };
+    let settings = Settings {
+        settle: 2.0,
+        ..Settings::default()
+    };
+    let mut search = Search::new(settings, f(&["app"]));
+    let seconds = run(
+        &mut search,
+        &mut lab,
+        std::time::Duration::from_secs(30),
+        &std::sync::atomic::AtomicBool::new(false),
+        || begun.elapsed().as_secs_f64() < 4.5,
+    );
+    assert!((4.5..8.0).contains(&seconds), "{seconds}");
+    assert!(lab.model.running.is_empty(), "every probe is out");
+    let node = |path: &[&str]| {
+        search
+            .nodes()
+            .iter()
+            .find(|n| {
+                n.experiment.hypothesis == Hypothesis::CPUBound && n.experiment.focus == f(path)
+            })
+            .unwrap_or_else(|| panic!("{path:?} not tested: {:#?}", search.nodes()))
+    };
+    let main = node(&["app", "main"]);
+    assert_eq!(main.state, State::True, "{main:?}");
+    assert!(
+        main.note.as_deref().unwrap().contains("program ended"),
+        "{main:?}"
+    );
+    let banded = node(&["app", "banded"]);
+    assert_eq!(banded.state, State::Untested, "{banded:?}");
+    assert!(
+        banded.note.as_deref().unwrap().contains("hysteresis band"),
+        "{banded:?}"
+    );
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|x| x.focus.to_string())
+        .collect();
+    assert_eq!(found, vec!["app > main".to_string()]);
+}

@@ -122,7 +122,10 @@ SECONDS (default 60; probes being inserted count, and no experiment starts that 
 in by then, judging by the slowest start so far; the analysis of a module whose loops are \
 to be timed runs in the background from the moment one of its functions is tested, the search \
 going on meanwhile, and a function found CPU-bound waits for it past the bounded wait), on \
-Ctrl-C (keeping what it found), or when the process ends. A stopped \
+Ctrl-C (keeping what it found), or when the process ends: then each experiment still \
+running is judged on what it read if it started at least the settle time before the end with a \
+reading of at least half of it (true or false as at any time, and not refined further), and \
+otherwise left untested; either way its note says the program ended. A stopped \
 process is resumed and left running.
 
 The result lists the conclusions first (hypothesis, fraction, focus), then the search history \
