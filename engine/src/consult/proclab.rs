@@ -244,7 +244,12 @@ impl ProcLab {
                 .and_then(|s| s.fraction(h, focus, t.tid, w.since, min))
         };
         let below = Self::below_thread(focus);
-        match h {
+        let queued = t
+            .fractions
+            .get(&Hypothesis::RunQueue)
+            .copied()
+            .unwrap_or(0.0);
+        let wait = match h {
             Hypothesis::CPUBound | Hypothesis::RunQueue => {
                 let whole = t.fractions.get(&h).copied().unwrap_or(0.0);
                 if below {
@@ -266,8 +271,23 @@ impl ProcLab {
                 };
                 Some(proc_file)
             }),
+        };
+        match h {
+            Hypothesis::CPUBound | Hypothesis::RunQueue => wait,
+            _ => wait.map(|x| own_share(x, queued)),
         }
     }
+}
+
+/// The share `x` of a thread's wall time a wait took, as a share of the time the thread was
+/// not waiting for a CPU (`queued` of its wall time): on a loaded machine the run queue takes
+/// its share of a thread's time from its waits as much as from its running (a thread waiting
+/// for a lock a third of its time on a machine of its own was seen waiting for it a fifth of
+/// its wall time at a load of 15 on 2 CPUs, runnable the rest), and the thresholds are of the
+/// thread's own time. At most twice `x`, so that a thread nearly always waiting for a CPU does
+/// not make a few samples a wait.
+pub fn own_share(x: f64, queued: f64) -> f64 {
+    (x / (1.0 - queued).max(0.5)).min(1.0)
 }
 
 impl Drop for ProcLab {

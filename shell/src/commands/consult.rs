@@ -40,7 +40,10 @@ and futex waits), IOBlocking (0.20: in read/write-family and file system calls o
 refined to SmallIO, 0.10: calls of under 4096 bytes) and ExternalWait (0.20: asleep in poll, \
 select, epoll, sleeps, accept, and reads and writes on sockets, pipes and terminals). A thread \
 that used no CPU while parked on one futex throughout (an idle pool thread, a join) slows \
-nothing: its wait is not SyncWait. A reading counts after 1 s; within 5% of its threshold it \
+nothing: its wait is not SyncWait. A wait (SyncWait, IOBlocking, SmallIO, ExternalWait) is a \
+fraction of the time the thread was not waiting for a CPU, at most twice its share of the wall \
+time: on a loaded machine the run queue takes its share from a thread's waits as much as from \
+its running. A reading counts after 1 s; within 5% of its threshold it \
 waits, at most 6 s from its first reading, then counts as false; an experiment that gets no \
 reading at all (too few stack samples, on a loaded machine) counts as false after 18 s.
 
