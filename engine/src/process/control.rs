@@ -502,6 +502,7 @@ impl Process {
         self.reseize()?;
         let asked = Instant::now();
         let mut awaiting: HashSet<i32> = HashSet::new();
+        let mut vanished = Vec::new();
         for (&tid, t) in &mut self.threads {
             match t.state {
                 ThreadState::Stopped => {}
@@ -512,14 +513,30 @@ impl Process {
                     Ok(()) => {
                         awaiting.insert(tid);
                     }
-                    // Already dying (or a zombie leader): its exit arrives later.
+                    // No such thread traced by us: a thread exiting or dead but not collected
+                    // is still ours (it is found, and its exit is on its way to `waitpid`),
+                    // so this one was released without a word (the thread whose id an
+                    // `execve` in another thread took). Recorded as stopped it was read and
+                    // resumed as if alive. The leader is released last, after its exit: that
+                    // exit, or the loss of every tracee, is what the halt waits for.
                     Err(ProcessError::Ptrace {
                         errno: nix::errno::Errno::ESRCH,
                         ..
-                    }) => t.state = ThreadState::Stopped,
+                    }) if tid == self.pid => {
+                        awaiting.insert(tid);
+                    }
+                    Err(ProcessError::Ptrace {
+                        errno: nix::errno::Errno::ESRCH,
+                        ..
+                    }) => vanished.push(tid),
                     Err(e) => return Err(e),
                 },
             }
+        }
+        for tid in vanished {
+            self.threads.remove(&tid);
+            self.deferred.retain(|&(t, _)| t != tid);
+            self.push_event(Event::ThreadExited(tid));
         }
         let started = Instant::now();
         self.last_halt = HaltTiming {
@@ -1388,3 +1405,7 @@ fn gone_is_fine(r: Result<(), ProcessError>) -> Result<(), ProcessError> {
         r => r,
     }
 }
+
+#[cfg(test)]
+#[path = "control_tests.rs"]
+mod tests;
