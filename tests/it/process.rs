@@ -2208,6 +2208,17 @@ fn a_call_injected_while_the_program_is_in_malloc_runs_outside_the_allocator() {
 /// program ends when the test says. Returns whether gsh was hands-off once every call was
 /// made (after one more command), and the final count of `tick`.
 fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
+    let (hands_off, calls, _) = crowd_with(env, false);
+    (hands_off, calls)
+}
+
+/// [`crowd`], gsh kept hands-off while measuring when `hands_off_while_measuring` (the user's
+/// `set attached-mode hands-off`); also returns how many threads' values gsh says ended with
+/// the process (`Live::values_lost_with`).
+fn crowd_with(
+    env: &[(&str, &str)],
+    hands_off_while_measuring: bool,
+) -> (bool, Option<u64>, Option<u64>) {
     // Builds the runtime (with gsh) once, so it is current and not being written meanwhile.
     let _ = gsh_tests::Gsh::binary();
     use engine::instrument::measure::{self, Metric};
@@ -2236,7 +2247,8 @@ fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
     let t = Tracer::attach(pid, Live::default()).unwrap();
     let (go, done, ticks) = {
         let (s, pl) = (&mut session, &plan);
-        t.with(|p, live| {
+        t.with(move |p, live| {
+            live.hands_off_while_measuring = hands_off_while_measuring;
             live.learn_modules(s, p).unwrap();
             live.load_runtime(p).unwrap();
             live.insert(p, s, pl, id).unwrap();
@@ -2284,7 +2296,27 @@ fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
         .unwrap()
         .and_then(|(v, _)| v.into_iter().find(|v| v.function == "tick"))
         .map(|v| v.calls);
-    (hands_off, calls)
+    let lost = t.with(|_, live| live.values_lost_with).unwrap();
+    (hands_off, calls, lost)
+}
+
+/// The arena cannot grow and the user chose hands-off while measuring: the threads past the
+/// arena count in private blocks that end with the process, and gsh says how many (`report`
+/// warns with the final values). It said nothing, and `report` showed the short count as the
+/// final one.
+#[test]
+fn values_lost_with_an_untraced_exit_are_told() {
+    let (hands_off, calls, lost) = crowd_with(&[("GSH_RT_ARENA_CHUNKS", "1")], true);
+    assert!(hands_off, "gsh came back though told to stay hands-off");
+    let calls = calls.expect("a count of tick");
+    assert!(
+        calls < 2001,
+        "{calls}: no value was lost, the test tests nothing"
+    );
+    assert!(
+        lost.is_some_and(|n| n > 0),
+        "{lost:?} with {calls} of 2001 calls counted"
+    );
 }
 
 /// More threads alive at once than the runtime's arena holds (4 blocks here, 1024 by

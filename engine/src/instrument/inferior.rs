@@ -126,6 +126,9 @@ pub struct Reading {
     pub callers: HashMap<u64, Vec<String>>,
     /// Block coverage per function.
     pub coverage: Vec<FunctionCoverage>,
+    /// Why some of the final values are missing, when they are (threads whose blocks were
+    /// outside the arena gsh keeps, gone with a process that ended while gsh was hands-off).
+    pub missing: Option<String>,
 }
 
 /// What `detach` leaves behind: what was measured until then (kept even when letting go
@@ -793,6 +796,10 @@ fn reading(pid: i32, p: &Process, live: &Live) -> Result<Reading> {
         }
     };
     let coverage = live_coverage(live, alive.then_some(&reader))?;
+    let missing = match alive {
+        true => None,
+        false => live.values_lost_with.map(missing_values),
+    };
     Ok(Reading {
         alive,
         state,
@@ -800,7 +807,22 @@ fn reading(pid: i32, p: &Process, live: &Live) -> Result<Reading> {
         values,
         paths,
         coverage,
+        missing,
     })
+}
+
+/// Says which final values are missing and why, `threads` blocks having ended with the process.
+fn missing_values(threads: u64) -> String {
+    let them = match threads {
+        1 => "1 thread".to_owned(),
+        n => format!("{n} threads"),
+    };
+    format!(
+        "the values {them} measured are missing: more threads ran at once than the \
+         runtime's arena held and it could not grow, so they counted in memory of the \
+         process's own, which ended with it while gsh was hands-off; with `set attached-mode \
+         auto` or `traced` gsh sees the exit and keeps every value"
+    )
 }
 
 /// What was measured, kept before gsh lets go of the process; `None` when nothing was.
@@ -819,6 +841,7 @@ fn kept_reading(p: &Process, live: &mut Live) -> Option<Reading> {
             paths: Vec::new(),
             callers: HashMap::new(),
             coverage,
+            missing: None,
         });
     }
     live.measure.snapshot(p);
@@ -831,6 +854,7 @@ fn kept_reading(p: &Process, live: &mut Live) -> Option<Reading> {
         values,
         paths,
         coverage,
+        missing: None,
     })
 }
 
