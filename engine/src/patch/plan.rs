@@ -797,6 +797,10 @@ impl Planner<'_> {
         if let Some(why) = super::edge::copy_refusal(self.view, cfg) {
             return Err(why);
         }
+        // Control that may reach bytes which do not decode has no copy to arrive at.
+        if let Some(b) = cfg.blocks.iter().find(|b| b.instructions == 0) {
+            return Err(format!("its code at {:#x} does not decode", b.start.0));
+        }
         let mut blocks: Vec<Range<u64>> = cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
         blocks.sort_by_key(|r| r.start);
         if blocks.is_empty() {
