@@ -36,7 +36,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use gsh_tests::{json_stream, target_dir, Gsh};
+use gsh_tests::{target_dir, Gsh};
 
 /// `spin [THREADS]`: THREADS threads computing (the main thread among them), the main one
 /// printing `CLOCK COUNT CPU` every 100 ms between its units.
@@ -411,6 +411,65 @@ fn over(during: f64, before: f64, after: f64) -> (f64, f64) {
     (during / base, (before - after).abs() / base)
 }
 
+/// Runs `consult` on process `pid` with `--watch`, and returns its result and when (on our
+/// clock) the search began: each line `--watch` writes says how long into the search it
+/// was written, and the earliest of its arrival less that is the start.
+fn search(pid: u32, cost: f64, seconds: f64) -> Result<(serde_json::Value, f64)> {
+    let mut child = Command::new(Gsh::binary())
+        .args(["--json", "-p", &pid.to_string(), "-c"])
+        .arg(format!(
+            "consult --for {seconds} --cost {cost} --threshold CPUBound=1 --watch"
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("NO_COLOR", "1")
+        .spawn()
+        .context("starting gsh")?;
+    let (Some(mut out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("gsh's output is not piped");
+    };
+    let stdout = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    let mut began = f64::INFINITY;
+    let mut said = String::new();
+    for line in BufReader::new(err).lines() {
+        let Ok(line) = line else { break };
+        let at = now();
+        let into = line
+            .strip_prefix("[consult")
+            .and_then(|l| l.split_once(" s]"))
+            .and_then(|(n, _)| n.trim().parse::<f64>().ok());
+        match into {
+            Some(s) => began = began.min(at - s),
+            None => {
+                said.push_str(&line);
+                said.push('\n');
+            }
+        }
+    }
+    let status = child.wait().context("waiting for gsh")?;
+    let stdout = stdout.join().unwrap_or_default();
+    if !status.success() {
+        bail!("gsh failed ({status}):\n{stdout}\n{said}");
+    }
+    if !began.is_finite() {
+        bail!("consult --watch said nothing:\n{said}");
+    }
+    let r = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|mut v| v.get_mut("result").map(serde_json::Value::take))
+        .next_back()
+        .with_context(|| format!("consult printed no result:\n{stdout}\n{said}"))?;
+    Ok((r, began))
+}
+
 /// One program and its twin throughout: alone, then `runs` times a search and alone again.
 fn bench(program: &[std::ffi::OsString], cost: f64, seconds: f64, runs: usize) -> Result<Vec<Run>> {
     let progs = [Prog::spawn(program)?, Prog::spawn(program)?];
@@ -445,34 +504,16 @@ fn bench(program: &[std::ffi::OsString], cost: f64, seconds: f64, runs: usize) -
         let mut before = alone()?;
         let mut out = Vec::new();
         for _ in 0..runs {
-            let t1 = now();
-            let o = Gsh::new()
-                .args([
-                    "--json",
-                    "-p",
-                    &pid.to_string(),
-                    "-c",
-                    &format!("consult --for {seconds} --cost {cost} --threshold CPUBound=1"),
-                ])
-                .timeout(Duration::from_secs_f64(seconds + 90.0))
-                .run();
-            let t2 = now();
-            if !o.success() {
-                bail!("gsh failed:\n{o}");
-            }
+            let (r, began) = search(pid, cost, seconds)?;
             let after = alone()?;
-            let r = json_stream(&o)
-                .pop()
-                .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
-                .context("consult printed no result")?;
             let probes = r["probes"]["inserted"].as_u64().unwrap_or(0);
             if probes > 0 {
                 bail!("the search inserted {probes} probes: it was to take stack samples only");
             }
-            // gsh's own start (opening the modules, attaching) is inside t1..t2 but before
-            // the search; the search's seconds are the last part of it.
+            // Over the search alone: gsh's attach (the process held while it opens the
+            // modules) comes before, its detach after.
             let secs = r["seconds"].as_f64().unwrap_or(0.0);
-            let (p, t) = both((t2 - secs).max(t1), t2)?;
+            let (p, t) = both(began, began + secs)?;
             let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
             let paired = |w: (Window, Window)| w.0.per_wall / w.1.per_wall;
             out.push(Run {
