@@ -47,6 +47,11 @@ fn consult_finds_the_computing_thread_and_the_waiting_one() {
     };
     let waiting = threads("ExternalWait");
     assert_eq!(waiting.len(), 1, "{r:#}");
+    // At the function and the call it waits in.
+    assert!(
+        found(&self::findings(r), &["ExternalWait"], &["main", "poll"]),
+        "{r:#}"
+    );
     let poller = waiting[0].expect("the poller is named");
     let busy: Vec<Option<u64>> = threads("CPUBound")
         .into_iter()
@@ -841,4 +846,56 @@ fn experiments_running_when_the_program_ends_are_judged_or_say_why_not() {
     // A 3-second program: the search ended with it.
     assert!(r["seconds"].as_f64().unwrap() < 25.0, "{r:#}");
     assert!(!r["findings"].as_array().unwrap().is_empty(), "{r:#}");
+}
+
+/// Attached to `planted lock` as it runs (`gsh -p PID`), the search names the contended lock
+/// and the function waiting for it, and no decoy; afterwards the program's code is its file's
+/// and it runs on to print what it prints alone. (The started searches above and the attached
+/// loop search in `consult_loops` leave the other lines: this one is attached and waits.)
+#[test]
+fn consult_attached_names_the_contended_lock_and_leaves_the_program_as_it_was() {
+    let _turn = one_at_a_time();
+    let exe = Mutatee::new("planted").path(Variant::O2);
+    let mut child = Command::new(&exe)
+        .args(["lock", "16"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("planted starts");
+    let pid = child.id();
+    let out = Gsh::new()
+        .args([
+            "--json",
+            "-p",
+            &pid.to_string(),
+            "-c",
+            "consult --for 12 --cost 20",
+        ])
+        .run();
+    let text = gsh_tests::server::text_matches_file(pid, &exe);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut rest)
+        .expect("planted's output");
+    let status = child.wait().expect("planted ends");
+    out.assert_success();
+    text.unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, "planted lock done\n");
+    let r = json_stream(&out)
+        .pop()
+        .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .unwrap_or_else(|| panic!("no result:\n{out}"));
+    let findings = findings(&r);
+    assert!(
+        found(&findings, &["SyncWait"], &["contend", "lock hot_lock (0x"]),
+        "{r:#}"
+    );
+    for decoy in ["cold_lock", "tidy", "pthread_clockjoin"] {
+        assert!(
+            !findings
+                .iter()
+                .any(|(h, f)| h == "SyncWait" && f.contains(decoy)),
+            "{decoy}: {r:#}"
+        );
+    }
+    in_time(&r, 20.0);
 }
