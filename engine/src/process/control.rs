@@ -60,6 +60,9 @@ pub struct Process {
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
     pub(crate) early_threads: HashSet<i32>,
+    /// The leader passed its exit stop: once the rest of the process runs on without it (its
+    /// main thread called `pthread_exit`), it is a zombie no interrupt stops.
+    pub(crate) leader_exiting: bool,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -171,6 +174,7 @@ impl Process {
             last_halt: HaltTiming::default(),
             hurried: None,
             polite_from: None,
+            leader_exiting: false,
         })
     }
 
@@ -508,6 +512,14 @@ impl Process {
                 ThreadState::Stopped => {}
                 ThreadState::Starting => {
                     awaiting.insert(tid);
+                }
+                // A leader past its exit stop whose process runs on is a zombie: no stop
+                // comes for it (each halt waited 5 s, then failed); it is gone as a thread,
+                // and its exit status comes with the process's end.
+                ThreadState::Running
+                    if tid == self.pid && self.leader_exiting && is_zombie(tid) =>
+                {
+                    vanished.push(tid)
                 }
                 ThreadState::Running | ThreadState::JobStopped => match ptrace::interrupt(tid) {
                     Ok(()) => {
@@ -1081,6 +1093,7 @@ impl Process {
             WaitEvent::Event(libc::PTRACE_EVENT_EXEC) => return self.exec_happened(tid, hooks),
             WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
                 if tid == self.pid {
+                    self.leader_exiting = true;
                     hooks.exiting(self, tid);
                 }
                 self.resume_thread(tid)?
@@ -1234,6 +1247,7 @@ impl Process {
         self.deferred.clear();
         self.threads
             .insert(self.pid, Thread::new(ThreadState::Stopped));
+        self.leader_exiting = false;
         self.state = State::Stopped;
         self.mem = MemFile::open(self.pid)?;
         self.rendezvous = None;
@@ -1392,6 +1406,17 @@ impl Process {
         }
         Ok(())
     }
+}
+
+/// True when thread `tid` has exited and waits to be collected (`Z` in its `stat`).
+fn is_zombie(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// `r`, where a thread that died while stopped (SIGKILL from outside) is no error: its exit
