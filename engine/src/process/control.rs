@@ -189,8 +189,9 @@ impl Process {
     /// status. Every tracee is waited for, not `tid` alone: a leader's exit is reported only
     /// after its other threads' exits have been collected, which only a wait for them does
     /// (waiting for the leader alone hung). Other threads' stops met meanwhile are kept as a
-    /// halt keeps them; a leader's exit stop met by the stepped leader is deferred, the leader
-    /// left stopped there, so the hooks still see the process's last state.
+    /// halt keeps them (deferred for the tracer, when the others run); a leader's exit stop
+    /// met by the stepped leader is deferred, the leader left stopped there, so the hooks
+    /// still see the process's last state.
     pub fn step(&mut self, tid: i32) -> Result<(), ProcessError> {
         const DURING: &str = "stepping over a breakpoint";
         if !self.threads.contains_key(&tid) {
@@ -209,6 +210,17 @@ impl Process {
                 }
                 Err(e) => return Err(ProcessError::ptrace("waitpid", -1, e)),
             };
+            if t != tid && self.state == State::Running {
+                // The others run meanwhile (a breakpoint whose condition is false): what they
+                // met is handled after the step, as the background loop would have.
+                if !matches!(ev, WaitEvent::Exited(_) | WaitEvent::Signaled(_)) {
+                    if let Some(th) = self.threads.get_mut(&t) {
+                        th.state = ThreadState::Stopped;
+                    }
+                }
+                self.deferred.push_back((t, ev));
+                continue;
+            }
             if t != tid {
                 self.note_halt_stop(t, ev)?;
                 if !self.state.is_alive() {
