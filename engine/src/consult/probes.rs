@@ -1630,6 +1630,7 @@ mod tests {
                         lock_name: None,
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, site],
+                        held: std::time::Duration::ZERO,
                     }],
                 },
             );
@@ -1648,6 +1649,7 @@ mod tests {
                             lock_name: None,
                             frames: vec![frame("x"), frame(callee), frame("f")],
                             pcs: vec![0x9100, 0x9000, 0x200],
+                            held: std::time::Duration::ZERO,
                         }],
                     },
                 );

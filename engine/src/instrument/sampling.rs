@@ -135,8 +135,9 @@ struct TracerStacks<'s, 'a> {
     found: Vec<(Arc<Module>, u64)>,
 }
 
-/// One thread as a stop left it: its system call and its frames' lookup addresses.
-type Raw = (i32, Option<Syscall>, Vec<u64>);
+/// One thread as a stop left it: its system call, its frames' lookup addresses and how long
+/// it was held.
+type Raw = (i32, Option<Syscall>, Vec<u64>, Duration);
 
 impl TracerStacks<'_, '_> {
     /// Looks for the files holding `pcs` that lie in no module the sampler knows; opens each
@@ -248,10 +249,29 @@ impl StackSource for TracerStacks<'_, '_> {
                         th.tid,
                         in_syscall(p, &r),
                         frames.iter().map(|f| f.lookup_pc()).collect(),
+                        Duration::ZERO,
                     ));
                 }
                 p.resume().map_err(|e| e.to_string())?;
-                Ok(Some((t0.elapsed(), raw)))
+                // Each thread was held from when the halt saw it stop: before that it ran,
+                // or waited for a CPU to take the stop (a thread already stopped, from the
+                // start).
+                let resumed = Instant::now();
+                let held = |tid: i32| {
+                    let seen = p.halt_stops.iter().find(|(t, _)| *t == tid);
+                    resumed.saturating_duration_since(seen.map_or(t0, |(_, at)| *at))
+                };
+                for r in &mut raw {
+                    r.3 = held(r.0);
+                }
+                let longest = p
+                    .halt_stops
+                    .iter()
+                    .map(|(_, at)| resumed.saturating_duration_since(*at))
+                    .chain(raw.iter().map(|r| r.3))
+                    .max()
+                    .unwrap_or_else(|| resumed - t0);
+                Ok(Some((longest, raw)))
             })
             .map_err(|e| e.to_string())??;
         let Some((stopped, raw)) = taken else {
@@ -259,7 +279,7 @@ impl StackSource for TracerStacks<'_, '_> {
         };
         let pcs: Vec<u64> = raw
             .iter()
-            .flat_map(|(_, _, pcs)| pcs.iter().copied())
+            .flat_map(|(_, _, pcs, _)| pcs.iter().copied())
             .collect();
         self.learn(&pcs)?;
         if !self.found.is_empty() {
@@ -272,7 +292,7 @@ impl StackSource for TracerStacks<'_, '_> {
         }
         let threads = raw
             .into_iter()
-            .map(|(tid, syscall, pcs)| ThreadStack {
+            .map(|(tid, syscall, pcs, held)| ThreadStack {
                 tid,
                 lock_name: syscall
                     .filter(|s| s.nr == libc::SYS_futex as u64)
@@ -280,6 +300,7 @@ impl StackSource for TracerStacks<'_, '_> {
                 syscall,
                 frames: pcs.iter().map(|&pc| self.name(pc)).collect(),
                 pcs,
+                held,
             })
             .collect();
         Ok(Some(Batch { stopped, threads }))

@@ -83,6 +83,9 @@ pub struct Process {
     holding: bool,
     /// How the last [`Process::halt`] went (benchmarks read it).
     pub last_halt: HaltTiming,
+    /// When the last [`Process::halt`] saw each thread it waited for stop (waitpid reported
+    /// it): what `consult` counts each thread held from (its stack samples' cost).
+    pub halt_stops: Vec<(i32, Instant)>,
     /// The tracer thread's nice value before [`Process::hurry`] raised its priority.
     hurried: Option<i32>,
     /// The tracer thread's nice value before [`Process::polite`] lowered its priority.
@@ -172,6 +175,7 @@ impl Process {
             hands_off: None,
             holding: false,
             last_halt: HaltTiming::default(),
+            halt_stops: Vec::new(),
             hurried: None,
             polite_from: None,
             leader_exiting: false,
@@ -563,6 +567,7 @@ impl Process {
             self.push_event(Event::ThreadExited(tid));
         }
         let started = Instant::now();
+        self.halt_stops.clear();
         self.last_halt = HaltTiming {
             threads: awaiting.len(),
             interrupts: started - asked,
@@ -623,6 +628,7 @@ impl Process {
                 continue;
             };
             if awaiting.remove(&tid) {
+                self.halt_stops.push((tid, Instant::now()));
                 let at = started.elapsed();
                 let h = &mut self.last_halt;
                 if h.first.is_zero() {
