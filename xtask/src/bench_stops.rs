@@ -160,8 +160,8 @@ pub fn run(args: &[String]) -> Result<()> {
     let program = [exe.into_os_string(), threads.to_string().into()];
     let out = bench(&program, cost, seconds, runs)?;
     let mut sums: Vec<(&str, Vec<f64>)> = vec![
-        ("stopped / schedstat's longest-held thread", Vec::new()),
         ("stopped / schedstat's mean over threads", Vec::new()),
+        ("stopped / schedstat's longest-held thread", Vec::new()),
         ("stop_cost / twin-paired loss per wall second", Vec::new()),
     ];
     for (i, r) in out.iter().enumerate() {
@@ -178,18 +178,21 @@ pub fn run(args: &[String]) -> Result<()> {
             r.overhead * 100.0
         );
         println!(
-            "run {run}: its threads' schedstat: stopped {:.2}% of the wall time (the longest \
-             held), {:.2}% (mean over {} threads); on a CPU {:.2}, waiting for one {:.2} per \
-             wall second (alone: {:.2}, {:.2}); stopped / schedstat {}, {}",
-            r.held_max * 100.0,
+            "run {run}: its threads' schedstat: stopped {:.2}% of the wall time (mean over {} \
+             threads), {:.2}% (the longest held); alone, where nothing stops them, it reads \
+             {:.2}% (the noise: a thread's current run or wait is not in its schedstat until \
+             it ends); on a CPU {:.2}, waiting for one {:.2} per wall second (alone: {:.2}, \
+             {:.2}); stopped / schedstat {} (mean), {} (longest)",
             r.held_mean * 100.0,
             r.threads,
+            r.held_max * 100.0,
+            r.held_alone * 100.0,
             r.run_share.0,
             r.wait_share.0,
             r.run_share.1,
             r.wait_share.1,
-            ratio(r.stopped, r.held_max),
-            ratio(r.stopped, r.held_mean)
+            ratio(r.stopped, r.held_mean),
+            ratio(r.stopped, r.held_max)
         );
         println!(
             "run {run}: progress during the search over alone: per wall second against the \
@@ -207,11 +210,10 @@ pub fn run(args: &[String]) -> Result<()> {
             ratio(r.stop_cost, 1.0 - r.paired.0),
             ratio(r.stop_cost, 1.0 - r.wall.0)
         );
-        if r.held_max > 0.0 {
-            sums[0].1.push(r.stopped / r.held_max);
-        }
-        if r.held_mean > 0.0 {
-            sums[1].1.push(r.stopped / r.held_mean);
+        // Only where the held time stands out of the noise.
+        if r.held_mean > 2.0 * r.held_alone && r.held_mean > 0.001 {
+            sums[0].1.push(r.stopped / r.held_mean);
+            sums[1].1.push(r.stopped / r.held_max);
         }
         if 1.0 - r.paired.0 > r.paired.1 {
             sums[2].1.push(r.stop_cost / (1.0 - r.paired.0));
@@ -256,6 +258,9 @@ struct Run {
     threads: usize,
     held_max: f64,
     held_mean: f64,
+    /// What the schedstat of the threads said they were stopped alone (the mean of both
+    /// phases' absolute values): the measure's noise.
+    held_alone: f64,
     /// The threads' summed CPU seconds and seconds waiting for a CPU per wall second: during,
     /// alone.
     run_share: (f64, f64),
@@ -306,6 +311,8 @@ struct Window {
     /// the longest, the mean.
     held_max: f64,
     held_mean: f64,
+    /// The mean as measured, not clamped at 0.
+    held_signed: f64,
     threads: usize,
 }
 
@@ -373,7 +380,7 @@ impl Prog {
             let (r, w) = ((r1 - r0) as f64 / 1e9, (w1 - w0) as f64 / 1e9);
             run += r / wall;
             wait += w / wall;
-            held.push(((wall - r - w) / wall).max(0.0));
+            held.push((wall - r - w) / wall);
         }
         if held.is_empty() {
             bail!("no thread's schedstat in {a:.1}..{b:.1}");
@@ -384,7 +391,8 @@ impl Prog {
             run,
             wait,
             held_max: held.iter().copied().fold(0.0, f64::max),
-            held_mean: held.iter().sum::<f64>() / held.len() as f64,
+            held_mean: (held.iter().sum::<f64>() / held.len() as f64).max(0.0),
+            held_signed: held.iter().sum::<f64>() / held.len() as f64,
             threads: held.len(),
         })
     }
@@ -526,6 +534,7 @@ fn bench(program: &[std::ffi::OsString], cost: f64, seconds: f64, runs: usize) -
                 threads: p.threads,
                 held_max: p.held_max,
                 held_mean: p.held_mean,
+                held_alone: (before.0.held_signed.abs() + after.0.held_signed.abs()) / 2.0,
                 run_share: (p.run, (before.0.run + after.0.run) / 2.0),
                 wait_share: (p.wait, (before.0.wait + after.0.wait) / 2.0),
                 paired: over(paired((p, t)), paired(before), paired(after)),
