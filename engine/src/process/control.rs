@@ -181,22 +181,60 @@ impl Process {
     /// Executes one instruction on stopped thread `tid`, every other thread staying stopped
     /// (stepping a thread over a breakpoint whose original byte was put back). Signals that
     /// arrive meanwhile are kept for delivery at the next resume.
+    ///
+    /// The instruction may end the thread (`exit`) or the whole process (`exit_group`, a
+    /// fatal signal). Its end is recorded as any wait records one: a thread's exit drops it
+    /// from the list (`Ok`, the thread no longer listed), the process's end goes into
+    /// [`Process::state`] (`Err(Gone)` telling how), so that it is told once, with its
+    /// status. Every tracee is waited for, not `tid` alone: a leader's exit is reported only
+    /// after its other threads' exits have been collected, which only a wait for them does
+    /// (waiting for the leader alone hung). Other threads' stops met meanwhile are kept as a
+    /// halt keeps them; a leader's exit stop met by the stepped leader is deferred, the leader
+    /// left stopped there, so the hooks still see the process's last state.
     pub fn step(&mut self, tid: i32) -> Result<(), ProcessError> {
+        const DURING: &str = "stepping over a breakpoint";
         if !self.threads.contains_key(&tid) {
             return Err(ProcessError::NotStopped);
         }
         ptrace::step(tid)?;
         loop {
-            match ptrace::wait(tid, false) {
-                Ok(Some((_, WaitEvent::Signal(libc::SIGTRAP)))) => return Ok(()),
-                Ok(Some((_, WaitEvent::Exited(_) | WaitEvent::Signaled(_)))) | Err(_) => {
-                    return Err(self.gone("stepping over a breakpoint"));
+            let (t, ev) = match ptrace::wait(-1, false) {
+                Ok(Some(x)) => x,
+                Ok(None) => continue,
+                Err(nix::errno::Errno::ECHILD) => {
+                    self.state = State::Signaled(libc::SIGKILL);
+                    self.threads.clear();
+                    self.deferred.clear();
+                    return Err(self.gone(DURING));
                 }
-                Ok(Some((_, WaitEvent::Signal(sig)))) => {
+                Err(e) => return Err(ProcessError::ptrace("waitpid", -1, e)),
+            };
+            if t != tid {
+                self.note_halt_stop(t, ev)?;
+                if !self.state.is_alive() {
+                    return Err(self.gone(DURING));
+                }
+                continue;
+            }
+            match ev {
+                WaitEvent::Signal(libc::SIGTRAP) => return Ok(()),
+                WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
+                    self.thread_gone(tid, ev);
+                    return match self.state.is_alive() {
+                        true => Ok(()),
+                        false => Err(self.gone(DURING)),
+                    };
+                }
+                WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
+                    self.thread_entry(tid).state = ThreadState::Stopped;
+                    self.deferred.push_back((tid, ev));
+                    return Ok(());
+                }
+                WaitEvent::Signal(sig) => {
                     self.keep_signal(tid, sig);
                     ptrace::step(tid)?;
                 }
-                Ok(_) => ptrace::step(tid)?,
+                _ => ptrace::step(tid)?,
             }
         }
     }
@@ -468,6 +506,7 @@ impl Process {
         self.reseize()?;
         let asked = Instant::now();
         let mut awaiting: HashSet<i32> = HashSet::new();
+        let mut vanished = Vec::new();
         for (&tid, t) in &mut self.threads {
             match t.state {
                 ThreadState::Stopped => {}
@@ -478,14 +517,30 @@ impl Process {
                     Ok(()) => {
                         awaiting.insert(tid);
                     }
-                    // Already dying (or a zombie leader): its exit arrives later.
+                    // No such thread traced by us: a thread exiting or dead but not collected
+                    // is still ours (it is found, and its exit is on its way to `waitpid`),
+                    // so this one was released without a word (the thread whose id an
+                    // `execve` in another thread took). Recorded as stopped it was read and
+                    // resumed as if alive. The leader is released last, after its exit: that
+                    // exit, or the loss of every tracee, is what the halt waits for.
                     Err(ProcessError::Ptrace {
                         errno: nix::errno::Errno::ESRCH,
                         ..
-                    }) => t.state = ThreadState::Stopped,
+                    }) if tid == self.pid => {
+                        awaiting.insert(tid);
+                    }
+                    Err(ProcessError::Ptrace {
+                        errno: nix::errno::Errno::ESRCH,
+                        ..
+                    }) => vanished.push(tid),
                     Err(e) => return Err(e),
                 },
             }
+        }
+        for tid in vanished {
+            self.threads.remove(&tid);
+            self.deferred.retain(|&(t, _)| t != tid);
+            self.push_event(Event::ThreadExited(tid));
         }
         let started = Instant::now();
         self.halt_stops.clear();
@@ -1113,7 +1168,17 @@ impl Process {
             self.resume_thread(tid)?;
             return Ok(None);
         }
-        match hooks.trap(self, tid, rip) {
+        let action = hooks.trap(self, tid, rip);
+        // The hooks may have stepped the thread over the instruction under the `int3` (a
+        // breakpoint whose condition is false) into the process's end, the thread's, or the
+        // leader's exit stop: that is what happened, whatever they answer.
+        if let Some(end) = self.state.end_stop() {
+            return Ok(Some(end));
+        }
+        if !self.threads.contains_key(&tid) || self.deferred.iter().any(|&(t, _)| t == tid) {
+            return Ok(None);
+        }
+        match action {
             TrapAction::Resume(to) => {
                 let mut r = ptrace::regs(tid)?;
                 r.rip = to;
@@ -1346,3 +1411,7 @@ fn gone_is_fine(r: Result<(), ProcessError>) -> Result<(), ProcessError> {
         r => r,
     }
 }
+
+#[cfg(test)]
+#[path = "control_tests.rs"]
+mod tests;
