@@ -2488,3 +2488,41 @@ fn a_thread_stepped_over_exit_group_ends_the_process_with_its_status() {
     assert_eq!(end.unwrap(), Stop::Exited(11));
     assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Exited(11));
 }
+
+/// A program whose main thread ends (`pthread_exit`) while another thread runs on: its
+/// leader stays a zombie that no interrupt stops, yet a halt stops the process at once. Each
+/// halt waited 5 s for the leader, then failed ("neither stopped nor exited within 5 s").
+#[test]
+fn a_process_whose_main_thread_ended_halts() {
+    gsh_tests::ensure_package("python3");
+    let launch = Launch {
+        program: "/usr/bin/python3".into(),
+        args: vec![
+            "-c".into(),
+            "import ctypes, threading, time\n\
+             threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n\
+             time.sleep(0.3)\n\
+             ctypes.CDLL(None).pthread_exit(None)\n"
+                .into(),
+        ],
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let (t, halted) = within(t, |p, _| p.halt());
+    halted.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The other thread is stopped, and runs and halts again.
+    let listed = t.with(|p, _| p.threads()).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].rip.is_some(), "{listed:?}");
+    let (t, again) = within(t, |p, _| p.resume().and_then(|()| p.halt()));
+    again.unwrap();
+    t.with(|p, _| p.kill()).unwrap().unwrap();
+}

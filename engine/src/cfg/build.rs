@@ -649,6 +649,7 @@ impl Builder<'_, '_> {
             blocks,
             edges,
             jump_tables: self.tables.into_values().collect(),
+            degrees: Default::default(),
         }
     }
 }

@@ -1054,11 +1054,12 @@ pub struct Report {
     /// ([`probes::ProbeStats::cost`]), as a share of the time the threads would have run
     /// without the search (see [`Cost`]).
     pub overhead: f64,
-    /// The fraction of the wall time the program was stopped for stack samples (what
-    /// `--cost` limits): each stop for as long as its longest-held thread was held, from
-    /// when the tracer saw that thread stopped to its resume. Not from asking for the stop:
-    /// a thread not on a CPU then waits for one to take the stop, and its `schedstat` counts
-    /// that as waiting, as it does the wait to run again after the resume.
+    /// The fraction of the wall time the program was stopped for stack samples: at each
+    /// stop, the mean over its threads of the time each was held, from when the tracer saw
+    /// it stopped to its resume (`--cost` limits each stop's longest, so this stays under
+    /// it). Not from asking for the stop: a thread not on a CPU then waits for one to take
+    /// the stop, and its `schedstat` counts that as waiting, as it does the wait to run
+    /// again after the resume.
     pub stopped: f64,
     /// The share of the threads' running time the stops took ([`stacks::imposed`]): a
     /// thread asleep loses nothing to a stop, and one waiting for a CPU gets its turn back.

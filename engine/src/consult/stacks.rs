@@ -115,7 +115,8 @@ pub struct Stacks {
     pid: i32,
     samples: Vec<Sample>,
     started: Instant,
-    /// Time the process spent stopped for samples: each stop's longest held thread.
+    /// Time the process spent stopped for samples: at each stop, the mean over its threads
+    /// of the time each was held (the longest, [`Batch::stopped`], when it names none).
     stopped: Duration,
     /// Each thread's time held in stops so far ([`ThreadStack::held`]).
     held: BTreeMap<i32, Duration>,
@@ -308,7 +309,10 @@ impl Stacks {
 
     /// Adds one batch taken at `at`.
     pub fn push(&mut self, at: Instant, batch: Batch) {
-        self.stopped += batch.stopped;
+        self.stopped += match batch.threads.len() {
+            0 => batch.stopped,
+            n => batch.threads.iter().map(|t| t.held).sum::<Duration>() / n as u32,
+        };
         self.batches += 1;
         for t in &batch.threads {
             *self.held.entry(t.tid).or_default() += t.held;
@@ -402,7 +406,8 @@ impl Stacks {
         self.batches
     }
 
-    /// The time the process spent stopped for samples.
+    /// The time the process spent stopped for samples: at each stop, the mean over its
+    /// threads of the time each was held. (The sampler's pace counts each stop's longest.)
     pub fn stopped(&self) -> Duration {
         self.stopped
     }

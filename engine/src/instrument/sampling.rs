@@ -240,19 +240,30 @@ impl StackSource for TracerStacks<'_, '_> {
                     return Ok(None);
                 }
                 let t0 = Instant::now();
-                p.halt().map_err(|e| e.to_string())?;
+                // Held at a raised priority, as a `Live` pause is: on a loaded machine the
+                // tracer preempted in the middle of a stop held the program tens of ms.
+                p.hurry(true);
+                let halted = p.halt();
+                if let Err(e) = halted {
+                    p.hurry(false);
+                    return Err(e.to_string());
+                }
                 let mut raw = Vec::new();
-                for th in p.threads() {
-                    let Ok(r) = p.regs(th.tid) else { continue };
+                // By id alone: `threads` reads each one's name from /proc and its registers
+                // twice, all while every thread is held.
+                for tid in p.stopped_tids() {
+                    let Ok(r) = p.regs(tid) else { continue };
                     let frames = unwinder.walk(&ProcMemory(p), top_regs(live, &r), MAX_FRAMES);
                     raw.push((
-                        th.tid,
+                        tid,
                         in_syscall(p, &r),
                         frames.iter().map(|f| f.lookup_pc()).collect(),
                         Duration::ZERO,
                     ));
                 }
-                p.resume().map_err(|e| e.to_string())?;
+                let resumed = p.resume();
+                p.hurry(false);
+                resumed.map_err(|e| e.to_string())?;
                 // Each thread was held from when the halt saw it stop: before that it ran,
                 // or waited for a CPU to take the stop (a thread already stopped, from the
                 // start).

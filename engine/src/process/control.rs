@@ -60,6 +60,9 @@ pub struct Process {
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
     pub(crate) early_threads: HashSet<i32>,
+    /// The leader passed its exit stop: once the rest of the process runs on without it (its
+    /// main thread called `pthread_exit`), it is a zombie no interrupt stops.
+    pub(crate) leader_exiting: bool,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -175,6 +178,7 @@ impl Process {
             halt_stops: Vec::new(),
             hurried: None,
             polite_from: None,
+            leader_exiting: false,
         })
     }
 
@@ -189,8 +193,9 @@ impl Process {
     /// status. Every tracee is waited for, not `tid` alone: a leader's exit is reported only
     /// after its other threads' exits have been collected, which only a wait for them does
     /// (waiting for the leader alone hung). Other threads' stops met meanwhile are kept as a
-    /// halt keeps them; a leader's exit stop met by the stepped leader is deferred, the leader
-    /// left stopped there, so the hooks still see the process's last state.
+    /// halt keeps them (deferred for the tracer, when the others run); a leader's exit stop
+    /// met by the stepped leader is deferred, the leader left stopped there, so the hooks
+    /// still see the process's last state.
     pub fn step(&mut self, tid: i32) -> Result<(), ProcessError> {
         const DURING: &str = "stepping over a breakpoint";
         if !self.threads.contains_key(&tid) {
@@ -209,6 +214,17 @@ impl Process {
                 }
                 Err(e) => return Err(ProcessError::ptrace("waitpid", -1, e)),
             };
+            if t != tid && self.state == State::Running {
+                // The others run meanwhile (a breakpoint whose condition is false): what they
+                // met is handled after the step, as the background loop would have.
+                if !matches!(ev, WaitEvent::Exited(_) | WaitEvent::Signaled(_)) {
+                    if let Some(th) = self.threads.get_mut(&t) {
+                        th.state = ThreadState::Stopped;
+                    }
+                }
+                self.deferred.push_back((t, ev));
+                continue;
+            }
             if t != tid {
                 self.note_halt_stop(t, ev)?;
                 if !self.state.is_alive() {
@@ -512,6 +528,14 @@ impl Process {
                 ThreadState::Stopped => {}
                 ThreadState::Starting => {
                     awaiting.insert(tid);
+                }
+                // A leader past its exit stop whose process runs on is a zombie: no stop
+                // comes for it (each halt waited 5 s, then failed); it is gone as a thread,
+                // and its exit status comes with the process's end.
+                ThreadState::Running
+                    if tid == self.pid && self.leader_exiting && is_zombie(tid) =>
+                {
+                    vanished.push(tid)
                 }
                 ThreadState::Running | ThreadState::JobStopped => match ptrace::interrupt(tid) {
                     Ok(()) => {
@@ -1087,6 +1111,7 @@ impl Process {
             WaitEvent::Event(libc::PTRACE_EVENT_EXEC) => return self.exec_happened(tid, hooks),
             WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
                 if tid == self.pid {
+                    self.leader_exiting = true;
                     hooks.exiting(self, tid);
                 }
                 self.resume_thread(tid)?
@@ -1240,6 +1265,7 @@ impl Process {
         self.deferred.clear();
         self.threads
             .insert(self.pid, Thread::new(ThreadState::Stopped));
+        self.leader_exiting = false;
         self.state = State::Stopped;
         self.mem = MemFile::open(self.pid)?;
         self.rendezvous = None;
@@ -1398,6 +1424,17 @@ impl Process {
         }
         Ok(())
     }
+}
+
+/// True when thread `tid` has exited and waits to be collected (`Z` in its `stat`).
+fn is_zombie(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// `r`, where a thread that died while stopped (SIGKILL from outside) is no error: its exit

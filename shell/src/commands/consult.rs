@@ -118,7 +118,8 @@ the search measures as it starts (the timer's instructions run back to back in g
 whole latency; inside a loop bound by its own dependency chain they run beside the loop's \
 work, and cost a fifth of that). The bound counts during the turns, for a function called too \
 rarely or rates too noisy to tell, and for a whole path's timer. The time the \
-program was held stopped (\"stopped\", a share of the wall time), the stops taken and the CPU the /proc sampling used are reported beside \
+program was held stopped (\"stopped\", a share of the wall time: at each stop the mean over \
+its threads), the stops taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
 while the program is stopped is read when it runs again). Libraries the program \
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \

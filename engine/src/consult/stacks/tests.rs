@@ -219,7 +219,10 @@ impl StackSource for Slow {
         std::thread::sleep(Duration::from_millis(2));
         Ok(Some(Batch {
             stopped: Duration::from_millis(2),
-            threads: vec![worker(&[("app", "crunch")], None)],
+            threads: vec![ThreadStack {
+                held: Duration::from_millis(2),
+                ..worker(&[("app", "crunch")], None)
+            }],
         }))
     }
 }
@@ -534,8 +537,8 @@ fn a_thread_is_charged_the_time_it_was_held_not_the_whole_stop() {
 }
 
 /// The store keeps each thread's held time apart from the stops' length: the stopped time it
-/// reports is each stop's longest held thread, and a thread that took a stop late is charged
-/// only its own part (here none at all: it was held for no time).
+/// reports is the mean of its threads' held time at each stop, and a thread that took a stop
+/// late is charged only its own part (here none at all: it was held for no time).
 #[test]
 fn the_store_charges_each_thread_its_own_held_time() {
     // SAFETY: gettid has no preconditions.
@@ -554,8 +557,37 @@ fn the_store_charges_each_thread_its_own_held_time() {
         }
         stacks.push(Instant::now(), batch());
     }
-    assert_eq!(stacks.stopped(), Duration::from_millis(40));
+    // Held for no time at all: the process was stopped, its one thread was not.
+    assert_eq!(stacks.stopped(), Duration::ZERO);
     let (lost, used) = stacks.cost();
     assert_eq!(lost, Duration::ZERO, "held for no time, it lost {lost:?}");
     assert!(used > Duration::ZERO, "computing, it ran");
+}
+
+/// At each stop the store counts the mean of its threads' held time: two threads held 4 ms
+/// and 2 ms make 3 ms, though the stop (its longest-held thread, what the sampler paces by)
+/// lasted 4 ms; a stop whose stacks were dropped counts as long as it lasted.
+#[test]
+fn a_stop_counts_the_mean_of_its_threads_held_time() {
+    let mut stacks = Stacks::new(std::process::id() as i32);
+    let held = |tid, ms| ThreadStack {
+        held: Duration::from_millis(ms),
+        ..stack(tid, &[("app", "main")], None)
+    };
+    stacks.push(
+        Instant::now(),
+        Batch {
+            stopped: Duration::from_millis(4),
+            threads: vec![held(-1, 4), held(-2, 2)],
+        },
+    );
+    assert_eq!(stacks.stopped(), Duration::from_millis(3));
+    stacks.push(
+        Instant::now(),
+        Batch {
+            stopped: Duration::from_millis(5),
+            threads: Vec::new(),
+        },
+    );
+    assert_eq!(stacks.stopped(), Duration::from_millis(8));
 }
