@@ -857,7 +857,7 @@ fn consult_attached_names_the_contended_lock_and_leaves_the_program_as_it_was() 
     let _turn = one_at_a_time();
     let exe = Mutatee::new("planted").path(Variant::O2);
     let mut child = Command::new(&exe)
-        .args(["lock", "16"])
+        .args(["lock", "24"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("planted starts");
@@ -868,7 +868,7 @@ fn consult_attached_names_the_contended_lock_and_leaves_the_program_as_it_was() 
             "-p",
             &pid.to_string(),
             "-c",
-            "consult --for 12 --cost 20",
+            "consult --for 20 --cost 20",
         ])
         .run();
     let text = gsh_tests::server::text_matches_file(pid, &exe);
