@@ -571,8 +571,19 @@ fn bench(program: &[std::ffi::OsString], search: &Search, runs: usize) -> Result
                 .as_array()
                 .map(|v| {
                     v.iter()
-                        .map(|c| {
-                            format!(
+                        .map(|c| match c["share"].as_f64() {
+                            // Its function entered too rarely: a share of the thread's time,
+                            // per call of its hottest callee.
+                            Some(share) => format!(
+                                "{}: {:.1}% of its thread's time in situ (thread's CPU per call \
+                                 of its function's hottest callee {} with a counter, {} with \
+                                 the timer)",
+                                c["timer"].as_str().unwrap_or("?"),
+                                share * 100.0,
+                                ns(&c["counted_ns"]),
+                                ns(&c["timed_ns"]),
+                            ),
+                            None => format!(
                                 "{}: {:.1} ns per entry {} (thread's CPU per entry {} with a \
                                  counter, {} with the timer)",
                                 c["timer"].as_str().unwrap_or("?"),
@@ -584,7 +595,7 @@ fn bench(program: &[std::ffi::OsString], search: &Search, runs: usize) -> Result
                                 },
                                 ns(&c["counted_ns"]),
                                 ns(&c["timed_ns"]),
-                            )
+                            ),
                         })
                         .collect()
                 })
