@@ -623,3 +623,42 @@ fn jump_table_edges_into_shared_blocks_count_exactly() {
         );
     }
 }
+
+/// python3's `sub_62daa0` jumps into its cold part at an `add rsp` that follows an `or` in
+/// one block of the cold part's own CFG. Placing that cold part's loop_2 exit (an edge from a
+/// short block, by a pun) evicted both instructions into a trampoline and wrote the evicting
+/// `jmp` over the `add`: the parent's jump landed inside it, and the saved python3 crashed
+/// before its first `print`. Such a jump target now counts as a way in from another function.
+#[test]
+fn a_parents_jump_into_its_cold_part_is_kept_by_an_eviction() {
+    let python = Path::new("/usr/bin/python3.11");
+    if !python.exists() {
+        eprintln!("skipped: no {}", python.display());
+        return;
+    }
+    let dir = target_dir().join("loop-points-python");
+    std::fs::create_dir_all(&dir).expect("create the output directory");
+    let out = dir.join("python3");
+    let o = gsh_c(
+        &format!(
+            "declare long n; at sub_62daa0.cold loop loop_2 exit {{ n++; }}; \
+             at sub_62daa0.cold loop loop_2 iter-end {{ n++; }}; save {}",
+            out.display()
+        ),
+        python,
+    );
+    if o.stderr.contains("sub_62daa0.cold") && o.code != Some(0) {
+        // Another build of python3 3.11 splits its functions elsewhere.
+        eprintln!("skipped: this python3 has no sub_62daa0.cold: {}", o.stderr);
+        return;
+    }
+    o.assert_code(0);
+    let r = run_program(&out, &["-I", "-c", "print(6 * 7)"], &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "42\n",
+        "{:?}; stderr: {}",
+        r.status,
+        String::from_utf8_lossy(&r.stderr)
+    );
+}

@@ -2208,6 +2208,17 @@ fn a_call_injected_while_the_program_is_in_malloc_runs_outside_the_allocator() {
 /// program ends when the test says. Returns whether gsh was hands-off once every call was
 /// made (after one more command), and the final count of `tick`.
 fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
+    let (hands_off, calls, _) = crowd_with(env, false);
+    (hands_off, calls)
+}
+
+/// [`crowd`], gsh kept hands-off while measuring when `hands_off_while_measuring` (the user's
+/// `set attached-mode hands-off`); also returns how many threads' values gsh says ended with
+/// the process (`Live::values_lost_with`).
+fn crowd_with(
+    env: &[(&str, &str)],
+    hands_off_while_measuring: bool,
+) -> (bool, Option<u64>, Option<u64>) {
     // Builds the runtime (with gsh) once, so it is current and not being written meanwhile.
     let _ = gsh_tests::Gsh::binary();
     use engine::instrument::measure::{self, Metric};
@@ -2236,7 +2247,8 @@ fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
     let t = Tracer::attach(pid, Live::default()).unwrap();
     let (go, done, ticks) = {
         let (s, pl) = (&mut session, &plan);
-        t.with(|p, live| {
+        t.with(move |p, live| {
+            live.hands_off_while_measuring = hands_off_while_measuring;
             live.learn_modules(s, p).unwrap();
             live.load_runtime(p).unwrap();
             live.insert(p, s, pl, id).unwrap();
@@ -2284,7 +2296,27 @@ fn crowd(env: &[(&str, &str)]) -> (bool, Option<u64>) {
         .unwrap()
         .and_then(|(v, _)| v.into_iter().find(|v| v.function == "tick"))
         .map(|v| v.calls);
-    (hands_off, calls)
+    let lost = t.with(|_, live| live.values_lost_with).unwrap();
+    (hands_off, calls, lost)
+}
+
+/// The arena cannot grow and the user chose hands-off while measuring: the threads past the
+/// arena count in private blocks that end with the process, and gsh says how many (`report`
+/// warns with the final values). It said nothing, and `report` showed the short count as the
+/// final one.
+#[test]
+fn values_lost_with_an_untraced_exit_are_told() {
+    let (hands_off, calls, lost) = crowd_with(&[("GSH_RT_ARENA_CHUNKS", "1")], true);
+    assert!(hands_off, "gsh came back though told to stay hands-off");
+    let calls = calls.expect("a count of tick");
+    assert!(
+        calls < 2001,
+        "{calls}: no value was lost, the test tests nothing"
+    );
+    assert!(
+        lost.is_some_and(|n| n > 0),
+        "{lost:?} with {calls} of 2001 calls counted"
+    );
 }
 
 /// More threads alive at once than the runtime's arena holds (4 blocks here, 1024 by
@@ -2336,4 +2368,161 @@ fn injections_into_a_thread_creating_threads_leave_it_intact() {
     }
     let counted = sigcount_result(t, guard, out);
     assert_eq!(counted, "usr1 0 rt 0 sent 0 faults 0 code 0 offset 0\n");
+}
+
+/// Makes thread `tid` (stopped) run `exit_group(code)` from a `syscall` written at `at`, as a
+/// breakpoint's original instruction would when it is the program's exit.
+fn aim_at_exit(p: &mut Process, tid: i32, at: u64, code: u64) {
+    p.write(at, &[0x0f, 0x05]).unwrap();
+    let mut r = p.regs(tid).unwrap();
+    r.rip = at;
+    r.rax = libc::SYS_exit_group as u64;
+    r.rdi = code;
+    // Not inside an interrupted system call: nothing to restart.
+    r.orig_rax = u64::MAX;
+    p.set_regs(tid, &r).unwrap();
+}
+
+/// Runs `f` on the tracer with a time limit: a step that waits for the wrong thread hangs.
+fn within<H: Hooks + 'static, R: Send + 'static>(
+    t: Tracer<H>,
+    f: impl FnOnce(&mut Process, &mut H) -> R + Send + 'static,
+) -> (Tracer<H>, R) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = t.with(f).unwrap();
+        let _ = tx.send((t, r));
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the tracer did not answer within 20 s")
+}
+
+/// Stepping the only thread over the program's exit stops it at its exit stop, kept for the
+/// next resume (the hooks' last look at its memory), and the exit comes with its status. The
+/// step went on through the exit stop and reaped the exit without recording it: its error said
+/// the process was "stopped", and the next resume found no tracee and told a SIGKILL.
+#[test]
+fn a_step_over_the_exit_records_the_exit() {
+    let launch = Launch {
+        program: live(),
+        stdout: Some(out_file("step-exit")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let pid = t.pid();
+    let (t, (stepped, end)) = within(t, move |p, h| {
+        let at = p.regs(pid).unwrap().rip;
+        aim_at_exit(p, pid, at, 7);
+        let stepped = p.step(pid);
+        (stepped, p.cont_wait(h, &no_interrupt()))
+    });
+    stepped.unwrap();
+    assert_eq!(end.unwrap(), Stop::Exited(7));
+    assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Exited(7));
+    assert!(t.with(|p, _| p.threads()).unwrap().is_empty());
+}
+
+/// The leader stepped over `exit_group` while two more threads are stopped: their exits are
+/// collected meanwhile, and the exit comes with its status (waiting for the leader alone
+/// hung: the kernel reports a leader's exit only once its other threads' are collected).
+#[test]
+fn a_leader_stepped_over_exit_group_beside_threads_records_the_exit() {
+    let launch = Launch {
+        program: live(),
+        args: vec!["3".into()],
+        stdout: Some(out_file("step-exit-3")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let exe = live();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.with(|p, _| p.threads().len()).unwrap() < 3 {
+        assert!(Instant::now() < deadline, "threads never appeared");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = t.pid();
+    let (t, (stepped, end)) = within(t, move |p, h| {
+        p.halt().unwrap();
+        let add3 = symbol(p, &exe, "add3");
+        aim_at_exit(p, pid, add3, 9);
+        let stepped = p.step(pid);
+        (stepped, p.cont_wait(h, &no_interrupt()))
+    });
+    stepped.unwrap();
+    assert_eq!(end.unwrap(), Stop::Exited(9));
+    assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Exited(9));
+}
+
+/// Another thread stepped over `exit_group`: the step tells that thread's end (no longer
+/// listed), and the process's exit, with its status, comes as the next stop.
+#[test]
+fn a_thread_stepped_over_exit_group_ends_the_process_with_its_status() {
+    let launch = Launch {
+        program: live(),
+        args: vec!["2".into()],
+        stdout: Some(out_file("step-exit-2")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let exe = live();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while t.with(|p, _| p.threads().len()).unwrap() < 2 {
+        assert!(Instant::now() < deadline, "threads never appeared");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = t.pid();
+    let (t, (stepped, listed, end)) = within(t, move |p, h| {
+        p.halt().unwrap();
+        let other = p.threads().iter().map(|t| t.tid).find(|&t| t != pid);
+        let other = other.unwrap();
+        let add3 = symbol(p, &exe, "add3");
+        aim_at_exit(p, other, add3, 11);
+        let stepped = p.step(other);
+        let listed = p.threads().iter().any(|t| t.tid == other);
+        (stepped, listed, p.cont_wait(h, &no_interrupt()))
+    });
+    stepped.unwrap();
+    assert!(!listed, "the ended thread is still listed");
+    assert_eq!(end.unwrap(), Stop::Exited(11));
+    assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Exited(11));
+}
+
+/// A program whose main thread ends (`pthread_exit`) while another thread runs on: its
+/// leader stays a zombie that no interrupt stops, yet a halt stops the process at once. Each
+/// halt waited 5 s for the leader, then failed ("neither stopped nor exited within 5 s").
+#[test]
+fn a_process_whose_main_thread_ended_halts() {
+    gsh_tests::ensure_package("python3");
+    let launch = Launch {
+        program: "/usr/bin/python3".into(),
+        args: vec![
+            "-c".into(),
+            "import ctypes, threading, time\n\
+             threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n\
+             time.sleep(0.3)\n\
+             ctypes.CDLL(None).pthread_exit(None)\n"
+                .into(),
+        ],
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let (t, halted) = within(t, |p, _| p.halt());
+    halted.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The other thread is stopped, and runs and halts again.
+    let listed = t.with(|p, _| p.threads()).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].rip.is_some(), "{listed:?}");
+    let (t, again) = within(t, |p, _| p.resume().and_then(|()| p.halt()));
+    again.unwrap();
+    t.with(|p, _| p.kill()).unwrap().unwrap();
 }

@@ -36,6 +36,10 @@
 //!   `consult` searches it (or other gsh commands run on it), over its rate alone before and
 //!   after (alternated, one program), per wall and per CPU second, beside the overhead
 //!   `consult` reported. Run it with `--release`.
+//! - `bench-stops [--runs N] [--cost PERCENT] [--threads N] [--for SECONDS]`: the share of
+//!   the time `consult` says its stack samples stopped a CPU-bound program, and what it says
+//!   they cost, against the threads' own `schedstat` and the program's progress beside a
+//!   never-searched twin (searches alternated with alone phases). Run it with `--release`.
 //! - `bench-attached [--runs N]`: thread creation and signal delivery in a program gsh is
 //!   attached to with nothing inserted, against the same program not attached. Run it with
 //!   `--release`.
@@ -81,6 +85,7 @@ mod bench_measure;
 mod bench_save_scale;
 mod bench_stall;
 mod bench_static;
+mod bench_stops;
 mod coverage;
 mod ground_truth;
 mod ground_truth_crates;
@@ -126,6 +131,10 @@ tasks:
                                   progress rate of a CPU-bound program while `consult`
                                   searches it, over its rate alone (alternated), beside
                                   the overhead consult reported (use --release)
+  bench-stops [--runs N] [--cost PERCENT] [--threads N] [--for SECONDS]
+                                  consult's stopped share and stops' cost (stack samples
+                                  only) against the threads' schedstat and the progress
+                                  of a CPU-bound program beside its twin (use --release)
   bench-attached [--runs N]       thread creation and signal delivery while attached with
                                   nothing inserted, vs not attached (default 7 runs; use
                                   --release)
@@ -212,6 +221,7 @@ fn run() -> Result<()> {
         "bench-loops" => bench_loops::run(rest),
         "bench-stall" => bench_stall::run(rest),
         "bench-consult" => bench_consult::run(rest),
+        "bench-stops" => bench_stops::run(rest),
         "stress-attach" => bench_attached::stress(rest),
         "soak-redis" => soak_redis::run(rest),
         "bench-attached" => bench_attached::run(rest),

@@ -113,25 +113,24 @@ fn flow_of(insn: &Instruction) -> Flow {
 
 /// Builds the CFG of `func`.
 pub fn build(ctx: &Context<'_>, func: &Function) -> Cfg {
-    let mut b = Builder {
-        ctx,
-        func,
-        // Sized for the function's own bytes (about 4 per instruction, a block every 16 or
-        // so), so the maps rarely grow: rehashing showed in profiles.
-        insns: Insns::with_capacity_and_hasher(capacity(func.size / 4), Default::default()),
-        starts: foldhash::HashSet::with_capacity_and_hasher(
-            capacity(func.size / 16),
-            Default::default(),
-        ),
-        work: vec![func.addr.0],
-        tables: BTreeMap::new(),
-        pending: Vec::new(),
-        fresh: None,
-        unresolved: BTreeMap::new(),
+    let cfg = Builder::new(ctx, func, Vec::new()).run();
+    // A table no guard bounds ends at the next table, but only at one found already: a switch
+    // reached through another's cases has its table found after that one was read, which may
+    // have run on into it (redis-server's `checkPrefixCollisionsOrReply`: a masked index read
+    // 8 entries of a 5-entry table, the next 3 being the second table's offsets, taken from
+    // the wrong base as cases inside other instructions). Built again with every table's start
+    // known from the outset, each ends where it should; rare, so the first build is kept
+    // otherwise.
+    let mut tables: Vec<u64> = cfg.jump_tables.iter().map(|t| t.table.0).collect();
+    tables.sort_unstable();
+    let runs_into_another = |t: &super::JumpTable| {
+        let end = t.table.0.saturating_add(t.entries.saturating_mul(t.stride));
+        tables.iter().any(|&s| s > t.table.0 && s < end)
     };
-    b.starts.insert(func.addr.0);
-    b.explore();
-    b.finish()
+    if cfg.jump_tables.iter().any(runs_into_another) {
+        return Builder::new(ctx, func, tables).run();
+    }
+    cfg
 }
 
 /// A map capacity for `n` expected entries, bounded so a bogus size cannot allocate much.
@@ -155,6 +154,38 @@ struct Builder<'a, 'c> {
     fresh: Option<foldhash::HashSet<u64>>,
     /// Indirect jumps left unresolved, and why.
     unresolved: BTreeMap<u64, Unresolved>,
+    /// Where the function's tables start, when known before its code is explored (a second
+    /// build, see [`build`]): each table ends at the next.
+    known_tables: Vec<u64>,
+}
+
+impl<'a, 'c> Builder<'a, 'c> {
+    fn new(ctx: &'a Context<'c>, func: &'a Function, known_tables: Vec<u64>) -> Self {
+        let mut b = Builder {
+            ctx,
+            func,
+            // Sized for the function's own bytes (about 4 per instruction, a block every 16
+            // or so), so the maps rarely grow: rehashing showed in profiles.
+            insns: Insns::with_capacity_and_hasher(capacity(func.size / 4), Default::default()),
+            starts: foldhash::HashSet::with_capacity_and_hasher(
+                capacity(func.size / 16),
+                Default::default(),
+            ),
+            work: vec![func.addr.0],
+            tables: BTreeMap::new(),
+            pending: Vec::new(),
+            fresh: None,
+            unresolved: BTreeMap::new(),
+            known_tables,
+        };
+        b.starts.insert(func.addr.0);
+        b
+    }
+
+    fn run(mut self) -> Cfg {
+        self.explore();
+        self.finish()
+    }
 }
 
 impl Builder<'_, '_> {
@@ -238,8 +269,14 @@ impl Builder<'_, '_> {
                             .containing(t)
                             .is_some_and(|f| unclaimed(f) || f.is_cold_part())
                 };
-                let mut tables: Vec<u64> = self.tables.values().map(|t| t.table.0).collect();
+                let mut tables: Vec<u64> = self
+                    .tables
+                    .values()
+                    .map(|t| t.table.0)
+                    .chain(self.known_tables.iter().copied())
+                    .collect();
                 tables.sort_unstable();
+                tables.dedup();
                 let ends = jumptable::Ends {
                     limits: self.ctx.table_limits,
                     tables: &tables,
@@ -612,6 +649,7 @@ impl Builder<'_, '_> {
             blocks,
             edges,
             jump_tables: self.tables.into_values().collect(),
+            degrees: Default::default(),
         }
     }
 }

@@ -184,7 +184,16 @@ pub struct Cfg {
     pub jump_tables: Vec<JumpTable>,
     /// Indirect jumps that could not be resolved as jump tables and are not tail calls.
     pub unresolved: Vec<LinkAddr>,
+    /// Each block's edge counts, built from `edges` at the first [`Cfg::in_degree`] or
+    /// [`Cfg::out_degree`] (`edges` is complete once a CFG is built; one written by hand
+    /// takes `Degrees::default()`).
+    #[serde(skip)]
+    pub degrees: Degrees,
 }
+
+/// A CFG's (in, out) edge counts by block index, computed once, when first asked.
+#[derive(Clone, Debug, Default)]
+pub struct Degrees(std::sync::OnceLock<Vec<(u32, u32)>>);
 
 impl Cfg {
     /// The block with id `id`. Panics if `id` is not a block of this CFG: ids come only from it.
@@ -220,6 +229,37 @@ impl Cfg {
     /// The edges entering `id` (a linear scan of [`Cfg::edges`]).
     pub fn predecessors(&self, id: BlockId) -> impl Iterator<Item = &Edge> + '_ {
         self.edges.iter().filter(move |e| e.to == id)
+    }
+
+    /// How many edges enter `id`: `predecessors(id).count()`, from an index built once.
+    /// The patcher asks it of every edge point (is the edge its target's only way in?), and
+    /// the scan was the top of its profile on python3's interpreter loop.
+    pub fn in_degree(&self, id: BlockId) -> usize {
+        self.degrees()
+            .get(id.0 as usize)
+            .map_or(0, |d| d.0 as usize)
+    }
+
+    /// How many edges leave `id`: `successors(id).count()`, from the same index.
+    pub fn out_degree(&self, id: BlockId) -> usize {
+        self.degrees()
+            .get(id.0 as usize)
+            .map_or(0, |d| d.1 as usize)
+    }
+
+    fn degrees(&self) -> &[(u32, u32)] {
+        self.degrees.0.get_or_init(|| {
+            let mut d = vec![(0u32, 0u32); self.blocks.len()];
+            for e in &self.edges {
+                if let Some(to) = d.get_mut(e.to.0 as usize) {
+                    to.0 += 1;
+                }
+                if let Some(from) = d.get_mut(e.from.0 as usize) {
+                    from.1 += 1;
+                }
+            }
+            d
+        })
     }
 
     /// Total instructions in all blocks.

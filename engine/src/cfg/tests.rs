@@ -417,3 +417,63 @@ fn indirect_jumps_leave_only_from_an_unwound_frame() {
         }
     }
 }
+
+mod degrees {
+    use proptest::prelude::*;
+
+    use crate::addr::LinkAddr;
+    use crate::cfg::{Block, BlockId, Cfg, Edge, EdgeKind};
+
+    fn cfg(blocks: u32, edges: &[(u32, u32, u8)]) -> Cfg {
+        let kinds = [
+            EdgeKind::FallThrough,
+            EdgeKind::Taken,
+            EdgeKind::CallFallThrough,
+            EdgeKind::JumpTable,
+            EdgeKind::Catch,
+        ];
+        let mut edges: Vec<Edge> = edges
+            .iter()
+            .map(|&(f, t, k)| Edge {
+                from: BlockId(f % blocks),
+                to: BlockId(t % blocks),
+                kind: kinds[k as usize % kinds.len()],
+            })
+            .collect();
+        edges.sort_by_key(|e| (e.from, e.to, e.kind as u8));
+        edges.dedup();
+        Cfg {
+            entry: LinkAddr(0x1000),
+            blocks: (0..blocks)
+                .map(|i| Block {
+                    id: BlockId(i),
+                    start: LinkAddr(0x1000 + u64::from(i) * 4),
+                    end: LinkAddr(0x1004 + u64::from(i) * 4),
+                    last: LinkAddr(0x1000 + u64::from(i) * 4),
+                    instructions: 1,
+                    exit: None,
+                    call: None,
+                })
+                .collect(),
+            edges,
+            ..Cfg::default()
+        }
+    }
+
+    proptest! {
+        /// The degree index answers exactly what the scans of `edges` answer, for every block
+        /// of any graph (parallel edges of different kinds, self loops, unreached blocks).
+        #[test]
+        fn degrees_are_the_scans_counts(
+            blocks in 1u32..48,
+            edges in proptest::collection::vec((0u32..64, 0u32..64, 0u8..5), 0..160),
+        ) {
+            let cfg = cfg(blocks, &edges);
+            for b in 0..blocks {
+                let id = BlockId(b);
+                prop_assert_eq!(cfg.in_degree(id), cfg.predecessors(id).count());
+                prop_assert_eq!(cfg.out_degree(id), cfg.successors(id).count());
+            }
+        }
+    }
+}

@@ -971,8 +971,12 @@ pub struct Report {
     /// ([`probes::ProbeStats::cost`]), as a share of the time the threads would have run
     /// without the search (see [`Cost`]).
     pub overhead: f64,
-    /// The fraction of the wall time the program was stopped for stack samples (what
-    /// `--cost` limits).
+    /// The fraction of the wall time the program was stopped for stack samples: at each
+    /// stop, the mean over its threads of the time each was held, from when the tracer saw
+    /// it stopped to its resume (`--cost` limits each stop's longest, so this stays under
+    /// it). Not from asking for the stop: a thread not on a CPU then waits for one to take
+    /// the stop, and its `schedstat` counts that as waiting, as it does the wait to run
+    /// again after the resume.
     pub stopped: f64,
     /// The share of the threads' running time the stops took ([`stacks::imposed`]): a
     /// thread asleep loses nothing to a stop, and one waiting for a CPU gets its turn back.
@@ -1033,7 +1037,7 @@ impl Search {
 /// [`Report`]'s overhead.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Cost {
-    /// Seconds the process was stopped for stack samples.
+    /// Seconds the process was stopped for stack samples ([`Report::stopped`]).
     pub stopped: f64,
     /// Running seconds the stops took from its threads ([`stacks::imposed`], summed).
     pub lost: f64,

@@ -1790,6 +1790,7 @@ mod tests {
                         lock_name: None,
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, site],
+                        held: std::time::Duration::ZERO,
                     }],
                 },
             );
@@ -1808,6 +1809,7 @@ mod tests {
                             lock_name: None,
                             frames: vec![frame("x"), frame(callee), frame("f")],
                             pcs: vec![0x9100, 0x9000, 0x200],
+                            held: std::time::Duration::ZERO,
                         }],
                     },
                 );
@@ -2190,6 +2192,7 @@ mod tests {
                             lock_name: None,
                             frames: vec![frame(callee), frame("f")],
                             pcs: vec![0x9000, 0x200],
+                            held: std::time::Duration::ZERO,
                         }],
                     },
                 );

@@ -69,12 +69,18 @@ pub struct ThreadStack {
     /// Each frame's address inside its function (a caller's is within its call instruction),
     /// innermost first; empty when the source does not say.
     pub pcs: Vec<u64>,
+    /// How long the thread was held in its stop: from when the source saw it stopped (the
+    /// tracer's `waitpid` reported it) to its resume. Not from asking for the stop: a thread
+    /// not on a CPU then waits for one to stop, and after the resume to run again, which its
+    /// `schedstat` counts as waiting, not as stopped.
+    pub held: Duration,
 }
 
 /// Every thread's stack at one stop, and how long the process was stopped for it.
 #[derive(Clone, Debug)]
 pub struct Batch {
-    /// How long the process was stopped to take the batch.
+    /// How long the process was stopped to take the batch: the longest any of its threads
+    /// was held ([`ThreadStack::held`]), whether or not its stack is in the batch.
     pub stopped: Duration,
     /// One stack per thread.
     pub threads: Vec<ThreadStack>,
@@ -109,8 +115,11 @@ pub struct Stacks {
     pid: i32,
     samples: Vec<Sample>,
     started: Instant,
-    /// Time the process spent stopped for samples.
+    /// Time the process spent stopped for samples: at each stop, the mean over its threads
+    /// of the time each was held (the longest, [`Batch::stopped`], when it names none).
     stopped: Duration,
+    /// Each thread's time held in stops so far ([`ThreadStack::held`]).
+    held: BTreeMap<i32, Duration>,
     batches: u64,
     error: Option<String>,
     /// Interned frames: a path shares them.
@@ -131,13 +140,13 @@ pub struct Stacks {
     probes_spent: Duration,
 }
 
-/// A thread's `schedstat` read after a batch, with the process's stopped time by then.
+/// A thread's `schedstat` read after a batch, with its time held in stops by then.
 #[derive(Clone, Copy, Debug)]
 struct SchedMark {
     at: Instant,
     run: u64,
     wait: u64,
-    stopped: Duration,
+    held: Duration,
 }
 
 /// The running time a thread lost to `stopped` of stops in an interval in which it was not
@@ -153,6 +162,20 @@ pub fn imposed(stopped: Duration, free: Duration, run: Duration, wait: Duration)
     }
     let rate = (run.as_secs_f64() / free.as_secs_f64()).min(1.0);
     stopped.mul_f64(rate).saturating_sub(wait)
+}
+
+/// What the stops between two marks of one thread took from its running ([`imposed`]), and
+/// the CPU time it used meanwhile: the interval less the time it was held is its free time,
+/// over which its `schedstat` says how much it ran and waited for a CPU.
+fn charge(prev: &SchedMark, now: &SchedMark) -> (Duration, Duration) {
+    let held = now.held.saturating_sub(prev.held);
+    let free = now
+        .at
+        .saturating_duration_since(prev.at)
+        .saturating_sub(held);
+    let ran = Duration::from_nanos(now.run.saturating_sub(prev.run));
+    let waited = Duration::from_nanos(now.wait.saturating_sub(prev.wait));
+    (imposed(held, free, ran, waited), ran)
 }
 
 /// The shortest pause between two stops, however cheap a stop is: 100 per second.
@@ -233,6 +256,7 @@ impl Stacks {
             samples: Vec::new(),
             started: Instant::now(),
             stopped: Duration::ZERO,
+            held: BTreeMap::new(),
             batches: 0,
             error: None,
             names: BTreeMap::new(),
@@ -246,7 +270,10 @@ impl Stacks {
     }
 
     /// Reads the `schedstat` of each thread of a batch just taken, once the process runs
-    /// again, and adds what the stops since its last batch took from it ([`imposed`]).
+    /// again, and adds what the stops since its last batch took from it ([`imposed`]): the
+    /// time that thread was held, not the time the process took to stop (which for a thread
+    /// waiting for a CPU is mostly that waiting, its `schedstat` counts it and the scheduler
+    /// gives it back).
     fn account(&mut self, tids: &[i32]) {
         let now = Instant::now();
         for &tid in tids {
@@ -257,18 +284,13 @@ impl Stacks {
                 at: now,
                 run,
                 wait,
-                stopped: self.stopped,
+                held: self.held.get(&tid).copied().unwrap_or_default(),
             };
             let Some(prev) = self.sched.insert(tid, mark) else {
                 continue;
             };
-            let stopped = self.stopped.saturating_sub(prev.stopped);
-            let free = now
-                .saturating_duration_since(prev.at)
-                .saturating_sub(stopped);
-            let ran = Duration::from_nanos(run.saturating_sub(prev.run));
-            let waited = Duration::from_nanos(wait.saturating_sub(prev.wait));
-            self.lost += imposed(stopped, free, ran, waited);
+            let (lost, ran) = charge(&prev, &mark);
+            self.lost += lost;
             self.used += ran;
         }
     }
@@ -287,8 +309,14 @@ impl Stacks {
 
     /// Adds one batch taken at `at`.
     pub fn push(&mut self, at: Instant, batch: Batch) {
-        self.stopped += batch.stopped;
+        self.stopped += match batch.threads.len() {
+            0 => batch.stopped,
+            n => batch.threads.iter().map(|t| t.held).sum::<Duration>() / n as u32,
+        };
         self.batches += 1;
+        for t in &batch.threads {
+            *self.held.entry(t.tid).or_default() += t.held;
+        }
         let tids: Vec<i32> = batch.threads.iter().map(|t| t.tid).collect();
         self.account(&tids);
         for mut t in batch.threads {
@@ -378,7 +406,8 @@ impl Stacks {
         self.batches
     }
 
-    /// The time the process spent stopped for samples.
+    /// The time the process spent stopped for samples: at each stop, the mean over its
+    /// threads of the time each was held. (The sampler's pace counts each stop's longest.)
     pub fn stopped(&self) -> Duration {
         self.stopped
     }

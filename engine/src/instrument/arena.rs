@@ -104,11 +104,18 @@ impl Arena {
     /// the process: false once a block had to be mapped privately (the header's `lost`), or
     /// when the header cannot be read.
     pub fn complete(&self) -> bool {
+        self.lost() == Some(0)
+    }
+
+    /// How many thread blocks the runtime had to map privately (the header's `lost`): their
+    /// values end with the process. `None` when the header cannot be read.
+    pub fn lost(&self) -> Option<u64> {
         // Asked at each wakeup of the tracer while measuring: one 8-byte read.
         let mut lost = [0u8; 8];
         self.file
             .read_exact_at(&mut lost, offset_of!(ArenaHeader, lost) as u64)
-            .is_ok_and(|()| u64::from_le_bytes(lost) == 0)
+            .ok()
+            .map(|()| u64::from_le_bytes(lost))
     }
 
     /// The arena's chunks as the header lists them: (first block, blocks, address in the

@@ -112,8 +112,14 @@ pub fn step_past_breakpoints(p: &mut Process, live: &mut Live) -> Result<(), Liv
 }
 
 /// `continue &`: steps past our breakpoints, then resumes every thread without waiting.
+/// A step that ends the process is no error: its end is in the state, told by the events.
 pub fn resume(p: &mut Process, live: &mut Live) -> Result<(), LiveError> {
-    step_past_breakpoints(p, live)?;
+    if let Err(e) = step_past_breakpoints(p, live) {
+        return match p.state().end_stop() {
+            Some(_) => Ok(()),
+            None => Err(e),
+        };
+    }
     p.resume()?;
     Ok(())
 }

@@ -126,6 +126,9 @@ pub struct Reading {
     pub callers: HashMap<u64, Vec<String>>,
     /// Block coverage per function.
     pub coverage: Vec<FunctionCoverage>,
+    /// Why some of the final values are missing, when they are (threads whose blocks were
+    /// outside the arena gsh keeps, gone with a process that ended while gsh was hands-off).
+    pub missing: Option<String>,
 }
 
 /// What `detach` leaves behind: what was measured until then (kept even when letting go
@@ -500,11 +503,16 @@ impl Inferior {
         interrupt: &AtomicBool,
     ) -> Result<Waited> {
         let waited = self.job(|p, live| {
+            // A thread stepped over a breakpoint may end the process there: that is the stop.
+            let mut ended = None;
             if resume {
-                control::step_past_breakpoints(p, live)?;
+                if let Err(e) = control::step_past_breakpoints(p, live) {
+                    ended = Some(p.state().end_stop().ok_or(e)?);
+                }
             }
-            let stop = match background {
-                Some(stop) if p.state() == State::Stopped => stop,
+            let stop = match (ended, background) {
+                (Some(end), _) => end,
+                (None, Some(stop)) if p.state() == State::Stopped => stop,
                 _ if !resume && p.state() != State::Running => {
                     return Ok(Waited {
                         stop: None,
@@ -788,6 +796,10 @@ fn reading(pid: i32, p: &Process, live: &Live) -> Result<Reading> {
         }
     };
     let coverage = live_coverage(live, alive.then_some(&reader))?;
+    let missing = match alive {
+        true => None,
+        false => live.values_lost_with.map(missing_values),
+    };
     Ok(Reading {
         alive,
         state,
@@ -795,7 +807,22 @@ fn reading(pid: i32, p: &Process, live: &Live) -> Result<Reading> {
         values,
         paths,
         coverage,
+        missing,
     })
+}
+
+/// Says which final values are missing and why, `threads` blocks having ended with the process.
+fn missing_values(threads: u64) -> String {
+    let them = match threads {
+        1 => "1 thread".to_owned(),
+        n => format!("{n} threads"),
+    };
+    format!(
+        "the values {them} measured are missing: more threads ran at once than the \
+         runtime's arena held and it could not grow, so they counted in memory of the \
+         process's own, which ended with it while gsh was hands-off; with `set attached-mode \
+         auto` or `traced` gsh sees the exit and keeps every value"
+    )
 }
 
 /// What was measured, kept before gsh lets go of the process; `None` when nothing was.
@@ -814,6 +841,7 @@ fn kept_reading(p: &Process, live: &mut Live) -> Option<Reading> {
             paths: Vec::new(),
             callers: HashMap::new(),
             coverage,
+            missing: None,
         });
     }
     live.measure.snapshot(p);
@@ -826,6 +854,7 @@ fn kept_reading(p: &Process, live: &mut Live) -> Option<Reading> {
         values,
         paths,
         coverage,
+        missing: None,
     })
 }
 
@@ -868,6 +897,42 @@ mod tests {
         assert_eq!(events.iter().filter(|e| is_end(e)).count(), 1, "{events:?}");
         assert!(i.gone().is_some());
         assert!(i.take_events().is_empty());
+        i.finish().expect("letting go of an ended process");
+    }
+
+    /// A program stepped over its exit (a breakpoint's original instruction is its
+    /// `exit_group`) is told to have exited, with its status, once: by the wait that follows
+    /// the step, the events adding nothing. The step reaped the exit without recording it;
+    /// the wait found no tracee and told a SIGKILL.
+    #[test]
+    fn a_step_over_the_exit_is_told_once() {
+        let launch = Launch {
+            program: "/bin/sleep".into(),
+            args: vec!["60".into()],
+            ..Launch::default()
+        };
+        let mut i = Inferior::start(&launch).expect("start the program");
+        let _ = i.take_events();
+        let pid = i.pid();
+        i.tracer
+            .with(|p, _| {
+                let mut r = p.regs(pid)?;
+                p.write(r.rip, &[0x0f, 0x05])?;
+                r.rax = libc::SYS_exit_group as u64;
+                r.rdi = 7;
+                r.orig_rax = u64::MAX;
+                p.set_regs(pid, &r)?;
+                p.step(pid)
+            })
+            .expect("tracer")
+            .expect("the step");
+        let waited = i
+            .resume_and_wait(true, None, &AtomicBool::new(false))
+            .expect("wait");
+        assert_eq!(waited.stop, Some(Stop::Exited(7)));
+        assert!(i.gone().is_some());
+        let events = i.take_events();
+        assert!(!events.iter().any(is_end), "told twice: {events:?}");
         i.finish().expect("letting go of an ended process");
     }
 

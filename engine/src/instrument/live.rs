@@ -310,6 +310,10 @@ pub struct Live {
     /// which an untraced process takes with it. Counters in an arena gsh holds need no tracer
     /// ([`super::arena`]).
     pub hands_off_while_measuring: bool,
+    /// How many threads' values ended with the process: it ended while gsh was hands-off,
+    /// its final values were read from the arena, and that many thread blocks were not in it
+    /// ([`super::arena::Arena::lost`]). `report` says so with the values.
+    pub values_lost_with: Option<u64>,
     /// Stage changes beside a running process at a lower priority (`Process::polite`), so
     /// that its threads come first. Off by default: `xtask bench-stall count` compares, and on
     /// a machine under load 11 neither way was consistently better while staging took up to
@@ -1980,7 +1984,18 @@ impl Hooks for Live {
     }
 
     fn ended(&mut self, p: &mut Process) {
+        // Read from the arena only when no values were kept at an exit or detach gsh saw.
+        let from_arena = self.measure.last.is_none() && self.measure.measured_anything();
         self.measure.keep_after_exit(p.pid());
+        if from_arena {
+            self.values_lost_with = self
+                .measure
+                .runtime
+                .as_ref()
+                .and_then(|rt| rt.arena.as_ref())
+                .and_then(super::arena::Arena::lost)
+                .filter(|&n| n > 0);
+        }
     }
 
     fn forked(&mut self, _p: &mut Process, child: &mut ChildMemory) {

@@ -135,8 +135,9 @@ struct TracerStacks<'s, 'a> {
     found: Vec<(Arc<Module>, u64)>,
 }
 
-/// One thread as a stop left it: its system call and its frames' lookup addresses.
-type Raw = (i32, Option<Syscall>, Vec<u64>);
+/// One thread as a stop left it: its system call, its frames' lookup addresses and how long
+/// it was held.
+type Raw = (i32, Option<Syscall>, Vec<u64>, Duration);
 
 impl TracerStacks<'_, '_> {
     /// Looks for the files holding `pcs` that lie in no module the sampler knows; opens each
@@ -239,19 +240,49 @@ impl StackSource for TracerStacks<'_, '_> {
                     return Ok(None);
                 }
                 let t0 = Instant::now();
-                p.halt().map_err(|e| e.to_string())?;
+                // Held at a raised priority, as a `Live` pause is: on a loaded machine the
+                // tracer preempted in the middle of a stop held the program tens of ms.
+                p.hurry(true);
+                let halted = p.halt();
+                if let Err(e) = halted {
+                    p.hurry(false);
+                    return Err(e.to_string());
+                }
                 let mut raw = Vec::new();
-                for th in p.threads() {
-                    let Ok(r) = p.regs(th.tid) else { continue };
+                // By id alone: `threads` reads each one's name from /proc and its registers
+                // twice, all while every thread is held.
+                for tid in p.stopped_tids() {
+                    let Ok(r) = p.regs(tid) else { continue };
                     let frames = unwinder.walk(&ProcMemory(p), top_regs(live, &r), MAX_FRAMES);
                     raw.push((
-                        th.tid,
+                        tid,
                         in_syscall(p, &r),
                         frames.iter().map(|f| f.lookup_pc()).collect(),
+                        Duration::ZERO,
                     ));
                 }
-                p.resume().map_err(|e| e.to_string())?;
-                Ok(Some((t0.elapsed(), raw)))
+                let resumed = p.resume();
+                p.hurry(false);
+                resumed.map_err(|e| e.to_string())?;
+                // Each thread was held from when the halt saw it stop: before that it ran,
+                // or waited for a CPU to take the stop (a thread already stopped, from the
+                // start).
+                let resumed = Instant::now();
+                let held = |tid: i32| {
+                    let seen = p.halt_stops.iter().find(|(t, _)| *t == tid);
+                    resumed.saturating_duration_since(seen.map_or(t0, |(_, at)| *at))
+                };
+                for r in &mut raw {
+                    r.3 = held(r.0);
+                }
+                let longest = p
+                    .halt_stops
+                    .iter()
+                    .map(|(_, at)| resumed.saturating_duration_since(*at))
+                    .chain(raw.iter().map(|r| r.3))
+                    .max()
+                    .unwrap_or_else(|| resumed - t0);
+                Ok(Some((longest, raw)))
             })
             .map_err(|e| e.to_string())??;
         let Some((stopped, raw)) = taken else {
@@ -259,7 +290,7 @@ impl StackSource for TracerStacks<'_, '_> {
         };
         let pcs: Vec<u64> = raw
             .iter()
-            .flat_map(|(_, _, pcs)| pcs.iter().copied())
+            .flat_map(|(_, _, pcs, _)| pcs.iter().copied())
             .collect();
         self.learn(&pcs)?;
         if !self.found.is_empty() {
@@ -272,7 +303,7 @@ impl StackSource for TracerStacks<'_, '_> {
         }
         let threads = raw
             .into_iter()
-            .map(|(tid, syscall, pcs)| ThreadStack {
+            .map(|(tid, syscall, pcs, held)| ThreadStack {
                 tid,
                 lock_name: syscall
                     .filter(|s| s.nr == libc::SYS_futex as u64)
@@ -280,6 +311,7 @@ impl StackSource for TracerStacks<'_, '_> {
                 syscall,
                 frames: pcs.iter().map(|&pc| self.name(pc)).collect(),
                 pcs,
+                held,
             })
             .collect();
         Ok(Some(Batch { stopped, threads }))

@@ -178,8 +178,7 @@ fn uncopyable(view: &dyn CodeView, t: &JumpTable) -> Option<String> {
 /// True when some branch of the function goes back to its first instruction: its entry block
 /// is a loop header, so the function's entry from the caller is not the only way into it.
 pub fn looping_entry(cfg: &crate::cfg::Cfg) -> bool {
-    cfg.entry_block()
-        .is_some_and(|b| cfg.predecessors(b).next().is_some())
+    cfg.entry_block().is_some_and(|b| cfg.in_degree(b) > 0)
 }
 
 /// True when `p` runs only on arrival from the caller at a [`looping_entry`], which only a
@@ -233,7 +232,7 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
     let fb = cfg.block(from);
     // A case block only its jump table reaches (or a landing pad only one call reaches) runs
     // exactly when the edge is taken, whatever the edge's kind.
-    if cfg.predecessors(to).count() == 1 && cfg.entry_block() != Some(to) {
+    if cfg.in_degree(to) == 1 && cfg.entry_block() != Some(to) {
         return Ok((tb.start, to, Way::Before));
     }
     match kind {
@@ -276,7 +275,7 @@ fn decide(view: &dyn CodeView, p: &Point) -> Result<(LinkAddr, BlockId, Way), St
     let Some(last) = last.filter(|i| i.ip() == fb.last.0) else {
         return Err(format!("cannot decode the instruction at {}", fb.last));
     };
-    let succs = cfg.successors(from).count();
+    let succs = cfg.out_degree(from);
     if succs == 1 && kind != EdgeKind::CallFallThrough {
         return Ok((fb.last, from, Way::Before));
     }

@@ -342,6 +342,7 @@ pub fn prefix_ends(funcs: &[Function]) -> Vec<u64> {
 /// `jmp 0x441cf3` from one fragment into another's epilogue landed on `int3` filler.
 pub fn foreign_targets(view: &dyn CodeView) -> HashSet<u64> {
     let mut out = HashSet::new();
+    let mut elsewhere: Vec<u64> = Vec::new();
     for i in 0..view.functions().len() {
         let cfg = view.cfg(FuncId(i as u32));
         let mut add = |t: u64| {
@@ -373,7 +374,8 @@ pub fn foreign_targets(view: &dyn CodeView) -> HashSet<u64> {
         // into its parent, megabytes away) bound no gap of it. Sweeping to them decoded other
         // functions' code as this one's, gigabytes over python3, a minute per first probe.
         let f = &view.functions()[i];
-        let end = f.end().0;
+        let own = f.addr.0..f.end().0;
+        let end = own.end;
         let mut covered: Vec<(u64, u64)> =
             cfg.blocks.iter().map(|b| (b.start.0, b.end.0)).collect();
         covered.sort_unstable();
@@ -397,6 +399,32 @@ pub fn foreign_targets(view: &dyn CodeView) -> HashSet<u64> {
                     add(insn.near_branch_target());
                 }
             }
+        }
+        // A function's CFG holds its cold part's blocks as its own, so a branch into one is
+        // no exit of it; but the cold part's own CFG may have no block there, when only the
+        // parent branches to it. python3's `sub_62daa0` jumps to the `add rsp` after an `or`
+        // in `sub_62daa0.cold`, which one block holds in the cold part's CFG: an eviction
+        // took both instructions for a loop exit's pun, and the parent's jump landed inside
+        // the evicting `jmp` (a crash at the first `print`).
+        elsewhere.extend(
+            cfg.edges
+                .iter()
+                .map(|e| cfg.block(e.to).start.0)
+                .filter(|to| !own.contains(to)),
+        );
+    }
+    // Blocks outside a function's own bytes that its edges lead to are ways in from another
+    // function where the function holding those bytes has no block there.
+    let funcs = view.functions();
+    for to in elsewhere {
+        let i = funcs.partition_point(|f| f.addr.0 <= to);
+        let holder = i
+            .checked_sub(1)
+            .filter(|&h| funcs[h].contains(LinkAddr(to)));
+        let seen =
+            holder.is_some_and(|h| view.cfg(FuncId(h as u32)).block_at(LinkAddr(to)).is_some());
+        if !seen {
+            out.insert(to);
         }
     }
     out
@@ -796,6 +824,10 @@ impl Planner<'_> {
         // (`edge::copy_tables`).
         if let Some(why) = super::edge::copy_refusal(self.view, cfg) {
             return Err(why);
+        }
+        // Control that may reach bytes which do not decode has no copy to arrive at.
+        if let Some(b) = cfg.blocks.iter().find(|b| b.instructions == 0) {
+            return Err(format!("its code at {:#x} does not decode", b.start.0));
         }
         let mut blocks: Vec<Range<u64>> = cfg.blocks.iter().map(|b| b.start.0..b.end.0).collect();
         blocks.sort_by_key(|r| r.start);

@@ -60,6 +60,9 @@ pub struct Process {
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
     pub(crate) early_threads: HashSet<i32>,
+    /// The leader passed its exit stop: once the rest of the process runs on without it (its
+    /// main thread called `pthread_exit`), it is a zombie no interrupt stops.
+    pub(crate) leader_exiting: bool,
     pub(crate) mem: MemFile,
     pub(crate) events: Arc<Mutex<Vec<Event>>>,
     cache: ModuleCache,
@@ -80,6 +83,9 @@ pub struct Process {
     holding: bool,
     /// How the last [`Process::halt`] went (benchmarks read it).
     pub last_halt: HaltTiming,
+    /// When the last [`Process::halt`] saw each thread it waited for stop (waitpid reported
+    /// it): what `consult` counts each thread held from (its stack samples' cost).
+    pub halt_stops: Vec<(i32, Instant)>,
     /// The tracer thread's nice value before [`Process::hurry`] raised its priority.
     hurried: Option<i32>,
     /// The tracer thread's nice value before [`Process::polite`] lowered its priority.
@@ -169,30 +175,82 @@ impl Process {
             hands_off: None,
             holding: false,
             last_halt: HaltTiming::default(),
+            halt_stops: Vec::new(),
             hurried: None,
             polite_from: None,
+            leader_exiting: false,
         })
     }
 
     /// Executes one instruction on stopped thread `tid`, every other thread staying stopped
     /// (stepping a thread over a breakpoint whose original byte was put back). Signals that
     /// arrive meanwhile are kept for delivery at the next resume.
+    ///
+    /// The instruction may end the thread (`exit`) or the whole process (`exit_group`, a
+    /// fatal signal). Its end is recorded as any wait records one: a thread's exit drops it
+    /// from the list (`Ok`, the thread no longer listed), the process's end goes into
+    /// [`Process::state`] (`Err(Gone)` telling how), so that it is told once, with its
+    /// status. Every tracee is waited for, not `tid` alone: a leader's exit is reported only
+    /// after its other threads' exits have been collected, which only a wait for them does
+    /// (waiting for the leader alone hung). Other threads' stops met meanwhile are kept as a
+    /// halt keeps them (deferred for the tracer, when the others run); a leader's exit stop
+    /// met by the stepped leader is deferred, the leader left stopped there, so the hooks
+    /// still see the process's last state.
     pub fn step(&mut self, tid: i32) -> Result<(), ProcessError> {
+        const DURING: &str = "stepping over a breakpoint";
         if !self.threads.contains_key(&tid) {
             return Err(ProcessError::NotStopped);
         }
         ptrace::step(tid)?;
         loop {
-            match ptrace::wait(tid, false) {
-                Ok(Some((_, WaitEvent::Signal(libc::SIGTRAP)))) => return Ok(()),
-                Ok(Some((_, WaitEvent::Exited(_) | WaitEvent::Signaled(_)))) | Err(_) => {
-                    return Err(self.gone("stepping over a breakpoint"));
+            let (t, ev) = match ptrace::wait(-1, false) {
+                Ok(Some(x)) => x,
+                Ok(None) => continue,
+                Err(nix::errno::Errno::ECHILD) => {
+                    self.state = State::Signaled(libc::SIGKILL);
+                    self.threads.clear();
+                    self.deferred.clear();
+                    return Err(self.gone(DURING));
                 }
-                Ok(Some((_, WaitEvent::Signal(sig)))) => {
+                Err(e) => return Err(ProcessError::ptrace("waitpid", -1, e)),
+            };
+            if t != tid && self.state == State::Running {
+                // The others run meanwhile (a breakpoint whose condition is false): what they
+                // met is handled after the step, as the background loop would have.
+                if !matches!(ev, WaitEvent::Exited(_) | WaitEvent::Signaled(_)) {
+                    if let Some(th) = self.threads.get_mut(&t) {
+                        th.state = ThreadState::Stopped;
+                    }
+                }
+                self.deferred.push_back((t, ev));
+                continue;
+            }
+            if t != tid {
+                self.note_halt_stop(t, ev)?;
+                if !self.state.is_alive() {
+                    return Err(self.gone(DURING));
+                }
+                continue;
+            }
+            match ev {
+                WaitEvent::Signal(libc::SIGTRAP) => return Ok(()),
+                WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
+                    self.thread_gone(tid, ev);
+                    return match self.state.is_alive() {
+                        true => Ok(()),
+                        false => Err(self.gone(DURING)),
+                    };
+                }
+                WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
+                    self.thread_entry(tid).state = ThreadState::Stopped;
+                    self.deferred.push_back((tid, ev));
+                    return Ok(());
+                }
+                WaitEvent::Signal(sig) => {
                     self.keep_signal(tid, sig);
                     ptrace::step(tid)?;
                 }
-                Ok(_) => ptrace::step(tid)?,
+                _ => ptrace::step(tid)?,
             }
         }
     }
@@ -464,26 +522,52 @@ impl Process {
         self.reseize()?;
         let asked = Instant::now();
         let mut awaiting: HashSet<i32> = HashSet::new();
+        let mut vanished = Vec::new();
         for (&tid, t) in &mut self.threads {
             match t.state {
                 ThreadState::Stopped => {}
                 ThreadState::Starting => {
                     awaiting.insert(tid);
                 }
+                // A leader past its exit stop whose process runs on is a zombie: no stop
+                // comes for it (each halt waited 5 s, then failed); it is gone as a thread,
+                // and its exit status comes with the process's end.
+                ThreadState::Running
+                    if tid == self.pid && self.leader_exiting && is_zombie(tid) =>
+                {
+                    vanished.push(tid)
+                }
                 ThreadState::Running | ThreadState::JobStopped => match ptrace::interrupt(tid) {
                     Ok(()) => {
                         awaiting.insert(tid);
                     }
-                    // Already dying (or a zombie leader): its exit arrives later.
+                    // No such thread traced by us: a thread exiting or dead but not collected
+                    // is still ours (it is found, and its exit is on its way to `waitpid`),
+                    // so this one was released without a word (the thread whose id an
+                    // `execve` in another thread took). Recorded as stopped it was read and
+                    // resumed as if alive. The leader is released last, after its exit: that
+                    // exit, or the loss of every tracee, is what the halt waits for.
                     Err(ProcessError::Ptrace {
                         errno: nix::errno::Errno::ESRCH,
                         ..
-                    }) => t.state = ThreadState::Stopped,
+                    }) if tid == self.pid => {
+                        awaiting.insert(tid);
+                    }
+                    Err(ProcessError::Ptrace {
+                        errno: nix::errno::Errno::ESRCH,
+                        ..
+                    }) => vanished.push(tid),
                     Err(e) => return Err(e),
                 },
             }
         }
+        for tid in vanished {
+            self.threads.remove(&tid);
+            self.deferred.retain(|&(t, _)| t != tid);
+            self.push_event(Event::ThreadExited(tid));
+        }
         let started = Instant::now();
+        self.halt_stops.clear();
         self.last_halt = HaltTiming {
             threads: awaiting.len(),
             interrupts: started - asked,
@@ -544,6 +628,7 @@ impl Process {
                 continue;
             };
             if awaiting.remove(&tid) {
+                self.halt_stops.push((tid, Instant::now()));
                 let at = started.elapsed();
                 let h = &mut self.last_halt;
                 if h.first.is_zero() {
@@ -1026,6 +1111,7 @@ impl Process {
             WaitEvent::Event(libc::PTRACE_EVENT_EXEC) => return self.exec_happened(tid, hooks),
             WaitEvent::Event(libc::PTRACE_EVENT_EXIT) => {
                 if tid == self.pid {
+                    self.leader_exiting = true;
                     hooks.exiting(self, tid);
                 }
                 self.resume_thread(tid)?
@@ -1107,7 +1193,17 @@ impl Process {
             self.resume_thread(tid)?;
             return Ok(None);
         }
-        match hooks.trap(self, tid, rip) {
+        let action = hooks.trap(self, tid, rip);
+        // The hooks may have stepped the thread over the instruction under the `int3` (a
+        // breakpoint whose condition is false) into the process's end, the thread's, or the
+        // leader's exit stop: that is what happened, whatever they answer.
+        if let Some(end) = self.state.end_stop() {
+            return Ok(Some(end));
+        }
+        if !self.threads.contains_key(&tid) || self.deferred.iter().any(|&(t, _)| t == tid) {
+            return Ok(None);
+        }
+        match action {
             TrapAction::Resume(to) => {
                 let mut r = ptrace::regs(tid)?;
                 r.rip = to;
@@ -1169,6 +1265,7 @@ impl Process {
         self.deferred.clear();
         self.threads
             .insert(self.pid, Thread::new(ThreadState::Stopped));
+        self.leader_exiting = false;
         self.state = State::Stopped;
         self.mem = MemFile::open(self.pid)?;
         self.rendezvous = None;
@@ -1329,6 +1426,17 @@ impl Process {
     }
 }
 
+/// True when thread `tid` has exited and waits to be collected (`Z` in its `stat`).
+fn is_zombie(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
 /// `r`, where a thread that died while stopped (SIGKILL from outside) is no error: its exit
 /// status is on its way.
 fn gone_is_fine(r: Result<(), ProcessError>) -> Result<(), ProcessError> {
@@ -1340,3 +1448,7 @@ fn gone_is_fine(r: Result<(), ProcessError>) -> Result<(), ProcessError> {
         r => r,
     }
 }
+
+#[cfg(test)]
+#[path = "control_tests.rs"]
+mod tests;

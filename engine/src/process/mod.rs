@@ -180,6 +180,15 @@ impl State {
     pub fn is_alive(self) -> bool {
         matches!(self, State::Stopped | State::Running)
     }
+
+    /// The stop that tells this end (an exit or a kill gsh saw), for a request that met it.
+    pub fn end_stop(self) -> Option<Stop> {
+        match self {
+            State::Exited(code) => Some(Stop::Exited(code)),
+            State::Signaled(sig) => Some(Stop::Killed(sig)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for State {

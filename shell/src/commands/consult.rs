@@ -89,7 +89,10 @@ The search measures from outside the process: the scheduler's counts and each th
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
 registers read and its stack walked, and it runs again. Stops are paced so the program is \
 stopped at most --cost PERCENT of the time (default 5), less what the probes have taken (the \
-stops keep a tenth of it whatever they take): the two share the limit. The probes are kept \
+stops keep a tenth of it whatever they take): the two share the limit. A stop counts for as \
+long as its longest-held thread was held, from when gsh saw that thread stopped to its resume: \
+a thread not on a CPU when the stop is asked for first waits for one to take it, and after the \
+resume waits to run, which its schedstat counts as waiting for a CPU, not as stopped. The probes are kept \
 within it: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
 its thread's time on a CPU, measured 50 ms after it goes in. A timer whose cost \
 is not known yet goes in only when no other unknown one is in; one that turns out to cost \
@@ -112,7 +115,8 @@ the search measures as it starts (the timer's instructions run back to back in g
 whole latency; inside a loop bound by its own dependency chain they run beside the loop's \
 work, and cost a fifth of that). The bound counts during the turns, for a function called too \
 rarely or rates too noisy to tell, and for a whole path's timer. The time the \
-program was stopped, the stops taken and the CPU the /proc sampling used are reported beside \
+program was held stopped (\"stopped\", a share of the wall time: at each stop the mean over \
+its threads), the stops taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
 while the program is stopped is read when it runs again). Libraries the program \
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \

@@ -404,10 +404,12 @@ impl Results {
 
     /// What the process measured: now when it is alive, else its last values.
     pub fn live(pid: i32, r: Reading) -> Results {
-        let title = if r.alive {
-            format!("process {pid}, values now")
-        } else {
-            format!("process {pid} has exited: its final values")
+        let title = match (r.alive, &r.missing) {
+            (true, _) => format!("process {pid}, values now"),
+            (false, None) => format!("process {pid} has exited: its final values"),
+            (false, Some(why)) => {
+                format!("process {pid} has exited: its final values (warning: {why})")
+            }
         };
         Results::from_reading(title, r)
     }

@@ -286,3 +286,38 @@ fn a_base_set_before_a_busy_loop_is_found() {
         }
     }
 }
+
+const MASKED_PAIR: &str = include_str!("../../../../tests/corpus/maskedpair.c");
+
+/// A masked table followed by another table of the same function, found only through the
+/// first one's cases (redis-server's `checkPrefixCollisionsOrReply`): the first ends where the
+/// second starts. Before, it read 8 entries, the last 3 from the second table taken from the
+/// wrong base: cases inside other instructions, blocks overlapping.
+#[test]
+fn a_table_ends_at_a_table_found_after_it() {
+    let path = compile("maskedpair", MASKED_PAIR, false, &["-O2", "-fPIE", "-pie"]);
+    let s = open(&path);
+    let m = s.main().unwrap();
+    let f = m.functions().by_name("twotables").next().unwrap().clone();
+    let cfg = &m.analysis().function(f.id).cfg;
+    assert!(cfg.unresolved.is_empty(), "{:?}", cfg.unresolved);
+    let mut tables = cfg.jump_tables.clone();
+    tables.sort_by_key(|t| t.table);
+    let shape: Vec<(u64, usize)> = tables
+        .iter()
+        .map(|t| (t.entries, t.targets.len()))
+        .collect();
+    assert_eq!(shape, [(5, 5), (4, 4)], "{tables:?}");
+    assert_eq!(tables[0].table.0 + 20, tables[1].table.0);
+    // Every block is whole instructions of its own: none starts inside another.
+    let mut blocks: Vec<(u64, u64)> = cfg.blocks.iter().map(|b| (b.start.0, b.end.0)).collect();
+    blocks.sort_unstable();
+    for w in blocks.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "blocks {:#x?} and {:#x?} overlap",
+            w[0],
+            w[1]
+        );
+    }
+}

@@ -19,6 +19,7 @@ fn stack(tid: i32, outer_first: &[(&str, &str)], syscall: Option<Syscall>) -> Th
         lock_name: syscall.filter(|s| s.nr == FUTEX).map(|_| "big_lock".into()),
         frames: outer_first.iter().rev().map(|(m, f)| frame(m, f)).collect(),
         pcs: Vec::new(),
+        held: Duration::ZERO,
     }
 }
 
@@ -218,7 +219,10 @@ impl StackSource for Slow {
         std::thread::sleep(Duration::from_millis(2));
         Ok(Some(Batch {
             stopped: Duration::from_millis(2),
-            threads: vec![worker(&[("app", "crunch")], None)],
+            threads: vec![ThreadStack {
+                held: Duration::from_millis(2),
+                ..worker(&[("app", "crunch")], None)
+            }],
         }))
     }
 }
@@ -418,7 +422,10 @@ fn the_store_counts_what_stops_took_from_each_thread_from_its_schedstat() {
     let mut stacks = Stacks::new(std::process::id() as i32);
     let batch = |stopped| Batch {
         stopped,
-        threads: vec![stack(tid, &[("app", "main")], None)],
+        threads: vec![ThreadStack {
+            held: stopped,
+            ..stack(tid, &[("app", "main")], None)
+        }],
     };
     stacks.push(Instant::now(), batch(Duration::ZERO));
     for _ in 0..3 {
@@ -501,4 +508,86 @@ fn paths_go_through_the_programs_libraries_to_the_c_runtime() {
         .map(|(f, _)| f.last().unwrap().to_string())
         .collect();
     assert_eq!(paths, ["worker > a > deflate", "worker > b > deflate"]);
+}
+
+/// A thread is charged for the stops it was held in, not for how long the process took to
+/// stop: between two marks 100 ms apart a thread computing on a CPU of its own lost the 2 ms
+/// it was held, though the stop lasted 10 ms from asking to resume (another thread waited
+/// 8 ms for a CPU to take it); one that waited for a CPU 30 ms of the interval lost nothing.
+#[test]
+fn a_thread_is_charged_the_time_it_was_held_not_the_whole_stop() {
+    let ms = Duration::from_millis;
+    let t0 = Instant::now();
+    let mark = |at: Duration, run: Duration, wait: Duration, held: Duration| SchedMark {
+        at: t0 + at,
+        run: run.as_nanos() as u64,
+        wait: wait.as_nanos() as u64,
+        held,
+    };
+    let prev = mark(ms(0), ms(500), ms(40), ms(7));
+    // Held 2 ms more; free for the other 98 ms, all of them on a CPU.
+    let computing = mark(ms(100), ms(598), ms(40), ms(9));
+    assert_eq!(charge(&prev, &computing), (ms(2), ms(98)));
+    // Ran 68 ms, waited 30: the 2 ms held come back from the waiting.
+    let waiting = mark(ms(100), ms(568), ms(70), ms(9));
+    assert_eq!(charge(&prev, &waiting), (ms(0), ms(68)));
+    // Asleep: nothing lost however long it was held.
+    let asleep = mark(ms(100), ms(500), ms(40), ms(17));
+    assert_eq!(charge(&prev, &asleep), (ms(0), ms(0)));
+}
+
+/// The store keeps each thread's held time apart from the stops' length: the stopped time it
+/// reports is the mean of its threads' held time at each stop, and a thread that took a stop
+/// late is charged only its own part (here none at all: it was held for no time).
+#[test]
+fn the_store_charges_each_thread_its_own_held_time() {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let mut stacks = Stacks::new(std::process::id() as i32);
+    let batch = || Batch {
+        stopped: Duration::from_millis(10),
+        threads: vec![stack(tid, &[("app", "main")], None)],
+    };
+    stacks.push(Instant::now(), batch());
+    let t = Instant::now();
+    let mut x = 1u64;
+    for _ in 0..3 {
+        while t.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        stacks.push(Instant::now(), batch());
+    }
+    // Held for no time at all: the process was stopped, its one thread was not.
+    assert_eq!(stacks.stopped(), Duration::ZERO);
+    let (lost, used) = stacks.cost();
+    assert_eq!(lost, Duration::ZERO, "held for no time, it lost {lost:?}");
+    assert!(used > Duration::ZERO, "computing, it ran");
+}
+
+/// At each stop the store counts the mean of its threads' held time: two threads held 4 ms
+/// and 2 ms make 3 ms, though the stop (its longest-held thread, what the sampler paces by)
+/// lasted 4 ms; a stop whose stacks were dropped counts as long as it lasted.
+#[test]
+fn a_stop_counts_the_mean_of_its_threads_held_time() {
+    let mut stacks = Stacks::new(std::process::id() as i32);
+    let held = |tid, ms| ThreadStack {
+        held: Duration::from_millis(ms),
+        ..stack(tid, &[("app", "main")], None)
+    };
+    stacks.push(
+        Instant::now(),
+        Batch {
+            stopped: Duration::from_millis(4),
+            threads: vec![held(-1, 4), held(-2, 2)],
+        },
+    );
+    assert_eq!(stacks.stopped(), Duration::from_millis(3));
+    stacks.push(
+        Instant::now(),
+        Batch {
+            stopped: Duration::from_millis(5),
+            threads: Vec::new(),
+        },
+    );
+    assert_eq!(stacks.stopped(), Duration::from_millis(8));
 }
