@@ -31,8 +31,9 @@
 //!   and the replies' idle p99; and (`detach`) during the `delete` and the `detach` of
 //!   `count '*'` beside `time '*'`, against the longest reply with no gsh attached, with the
 //!   stops inside a job held as before and served. Run it with `--release`.
-//! - `bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]`: the progress
-//!   rate of a CPU-bound program while `consult` searches it, over its rate alone before and
+//! - `bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N] [--python]
+//!   [--search COMMANDS --window SECONDS]`: the progress rate of a CPU-bound program while
+//!   `consult` searches it (or other gsh commands run on it), over its rate alone before and
 //!   after (alternated, one program), per wall and per CPU second, beside the overhead
 //!   `consult` reported. Run it with `--release`.
 //! - `bench-stops [--runs N] [--cost PERCENT] [--threads N] [--for SECONDS]`: the share of
@@ -125,7 +126,8 @@ tasks:
                                   `count '*'` and `coverage '*'`, against halt + resume
                                   and the idle p99, and during delete and detach of
                                   `count '*'` with `time '*'` (use --release)
-  bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N]
+  bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N] [--python]
+                [--search COMMANDS --window SECONDS]
                                   progress rate of a CPU-bound program while `consult`
                                   searches it, over its rate alone (alternated), beside
                                   the overhead consult reported (use --release)

@@ -283,6 +283,14 @@ type Key = (String, String, String);
 /// turn.
 struct Turns {
     counter: u32,
+    /// A counter of the calls of the function's hottest callee (by the stack samples), when
+    /// it has one: the thread's progress where the function itself is entered too rarely to
+    /// tell (an interpreter's loop, entered once), with its calls at each turn's start and
+    /// over the turns without the timer and with it.
+    progress: Option<u32>,
+    progress_calls: u64,
+    progress_counted: u64,
+    progress_timed: u64,
     /// The timer, in its turns.
     timer: Option<u32>,
     tid: i32,
@@ -301,6 +309,22 @@ struct Turns {
     /// Entries in every thread over the timer's finished turns: paid at its cost per entry
     /// once known.
     timed_all: u64,
+}
+
+/// A timer's cost measured in situ as a share of its thread's time on a CPU, where its
+/// entries do not tell it: what it adds to the thread's time per call of the function's
+/// hottest callee (its progress), over that time with the timer. A timer costs so where its
+/// placement slows code it does not time: python3's loop_4 of `_PyEval_EvalFrameDefault` has
+/// an exit with no room for a jump, so the whole function runs from a copy (each call there
+/// returns to the original, which jumps back), 25% of the program's time with no entry
+/// counted (`xtask bench-consult --python`).
+#[derive(Clone, Copy, Debug)]
+struct Share {
+    /// The thread's CPU nanoseconds per call of the callee without the timer, and with it.
+    counted: f64,
+    timed: f64,
+    /// `(timed - counted) / timed`.
+    share: f64,
 }
 
 /// A timer's cost measured in situ.
@@ -329,6 +353,10 @@ pub struct TimerCost {
     pub ns: f64,
     /// True when `ns` was measured in situ.
     pub in_situ: bool,
+    /// Where its function is entered too rarely to measure `ns` in situ: the share of its
+    /// thread's time on a CPU it took, measured in situ per call of the function's hottest
+    /// callee ([`Share`]); it is counted so rather than per entry.
+    pub share: Option<f64>,
 }
 
 /// The share of the cost limit the probes may take over the search: the stack samples keep
@@ -428,6 +456,9 @@ pub struct ProbeLab<'p> {
     turns: BTreeMap<Key, Turns>,
     /// Timers' costs in situ, once measured.
     in_situ: BTreeMap<Key, InSitu>,
+    /// Timers' costs in situ as shares of their thread's time, where their function's calls
+    /// were too few to measure a cost per entry.
+    shares: BTreeMap<Key, Share>,
     /// Timers whose turns could not tell what they add (the thread slower per call without
     /// the timer than with it): the thread's CPU nanoseconds per call without and with, for
     /// the report.
@@ -501,6 +532,7 @@ impl<'p> ProbeLab<'p> {
             },
             turns: BTreeMap::new(),
             in_situ: BTreeMap::new(),
+            shares: BTreeMap::new(),
             baseless: BTreeMap::new(),
             born: BTreeMap::new(),
             paid_ns: 0.0,
@@ -684,6 +716,9 @@ impl ProbeLab<'_> {
             return true;
         };
         let calls = probes.read(c.counter, c.tid).unwrap_or_default().entries;
+        let progress = c
+            .progress
+            .map_or(0, |p| probes.read(p, c.tid).unwrap_or_default().entries);
         let (entries, all) = match c.timer {
             Some(id) => (
                 probes.read(id, c.tid).unwrap_or_default().entries,
@@ -696,16 +731,19 @@ impl ProbeLab<'_> {
         let d_run = s.run.saturating_sub(c.run);
         let d_entries = entries.saturating_sub(c.entries);
         let d_all = all.saturating_sub(c.all);
+        let d_progress = progress.saturating_sub(c.progress_calls);
         c.done += 1;
         match c.timer {
             Some(_) => {
                 c.timed.0 += d_calls;
                 c.timed.1 += d_run;
                 c.timed.2 += d_entries;
+                c.progress_timed += d_progress;
             }
             None => {
                 c.counted.0 += d_calls;
                 c.counted.1 += d_run;
+                c.progress_counted += d_progress;
             }
         }
         if last {
@@ -714,8 +752,10 @@ impl ProbeLab<'_> {
             let Some(c) = self.turns.remove(key) else {
                 return true;
             };
-            if let Err(e) = probes.remove(c.counter) {
-                self.stats.errors.push(e);
+            for counter in std::iter::once(c.counter).chain(c.progress) {
+                if let Err(e) = probes.remove(counter) {
+                    self.stats.errors.push(e);
+                }
             }
             let counted = c.counted.1 as f64 / c.counted.0.max(1) as f64;
             let timed = c.timed.1 as f64 / c.timed.0.max(1) as f64;
@@ -739,8 +779,41 @@ impl ProbeLab<'_> {
                     },
                 );
             }
-            self.paid_ns += c.timed_all as f64 * self.entry_ns(key)
-                + (c.counted.0 + c.timed.0) as f64 * self.stats.count_ns;
+            // Too few entries or calls for a cost per entry: the share of the thread's time the
+            // timer took, per call of the function where it is called often enough, else per
+            // call of its hottest callee (its progress).
+            let calls_enough = c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES;
+            let units = if calls_enough {
+                Some((c.counted.0, c.timed.0))
+            } else {
+                (c.progress_counted >= MIN_ENTRIES && c.progress_timed >= MIN_ENTRIES)
+                    .then_some((c.progress_counted, c.progress_timed))
+            };
+            if let (false, Some((without, with))) = (enough, units) {
+                let counted = c.counted.1 as f64 / without as f64;
+                let timed = c.timed.1 as f64 / with as f64;
+                if counted > timed {
+                    self.baseless.insert(key.clone(), (counted, timed));
+                } else {
+                    let share = ((timed - counted) / timed).clamp(0.0, 1.0);
+                    self.shares.insert(
+                        key.clone(),
+                        Share {
+                            counted,
+                            timed,
+                            share,
+                        },
+                    );
+                }
+            }
+            let timed_paid = match self.shares.get(key) {
+                // The last turn goes on as its experiments' reading, paid there.
+                Some(s) => s.share * c.timed.1.saturating_sub(d_run) as f64,
+                None => c.timed_all as f64 * self.entry_ns(key),
+            };
+            self.paid_ns += timed_paid
+                + (c.counted.0 + c.timed.0 + c.progress_counted + c.progress_timed) as f64
+                    * self.stats.count_ns;
             return true;
         }
         let tid = c.tid;
@@ -785,6 +858,9 @@ impl ProbeLab<'_> {
                         if let Some(c) = self.turns.remove(key) {
                             if let Some(p) = self.probes.as_deref_mut() {
                                 let _ = p.remove(c.counter);
+                                if let Some(progress) = c.progress {
+                                    let _ = p.remove(progress);
+                                }
                             }
                         }
                         self.shared.remove(key);
@@ -807,10 +883,15 @@ impl ProbeLab<'_> {
         };
         let counter = self.turns.get(key).map_or(0, |c| c.counter);
         let calls = self.timer_value(counter, tid).unwrap_or_default().entries;
+        let progress = match self.turns.get(key).and_then(|c| c.progress) {
+            Some(p) => self.timer_value(p, tid).unwrap_or_default().entries,
+            None => 0,
+        };
         if let Some(c) = self.turns.get_mut(key) {
             c.timer = timer;
             c.started = Instant::now();
             c.calls = calls;
+            c.progress_calls = progress;
             c.entries = entries;
             c.run = run;
             c.all = all;
@@ -888,6 +969,27 @@ fn split_loops(focus: &Focus) -> (Focus, Vec<String>) {
 }
 
 impl ProbeLab<'_> {
+    /// The direct callee of the function a loop focus lies in that the stack samples show
+    /// most (module and name): whose calls tell the thread's progress where the function
+    /// itself is entered too rarely (a [`Share`]).
+    fn hottest_callee(&mut self, focus: &Focus) -> Option<(String, String)> {
+        let (function, _) = split_loops(focus);
+        let (module, name, _) = function_of(&function)?;
+        let children = self.inner.refine(Hypothesis::CPUBound, &function)?;
+        children
+            .into_iter()
+            .filter_map(|(child, p)| {
+                let callee = match child.0.get(function.0.len()..)? {
+                    [Resource::Function(c)] => (module.clone(), c.clone()),
+                    [Resource::Module(m), Resource::Function(c)] => (m.clone(), c.clone()),
+                    _ => return None,
+                };
+                (callee.1 != name && p > 0.0).then_some((callee, p))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(c, _)| c)
+    }
+
     /// The loops, outermost first, holding every one of the call sites of `callee` the samples
     /// show in the function `function` focuses on (empty when some site lies outside every
     /// loop, or none is known).
@@ -1127,10 +1229,27 @@ impl Lab for ProbeLab<'_> {
                 };
                 if let Some(cid) = counter {
                     let calls = probes.read(cid, tid).unwrap_or_default().entries;
+                    // The thread's progress beside it, for a function entered too rarely:
+                    // calls of its hottest callee.
+                    let progress = match self.hottest_callee(&e.focus) {
+                        Some((m, callee)) => self
+                            .probes
+                            .as_deref_mut()
+                            .and_then(|p| p.count_calls(&m, &callee).ok()),
+                        None => None,
+                    };
+                    let progress_calls = match (progress, self.probes.as_deref_mut()) {
+                        (Some(p), Some(probes)) => probes.read(p, tid).unwrap_or_default().entries,
+                        _ => 0,
+                    };
                     self.turns.insert(
                         key.clone(),
                         Turns {
                             counter: cid,
+                            progress,
+                            progress_calls,
+                            progress_counted: 0,
+                            progress_timed: 0,
                             timer: None,
                             tid,
                             started: Instant::now(),
@@ -1227,7 +1346,14 @@ impl Lab for ProbeLab<'_> {
         // What its entries (in every thread) took, over the thread's time on a CPU: each at
         // its cost in situ once known, at the bound until then.
         let in_situ = self.in_situ.contains_key(&key);
-        if wall >= RATE_WINDOW {
+        let share = self.shares.get(&key).map(|s| s.share);
+        if let (true, Some(share)) = (wall >= RATE_WINDOW, share) {
+            // Its cost is a share of the thread's time, whatever its entries.
+            let t = self.timers.get_mut(&probe.0)?;
+            t.cost = Some(share);
+            t.paid = share * run * 1e9;
+            self.costs.insert(t.key.clone(), share);
+        } else if wall >= RATE_WINDOW {
             if let Some(all) = self.timer_all(id, tid) {
                 let spent =
                     all.entries.saturating_sub(a0.entries) as f64 * self.entry_ns(&key) / 1e9;
@@ -1307,8 +1433,10 @@ impl Lab for ProbeLab<'_> {
             // Still taking turns: the counter comes out, and the timer if in, its entries at
             // the bound.
             self.paid_ns += c.timed_all as f64 * self.stats.timer_ns;
-            if let Err(e) = probes.remove(c.counter) {
-                self.stats.errors.push(e);
+            for counter in std::iter::once(c.counter).chain(c.progress) {
+                if let Err(e) = probes.remove(counter) {
+                    self.stats.errors.push(e);
+                }
             }
             if let Some(id) = c.timer {
                 if let Ok(v) = probes.read_all(id, c.tid) {
@@ -1324,8 +1452,19 @@ impl Lab for ProbeLab<'_> {
         }
         // What it cost, counted over every thread since it went in, before it goes.
         let born = self.born.remove(&t.key).unwrap_or(t.all.entries);
-        if let Ok(v) = probes.read_all(t.id, t.tid) {
-            self.paid_ns += v.entries.saturating_sub(born) as f64 * self.entry_ns(&t.key);
+        let share = self.shares.get(&t.key).map(|s| s.share);
+        match share {
+            // The share of the thread's time since its experiment's reading began, as last
+            // read, and since then.
+            Some(share) => {
+                let run = sched(self.pid, t.tid).map_or(0, |s| s.run.saturating_sub(t.sched.run));
+                self.paid_ns += (share * run as f64).max(t.paid);
+            }
+            None => {
+                if let Ok(v) = probes.read_all(t.id, t.tid) {
+                    self.paid_ns += v.entries.saturating_sub(born) as f64 * self.entry_ns(&t.key);
+                }
+            }
         }
         let Some(probes) = self.probes.as_deref_mut() else {
             return;
@@ -1336,12 +1475,20 @@ impl Lab for ProbeLab<'_> {
         }
         let s = self.in_situ.get(&t.key);
         let b = self.baseless.get(&t.key);
+        let sh = self.shares.get(&t.key);
         self.stats.timer_costs.push(TimerCost {
             timer: format!("{}!{} {}", t.key.0, t.key.1, t.key.2),
-            counted_ns: s.map(|s| s.counted).or(b.map(|b| b.0)),
-            timed_ns: s.map(|s| s.timed).or(b.map(|b| b.1)),
+            counted_ns: s
+                .map(|s| s.counted)
+                .or(sh.map(|s| s.counted))
+                .or(b.map(|b| b.0)),
+            timed_ns: s
+                .map(|s| s.timed)
+                .or(sh.map(|s| s.timed))
+                .or(b.map(|b| b.1)),
             ns: self.entry_ns(&t.key),
-            in_situ: s.is_some(),
+            in_situ: s.is_some() || sh.is_some(),
+            share: sh.map(|s| s.share),
         });
     }
 }
@@ -1374,6 +1521,12 @@ mod tests {
         /// The counters' calls so far, and the thread's CPU nanoseconds when they were
         /// brought up to date.
         counters: BTreeMap<u32, (f64, u64)>,
+        /// With `rates`: `f` is entered too rarely for its counter to count anything, and its
+        /// timers count no entry (they cost all the same: python3's loop_4); its callees'
+        /// counters count at `rates`.
+        rare: bool,
+        /// The functions whose calls were counted.
+        counted: Vec<String>,
     }
 
     impl Fake {
@@ -1394,20 +1547,25 @@ mod tests {
             let timer = self.born.keys().any(|id| *id < 300);
             let per = if timer { timed } else { counted };
             let now = Fake::run();
-            for (calls, at) in self.counters.values_mut() {
-                *calls += now.saturating_sub(*at) as f64 / per;
+            for (id, (calls, at)) in self.counters.iter_mut() {
+                let still =
+                    self.rare && self.counted.get((*id - 300) as usize) == Some(&"f".into());
+                if !still {
+                    *calls += now.saturating_sub(*at) as f64 / per;
+                }
                 *at = now;
             }
         }
     }
 
     impl Probes for Fake {
-        fn count_calls(&mut self, _: &str, _: &str) -> Result<u32, String> {
+        fn count_calls(&mut self, _: &str, function: &str) -> Result<u32, String> {
             if self.rates.is_none() {
                 return Err("no counters".into());
             }
             self.advance();
-            let id = 300 + self.counters.len() as u32;
+            let id = 300 + self.counted.len() as u32;
+            self.counted.push(function.into());
             self.counters.insert(id, (0.0, Fake::run()));
             Ok(id)
         }
@@ -1453,10 +1611,12 @@ mod tests {
                 });
             }
             if let (Some((_, timed)), Some(born)) = (self.rates, self.born.get(&id)) {
-                return Ok(TimerValue {
-                    entries: (Fake::run().saturating_sub(*born) as f64 / timed) as u64,
-                    ns: 0,
-                });
+                let entries = if self.rare {
+                    0
+                } else {
+                    (Fake::run().saturating_sub(*born) as f64 / timed) as u64
+                };
+                return Ok(TimerValue { entries, ns: 0 });
             }
             if let Some((since, ns)) = self.counting {
                 return Ok(TimerValue {
@@ -1979,6 +2139,92 @@ mod tests {
         assert!(!cost.in_situ && cost.ns == 20.0, "{stats:?}");
         assert!(
             (49.0..51.0).contains(&cost.counted_ns.unwrap()),
+            "{stats:?}"
+        );
+    }
+
+    /// A timer that slows its thread with no entry counted (python3's loop_4 of
+    /// `_PyEval_EvalFrameDefault`, whose placement copies the whole interpreter: 25% of its
+    /// time, in a function entered once) is measured in situ as a share of the thread's time,
+    /// per call of the function's hottest callee, and counted so. Before, its cost was its
+    /// entries times their cost: nothing.
+    #[test]
+    fn a_timer_slowing_a_rarely_entered_function_costs_its_share_per_call_of_a_callee() {
+        use super::super::stacks::{Batch, FrameName, Stacks, ThreadStack};
+        use std::sync::{Arc, Mutex};
+        let (pid, f) = at_f();
+        let tid = f.thread().unwrap() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        // 40 ns of the thread's time per call of `hot` without the timer, 50 with it: a
+        // fifth of its time.
+        let mut fake = Fake {
+            rates: Some((40.0, 50.0)),
+            rare: true,
+            ..Fake::default()
+        };
+        let stats = {
+            let mut lab = ProbeLab::new(
+                pid,
+                ProcLab::with_stacks(pid, stacks.clone()),
+                Some(&mut fake),
+            );
+            lab.stats.timer_ns = 20.0;
+            // `f` is CPU-bound in `hot` (the samples), and its loop is tested.
+            let function = Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.clone(),
+            };
+            lab.start(&function).unwrap();
+            let frame = |name: &str| FrameName {
+                module: "m".into(),
+                function: name.into(),
+                main: true,
+            };
+            for i in 0..60u64 {
+                let callee = if i % 4 == 0 { "cold" } else { "hot" };
+                stacks.lock().unwrap().push(
+                    Instant::now(),
+                    Batch {
+                        stopped: std::time::Duration::ZERO,
+                        threads: vec![ThreadStack {
+                            tid,
+                            syscall: None,
+                            lock_name: None,
+                            frames: vec![frame(callee), frame("f")],
+                            pcs: vec![0x9000, 0x200],
+                            held: std::time::Duration::ZERO,
+                        }],
+                    },
+                );
+            }
+            let e = Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.with(Resource::Loop("loop_1".into())),
+            };
+            let t = lab.start(&e).unwrap();
+            take_turns(&mut lab, t);
+            compute((TURN_CPU * 1000.0) as u64 + 20);
+            lab.read(t).unwrap();
+            let c = lab.measured_cost(t).unwrap();
+            assert!(
+                (0.1..0.3).contains(&c),
+                "{c}: 10 ns of 50 per call of `hot`"
+            );
+            lab.finish()
+        };
+        assert_eq!(fake.counted, ["f", "hot"]);
+        let [cost] = stats.timer_costs.as_slice() else {
+            panic!("{stats:?}");
+        };
+        let share = cost.share.unwrap();
+        assert!(cost.in_situ && (0.1..0.3).contains(&share), "{stats:?}");
+        assert!(
+            (39.0..41.0).contains(&cost.counted_ns.unwrap()),
+            "{stats:?}"
+        );
+        // What it took: a fifth of the thread's time in its turns and after, not nothing.
+        assert!(
+            stats.spent * 1e3 > 2.0 * TURN_CPU * 1000.0 * 0.1,
             "{stats:?}"
         );
     }
