@@ -95,17 +95,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// CLOCK_MONOTONIC in seconds, the clock the program stamps its progress with.
-fn now() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-}
-
+use crate::progress::{now, ratio};
 use anyhow::{bail, Context as _, Result};
 use gsh_tests::{json_stream, target_dir, Gsh};
 
@@ -435,16 +425,6 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// `estimate / measured` as text; a slowdown within the noise of a tenth of a percent (or a
-/// speed-up) has no meaningful ratio.
-fn ratio(estimate: f64, measured: f64) -> String {
-    if measured < 0.001 {
-        format!("not meaningful (measured {:.2}%)", measured * 100.0)
-    } else {
-        format!("{:.2}", estimate / measured)
-    }
 }
 
 /// What one run measured.

@@ -65,6 +65,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::progress::{now, ratio};
 use anyhow::{bail, Context as _, Result};
 use gsh_tests::{target_dir, Gsh};
 
@@ -127,17 +128,6 @@ const ALONE: Duration = Duration::from_secs(5);
 
 fn usage() -> &'static str {
     "bench-stops [--runs N] [--cost PERCENT] [--threads N] [--for SECONDS]"
-}
-
-/// CLOCK_MONOTONIC in seconds, the clock the program stamps its progress with.
-fn now() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -264,16 +254,6 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// `estimate / measured` as text; a measured share under a tenth of a percent has no
-/// meaningful ratio.
-fn ratio(estimate: f64, measured: f64) -> String {
-    if measured < 0.001 {
-        format!("not meaningful (measured {:.2}%)", measured * 100.0)
-    } else {
-        format!("{:.2}", estimate / measured)
-    }
 }
 
 /// What one run measured; pairs are (during over alone, the alone phases' difference over

@@ -90,6 +90,7 @@ mod coverage;
 mod ground_truth;
 mod ground_truth_crates;
 mod mem_attached;
+mod progress;
 mod soak_redis;
 mod switches;
 mod timing;
