@@ -358,24 +358,29 @@ fn halting_a_churning_pool_hands_off_never_fails() {
     assert_eq!(rest, "2 threads stopped\nadd3(1, 2, 3) = 321\n");
 }
 
-#[test]
-fn four_threads_halted_and_resumed_100_times_finish_exactly() {
-    let out = out_file("live4");
+/// `live` started with `threads` threads, its output to `out`, running once all of them are.
+fn running_live(threads: usize, out: PathBuf) -> Tracer<NoHooks> {
     let launch = Launch {
         program: live(),
-        args: vec!["4".into()],
-        stdout: Some(out.clone()),
+        args: vec![threads.to_string()],
+        stdout: Some(out),
         ..Launch::default()
     };
     let t = Tracer::start(&launch, NoHooks).unwrap();
-    let exe = live();
     t.with(|p, _| p.resume()).unwrap().unwrap();
-    // Wait for all four threads.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while t.with(|p, _| p.threads().len()).unwrap() < 4 {
+    while t.with(|p, _| p.threads().len()).unwrap() < threads {
         assert!(Instant::now() < deadline, "threads never appeared");
         std::thread::sleep(Duration::from_millis(1));
     }
+    t
+}
+
+#[test]
+fn four_threads_halted_and_resumed_100_times_finish_exactly() {
+    let out = out_file("live4");
+    let t = running_live(4, out.clone());
+    let exe = live();
     for _ in 0..100 {
         t.with(|p, _| {
             p.halt()?;
@@ -2427,20 +2432,8 @@ fn a_step_over_the_exit_records_the_exit() {
 /// hung: the kernel reports a leader's exit only once its other threads' are collected).
 #[test]
 fn a_leader_stepped_over_exit_group_beside_threads_records_the_exit() {
-    let launch = Launch {
-        program: live(),
-        args: vec!["3".into()],
-        stdout: Some(out_file("step-exit-3")),
-        ..Launch::default()
-    };
-    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let t = running_live(3, out_file("step-exit-3"));
     let exe = live();
-    t.with(|p, _| p.resume()).unwrap().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while t.with(|p, _| p.threads().len()).unwrap() < 3 {
-        assert!(Instant::now() < deadline, "threads never appeared");
-        std::thread::sleep(Duration::from_millis(1));
-    }
     let pid = t.pid();
     let (t, (stepped, end)) = within(t, move |p, h| {
         p.halt().unwrap();
@@ -2458,20 +2451,8 @@ fn a_leader_stepped_over_exit_group_beside_threads_records_the_exit() {
 /// listed), and the process's exit, with its status, comes as the next stop.
 #[test]
 fn a_thread_stepped_over_exit_group_ends_the_process_with_its_status() {
-    let launch = Launch {
-        program: live(),
-        args: vec!["2".into()],
-        stdout: Some(out_file("step-exit-2")),
-        ..Launch::default()
-    };
-    let t = Tracer::start(&launch, NoHooks).unwrap();
+    let t = running_live(2, out_file("step-exit-2"));
     let exe = live();
-    t.with(|p, _| p.resume()).unwrap().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while t.with(|p, _| p.threads().len()).unwrap() < 2 {
-        assert!(Instant::now() < deadline, "threads never appeared");
-        std::thread::sleep(Duration::from_millis(1));
-    }
     let pid = t.pid();
     let (t, (stepped, listed, end)) = within(t, move |p, h| {
         p.halt().unwrap();

@@ -193,22 +193,11 @@ fn once_measuring(exe: &Path, what: &str, mode: AttachedMode) -> Result<f64> {
 
 /// Compiles the benchmark program; its path.
 fn build_program() -> Result<std::path::PathBuf> {
-    let dir = gsh_tests::target_dir().join("bench-attached");
-    std::fs::create_dir_all(&dir)?;
-    let src = dir.join("attached.c");
-    let exe = dir.join("attached");
-    std::fs::write(&src, PROGRAM)?;
-    let ok = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .context("running gcc")?
-        .success();
-    if !ok {
-        bail!("gcc failed on {}", src.display());
-    }
-    Ok(exe)
+    crate::cprogram::build(
+        &gsh_tests::target_dir().join("bench-attached"),
+        "attached",
+        PROGRAM,
+    )
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

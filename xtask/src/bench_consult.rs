@@ -232,19 +232,7 @@ pub fn run(args: &[String]) -> Result<()> {
         window,
     };
     let dir = target_dir().join("bench-consult");
-    std::fs::create_dir_all(&dir)?;
-    let (src, exe) = (dir.join("crunch.c"), dir.join("crunch"));
-    std::fs::write(&src, PROGRAM)?;
-    let ok = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .context("running gcc")?
-        .success();
-    if !ok {
-        bail!("gcc failed on {}", src.display());
-    }
+    let exe = crate::cprogram::build(&dir, "crunch", PROGRAM)?;
     let program = if python {
         let script = dir.join("crunch.py");
         std::fs::write(&script, SCRIPT)?;

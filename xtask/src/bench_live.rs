@@ -55,20 +55,7 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("unexpected argument `{f}`; usage: bench-live [--runs N]");
     }
     let dir = gsh_tests::target_dir().join("bench-live");
-    std::fs::create_dir_all(&dir)?;
-    let src = dir.join("many.c");
-    let exe = dir.join("many");
-    std::fs::write(&src, program())?;
-    let ok = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .context("running gcc")?
-        .success();
-    if !ok {
-        bail!("gcc failed on {}", src.display());
-    }
+    let exe = crate::cprogram::build(&dir, "many", &program())?;
     let mut child = Command::new(&exe)
         .stdout(Stdio::null())
         .spawn()

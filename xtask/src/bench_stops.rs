@@ -165,19 +165,7 @@ pub fn run(args: &[String]) -> Result<()> {
         bail!("usage: {}", usage());
     }
     let dir = target_dir().join("bench-stops");
-    std::fs::create_dir_all(&dir)?;
-    let (src, exe) = (dir.join("spin.c"), dir.join("spin"));
-    std::fs::write(&src, PROGRAM)?;
-    let ok = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .context("running gcc")?
-        .success();
-    if !ok {
-        bail!("gcc failed on {}", src.display());
-    }
+    let exe = crate::cprogram::build(&dir, "spin", PROGRAM)?;
     println!(
         "consult --cost {cost} (stack samples only) on a program computing in {threads} \
          thread(s), beside its twin: what the search says of its stops against the threads' \

@@ -87,6 +87,7 @@ mod bench_stall;
 mod bench_static;
 mod bench_stops;
 mod coverage;
+mod cprogram;
 mod ground_truth;
 mod ground_truth_crates;
 mod mem_attached;
