@@ -138,44 +138,6 @@ pub struct Stacks {
     /// The running time the search's probes have taken from the program so far: the stops
     /// share one budget with them ([`sample_stacks`]).
     probes_spent: Duration,
-    /// The program's CPU time per wall second with the sampler quiet and while it samples,
-    /// by turns ([`sample_stacks`]): what the stops cost beyond the time they hold.
-    turns: StopTurns,
-}
-
-/// The program's CPU time over wall time in the sampler's quiet turns and in its sampling
-/// turns. A stopped thread gives its CPU to whatever else is runnable, and after its resume
-/// waits for one again: on a machine shared with another busy program, one computing thread
-/// sampled 90 times a second ran 6% less of the wall time than its twin, while it was held
-/// 1.2% of it and [`imposed`] (which counts the time waited for a CPU as given back) said
-/// 0.01% (`xtask bench-consult`, `bench-stops`). The turns measure that loss instead.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StopTurns {
-    /// Wall time and the threads' summed CPU nanoseconds in the quiet turns.
-    pub quiet: (Duration, u64),
-    /// The same in the sampling turns.
-    pub sampled: (Duration, u64),
-}
-
-/// The quiet turns must have covered this long before they are a baseline.
-const MIN_QUIET: Duration = Duration::from_millis(500);
-
-impl StopTurns {
-    /// The running time the sampling turns lost against the quiet ones' rate, once the quiet
-    /// turns cover [`MIN_QUIET`]; none is lost when the program ran as much or more while
-    /// sampled (under a heavy load the scheduler favours a thread often stopped and woken).
-    pub fn lost(&self) -> Option<Duration> {
-        let (qw, qr) = self.quiet;
-        let (sw, sr) = self.sampled;
-        if qw < MIN_QUIET || sw.is_zero() {
-            return None;
-        }
-        let quiet = qr as f64 / qw.as_nanos() as f64;
-        let sampled = sr as f64 / sw.as_nanos() as f64;
-        Some(Duration::from_nanos(
-            ((quiet - sampled).max(0.0) * sw.as_nanos() as f64) as u64,
-        ))
-    }
 }
 
 /// A thread's `schedstat` read after a batch, with its time held in stops by then.
@@ -304,7 +266,6 @@ impl Stacks {
             lost: Duration::ZERO,
             used: Duration::ZERO,
             probes_spent: Duration::ZERO,
-            turns: StopTurns::default(),
         }
     }
 
@@ -336,23 +297,8 @@ impl Stacks {
 
     /// The running time the stops took from the sampled threads, and the CPU time they used
     /// meanwhile (both over the intervals between each thread's batches).
-    ///
-    /// What the stops took is what the turns measured where they can tell ([`StopTurns`]), and
-    /// never less than what the threads were held for, as [`imposed`] counts it.
     pub fn cost(&self) -> (Duration, Duration) {
-        let lost = self.turns.lost().map_or(self.lost, |m| m.max(self.lost));
-        (lost, self.used)
-    }
-
-    /// Adds a turn of `wall` in which the program's threads ran `run` nanoseconds, quiet (no
-    /// stop) or sampling.
-    pub fn turn(&mut self, quiet: bool, wall: Duration, run: u64) {
-        let t = match quiet {
-            true => &mut self.turns.quiet,
-            false => &mut self.turns.sampled,
-        };
-        t.0 += wall;
-        t.1 += run;
+        (self.lost, self.used)
     }
 
     /// Tells the sampler what the search's probes have taken from the program so far: the
@@ -917,43 +863,6 @@ fn on(s: &Sample, r: &Resource) -> bool {
     }
 }
 
-/// How long the sampler samples between two quiet turns, and how long those last
-/// ([`StopTurns`]): a ninth of the time without samples.
-const SAMPLING: Duration = Duration::from_secs(2);
-const QUIET: Duration = Duration::from_millis(250);
-
-/// The CPU nanoseconds the threads of process `pid` have run, summed over its threads now.
-fn process_run(pid: i32) -> Option<u64> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut run = 0;
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        if let Some((r, _)) = super::sample::schedstat(pid, tid) {
-            run += r;
-        }
-    }
-    Some(run)
-}
-
-/// Ends the turn begun at `turn` (its start and the program's CPU time then), adding it to
-/// `stacks` as quiet or sampling, and begins the next.
-fn end_turn(stacks: &Mutex<Stacks>, pid: i32, quiet: bool, turn: &mut (Instant, Option<u64>)) {
-    let now = (Instant::now(), process_run(pid));
-    if let (Some(before), Some(after)) = (turn.1, now.1) {
-        // A thread that ended meanwhile takes its time with it: such a turn says nothing.
-        if after >= before {
-            stacks.lock().unwrap_or_else(|e| e.into_inner()).turn(
-                quiet,
-                now.0 - turn.0,
-                after - before,
-            );
-        }
-    }
-    *turn = now;
-}
-
 /// Samples `source` into `stacks` until `stop` says so, keeping the time the process is
 /// stopped under `cost` (a fraction of the wall time) and at most one stop per
 /// 10 ms. An error from the source is recorded and ends sampling.
@@ -967,19 +876,7 @@ pub fn sample_stacks(
     let mut stopped = Duration::ZERO;
     // The next stop is expected to last as long as the last one.
     let mut last = Duration::ZERO;
-    let pid = stacks.lock().unwrap_or_else(|e| e.into_inner()).pid;
-    // Turns: SAMPLING of stops, then QUIET without any, each ended by the program's CPU time.
-    let mut turn = (Instant::now(), process_run(pid));
     while !stop() {
-        if turn.0.elapsed() >= SAMPLING {
-            end_turn(stacks, pid, false, &mut turn);
-            let quiet_until = Instant::now() + QUIET;
-            while !stop() && Instant::now() < quiet_until {
-                std::thread::sleep((quiet_until - Instant::now()).min(Duration::from_millis(20)));
-            }
-            end_turn(stacks, pid, true, &mut turn);
-            continue;
-        }
         let at = Instant::now();
         match source.sample() {
             Ok(Some(batch)) => {

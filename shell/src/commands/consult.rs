@@ -106,14 +106,10 @@ so one over the limit is refused without going in; and while the timers have tak
 limit's share of the program's time since the search began (many tried and found too costly), \
 none goes in. The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
-threads would have run without it. The stops cost what the program's threads ran less while \
-sampled than without stops: every 2 s of sampling the sampler stops for none for 0.25 s, and \
-the threads' CPU time per wall second in those quiet turns against the sampled ones (from \
-their schedstat) is the running the stops took (a stopped thread gives its CPU to whatever \
-else runs, and waits for one again after); never less than what it would have run while \
-held (at its rate between stops: nothing for a thread asleep, and for one that waits for a \
-CPU, that less the time it waited), which counts alone until the quiet turns cover 0.5 s; \
-the loop timers cost \
+threads would have run without it. A stop costs a thread what it would have run meanwhile \
+(at its rate between stops, from its schedstat): nothing for a thread asleep, the whole stop \
+for one computing on a CPU of its own, and for one that waits for a CPU, that less the time \
+it waited, since the scheduler gives a stopped thread its turn back; the loop timers cost \
 their entries times a timed entry's cost. That cost is measured where the timer runs: the \
 first time a timer goes in, it is taken out and put back by turns (6 turns of 40 ms of its \
 thread's CPU time, out first) beside a counter of its function's calls, and what it adds to \

@@ -591,30 +591,3 @@ fn a_stop_counts_the_mean_of_its_threads_held_time() {
     );
     assert_eq!(stacks.stopped(), Duration::from_millis(8));
 }
-
-/// What the stops took is the running the sampling turns lost against the quiet turns' rate:
-/// a program that ran 0.99 of a CPU quiet and 0.93 while sampled lost 0.06 of each sampled
-/// second, whatever it was held ([`imposed`] said 0 for such a thread, which waited for a CPU
-/// more than it was held). Before the turns, `cost` gave that model's figure alone.
-#[test]
-fn the_stops_cost_what_the_sampling_turns_lost_against_the_quiet_ones() {
-    let ms = Duration::from_millis;
-    let mut s = Stacks::new(1);
-    s.turn(false, ms(2000), 1_860_000_000);
-    // One quiet turn is too short to be a baseline.
-    s.turn(true, ms(250), 247_500_000);
-    assert_eq!(s.cost().0, Duration::ZERO);
-    s.turn(true, ms(250), 247_500_000);
-    s.turn(false, ms(2000), 1_860_000_000);
-    let (lost, _) = s.cost();
-    let want = 0.06 * 4.0;
-    assert!(
-        (lost.as_secs_f64() - want).abs() < 1e-6,
-        "lost {lost:?}, want {want} s"
-    );
-    // A program that ran more while sampled lost nothing.
-    let mut s = Stacks::new(1);
-    s.turn(true, ms(500), 300_000_000);
-    s.turn(false, ms(2000), 1_800_000_000);
-    assert_eq!(s.turns.lost(), Some(Duration::ZERO));
-}
