@@ -57,6 +57,13 @@
 //!   to 3.9% (0% in most runs: a thread waiting for a CPU more than the stops took gets them
 //!   back, `stacks::imposed`): over the slowdown measured, as it should be, but whether it is
 //!   right where the stops do cost (an idle machine) this load could not show.
+//! - On a quiet machine (load 1.4 to 3, `--cost 5`, 3 runs each) the stops did cost: one
+//!   computing thread progressed 0.940 to 0.947 of alone per wall second against its twin,
+//!   two threads 0.817 to 0.911, while per CPU second nothing was lost (a stopped thread gives
+//!   its CPU to the twin and waits for it after). `stacks::imposed` said 0.00% to 0.49%:
+//!   0.00 to 0.08 of the loss. With the sampler's quiet turns (`stacks::StopTurns`) the
+//!   search's `stop_cost` read 2.9% to 3.8% with one thread, 0.45 to 1.07 of the loss
+//!   (median 0.81), and 5.5% to 7.8% with two, 0.38 to 0.64 of it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -1061,8 +1061,9 @@ pub struct Report {
     /// the stop, and its `schedstat` counts that as waiting, as it does the wait to run
     /// again after the resume.
     pub stopped: f64,
-    /// The share of the threads' running time the stops took ([`stacks::imposed`]): a
-    /// thread asleep loses nothing to a stop, and one waiting for a CPU gets its turn back.
+    /// The share of the threads' running time the stops took: what they ran less while
+    /// sampled than in the sampler's quiet turns ([`stacks::StopTurns`]), and never less
+    /// than what they would have run while held ([`stacks::imposed`]).
     pub stop_cost: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,

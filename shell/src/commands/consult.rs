@@ -90,12 +90,15 @@ instrumentation` lists none, the code is as before, and `report` shows none of t
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
 call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
-registers read and its stack walked, and it runs again. Stops are paced so the program is \
-stopped at most --cost PERCENT of the time (default 5), less what the probes have taken (the \
-stops keep a tenth of it whatever they take): the two share the limit. A stop counts for as \
-long as its longest-held thread was held, from when gsh saw that thread stopped to its resume: \
-a thread not on a CPU when the stop is asked for first waits for one to take it, and after the \
-resume waits to run, which its schedstat counts as waiting for a CPU, not as stopped. The probes are kept \
+registers read and its stack walked, and it runs again. Stops are paced so that what they \
+cost and what the probes have taken stay within four fifths of --cost PERCENT (default 5) of \
+the program's running (the stops keep a tenth of it whatever the probes take): the two share \
+the limit, and the fifth left is room for the noise of measuring the stops' cost. A stop \
+holds the program for as long as its longest-held thread was held, from when gsh saw that \
+thread stopped to its resume, and costs that times what a held second cost the program in the \
+sampler's turns so far (below; the held time alone until the turns can tell). A thread not on \
+a CPU when the stop is asked for first waits for one to take it, and after the resume waits to \
+run, which its schedstat counts as waiting for a CPU, not as stopped. The probes are kept \
 within it: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
 its thread's time on a CPU, measured 50 ms after it goes in. A timer whose cost \
 is not known yet goes in only when no other unknown one is in; one that turns out to cost \
@@ -106,10 +109,17 @@ so one over the limit is refused without going in; and while the timers have tak
 limit's share of the program's time since the search began (many tried and found too costly), \
 none goes in. The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
-threads would have run without it. A stop costs a thread what it would have run meanwhile \
-(at its rate between stops, from its schedstat): nothing for a thread asleep, the whole stop \
-for one computing on a CPU of its own, and for one that waits for a CPU, that less the time \
-it waited, since the scheduler gives a stopped thread its turn back; the loop timers cost \
+threads would have run without it. The stops cost what the program's threads ran less while \
+sampled than without stops: after every 2 s of sampling (0.25 s in its first two seconds) \
+the sampler stops for none for 0.25 s, and in each such cycle the threads' CPU time per wall \
+second in the quiet turn against the sampled one (from their schedstat) is the share of \
+their running the stops took (a stopped thread gives its CPU to whatever else runs, and \
+waits for one again after). The first cycle (the search's start) is left out, and the share \
+counted is what the cycles agree on: their mean less twice its standard error, from the \
+third cycle on. It is never less than what the threads would have run while held (at their \
+rate between stops: nothing for a thread asleep, and for one that waits for a CPU, that less \
+the time it waited), which counts alone until then and where the cycles disagree; the loop \
+timers cost \
 their entries times a timed entry's cost. That cost is measured where the timer runs: the \
 first time a timer goes in, it is taken out and put back by turns (6 turns of 40 ms of its \
 thread's CPU time, out first) beside a counter of its function's calls, and what it adds to \

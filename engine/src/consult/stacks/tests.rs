@@ -591,3 +591,125 @@ fn a_stop_counts_the_mean_of_its_threads_held_time() {
     );
     assert_eq!(stacks.stopped(), Duration::from_millis(8));
 }
+
+/// Adds `n` cycles to `s`: 2 s sampling at `sampled` of a CPU, held 24 ms, then 250 ms quiet
+/// at `quiet`.
+fn cycles(s: &mut Stacks, n: usize, sampled: f64, quiet: f64) {
+    let ms = Duration::from_millis;
+    for _ in 0..n {
+        s.turn(false, ms(2000), (2e9 * sampled) as u64, ms(24));
+        s.turn(true, ms(250), (0.25e9 * quiet) as u64, Duration::ZERO);
+    }
+}
+
+/// What the stops took is the running the sampling turns lost against the quiet turns' rate:
+/// a program that ran 0.99 of a CPU quiet and 0.93 while sampled lost 0.06 of each sampled
+/// second, whatever it was held ([`imposed`] said 0 for such a thread, which waited for a CPU
+/// more than it was held). Before the turns, `cost` gave that model's figure alone.
+#[test]
+fn the_stops_cost_what_the_sampling_turns_lost_against_the_quiet_ones() {
+    let mut s = Stacks::new(1);
+    // The first cycle is the search's start, and the turns need three more.
+    cycles(&mut s, 3, 0.93, 0.99);
+    assert_eq!(s.cost().0, Duration::ZERO);
+    cycles(&mut s, 1, 0.93, 0.99);
+    let (lost, _) = s.cost();
+    // Three cycles of 2 s sampled, each 0.06 of a CPU short: they agree, so all of it.
+    let want = 0.06 * 6.0;
+    assert!(
+        (lost.as_secs_f64() - want).abs() < 1e-6,
+        "lost {lost:?}, want {want} s"
+    );
+    // A program that ran more while sampled lost nothing.
+    let mut s = Stacks::new(1);
+    cycles(&mut s, 4, 0.9, 0.6);
+    assert_eq!(s.turns.lost(), Some(Duration::ZERO));
+}
+
+/// Cycles that disagree tell nothing: under a load that came and went, a program ran 0.88 of
+/// a CPU sampled and 0.99 quiet in two cycles and 0.43 quiet in the third, while its stops held
+/// it a hundredth of that. Their mean said a tenth of its running was lost and, paced by that,
+/// the sampler stopped sampling for seconds, and the search reported 24% at `--cost 5`; the
+/// loss counted is what the cycles agree on.
+#[test]
+fn cycles_that_disagree_count_no_loss() {
+    let mut s = Stacks::new(1);
+    cycles(&mut s, 1, 0.2, 0.5);
+    cycles(&mut s, 2, 0.88, 0.99);
+    cycles(&mut s, 1, 0.88, 0.43);
+    assert_eq!(s.turns.lost(), Some(Duration::ZERO));
+    assert_eq!(s.stop_weight(), 1.0);
+    // Cycles that agree closely count nearly all of their loss.
+    let mut s = Stacks::new(1);
+    cycles(&mut s, 1, 0.2, 0.5);
+    for q in [0.99, 0.98, 0.99, 0.97] {
+        cycles(&mut s, 1, 0.93, q);
+    }
+    let lost = s.turns.lost().unwrap().as_secs_f64();
+    assert!(lost > 0.5 * 0.05 * 8.0, "lost {lost} s");
+}
+
+/// A held second costs what the turns measured per held second: a thread that ran 0.99 of a
+/// CPU quiet and 0.93 sampled lost 6% of its running while held 1.2% of the sampled time, so
+/// a held second costs 5; and the sampler spaces its stops 5 times as far apart as by held
+/// time alone (it paced by held time, so one computing thread beside a busy twin lost 6% of
+/// its progress at `--cost 5`: the stops' cost measured by turns then read over the limit).
+#[test]
+fn the_sampler_paces_its_stops_by_what_a_held_second_cost() {
+    let ms = Duration::from_millis;
+    let mut s = Stacks::new(1);
+    assert_eq!(s.stop_weight(), PRIOR_WEIGHT);
+    cycles(&mut s, 4, 0.93, 0.99);
+    let w = s.stop_weight();
+    let want = (0.06 / 0.99) / 0.012;
+    assert!((w - want).abs() < 1e-6, "weight {w}, want {want}");
+    let by_held = stop_due(ms(10), 1.0, Duration::ZERO, 0.05);
+    let by_cost = stop_due(ms(10), w, Duration::ZERO, 0.05);
+    assert!(
+        (by_cost.as_secs_f64() / by_held.as_secs_f64() - w).abs() < 1e-6,
+        "{by_held:?} {by_cost:?}"
+    );
+    // Held 10 ms at 5 a second is 50 ms of running: at an aim of 0.8 of 5%, due after 1.25 s.
+    assert!((stop_due(ms(10), 5.0, Duration::ZERO, 0.05).as_secs_f64() - 1.25).abs() < 1e-9);
+    // A program that ran as much while sampled costs its held time.
+    let mut s = Stacks::new(1);
+    cycles(&mut s, 4, 0.6, 0.6);
+    assert_eq!(s.stop_weight(), 1.0);
+}
+
+/// A source whose one stop held the process 300 ms (a tracer waiting for a CPU under load).
+struct Long;
+
+impl StackSource for Long {
+    fn sample(&mut self) -> Result<Option<Batch>, String> {
+        Ok(Some(Batch {
+            stopped: Duration::from_millis(300),
+            threads: vec![ThreadStack {
+                held: Duration::from_millis(300),
+                ..worker(&[("app", "crunch")], None)
+            }],
+        }))
+    }
+}
+
+/// The turns go on while the sampler waits for its next stop: after one stop held 300 ms the
+/// next is due tens of seconds later at the weight assumed before the turns tell, and the
+/// turns must tell meanwhile (they were ended only between stops, so a blocked program's
+/// search took one stack sample in 20 s).
+#[test]
+fn the_turns_go_on_while_the_sampler_waits_for_its_next_stop() {
+    let stacks = Mutex::new(Stacks::new(std::process::id() as i32));
+    let stop = AtomicBool::new(false);
+    let t = std::time::Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| sample_stacks(&mut Long, &stacks, 0.05, &|| stop.load(Ordering::Relaxed)));
+        // Four short cycles take two seconds; at most 20 s on a loaded machine.
+        while t.elapsed() < Duration::from_secs(20) && stacks.lock().unwrap().turns.cycles() < 3 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let stacks = stacks.into_inner().unwrap();
+    assert!(stacks.turns.cycles() >= 3, "{:?}", stacks.turns);
+    assert_eq!(stacks.batches(), 1);
+}
