@@ -1,7 +1,10 @@
 //! The stack samples `consult` takes of a traced process ([`crate::consult::stacks`]'s
-//! [`StackSource`]): each stops every thread (`halt`), reads its registers, walks its stack
-//! with the unwinder and resumes; frames and futex addresses are named after the process runs
-//! again. The search itself knows nothing of processes; this is where the two meet.
+//! [`StackSource`]): each stops one thread at a time ([`Process::hold_each`]), reads its
+//! registers, walks its stack with the unwinder and resumes it before stopping the next, so a
+//! thread is held only for its own walk while the others run: the walk reads only that
+//! thread's registers and stack, and the code before its `rip`; frames and futex addresses are
+//! named after every thread runs again, from the modules' symbols. The search itself knows
+//! nothing of processes; this is where the two meet.
 //!
 //! A sampler covers the modules it was made with. When a stop shows code in a file the
 //! process has mapped since (a library loaded while the search runs), the sampler opens that
@@ -243,7 +246,7 @@ impl StackSource for TracerStacks<'_, '_> {
                 // preempted in the middle of a stop held the program tens of ms.
                 p.hurry(true);
                 // One thread at a time, the others running: a thread's registers and stack
-                // are its own (the futex's name, read later, is read while it runs).
+                // are its own.
                 let held = p.hold_each(|p, _, r| {
                     let frames = unwinder.walk(&ProcMemory(p), top_regs(live, r), MAX_FRAMES);
                     let pcs: Vec<u64> = frames.iter().map(|f| f.lookup_pc()).collect();

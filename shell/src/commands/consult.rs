@@ -1,6 +1,6 @@
 //! `consult`: the automated bottleneck search (`engine::consult`) on the current process, or on
 //! the program started for it. The search samples the process from outside — `/proc`, and
-//! stack samples taken by stopping the process for a moment (the engine's
+//! stack samples taken by stopping each thread alone for a moment (the engine's
 //! `instrument::sampling`) — and times the loops of hot functions with live probes
 //! (`instrument::consult_probes`), each taken out once judged; the program runs throughout and
 //! runs on afterwards, with nothing of the search left in it.
@@ -89,10 +89,12 @@ When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
-call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
-registers read and its stack walked, and it runs again. Stops are paced so the program is \
-stopped at most --cost PERCENT of the time (default 5), less what the probes have taken (the \
-stops keep a tenth of it whatever they take): the two share the limit. A stop counts for as \
+call from /proc every 5 ms, and stack samples: one thread at a time is stopped, its registers \
+read and its stack walked, and it runs again before the next is stopped, so a thread is held \
+only for its own walk while the others run (an attached process gsh has let go, hands-off, \
+stays so: each thread is taken hold of alone for its walk). Stops are paced so no thread is \
+stopped more than --cost PERCENT of the time (default 5), less what the probes have taken (the \
+stops keep a tenth of it whatever they take): the two share the limit. A sample counts for as \
 long as its longest-held thread was held, from when gsh saw that thread stopped to its resume: \
 a thread not on a CPU when the stop is asked for first waits for one to take it, and after the \
 resume waits to run, which its schedstat counts as waiting for a CPU, not as stopped. The probes are kept \
@@ -118,8 +120,8 @@ the search measures as it starts (the timer's instructions run back to back in g
 whole latency; inside a loop bound by its own dependency chain they run beside the loop's \
 work, and cost a fifth of that). The bound counts during the turns, for a function called too \
 rarely or rates too noisy to tell, and for a whole path's timer. The time the \
-program was held stopped (\"stopped\", a share of the wall time: at each stop the mean over \
-its threads), the stops taken and the CPU the /proc sampling used are reported beside \
+program's threads were held stopped (\"stopped\", a share of the wall time: at each sample the \
+mean over its threads of the time each was held), the samples taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
 while the program is stopped is read when it runs again). Libraries the program \
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \
