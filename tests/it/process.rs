@@ -435,10 +435,42 @@ fn others_in_ptrace_stop(pid: i32, tid: i32) -> Vec<i32> {
         .collect()
 }
 
-/// `hold_each` rounds over `t`'s process: each thread is looked at while no other thread is in
-/// a ptrace stop, and every thread listed before a round is looked at in it (none ends here).
+/// The number of threads of `t`'s process once every one of them is created and running (a
+/// new thread's first stop, like any stop the tracer serves after a job, leaves it in a ptrace
+/// stop that no sample caused): the tracer lists the threads /proc does, all running, twice
+/// 50 ms apart.
+fn settled_threads<H: Hooks + 'static>(t: &Tracer<H>) -> usize {
+    let pid = t.pid();
+    let settled = || {
+        t.with(move |p, _| {
+            let listed = p.threads();
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .count();
+            let running = listed
+                .iter()
+                .all(|th| th.state == engine::process::ThreadState::Running);
+            (running && listed.len() == tasks).then_some(tasks)
+        })
+        .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = settled();
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(n) = now.filter(|_| settled() == now) {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "the threads never settled");
+    }
+}
+
+/// `hold_each` rounds over `t`'s process once its threads settled: each thread is looked at
+/// while no other thread is in a ptrace stop, and a round looks at `threads` threads at least
+/// (none of them ends here; a pool's short-lived threads may add some).
 fn hold_each_rounds<H: Hooks + 'static>(t: &Tracer<H>, rounds: usize, threads: usize) {
     let pid = t.pid();
+    settled_threads(t);
     for _ in 0..rounds {
         let held = t
             .with(move |p, _| p.hold_each(|_, tid, r| (r.rip, others_in_ptrace_stop(pid, tid))))
@@ -489,6 +521,34 @@ fn hold_each_holds_one_thread_at_a_time_and_the_program_finishes_exactly() {
     let _ = std::fs::remove_file(out);
 }
 
+/// Computing threads (three per CPU, each mostly waiting for one): each is held alone, the
+/// others never in a ptrace stop meanwhile, and the program ends as it would have.
+#[test]
+fn hold_each_on_computing_threads_holds_one_at_a_time() {
+    let out = out_file("hold-each-busy");
+    let launch = Launch {
+        program: Mutatee::new("planted").path(Variant::O2),
+        args: vec!["runq".into(), "4".into()],
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let threads = settled_threads(&t);
+    assert!(threads >= 3, "{threads} threads");
+    hold_each_rounds(&t, 20, threads);
+    let end = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "planted runq done\n"
+    );
+    let _ = std::fs::remove_file(out);
+}
+
 /// Hands-off (attached, nothing needing the tracer), each thread is seized alone for its
 /// look and let go: the process stays hands-off, and a pool creating and joining threads
 /// meanwhile never fails a round.
@@ -504,7 +564,7 @@ fn hold_each_hands_off_seizes_one_thread_at_a_time() {
         assert!(Instant::now() < deadline, "never hands-off");
         std::thread::sleep(Duration::from_millis(1));
     }
-    hold_each_rounds(&t, 30, 2);
+    hold_each_rounds(&t, 30, 3);
     assert!(t.with(|p, _| p.is_hands_off()).unwrap());
     stop_and_detach(t, &live());
     let mut rest = String::new();
