@@ -69,6 +69,10 @@ impl Process {
         }
         let began = Instant::now();
         if self.hands_off.is_some() {
+            // Libraries loaded meanwhile reach the hooks only when the tracer compares the
+            // maps (after the job), as a halt's seizing everything had it do: the search
+            // learns them so while gsh is hands-off.
+            self.modules_dirty = true;
             return self.hold_each_untraced(look);
         }
         let mut out = Vec::new();
