@@ -420,6 +420,158 @@ fn four_threads_halted_and_resumed_100_times_finish_exactly() {
     let _ = std::fs::remove_file(out);
 }
 
+/// The threads of `pid` other than `tid` that are in a ptrace stop now (`t` in their stat).
+fn others_in_ptrace_stop(pid: i32, tid: i32) -> Vec<i32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&t| t != tid)
+        .filter(|t| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{t}/stat"))
+                .ok()
+                .and_then(|s| Some(s.rsplit_once(')')?.1.trim_start().starts_with('t')))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// The number of threads of `t`'s process once every one of them is created and running (a
+/// new thread's first stop, like any stop the tracer serves after a job, leaves it in a ptrace
+/// stop that no sample caused): the tracer lists the threads /proc does, all running, twice
+/// 50 ms apart.
+fn settled_threads<H: Hooks + 'static>(t: &Tracer<H>) -> usize {
+    let pid = t.pid();
+    let settled = || {
+        t.with(move |p, _| {
+            let listed = p.threads();
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .count();
+            let running = listed
+                .iter()
+                .all(|th| th.state == engine::process::ThreadState::Running);
+            (running && listed.len() == tasks).then_some(tasks)
+        })
+        .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = settled();
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(n) = now.filter(|_| settled() == now) {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "the threads never settled");
+    }
+}
+
+/// `hold_each` rounds over `t`'s process once its threads settled: each thread is looked at
+/// while no other thread is in a ptrace stop, and a round looks at `threads` threads at least
+/// (none of them ends here; a pool's short-lived threads may add some).
+fn hold_each_rounds<H: Hooks + 'static>(t: &Tracer<H>, rounds: usize, threads: usize) {
+    let pid = t.pid();
+    settled_threads(t);
+    for _ in 0..rounds {
+        let held = t
+            .with(move |p, _| p.hold_each(|_, tid, r| (r.rip, others_in_ptrace_stop(pid, tid))))
+            .unwrap()
+            .unwrap();
+        assert!(held.len() >= threads, "{held:?}");
+        assert!(held.iter().any(|h| h.tid == pid), "{held:?}");
+        for h in &held {
+            assert_ne!(h.seen.0, 0, "{h:?}");
+            assert!(
+                h.seen.1.is_empty(),
+                "while thread {} was held, {:?} were stopped too",
+                h.tid,
+                h.seen.1
+            );
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A stack sample holds one thread at a time (`Process::hold_each`), the others running: a
+/// halt held every thread until the last had stopped and been walked, so with two computing
+/// threads the first stopped waited for the other to get a CPU (held 5-10% of the time at
+/// `consult --cost 5`). Fails with the halt: the other threads are in a ptrace stop meanwhile.
+/// The threads sleep in `usleep` when interrupted: their calls restart, and the program ends
+/// exactly.
+#[test]
+fn hold_each_holds_one_thread_at_a_time_and_the_program_finishes_exactly() {
+    let out = out_file("hold-each");
+    let t = running_live(3, out.clone());
+    hold_each_rounds(&t, 50, 3);
+    assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Running);
+    let exe = live();
+    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
+    let end = t
+        .with(|p, h| {
+            p.halt()?;
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.cont_wait(h, &no_interrupt())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "ready\n3 threads stopped\nadd3(1, 2, 3) = 321\n"
+    );
+    let _ = std::fs::remove_file(out);
+}
+
+/// Computing threads (three per CPU, each mostly waiting for one): each is held alone, the
+/// others never in a ptrace stop meanwhile, and the program ends as it would have.
+#[test]
+fn hold_each_on_computing_threads_holds_one_at_a_time() {
+    let out = out_file("hold-each-busy");
+    let launch = Launch {
+        program: Mutatee::new("planted").path(Variant::O2),
+        args: vec!["runq".into(), "4".into()],
+        stdout: Some(out.clone()),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    let threads = settled_threads(&t);
+    assert!(threads >= 3, "{threads} threads");
+    hold_each_rounds(&t, 20, threads);
+    let end = t
+        .with(|p, h| p.cont_wait(h, &no_interrupt()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "planted runq done\n"
+    );
+    let _ = std::fs::remove_file(out);
+}
+
+/// Hands-off (attached, nothing needing the tracer), each thread is seized alone for its
+/// look and let go: the process stays hands-off, and a pool creating and joining threads
+/// meanwhile never fails a round.
+#[test]
+fn hold_each_hands_off_seizes_one_thread_at_a_time() {
+    let (guard, mut out) = spawn_live_with(&["2", "churn"]);
+    let pid = guard.0.id() as i32;
+    let t = Tracer::attach(pid, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    // The tracer lets it go once idle.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !t.with(|p, _| p.is_hands_off()).unwrap() {
+        assert!(Instant::now() < deadline, "never hands-off");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    hold_each_rounds(&t, 30, 3);
+    assert!(t.with(|p, _| p.is_hands_off()).unwrap());
+    stop_and_detach(t, &live());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "2 threads stopped\nadd3(1, 2, 3) = 321\n");
+}
+
 #[test]
 fn background_run_records_exit_event() {
     let m = Mutatee::new("threads");

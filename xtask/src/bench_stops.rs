@@ -64,6 +64,23 @@
 //!   0.00 to 0.08 of the loss. With the sampler's quiet turns (`stacks::StopTurns`) the
 //!   search's `stop_cost` read 2.9% to 3.8% with one thread, 0.45 to 1.07 of the loss
 //!   (median 0.81), and 5.5% to 7.8% with two, 0.38 to 0.64 of it.
+//!
+//! With a sample holding one thread at a time (`Process::hold_each`: interrupted, walked and
+//! resumed before the next; an attached process gsh has let go stays so, each thread seized
+//! alone), against the halt of every thread, same binaries built from the same tree, runs
+//! alternated (`--cost 5 --for 20 --runs 3`, each search ending after its bounded wait, 4 to
+//! 6 s; load 7.5 to 11 by `uptime`, 6 runs of each):
+//!
+//! - two threads: the threads' `schedstat` read them stopped 0.00% to 0.67% of the wall time
+//!   (mean over threads; the longest-held 0.00% to 0.75%), where the halt held them 1.2% to
+//!   8.5% (1.7% to 14.9%); the search said 0.07% to 0.19% stopped against 2.1% to 4.7%, and
+//!   took 120 to 357 samples in its 6 s against 16 to 167.
+//! - one thread: 0.36% to 0.74% against 0.27% to 1.49% (the halt's stop was one thread's
+//!   too; hands-off it also seized the thread and the tracer then halted it again to let it
+//!   go, a stop the search never counted).
+//! - progress per wall second against the twin: 0.85 to 1.72 (two threads) and 0.94 to 2.93
+//!   (one) with the per-thread holds, 0.82 to 1.48 and 0.93 to 2.54 with the halt: at this
+//!   load two equal programs get unequal shares for seconds, and no loss could be measured.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

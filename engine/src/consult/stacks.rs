@@ -1,11 +1,12 @@
 //! Stack samples: where in the code each thread's time goes, without probes — the search's
 //! "where" axis below the thread, and the Deep Start priorities of its refinements.
 //!
-//! A [`StackSource`] (the shell's, over the process tracer and the engine's unwinder) stops the
-//! process, reads every thread's registers, walks its stack and lets it run again; it reports
-//! each thread's frames by name and the system call it was in, if any. [`sample_stacks`] calls
-//! it at the pace the cost limit allows: the process is stopped for at most that fraction of
-//! the wall time. [`Stacks`] keeps the samples, each reduced to its *path* — the frames from
+//! A [`StackSource`] (the shell's, over the process tracer and the engine's unwinder) stops
+//! each thread in turn, reads its registers, walks its stack and lets it run again before the
+//! next; it reports each thread's frames by name and the system call it was in, if any.
+//! [`sample_stacks`] calls it at the pace the cost limit allows: what the stops cost the
+//! program, measured by turns with and without them ([`StopTurns`]), and what the probes took,
+//! within that share of its running. [`Stacks`] keeps the samples, each reduced to its *path* — the frames from
 //! the thread's own entry inward (its start-up plumbing in the C library left out), through
 //! the program and the libraries it brings (a Python interpreter's `libpython`), and cut
 //! after the first call into the C runtime ([`runtime`]: how `write` or `pthread_mutex_lock`
@@ -79,14 +80,15 @@ pub struct ThreadStack {
 /// Every thread's stack at one stop, and how long the process was stopped for it.
 #[derive(Clone, Debug)]
 pub struct Batch {
-    /// How long the process was stopped to take the batch: the longest any of its threads
-    /// was held ([`ThreadStack::held`]), whether or not its stack is in the batch.
+    /// How long the batch held the program: the longest any of its threads was held
+    /// ([`ThreadStack::held`]; each is held alone, the others running), whether or not its
+    /// stack is in the batch.
     pub stopped: Duration,
     /// One stack per thread.
     pub threads: Vec<ThreadStack>,
 }
 
-/// What stops a process and walks its threads' stacks.
+/// What stops a process's threads and walks their stacks.
 pub trait StackSource {
     /// One batch; `Ok(None)` when the process is not running now (nothing was stopped).
     fn sample(&mut self) -> Result<Option<Batch>, String>;

@@ -1,7 +1,10 @@
 //! The stack samples `consult` takes of a traced process ([`crate::consult::stacks`]'s
-//! [`StackSource`]): each stops every thread (`halt`), reads its registers, walks its stack
-//! with the unwinder and resumes; frames and futex addresses are named after the process runs
-//! again. The search itself knows nothing of processes; this is where the two meet.
+//! [`StackSource`]): each stops one thread at a time ([`Process::hold_each`]), reads its
+//! registers, walks its stack with the unwinder and resumes it before stopping the next, so a
+//! thread is held only for its own walk while the others run: the walk reads only that
+//! thread's registers and stack, and the code before its `rip`; frames and futex addresses are
+//! named after every thread runs again, from the modules' symbols. The search itself knows
+//! nothing of processes; this is where the two meet.
 //!
 //! A sampler covers the modules it was made with. When a stop shows code in a file the
 //! process has mapped since (a library loaded while the search runs), the sampler opens that
@@ -13,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::addr::LinkAddr;
 use crate::consult::stacks::{self, Batch, FrameName, StackSource, Stacks, Syscall, ThreadStack};
@@ -235,59 +238,35 @@ impl StackSource for TracerStacks<'_, '_> {
         let unwinder = &self.sampler.unwinder;
         let taken = self
             .tracer
-            .with(|p, live| -> Result<Option<(Duration, Vec<Raw>)>, String> {
+            .with(|p, live| -> Result<Option<Vec<Raw>>, String> {
                 if p.state() != State::Running {
                     return Ok(None);
                 }
-                let t0 = Instant::now();
-                // Held at a raised priority, as a `Live` pause is: on a loaded machine the
-                // tracer preempted in the middle of a stop held the program tens of ms.
+                // At a raised priority, as a `Live` pause is: on a loaded machine the tracer
+                // preempted in the middle of a stop held the program tens of ms.
                 p.hurry(true);
-                let halted = p.halt();
-                if let Err(e) = halted {
-                    p.hurry(false);
-                    return Err(e.to_string());
-                }
-                let mut raw = Vec::new();
-                // By id alone: `threads` reads each one's name from /proc and its registers
-                // twice, all while every thread is held.
-                for tid in p.stopped_tids() {
-                    let Ok(r) = p.regs(tid) else { continue };
-                    let frames = unwinder.walk(&ProcMemory(p), top_regs(live, &r), MAX_FRAMES);
-                    raw.push((
-                        tid,
-                        in_syscall(p, &r),
-                        frames.iter().map(|f| f.lookup_pc()).collect(),
-                        Duration::ZERO,
-                    ));
-                }
-                let resumed = p.resume();
+                // One thread at a time, the others running: a thread's registers and stack
+                // are its own.
+                let held = p.hold_each(|p, _, r| {
+                    let frames = unwinder.walk(&ProcMemory(p), top_regs(live, r), MAX_FRAMES);
+                    let pcs: Vec<u64> = frames.iter().map(|f| f.lookup_pc()).collect();
+                    (in_syscall(p, r), pcs)
+                });
                 p.hurry(false);
-                resumed.map_err(|e| e.to_string())?;
-                // Each thread was held from when the halt saw it stop: before that it ran,
-                // or waited for a CPU to take the stop (a thread already stopped, from the
-                // start).
-                let resumed = Instant::now();
-                let held = |tid: i32| {
-                    let seen = p.halt_stops.iter().find(|(t, _)| *t == tid);
-                    resumed.saturating_duration_since(seen.map_or(t0, |(_, at)| *at))
-                };
-                for r in &mut raw {
-                    r.3 = held(r.0);
-                }
-                let longest = p
-                    .halt_stops
-                    .iter()
-                    .map(|(_, at)| resumed.saturating_duration_since(*at))
-                    .chain(raw.iter().map(|r| r.3))
-                    .max()
-                    .unwrap_or_else(|| resumed - t0);
-                Ok(Some((longest, raw)))
+                let held = held.map_err(|e| e.to_string())?;
+                Ok(Some(
+                    held.into_iter()
+                        .map(|h| (h.tid, h.seen.0, h.seen.1, h.held))
+                        .collect(),
+                ))
             })
             .map_err(|e| e.to_string())??;
-        let Some((stopped, raw)) = taken else {
+        let Some(raw) = taken else {
             return Ok(None);
         };
+        // Each thread was held alone, from when the tracer saw it stop to its resume: the
+        // batch holds no thread longer than the longest of them.
+        let stopped = raw.iter().map(|r| r.3).max().unwrap_or_default();
         let pcs: Vec<u64> = raw
             .iter()
             .flat_map(|(_, _, pcs, _)| pcs.iter().copied())

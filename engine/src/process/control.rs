@@ -83,9 +83,6 @@ pub struct Process {
     holding: bool,
     /// How the last [`Process::halt`] went (benchmarks read it).
     pub last_halt: HaltTiming,
-    /// When the last [`Process::halt`] saw each thread it waited for stop (waitpid reported
-    /// it): what `consult` counts each thread held from (its stack samples' cost).
-    pub halt_stops: Vec<(i32, Instant)>,
     /// The tracer thread's nice value before [`Process::hurry`] raised its priority.
     hurried: Option<i32>,
     /// The tracer thread's nice value before [`Process::polite`] lowered its priority.
@@ -175,7 +172,6 @@ impl Process {
             hands_off: None,
             holding: false,
             last_halt: HaltTiming::default(),
-            halt_stops: Vec::new(),
             hurried: None,
             polite_from: None,
             leader_exiting: false,
@@ -567,7 +563,6 @@ impl Process {
             self.push_event(Event::ThreadExited(tid));
         }
         let started = Instant::now();
-        self.halt_stops.clear();
         self.last_halt = HaltTiming {
             threads: awaiting.len(),
             interrupts: started - asked,
@@ -628,7 +623,6 @@ impl Process {
                 continue;
             };
             if awaiting.remove(&tid) {
-                self.halt_stops.push((tid, Instant::now()));
                 let at = started.elapsed();
                 let h = &mut self.last_halt;
                 if h.first.is_zero() {
@@ -646,7 +640,7 @@ impl Process {
     }
 
     /// Records a stop seen while halting.
-    fn note_halt_stop(&mut self, tid: i32, ev: WaitEvent) -> Result<(), ProcessError> {
+    pub(super) fn note_halt_stop(&mut self, tid: i32, ev: WaitEvent) -> Result<(), ProcessError> {
         match ev {
             WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
                 self.thread_gone(tid, ev);
@@ -1427,7 +1421,7 @@ impl Process {
 }
 
 /// True when thread `tid` has exited and waits to be collected (`Z` in its `stat`).
-fn is_zombie(tid: i32) -> bool {
+pub(super) fn is_zombie(tid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{tid}/stat"))
         .ok()
         .and_then(|s| {

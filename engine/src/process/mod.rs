@@ -17,6 +17,7 @@
 //!
 //! - `tracer.rs`: the tracer thread, launching and attaching.
 //! - `control.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
+//! - `hold.rs`: holding one thread at a time while the others run (stack samples).
 //! - `inject.rs`: injected syscalls and calls, `dlopen`.
 //! - `pools.rs`: gsh's memory in the process, recognised and reused by later sessions.
 //! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
@@ -35,6 +36,7 @@ mod control;
 mod error;
 mod exe;
 mod handsoff;
+mod hold;
 mod inject;
 mod leftovers;
 mod maps;
@@ -55,6 +57,7 @@ pub use crate::space::AllocKind;
 pub use control::{HaltTiming, Process};
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
+pub use hold::Held;
 pub use leftovers::{ChangeKind, TextChange};
 pub use maps::{MappedModule, Mapping, UnreadableModule};
 pub use memory::{ChildMemory, Kept, KeptSource, MemReader};

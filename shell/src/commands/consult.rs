@@ -1,6 +1,6 @@
 //! `consult`: the automated bottleneck search (`engine::consult`) on the current process, or on
 //! the program started for it. The search samples the process from outside — `/proc`, and
-//! stack samples taken by stopping the process for a moment (the engine's
+//! stack samples taken by stopping each thread alone for a moment (the engine's
 //! `instrument::sampling`) — and times the loops of hot functions with live probes
 //! (`instrument::consult_probes`), each taken out once judged; the program runs throughout and
 //! runs on afterwards, with nothing of the search left in it.
@@ -89,16 +89,18 @@ When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
 The search measures from outside the process: the scheduler's counts and each thread's system \
-call from /proc every 5 ms, and stack samples: the process is stopped, every thread's \
-registers read and its stack walked, and it runs again. Stops are paced so that what they \
+call from /proc every 5 ms, and stack samples: one thread at a time is stopped, its registers \
+read and its stack walked, and it runs again before the next is stopped, so a thread is held \
+only for its own walk while the others run (an attached process gsh has let go, hands-off, \
+stays so: each thread is taken hold of alone for its walk). Stops are paced so that what they \
 cost and what the probes have taken stay within four fifths of --cost PERCENT (default 5) of \
 the program's running (the stops keep a tenth of it whatever the probes take): the two share \
-the limit, and the fifth left is room for the noise of measuring the stops' cost. A stop \
+the limit, and the fifth left is room for the noise of measuring the stops' cost. A sample \
 holds the program for as long as its longest-held thread was held, from when gsh saw that \
 thread stopped to its resume, and costs that times what a held second cost the program in the \
-sampler's turns so far (below; the held time alone until the turns can tell). A thread not on \
-a CPU when the stop is asked for first waits for one to take it, and after the resume waits to \
-run, which its schedstat counts as waiting for a CPU, not as stopped. The probes are kept \
+sampler's turns so far (below; five times the held time until the turns can tell). A thread \
+not on a CPU when the stop is asked for first waits for one to take it, and after the resume \
+waits to run, which its schedstat counts as waiting for a CPU, not as stopped. The probes are kept \
 within it: what a timer costs is its entries (in every thread) times a timed entry's cost, over \
 its thread's time on a CPU, measured 50 ms after it goes in. A timer whose cost \
 is not known yet goes in only when no other unknown one is in; one that turns out to cost \
@@ -128,8 +130,8 @@ the search measures as it starts (the timer's instructions run back to back in g
 whole latency; inside a loop bound by its own dependency chain they run beside the loop's \
 work, and cost a fifth of that). The bound counts during the turns, for a function called too \
 rarely or rates too noisy to tell, and for a whole path's timer. The time the \
-program was held stopped (\"stopped\", a share of the wall time: at each stop the mean over \
-its threads), the stops taken and the CPU the /proc sampling used are reported beside \
+program's threads were held stopped (\"stopped\", a share of the wall time: at each sample the \
+mean over its threads of the time each was held), the samples taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
 while the program is stopped is read when it runs again). Libraries the program \
 loads while the search runs (dlopen) are taken up by the stack sampler at the first sample \

@@ -1,0 +1,242 @@
+//! Holding one thread at a time while the others run ([`Process::hold_each`]): what a stack
+//! sample needs, since a thread's registers and stack are its own. A halt stops every thread
+//! and resumes them together, so the first thread to stop waits for the last; with two
+//! computing threads on two CPUs that held each thread 5% to 10% of the time at `consult
+//! --cost 5`, where its own walk is about 100 us.
+//!
+//! The tracer thread stays the one owner of `waitpid`: each thread is interrupted and waited
+//! for by its id alone (`waitpid(tid)`), so the other threads' stops stay with the kernel for
+//! the background loop, as they would have while the job ran. A thread that stops for another
+//! reason before the interrupt (a signal, a breakpoint, a clone, its exit stop) is recorded as
+//! a halt records it: stopped, its stop deferred for the tracer after the job, and looked at
+//! where it is. A thread that ends is dropped, as the halt drops it.
+//!
+//! While gsh is hands-off (an attached process that nothing needs the tracer for), each thread
+//! is seized alone, interrupted, looked at and detached, the others never traced: seizing
+//! them all for a sample brought the process back under the tracer, and the tracer let it go
+//! again after the job by halting every thread.
+
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+
+use super::control::{is_zombie, Process};
+use super::error::ProcessError;
+use super::ptrace::{self, WaitEvent};
+use super::{Event, State, ThreadState};
+
+/// What [`Process::hold_each`] saw of one thread.
+#[derive(Clone, Debug)]
+pub struct Held<T> {
+    /// The thread.
+    pub tid: i32,
+    /// What the caller's look at it returned.
+    pub seen: T,
+    /// How long it was held: from when the tracer saw it stop (`waitpid` reported it) to its
+    /// resume. A thread stopped for something else, whose stop the tracer serves after the
+    /// job, is held until the last thread's look ends; one already stopped when the call
+    /// began, from then.
+    pub held: Duration,
+}
+
+/// How long a thread may take to stop after its interrupt (as a halt waits).
+const STOP_DEADLINE: Duration = Duration::from_secs(5);
+
+/// How one thread's stop went.
+enum Caught {
+    /// Stopped at the interrupt (or a job-control stop): resumed as soon as it is looked at.
+    Ours(Instant),
+    /// Stopped for another reason, kept for the tracer: it stays stopped.
+    Kept(Instant),
+    /// It ended, or is no longer ours: nothing to look at.
+    Gone,
+}
+
+impl Process {
+    /// Stops each thread of the running process in turn, the others running on, calls `look`
+    /// with the process, the thread and its registers while that thread alone is held, and
+    /// lets it run again before stopping the next. Returns what `look` returned for each
+    /// thread looked at, with how long it was held ([`Held::held`]). Threads that end or
+    /// start meanwhile are passed over. The process must be running.
+    pub fn hold_each<T>(
+        &mut self,
+        mut look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
+    ) -> Result<Vec<Held<T>>, ProcessError> {
+        const DURING: &str = "taking a stack sample";
+        self.alive(DURING)?;
+        if self.state != State::Running {
+            return Err(ProcessError::NotStopped);
+        }
+        let began = Instant::now();
+        if self.hands_off.is_some() {
+            // Libraries loaded meanwhile reach the hooks only when the tracer compares the
+            // maps (after the job), as a halt's seizing everything had it do: the search
+            // learns them so while gsh is hands-off.
+            self.modules_dirty = true;
+            return self.hold_each_untraced(look);
+        }
+        let mut out = Vec::new();
+        // Held until the end: those whose stops the tracer serves after the job.
+        let mut kept = Vec::new();
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            let caught = match self.threads.get(&tid).map(|t| t.state) {
+                None | Some(ThreadState::Starting) => continue,
+                Some(ThreadState::Stopped) => Caught::Kept(began),
+                Some(ThreadState::Running | ThreadState::JobStopped) => self.catch(tid, DURING)?,
+            };
+            let at = match caught {
+                Caught::Gone => continue,
+                Caught::Ours(at) | Caught::Kept(at) => at,
+            };
+            let Ok(r) = ptrace::regs(tid) else {
+                // Killed while stopped: its exit is on its way to the background loop.
+                continue;
+            };
+            let seen = look(self, tid, &r);
+            if let Caught::Kept(_) = caught {
+                kept.push((out.len(), at));
+            } else {
+                self.resume_thread(tid)?;
+            }
+            out.push(Held {
+                tid,
+                seen,
+                held: at.elapsed(),
+            });
+        }
+        let end = Instant::now();
+        for (i, at) in kept {
+            out[i].held = end.saturating_duration_since(at);
+        }
+        Ok(out)
+    }
+
+    /// Interrupts running thread `tid` and waits for its stop, by its id alone.
+    fn catch(&mut self, tid: i32, during: &str) -> Result<Caught, ProcessError> {
+        // A leader past its exit stop whose process runs on is a zombie: no stop comes.
+        if tid == self.pid && self.leader_exiting && is_zombie(tid) {
+            return Ok(Caught::Gone);
+        }
+        match ptrace::interrupt(tid) {
+            Ok(()) => {}
+            // Released without a word (the thread whose id an `execve` in another thread
+            // took): dropped, as a halt drops it. The leader's exit comes as a status.
+            Err(ProcessError::Ptrace {
+                errno: Errno::ESRCH,
+                ..
+            }) => {
+                if tid != self.pid {
+                    self.threads.remove(&tid);
+                    self.deferred.retain(|&(t, _)| t != tid);
+                    self.push_event(Event::ThreadExited(tid));
+                }
+                return Ok(Caught::Gone);
+            }
+            Err(e) => return Err(e),
+        }
+        let Some(ev) = self.wait_for(tid)? else {
+            return Ok(Caught::Gone);
+        };
+        let at = Instant::now();
+        match ev {
+            WaitEvent::Exited(_) | WaitEvent::Signaled(_) => {
+                self.note_halt_stop(tid, ev)?;
+                if !self.state.is_alive() {
+                    return Err(self.gone(during));
+                }
+                Ok(Caught::Gone)
+            }
+            // The interrupt's stop, or a job-control stop (resumed by listening again).
+            WaitEvent::EventStop(_) => {
+                self.note_halt_stop(tid, ev)?;
+                Ok(Caught::Ours(at))
+            }
+            // Another stop came first (the kernel then drops the interrupt): the tracer
+            // serves it after the job, the thread stopped till then, as after a halt.
+            _ => {
+                self.note_halt_stop(tid, ev)?;
+                Ok(Caught::Kept(at))
+            }
+        }
+    }
+
+    /// The next stop of thread `tid` (`None` when it is no longer ours, or neither stops nor
+    /// exists within [`STOP_DEADLINE`]), sleeping until the kernel reports one.
+    fn wait_for(&mut self, tid: i32) -> Result<Option<WaitEvent>, ProcessError> {
+        let started = Instant::now();
+        loop {
+            match ptrace::wait(tid, true) {
+                Ok(Some((_, ev))) => return Ok(Some(ev)),
+                Ok(None) => {}
+                // Not a tracee of ours any more: the background loop tells what became of it.
+                Err(Errno::ECHILD) => return Ok(None),
+                Err(e) => return Err(ProcessError::ptrace("waitpid", tid, e)),
+            }
+            let waited = started.elapsed();
+            if waited > STOP_DEADLINE {
+                if !std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists() {
+                    return Ok(None);
+                }
+                return Err(ProcessError::Inject {
+                    what: "stack sample".into(),
+                    tid,
+                    detail: "the thread neither stopped nor exited within 5 s".into(),
+                });
+            }
+            self.waker
+                .wait(Some((STOP_DEADLINE - waited).min(super::wake::HALT_POLL)));
+        }
+    }
+
+    /// [`Process::hold_each`] while gsh is hands-off: each thread seized alone, interrupted,
+    /// looked at and let go again, with the signal it stopped for, if any.
+    fn hold_each_untraced<T>(
+        &mut self,
+        mut look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
+    ) -> Result<Vec<Held<T>>, ProcessError> {
+        let mut out = Vec::new();
+        let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{}/task", self.pid))
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for tid in tids {
+            // Exited but not collected, or gone: never runs again.
+            if ptrace::seize(tid, 0).is_err() {
+                continue;
+            }
+            if ptrace::interrupt(tid).is_err() {
+                let _ = ptrace::detach(tid, 0);
+                continue;
+            }
+            let ev = match self.wait_for(tid) {
+                Ok(Some(ev)) => ev,
+                Ok(None) => continue,
+                Err(e) => {
+                    let _ = ptrace::detach(tid, 0);
+                    return Err(e);
+                }
+            };
+            let at = Instant::now();
+            let signal = match ev {
+                WaitEvent::Exited(_) | WaitEvent::Signaled(_) => continue,
+                WaitEvent::Signal(sig) => sig,
+                _ => 0,
+            };
+            let seen = ptrace::regs(tid).ok().map(|r| look(self, tid, &r));
+            // From a signal-delivery-stop the signal rides the detach; from an interrupt
+            // or a job-control stop nothing does (the thread stays in a group stop).
+            let _ = ptrace::detach(tid, signal);
+            if let Some(seen) = seen {
+                out.push(Held {
+                    tid,
+                    seen,
+                    held: at.elapsed(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
