@@ -309,6 +309,9 @@ struct Turns {
     /// Entries in every thread over the timer's finished turns: paid at its cost per entry
     /// once known.
     timed_all: u64,
+    /// No other probe went in or out since the turn began: a turn that saw one is not
+    /// counted (its thread's rate changed by more than this timer).
+    quiet: bool,
 }
 
 /// A timer's cost measured in situ as a share of its thread's time on a CPU, where its
@@ -807,6 +810,7 @@ impl ProbeLab<'_> {
         if let Some(c) = self.turns.get_mut(key) {
             c.timer = timer;
             c.started = Instant::now();
+            c.quiet = true;
             c.calls = calls;
             c.progress_calls = progress;
             c.entries = entries;
@@ -864,6 +868,9 @@ impl ProbeLab<'_> {
         let d_all = all.saturating_sub(c.all);
         let d_progress = progress.saturating_sub(c.progress_calls);
         c.done += 1;
+        if !c.quiet {
+            return Some((d_run, d_all));
+        }
         match c.timer {
             Some(_) => {
                 c.timed.0 += d_calls;
@@ -878,6 +885,18 @@ impl ProbeLab<'_> {
             }
         }
         Some((d_run, d_all))
+    }
+
+    /// Marks the turn going on of every timer but `key`'s as disturbed: a probe went in or
+    /// out beside it (an experiment judged meanwhile took its timer out: crunch's loop_1,
+    /// entered once, read 7.2% of its thread's time when unit's loop_1 came out during its
+    /// turns).
+    fn disturb(&mut self, key: &Key) {
+        for (k, c) in self.turns.iter_mut() {
+            if k != key {
+                c.quiet = false;
+            }
+        }
     }
 
     /// Ends the turns of timer `key`: its counters come out, and what the turns measured
@@ -1321,13 +1340,17 @@ impl Lab for ProbeLab<'_> {
                             counted: (0, 0),
                             timed: (0, 0, 0),
                             timed_all: 0,
+                            quiet: true,
                         },
                     );
                     self.shared.insert(key.clone(), (cid, 1));
                     cid
                 } else {
                     match self.insert_timer(&key, &what) {
-                        Ok(id) => id,
+                        Ok(id) => {
+                            self.disturb(&key);
+                            id
+                        }
                         Err(why) if matches!(what, Timed::Loop(_)) => return Err(why),
                         // Its last call is tried next (`ProbeLab::path_timer`).
                         Err(_) if matches!(what, Timed::Path(_)) => return self.start(e),
@@ -1486,6 +1509,7 @@ impl Lab for ProbeLab<'_> {
                 self.shared.remove(&t.key);
             }
         }
+        self.disturb(&t.key);
         if self.turns.contains_key(&t.key) {
             // Still taking turns (the search ends, or judged it on its wait): the turn now
             // ending counts with the others, and what they measured is what the timer cost in
@@ -2468,5 +2492,52 @@ mod tests {
             panic!("{stats:?}");
         };
         assert!(cost.in_situ && (3.0..5.5).contains(&cost.ns), "{stats:?}");
+    }
+
+    /// A turn during which another timer comes out (its experiment judged) is not counted:
+    /// the thread's rate changed by that timer's cost, which would read as this one's.
+    #[test]
+    fn a_turn_another_timer_comes_out_in_is_not_counted() {
+        let (pid, f) = at_f();
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let other = Experiment {
+            focus: f.with(Resource::Loop("loop_2".into())),
+            ..e.clone()
+        };
+        // 40 ns of the thread's time per call with no timer in, 44 with any.
+        let mut fake = Fake {
+            rates: Some((40.0, 44.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        lab.stats.timer_ns = 20.0;
+        lab.stats.count_ns = 0.0;
+        // loop_2's cost is known: it goes in with no turns.
+        let known = InSitu {
+            counted: 40.0,
+            timed: 44.0,
+            ns: 4.0,
+        };
+        lab.in_situ
+            .insert(("m".into(), "f".into(), "loop_2".into()), known);
+        let o = lab.start(&other).unwrap();
+        let t = lab.start(&e).unwrap();
+        // loop_2 comes out near the end of loop_1's first turn (out).
+        compute((TURN_CPU * 900.0) as u64);
+        lab.stop(o);
+        take_turns(&mut lab, t);
+        compute((TURN_CPU * 1000.0) as u64 + 20);
+        lab.read(t).unwrap();
+        let stats = lab.finish();
+        let cost = stats
+            .timer_costs
+            .iter()
+            .find(|c| c.timer.ends_with("loop_1"))
+            .unwrap();
+        // 4 ns; counted, the turn would have made it 3.3.
+        assert!(cost.in_situ && (3.7..4.5).contains(&cost.ns), "{stats:?}");
     }
 }
