@@ -2525,10 +2525,17 @@ mod tests {
             .insert(("m".into(), "f".into(), "loop_2".into()), known);
         let o = lab.start(&other).unwrap();
         let t = lab.start(&e).unwrap();
-        // loop_2 comes out near the end of loop_1's first turn (out).
+        // loop_2 comes out near the end of loop_1's first turn (out), which then ends (by its
+        // thread's CPU time, however long it took on a loaded machine).
         compute((TURN_CPU * 900.0) as u64);
         lab.stop(o);
-        take_turns(&mut lab, t);
+        compute((TURN_CPU * 100.0) as u64 + 10);
+        assert!(lab.read(t).is_none(), "counting");
+        for turn in 2..TURNS {
+            compute((TURN_CPU * 1000.0) as u64 + 10);
+            let r = lab.read(t);
+            assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
+        }
         compute((TURN_CPU * 1000.0) as u64 + 20);
         lab.read(t).unwrap();
         let stats = lab.finish();
