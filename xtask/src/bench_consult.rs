@@ -89,6 +89,31 @@
 //! 44.1 ns of the thread's CPU per call of `unit` with a counter, 45.1 to 46.4 with the timer)
 //! where it was counted at nothing: more than such a timer should cost; the turns of two timers
 //! overlap, and the other's timer in or out during them reads as this one's.
+//!
+//! Now nothing goes in while a timer takes its turns, a turn another timer comes out in is not
+//! counted, turns cut short by the search's end count at what they measured (they counted at
+//! the bound per entry: nothing for a timer that copies the interpreter), whole paths are
+//! measured per call, and a whole-function copy goes with the point that needed it (it stayed
+//! for as long as any snippet of the function did: a counter of the turns, or another loop's
+//! timer). Same machine state, the two builds one after the other (`--python --runs 2 --cost
+//! 20`, load 9 to 11): after, the timers' estimate / slowdown per CPU second 1.00, 1.03, 0.87,
+//! 0.69 (slowdowns 1.66%, 2.28%, 2.32%, 1.67%; alone phases within 0.2% to 0.8%); before,
+//! 1.83, 2.14, 1.51, 1.39 (2.74%, 2.88%, 2.80%, 2.55%). Earlier the same afternoon, before
+//! 1.25 and 1.00, after 1.10 and 0.82 (load 8 to 9); the slowdowns of 26% to 28% read in the
+//! last session did not recur (the program's CPU share was 0.16 to 0.5 CPU seconds per wall
+//! second under this load). The largest cost is loop_3's timer, 22% to 30% of its thread's
+//! time in situ (a share per call of the hottest callee); loop_4's is 0.2% to 1.6% now. C
+//! (`--runs 3`, load 9 to 13): after 0.91, 0.95, 1.06; before 0.95, 1.55, 1.22 (and two more
+//! batches each, after 0.92, 1.10, 0.76 and 0.84, 0.91, 0.77, before 0.69, 1.19, 1.18 and
+//! 0.71, 1.27, 0.71). gsh's own CPU time (its children's `getrusage` around each run, printed)
+//! was 4.0 to 7.7 CPU seconds over a 31 s python3 search (0.13 to 0.25 of a CPU) and 0.6 to 0.7
+//! over a 9 s C one: none of it is in the work per CPU second, which counts the program's CPU
+//! time alone, and the twin, which competes with gsh as the searched program does, cancels it
+//! from the paired wall figure; under this load the searched program got more CPU per wall
+//! second during searches than alone (0.4 to 0.5 against 0.2), so gsh's competition did not
+//! show. Not measured yet: the counters of the turns, counted at `count_ns` (calibrated at
+//! about nothing; `count unit` adds 0.8 ns per call in situ in C, so about 1% of python3's
+//! thread time during turns, its hottest callee called every 79 ns).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -295,6 +320,13 @@ pub fn run(args: &[String]) -> Result<()> {
             ratio(r.reported, wall_slow),
             ratio(r.timer_cost, cpu_slow)
         );
+        println!(
+            "run {run}: gsh itself used {:.2} CPU seconds over its {:.1} s (start, attach and \
+             search: {:.2} CPUs of the machine's 2)",
+            r.gsh_cpu.0,
+            r.gsh_cpu.1,
+            r.gsh_cpu.0 / r.gsh_cpu.1.max(1e-9)
+        );
         for c in &r.timer_costs {
             println!(
                 "run {run}: timer {c}; the bound measured back to back {:.1} ns",
@@ -434,6 +466,9 @@ struct Run {
     answer: Option<(f64, f64)>,
     /// Loop timers inserted (and removed).
     timers: u64,
+    /// gsh's own CPU seconds (user and system, every thread: the search's, the analysis',
+    /// the sampler's) and its wall seconds, from start to exit.
+    gsh_cpu: (f64, f64),
     /// How much the rates alone before and after differ, over their mean: per wall second,
     /// per CPU second.
     noise: (f64, f64),
@@ -525,11 +560,14 @@ fn bench(program: &[std::ffi::OsString], search: &Search, runs: usize) -> Result
         let mut out = Vec::new();
         for _ in 0..runs {
             let t1 = now();
+            let gsh_before = children_cpu();
             let o = Gsh::new()
                 .args(["--json", "-p", &pid.to_string(), "-c", &search.commands])
                 .timeout(Duration::from_secs(120))
                 .run();
             let t2 = now();
+            // gsh was waited for: its CPU time (all its threads') is in its parent's children's.
+            let gsh_cpu = children_cpu() - gsh_before;
             if !o.success() {
                 bail!("gsh failed:\n{o}");
             }
@@ -595,6 +633,7 @@ fn bench(program: &[std::ffi::OsString], search: &Search, runs: usize) -> Result
                 seconds,
                 answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
                 timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
+                gsh_cpu: (gsh_cpu, t2 - t1),
                 bound_ns: r["probes"]["timer_ns"].as_f64().unwrap_or(f64::NAN),
                 timer_costs,
                 threads_held,
@@ -655,6 +694,18 @@ fn spawn(
         }
     });
     Ok((child, samples, reader))
+}
+
+/// The CPU seconds (user and system) of this process' children waited for so far.
+fn children_cpu() -> f64 {
+    // SAFETY: `getrusage` writes only the `rusage` it is given, which lives on this stack.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
 }
 
 /// `12.3 ns`, or `unmeasured`.

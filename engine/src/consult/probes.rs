@@ -309,6 +309,9 @@ struct Turns {
     /// Entries in every thread over the timer's finished turns: paid at its cost per entry
     /// once known.
     timed_all: u64,
+    /// No other probe went in or out since the turn began: a turn that saw one is not
+    /// counted (its thread's rate changed by more than this timer).
+    quiet: bool,
 }
 
 /// A timer's cost measured in situ as a share of its thread's time on a CPU, where its
@@ -637,6 +640,17 @@ enum Timed {
 }
 
 impl Timed {
+    /// What a timer's key's part ([`Timed::key`]) names.
+    fn of(key: &str) -> Timed {
+        if let Some(callee) = key.strip_prefix("call ") {
+            return Timed::Call(callee.to_owned());
+        }
+        match key.strip_prefix("path ") {
+            Some(path) => Timed::Path(path.split(" > ").map(str::to_owned).collect()),
+            None => Timed::Loop(key.to_owned()),
+        }
+    }
+
     /// Its part of a timer's key in [`ProbeLab::shared`]: `loop_1.2`, `call hot`.
     fn key(&self) -> String {
         match self {
@@ -708,114 +722,23 @@ impl ProbeLab<'_> {
         if cpu < TURN_CPU && c.started.elapsed().as_secs_f64() < TURN_WALL {
             return last;
         }
-        let bound = self.stats.timer_ns;
-        let Some(probes) = self.probes.as_deref_mut() else {
+        let Some((d_run, d_all)) = self.account(key, s) else {
             return true;
         };
+        if last {
+            // The timer stays in for its experiments, the counters come out; what the turns
+            // measured is the timer's cost. Its last turn goes on as its experiments' reading,
+            // paid there.
+            let Some(c) = self.end_turns(key) else {
+                return true;
+            };
+            self.pay_turns(key, &c, d_run);
+            return true;
+        }
         let Some(c) = self.turns.get_mut(key) else {
             return true;
         };
-        let calls = probes.read(c.counter, c.tid).unwrap_or_default().entries;
-        let progress = c
-            .progress
-            .map_or(0, |p| probes.read(p, c.tid).unwrap_or_default().entries);
-        let (entries, all) = match c.timer {
-            Some(id) => (
-                probes.read(id, c.tid).unwrap_or_default().entries,
-                probes.read_all(id, c.tid).unwrap_or_default().entries,
-            ),
-            None => (0, 0),
-        };
-        let s = sched(self.pid, c.tid).unwrap_or(s);
-        let d_calls = calls.saturating_sub(c.calls);
-        let d_run = s.run.saturating_sub(c.run);
-        let d_entries = entries.saturating_sub(c.entries);
-        let d_all = all.saturating_sub(c.all);
-        let d_progress = progress.saturating_sub(c.progress_calls);
-        c.done += 1;
-        match c.timer {
-            Some(_) => {
-                c.timed.0 += d_calls;
-                c.timed.1 += d_run;
-                c.timed.2 += d_entries;
-                c.progress_timed += d_progress;
-            }
-            None => {
-                c.counted.0 += d_calls;
-                c.counted.1 += d_run;
-                c.progress_counted += d_progress;
-            }
-        }
-        if last {
-            // The timer stays in for its experiments, the counter comes out; what the turns
-            // measured is the timer's cost.
-            let Some(c) = self.turns.remove(key) else {
-                return true;
-            };
-            for counter in std::iter::once(c.counter).chain(c.progress) {
-                if let Err(e) = probes.remove(counter) {
-                    self.stats.errors.push(e);
-                }
-            }
-            let counted = c.counted.1 as f64 / c.counted.0.max(1) as f64;
-            let timed = c.timed.1 as f64 / c.timed.0.max(1) as f64;
-            let enough =
-                c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES && c.timed.2 >= MIN_ENTRIES;
-            // Slower without the timer than with it: the rates are too noisy to tell what it
-            // adds, and the bound holds.
-            if enough && counted > timed {
-                self.baseless.insert(key.clone(), (counted, timed));
-            }
-            if enough && counted <= timed {
-                let per_entry = c.timed.0 as f64 / c.timed.2 as f64;
-                self.in_situ.insert(
-                    key.clone(),
-                    InSitu {
-                        counted,
-                        timed,
-                        // Never above the whole sequence's latency, which a noisy rate may
-                        // suggest.
-                        ns: ((timed - counted) * per_entry).min(bound),
-                    },
-                );
-            }
-            // Too few entries or calls for a cost per entry: the share of the thread's time the
-            // timer took, per call of the function where it is called often enough, else per
-            // call of its hottest callee (its progress).
-            let calls_enough = c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES;
-            let units = if calls_enough {
-                Some((c.counted.0, c.timed.0))
-            } else {
-                (c.progress_counted >= MIN_ENTRIES && c.progress_timed >= MIN_ENTRIES)
-                    .then_some((c.progress_counted, c.progress_timed))
-            };
-            if let (false, Some((without, with))) = (enough, units) {
-                let counted = c.counted.1 as f64 / without as f64;
-                let timed = c.timed.1 as f64 / with as f64;
-                if counted > timed {
-                    self.baseless.insert(key.clone(), (counted, timed));
-                } else {
-                    let share = ((timed - counted) / timed).clamp(0.0, 1.0);
-                    self.shares.insert(
-                        key.clone(),
-                        Share {
-                            counted,
-                            timed,
-                            share,
-                        },
-                    );
-                }
-            }
-            let timed_paid = match self.shares.get(key) {
-                // The last turn goes on as its experiments' reading, paid there.
-                Some(s) => s.share * c.timed.1.saturating_sub(d_run) as f64,
-                None => c.timed_all as f64 * self.entry_ns(key),
-            };
-            self.paid_ns += timed_paid
-                + (c.counted.0 + c.timed.0 + c.progress_counted + c.progress_timed) as f64
-                    * self.stats.count_ns;
-            return true;
-        }
+        let bound = self.stats.timer_ns;
         let tid = c.tid;
         let final_turn = c.done + 1 == TURNS;
         let taken = c.timer.take();
@@ -847,10 +770,7 @@ impl ProbeLab<'_> {
                 None
             }
             None => {
-                let what = match key.2.strip_prefix("call ") {
-                    Some(callee) => Timed::Call(callee.to_owned()),
-                    None => Timed::Loop(key.2.clone()),
-                };
+                let what = Timed::of(&key.2);
                 match self.insert_timer(key, &what) {
                     Ok(id) => Some(id),
                     Err(_) => {
@@ -890,6 +810,7 @@ impl ProbeLab<'_> {
         if let Some(c) = self.turns.get_mut(key) {
             c.timer = timer;
             c.started = Instant::now();
+            c.quiet = true;
             c.calls = calls;
             c.progress_calls = progress;
             c.entries = entries;
@@ -920,6 +841,149 @@ impl ProbeLab<'_> {
             }
         }
         final_turn
+    }
+
+    /// Adds the turn of timer `key` now ending to its turns' sums (its thread's calls of the
+    /// function and of the hottest callee, its CPU time, the timer's entries, `s` being the
+    /// thread's scheduler counts now), and counts it done; the thread's CPU nanoseconds over
+    /// the turn and the timer's entries in every thread (0 when out).
+    fn account(&mut self, key: &Key, s: Sched) -> Option<(u64, u64)> {
+        let probes = self.probes.as_deref_mut()?;
+        let c = self.turns.get_mut(key)?;
+        let calls = probes.read(c.counter, c.tid).unwrap_or_default().entries;
+        let progress = c
+            .progress
+            .map_or(0, |p| probes.read(p, c.tid).unwrap_or_default().entries);
+        let (entries, all) = match c.timer {
+            Some(id) => (
+                probes.read(id, c.tid).unwrap_or_default().entries,
+                probes.read_all(id, c.tid).unwrap_or_default().entries,
+            ),
+            None => (0, 0),
+        };
+        let s = sched(self.pid, c.tid).unwrap_or(s);
+        let d_calls = calls.saturating_sub(c.calls);
+        let d_run = s.run.saturating_sub(c.run);
+        let d_entries = entries.saturating_sub(c.entries);
+        let d_all = all.saturating_sub(c.all);
+        let d_progress = progress.saturating_sub(c.progress_calls);
+        c.done += 1;
+        if !c.quiet {
+            return Some((d_run, d_all));
+        }
+        match c.timer {
+            Some(_) => {
+                c.timed.0 += d_calls;
+                c.timed.1 += d_run;
+                c.timed.2 += d_entries;
+                c.progress_timed += d_progress;
+            }
+            None => {
+                c.counted.0 += d_calls;
+                c.counted.1 += d_run;
+                c.progress_counted += d_progress;
+            }
+        }
+        Some((d_run, d_all))
+    }
+
+    /// Marks the turn going on of every timer but `key`'s as disturbed: a probe went in or
+    /// out beside it (an experiment judged meanwhile took its timer out: crunch's loop_1,
+    /// entered once, read 7.2% of its thread's time when unit's loop_1 came out during its
+    /// turns).
+    fn disturb(&mut self, key: &Key) {
+        for (k, c) in self.turns.iter_mut() {
+            if k != key {
+                c.quiet = false;
+            }
+        }
+    }
+
+    /// Ends the turns of timer `key`: its counters come out, and what the turns measured
+    /// (however many were taken) is its cost in situ, per entry or as a share of its
+    /// thread's time, where they counted enough calls to tell. The turns, for what they
+    /// cost.
+    fn end_turns(&mut self, key: &Key) -> Option<Turns> {
+        let c = self.turns.remove(key)?;
+        let bound = self.stats.timer_ns;
+        let probes = self.probes.as_deref_mut()?;
+        for counter in std::iter::once(c.counter).chain(c.progress) {
+            if let Err(e) = probes.remove(counter) {
+                self.stats.errors.push(e);
+            }
+        }
+        let counted = c.counted.1 as f64 / c.counted.0.max(1) as f64;
+        let timed = c.timed.1 as f64 / c.timed.0.max(1) as f64;
+        let enough =
+            c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES && c.timed.2 >= MIN_ENTRIES;
+        // Slower without the timer than with it: the rates are too noisy to tell what it
+        // adds, and the bound holds.
+        if enough && counted > timed {
+            self.baseless.insert(key.clone(), (counted, timed));
+        }
+        if enough && counted <= timed {
+            // A path's timer (a profile of its function) runs at every call of it, whatever
+            // the path, and costs more than a loop's: each call is an entry, at no bound.
+            let (per_entry, most) = if key.2.starts_with("path ") {
+                (1.0, f64::INFINITY)
+            } else {
+                (c.timed.0 as f64 / c.timed.2 as f64, bound)
+            };
+            self.in_situ.insert(
+                key.clone(),
+                InSitu {
+                    counted,
+                    timed,
+                    // Never above the whole sequence's latency, which a noisy rate may
+                    // suggest.
+                    ns: ((timed - counted) * per_entry).min(most),
+                },
+            );
+        }
+        // Too few entries or calls for a cost per entry: the share of the thread's time the
+        // timer took, per call of the function where it is called often enough, else per
+        // call of its hottest callee (its progress).
+        let calls_enough = c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES;
+        let units = if calls_enough {
+            Some((c.counted.0, c.timed.0))
+        } else {
+            (c.progress_counted >= MIN_ENTRIES && c.progress_timed >= MIN_ENTRIES)
+                .then_some((c.progress_counted, c.progress_timed))
+        };
+        if let (false, Some((without, with))) = (enough, units) {
+            let counted = c.counted.1 as f64 / without as f64;
+            let timed = c.timed.1 as f64 / with as f64;
+            if counted > timed {
+                self.baseless.insert(key.clone(), (counted, timed));
+            } else {
+                let share = ((timed - counted) / timed).clamp(0.0, 1.0);
+                self.shares.insert(
+                    key.clone(),
+                    Share {
+                        counted,
+                        timed,
+                        share,
+                    },
+                );
+                let known = self.costs.entry(key.clone()).or_insert(0.0);
+                *known = known.max(share);
+            }
+        }
+        Some(c)
+    }
+
+    /// Counts what timer `key`'s ended turns `c` took: its turns in, at its cost in situ
+    /// (the bound where unmeasured), less `going_on` of its thread's CPU nanoseconds (its
+    /// last turn, which goes on as its experiments' reading and is paid there), and the
+    /// counters' calls.
+    fn pay_turns(&mut self, key: &Key, c: &Turns, going_on: u64) {
+        let timed = match self.shares.get(key) {
+            Some(s) => s.share * c.timed.1.saturating_sub(going_on) as f64,
+            None => c.timed_all as f64 * self.entry_ns(key),
+        };
+        self.paid_ns += timed
+            + (c.counted.0 + c.timed.0 + c.progress_counted + c.progress_timed) as f64
+                * self.stats.count_ns;
     }
 
     /// Nanoseconds one entry of timer `key` is counted at: its cost in situ once measured,
@@ -954,6 +1018,11 @@ impl ProbeLab<'_> {
         let key = (module, caller.clone(), last.key());
         (!self.untimable.contains(&key)).then_some((key, last, tid))
     }
+}
+
+/// A timer's name in the report: `MODULE!FUNCTION loop_1.2`.
+fn name(key: &Key) -> String {
+    format!("{}!{} {}", key.0, key.1, key.2)
 }
 
 /// The function focus a loop focus lies in (itself for a function), and the loops from the
@@ -1124,6 +1193,12 @@ impl Lab for ProbeLab<'_> {
             // Its timer is in already (nothing more goes in), or it is sampled.
             return Some(0.0);
         }
+        // Nothing goes in while a timer takes its turns: in or out during them, it would
+        // read as theirs (crunch's loop_1, entered once, read 2.4% to 4.9% of its thread's
+        // time, unit's loop_1's timer going in and out beside it).
+        if !self.turns.is_empty() {
+            return None;
+        }
         if let Some(c) = self.costs.get(&key) {
             return Some(*c);
         }
@@ -1216,22 +1291,26 @@ impl Lab for ProbeLab<'_> {
             None => {
                 // A timer whose cost in situ is not known yet takes turns with a counter
                 // first (`ProbeLab::turn`).
-                let counter = if self.in_situ.contains_key(&key) || self.baseless.contains_key(&key)
+                let counter = if self.in_situ.contains_key(&key)
+                    || self.baseless.contains_key(&key)
+                    || self.shares.contains_key(&key)
                 {
                     None
                 } else {
-                    match &what {
-                        // A path's timer is a profile of its function, read for the path:
-                        // its cost is the bound.
-                        Timed::Path(_) => None,
-                        _ => probes.count_calls(&module, &function).ok(),
-                    }
+                    // A path's timer is a profile of its function (read for the path): its
+                    // function's calls are counted as a loop's are.
+                    probes.count_calls(&module, &function).ok()
                 };
                 if let Some(cid) = counter {
                     let calls = probes.read(cid, tid).unwrap_or_default().entries;
                     // The thread's progress beside it, for a function entered too rarely:
                     // calls of its hottest callee.
-                    let progress = match self.hottest_callee(&e.focus) {
+                    let hottest = match what {
+                        // Each call of a path's function runs its profile: its calls tell.
+                        Timed::Path(_) => None,
+                        _ => self.hottest_callee(&e.focus),
+                    };
+                    let progress = match hottest {
                         Some((m, callee)) => self
                             .probes
                             .as_deref_mut()
@@ -1261,13 +1340,17 @@ impl Lab for ProbeLab<'_> {
                             counted: (0, 0),
                             timed: (0, 0, 0),
                             timed_all: 0,
+                            quiet: true,
                         },
                     );
                     self.shared.insert(key.clone(), (cid, 1));
                     cid
                 } else {
                     match self.insert_timer(&key, &what) {
-                        Ok(id) => id,
+                        Ok(id) => {
+                            self.disturb(&key);
+                            id
+                        }
                         Err(why) if matches!(what, Timed::Loop(_)) => return Err(why),
                         // Its last call is tried next (`ProbeLab::path_timer`).
                         Err(_) if matches!(what, Timed::Path(_)) => return self.start(e),
@@ -1426,58 +1509,71 @@ impl Lab for ProbeLab<'_> {
                 self.shared.remove(&t.key);
             }
         }
-        let Some(probes) = self.probes.as_deref_mut() else {
-            return;
-        };
-        if let Some(c) = self.turns.remove(&t.key) {
-            // Still taking turns: the counter comes out, and the timer if in, its entries at
-            // the bound.
-            self.paid_ns += c.timed_all as f64 * self.stats.timer_ns;
-            for counter in std::iter::once(c.counter).chain(c.progress) {
-                if let Err(e) = probes.remove(counter) {
-                    self.stats.errors.push(e);
+        self.disturb(&t.key);
+        if self.turns.contains_key(&t.key) {
+            // Still taking turns (the search ends, or judged it on its wait): the turn now
+            // ending counts with the others, and what they measured is what the timer cost in
+            // each of its turns in, this one's too; then the counters come out, and the timer
+            // if in.
+            let s = sched(self.pid, t.tid).unwrap_or_default();
+            let ended = self.account(&t.key, s);
+            let timer = self.turns.get_mut(&t.key).and_then(|c| {
+                if let (Some(_), Some((_, d_all))) = (c.timer, ended) {
+                    c.timed_all += d_all;
                 }
+                c.timer
+            });
+            // Its first turn, out, ends: the timer never went in.
+            let mut went_in = timer.is_some();
+            if let Some(c) = self.end_turns(&t.key) {
+                self.pay_turns(&t.key, &c, 0);
+                went_in |= c.done > 1;
             }
-            if let Some(id) = c.timer {
-                if let Ok(v) = probes.read_all(id, c.tid) {
-                    self.paid_ns += v.entries.saturating_sub(c.all) as f64 * self.stats.timer_ns;
-                }
+            if let (Some(id), Some(probes)) = (timer, self.probes.as_deref_mut()) {
                 match probes.remove(id) {
                     Ok(()) => self.stats.removed += 1,
                     Err(e) => self.stats.errors.push(e),
                 }
-                self.born.remove(&t.key);
             }
-            return;
-        }
-        // What it cost, counted over every thread since it went in, before it goes.
-        let born = self.born.remove(&t.key).unwrap_or(t.all.entries);
-        let share = self.shares.get(&t.key).map(|s| s.share);
-        match share {
-            // The share of the thread's time since its experiment's reading began, as last
-            // read, and since then.
-            Some(share) => {
-                let run = sched(self.pid, t.tid).map_or(0, |s| s.run.saturating_sub(t.sched.run));
-                self.paid_ns += (share * run as f64).max(t.paid);
+            self.born.remove(&t.key);
+            if !went_in {
+                return;
             }
-            None => {
-                if let Ok(v) = probes.read_all(t.id, t.tid) {
-                    self.paid_ns += v.entries.saturating_sub(born) as f64 * self.entry_ns(&t.key);
+        } else {
+            let Some(probes) = self.probes.as_deref_mut() else {
+                return;
+            };
+            // What it cost, counted over every thread since it went in, before it goes.
+            let born = self.born.remove(&t.key).unwrap_or(t.all.entries);
+            let share = self.shares.get(&t.key).map(|s| s.share);
+            match share {
+                // The share of the thread's time since its experiment's reading began, as
+                // last read, and since then.
+                Some(share) => {
+                    let run =
+                        sched(self.pid, t.tid).map_or(0, |s| s.run.saturating_sub(t.sched.run));
+                    self.paid_ns += (share * run as f64).max(t.paid);
+                }
+                None => {
+                    if let Ok(v) = probes.read_all(t.id, t.tid) {
+                        self.paid_ns +=
+                            v.entries.saturating_sub(born) as f64 * self.entry_ns(&t.key);
+                    }
                 }
             }
-        }
-        let Some(probes) = self.probes.as_deref_mut() else {
-            return;
-        };
-        match probes.remove(t.id) {
-            Ok(()) => self.stats.removed += 1,
-            Err(e) => self.stats.errors.push(e),
+            let Some(probes) = self.probes.as_deref_mut() else {
+                return;
+            };
+            match probes.remove(t.id) {
+                Ok(()) => self.stats.removed += 1,
+                Err(e) => self.stats.errors.push(e),
+            }
         }
         let s = self.in_situ.get(&t.key);
         let b = self.baseless.get(&t.key);
         let sh = self.shares.get(&t.key);
         self.stats.timer_costs.push(TimerCost {
-            timer: format!("{}!{} {}", t.key.0, t.key.1, t.key.2),
+            timer: name(&t.key),
             counted_ns: s
                 .map(|s| s.counted)
                 .or(sh.map(|s| s.counted))
@@ -1527,6 +1623,10 @@ mod tests {
         rare: bool,
         /// The functions whose calls were counted.
         counted: Vec<String>,
+        /// Whole call paths timed (with `paths`: their function profiled, ids from 400).
+        timed_paths: Vec<Vec<String>>,
+        /// Whole call paths can be timed.
+        paths: bool,
     }
 
     impl Fake {
@@ -1544,7 +1644,7 @@ mod tests {
             let Some((counted, timed)) = self.rates else {
                 return;
             };
-            let timer = self.born.keys().any(|id| *id < 300);
+            let timer = self.born.keys().any(|id| *id < 300 || *id >= 400);
             let per = if timer { timed } else { counted };
             let now = Fake::run();
             for (id, (calls, at)) in self.counters.iter_mut() {
@@ -1601,6 +1701,18 @@ mod tests {
             self.calls
                 .push((module.into(), caller.into(), callee.into()));
             Ok(200 + self.calls.len() as u32)
+        }
+        fn insert_path(&mut self, _: &str, path: &[String]) -> Result<u32, String> {
+            if !self.paths {
+                return Err("no profiles".into());
+            }
+            self.advance();
+            self.timed_paths.push(path.to_vec());
+            let id = 400 + self.timed_paths.len() as u32;
+            if self.rates.is_some() {
+                self.born.insert(id, Fake::run());
+            }
+            Ok(id)
         }
         fn read(&mut self, id: u32, _: i32) -> Result<TimerValue, String> {
             self.advance();
@@ -2227,5 +2339,212 @@ mod tests {
             stats.spent * 1e3 > 2.0 * TURN_CPU * 1000.0 * 0.1,
             "{stats:?}"
         );
+    }
+
+    /// Samples of `f`'s thread in `f` calling `hot` three times in four and `cold` the rest:
+    /// `hot` is `f`'s hottest callee.
+    fn hot_in_f(stacks: &std::sync::Mutex<super::super::stacks::Stacks>, tid: i32) {
+        use super::super::stacks::{Batch, FrameName, ThreadStack};
+        let frame = |name: &str| FrameName {
+            module: "m".into(),
+            function: name.into(),
+            main: true,
+        };
+        for i in 0..60u64 {
+            let callee = if i % 4 == 0 { "cold" } else { "hot" };
+            stacks.lock().unwrap().push(
+                Instant::now(),
+                Batch {
+                    stopped: std::time::Duration::ZERO,
+                    threads: vec![ThreadStack {
+                        tid,
+                        syscall: None,
+                        lock_name: None,
+                        frames: vec![frame(callee), frame("f")],
+                        pcs: vec![0x9000, 0x200],
+                        held: std::time::Duration::ZERO,
+                    }],
+                },
+            );
+        }
+    }
+
+    /// While a timer takes its turns nothing else goes in, even once its turns in have given
+    /// it a cost at the bound: going in or out during them, another timer would read as its.
+    /// (They overlapped: crunch's loop_1, entered once, read 2.4% to 4.9% of its thread's
+    /// time in `bench-consult`, unit's loop_1 taking turns beside it.)
+    #[test]
+    fn nothing_goes_in_while_a_timer_takes_its_turns() {
+        let (pid, f) = at_f();
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let beside = Experiment {
+            focus: f.with(Resource::Loop("loop_2".into())),
+            ..e.clone()
+        };
+        let mut fake = Fake {
+            rates: Some((40.0, 44.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        lab.stats.timer_ns = 20.0;
+        let t = lab.start(&e).unwrap();
+        assert!(lab.read(t).is_none(), "counting");
+        for turn in 1..TURNS {
+            compute((TURN_CPU * 1000.0) as u64 + 10);
+            lab.read(t);
+            assert_eq!(lab.predicted_cost(&beside), None, "turn {turn}");
+        }
+        compute((TURN_CPU * 1000.0) as u64 + 20);
+        lab.read(t).unwrap();
+        assert!(lab.predicted_cost(&beside).is_some());
+        lab.finish();
+    }
+
+    /// A timer still taking its turns when its experiment stops (the search's time is up) is
+    /// counted at what its turns measured, its turn going on then included: python3's loop_4
+    /// (a share of its thread's time, no entry counted) was counted at nothing.
+    #[test]
+    fn a_timer_stopped_in_its_turns_costs_what_they_measured() {
+        use std::sync::{Arc, Mutex};
+        let (pid, f) = at_f();
+        let tid = f.thread().unwrap() as i32;
+        let stacks = Arc::new(Mutex::new(super::super::stacks::Stacks::new(pid)));
+        let mut fake = Fake {
+            rates: Some((40.0, 50.0)),
+            rare: true,
+            ..Fake::default()
+        };
+        let stats = {
+            let mut lab = ProbeLab::new(
+                pid,
+                ProcLab::with_stacks(pid, stacks.clone()),
+                Some(&mut fake),
+            );
+            lab.stats.timer_ns = 20.0;
+            lab.stats.count_ns = 0.0;
+            let function = Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.clone(),
+            };
+            lab.start(&function).unwrap();
+            hot_in_f(&stacks, tid);
+            let e = Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.with(Resource::Loop("loop_1".into())),
+            };
+            let t = lab.start(&e).unwrap();
+            // Out, in, out; then halfway through its second turn in, the search ends.
+            assert!(lab.read(t).is_none(), "counting");
+            for turn in 1..4 {
+                compute((TURN_CPU * 1000.0) as u64 + 10);
+                assert!(lab.read(t).is_none(), "turn {turn}");
+            }
+            compute((TURN_CPU * 500.0) as u64);
+            lab.finish()
+        };
+        let [cost] = stats.timer_costs.as_slice() else {
+            panic!("{stats:?}");
+        };
+        let share = cost.share.unwrap_or(0.0);
+        assert!(cost.in_situ && (0.1..0.3).contains(&share), "{stats:?}");
+        // A fifth of the thread's time in its turns in: 1.5 turns.
+        let least = 1.5 * TURN_CPU * 0.1;
+        assert!(stats.spent > least, "{stats:?}");
+        assert_eq!(fake.born.len(), 0, "every probe out");
+        assert_eq!(stats.inserted, stats.removed, "{stats:?}");
+    }
+
+    /// A whole call path's timer (a profile of its function, which runs at every call of
+    /// it, and costs more than a loop's timer) takes turns beside a counter of the function's
+    /// calls as a loop's does, and is counted at what it adds per call, above the loop
+    /// timer's bound where it costs more. (It was counted at the bound.)
+    #[test]
+    fn a_call_paths_timer_costs_what_it_adds_per_call() {
+        let (pid, f) = at_f();
+        let mut code = f.clone();
+        code.0[3] = Resource::Code("hot".into());
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: code.with(Resource::CallPath(vec!["main".into(), "hot".into()])),
+        };
+        let mut fake = Fake {
+            rates: Some((40.0, 44.0)),
+            paths: true,
+            ..Fake::default()
+        };
+        let stats = {
+            let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+            lab.stats.timer_ns = 2.0;
+            lab.stats.count_ns = 0.0;
+            let t = lab.start(&e).unwrap();
+            assert_eq!(lab.method(t), Method::PathProbe);
+            take_turns(&mut lab, t);
+            compute((TURN_CPU * 1000.0) as u64 + 20);
+            lab.read(t).unwrap();
+            lab.finish()
+        };
+        assert_eq!(fake.counted, ["hot"]);
+        assert_eq!(fake.timed_paths.len(), TURNS / 2, "{:?}", fake.timed_paths);
+        let [cost] = stats.timer_costs.as_slice() else {
+            panic!("{stats:?}");
+        };
+        assert!(cost.in_situ && (3.0..5.5).contains(&cost.ns), "{stats:?}");
+    }
+
+    /// A turn during which another timer comes out (its experiment judged) is not counted:
+    /// the thread's rate changed by that timer's cost, which would read as this one's.
+    #[test]
+    fn a_turn_another_timer_comes_out_in_is_not_counted() {
+        let (pid, f) = at_f();
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let other = Experiment {
+            focus: f.with(Resource::Loop("loop_2".into())),
+            ..e.clone()
+        };
+        // 40 ns of the thread's time per call with no timer in, 44 with any.
+        let mut fake = Fake {
+            rates: Some((40.0, 44.0)),
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        lab.stats.timer_ns = 20.0;
+        lab.stats.count_ns = 0.0;
+        // loop_2's cost is known: it goes in with no turns.
+        let known = InSitu {
+            counted: 40.0,
+            timed: 44.0,
+            ns: 4.0,
+        };
+        lab.in_situ
+            .insert(("m".into(), "f".into(), "loop_2".into()), known);
+        let o = lab.start(&other).unwrap();
+        let t = lab.start(&e).unwrap();
+        // loop_2 comes out near the end of loop_1's first turn (out), which then ends (by its
+        // thread's CPU time, however long it took on a loaded machine).
+        compute((TURN_CPU * 900.0) as u64);
+        lab.stop(o);
+        compute((TURN_CPU * 100.0) as u64 + 10);
+        assert!(lab.read(t).is_none(), "counting");
+        for turn in 2..TURNS {
+            compute((TURN_CPU * 1000.0) as u64 + 10);
+            let r = lab.read(t);
+            assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
+        }
+        compute((TURN_CPU * 1000.0) as u64 + 20);
+        lab.read(t).unwrap();
+        let stats = lab.finish();
+        let cost = stats
+            .timer_costs
+            .iter()
+            .find(|c| c.timer.ends_with("loop_1"))
+            .unwrap();
+        // 4 ns; counted, the turn would have made it 3.3.
+        assert!(cost.in_situ && (3.7..4.5).contains(&cost.ns), "{stats:?}");
     }
 }

@@ -748,6 +748,8 @@ impl Patcher {
         // move of every later site each time, minutes for `coverage '*'` on a large program.
         let mut rest = std::mem::take(self.applied.edit()).into_iter();
         let mut result: Result<(), PatchError> = Ok(());
+        // Copies of whole functions that lost a snippet and keep others: planned again below.
+        let mut copies: Vec<Applied> = Vec::new();
         for mut a in rest.by_ref() {
             let before = a.requests.len();
             a.requests.retain(|r| !gone(r));
@@ -755,6 +757,11 @@ impl Patcher {
             removed += before - after;
             if after == before {
                 self.applied.edit().push(a);
+            } else if after > 0
+                && a.site.tactic == Tactic::RelocateFunction
+                && !a.requests.iter().any(|r| edge::from_caller(view, &r.point))
+            {
+                copies.push(a);
             } else if after == 0 {
                 result = a
                     .originals
@@ -778,8 +785,58 @@ impl Patcher {
         for a in self.applied.iter() {
             self.claimed.add(&a.site);
         }
+        for a in copies {
+            result = match result {
+                Ok(()) => self.uncopy(view, space, a),
+                Err(e) => {
+                    self.claimed.add(&a.site);
+                    self.applied.edit().push(a);
+                    Err(e)
+                }
+            };
+        }
         self.forget_unused();
         result.map(|()| removed)
+    }
+
+    /// Puts back the whole-function copy `a` (taken out of the list, its claims too) with the
+    /// snippets it keeps after a removal: in sites of their own when they can all have one
+    /// with a jump (the copy was for a point now gone), else as the copy again.
+    ///
+    /// A copy costs where its snippets do not run: each call in it returns to the original,
+    /// which jumps back, mispredicted. Python3's loop_4 of `_PyEval_EvalFrameDefault`, whose
+    /// exit has no room for a jump, copied the interpreter, 25% of its time; kept for a
+    /// counter of the function's calls left in after the timer came out, that went on with
+    /// nothing to show for it (`consult`'s turns measured the timer against it).
+    fn uncopy(
+        &mut self,
+        view: &dyn CodeView,
+        space: &mut dyn AddressSpace,
+        a: Applied,
+    ) -> Result<(), PatchError> {
+        let points: Vec<Point> = a.requests.iter().map(|r| r.point.clone()).collect();
+        let Planned { sites, refused } = self.plan(view, &points);
+        let cheaper = refused.is_empty()
+            && sites
+                .iter()
+                .all(|s| !matches!(s.tactic, Tactic::RelocateFunction | Tactic::Trap));
+        if !cheaper {
+            self.claimed.add(&a.site);
+            self.applied.edit().push(a);
+            return self.relay(view, space, self.applied.len() - 1);
+        }
+        a.originals
+            .iter()
+            .rev()
+            .try_for_each(|(at, bytes)| space.write(*at, bytes))?;
+        space.end_change();
+        self.retire(a.tramp);
+        let mut by_addr: HashMap<u64, Vec<&Request>> = HashMap::new();
+        for r in &a.requests {
+            by_addr.entry(r.point.addr.0).or_default().push(r);
+        }
+        let mut gone = vec![false; self.applied.len()];
+        self.write_sites(view, space, sites, &by_addr, &mut gone)
     }
 
     /// Where the code standing for the original instruction at `orig` starts in its current

@@ -124,12 +124,19 @@ the time it waited), which counts alone until then and where the cycles disagree
 timers cost \
 their entries times a timed entry's cost. That cost is measured where the timer runs: the \
 first time a timer goes in, it is taken out and put back by turns (6 turns of 40 ms of its \
-thread's CPU time, out first) beside a counter of its function's calls, and what it adds to \
-the thread's CPU time per call, times the calls per entry, is its cost, capped by the bound \
-the search measures as it starts (the timer's instructions run back to back in gsh, their \
-whole latency; inside a loop bound by its own dependency chain they run beside the loop's \
-work, and cost a fifth of that). The bound counts during the turns, for a function called too \
-rarely or rates too noisy to tell, and for a whole path's timer. The time the \
+thread's CPU time, out first, while no other timer goes in; a turn another comes out in is \
+not counted) beside a counter of its function's calls, and what it adds to the thread's CPU \
+time per call, times the calls per entry, is its cost, capped by the bound the search measures as it starts (the timer's \
+instructions run back to back in gsh, their whole latency; inside a loop bound by its own \
+dependency chain they run beside the loop's work, and cost a fifth of that). A whole path's \
+timer (a profile of its function, run at every call of it) costs what it adds per call, with \
+no cap. Where the function is called too rarely to tell (an interpreter's loop, entered once), \
+the turns count the calls of its hottest callee by the stack samples too, and the timer costs \
+the share of its thread's time it adds per such call; so does a timer whose placement slows \
+code it does not time (a loop exit with no room for a jump has the whole function run from a \
+copy, where each call returns through the original: the copy goes with the timer). The bound \
+counts during the turns and where the rates are too noisy to tell; turns cut short (the \
+search ends) count at what they measured. The time the \
 program's threads were held stopped (\"stopped\", a share of the wall time: at each sample the \
 mean over its threads of the time each was held), the samples taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \

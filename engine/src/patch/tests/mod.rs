@@ -756,6 +756,72 @@ fn a_looping_entry_is_entered_once_per_call() {
     );
 }
 
+/// A function copied whole for one point and keeping another's snippet when that point's goes
+/// gets its own code back, the other point a site of its own: the copy costs where nothing
+/// is measured (each call in it returns to the original, which jumps back; python3's
+/// interpreter copied for a loop timer's exit lost 25% of its speed), and it stayed for as
+/// long as any snippet of the function did (a counter beside the timer).
+#[test]
+fn a_functions_copy_goes_with_the_point_that_needed_it() {
+    let mut fx = Fixture::new("uncopy", "-O2", PatchOptions::default());
+    let before: Vec<i32> = (0..10).map(|x| fx.f1("spin_entry")(x)).collect();
+    let m = fx.session.main().expect("module");
+    let request = |fx: &Fixture, tag: u32, p: &Point, source: &str| Request {
+        tag,
+        point: p.clone(),
+        source: source.into(),
+        env: Arc::new(fx.env(p.kind.snippet_kind())),
+    };
+    let x = fx.points("spin_entry", &exits());
+    let exit: Vec<Request> = x.iter().map(|p| request(&fx, 2, p, "n1++;")).collect();
+    let r = fx.patcher.insert(m, &mut fx.space, &exit).expect("exit");
+    assert!(
+        r.points
+            .iter()
+            .all(|p| p.tactic != Tactic::RelocateFunction),
+        "{r:?}"
+    );
+    let e = fx.points("spin_entry", &entry());
+    let entry = [request(&fx, 1, &e[0], "n0++;")];
+    let r = fx.patcher.insert(m, &mut fx.space, &entry).expect("entry");
+    assert_eq!(r.points[0].tactic, Tactic::RelocateFunction, "{r:?}");
+    let copied = fx.patcher.tactic_counts();
+    assert_eq!(
+        copied.get(&Tactic::RelocateFunction),
+        Some(&1),
+        "{copied:?}"
+    );
+    let during: Vec<i32> = (0..10).map(|x| fx.f1("spin_entry")(x)).collect();
+    assert_eq!(during, before);
+    assert_eq!((fx.counter(0), fx.counter(1)), (10, 10));
+
+    // The entry's snippet goes: the exit's stays, in a site of its own.
+    assert_eq!(fx.patcher.remove(m, &mut fx.space, 1).expect("remove"), 1);
+    let counts = fx.patcher.tactic_counts();
+    assert!(
+        !counts.contains_key(&Tactic::RelocateFunction) && !counts.is_empty(),
+        "{counts:?}"
+    );
+    let after: Vec<i32> = (0..10).map(|x| fx.f1("spin_entry")(x)).collect();
+    assert_eq!(after, before);
+    assert_eq!((fx.counter(0), fx.counter(1)), (10, 20));
+    fx.patcher
+        .remove(m, &mut fx.space, 2)
+        .expect("remove the exit's");
+    assert!(fx.patcher.is_empty());
+    let f = m
+        .functions()
+        .by_name("spin_entry")
+        .next()
+        .expect("spin_entry");
+    let now = fx
+        .space
+        .read(RuntimeAddr(fx.lib.sym("spin_entry")), f.size as usize)
+        .expect("read");
+    let original = m.binary.bytes_at(f.addr, f.size).expect("bytes").to_vec();
+    assert_eq!(now, original, "spin_entry's bytes are the file's");
+}
+
 /// A looping entry in a function with a jump table (`spin_switch`, whose cases loop back to
 /// its first instruction): the function is copied whole and its table read from a private
 /// copy leading into the copy, so its entry counts once per call and its exits once per
