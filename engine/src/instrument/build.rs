@@ -232,14 +232,22 @@ pub fn drop_trapped_probes(patcher: &Patcher, module: &Module, built: &mut Built
     if trapped.is_empty() {
         return;
     }
-    let (dropped, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut built.requests)
-        .into_iter()
-        .partition(|r| tags.contains(&r.tag) && trapped.contains_key(&r.point.addr.0));
-    built.requests = kept;
-    for r in dropped {
-        let why = &trapped[&r.point.addr.0];
+    drop(planned);
+    drop(probes);
+    // In place: a partition into two new lists held a second copy of every request (cc1's
+    // `coverage '*'` has 1.35 million).
+    let mut dropped = Vec::new();
+    built.requests.retain(|r| {
+        let trap = tags.contains(&r.tag) && trapped.contains_key(&r.point.addr.0);
+        if trap {
+            dropped.push(r.point.clone());
+        }
+        !trap
+    });
+    for point in dropped {
+        let why = &trapped[&point.addr.0];
         built.skipped.push((
-            r.point,
+            point,
             format!("only a trap could reach it, and coverage takes no traps: {why}"),
         ));
     }
