@@ -34,6 +34,8 @@ pub const COUNT: &str = "gsh_rt_count";
 pub const SET_OUTPUT: &str = "gsh_rt_set_output";
 /// `i32 gsh_rt_write(const char* path)`.
 pub const WRITE: &str = "gsh_rt_write";
+/// `void gsh_rt_unloading(i32 on)`: [`sig::Unloading`].
+pub const UNLOADING: &str = "gsh_rt_unloading";
 
 /// The event functions generated code calls, in the order of the measuring descriptor's `fns`
 /// cells (`crate::descriptor::Descriptor::fns`).
@@ -158,6 +160,10 @@ pub mod sig {
     pub type Count = extern "C" fn(slot: u32);
     /// [`super::SET_OUTPUT`] and [`super::WRITE`].
     pub type Output = unsafe extern "C" fn(path: *const core::ffi::c_char) -> i32;
+    /// [`super::UNLOADING`]: with `on` non-zero, the library's unloading (`dlclose`) gives
+    /// back what the runtime holds in the process (its pthread key, arena, fork handler,
+    /// unwind tables); with 0, its unloading at the process's exit does not.
+    pub type Unloading = extern "C" fn(on: i32);
     /// [`super::ROOT_FN`].
     pub type RootFn = extern "C" fn() -> *const Root;
     /// [`super::ABI_VERSION_FN`].

@@ -19,6 +19,7 @@ pub mod path;
 pub mod sys;
 pub mod thread;
 pub mod tls;
+pub mod unload;
 
 pub use gsh_rt_abi::layout;
 pub use layout::ABI_VERSION;
@@ -36,6 +37,7 @@ const _: () = {
     let _: sig::Count = events::gsh_rt_count;
     let _: sig::Output = output::gsh_rt_set_output;
     let _: sig::Output = output::gsh_rt_write;
+    let _: sig::Unloading = unload::gsh_rt_unloading;
     let _: [sig::Timer; 10] = [
         events::gsh_rt_enter,
         events::gsh_rt_exit,

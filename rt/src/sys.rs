@@ -8,6 +8,7 @@ const SYS_READ: u64 = 0;
 const SYS_OPEN: u64 = 2;
 const SYS_CLOSE: u64 = 3;
 const SYS_MMAP: u64 = 9;
+const SYS_MUNMAP: u64 = 11;
 const SYS_FTRUNCATE: u64 = 77;
 const SYS_GETTID: u64 = 186;
 const SYS_GETPID: u64 = 39;
@@ -106,6 +107,15 @@ pub fn mmap_private_over(at: *mut u8, len: usize, fd: i32, offset: u64) -> bool 
         )
     };
     ret == at as i64
+}
+
+/// Unmaps `[at, at + len)`.
+///
+/// # Safety
+/// Nothing may use that memory afterwards.
+pub unsafe fn munmap(at: u64, len: u64) {
+    // SAFETY: the caller guarantees the range is no longer used; a failure unmaps nothing.
+    unsafe { syscall6(SYS_MUNMAP, [at, len, 0, 0, 0, 0]) };
 }
 
 /// The calling process's id.

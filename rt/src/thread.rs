@@ -219,6 +219,43 @@ fn arena_header<'a>() -> Option<&'a ArenaHeader> {
     Some(unsafe { &*(at as *const ArenaHeader) })
 }
 
+/// Gives back what the threads' blocks hold in the process, for the library's unloading once
+/// no code uses it any more (`unload.rs`): the pthread key (whose destructor is this
+/// library's code), every chunk of the arena and its memfd. The mutator keeps its own
+/// descriptor of the memfd, so the values stay readable there.
+pub fn give_back() {
+    let key = KEY.swap(u32::MAX, Relaxed);
+    if key != u32::MAX {
+        // SAFETY: `key` came from pthread_key_create; deleting it runs no destructor.
+        unsafe { libc::pthread_key_delete(key) };
+    }
+    let Some(h) = arena_header() else {
+        return;
+    };
+    let r = &GSH_RT_ROOT;
+    let fd = r.arena_fd.swap(-1, Relaxed);
+    let bs = h.block_size;
+    let n = (h.chunk_count.load(Acquire) as usize).min(ARENA_CHUNKS);
+    let head = r.arena.swap(0, Release);
+    // The first chunk last: it holds the header this loop reads. It is mapped with the header
+    // in front of its blocks.
+    for c in h.chunks[..n].iter().rev() {
+        let (first, count, addr) = (
+            c.first.load(Relaxed),
+            c.count.load(Relaxed),
+            c.addr.load(Relaxed),
+        );
+        let (at, len) = match first {
+            0 => (head, ARENA_HEADER_BYTES + count * bs),
+            _ => (addr, count * bs),
+        };
+        // SAFETY: no code of the process reaches the arena any more: the probes are gone, no
+        // thread is in the runtime, and the key whose destructor marked blocks is deleted.
+        unsafe { sys::munmap(at, len) };
+    }
+    sys::close(fd);
+}
+
 /// A number from the environment, read without allocating (malloc may be the very function
 /// being measured).
 fn env_number(name: &std::ffi::CStr) -> Option<u64> {

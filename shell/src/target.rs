@@ -114,7 +114,10 @@ impl Target {
     /// started is killed.
     pub fn finish(self) -> Result<()> {
         let pid = self.pid();
-        let left = self.inferior.finish()?;
+        let (left, notes) = self.inferior.finish()?;
+        for n in notes {
+            eprintln!("{n}");
+        }
         if !left.is_empty() {
             eprintln!("{}", differences(pid, &left));
         }

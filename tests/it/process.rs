@@ -1396,16 +1396,34 @@ fn a_replaced_executable_is_instrumented_from_the_file_the_process_runs() {
 }
 
 /// `status` tells what `attach` found of an earlier session (its runtime, still loaded, and
-/// the memory pools reused), not only the notes printed at attach. It failed before: no
-/// "Earlier gsh" field.
+/// the memory pools it kept), not only the notes printed at attach. It failed before: no
+/// "Earlier gsh" field. The earlier gsh is killed while attached: one that detaches leaves
+/// nothing to find.
 #[test]
 fn status_tells_what_an_earlier_session_left() {
     let (guard, mut out) = spawn_live(1);
     let pid = guard.0.id() as i32;
-    let first = gsh_tests::Gsh::new()
-        .args(["-c", &format!("attach {pid}; count add3; detach")])
-        .run();
-    first.assert_success();
+    let mut first = Command::new(gsh_tests::Gsh::binary())
+        .args([
+            "-c",
+            &format!("attach {pid}; count add3; continue &; echo inserted; sleep 30"),
+        ])
+        .arg(live())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gsh");
+    let mut said = std::io::BufReader::new(first.stdout.take().expect("gsh stdout"));
+    let mut line = String::new();
+    while line != "inserted\n" {
+        line.clear();
+        assert!(
+            said.read_line(&mut line).expect("gsh output") > 0,
+            "gsh ended"
+        );
+    }
+    first.kill().expect("kill gsh");
+    let _ = first.wait();
     let second = gsh_tests::Gsh::new()
         .args(["-c", &format!("attach {pid}; status; detach")])
         .run();
@@ -1419,7 +1437,7 @@ fn status_tells_what_an_earlier_session_left() {
         line.contains("gsh's runtime") && line.contains("is loaded from an earlier session"),
         "{line}"
     );
-    assert!(line.contains("reusing"), "{line}");
+    assert!(line.contains("did not detach"), "{line}");
     // A fresh process says nothing of earlier sessions.
     let (fresh, _fresh_out) = spawn_live(1);
     let o = gsh_tests::Gsh::new()

@@ -139,6 +139,9 @@ pub struct Detached {
     pub kept: Option<Reading>,
     /// Places of the code that differ from the files, or why letting go failed.
     pub left: Result<Vec<TextChange>>,
+    /// What of gsh stays in the process besides code, and why (a runtime or memory pool a
+    /// thread is still in).
+    pub notes: Vec<String>,
 }
 
 /// A frame of a stopped thread, handed to the closure of [`Inferior::frame`]: its scope
@@ -333,23 +336,25 @@ impl Inferior {
     }
 
     /// Ends control: an attached process gets its original code back and runs on; one gsh
-    /// started is killed. Returns the code that still differs from the files (not gsh's).
-    pub fn finish(self) -> Result<Vec<TextChange>> {
+    /// started is killed. Returns the code that still differs from the files (not gsh's), and
+    /// what of gsh stays in the process besides code (see [`Detached::notes`]).
+    pub fn finish(self) -> Result<(Vec<TextChange>, Vec<String>)> {
         if self.gone.is_some() {
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         let started = self.started;
         self.tracer
-            .with(move |p, live| -> Result<Vec<TextChange>> {
+            .with(move |p, live| -> Result<(Vec<TextChange>, Vec<String>)> {
                 // Ended since the events were read: nothing to kill, nothing to restore.
                 if !p.state().is_alive() {
-                    return Ok(Vec::new());
+                    return Ok(Default::default());
                 }
                 if started {
                     p.kill()?;
-                    return Ok(Vec::new());
+                    return Ok(Default::default());
                 }
-                Ok(live.let_go(p)?)
+                let left = live.let_go(p)?;
+                Ok((left, std::mem::take(&mut live.messages)))
             })?
     }
 
@@ -359,7 +364,8 @@ impl Inferior {
         self.job(|p, live| {
             let kept = kept_reading(p, live);
             let left = live.let_go(p).map_err(Into::into);
-            Ok(Detached { kept, left })
+            let notes = std::mem::take(&mut live.messages);
+            Ok(Detached { kept, left, notes })
         })
     }
 

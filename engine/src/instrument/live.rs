@@ -388,6 +388,10 @@ impl<'p> LiveSpace<'p> {
     }
 }
 
+/// How many times `let_go` looks for a moment when no thread of a running process is in gsh's
+/// code (2 ms apart) before it gives back only what no thread is in.
+const LET_GO_TRIES: u32 = 50;
+
 /// How often a job that works while the process runs serves its stops (see [`Server`]): a
 /// thread that runs into a trap site waits at most about this long, and a `waitpid` costs a
 /// microsecond.
@@ -1452,8 +1456,9 @@ impl Live {
     /// Ends the session on `p` leaving its code as the files have it: every request and
     /// breakpoint taken out, whatever else of gsh's differs from the files (an earlier, killed
     /// session's jumps) put back, the `r_brk` hook removed, then the process detached. When
-    /// no change of gsh's is left, gsh's memory in the process is marked released for the
-    /// next session to reuse. Returns what still differs from the files.
+    /// no change of gsh's is left, gsh's runtime is unloaded and its memory pools unmapped
+    /// where no thread is in them (`unload.rs`, [`Process::let_go_of_pools`]); what stays is
+    /// said in [`Live::messages`]. Returns what still differs from the files.
     pub fn let_go(&mut self, p: &mut Process) -> Result<Vec<TextChange>, LiveError> {
         // A running process keeps running while the requests come out, in short pauses
         // ([`Live::commit`]); what could not come out is tried again with it stopped.
@@ -1477,11 +1482,57 @@ impl Live {
         })?;
         let left = p.text_changes()?;
         if !left.iter().any(|c| c.kind.is_gsh()) {
-            // A word in each pool's header, which no thread runs.
-            p.release_pools()?;
+            // No code jumps to gsh's any more: the runtime and the pools go where no thread is
+            // in them, the pool holding the injection stub last. A running thread still in a
+            // trampoline leaves it within microseconds, so a running process is let run a
+            // moment, a few times, until none is.
+            let running = p.state() == crate::process::State::Running;
+            let mut tries = 0;
+            let notes = loop {
+                tries += 1;
+                let wait = running && tries < LET_GO_TRIES;
+                let done = Live::paused(p, |p| {
+                    // A signal the halt caught (a forking program's SIGCHLD) is kept for the
+                    // resume, so its thread can run the injected calls.
+                    let _ = p.serve_in_job(&|rip| self.trap_site(rip));
+                    if wait && (!p.can_inject() || super::unload::gsh_code_in_use(p)?) {
+                        return Ok(None);
+                    }
+                    Live::let_go_of_memory(p).map(Some)
+                })?;
+                match done {
+                    Some(notes) => break notes,
+                    None => std::thread::sleep(Duration::from_millis(2)),
+                }
+            };
+            self.messages.extend(notes);
         }
         p.detach()?;
         Ok(left)
+    }
+
+    /// Unloads the runtime and unmaps the pools where no thread is in them; notes what stays.
+    fn let_go_of_memory(p: &mut Process) -> Result<Vec<String>, LiveError> {
+        let mut notes = super::unload::unload_runtimes(p)?;
+        let pools = p.let_go_of_pools()?;
+        if pools.released > 0 {
+            let (n, it) = match pools.released {
+                1 => ("s", "it"),
+                _ => ("", "them"),
+            };
+            let why = match &pools.failed {
+                Some(e) => format!("gsh could not unmap {it} ({e})"),
+                None => format!("a thread is still in {it} (or returns into {it})"),
+            };
+            notes.push(format!(
+                "note: {} of gsh's memory pools ({} KiB) stay{n} mapped in process {}: {why}; \
+                 a later gsh session reuses {it}",
+                pools.released,
+                pools.released_bytes >> 10,
+                p.pid(),
+            ));
+        }
+        Ok(notes)
     }
 
     /// Sets a breakpoint at a point (runtime address of the original instruction).

@@ -22,6 +22,7 @@ pub use request::{LoopAt, Plan, PointSpec, Request, RequestError, Where};
 pub mod sampling;
 pub mod save;
 mod source;
+pub mod unload;
 
 pub use save::{save, SaveError, SaveReport};
 pub mod eval;

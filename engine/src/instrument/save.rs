@@ -316,6 +316,7 @@ pub fn save_with(
     };
     let options = PatchOptions {
         allow_traps: hook.is_ok(),
+        one_shot: true,
         ..PatchOptions::default()
     };
     let mut patcher = Patcher::new(0, options);

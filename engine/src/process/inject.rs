@@ -92,6 +92,11 @@ enum SaveInsn {
 }
 
 impl Stub {
+    /// An address inside the stub (its system call entry), to tell which pool holds it.
+    pub(super) fn inside(&self) -> u64 {
+        self.syscall
+    }
+
     /// The stub's code at `at`, and where its parts are.
     fn at(at: u64, save: SaveInsn) -> Result<(Stub, Vec<u8>), iced_x86::IcedError> {
         let (code, syscall, call, done) = assemble_stub(at, save)?;
@@ -482,6 +487,12 @@ impl Process {
                     .wrapping_add(ph.p_memsz(endian))
             })
             .collect()
+    }
+
+    /// Whether a thread can run injected code now (one is plainly stopped, no stop of its
+    /// own still to handle): else a call or system call fails saying why.
+    pub fn can_inject(&self) -> bool {
+        self.inject_thread().is_ok()
     }
 
     /// The thread injections run on: the leader when it is plainly stopped, else another.
@@ -1295,6 +1306,35 @@ impl Process {
             self.c_string(msg)?
         };
         Err(ProcessError::Dlopen { path: abs, detail })
+    }
+
+    /// Unloads the library the process maps from `path` (as its maps name it): takes a handle
+    /// with `dlopen(path, RTLD_NOW | RTLD_NOLOAD)` and closes it twice, until `dlopen` no
+    /// longer finds it (each session that loaded it holds a reference) or `dlclose` refuses
+    /// (a library the program itself needs: `ld.so` keeps it). Returns whether it is gone
+    /// from the process's maps. Call it only once nothing runs or returns into its code.
+    pub fn unload_library(&mut self, path: &Path) -> Result<bool, ProcessError> {
+        self.alive("unloading a library")?;
+        let dlopen = self.dynamic_symbol("dlopen")?;
+        let dlclose = self.dynamic_symbol("dlclose")?;
+        let mut text = path.as_os_str().as_encoded_bytes().to_vec();
+        text.push(0);
+        let at = self.allocate(dlopen, text.len() as u64, AllocKind::Data)?;
+        self.write(at, &text)?;
+        let what = format!("dlclose of {}", path.display());
+        // Bounded: each round drops one reference (64 sessions' worth).
+        for _ in 0..64 {
+            let flags = libc::RTLD_NOW | libc::RTLD_NOLOAD;
+            let handle = self.call_named(&what, dlopen, &[at, flags as u64])?;
+            if handle == 0 {
+                break;
+            }
+            self.call_named(&what, dlclose, &[handle])?;
+            if self.call_named(&what, dlclose, &[handle])? as i32 != 0 {
+                break;
+            }
+        }
+        Ok(!self.modules()?.iter().any(|m| m.path == path))
     }
 
     /// The NUL-terminated string at `addr` (at most 4 KiB).

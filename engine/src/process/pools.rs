@@ -1,16 +1,19 @@
 //! gsh's memory in a process: pools mapped near the code with an injected `mmap` (read+exec
 //! for code, written through /proc/PID/mem; read+write for data; never both), sub-allocated
-//! upwards and never unmapped. An inaccessible page before each pool keeps the process's own
-//! memory from joining the pool's mapping in front of it.
+//! upwards, unmapped only when gsh lets the process go. An inaccessible page before each pool
+//! keeps the process's own memory from joining the pool's mapping in front of it.
+//!
+//! A session that detaches with the files' code back ([`Process::let_go_of_pools`]) unmaps
+//! every pool, guard page included, that no thread is in: no thread's `rip` or other register
+//! is in it and no word on a thread's stack points into it (a signal frame or a return address
+//! into a trampoline). The rest, which nothing jumps to any more, it marks *released*.
 //!
 //! Each pool begins with a header (magic, version, kind, size, state), so a later session
-//! recognises gsh's memory in the process. A pool whose session detached with the files' code
-//! back ([`Process::release_pools`]) is *released*: nothing jumps to it any more, and the next
-//! session reuses it from its start, unless a thread's `rip` is in it or a word on a thread's
-//! stack points into it (a signal frame or a return address into a trampoline). A pool whose
-//! session ended otherwise (gsh was killed) may still be jumped to, so it is kept as it is
-//! until the code is put back (`attach --clean`, then [`Process::reclaim_kept_pools`]). So
-//! sessions one after another map no more memory than one did.
+//! recognises gsh's memory in the process. The next session reuses a released pool from its
+//! start, by the same rule. A pool whose session ended otherwise (gsh was killed) may still be
+//! jumped to, so it is kept as it is until the code is put back (`attach --clean`, then
+//! [`Process::reclaim_kept_pools`]). So sessions one after another map no more memory than one
+//! did.
 
 use super::control::Process;
 use super::error::ProcessError;
@@ -112,6 +115,22 @@ pub struct EarlierPools {
     pub kept_bytes: u64,
 }
 
+/// What [`Process::let_go_of_pools`] did with gsh's pools.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolsLetGo {
+    /// Pools unmapped.
+    pub unmapped: usize,
+    /// Their bytes.
+    pub unmapped_bytes: u64,
+    /// Pools a thread is still in, left mapped and released for a later session.
+    pub released: usize,
+    /// Their bytes.
+    pub released_bytes: u64,
+    /// Why the pools from some point on were released rather than unmapped: the `munmap`
+    /// could not be injected (no thread could run it) or failed.
+    pub failed: Option<String>,
+}
+
 fn within(near: u64, start: u64, size: u64) -> bool {
     crate::space::within_rel32(near, start) && crate::space::within_rel32(near, start + size)
 }
@@ -156,15 +175,90 @@ impl Process {
         Ok(self.pools.earlier)
     }
 
-    /// Marks every pool of this session (and every one it found) released: call it once no
-    /// code jumps into any of them (the files' code is back, the `r_brk` hook removed), just
-    /// before detaching. The next session reuses them.
-    pub fn release_pools(&mut self) -> Result<(), ProcessError> {
-        for p in &self.pools.pools {
-            self.mem
-                .write(p.start + STATE_AT, &RELEASED.to_le_bytes())?;
+    /// Gives back every pool of this session (and every one it found): call it once no code
+    /// jumps into any of them (the files' code is back, the `r_brk` hook removed, the runtime
+    /// unloaded or not), with every thread stopped, just before detaching. A pool no thread is
+    /// in (the rule for reusing one) is unmapped with its guard page; the rest are marked
+    /// released, for a later session to reuse.
+    pub fn let_go_of_pools(&mut self) -> Result<PoolsLetGo, ProcessError> {
+        self.alive("unmapping gsh's memory")?;
+        let mut done = PoolsLetGo::default();
+        if self.pools.pools.is_empty() {
+            return Ok(done);
         }
-        Ok(())
+        let ranges: Vec<(u64, u64)> = self
+            .pools
+            .pools
+            .iter()
+            .map(|p| (p.start, p.start + p.size))
+            .collect();
+        let busy = self.stopped(|p| p.ranges_in_use(&ranges))?;
+        let maps = maps::read_maps(self.pid)?;
+        let stub = self.pools.stub.map(|s| s.inside());
+        let mut unmapped = vec![false; ranges.len()];
+        let holds_stub = |p: &Pool| stub.is_some_and(|s| (p.start..p.start + p.size).contains(&s));
+        // The pool holding the injection stub goes last, its `munmap` through a stub written
+        // elsewhere for it: the stub cannot unmap the page it returns to.
+        let mut order: Vec<usize> = (0..ranges.len()).filter(|&i| !busy[i]).collect();
+        order.sort_by_key(|&i| holds_stub(&self.pools.pools[i]));
+        for &i in &order {
+            let p = self.pools.pools[i];
+            if holds_stub(&p) {
+                self.pools.stub = None;
+            }
+            // Its guard page, when the page before it is still an inaccessible anonymous one.
+            let guarded = maps.iter().any(|m| {
+                (m.start..m.end).contains(&(p.start - GUARD))
+                    && m.name.is_empty()
+                    && m.inode == 0
+                    && !(m.read || m.write || m.exec)
+            });
+            let from = if guarded { p.start - GUARD } else { p.start };
+            match self.syscall(libc::SYS_munmap, &[from, p.start + p.size - from]) {
+                Ok(0) => {}
+                got => {
+                    done.failed = Some(match got {
+                        Ok(e) => std::io::Error::from_raw_os_error(-e as i32).to_string(),
+                        Err(e) => e.to_string(),
+                    });
+                    break;
+                }
+            }
+            unmapped[i] = true;
+            done.unmapped += 1;
+            done.unmapped_bytes += p.size;
+        }
+        // What is left is released; what was unmapped is forgotten.
+        for (i, p) in self.pools.pools.iter().enumerate() {
+            if !unmapped[i] {
+                self.mem
+                    .write(p.start + STATE_AT, &RELEASED.to_le_bytes())?;
+                done.released += 1;
+                done.released_bytes += p.size;
+            }
+        }
+        let mut i = 0;
+        self.pools.pools.retain(|_| {
+            i += 1;
+            !unmapped[i - 1]
+        });
+        Ok(done)
+    }
+
+    /// Where gsh's pools are, as `(start, end)`.
+    pub fn pool_ranges(&self) -> Vec<(u64, u64)> {
+        self.pools
+            .pools
+            .iter()
+            .map(|p| (p.start, p.start + p.size))
+            .collect()
+    }
+
+    /// [`Process::ranges_in_use`] with every thread stopped, for code gsh may free besides its
+    /// pools (the runtime library's).
+    pub fn in_use(&mut self, ranges: &[(u64, u64)]) -> Result<Vec<bool>, ProcessError> {
+        self.alive("looking for threads in gsh's code")?;
+        self.stopped(|p| p.ranges_in_use(ranges))
     }
 
     /// Makes the pools an earlier, killed session left usable again, once the code is as the
@@ -186,7 +280,7 @@ impl Process {
                 (p.start, p.start + p.size)
             })
             .collect();
-        let busy = self.stopped(|p| p.pools_in_use(&ranges))?;
+        let busy = self.stopped(|p| p.ranges_in_use(&ranges))?;
         let mut n = 0;
         for (&i, busy) in kept.iter().zip(busy) {
             if !busy {
@@ -244,7 +338,7 @@ impl Process {
             return Ok(());
         }
         let ranges: Vec<(u64, u64)> = found.iter().map(|f| (f.0, f.0 + f.1)).collect();
-        let busy = self.stopped(|p| p.pools_in_use(&ranges))?;
+        let busy = self.stopped(|p| p.ranges_in_use(&ranges))?;
         for ((start, size, kind, released), busy) in found.into_iter().zip(busy) {
             self.pools.pools.push(Pool {
                 start,
@@ -266,10 +360,11 @@ impl Process {
         Ok(())
     }
 
-    /// For each range, whether a stopped thread's `rip` is in it or a word of the top of a
-    /// thread's stack points into it. A thread whose registers cannot be read makes every
-    /// range busy.
-    fn pools_in_use(&mut self, ranges: &[(u64, u64)]) -> Result<Vec<bool>, ProcessError> {
+    /// For each range, whether a stopped thread's `rip` or another of its general registers
+    /// is in it, or a word of the top of a thread's stack points into it: memory gsh may free
+    /// (a pool, the runtime's code) only when no thread may run or return into it. A thread
+    /// whose registers cannot be read makes every range busy.
+    fn ranges_in_use(&mut self, ranges: &[(u64, u64)]) -> Result<Vec<bool>, ProcessError> {
         let mut busy = vec![false; ranges.len()];
         let mark = |v: u64, busy: &mut Vec<bool>| {
             for (b, (lo, hi)) in busy.iter_mut().zip(ranges) {
@@ -284,7 +379,12 @@ impl Process {
             let Ok(r) = ptrace::regs(tid) else {
                 return Ok(vec![true; ranges.len()]);
             };
-            mark(r.rip, &mut busy);
+            for v in [
+                r.rip, r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.r8, r.r9, r.r10, r.r11,
+                r.r12, r.r13, r.r14, r.r15,
+            ] {
+                mark(v, &mut busy);
+            }
             let Some(stack) = maps.iter().find(|m| (m.start..m.end).contains(&r.rsp)) else {
                 continue;
             };

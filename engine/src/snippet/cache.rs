@@ -63,6 +63,11 @@ impl CheckCache {
         Some(program)
     }
 
+    /// Drops the entry of `source` against `env`; returns its program, if it had one.
+    pub fn forget(&mut self, source: &Arc<str>, env: &SharedEnv) -> Option<Arc<Program>> {
+        self.entries.remove(&key(source, env)).map(|e| e.program)
+    }
+
     /// Keeps only the entries of the (text, environment) pairs in `used`.
     pub fn keep_only<'a>(&mut self, used: impl Iterator<Item = (&'a Arc<str>, &'a SharedEnv)>) {
         let used: HashSet<Key> = used.map(|(s, e)| key(s, e)).collect();

@@ -54,8 +54,9 @@ pub const ATTACH: Spec = Spec {
 file is open. Its code is compared with its files first: what an earlier gsh left there (it \
 was killed while attached: an int3 at a breakpoint or at the dynamic linker's hook, jumps into \
 trampolines) is reported, and with --clean put back as the files have it; other differences \
-are reported only. gsh's runtime library and memory left by an earlier session are reported \
-and reused: the runtime's counters are zeroed before they count again, and memory a session \
+are reported only. gsh's runtime library and memory left by an earlier session (one killed \
+while attached, or one that detached while a thread was still in them) are reported and \
+reused: the runtime's counters are zeroed before they count again, and memory a session \
 released when it detached is written over (a killed session's only after --clean). \
 Instrumentation and breakpoints requested before are inserted. A process still in its start-up \
 (its dynamic linker not done mapping and relocating its libraries, as right after it was \
@@ -74,8 +75,12 @@ pub const DETACH: Spec = Spec {
     summary: "remove all instrumentation and let the process run on",
     help: "Removes every trampoline jump and breakpoint, and what an earlier gsh left in the \
 code, then compares the text with the files: it says the code is as the files have it only \
-when every byte is, and lists what still differs. Then releases the process, which runs on \
-without gsh.",
+when every byte is, and lists what still differs. When no change of gsh's is left, unloads \
+gsh's runtime library (after the values measured are kept for `report`) and unmaps gsh's \
+memory, so the process maps what it did before gsh came: what a thread is still in (a \
+trampoline, the runtime, or one a thread returns into from a call a snippet made) stays, \
+with a note saying so, for a later session to reuse. Then releases the process, which runs \
+on without gsh.",
     examples: &[("detach", "")],
     run: detach,
 };
@@ -514,6 +519,9 @@ fn detach(ctx: &mut Context, args: &mut Args) -> Result<Output> {
         return Ok(line(format!("process {pid} is gone already")));
     }
     let detached = t.inferior.detach()?;
+    for n in &detached.notes {
+        eprintln!("{n}");
+    }
     if let Some(kept) = detached.kept {
         ctx.measured = Some(super::measure::Results::from_reading(
             format!("process {pid}, values when gsh detached"),
