@@ -120,7 +120,7 @@ pub enum Kind {
 
 /// Every symbol the runtime exports, with its kind: what the engine may look up.
 pub fn all() -> impl Iterator<Item = (&'static str, Kind)> {
-    const PLAIN: [(&str, Kind); 12] = [
+    const PLAIN: [(&str, Kind); 13] = [
         (ROOT, Kind::Object),
         (ABI_VERSION_OBJECT, Kind::Object),
         (ABI_VERSION_FN, Kind::Function),
@@ -133,6 +133,7 @@ pub fn all() -> impl Iterator<Item = (&'static str, Kind)> {
         (COUNT, Kind::Function),
         (SET_OUTPUT, Kind::Function),
         (WRITE, Kind::Function),
+        (UNLOADING, Kind::Function),
     ];
     PLAIN.into_iter().chain(
         Event::ALL
