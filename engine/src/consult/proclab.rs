@@ -269,6 +269,11 @@ impl ProcLab {
             Hypothesis::IOBlocking | Hypothesis::SmallIO if stacks.is_some() => {
                 from_stacks(STACK_MIN)
             }
+            // So does a lock wait: `/proc` sees a thread asleep in a futex, not the call it
+            // sleeps in (a join is no lock wait) nor a lock wait's end (see `stacks::holds`).
+            // Judged on `/proc` before its stacks came, a thread could be true (0.98) with no
+            // stack sample to refine it by, and stayed a conclusion at the thread.
+            Hypothesis::SyncWait if stacks.is_some() => from_stacks(STACK_MIN),
             _ => from_stacks(STACK_MIN).or_else(|| {
                 let proc_file = match focus.last() {
                     Some(Resource::File { fd, .. }) => {
@@ -308,11 +313,18 @@ impl Drop for ProcLab {
 
 impl Lab for ProcLab {
     fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        // An experiment measured by something else (a call path timed by a probe of its whole
+        // length) is refined from the samples of the one it refines, and those since.
+        let e = Experiment {
+            hypothesis: h,
+            focus: focus.clone(),
+        };
         let Some(w) = self
             .experiments
             .values()
             .rev()
-            .find(|w| w.experiment.hypothesis == h && &w.experiment.focus == focus)
+            .find(|w| w.experiment == e)
+            .or_else(|| self.ancestor(&e))
         else {
             return Some(Vec::new());
         };
@@ -544,6 +556,65 @@ mod tests {
         assert!(search.nodes().iter().all(|n| n.state != State::Active));
         // Sampling five threads' /proc files every 5 ms takes a few percent of one CPU.
         assert!(overhead < 0.5, "sampling used {overhead} of a CPU");
+    }
+
+    /// A call path timed by a probe of its own (not started in this lab) is refined from the
+    /// samples of the thread experiment it refines: into the chain of calls it is.
+    #[test]
+    fn a_call_path_measured_elsewhere_is_refined_from_its_threads_samples() {
+        use super::super::stacks::{Batch, FrameName, ThreadStack};
+        let pid = std::process::id() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks.clone());
+        let thread = Focus(vec![Resource::Program("app".into()), Resource::Thread(7)]);
+        lab.start(&Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: thread.clone(),
+        })
+        .unwrap();
+        let frame = |module: &str, function: &str| FrameName {
+            module: module.into(),
+            function: function.into(),
+            main: module == "app",
+        };
+        for _ in 0..20 {
+            let frames = vec![
+                frame("app", "work"),
+                frame("app", "crunch"),
+                frame("app", "worker"),
+                frame("libc.so.6", "start_thread"),
+            ];
+            stacks.lock().unwrap().push(
+                Instant::now(),
+                Batch {
+                    stopped: Duration::ZERO,
+                    threads: vec![ThreadStack {
+                        tid: 7,
+                        syscall: None,
+                        lock_name: None,
+                        frames,
+                        pcs: Vec::new(),
+                        held: Duration::ZERO,
+                    }],
+                },
+            );
+        }
+        let app = thread.with(Resource::Module("app".into()));
+        let path = app
+            .with(Resource::Code("work".into()))
+            .with(Resource::CallPath(vec![
+                "worker".into(),
+                "crunch".into(),
+                "work".into(),
+            ]));
+        let chain = app
+            .with(Resource::Function("worker".into()))
+            .with(Resource::Function("crunch".into()))
+            .with(Resource::Function("work".into()));
+        assert_eq!(
+            lab.refine(Hypothesis::CPUBound, &path),
+            Some(vec![(chain, 1.0)])
+        );
     }
 
     /// A process that is gone ends the search: what could not start because of that did
