@@ -451,14 +451,28 @@ impl Lab for ProcLab {
                 }
             }
             // The program: its busiest thread for the hypothesis, since a thread's wall time
-            // is what the thresholds are fractions of.
-            None => threads
-                .iter()
-                .filter_map(|t| {
+            // is what the thresholds are fractions of. No reading while the threads that may
+            // wait have none (a reading that waits for stack samples, before the first came):
+            // a parked thread's 0 alone judged SyncWait false at the program 1.1 s into
+            // searches of `planted lock` at a load of 12, before its lockers had a reading.
+            None => {
+                let (mut busiest, mut unread) = (None, false);
+                for t in &threads {
                     let at = e.focus.with(Resource::Thread(t.tid as u32));
-                    self.thread_fraction(e.hypothesis, &at, t, w)
-                })
-                .fold(0.0, f64::max),
+                    match self.thread_fraction(e.hypothesis, &at, t, w) {
+                        Some(x) if !(t.parked && x == 0.0) => {
+                            busiest = Some(busiest.map_or(x, |b: f64| b.max(x)));
+                        }
+                        Some(_) => {}
+                        None => unread = true,
+                    }
+                }
+                match busiest {
+                    Some(x) => x,
+                    None if unread => return None,
+                    None => 0.0,
+                }
+            }
         };
         // Up to the last sample: a process that ended was measured until then, however long
         // ago that is.
@@ -615,6 +629,26 @@ mod tests {
             lab.refine(Hypothesis::CPUBound, &path),
             Some(vec![(chain, 1.0)])
         );
+    }
+
+    /// A reading that waits for stack samples (I/O, lock waits) has none at the program until
+    /// some thread has them: not a reading of 0, which judged the hypothesis false before the
+    /// first stops came.
+    #[test]
+    fn a_program_reading_waits_for_the_stack_samples_it_is_read_from() {
+        let pid = std::process::id() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks);
+        for h in [Hypothesis::SyncWait, Hypothesis::IOBlocking] {
+            let probe = lab
+                .start(&Experiment {
+                    hypothesis: h,
+                    focus: Focus(vec![Resource::Program("me".into())]),
+                })
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            assert_eq!(lab.read(probe), None, "{h}");
+        }
     }
 
     /// A process that is gone ends the search: what could not start because of that did
