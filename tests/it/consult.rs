@@ -330,7 +330,10 @@ fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
             && n["state"] == "true"
             && focus.len() == 5
             && focus[0] == "twopaths-O2"
-            && focus[2..] == serde_json::json!(["twopaths-O2", "hot", "main > hot_caller > hot"])
+            && focus[2..]
+                == serde_json::json!(["twopaths-O2", "hot", "main > hot_caller > hot"])
+                    .as_array()
+                    .unwrap()[..]
     });
     assert!(hot_path.is_some(), "{r:#}");
     // `hot` is profiled: each path is timed by its whole length, not sampled.
@@ -698,6 +701,8 @@ fn consult_tells_apart_two_call_paths_ending_in_the_same_call() {
             && focus[0] == "decoypaths-O2"
             && focus[2..]
                 == serde_json::json!(["decoypaths-O2", "leaf", "main > heavy > common > leaf"])
+                    .as_array()
+                    .unwrap()[..]
     });
     let hot_path = hot_path.unwrap_or_else(|| panic!("{r:#}"));
     assert_eq!(hot_path["measured"], "path-probe", "{r:#}");
