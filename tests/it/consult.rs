@@ -211,7 +211,10 @@ fn found(findings: &[(String, String)], hs: &[&str], parts: &[&str]) -> bool {
     })
 }
 
-/// CPU in `crunch`: the search names it and never the decoy beside it.
+/// CPU in `crunch`'s call of `work` (the decoy calls `work` too, for a twentieth of the
+/// time): the search names the path through `crunch`, and never the decoy. The deepest
+/// CPU-bound conclusion names `crunch` with `work`: `work > loop_1` alone (the loop wherever
+/// `work` is called from, the decoy's calls included) does not say which caller is hot.
 #[test]
 fn consult_names_the_function_a_cpu_bound_program_computes_in() {
     let (findings, r) = planted("cpu", "");
@@ -222,6 +225,15 @@ fn consult_names_the_function_a_cpu_bound_program_computes_in() {
         "{r:#}"
     );
     assert!(!findings.iter().any(|(_, f)| f.contains("decoy")), "{r:#}");
+    let deepest = findings
+        .iter()
+        .filter(|(h, _)| h == "CPUBound")
+        .max_by_key(|(_, f)| f.split(" > ").count())
+        .unwrap_or_else(|| panic!("no CPUBound finding: {r:#}"));
+    assert!(
+        deepest.1.contains("crunch > work"),
+        "the deepest finding names the path: {r:#}"
+    );
 }
 
 /// Three threads contending for `hot_lock` in `contend`: the search names the wait, the
@@ -280,28 +292,58 @@ fn consult_names_a_blocking_pipe_read_with_its_function_and_pipe() {
     );
 }
 
+/// `main` waits in poll() on a pipe in `await_input` (fed a byte every 50 ms by a thread that
+/// sleeps between bytes): the search names the wait, the function and call it waits in, and
+/// the descriptor polled with what it is.
+#[test]
+fn consult_names_a_poll_wait_with_its_function_and_descriptor() {
+    let (findings, r) = planted("poll", "");
+    assert!(
+        found(
+            &findings,
+            &["ExternalWait"],
+            &["main > await_input", "poll > fd ", " (pipe:["]
+        ),
+        "{r:#}"
+    );
+    assert!(
+        !findings
+            .iter()
+            .any(|(h, _)| h == "IOBlocking" || h == "SyncWait"),
+        "{r:#}"
+    );
+}
+
 /// `hot` computes, called from `hot_caller` (85% of the time) and `cold_caller` (15%): the
 /// search finds `hot` wherever it is called from, refines it into the two call paths reaching
-/// it, and concludes at the hot one, naming the module, the function and the path; the cold
-/// path is tested and judged false, and named by no finding. Both paths are measured by
-/// timers of their whole path (one profile of `hot`), not by the samples that proposed them.
+/// it, judges the hot one true, naming the module, the function and the path, and concludes
+/// along it (the path goes on as the chain of calls it is, into `hot`'s loop); the cold path
+/// is tested and judged false, and named by no finding. Both paths are measured by timers of
+/// their whole path (one profile of `hot`), not by the samples that proposed them.
 #[test]
 fn consult_refines_a_hot_function_into_the_call_path_that_is_hot() {
     let (findings, r) = search_started("twopaths", &["60"], "");
     let busy = ["CPUBound", "RunQueue"];
-    let hot_path = r["findings"].as_array().unwrap().iter().find(|f| {
-        busy.contains(&f["hypothesis"].as_str().unwrap())
-            && f["focus"]
-                == serde_json::json!([
-                    "twopaths-O2",
-                    "twopaths-O2",
-                    "hot",
-                    "main > hot_caller > hot"
-                ])
+    let hot_path = r["graph"].as_array().unwrap().iter().find(|n| {
+        let focus = n["focus"].as_array().unwrap();
+        busy.contains(&n["hypothesis"].as_str().unwrap())
+            && n["state"] == "true"
+            && focus.len() == 5
+            && focus[0] == "twopaths-O2"
+            && focus[2..]
+                == serde_json::json!(["twopaths-O2", "hot", "main > hot_caller > hot"])
+                    .as_array()
+                    .unwrap()[..]
     });
     assert!(hot_path.is_some(), "{r:#}");
     // `hot` is profiled: each path is timed by its whole length, not sampled.
     assert_eq!(hot_path.unwrap()["measured"], "path-probe", "{r:#}");
+    assert!(
+        findings
+            .iter()
+            .any(|(h, f)| busy.contains(&h.as_str()) && f.contains("hot_caller > hot")),
+        "the conclusion names the hot path: {r:#}"
+    );
     assert!(r["probes"]["path_timers"].as_u64() >= Some(2), "{r:#}");
     assert!(
         !findings.iter().any(|(_, f)| f.contains("cold_caller")),
@@ -644,25 +686,33 @@ fn time_caller_call_callee_times_the_callee_from_that_caller() {
 /// `leaf` computes, always called from `common`, which `heavy` calls with six times the work
 /// `light` does: the two paths end in the same call, `common > leaf`, so a timer of that call
 /// alone measures both as hot. The search tests each path by its whole length (a profile of
-/// `leaf` whose activations are told apart by their return addresses) and concludes at the hot
-/// path; the decoy path is tested, judged false, and named by no finding.
+/// `leaf` whose activations are told apart by their return addresses), judges the hot path
+/// true and concludes along it; the decoy path is tested, judged false, and named by no
+/// finding.
 #[test]
 fn consult_tells_apart_two_call_paths_ending_in_the_same_call() {
     let (findings, r) = search_started("decoypaths", &["60"], "");
     let busy = ["CPUBound", "RunQueue"];
-    let hot_path = r["findings"].as_array().unwrap().iter().find(|f| {
-        busy.contains(&f["hypothesis"].as_str().unwrap())
-            && f["focus"]
-                == serde_json::json!([
-                    "decoypaths-O2",
-                    "decoypaths-O2",
-                    "leaf",
-                    "main > heavy > common > leaf"
-                ])
+    let hot_path = r["graph"].as_array().unwrap().iter().find(|n| {
+        let focus = n["focus"].as_array().unwrap();
+        busy.contains(&n["hypothesis"].as_str().unwrap())
+            && n["state"] == "true"
+            && focus.len() == 5
+            && focus[0] == "decoypaths-O2"
+            && focus[2..]
+                == serde_json::json!(["decoypaths-O2", "leaf", "main > heavy > common > leaf"])
+                    .as_array()
+                    .unwrap()[..]
     });
     let hot_path = hot_path.unwrap_or_else(|| panic!("{r:#}"));
     assert_eq!(hot_path["measured"], "path-probe", "{r:#}");
     assert!(hot_path.get("timed_call").is_none(), "{r:#}");
+    assert!(
+        findings
+            .iter()
+            .any(|(h, f)| busy.contains(&h.as_str()) && f.contains("heavy > common > leaf")),
+        "the conclusion names the hot path: {r:#}"
+    );
     assert!(r["probes"]["path_timers"].as_u64() >= Some(1), "{r:#}");
     assert!(!findings.iter().any(|(_, f)| f.contains("light")), "{r:#}");
     let decoy = r["graph"]

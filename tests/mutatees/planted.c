@@ -5,10 +5,13 @@
  *          waits for it most of the time; `cold_lock` nearby is taken by one thread only;
  *   smallio `log_small` writes 16 bytes at a time to a file;
  *   pipe   a thread blocks reading a pipe in `drain`, fed a byte every 50 ms by main;
+ *   poll   main waits in poll() on a pipe in `await_input`, fed a byte every 50 ms by `feed`
+ *          (a thread that sleeps between bytes);
  *   runq   three threads per CPU spin in `spin`: each waits for a CPU most of the time.
  * Not in MUTATEES: it runs for seconds. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +124,40 @@ static void run_pipe(void) {
     pthread_join(t, NULL);
 }
 
+static int poll_fds[2];
+
+NOINLINE void *feed(void *arg) {
+    (void)arg;
+    while (now() < end) {
+        usleep(50000);
+        if (write(poll_fds[1], "x", 1) != 1)
+            exit(1);
+    }
+    if (write(poll_fds[1], "q", 1) != 1)
+        exit(1);
+    return NULL;
+}
+
+NOINLINE void await_input(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c = 0;
+    while (c != 'q') {
+        if (poll(&p, 1, 1000) < 0)
+            exit(1);
+        if ((p.revents & POLLIN) && read(fd, &c, 1) != 1)
+            exit(1);
+    }
+}
+
+static void run_poll(void) {
+    if (pipe(poll_fds) != 0)
+        exit(1);
+    pthread_t t;
+    pthread_create(&t, NULL, feed, NULL);
+    await_input(poll_fds[0]);
+    pthread_join(t, NULL);
+}
+
 NOINLINE void *spin(void *arg) {
     (void)arg;
     while (now() < end)
@@ -141,7 +178,7 @@ static void run_runq(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: planted cpu|lock|smallio|pipe|runq [SECONDS]\n");
+        fprintf(stderr, "usage: planted cpu|lock|smallio|pipe|poll|runq [SECONDS]\n");
         return 2;
     }
     if (argc > 2)
@@ -156,6 +193,8 @@ int main(int argc, char **argv) {
         run_smallio();
     else if (!strcmp(m, "pipe"))
         run_pipe();
+    else if (!strcmp(m, "poll"))
+        run_poll();
     else if (!strcmp(m, "runq"))
         run_runq();
     else

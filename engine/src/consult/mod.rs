@@ -911,7 +911,9 @@ impl Search {
                                     && c.experiment.focus.0.len() > n.experiment.focus.0.len()
                                     && c.experiment.focus.0.starts_with(&n.experiment.focus.0))
                                 || (c.experiment.hypothesis == n.experiment.hypothesis
-                                    && extends_path(&c.experiment.focus, &n.experiment.focus)))
+                                    && extends_path(&c.experiment.focus, &n.experiment.focus))
+                                || (c.experiment.hypothesis == n.experiment.hypothesis
+                                    && along_path(&c.experiment.focus, &n.experiment.focus)))
                     })
             })
             .map(|(_, n)| Finding {
@@ -946,6 +948,38 @@ fn extends_path(deeper: &Focus, chain: &Focus) -> bool {
     }
     match (deeper.call_path(), chain.call_path()) {
         (Some(d), Some(c)) => d.len() > c.len() && d.starts_with(&c),
+        _ => false,
+    }
+}
+
+/// True when `chain`, a chain of calls from the thread's entry, names along one call path what
+/// `anywhere` names of a function wherever it is called from: `anywhere` is a
+/// [`Resource::Code`] function (with no call path chosen) and its loops, `chain` ends in the same
+/// function, called directly, and the same loops, in the same thread. The path names which
+/// caller the time comes through (`main > crunch > work > loop_1`, not a decoy calling `work`
+/// too), which `work > loop_1` does not.
+fn along_path(chain: &Focus, anywhere: &Focus) -> bool {
+    /// The resource before a focus' trailing loops, and those loops.
+    fn tail(f: &Focus) -> (Option<&Resource>, &[Resource]) {
+        let n =
+            f.0.iter()
+                .rev()
+                .take_while(|r| matches!(r, Resource::Loop(_)))
+                .count();
+        let at = f.0.len() - n;
+        (at.checked_sub(1).map(|i| &f.0[i]), &f.0[at..])
+    }
+    if chain.thread() != anywhere.thread()
+        || anywhere
+            .0
+            .iter()
+            .any(|r| matches!(r, Resource::CallPath(_)))
+        || chain.0.iter().any(|r| matches!(r, Resource::Code(_)))
+    {
+        return false;
+    }
+    match (tail(chain), tail(anywhere)) {
+        ((Some(Resource::Function(a)), la), (Some(Resource::Code(b)), lb)) => a == b && la == lb,
         _ => false,
     }
 }

@@ -24,6 +24,9 @@ const PERIOD: Duration = Duration::from_millis(5);
 /// Stack samples a thread needs in a window before they are read.
 const STACK_MIN: usize = 12;
 
+/// How long a lock wait's reading waits for stack samples before it takes `/proc`'s.
+const STARVED: Duration = Duration::from_secs(3);
+
 /// The least share of a focus' samples a refinement must show to be proposed.
 const LEAST: f64 = 0.05;
 
@@ -164,6 +167,23 @@ impl ProcLab {
             .min_by_key(|w| w.since)
     }
 
+    /// For an experiment at a thread, the program-level experiment of the same hypothesis (or
+    /// the one it refines along the "why" axis) it was refined from.
+    fn program_window(&self, e: &Experiment) -> Option<&Window> {
+        let related = |h: Hypothesis| h == e.hypothesis || Some(h) == e.hypothesis.parent();
+        if !matches!(e.focus.last(), Some(Resource::Thread(_))) {
+            return None;
+        }
+        self.experiments
+            .values()
+            .filter(|w| {
+                related(w.experiment.hypothesis)
+                    && matches!(w.experiment.focus.0.as_slice(), [Resource::Program(_)])
+                    && e.focus.0.starts_with(&w.experiment.focus.0)
+            })
+            .min_by_key(|w| w.since)
+    }
+
     /// The addresses in the last function of `focus` (an experiment of `h` this lab ran) at
     /// which the stack samples show it calling `callee`; empty without samples.
     pub fn call_sites(&self, h: Hypothesis, focus: &Focus, callee: &str) -> Vec<u64> {
@@ -269,6 +289,16 @@ impl ProcLab {
             Hypothesis::IOBlocking | Hypothesis::SmallIO if stacks.is_some() => {
                 from_stacks(STACK_MIN)
             }
+            // So does a lock wait: `/proc` sees a thread asleep in a futex, not the call it
+            // sleeps in (a join is no lock wait) nor a lock wait's end (see `stacks::holds`).
+            // Judged on `/proc` before its stacks came, a thread could be true (0.98) with no
+            // stack sample to refine it by, and stayed a conclusion at the thread.
+            // Unless the stops starve (an attached search at a load of 15 had no dozen in
+            // 18 s): then `/proc`'s reading, after `STARVED`, is better than none.
+            Hypothesis::SyncWait if stacks.is_some() => from_stacks(STACK_MIN).or_else(|| {
+                (w.started.elapsed() >= STARVED)
+                    .then(|| t.fractions.get(&h).copied().unwrap_or(0.0))
+            }),
             _ => from_stacks(STACK_MIN).or_else(|| {
                 let proc_file = match focus.last() {
                     Some(Resource::File { fd, .. }) => {
@@ -308,11 +338,18 @@ impl Drop for ProcLab {
 
 impl Lab for ProcLab {
     fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+        // An experiment measured by something else (a call path timed by a probe of its whole
+        // length) is refined from the samples of the one it refines, and those since.
+        let e = Experiment {
+            hypothesis: h,
+            focus: focus.clone(),
+        };
         let Some(w) = self
             .experiments
             .values()
             .rev()
-            .find(|w| w.experiment.hypothesis == h && &w.experiment.focus == focus)
+            .find(|w| w.experiment == e)
+            .or_else(|| self.ancestor(&e))
         else {
             return Some(Vec::new());
         };
@@ -404,9 +441,17 @@ impl Lab for ProcLab {
             // A refinement reads the samples its ancestor read, and those since: they were
             // taken passively, so they hold for the narrower focus too, and the child's
             // fraction is then never judged on fewer samples than the parent's.
+            // A thread refined from the program reads the stack samples the program's
+            // experiment read too (its `/proc` counts start afresh: the program's window began
+            // before some threads existed): at a load of 16, with the probes' share of the
+            // cost spent, stops came so seldom that lockers refined from a SyncWait true at
+            // 1.4 s had their dozen samples of their own only at 16.5 s.
             match self.ancestor(e) {
                 Some(w) => (w.snapshot.clone(), w.since),
-                None => (sh.sampler.snapshot(), Instant::now()),
+                None => {
+                    let program = self.program_window(e).map(|w| w.since);
+                    (sh.sampler.snapshot(), program.unwrap_or_else(Instant::now))
+                }
             }
         };
         self.next += 1;
@@ -439,14 +484,28 @@ impl Lab for ProcLab {
                 }
             }
             // The program: its busiest thread for the hypothesis, since a thread's wall time
-            // is what the thresholds are fractions of.
-            None => threads
-                .iter()
-                .filter_map(|t| {
+            // is what the thresholds are fractions of. No reading while the threads that may
+            // wait have none (a reading that waits for stack samples, before the first came):
+            // a parked thread's 0 alone judged SyncWait false at the program 1.1 s into
+            // searches of `planted lock` at a load of 12, before its lockers had a reading.
+            None => {
+                let (mut busiest, mut unread) = (None, false);
+                for t in &threads {
                     let at = e.focus.with(Resource::Thread(t.tid as u32));
-                    self.thread_fraction(e.hypothesis, &at, t, w)
-                })
-                .fold(0.0, f64::max),
+                    match self.thread_fraction(e.hypothesis, &at, t, w) {
+                        Some(x) if !(t.parked && x == 0.0) => {
+                            busiest = Some(busiest.map_or(x, |b: f64| b.max(x)));
+                        }
+                        Some(_) => {}
+                        None => unread = true,
+                    }
+                }
+                match busiest {
+                    Some(x) => x,
+                    None if unread => return None,
+                    None => 0.0,
+                }
+            }
         };
         // Up to the last sample: a process that ended was measured until then, however long
         // ago that is.
@@ -544,6 +603,144 @@ mod tests {
         assert!(search.nodes().iter().all(|n| n.state != State::Active));
         // Sampling five threads' /proc files every 5 ms takes a few percent of one CPU.
         assert!(overhead < 0.5, "sampling used {overhead} of a CPU");
+    }
+
+    /// A call path timed by a probe of its own (not started in this lab) is refined from the
+    /// samples of the thread experiment it refines: into the chain of calls it is.
+    #[test]
+    fn a_call_path_measured_elsewhere_is_refined_from_its_threads_samples() {
+        use super::super::stacks::{Batch, FrameName, ThreadStack};
+        let pid = std::process::id() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks.clone());
+        let thread = Focus(vec![Resource::Program("app".into()), Resource::Thread(7)]);
+        lab.start(&Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: thread.clone(),
+        })
+        .unwrap();
+        let frame = |module: &str, function: &str| FrameName {
+            module: module.into(),
+            function: function.into(),
+            main: module == "app",
+        };
+        for _ in 0..20 {
+            let frames = vec![
+                frame("app", "work"),
+                frame("app", "crunch"),
+                frame("app", "worker"),
+                frame("libc.so.6", "start_thread"),
+            ];
+            stacks.lock().unwrap().push(
+                Instant::now(),
+                Batch {
+                    stopped: Duration::ZERO,
+                    threads: vec![ThreadStack {
+                        tid: 7,
+                        syscall: None,
+                        lock_name: None,
+                        frames,
+                        pcs: Vec::new(),
+                        held: Duration::ZERO,
+                    }],
+                },
+            );
+        }
+        let app = thread.with(Resource::Module("app".into()));
+        let path = app
+            .with(Resource::Code("work".into()))
+            .with(Resource::CallPath(vec![
+                "worker".into(),
+                "crunch".into(),
+                "work".into(),
+            ]));
+        let chain = app
+            .with(Resource::Function("worker".into()))
+            .with(Resource::Function("crunch".into()))
+            .with(Resource::Function("work".into()));
+        assert_eq!(
+            lab.refine(Hypothesis::CPUBound, &path),
+            Some(vec![(chain, 1.0)])
+        );
+    }
+
+    /// A reading that waits for stack samples (I/O, lock waits) has none at the program until
+    /// some thread has them: not a reading of 0, which judged the hypothesis false before the
+    /// first stops came.
+    #[test]
+    fn a_program_reading_waits_for_the_stack_samples_it_is_read_from() {
+        let pid = std::process::id() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks);
+        for h in [Hypothesis::SyncWait, Hypothesis::IOBlocking] {
+            let probe = lab
+                .start(&Experiment {
+                    hypothesis: h,
+                    focus: Focus(vec![Resource::Program("me".into())]),
+                })
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            assert_eq!(lab.read(probe), None, "{h}");
+        }
+    }
+
+    /// A thread refined from the program reads the stack samples the program's experiment
+    /// read: its reading needs no dozen stops of its own (which on a loaded machine come
+    /// seconds apart).
+    #[test]
+    fn a_thread_reads_the_stack_samples_of_the_program_it_was_refined_from() {
+        use super::super::stacks::{Batch, FrameName, Syscall, ThreadStack};
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid takes no arguments.
+        let tid = unsafe { libc::gettid() };
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks.clone());
+        let program = Focus(vec![Resource::Program("me".into())]);
+        lab.start(&Experiment {
+            hypothesis: Hypothesis::SyncWait,
+            focus: program.clone(),
+        })
+        .unwrap();
+        let frame = |module: &str, function: &str| FrameName {
+            module: module.into(),
+            function: function.into(),
+            main: module == "app",
+        };
+        for _ in 0..20 {
+            stacks.lock().unwrap().push(
+                Instant::now(),
+                Batch {
+                    stopped: Duration::ZERO,
+                    threads: vec![ThreadStack {
+                        tid,
+                        syscall: Some(Syscall {
+                            nr: 202,
+                            args: [0x4040, 0x80, 2],
+                            interrupted: true,
+                        }),
+                        lock_name: None,
+                        frames: vec![
+                            frame("libc.so.6", "pthread_mutex_lock"),
+                            frame("app", "contend"),
+                            frame("libc.so.6", "start_thread"),
+                        ],
+                        pcs: Vec::new(),
+                        held: Duration::ZERO,
+                    }],
+                },
+            );
+        }
+        let probe = lab
+            .start(&Experiment {
+                hypothesis: Hypothesis::SyncWait,
+                focus: program.with(Resource::Thread(tid as u32)),
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let r = lab
+            .read(probe)
+            .expect("a reading from the program's samples");
+        assert_eq!(r.fraction, 1.0);
     }
 
     /// A process that is gone ends the search: what could not start because of that did

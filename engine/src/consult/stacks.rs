@@ -106,6 +106,8 @@ struct Sample {
     bytes: Option<u64>,
     /// A futex wait's address and name.
     lock: Option<(u64, Option<String>)>,
+    /// The descriptors a wait on several (poll, select, epoll) waits on.
+    waited: Vec<i32>,
     path: Vec<Arc<FrameName>>,
     /// Each path frame's address inside its function (0 where unknown).
     sites: Vec<u64>,
@@ -528,6 +530,18 @@ impl Stacks {
                 })
                 .filter(|s| s.nr == FUTEX)
                 .map(|s| (s.args[0], t.lock_name.clone()));
+            // Read as the thread sleeps on in the call, after the stop.
+            let waited = match (&activity, t.syscall) {
+                (
+                    Activity::Blocked {
+                        hypothesis: Hypothesis::ExternalWait,
+                        fd: None,
+                        ..
+                    },
+                    Some(s),
+                ) => super::sample::waited(self.pid, s.nr, s.args),
+                _ => Vec::new(),
+            };
             let indexes = path_of(&t.frames);
             let sites = indexes
                 .iter()
@@ -550,6 +564,7 @@ impl Stacks {
                 on_cpu,
                 bytes,
                 lock,
+                waited,
                 path,
                 sites,
             });
@@ -698,7 +713,12 @@ impl Stacks {
                         .entry(LeafKey::Lock(*addr, name.clone()))
                         .or_default() += 1
                 }
-                _ => {}
+                // A wait on several descriptors waits on each of them.
+                _ => {
+                    for fd in &s.waited {
+                        *lv.leaves.entry(LeafKey::File(*fd)).or_default() += 1;
+                    }
+                }
             }
         }
         // A wait is named below the call that waits (the last of its path), not beside the
@@ -805,6 +825,61 @@ impl Stacks {
         out
     }
 
+    /// The call path `path` of a [`Resource::CallPath`] focus (a function found wherever it is
+    /// called from, and one path reaching it) as the chain of calls it is: its thread narrowed
+    /// by each function of the path in turn, naming modules where they change. Refined as a
+    /// chain is, the path's function goes on to its loops and callees, and the conclusion names
+    /// the path it is reached by (`main > crunch > work > loop_1`), not the function's loop
+    /// wherever it is called from (`work > loop_1`, a decoy calling `work` too included). With
+    /// its share of thread `tid`'s samples since `since` where `h` held; nothing below `least`.
+    fn along(
+        &self,
+        h: Hypothesis,
+        focus: &Focus,
+        path: &[&str],
+        tid: i32,
+        since: Instant,
+        least: f64,
+    ) -> Vec<(Focus, f64)> {
+        let (mut all, mut hit) = (0usize, 0usize);
+        let mut frames: Option<&[Arc<FrameName>]> = None;
+        for s in self.window(tid, since) {
+            if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
+                continue;
+            }
+            all += 1;
+            if holds(h, s) && at(s, path) {
+                hit += 1;
+                frames.get_or_insert(&s.path[..path.len()]);
+            }
+        }
+        let Some(frames) = frames else {
+            return Vec::new();
+        };
+        let share = hit as f64 / all as f64;
+        if share < least {
+            return Vec::new();
+        }
+        let mut chain = Focus(
+            focus
+                .0
+                .iter()
+                .take_while(|r| {
+                    !matches!(
+                        r,
+                        Resource::Module(_) | Resource::Function(_) | Resource::Code(_)
+                    )
+                })
+                .cloned()
+                .collect(),
+        );
+        let mut module = None;
+        for f in frames {
+            chain = step(&chain, &mut module, f);
+        }
+        vec![(chain, share)]
+    }
+
     /// The refinements of `focus` (a thread, or a call path below one) for `h` that thread
     /// `tid`'s samples since `since` show, each with the share of samples at it as its
     /// priority: the callees the path goes on to, and for waits the descriptor or lock.
@@ -824,9 +899,10 @@ impl Stacks {
         let first = match select {
             _ if leaf.is_some() => return Vec::new(),
             Select::Anywhere(f) => return self.paths_to(h, focus, f, tid, since, least),
-            // A call path reaching a function is where iPath ends.
-            Select::Prefix(_) if matches!(focus.last(), Some(Resource::CallPath(_))) => {
-                return Vec::new()
+            // A call path reaching a function is where iPath ends: it goes on as the chain
+            // of calls it is.
+            Select::Prefix(p) if matches!(focus.last(), Some(Resource::CallPath(_))) => {
+                return self.along(h, focus, &p, tid, since, least)
             }
             Select::Prefix(p) => p,
         };
@@ -1009,7 +1085,14 @@ fn split(focus: &Focus) -> (Select<'_>, Option<Resource>) {
 }
 
 /// Whether hypothesis `h` held in sample `s`. Time in an I/O call counts whether the call
-/// slept or ran in the kernel; a wait for a lock or the outside only while it slept.
+/// slept or ran in the kernel; a wait for the outside only while it slept. A wait for a lock
+/// counts from the call to its return, as Paradyn's synchronization time does: asleep, and
+/// woken but not yet back from the wait (the stop came at its return), which on a loaded
+/// machine is most of it. A thread waiting for a lock is woken by each release, then waits
+/// for a CPU while the releaser, still running, takes the lock again: at a load of 13 on 2
+/// CPUs three threads taking turns at one lock were seen asleep in it 6-9% of their samples,
+/// woken and waiting for a CPU most of the rest. A join waits for a thread to end, not for a
+/// lock: it does not count.
 fn holds(h: Hypothesis, s: &Sample) -> bool {
     match (&s.activity, h) {
         (_, Hypothesis::CPUBound | Hypothesis::RunQueue) => s.on_cpu,
@@ -1019,9 +1102,28 @@ fn holds(h: Hypothesis, s: &Sample) -> bool {
         (Activity::Blocked { hypothesis, .. }, Hypothesis::IOBlocking) => {
             *hypothesis == Hypothesis::IOBlocking
         }
+        (Activity::Blocked { hypothesis, .. }, Hypothesis::SyncWait) => {
+            *hypothesis == Hypothesis::SyncWait && !joins(s)
+        }
         (Activity::Blocked { hypothesis, .. }, h) => *hypothesis == h && !s.on_cpu,
         _ => false,
     }
+}
+
+/// True when sample `s` is in a call that waits for a thread to end (`pthread_join` and its
+/// kin), the last step of its path.
+fn joins(s: &Sample) -> bool {
+    const JOINS: [&str; 6] = [
+        "pthread_join",
+        "__pthread_join",
+        "pthread_timedjoin_np",
+        "pthread_clockjoin_np",
+        "pthread_tryjoin_np",
+        "__pthread_clockjoin_ex",
+    ];
+    s.path
+        .last()
+        .is_some_and(|f| runtime(f) && JOINS.contains(&f.function.as_str()))
 }
 
 /// Whether sample `s`'s path starts with `functions`.
@@ -1033,6 +1135,7 @@ fn at(s: &Sample, functions: &[&str]) -> bool {
 fn on(s: &Sample, r: &Resource) -> bool {
     match (r, &s.activity, &s.lock) {
         (Resource::File { fd, .. }, Activity::Blocked { fd: Some(x), .. }, _) => fd == x,
+        (Resource::File { fd, .. }, _, _) => s.waited.contains(fd),
         (Resource::Lock { addr, .. }, _, Some((x, _))) => addr == x,
         _ => false,
     }

@@ -627,6 +627,73 @@ fn a_hot_function_is_concluded_at_the_call_path_that_is_hot() {
     assert_eq!(json["findings"][0]["timed_call"], "a > hot");
 }
 
+/// `work`, called from `crunch` (95%) and a decoy (5%), found wherever it is called from: its
+/// loop is true there (`work > loop_1`, the decoy's share in it), and the hot call path,
+/// followed as the chain of calls it is, down to the same loop. The conclusion is the loop
+/// along the path, which names `crunch`; the loop wherever `work` is called from is no
+/// finding beside it.
+#[test]
+fn a_loop_found_along_the_hot_path_covers_the_same_loop_found_anywhere() {
+    let mut m = Model::new(0.01);
+    let code = Focus(vec![
+        Resource::Program("app".into()),
+        Resource::Code("work".into()),
+    ]);
+    let path = code.with(Resource::CallPath(vec![
+        "main".into(),
+        "crunch".into(),
+        "work".into(),
+    ]));
+    let anywhere = code.with(Resource::Loop("loop_1".into()));
+    let chain = ["app", "main", "crunch", "work"];
+    m.tree.insert(
+        "app".into(),
+        vec![(f(&["app", "main"]), 1.0), (code.clone(), 0.95)],
+    );
+    m.tree.insert(
+        code.to_string(),
+        vec![(path.clone(), 0.95), (anywhere.clone(), 1.0)],
+    );
+    m.tree.insert(path.to_string(), vec![(f(&chain), 0.95)]);
+    m.child(&chain, "loop_1", 1.0);
+    m.truth(Hypothesis::CPUBound, &["app"], 1.0)
+        .truth(Hypothesis::CPUBound, &["app", "main"], 1.0)
+        .truth(Hypothesis::CPUBound, &chain, 0.95)
+        .truth(
+            Hypothesis::CPUBound,
+            &["app", "main", "crunch", "work", "loop_1"],
+            0.95,
+        );
+    for (focus, x) in [(&code, 1.0), (&path, 0.95), (&anywhere, 1.0)] {
+        m.truth.insert((Hypothesis::CPUBound, focus.to_string()), x);
+    }
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|x| x.focus.to_string())
+        .collect();
+    assert_eq!(
+        found,
+        ["app > main > crunch > work > loop_1"],
+        "{:#?}",
+        search.nodes()
+    );
+    assert!(along_path(
+        &f(&["app", "main", "loop_1", "crunch", "work", "loop_1"]),
+        &anywhere
+    ));
+    assert!(!along_path(
+        &f(&["app", "main", "crunch", "work"]),
+        &anywhere
+    ));
+    assert!(!along_path(
+        &f(&["app", "main", "decoy", "loop_1"]),
+        &anywhere
+    ));
+}
+
 /// The overhead a report gives is its parts' sum, each a share of the time the program's
 /// threads would have run without the search: a probe's share is its hits times the measured
 /// cost of one over that time, and a stop's what it took over the same time.

@@ -29,6 +29,7 @@
 //!   with a pidfd, and seizing it again when a command needs it stopped.
 //! - `wake.rs`: what the tracer thread sleeps on (SIGCHLD and jobs), so every stop is handled
 //!   as soon as the kernel reports it.
+//! - `waits.rs`: the descriptors a thread asleep in poll, select or epoll waits on.
 
 #![warn(missing_docs)]
 
@@ -48,6 +49,7 @@ mod signals;
 mod stale;
 mod startup;
 mod tracer;
+pub mod waits;
 mod wake;
 
 use std::fmt;

@@ -35,12 +35,12 @@ pub const CONSULT: Spec = Spec {
     help: "Runs Paradyn's Performance Consultant on the process (starting the program first \
 when there is none): it tests hypotheses about why the program is slow, each as a fraction of \
 a thread's wall time against a threshold: CPUBound (0.30: on a CPU or runnable, waiting for \
-one; refined to RunQueue, 0.20: the waiting part), SyncWait (0.20: asleep in lock, condition \
-and futex waits), IOBlocking (0.20: in read/write-family and file system calls on files; \
+one; refined to RunQueue, 0.20: the waiting part), SyncWait (0.20: in lock, condition and \
+futex waits, asleep or woken and not yet back), IOBlocking (0.20: in read/write-family and file system calls on files; \
 refined to SmallIO, 0.10: calls of under 4096 bytes) and ExternalWait (0.20: asleep in poll, \
 select, epoll, sleeps, accept, and reads and writes on sockets, pipes and terminals). A thread \
-that used no CPU while parked on one futex throughout (an idle pool thread, a join) slows \
-nothing: its wait is not SyncWait. A wait (SyncWait, IOBlocking, SmallIO, ExternalWait) is a \
+that used no CPU while parked on one futex throughout (an idle pool thread) slows nothing: its \
+wait is not SyncWait, nor is a join. A wait (SyncWait, IOBlocking, SmallIO, ExternalWait) is a \
 fraction of the time the thread was not waiting for a CPU, at most twice its share of the wall \
 time: on a loaded machine the run queue takes its share from a thread's waits as much as from \
 its running. A reading counts after 1 s; within 5% of its threshold it \
@@ -56,8 +56,11 @@ step (Paradyn's Deep Start). A function of the program or its libraries the samp
 than one call path (a helper called from several places) is not followed down any one of them: \
 the thread is refined to it wherever it is called from (`prog > hot`), and that to each call \
 path reaching it, from the thread's entry (`hot > main > a > hot`, iPath), so a conclusion \
-names the module, the function and the path whose time it is. A wait is refined further to the file descriptor it waits on or \
-the lock (the futex's address, named by the variable it lies in). A refinement is measured \
+names the module, the function and the path whose time it is; a true path goes on as the chain \
+of calls it is (`main > a > hot`), into its function's loops. A wait is refined further to the \
+file descriptor it waits on (for poll and select, each descriptor polled; for epoll, each one \
+the epoll instance watches), each named by what it is (`fd 3 (pipe:[123])`), or the lock (the \
+futex's address, named by the variable it lies in). A refinement is measured \
 over the samples of the experiment it refines and those since. A conclusion is a true \
 experiment nothing below it confirms; RunQueue stands only where CPUBound held.
 

@@ -364,11 +364,25 @@ fn a_function_reached_by_several_paths_is_refined_into_those_paths() {
     assert_eq!(share(&code), 1.0);
     assert_eq!(share(&paths[0].0), 0.8);
     assert_eq!(share(&paths[1].0), 0.2);
-    // A call path is where iPath ends; the chain through `a` does not go on into `hot`, and
-    // the chain above both paths proposes `hot` too (the thread's first samples may not have
-    // shown both paths yet; the graph holds it once).
+    // A call path is where iPath ends: it goes on as the chain of calls it is, so that its
+    // function's loops are named along it; and the chain above both paths proposes `hot` too
+    // (the thread's first samples may not have shown both paths yet; the graph holds it once).
+    let along = s.refine(Hypothesis::CPUBound, &paths[0].0, 2, since, 0.05);
+    assert_eq!(
+        along,
+        [(
+            focus(&[
+                Resource::Module("app".into()),
+                func("worker"),
+                func("a"),
+                func("hot")
+            ]),
+            0.8
+        )]
+    );
+    assert_eq!(share(&along[0].0), 0.8);
     assert!(s
-        .refine(Hypothesis::CPUBound, &paths[0].0, 2, since, 0.05)
+        .refine(Hypothesis::CPUBound, &paths[1].0, 2, since, 0.25)
         .is_empty());
     let chain = focus(&[Resource::Module("app".into()), func("worker")]);
     assert_eq!(
@@ -712,4 +726,141 @@ fn the_turns_go_on_while_the_sampler_waits_for_its_next_stop() {
     let stacks = stacks.into_inner().unwrap();
     assert!(stacks.turns.cycles() >= 3, "{:?}", stacks.turns);
     assert_eq!(stacks.batches(), 1);
+}
+
+/// A worker asleep in `poll` on one end of a pipe, then in `epoll_wait` on an instance watching
+/// the other end: each wait is refined below the call to the descriptors it waits on, named by
+/// what they are, and each such descriptor holds the wait's share.
+#[test]
+fn a_wait_in_poll_or_epoll_is_refined_to_the_descriptors_it_waits_on() {
+    use std::os::fd::AsRawFd;
+    let (r, w) = std::io::pipe().unwrap();
+    let polled = [libc::pollfd {
+        fd: r.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: epoll_create1 takes no pointers; the descriptor is closed below.
+    let ep = unsafe { libc::epoll_create1(0) };
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLOUT as u32,
+        u64: 0,
+    };
+    // SAFETY: `ep` and the pipe's end are open descriptors; `ev` is a valid event.
+    assert_eq!(
+        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, w.as_raw_fd(), &mut ev) },
+        0
+    );
+    let mut s = Stacks::new(std::process::id() as i32);
+    let t0 = Instant::now();
+    let poll = Syscall {
+        nr: 7,
+        args: [polled.as_ptr() as u64, 1, 1000],
+        interrupted: true,
+    };
+    let epoll = Syscall {
+        nr: 232,
+        args: [ep as u64, 0x7000, 16],
+        interrupted: true,
+    };
+    for i in 0..40 {
+        let (f, call, syscall) = if i < 30 {
+            ("await_input", "poll", poll)
+        } else {
+            ("serve", "epoll_wait", epoll)
+        };
+        s.push(
+            t0,
+            Batch {
+                stopped: Duration::from_micros(100),
+                threads: vec![worker(&[("app", f), ("libc.so.6", call)], Some(syscall))],
+            },
+        );
+    }
+    // SAFETY: `ep` is ours and not used after.
+    unsafe { libc::close(ep) };
+    let since = s.samples[0].at;
+    let below = |f: &str, call: &str| {
+        focus(&[
+            Resource::Module("app".into()),
+            func("worker"),
+            func(f),
+            Resource::Module("libc.so.6".into()),
+            func(call),
+        ])
+    };
+    let pipe = |fd: i32| {
+        std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    for (f, call, fd, share) in [
+        ("await_input", "poll", r.as_raw_fd(), 0.75),
+        ("serve", "epoll_wait", w.as_raw_fd(), 0.25),
+    ] {
+        let at = below(f, call);
+        let refined = s.refine(Hypothesis::ExternalWait, &at, 2, since, 0.05);
+        let file = Resource::File { fd, path: pipe(fd) };
+        assert!(pipe(fd).starts_with("pipe:["), "{}", pipe(fd));
+        assert_eq!(refined, [(at.with(file.clone()), share)], "{call}");
+        let x = s
+            .fraction(Hypothesis::ExternalWait, &at.with(file), 2, since, 1)
+            .unwrap();
+        assert!((x - share).abs() < 1e-9, "{call}: {x}");
+    }
+}
+
+/// Three samples of a worker in `pthread_mutex_lock`: asleep in the futex, woken and stopped
+/// as the wait returned (waiting for a CPU on a loaded machine), and computing; and one of
+/// the main thread in `pthread_join`. The lock wait counts from the call to its return, both
+/// of the first two, and names the lock; the join is no lock wait.
+#[test]
+fn a_lock_wait_counts_until_its_return_and_a_join_is_none() {
+    let mut s = Stacks::new(std::process::id() as i32);
+    let t0 = Instant::now();
+    let futex = |interrupted| Syscall {
+        nr: FUTEX,
+        args: [0x4040, 0x80, 2],
+        interrupted,
+    };
+    let lock = [
+        ("app", "contend"),
+        ("libc.so.6", "pthread_mutex_lock"),
+        ("libc.so.6", "__lll_lock_wait"),
+    ];
+    let main = [
+        ("libc.so.6", "__libc_start_call_main"),
+        ("app", "main"),
+        ("libc.so.6", "__pthread_clockjoin_ex"),
+    ];
+    for t in [
+        worker(&lock, Some(futex(true))),
+        worker(&lock, Some(futex(false))),
+        worker(&[("app", "contend"), ("app", "work")], None),
+        stack(1, &main, Some(futex(true))),
+    ] {
+        s.push(
+            t0,
+            Batch {
+                stopped: Duration::ZERO,
+                threads: vec![t],
+            },
+        );
+    }
+    let since = s.samples[0].at;
+    let at = |tid: u32, path: &[Resource]| {
+        let mut v = vec![Resource::Program("app".into()), Resource::Thread(tid)];
+        v.extend_from_slice(path);
+        s.fraction(Hypothesis::SyncWait, &Focus(v), tid as i32, since, 1)
+            .unwrap()
+    };
+    let big_lock = Resource::Lock {
+        addr: 0x4040,
+        name: Some("big_lock".into()),
+    };
+    let x = at(2, &[func("worker"), func("contend"), big_lock]);
+    assert!((x - 2.0 / 3.0).abs() < 1e-9, "{x}");
+    assert_eq!(at(1, &[]), 0.0);
+    assert_eq!(at(1, &[func("main")]), 0.0);
 }
