@@ -394,16 +394,7 @@ fn four_threads_halted_and_resumed_100_times_finish_exactly() {
         .unwrap();
         std::thread::sleep(Duration::from_micros(300));
     }
-    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
-    let end = t
-        .with(|p, h| {
-            p.halt()?;
-            p.write(stop, &1i32.to_le_bytes())?;
-            p.cont_wait(h, &no_interrupt())
-        })
-        .unwrap()
-        .unwrap();
-    assert_eq!(end, Stop::Exited(0));
+    stop_live_and_wait(&t, &exe);
     assert_eq!(
         std::fs::read_to_string(&out).unwrap(),
         "ready\n4 threads stopped\nadd3(1, 2, 3) = 321\n"
@@ -504,16 +495,7 @@ fn hold_each_holds_one_thread_at_a_time_and_the_program_finishes_exactly() {
     hold_each_rounds(&t, 50, 3);
     assert_eq!(t.with(|p, _| p.state()).unwrap(), State::Running);
     let exe = live();
-    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
-    let end = t
-        .with(|p, h| {
-            p.halt()?;
-            p.write(stop, &1i32.to_le_bytes())?;
-            p.cont_wait(h, &no_interrupt())
-        })
-        .unwrap()
-        .unwrap();
-    assert_eq!(end, Stop::Exited(0));
+    stop_live_and_wait(&t, &exe);
     assert_eq!(
         std::fs::read_to_string(&out).unwrap(),
         "ready\n3 threads stopped\nadd3(1, 2, 3) = 321\n"
@@ -954,16 +936,7 @@ fn signals_are_forwarded_and_job_control_is_honoured() {
         assert!(Instant::now() < deadline, "SIGCONT did not resume it");
         std::thread::sleep(Duration::from_millis(1));
     }
-    let stop = t.with(|p, _| symbol(p, &exe, "stop")).unwrap();
-    let end = t
-        .with(|p, h| {
-            p.halt()?;
-            p.write(stop, &1i32.to_le_bytes())?;
-            p.cont_wait(h, &no_interrupt())
-        })
-        .unwrap()
-        .unwrap();
-    assert_eq!(end, Stop::Exited(0));
+    stop_live_and_wait(&t, &exe);
     assert_eq!(
         std::fs::read_to_string(&out).unwrap(),
         "ready\n2 threads stopped\nadd3(1, 2, 3) = 321\nSIGUSR1 x 3\n"
@@ -1195,6 +1168,21 @@ fn an_injected_call_keeps_the_threads_vector_registers() {
 
 /// Stops the `live` mutatee through its `stop` variable (found in `exe`, the file it runs),
 /// detaches, and checks that it printed what it computes untouched and exited cleanly.
+/// Tells the live mutatee to stop (its `stop` flag), halted first, and lets it run to its end:
+/// it exits with 0.
+fn stop_live_and_wait<H: engine::process::Hooks + 'static>(t: &Tracer<H>, exe: &Path) {
+    let stop = t.with(|p, _| symbol(p, exe, "stop")).unwrap();
+    let end = t
+        .with(|p, h| {
+            p.halt()?;
+            p.write(stop, &1i32.to_le_bytes())?;
+            p.cont_wait(h, &no_interrupt())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, Stop::Exited(0));
+}
+
 /// Tells the live mutatee to stop (its `stop` flag) and detaches, letting it finish.
 fn stop_and_detach<H: engine::process::Hooks + 'static>(t: Tracer<H>, exe: &Path) {
     let stop = t.with(|p, _| symbol(p, exe, "stop")).unwrap();

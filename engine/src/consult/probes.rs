@@ -2262,7 +2262,7 @@ mod tests {
     /// entries times their cost: nothing.
     #[test]
     fn a_timer_slowing_a_rarely_entered_function_costs_its_share_per_call_of_a_callee() {
-        use super::super::stacks::{Batch, FrameName, Stacks, ThreadStack};
+        use super::super::stacks::Stacks;
         use std::sync::{Arc, Mutex};
         let (pid, f) = at_f();
         let tid = f.thread().unwrap() as i32;
@@ -2287,28 +2287,7 @@ mod tests {
                 focus: f.clone(),
             };
             lab.start(&function).unwrap();
-            let frame = |name: &str| FrameName {
-                module: "m".into(),
-                function: name.into(),
-                main: true,
-            };
-            for i in 0..60u64 {
-                let callee = if i % 4 == 0 { "cold" } else { "hot" };
-                stacks.lock().unwrap().push(
-                    Instant::now(),
-                    Batch {
-                        stopped: std::time::Duration::ZERO,
-                        threads: vec![ThreadStack {
-                            tid,
-                            syscall: None,
-                            lock_name: None,
-                            frames: vec![frame(callee), frame("f")],
-                            pcs: vec![0x9000, 0x200],
-                            held: std::time::Duration::ZERO,
-                        }],
-                    },
-                );
-            }
+            hot_in_f(&stacks, tid);
             let e = Experiment {
                 hypothesis: Hypothesis::CPUBound,
                 focus: f.with(Resource::Loop("loop_1".into())),

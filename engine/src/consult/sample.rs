@@ -135,32 +135,6 @@ pub fn classify(pid: i32, nr: u64, args: [u64; 2]) -> Activity {
     }
 }
 
-/// The descriptors a thread asleep in system call `nr` with arguments `args` (the first three)
-/// waits on, for the calls that wait on a set of them: a `poll`'s or `ppoll`'s array, a
-/// `select`'s or `pselect6`'s read and write sets, the descriptors an `epoll_wait`'s instance
-/// watches (the epoll descriptor itself where it watches none that can be read). Empty for
-/// any other call. Read from the process as it runs (see [`crate::process::waits`]).
-pub fn waited(pid: i32, nr: u64, args: [u64; 3]) -> Vec<i32> {
-    use crate::process::waits;
-    match nr {
-        // poll, ppoll: (fds, nfds, ...)
-        7 | 271 => waits::poll_fds(pid, args[0], args[1]),
-        // select, pselect6: (nfds, readfds, writefds, ...)
-        23 | 270 => waits::select_fds(pid, args[0], &[args[1], args[2]]),
-        // epoll_wait, epoll_pwait, epoll_pwait2: (epfd, ...)
-        232 | 281 | 441 => {
-            let epfd = args[0] as i32;
-            let watched = waits::epoll_fds(pid, epfd);
-            if watched.is_empty() {
-                vec![epfd]
-            } else {
-                watched
-            }
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// True for the futex operations that wait: `FUTEX_WAIT`, `FUTEX_LOCK_PI`,
 /// `FUTEX_WAIT_BITSET`, `FUTEX_WAIT_REQUEUE_PI`, `FUTEX_LOCK_PI2` (the private and clock flags
 /// masked off).

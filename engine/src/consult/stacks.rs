@@ -145,7 +145,15 @@ pub struct Stacks {
     /// The program's CPU time per wall second with the sampler quiet and while it samples,
     /// by turns ([`sample_stacks`]): what the stops cost beyond the time they hold.
     turns: StopTurns,
+    /// What reads the descriptors a thread waits on in `poll`, `select` or `epoll_wait`
+    /// ([`Stacks::reading_waits`]); none read without it.
+    waits: Option<WaitReader>,
 }
+
+/// Reads the descriptors a thread of process `pid` asleep in system call `nr` with arguments
+/// `args` waits on (the caller's: the search knows programs only through what it is given;
+/// `instrument` gives `process::waits::waited`).
+pub type WaitReader = fn(pid: i32, nr: u64, args: [u64; 3]) -> Vec<i32>;
 
 /// The program's CPU time over wall time in the sampler's quiet turns and in its sampling
 /// turns. A stopped thread gives its CPU to whatever else is runnable, and after its resume
@@ -427,6 +435,7 @@ impl Stacks {
             used: Duration::ZERO,
             probes_spent: Duration::ZERO,
             turns: StopTurns::default(),
+            waits: None,
         }
     }
 
@@ -470,6 +479,13 @@ impl Stacks {
     /// stop) or sampling with stops that held it `held`.
     pub fn turn(&mut self, quiet: bool, wall: Duration, run: u64, held: Duration) {
         self.turns.add(quiet, wall, run, held);
+    }
+
+    /// This store, reading with `reader` the descriptors a sampled thread waits on in `poll`,
+    /// `select` or `epoll_wait`, as it sleeps on after the stop.
+    pub fn reading_waits(mut self, reader: WaitReader) -> Stacks {
+        self.waits = Some(reader);
+        self
     }
 
     /// What the stops cost per second they hold the process, as a share of its running
@@ -539,7 +555,9 @@ impl Stacks {
                         ..
                     },
                     Some(s),
-                ) => super::sample::waited(self.pid, s.nr, s.args),
+                ) => self
+                    .waits
+                    .map_or_else(Vec::new, |read| read(self.pid, s.nr, s.args)),
                 _ => Vec::new(),
             };
             let indexes = path_of(&t.frames);

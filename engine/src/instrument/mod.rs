@@ -38,5 +38,8 @@ pub mod results;
 pub mod scope;
 pub mod values;
 
+/// What `consult`'s stack samples read a waiting thread's descriptors with
+/// ([`crate::consult::stacks::Stacks::reading_waits`]).
+pub use crate::process::waits::waited;
 pub use inferior::Inferior;
 pub use live::Live;

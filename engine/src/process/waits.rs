@@ -9,6 +9,32 @@
 
 use super::memory::MemReader;
 
+/// The descriptors a thread of process `pid` asleep in system call `nr` with arguments `args`
+/// (the first three) waits on, for the calls that wait on a set of them: a `poll`'s or
+/// `ppoll`'s array, a `select`'s or `pselect6`'s read and write sets, the descriptors an
+/// `epoll_wait`'s instance watches (the epoll descriptor itself where it watches none that can
+/// be read). Empty for any other call. `consult`'s stack samples read them through this
+/// ([`crate::consult::stacks::WaitReader`]).
+pub fn waited(pid: i32, nr: u64, args: [u64; 3]) -> Vec<i32> {
+    match nr {
+        // poll, ppoll: (fds, nfds, ...)
+        7 | 271 => poll_fds(pid, args[0], args[1]),
+        // select, pselect6: (nfds, readfds, writefds, ...)
+        23 | 270 => select_fds(pid, args[0], &[args[1], args[2]]),
+        // epoll_wait, epoll_pwait, epoll_pwait2: (epfd, ...)
+        232 | 281 | 441 => {
+            let epfd = args[0] as i32;
+            let watched = epoll_fds(pid, epfd);
+            if watched.is_empty() {
+                vec![epfd]
+            } else {
+                watched
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// The most descriptors read of one wait: a server polling thousands is named by its first.
 pub const MAX_WAITED: usize = 64;
 

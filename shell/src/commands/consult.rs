@@ -277,7 +277,9 @@ pub(crate) fn search(
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
-    let store = Arc::new(Mutex::new(Stacks::new(pid)));
+    let store = Arc::new(Mutex::new(
+        Stacks::new(pid).reading_waits(engine::instrument::waited),
+    ));
     let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
     let mut lab = ProbeLab::new(
         pid,

@@ -751,7 +751,23 @@ fn a_wait_in_poll_or_epoll_is_refined_to_the_descriptors_it_waits_on() {
         unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, w.as_raw_fd(), &mut ev) },
         0
     );
-    let mut s = Stacks::new(std::process::id() as i32);
+    // What the process side reads of these two calls (`process::waits`, tested there): the
+    // polled pipe's end, and the other end the epoll instance watches.
+    fn read(_: i32, nr: u64, args: [u64; 3]) -> Vec<i32> {
+        match nr {
+            7 => vec![unsafe_first_fd(args[0])],
+            232 => vec![WATCHED.load(Ordering::Relaxed)],
+            _ => Vec::new(),
+        }
+    }
+    /// The descriptor of the first `pollfd` at `addr`, in this process.
+    fn unsafe_first_fd(addr: u64) -> i32 {
+        // SAFETY: `addr` is the test's own `polled` array, alive while the store is filled.
+        unsafe { (*(addr as *const libc::pollfd)).fd }
+    }
+    static WATCHED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+    WATCHED.store(w.as_raw_fd(), Ordering::Relaxed);
+    let mut s = Stacks::new(std::process::id() as i32).reading_waits(read);
     let t0 = Instant::now();
     let poll = Syscall {
         nr: 7,
