@@ -1381,8 +1381,9 @@ fn detach_unloads_the_runtime_and_unmaps_gsh_memory() {
     assert_eq!(got, expected(&exe, threads, rounds));
 }
 
-/// What a thread is still in stays: a thread sleeping in a call a snippet made (0.7 s in
-/// `nanosleep`, its timespec in the two words of `handled` that two workers leave unused)
+/// What a thread is still in stays: a thread sleeping in a call a snippet made (3 s in
+/// `nanosleep`, its timespec in the two words of `handled` that two workers leave unused; with
+/// 0.7 s the detach, slowed beside 50 other tests, came after the sleep had ended)
 /// returns into its trampoline after gsh detached, so that trampoline's pool stays mapped, and so does the
 /// runtime that trampolines use; gsh says so, and the program runs on to its exact output.
 #[test]
@@ -1394,8 +1395,8 @@ fn detach_keeps_the_memory_a_thread_is_still_in_and_says_so() {
     let pid = child.id();
     let o = gsh_c(
         &format!(
-            "attach {pid}; count handle_request; at parse_header entry {{ handled[6] = 0; \
-             handled[7] = 700000000; nanosleep((struct timespec *)&handled[6], 0); }}; continue &; \
+            "attach {pid}; count handle_request; at parse_header entry {{ handled[6] = 3; \
+             handled[7] = 0; nanosleep((struct timespec *)&handled[6], 0); }}; continue &; \
              sleep 0.3; detach"
         ),
         &exe,
