@@ -558,9 +558,7 @@ impl Process {
             }
         }
         for tid in vanished {
-            self.threads.remove(&tid);
-            self.deferred.retain(|&(t, _)| t != tid);
-            self.push_event(Event::ThreadExited(tid));
+            self.forget_thread(tid);
         }
         let started = Instant::now();
         self.last_halt = HaltTiming {
@@ -610,9 +608,7 @@ impl Process {
             let Some((tid, ev)) = self.poll_wait(-1, started)? else {
                 // Deadline: threads that vanished without a word are dropped.
                 let before = awaiting.len();
-                awaiting.retain(|tid| {
-                    std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists()
-                });
+                awaiting.retain(|&tid| self.is_our_thread(tid));
                 if awaiting.len() == before {
                     return Err(ProcessError::Inject {
                         what: "halt".into(),
@@ -683,7 +679,7 @@ impl Process {
     }
 
     /// True when `tid` is a thread of this process (not a fork child).
-    fn is_our_thread(&self, tid: i32) -> bool {
+    pub(super) fn is_our_thread(&self, tid: i32) -> bool {
         // One stat rather than reading and parsing /proc/TID/status: this runs for every new
         // thread whose first stop comes before its creator's clone event.
         std::fs::symlink_metadata(format!("/proc/{}/task/{tid}", self.pid)).is_ok()
@@ -740,11 +736,17 @@ impl Process {
             };
             return Some(stop);
         }
+        self.forget_thread(tid);
+        None
+    }
+
+    /// Drops thread `tid` from the list with any stop deferred for it, and tells of its exit;
+    /// nothing when it was not listed.
+    pub(super) fn forget_thread(&mut self, tid: i32) {
         if self.threads.remove(&tid).is_some() {
             self.deferred.retain(|&(t, _)| t != tid);
             self.push_event(Event::ThreadExited(tid));
         }
-        None
     }
 
     /// Resumes every thread, delivering the signals they stopped with. Threads whose stop is

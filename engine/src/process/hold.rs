@@ -23,7 +23,7 @@ use nix::errno::Errno;
 use super::control::{is_zombie, Process};
 use super::error::ProcessError;
 use super::ptrace::{self, WaitEvent};
-use super::{Event, State, ThreadState};
+use super::{State, ThreadState};
 
 /// What [`Process::hold_each`] saw of one thread.
 #[derive(Clone, Debug)]
@@ -127,9 +127,7 @@ impl Process {
                 ..
             }) => {
                 if tid != self.pid {
-                    self.threads.remove(&tid);
-                    self.deferred.retain(|&(t, _)| t != tid);
-                    self.push_event(Event::ThreadExited(tid));
+                    self.forget_thread(tid);
                 }
                 return Ok(Caught::Gone);
             }
@@ -175,7 +173,7 @@ impl Process {
             }
             let waited = started.elapsed();
             if waited > STOP_DEADLINE {
-                if !std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists() {
+                if !self.is_our_thread(tid) {
                     return Ok(None);
                 }
                 return Err(ProcessError::Inject {

@@ -186,13 +186,8 @@ impl Process {
         if self.pools.pools.is_empty() {
             return Ok(done);
         }
-        let ranges: Vec<(u64, u64)> = self
-            .pools
-            .pools
-            .iter()
-            .map(|p| (p.start, p.start + p.size))
-            .collect();
-        let busy = self.stopped(|p| p.ranges_in_use(&ranges))?;
+        let ranges = self.pool_ranges();
+        let busy = self.in_use(&ranges)?;
         let maps = maps::read_maps(self.pid)?;
         let stub = self.pools.stub.map(|s| s.inside());
         let mut unmapped = vec![false; ranges.len()];
