@@ -8,21 +8,16 @@
 
 use crate::addr::LinkAddr;
 use crate::process::Process;
-use crate::unwind::{Frame, Memory, Regs, UnwindModule, Unwinder};
+use crate::unwind::{Frame, Pages, Regs, UnwindModule, Unwinder, PAGE};
 
 use super::Live;
 
 /// The most frames [`walk`] returns.
 pub const MAX_FRAMES: usize = 256;
 
-/// A stopped process's memory as the unwinder reads it.
-pub(super) struct ProcMemory<'p>(pub(super) &'p Process);
-
-impl Memory for ProcMemory<'_> {
-    fn read_u64(&self, addr: u64) -> Option<u64> {
-        let b = self.0.read(addr, 8).ok()?;
-        Some(u64::from_le_bytes(b.try_into().ok()?))
-    }
+/// A stopped process's memory as the unwinder reads it, a page at a time ([`Pages`]).
+pub(super) fn proc_memory(p: &Process) -> Pages<impl Fn(u64) -> Option<Vec<u8>> + '_> {
+    Pages::new(move |page| p.read(page, PAGE as usize).ok())
 }
 
 fn unwinder(live: &Live) -> Unwinder<'_> {
@@ -65,14 +60,14 @@ pub fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
 /// The frames of the thread with registers `r` up to frame `n + 1` (the caller of frame
 /// `n`), innermost first, with their registers and CFAs as the unwinder recovered them.
 pub fn frames_to(live: &Live, p: &Process, r: &libc::user_regs_struct, n: usize) -> Vec<Frame> {
-    unwinder(live).walk(&ProcMemory(p), top_regs(live, r), n + 3)
+    unwinder(live).walk(&proc_memory(p), top_regs(live, r), n + 3)
 }
 
 /// (pc, one-line description) per frame of the thread with registers `r`, innermost first,
 /// at most [`MAX_FRAMES`].
 pub fn walk(live: &Live, p: &Process, r: &libc::user_regs_struct) -> Vec<(u64, String)> {
     unwinder(live)
-        .walk(&ProcMemory(p), top_regs(live, r), MAX_FRAMES)
+        .walk(&proc_memory(p), top_regs(live, r), MAX_FRAMES)
         .iter()
         .map(|f| {
             // A return address is named by its call instruction's function and line.

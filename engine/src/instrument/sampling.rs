@@ -24,7 +24,7 @@ use crate::process::{Process, State, Tracer};
 use crate::session::{Module, ModuleId};
 use crate::unwind::{UnwindModule, Unwinder};
 
-use super::frames::{top_regs, ProcMemory};
+use super::frames::{proc_memory, top_regs};
 use super::Live;
 
 /// ELF's executable-segment flag.
@@ -248,7 +248,7 @@ impl StackSource for TracerStacks<'_, '_> {
                 // One thread at a time, the others running: a thread's registers and stack
                 // are its own.
                 let held = p.hold_each(|p, _, r| {
-                    let frames = unwinder.walk(&ProcMemory(p), top_regs(live, r), MAX_FRAMES);
+                    let frames = unwinder.walk(&proc_memory(p), top_regs(live, r), MAX_FRAMES);
                     let pcs: Vec<u64> = frames.iter().map(|f| f.lookup_pc()).collect();
                     (in_syscall(p, r), pcs)
                 });

@@ -752,3 +752,63 @@ fn walks_through_gcc_o2_code_without_frame_pointers() {
     assert!(frames[1..].iter().all(|f| f.how == FoundBy::Cfi), "{shown}");
     assert_ne!(frames.last().expect("frames").cfa, 0, "{shown}");
 }
+
+/// Three pages of words whose value is their address, the middle one unreadable; `reads`
+/// counts the pages asked for.
+fn paged(reads: &std::cell::Cell<usize>) -> Pages<impl Fn(u64) -> Option<Vec<u8>> + '_> {
+    const BASE: u64 = 0x7000_0000;
+    Pages::new(move |page| {
+        reads.set(reads.get() + 1);
+        if !(BASE..BASE + 3 * PAGE).contains(&page) || page == BASE + PAGE {
+            return None;
+        }
+        Some(
+            (0..PAGE)
+                .map(|i| ((page + i) >> (8 * (i % 8))) as u8)
+                .collect(),
+        )
+    })
+}
+
+#[test]
+fn memory_read_by_pages_reads_each_page_once() {
+    let reads = std::cell::Cell::new(0);
+    let mem = paged(&reads);
+    let base = 0x7000_0000u64;
+    for addr in [
+        base,
+        base + 8,
+        base + 0xff8,
+        base + 2 * PAGE + 16,
+        base + 2 * PAGE,
+    ] {
+        assert_eq!(mem.read_u64(addr), Some(addr), "{addr:#x}");
+    }
+    assert_eq!(reads.get(), 2);
+    // An unaligned word within a page: its bytes as the page holds them.
+    let b: Vec<u8> = (base + 3..base + 11)
+        .map(|a| (a & !7) >> (8 * (a % 8)))
+        .map(|x| x as u8)
+        .collect();
+    assert_eq!(
+        mem.read_u64(base + 3),
+        Some(u64::from_le_bytes(b.try_into().unwrap()))
+    );
+    assert_eq!(mem.pages_read(), 2);
+}
+
+#[test]
+fn memory_read_by_pages_fails_where_a_word_touches_an_unreadable_page() {
+    let reads = std::cell::Cell::new(0);
+    let mem = paged(&reads);
+    let base = 0x7000_0000u64;
+    // In the unreadable page, and across into it from either side.
+    assert_eq!(mem.read_u64(base + PAGE + 64), None);
+    assert_eq!(mem.read_u64(base + PAGE - 4), None);
+    assert_eq!(mem.read_u64(base + 2 * PAGE - 4), None);
+    assert_eq!(mem.read_u64(u64::MAX - 3), None);
+    // The pages beside it read as they are, each once.
+    assert_eq!(mem.read_u64(base + PAGE - 8), Some(base + PAGE - 8));
+    assert_eq!(mem.read_u64(base + 2 * PAGE), Some(base + 2 * PAGE));
+    assert_eq!(reads.get(), 4);
+}
