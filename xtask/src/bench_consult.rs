@@ -308,13 +308,18 @@ pub fn run(args: &[String]) -> Result<()> {
             r.noise.1 * 100.0
         );
         println!(
-            "run {run}: consult's estimate {:.2}% (stops {:.2}%, timers {:.2}%; stopped {:.1}% \
-             of the time); measured slowdown {:.2}% per wall second, {:.2}% per CPU second; \
-             estimate / wall slowdown {}, timers' estimate / CPU slowdown {}",
+            "run {run}: consult's estimate {:.2}% (stops {:.2}%, of which gsh's competition for \
+             the CPUs {:.2}%, timers {:.2}%; stopped {:.1}% of the time; gsh used {:.1}% of a \
+             CPU by its own count, the program waited for one {:.1}% of the time); measured \
+             slowdown {:.2}% per wall second, {:.2}% per CPU second; estimate / wall slowdown \
+             {}, timers' estimate / CPU slowdown {}",
             r.reported * 100.0,
             r.stop_cost * 100.0,
+            r.competed * 100.0,
             r.timer_cost * 100.0,
             r.stopped * 100.0,
+            r.search_cpu * 100.0,
+            r.waited * 100.0,
             wall_slow * 100.0,
             cpu_slow * 100.0,
             ratio(r.reported, wall_slow),
@@ -460,6 +465,12 @@ struct Run {
     timer_cost: f64,
     /// The fraction of the wall time the program was stopped.
     stopped: f64,
+    /// What consult counted of gsh's competition for the CPUs: its share of the program's
+    /// running, gsh's CPU over the search's wall time, the program's threads' wait for a CPU
+    /// over it.
+    competed: f64,
+    search_cpu: f64,
+    waited: f64,
     /// Seconds the search ran.
     seconds: f64,
     /// When the search judged `unit`, and `unit`'s loop, CPU-bound (seconds into it).
@@ -630,6 +641,9 @@ fn bench(program: &[std::ffi::OsString], search: &Search, runs: usize) -> Result
                 stop_cost: r["stop_cost"].as_f64().unwrap_or(f64::NAN),
                 timer_cost: r["probes"]["cost"].as_f64().unwrap_or(f64::NAN),
                 stopped: r["stopped"].as_f64().unwrap_or(f64::NAN),
+                competed: r["competed"].as_f64().unwrap_or(f64::NAN),
+                search_cpu: r["gsh_cpu"].as_f64().unwrap_or(f64::NAN),
+                waited: r["waited"].as_f64().unwrap_or(f64::NAN),
                 seconds,
                 answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
                 timers: r["probes"]["inserted"].as_u64().unwrap_or(0),

@@ -1101,6 +1101,15 @@ pub struct Report {
     pub stop_cost: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,
+    /// The share of one CPU gsh used meanwhile, all its work together.
+    pub gsh_cpu: f64,
+    /// The program's threads' time runnable without a CPU, summed, as a share of the wall
+    /// time.
+    pub waited: f64,
+    /// The share of the threads' running time gsh's own CPU time took by competing with them
+    /// for the CPUs ([`sample::Competition::took`]), where it counted in
+    /// [`Report::stop_cost`] (which holds it).
+    pub competed: f64,
     /// How many times the process was stopped for stack samples.
     pub stack_samples: u64,
     /// The loop timers the search inserted and removed, and what they cost.
@@ -1121,6 +1130,9 @@ impl Search {
             stopped: 0.0,
             stop_cost: 0.0,
             sampler_cpu: 0.0,
+            gsh_cpu: 0.0,
+            waited: 0.0,
+            competed: 0.0,
             stack_samples: 0,
             probes: probes::ProbeStats::default(),
             seconds,
@@ -1157,46 +1169,79 @@ impl Search {
 pub struct Cost {
     /// Seconds the process was stopped for stack samples ([`Report::stopped`]).
     pub stopped: f64,
-    /// Running seconds the stops took from its threads ([`stacks::imposed`], summed).
+    /// Running seconds the stops took from its threads: what the sampler's turns measured,
+    /// and never less than [`Cost::imposed`] ([`stacks::Stacks::cost`]).
     pub lost: f64,
+    /// Running seconds the stops took by holding its threads alone ([`stacks::imposed`],
+    /// summed).
+    pub imposed: f64,
     /// CPU seconds its threads used over the same intervals.
     pub used: f64,
     /// Seconds its probes ran: their hits times the measured cost of one.
     pub probes: f64,
     /// Wall seconds the search ran.
     pub wall: f64,
+    /// What gsh, the program and the machine used over the search: what gsh's own CPU time
+    /// took from the program's ([`sample::Competition::took`]).
+    pub competition: sample::Competition,
 }
 
 impl Cost {
-    /// The shares of the program's running time the stops and the probes took, each over the
-    /// time its threads would have run without the search (what they ran, plus what the stops
-    /// took); over the wall time (one thread's) when no running time was measured.
-    pub fn shares(&self) -> (f64, f64) {
+    /// The running seconds the stops and gsh's own work took: what the turns measured, or
+    /// what the stops held plus what gsh's CPU time took by competing, whichever is more.
+    /// The turns see gsh's work done while it samples (a sampling turn against a quiet one)
+    /// but not what it does throughout (analysing code for timers, reading them, sampling
+    /// `/proc`); the competition counts all of it, so the two overlap and are not added.
+    pub fn stops(&self) -> f64 {
+        self.lost.max(self.imposed + self.competition.took())
+    }
+
+    /// The shares of the program's running time the stops (with gsh's competition,
+    /// [`Cost::stops`]), the probes and gsh's competition alone took, each over the time its
+    /// threads would have run without the search (what they ran, plus what the stops took);
+    /// over the wall time (one thread's) when no running time was measured.
+    pub fn shares(&self) -> Shares {
+        let stops = self.stops();
         let base = if self.used > 0.0 {
-            self.used + self.lost
+            self.used + stops
         } else {
             self.wall
         };
         if base <= 0.0 {
-            return (0.0, 0.0);
+            return Shares::default();
         }
-        (self.lost / base, self.probes / base)
+        Shares {
+            stops: stops / base,
+            probes: self.probes / base,
+            competed: self.competition.took().min(stops) / base,
+        }
     }
+}
+
+/// The shares of the program's running time the parts of a search took ([`Cost::shares`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Shares {
+    /// The stops, with gsh's competition.
+    pub stops: f64,
+    /// The probes.
+    pub probes: f64,
+    /// gsh's competition for the CPUs, within `stops`.
+    pub competed: f64,
 }
 
 impl Report {
     /// Sets the report's overhead and its parts from `cost` ([`Report::probes`] first, so
     /// its cost is set too).
     pub fn set_cost(&mut self, cost: Cost) {
-        let (stops, probes) = cost.shares();
-        self.stopped = if cost.wall > 0.0 {
-            cost.stopped / cost.wall
-        } else {
-            0.0
-        };
-        self.stop_cost = stops;
-        self.probes.cost = probes;
-        self.overhead = stops + probes;
+        let shares = cost.shares();
+        let per_wall = |x: f64| if cost.wall > 0.0 { x / cost.wall } else { 0.0 };
+        self.stopped = per_wall(cost.stopped);
+        self.gsh_cpu = per_wall(cost.competition.gsh);
+        self.waited = per_wall(cost.competition.waited);
+        self.competed = shares.competed;
+        self.stop_cost = shares.stops;
+        self.probes.cost = shares.probes;
+        self.overhead = shares.stops + shares.probes;
     }
 
     /// The conclusions, then the search history graph as an indented tree.
@@ -1222,16 +1267,20 @@ impl Report {
         let _ = writeln!(
             out,
             "\n{} experiments in {:.1} s; the search slowed the program by about {:.1}% (its \
-             estimate). The program was stopped {:.1}% of the time for {} stack samples, \
-             which took {:.1}% of its threads' running time; sampling /proc used {:.1}% of a \
-             CPU\n",
+             estimate). The program was stopped {:.1}% of the time for {} stack samples; gsh \
+             used {:.1}% of a CPU (sampling /proc {:.1}%), and the program's threads waited \
+             for a CPU {:.1}% of the time. The stops and gsh's competition for the CPUs took \
+             {:.1}% of the threads' running time ({:.1}% by the competition)\n",
             self.tested,
             self.seconds,
             self.overhead * 100.0,
             self.stopped * 100.0,
             self.stack_samples,
+            self.gsh_cpu * 100.0,
+            self.sampler_cpu * 100.0,
+            self.waited * 100.0,
             self.stop_cost * 100.0,
-            self.sampler_cpu * 100.0
+            self.competed * 100.0
         );
         if self.probes.inserted > 0 {
             let _ = writeln!(

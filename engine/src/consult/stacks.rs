@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::sample::{classify, Activity};
+use super::sample::{classify, Activity, Usage};
 use super::{Focus, Hypothesis, Resource};
 
 /// One frame of a sampled stack.
@@ -142,6 +142,10 @@ pub struct Stacks {
     /// The running time the search's probes have taken from the program so far: the stops
     /// share one budget with them ([`sample_stacks`]).
     probes_spent: Duration,
+    /// What gsh's own CPU time has taken from the program by competing for the CPUs
+    /// ([`super::sample::Competition::took`]), as the sampler last measured it: the stops count it
+    /// ([`stops_cost`]).
+    competed: Duration,
     /// The program's CPU time per wall second with the sampler quiet and while it samples,
     /// by turns ([`sample_stacks`]): what the stops cost beyond the time they hold.
     turns: StopTurns,
@@ -434,6 +438,7 @@ impl Stacks {
             lost: Duration::ZERO,
             used: Duration::ZERO,
             probes_spent: Duration::ZERO,
+            competed: Duration::ZERO,
             turns: StopTurns::default(),
             waits: None,
         }
@@ -473,6 +478,12 @@ impl Stacks {
     pub fn cost(&self) -> (Duration, Duration) {
         let lost = self.turns.lost().map_or(self.lost, |m| m.max(self.lost));
         (lost, self.used)
+    }
+
+    /// The running time the stops took from the sampled threads by holding them alone
+    /// ([`imposed`], summed over the intervals between each thread's batches).
+    pub fn imposed(&self) -> Duration {
+        self.lost
     }
 
     /// Adds a turn of `wall` in which the program's threads ran `run` nanoseconds, quiet (no
@@ -1235,6 +1246,8 @@ pub fn sample_stacks(
     let pid = stacks.lock().unwrap_or_else(|e| e.into_inner()).pid;
     // Turns: SAMPLING of stops, then QUIET without any, each ended by the program's CPU time.
     let mut turn = Turn::begin(pid);
+    // What gsh's own CPU time takes from the program, measured at each quiet turn's end.
+    let usage = Usage::now(pid);
     while !stop() {
         let sampling = match stacks
             .lock()
@@ -1252,6 +1265,8 @@ pub fn sample_stacks(
                 std::thread::sleep((quiet_until - Instant::now()).min(Duration::from_millis(20)));
             }
             turn.end(stacks, pid, true);
+            let took = Duration::from_secs_f64(Usage::now(pid).since(&usage).took());
+            stacks.lock().unwrap_or_else(|e| e.into_inner()).competed = took;
             continue;
         }
         // The next stop waits until what the stops cost, the next stop's included, and what
@@ -1263,11 +1278,12 @@ pub fn sample_stacks(
         // changes with them (one stop held 0.2 s under load, at the weight assumed before
         // the turns tell, put the next one past the search's end; the turns, not ended while
         // it waited, never told that its threads asleep lost nothing).
-        let (probes, weight) = {
+        let (probes, weight, competed) = {
             let s = stacks.lock().unwrap_or_else(|e| e.into_inner());
-            (s.probes_spent, s.stop_weight())
+            (s.probes_spent, s.stop_weight(), s.competed)
         };
-        let due = started + stop_due(stopped + last, weight, probes, cost);
+        let spent = stops_cost(stopped + last, weight, competed);
+        let due = started + stop_due(spent, probes, cost);
         let next = due.max(free + MIN_PERIOD);
         let now = Instant::now();
         if now < next {
@@ -1300,13 +1316,20 @@ pub fn sample_stacks(
     }
 }
 
-/// How long after sampling began the next stop may be taken, so that the stops, having held
-/// the process `held` (the next stop's expected time included) at `weight` each
-/// ([`StopTurns::weight`]), and the probes, having taken `probes`, cost [`AIM`] of `cost`
-/// of the time elapsed; the stops keep a tenth of that whatever the probes take.
-fn stop_due(held: Duration, weight: f64, probes: Duration, cost: f64) -> Duration {
+/// What the stops have cost the program so far, having held it `held` at `weight` each
+/// ([`StopTurns::weight`]), or what they held plus what gsh's own CPU time took from it by
+/// competing for the CPUs (`competed`, [`Competition::took`]), whichever is more: the turns
+/// see gsh's work while it samples, not what it does throughout.
+fn stops_cost(held: Duration, weight: f64, competed: Duration) -> Duration {
+    held.mul_f64(weight).max(held + competed)
+}
+
+/// How long after sampling began the next stop may be taken, so that the stops, having cost
+/// `stops` ([`stops_cost`], the next stop's included), and the probes, having taken `probes`,
+/// cost [`AIM`] of `cost` of the time elapsed; the stops keep a tenth of that whatever the
+/// probes take.
+fn stop_due(stops: Duration, probes: Duration, cost: f64) -> Duration {
     let cost = cost.max(1e-6) * AIM;
-    let stops = held.mul_f64(weight);
     let shared = (stops + probes).div_f64(cost);
     let own = stops.div_f64(cost / 10.0);
     shared.min(own)

@@ -710,6 +710,7 @@ fn the_reported_overhead_is_the_stops_and_probes_share_of_the_programs_running_t
         used: 9.95,
         probes: r.probes.spent,
         wall: 10.0,
+        ..Cost::default()
     });
     assert!((r.probes.cost - 0.005).abs() < 1e-12, "{}", r.probes.cost);
     assert!((r.stop_cost - 0.005).abs() < 1e-12, "{}", r.stop_cost);
@@ -721,8 +722,77 @@ fn the_reported_overhead_is_the_stops_and_probes_share_of_the_programs_running_t
         wall: 10.0,
         ..Cost::default()
     };
-    assert_eq!(alone.shares(), (0.0, 0.005));
-    assert_eq!(Cost::default().shares(), (0.0, 0.0));
+    let shares = alone.shares();
+    assert_eq!((shares.stops, shares.probes), (0.0, 0.005));
+    assert_eq!(Cost::default().shares(), Shares::default());
+}
+
+/// gsh's own CPU time takes the program's running where the CPUs are all busy: python3
+/// beside a busy twin on 2 CPUs lost 13% to 15% of its running while the stops held it 1% of
+/// the time and gsh used 0.2 of a CPU. Where a CPU was free whenever the program wanted one,
+/// gsh took nothing from it.
+#[test]
+fn gshs_own_cpu_time_counts_where_the_program_waited_for_a_cpu() {
+    // 30 s on 2 CPUs, all busy: gsh 6 CPU s, the program 25.5, its twin and the rest 28.5;
+    // the program waited 4.2 s for a CPU.
+    let busy = sample::Competition {
+        wall: 30.0,
+        gsh: 6.0,
+        program: 25.5,
+        waited: 4.2,
+        busy: 60.0,
+    };
+    // Its share of what was not gsh's: 25.5 / 54 of gsh's 6 s.
+    assert!(
+        (busy.took() - 6.0 * 25.5 / 54.0).abs() < 1e-9,
+        "{}",
+        busy.took()
+    );
+    // Never more than it waited.
+    let waited_less = sample::Competition {
+        waited: 1.0,
+        ..busy
+    };
+    assert_eq!(waited_less.took(), 1.0);
+    // A CPU free: the program never waited, gsh took nothing.
+    let idle = sample::Competition {
+        wall: 30.0,
+        gsh: 3.0,
+        program: 29.9,
+        waited: 0.0,
+        busy: 33.0,
+    };
+    assert_eq!(idle.took(), 0.0);
+    assert_eq!(sample::Competition::default().took(), 0.0);
+
+    // In the report: added to what the stops held, unless the turns measured more.
+    let search = Search::new(Settings::default(), f(&["app"]));
+    let mut r = search.report(30.0, 0.0);
+    let cost = Cost {
+        stopped: 0.3,
+        lost: 0.1,
+        imposed: 0.1,
+        used: 25.5,
+        wall: 30.0,
+        competition: busy,
+        ..Cost::default()
+    };
+    r.set_cost(cost);
+    let took = busy.took();
+    let base = 25.5 + 0.1 + took;
+    assert!(
+        (r.stop_cost - (0.1 + took) / base).abs() < 1e-12,
+        "{}",
+        r.stop_cost
+    );
+    assert!((r.competed - took / base).abs() < 1e-12, "{}", r.competed);
+    assert!((r.gsh_cpu - 0.2).abs() < 1e-12, "{}", r.gsh_cpu);
+    assert!((r.waited - 0.14).abs() < 1e-12, "{}", r.waited);
+    assert!(r.text().contains("gsh used 20.0% of a CPU"), "{}", r.text());
+    // The turns measured more than both: they hold gsh's work while it sampled already.
+    r.set_cost(Cost { lost: 5.0, ..cost });
+    assert!((r.stop_cost - 5.0 / 30.5).abs() < 1e-12, "{}", r.stop_cost);
+    assert!((r.overhead - 5.0 / 30.5).abs() < 1e-12, "{}", r.overhead);
 }
 
 /// iPath's test of one activation: its callers (innermost first, as its return addresses

@@ -123,7 +123,13 @@ waits for one again after). The first cycle (the search's start) is left out, an
 counted is what the cycles agree on: their mean less twice its standard error, from the \
 third cycle on. It is never less than what the threads would have run while held (at their \
 rate between stops: nothing for a thread asleep, and for one that waits for a CPU, that less \
-the time it waited), which counts alone until then and where the cycles disagree; the loop \
+the time it waited), which counts alone until then and where the cycles disagree. gsh's own CPU time (its \
+search, analysis, sampling and tracing together) counts too: where the CPUs are all busy, what \
+gsh runs comes out of what everything else would have run, and the program's part is its \
+share of the machine's busy time not gsh's (from /proc/stat) times gsh's CPU time, never more \
+than the time its threads waited for a CPU. The stops cost what they held plus that, where it \
+is more than the turns measured (the turns see gsh's work while it samples, not what it does \
+throughout), and the sampler paces its stops by it. The loop \
 timers cost \
 their entries times a timed entry's cost. That cost is measured where the timer runs: the \
 first time a timer goes in, it is taken out and put back by turns (6 turns of 40 ms of its \
@@ -162,6 +168,7 @@ as an indented tree of every experiment (true, false, untested, failed, refused)
 fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
+\"gsh_cpu\", \"waited\", \"competed\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
 \"ns\", \"in_situ\", \"share\"}], \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
@@ -298,6 +305,7 @@ pub(crate) fn search(
             self.0.store(true, Ordering::SeqCst);
         }
     }
+    let usage = consult::sample::Usage::now(pid);
     let seconds = std::thread::scope(|scope| {
         let _done = Done(&done);
         let sampling = std::thread::Builder::new()
@@ -327,15 +335,17 @@ pub(crate) fn search(
         }
         seconds
     });
+    let competition = consult::sample::Usage::now(pid).since(&usage);
     // Every loop timer still in goes out before anything else.
     let probe_stats = lab.finish();
     let why_stopped = lab.inner.error();
     let sampler_cpu = lab.inner.overhead();
-    let (stopped, (lost, used), stops, stack_error) = {
+    let (stopped, (lost, used), imposed, stops, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
         (
             s.stopped().as_secs_f64(),
             s.cost(),
+            s.imposed(),
             s.batches(),
             s.error().map(str::to_owned),
         )
@@ -346,9 +356,11 @@ pub(crate) fn search(
     report.set_cost(consult::Cost {
         stopped,
         lost: lost.as_secs_f64(),
+        imposed: imposed.as_secs_f64(),
         used: used.as_secs_f64(),
         probes: spent,
         wall: seconds,
+        competition,
     });
     report.sampler_cpu = sampler_cpu;
     report.stack_samples = stops;
