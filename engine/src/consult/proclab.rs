@@ -145,6 +145,7 @@ impl ProcLab {
                     | Resource::CallPath(_)
                     | Resource::File { .. }
                     | Resource::Lock { .. }
+                    | Resource::Wait(_)
             )
         )
     }
@@ -426,7 +427,8 @@ impl Lab for ProcLab {
                 | Resource::Code(_)
                 | Resource::CallPath(_)
                 | Resource::File { .. }
-                | Resource::Lock { .. },
+                | Resource::Lock { .. }
+                | Resource::Wait(_),
             ) if self.stacks.is_some() => {}
             Some(r) => return Err(format!("{r} cannot be measured by sampling")),
             None => return Err("an empty focus".into()),
