@@ -13,6 +13,7 @@
  *   runq   three threads per CPU spin in `spin`: each waits for a CPU most of the time.
  * Not in MUTATEES: it runs for seconds. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -183,8 +184,9 @@ NOINLINE void await_events(int ep) {
     struct epoll_event ev[4];
     char c = 0;
     while (c != 'q') {
+        /* A stop (gsh's stack samples) ends an epoll_wait with EINTR, as servers expect. */
         int n = epoll_wait(ep, ev, 4, 1000);
-        if (n < 0)
+        if (n < 0 && errno != EINTR)
             exit(1);
         for (int i = 0; i < n; i++)
             if (read(ev[i].data.fd, &c, 1) != 1)
