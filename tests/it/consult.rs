@@ -314,6 +314,56 @@ fn consult_names_a_poll_wait_with_its_function_and_descriptor() {
     );
 }
 
+/// `main` waits in epoll_wait() in `await_events` on an instance watching a listening socket
+/// and three pipes (fed a byte every 50 ms, each in turn): the search names the wait once, at
+/// the function and call it waits in, with the epoll descriptor and what it watches, not once
+/// per watched descriptor (redis-server under redis-benchmark had a finding per client); the
+/// JSON lists each watched descriptor with what it is.
+#[test]
+fn consult_names_an_epoll_wait_once_with_what_it_watches() {
+    let (findings, r) = planted("epoll", "");
+    // (`feed_events`, asleep between bytes, waits outside too, in `usleep`.)
+    let waits: Vec<&(String, String)> = findings
+        .iter()
+        .filter(|(h, f)| h == "ExternalWait" && f.contains("epoll_wait"))
+        .collect();
+    assert_eq!(waits.len(), 1, "{r:#}");
+    assert!(
+        found(
+            &findings,
+            &["ExternalWait"],
+            &[
+                "main > await_events",
+                "epoll_wait > epoll fd ",
+                " watching 4 fds: listening socket 127.0.0.1:",
+                ", 3 pipes"
+            ]
+        ),
+        "{r:#}"
+    );
+    let wait = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["hypothesis"] == "ExternalWait" && f["waits_on"].is_object())
+        .unwrap();
+    assert_eq!(wait["waits_on"]["call"], "epoll_wait", "{r:#}");
+    assert!(wait["waits_on"]["epfd"].is_i64(), "{r:#}");
+    let kinds: Vec<&str> = wait["waits_on"]["fds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["listening socket", "pipe", "pipe", "pipe"], "{r:#}");
+    assert!(
+        !findings
+            .iter()
+            .any(|(h, _)| h == "IOBlocking" || h == "SyncWait"),
+        "{r:#}"
+    );
+}
+
 /// `hot` computes, called from `hot_caller` (85% of the time) and `cold_caller` (15%): the
 /// search finds `hot` wherever it is called from, refines it into the two call paths reaching
 /// it, judges the hot one true, naming the module, the function and the path, and concludes

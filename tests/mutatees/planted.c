@@ -7,15 +7,23 @@
  *   pipe   a thread blocks reading a pipe in `drain`, fed a byte every 50 ms by main;
  *   poll   main waits in poll() on a pipe in `await_input`, fed a byte every 50 ms by `feed`
  *          (a thread that sleeps between bytes);
+ *   epoll  main waits in epoll_wait() in `await_events` on an instance watching a listening
+ *          TCP socket on 127.0.0.1 and three pipes, fed a byte every 50 ms by `feed_events`
+ *          (on each pipe in turn);
  *   runq   three threads per CPU spin in `spin`: each waits for a CPU most of the time.
  * Not in MUTATEES: it runs for seconds. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -158,6 +166,57 @@ static void run_poll(void) {
     pthread_join(t, NULL);
 }
 
+static int event_pipes[3][2];
+
+NOINLINE void *feed_events(void *arg) {
+    (void)arg;
+    for (int i = 0; now() < end; i = (i + 1) % 3) {
+        usleep(50000);
+        if (write(event_pipes[i][1], "x", 1) != 1)
+            exit(1);
+    }
+    if (write(event_pipes[0][1], "q", 1) != 1)
+        exit(1);
+    return NULL;
+}
+
+NOINLINE void await_events(int ep) {
+    struct epoll_event ev[4];
+    char c = 0;
+    while (c != 'q') {
+        /* A stop (gsh's stack samples) ends an epoll_wait with EINTR, as servers expect. */
+        int n = epoll_wait(ep, ev, 4, 1000);
+        if (n < 0 && errno != EINTR)
+            exit(1);
+        for (int i = 0; i < n; i++)
+            if (read(ev[i].data.fd, &c, 1) != 1)
+                exit(1);
+    }
+}
+
+static void run_epoll(void) {
+    int ep = epoll_create1(0);
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (ep < 0 || listener < 0 || bind(listener, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(listener, 1) != 0)
+        exit(1);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = listener};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev) != 0)
+        exit(1);
+    for (int i = 0; i < 3; i++) {
+        if (pipe(event_pipes[i]) != 0)
+            exit(1);
+        ev.data.fd = event_pipes[i][0];
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, event_pipes[i][0], &ev) != 0)
+            exit(1);
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, feed_events, NULL);
+    await_events(ep);
+    pthread_join(t, NULL);
+}
+
 NOINLINE void *spin(void *arg) {
     (void)arg;
     while (now() < end)
@@ -178,7 +237,7 @@ static void run_runq(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: planted cpu|lock|smallio|pipe|poll|runq [SECONDS]\n");
+        fprintf(stderr, "usage: planted cpu|lock|smallio|pipe|poll|epoll|runq [SECONDS]\n");
         return 2;
     }
     if (argc > 2)
@@ -195,6 +254,8 @@ int main(int argc, char **argv) {
         run_pipe();
     else if (!strcmp(m, "poll"))
         run_poll();
+    else if (!strcmp(m, "epoll"))
+        run_epoll();
     else if (!strcmp(m, "runq"))
         run_runq();
     else

@@ -157,6 +157,81 @@ pub enum Resource {
         /// What `/proc/PID/fd/FD` links to (a path, `socket:[...]`, `pipe:[...]`).
         path: String,
     },
+    /// A wait on several descriptors at once (`poll`, `select`, `epoll_wait`): one focus, the
+    /// descriptors it waits on named in it, not one focus for each.
+    Wait(WaitSet),
+}
+
+/// A wait on several descriptors: the call, the epoll instance waited on, and the descriptors
+/// the samples showed it waiting on. It is the same wait whatever those were (a server's
+/// clients come and go): a sample is in it when it waits in the same call on the same epoll
+/// instance (see `stacks::on`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct WaitSet {
+    /// The call: `epoll_wait` (its `epoll_pwait` kin too), `poll` (`ppoll`), `select`
+    /// (`pselect6`).
+    pub call: String,
+    /// The epoll instance's descriptor, for `epoll_wait`.
+    pub epfd: Option<i32>,
+    /// The descriptors waited on (polled, or watched by the epoll instance) in any of the
+    /// samples, ascending, each with what it is.
+    pub fds: Vec<Watched>,
+}
+
+/// One descriptor of a [`WaitSet`] and what it is, as the process's `/proc` tells (given to
+/// the stack store: [`stacks::Describer`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Watched {
+    /// The descriptor.
+    pub fd: i32,
+    /// What kind of thing it is, singular (`listening socket`, `client connection`, `pipe`,
+    /// `file`).
+    pub kind: String,
+    /// Where among its kind, with its leading word (` to 127.0.0.1:6379`; empty for kinds
+    /// with no place): descriptors of one kind and place are summarised together.
+    #[serde(skip)]
+    pub at: String,
+    /// It alone, in full (`client connection to 127.0.0.1:6379 from 127.0.0.1:41234`).
+    pub what: String,
+}
+
+/// How many kinds of descriptor a [`WaitSet`]'s text lists before it counts the rest.
+const WAIT_GROUPS: usize = 4;
+
+impl fmt::Display for WaitSet {
+    /// `epoll fd 5 watching 21 fds: listening socket *:6379, 20 client connections to
+    /// 127.0.0.1:6379`; `poll on 3 fds: ...`: the descriptors by kind and place, in the order
+    /// of their first descriptor, each alone where it is the only one of its kind there.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.fds.len();
+        let fds = if n == 1 { "fd" } else { "fds" };
+        match self.epfd {
+            Some(ep) => write!(f, "epoll fd {ep} watching {n} {fds}")?,
+            None => write!(f, "{} on {n} {fds}", self.call)?,
+        }
+        let mut groups: Vec<(&str, &str, Vec<&Watched>)> = Vec::new();
+        for w in &self.fds {
+            match groups
+                .iter_mut()
+                .find(|(k, a, _)| *k == w.kind && *a == w.at)
+            {
+                Some((_, _, ws)) => ws.push(w),
+                None => groups.push((&w.kind, &w.at, vec![w])),
+            }
+        }
+        for (i, (kind, at, ws)) in groups.iter().take(WAIT_GROUPS).enumerate() {
+            f.write_str(if i == 0 { ": " } else { ", " })?;
+            match ws.as_slice() {
+                [one] => f.write_str(&one.what)?,
+                many => write!(f, "{} {kind}s{at}", many.len())?,
+            }
+        }
+        let rest: usize = groups.iter().skip(WAIT_GROUPS).map(|g| g.2.len()).sum();
+        if rest > 0 {
+            write!(f, ", and {rest} more")?;
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for Resource {
@@ -175,6 +250,7 @@ impl fmt::Display for Resource {
             } => write!(f, "lock {n} ({addr:#x})"),
             Resource::Lock { addr, name: None } => write!(f, "lock {addr:#x}"),
             Resource::File { fd, path } => write!(f, "fd {fd} ({path})"),
+            Resource::Wait(w) => write!(f, "{w}"),
         }
     }
 }
@@ -1003,6 +1079,10 @@ pub struct FindingOut {
     /// ending in that call).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timed_call: Option<String>,
+    /// For a wait on several descriptors (the focus ends in one): the call, the epoll
+    /// instance, and each descriptor with what it is; the focus' last entry summarises them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_on: Option<WaitSet>,
 }
 
 /// The call a probe timed for a call path focus measured by one: its last step.
@@ -1045,6 +1125,10 @@ impl From<&Finding> for FindingOut {
             }),
             measured: f.measured,
             timed_call: timed_call(&f.focus, f.measured),
+            waits_on: match f.focus.last() {
+                Some(Resource::Wait(w)) => Some(w.clone()),
+                _ => None,
+            },
         }
     }
 }

@@ -17,7 +17,9 @@
 //! directly by the one before (a `Module` resource names the module of the function after it
 //! where that changes). A sample is *at* the focus when its path starts with those functions:
 //! a function's time includes its callees', as Paradyn's is. A function focus is refined to
-//! the callees its samples show next, and, for waits, to the descriptor or lock they wait on.
+//! the callees its samples show next, and, for waits, to the descriptor or lock they wait on
+//! (a `poll`, `select` or `epoll_wait` on several descriptors to one [`Resource::Wait`] naming
+//! them all).
 //!
 //! A function reached through several call paths (iPath's case: a helper called from many
 //! places) is not followed down any one chain: its time would be split among them, each part
@@ -31,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::sample::{classify, Activity, Usage};
-use super::{Focus, Hypothesis, Resource};
+use super::{Focus, Hypothesis, Resource, WaitSet, Watched};
 
 /// One frame of a sampled stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,6 +110,8 @@ struct Sample {
     lock: Option<(u64, Option<String>)>,
     /// The descriptors a wait on several (poll, select, epoll) waits on.
     waited: Vec<i32>,
+    /// Which such wait it is, for those calls.
+    wait_on: Option<WaitOn>,
     path: Vec<Arc<FrameName>>,
     /// Each path frame's address inside its function (0 where unknown).
     sites: Vec<u64>,
@@ -152,12 +156,44 @@ pub struct Stacks {
     /// What reads the descriptors a thread waits on in `poll`, `select` or `epoll_wait`
     /// ([`Stacks::reading_waits`]); none read without it.
     waits: Option<WaitReader>,
+    /// What tells what those descriptors are ([`Stacks::describing`]).
+    describe: Option<Describer>,
 }
 
 /// Reads the descriptors a thread of process `pid` asleep in system call `nr` with arguments
 /// `args` waits on (the caller's: the search knows programs only through what it is given;
 /// `instrument` gives `process::waits::waited`).
 pub type WaitReader = fn(pid: i32, nr: u64, args: [u64; 3]) -> Vec<i32>;
+
+/// Tells what each of descriptors `fds` of process `pid` is, in their order (`instrument`
+/// gives `process::fds::describe`'s answer): a wait on several is named by them.
+pub type Describer = fn(pid: i32, fds: &[i32]) -> Vec<Watched>;
+
+/// Which wait on several descriptors a sample is in: the call (its kin folded in: `ppoll` is
+/// `poll`) and, for `epoll_wait`, the epoll instance. Samples in one are one wait, whatever
+/// descriptors each showed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct WaitOn {
+    call: &'static str,
+    epfd: Option<i32>,
+}
+
+impl WaitOn {
+    /// The wait system call `nr` with first argument `arg0` is, if it waits on several
+    /// descriptors.
+    fn of(nr: u64, arg0: u64) -> Option<WaitOn> {
+        let (call, epfd) = match nr {
+            // poll, ppoll
+            7 | 271 => ("poll", None),
+            // select, pselect6
+            23 | 270 => ("select", None),
+            // epoll_wait, epoll_pwait, epoll_pwait2
+            232 | 281 | 441 => ("epoll_wait", Some(arg0 as i32)),
+            _ => return None,
+        };
+        Some(WaitOn { call, epfd })
+    }
+}
 
 /// The program's CPU time over wall time in the sampler's quiet turns and in its sampling
 /// turns. A stopped thread gives its CPU to whatever else is runnable, and after its resume
@@ -441,6 +477,7 @@ impl Stacks {
             competed: Duration::ZERO,
             turns: StopTurns::default(),
             waits: None,
+            describe: None,
         }
     }
 
@@ -497,6 +534,34 @@ impl Stacks {
     pub fn reading_waits(mut self, reader: WaitReader) -> Stacks {
         self.waits = Some(reader);
         self
+    }
+
+    /// This store, telling with `describe` what the descriptors a wait on several waits on
+    /// are, when it names the wait ([`Stacks::refine`]). Without it they are named by number.
+    pub fn describing(mut self, describe: Describer) -> Stacks {
+        self.describe = Some(describe);
+        self
+    }
+
+    /// The wait `on`, on descriptors `fds` (ascending), each named by what it is.
+    fn wait_set(&self, on: WaitOn, fds: &[i32]) -> WaitSet {
+        let mut named = self.describe.map(|d| d(self.pid, fds)).unwrap_or_default();
+        if named.len() != fds.len() {
+            named = fds
+                .iter()
+                .map(|&fd| Watched {
+                    fd,
+                    kind: "fd".into(),
+                    at: String::new(),
+                    what: format!("fd {fd}"),
+                })
+                .collect();
+        }
+        WaitSet {
+            call: on.call.into(),
+            epfd: on.epfd,
+            fds: named,
+        }
     }
 
     /// What the stops cost per second they hold the process, as a share of its running
@@ -558,6 +623,17 @@ impl Stacks {
                 .filter(|s| s.nr == FUTEX)
                 .map(|s| (s.args[0], t.lock_name.clone()));
             // Read as the thread sleeps on in the call, after the stop.
+            let wait_on = match (&activity, t.syscall) {
+                (
+                    Activity::Blocked {
+                        hypothesis: Hypothesis::ExternalWait,
+                        fd: None,
+                        ..
+                    },
+                    Some(s),
+                ) => WaitOn::of(s.nr, s.args[0]),
+                _ => None,
+            };
             let waited = match (&activity, t.syscall) {
                 (
                     Activity::Blocked {
@@ -594,6 +670,7 @@ impl Stacks {
                 bytes,
                 lock,
                 waited,
+                wait_on,
                 path,
                 sites,
             });
@@ -720,6 +797,8 @@ impl Stacks {
         skip: &BTreeMap<Arc<FrameName>, f64>,
     ) -> Level {
         let mut lv = Level::default();
+        // Each wait on several descriptors: its samples, and every descriptor they showed.
+        let mut waits: BTreeMap<WaitOn, (usize, std::collections::BTreeSet<i32>)> = BTreeMap::new();
         for s in self.window(tid, since) {
             if matches!(h, Hypothesis::CPUBound | Hypothesis::RunQueue) && !s.on_cpu {
                 continue;
@@ -742,13 +821,27 @@ impl Stacks {
                         .entry(LeafKey::Lock(*addr, name.clone()))
                         .or_default() += 1
                 }
-                // A wait on several descriptors waits on each of them.
+                // A wait on several descriptors is one wait, named once below.
                 _ => {
-                    for fd in &s.waited {
-                        *lv.leaves.entry(LeafKey::File(*fd)).or_default() += 1;
+                    if let Some(on) = s.wait_on {
+                        let (n, fds) = waits.entry(on).or_default();
+                        *n += 1;
+                        fds.extend(&s.waited);
                     }
                 }
             }
+        }
+        // A wait on one descriptor throughout is a wait on that descriptor, as a read on it
+        // is; one on several is one leaf naming them all (a server's epoll_wait watching each
+        // client was a leaf for each, all with the same share: eight findings for one wait).
+        for (on, (n, fds)) in waits {
+            let fds: Vec<i32> = fds.into_iter().collect();
+            let key = match fds[..] {
+                [] => continue,
+                [fd] => LeafKey::File(fd),
+                _ => LeafKey::Wait(on, fds),
+            };
+            *lv.leaves.entry(key).or_default() += n;
         }
         // A wait is named below the call that waits (the last of its path), not beside the
         // callers above it; time on a CPU waits on nothing.
@@ -989,6 +1082,7 @@ impl Stacks {
                             .unwrap_or_else(|_| "?".into()),
                     },
                     LeafKey::Lock(addr, name) => Resource::Lock { addr, name },
+                    LeafKey::Wait(on, fds) => Resource::Wait(self.wait_set(on, &fds)),
                 };
                 (focus.with(r), n as f64 / all)
             }))
@@ -1060,6 +1154,8 @@ fn step(focus: &Focus, module: &mut Option<String>, f: &FrameName) -> Focus {
 enum LeafKey {
     File(i32),
     Lock(u64, Option<String>),
+    /// A wait on several descriptors, with those its samples showed, ascending.
+    Wait(WaitOn, Vec<i32>),
 }
 
 /// The futex system call's number.
@@ -1100,7 +1196,9 @@ fn split(focus: &Focus) -> (Select<'_>, Option<Resource>) {
     let mut code = None;
     for r in &focus.0 {
         match r {
-            Resource::File { .. } | Resource::Lock { .. } => leaf = Some(r.clone()),
+            Resource::File { .. } | Resource::Lock { .. } | Resource::Wait(_) => {
+                leaf = Some(r.clone())
+            }
             Resource::Code(f) => code = Some(f.as_str()),
             _ => {}
         }
@@ -1160,11 +1258,15 @@ fn at(s: &Sample, functions: &[&str]) -> bool {
     functions.len() <= s.path.len() && functions.iter().zip(&s.path).all(|(f, p)| *f == p.function)
 }
 
-/// Whether sample `s` waits on the file or lock `r`.
+/// Whether sample `s` waits on the file, lock or wait `r`. A wait on several descriptors is
+/// the same call on the same epoll instance, whatever descriptors the sample showed.
 fn on(s: &Sample, r: &Resource) -> bool {
     match (r, &s.activity, &s.lock) {
         (Resource::File { fd, .. }, Activity::Blocked { fd: Some(x), .. }, _) => fd == x,
         (Resource::File { fd, .. }, _, _) => s.waited.contains(fd),
+        (Resource::Wait(w), _, _) => s
+            .wait_on
+            .is_some_and(|on| on.call == w.call && on.epfd == w.epfd),
         (Resource::Lock { addr, .. }, _, Some((x, _))) => addr == x,
         _ => false,
     }

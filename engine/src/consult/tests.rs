@@ -1119,3 +1119,92 @@ fn a_wait_is_a_share_of_the_time_its_thread_was_not_waiting_for_a_cpu() {
     assert_eq!(own_share(0.1, 0.95), 0.2);
     assert_eq!(own_share(0.9, 0.5), 1.0);
 }
+
+/// A finding at a wait on several descriptors: its focus lists the module, the functions and
+/// then the wait, once, summarised (each kind of descriptor at each place once, the first
+/// four kinds, the rest counted); its JSON names the call, the epoll instance and every
+/// descriptor with what it is beside the focus; a finding of any other kind has no such field.
+#[test]
+fn a_wait_on_several_descriptors_is_one_focus_entry_and_a_json_field() {
+    let w = |fd: i32, kind: &str, at: &str, what: &str| Watched {
+        fd,
+        kind: kind.into(),
+        at: at.into(),
+        what: what.into(),
+    };
+    let mut fds = vec![
+        w(3, "pipe", "", "pipe:[300]"),
+        w(6, "listening socket", " *:6379", "listening socket *:6379"),
+    ];
+    fds.extend((8..28).map(|fd| {
+        w(
+            fd,
+            "client connection",
+            " to 127.0.0.1:6379",
+            &format!("client connection to 127.0.0.1:6379 from 127.0.0.1:{fd}"),
+        )
+    }));
+    let set = WaitSet {
+        call: "epoll_wait".into(),
+        epfd: Some(5),
+        fds,
+    };
+    let mut focus = f(&["redis-server"]).with(Resource::Thread(7));
+    for r in [
+        Resource::Module("redis-server".into()),
+        Resource::Function("main".into()),
+        Resource::Function("aeMain".into()),
+        Resource::Module("libc.so.6".into()),
+        Resource::Function("epoll_wait".into()),
+        Resource::Wait(set.clone()),
+    ] {
+        focus = focus.with(r);
+    }
+    let finding = Finding {
+        hypothesis: Hypothesis::ExternalWait,
+        focus,
+        fraction: 0.4,
+        measured: Some(Method::Samples),
+    };
+    let out = FindingOut::from(&finding);
+    assert_eq!(
+        out.focus,
+        [
+            "redis-server",
+            "redis-server",
+            "main",
+            "aeMain",
+            "libc.so.6",
+            "epoll_wait",
+            "epoll fd 5 watching 22 fds: pipe:[300], listening socket *:6379, \
+             20 client connections to 127.0.0.1:6379"
+        ]
+    );
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["thread"], 7);
+    assert_eq!(json["waits_on"]["call"], "epoll_wait");
+    assert_eq!(json["waits_on"]["epfd"], 5);
+    assert_eq!(json["waits_on"]["fds"].as_array().unwrap().len(), 22);
+    assert_eq!(
+        json["waits_on"]["fds"][1],
+        serde_json::json!({"fd": 6, "kind": "listening socket", "what": "listening socket *:6379"})
+    );
+    // Many kinds: the first four listed, the rest counted.
+    let poll = WaitSet {
+        call: "poll".into(),
+        epfd: None,
+        fds: (0..6)
+            .map(|fd| w(fd, "file", &format!(" /f{fd}"), &format!("/f{fd}")))
+            .collect(),
+    };
+    assert_eq!(
+        poll.to_string(),
+        "poll on 6 fds: /f0, /f1, /f2, /f3, and 2 more"
+    );
+    let plain = FindingOut::from(&Finding {
+        focus: f(&["app", "main"]),
+        ..finding
+    });
+    let json = serde_json::to_value(&plain).unwrap();
+    assert!(json.get("waits_on").is_none(), "{json}");
+}

@@ -41,5 +41,20 @@ pub mod values;
 /// What `consult`'s stack samples read a waiting thread's descriptors with
 /// ([`crate::consult::stacks::Stacks::reading_waits`]).
 pub use crate::process::waits::waited;
+
+/// What `consult`'s stack samples name the descriptors of a wait on several with
+/// ([`crate::consult::stacks::Stacks::describing`]): what each of `fds` of process `pid` is,
+/// as its `/proc` tells ([`crate::process::fds::describe`]).
+pub fn described(pid: i32, fds: &[i32]) -> Vec<crate::consult::Watched> {
+    crate::process::fds::describe(pid, fds)
+        .into_iter()
+        .map(|d| crate::consult::Watched {
+            fd: d.fd,
+            kind: d.kind,
+            at: d.at,
+            what: d.what,
+        })
+        .collect()
+}
 pub use inferior::Inferior;
 pub use live::Live;

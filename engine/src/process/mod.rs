@@ -30,12 +30,15 @@
 //! - `wake.rs`: what the tracer thread sleeps on (SIGCHLD and jobs), so every stop is handled
 //!   as soon as the kernel reports it.
 //! - `waits.rs`: the descriptors a thread asleep in poll, select or epoll waits on.
+//! - `fds.rs`: what a descriptor is (its `/proc/PID/fd` link, a socket's line in the
+//!   process's network tables).
 
 #![warn(missing_docs)]
 
 mod control;
 mod error;
 mod exe;
+pub mod fds;
 mod handsoff;
 mod hold;
 mod inject;

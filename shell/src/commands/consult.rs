@@ -58,9 +58,19 @@ the thread is refined to it wherever it is called from (`prog > hot`), and that 
 path reaching it, from the thread's entry (`hot > main > a > hot`, iPath), so a conclusion \
 names the module, the function and the path whose time it is; a true path goes on as the chain \
 of calls it is (`main > a > hot`), into its function's loops. A wait is refined further to the \
-file descriptor it waits on (for poll and select, each descriptor polled; for epoll, each one \
-the epoll instance watches), each named by what it is (`fd 3 (pipe:[123])`), or the lock (the \
-futex's address, named by the variable it lies in). A refinement is measured \
+file descriptor it waits on, named by what it is (`fd 3 (pipe:[123])`), or the lock (the \
+futex's address, named by the variable it lies in). A poll, select or epoll_wait that waits on \
+one descriptor throughout is refined to that descriptor (for epoll, the one its instance \
+watches); one that waits on several is one refinement, not one per descriptor: the call, the \
+epoll instance for epoll_wait, and every descriptor any of its samples showed it waiting on \
+(polled, or watched by the instance), each named by what /proc/PID/fd and the process's \
+network tables say it is, summarised by kind (`epoll fd 5 watching 22 fds: pipe:[300], \
+listening socket *:6379, 20 client connections to 127.0.0.1:6379`; `poll on 3 fds: 3 pipes`; \
+a client connection is a TCP connection to a port listened on, a connection one the process \
+made, listed by the address it goes to; each kind at each place once, the first four listed, \
+the rest counted). \
+Samples in the same call on the same epoll instance are that wait, whichever descriptors each \
+showed (a server's clients come and go). A refinement is measured \
 over the samples of the experiment it refines and those since. A conclusion is a true \
 experiment nothing below it confirms; RunQueue stands only where CPUBound held.
 
@@ -167,14 +177,19 @@ The result lists the conclusions first (hypothesis, fraction, focus), then the s
 as an indented tree of every experiment (true, false, untested, failed, refused) with its \
 fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
-\"measured\", \"timed_call\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
+\"measured\", \"timed_call\", \"waits_on\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"gsh_cpu\", \"waited\", \"competed\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
 \"ns\", \"in_situ\", \"share\"}], \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
 process is, by the path it was started through: Debian's redis-server, a link to \
 redis-check-rdb, is redis-server, its module redis-check-rdb), then modules, \
-functions, loops, and a file or lock, outermost first. --dot FILE writes the \
+functions, loops, and a file, lock or wait on several descriptors, outermost first (the wait \
+as its summary above); a finding at such a wait has \"waits_on\": {\"call\" (epoll_wait, poll \
+or select), \"epfd\" (the epoll instance, or null), \"fds\": [{\"fd\", \"kind\", \"what\"}]}, \
+every descriptor it waited on with its kind (listening socket, client connection, connection, \
+udp socket, unix socket, pipe, file, terminal, eventfd, closed fd, ...) and what it is in full \
+(`client connection to 127.0.0.1:6379 from 127.0.0.1:41234`). --dot FILE writes the \
 graph for Graphviz. --watch shows the search as it goes: a line on standard error for each \
 experiment as it starts (`testing`) and as it is judged (`true` or `false`, with its fraction), \
 with the seconds since the search began.",
@@ -285,7 +300,9 @@ pub(crate) fn search(
     let _ctrl_c = target::CtrlC::catch(&flag);
     let t = ctx.target.present()?;
     let store = Arc::new(Mutex::new(
-        Stacks::new(pid).reading_waits(engine::instrument::waited),
+        Stacks::new(pid)
+            .reading_waits(engine::instrument::waited)
+            .describing(engine::instrument::described),
     ));
     let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
     let mut lab = ProbeLab::new(
