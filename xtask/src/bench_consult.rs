@@ -126,7 +126,8 @@
 //! 2.48%, 3.09%), before 1.41 and 1.77 (1.37%, 1.39%; and 0.98, 1.08 at load 15, slowdowns
 //! 1.31%, 1.72%); for C after 0.73 and 1.19, before 1.06 and 0.83. A second python3 pair
 //! (load 13 to 19, alone phases within 0.1% to 0.3% per CPU second): after 1.11 and 0.98
-//! (slowdowns 2.28%, 2.47%), before 0.45 and 1.02 (2.35%, 1.74%). At this load the runs' spread
+//! (slowdowns 2.28%, 2.47%), before 0.45 and 1.02 (2.35%, 1.74%); and C again (load 20),
+//! after 1.22 and 1.01, before 0.74 and 1.12. At this load the runs' spread
 //! is the size of what is left to find. The 0.35 to
 //! 0.42 read at load 2 (20:33 the same day) is not explained by the counters (they add about
 //! 0.3% of a search) nor by the timers counted at the bound (the baseless ones measured no
