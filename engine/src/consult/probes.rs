@@ -137,17 +137,61 @@ pub fn calibrate() -> f64 {
     (timed - bare()).max(1.0)
 }
 
-/// Nanoseconds one count costs (`count`'s inline code: the thread's block through `fs`, a
-/// test and an `inc`), measured as [`calibrate`] measures a timed entry: run back to back, an
-/// upper bound of what it adds. What the counter of calls a timer's turns ([`TURNS`]) keep in
-/// is paid at.
+/// Nanoseconds one count costs as a trampoline places it at a function's entry: reached by
+/// a jump, the red zone skipped, `r11` saved, the thread's block found through `fs`, a test
+/// and an `inc`, then a jump back; run back to back against the same loop without it, an
+/// upper bound of what it adds, as [`calibrate`]'s is. What the counters a timer's turns
+/// ([`TURNS`]) keep in are paid at.
+///
+/// Reached by a call and left by a `ret` beside a bare call and `ret` (as [`calibrate`]'s
+/// halves are), the count read 0 ns: its few instructions ran in the shadow of the call and
+/// return the bare loop paid too, and the counters of python3's turns (its hottest callee's
+/// calls, every 78 ns) were paid nothing. The jumps are what the program pays in their place.
 pub fn calibrate_count() -> f64 {
     extern "C" {
-        fn gsh_consult_calibrate_count(slot: *mut Slot, sp: u64);
-        fn gsh_consult_calibrate_nothing(slot: *mut Slot, sp: u64);
+        fn gsh_consult_calibrate_count_placed(n: u64, slot: *mut Slot);
+        fn gsh_consult_calibrate_count_bare(n: u64, slot: *mut Slot);
     }
-    let counted = best(gsh_consult_calibrate_count, gsh_consult_calibrate_nothing);
-    (counted - bare()).max(0.0)
+    let placed = best_loop(gsh_consult_calibrate_count_placed);
+    let bare = best_loop(gsh_consult_calibrate_count_bare);
+    (placed - bare).max(0.0)
+}
+
+/// The slot after `n` iterations of [`calibrate_count`]'s placed count (its assembly is
+/// referred to from this module only: its labels are local).
+#[cfg(test)]
+fn count_placed(n: u64) -> Slot {
+    extern "C" {
+        fn gsh_consult_calibrate_count_placed(n: u64, slot: *mut Slot);
+    }
+    let mut s = Slot::default();
+    // SAFETY: as in `best_loop`.
+    unsafe { gsh_consult_calibrate_count_placed(n, &mut s) };
+    s
+}
+
+/// A loop of `n` iterations over a slot, written in assembly.
+type Looped = unsafe extern "C" fn(u64, *mut Slot);
+
+/// Best of `RUNS` runs of `N` iterations of `f`, in ns per iteration (as [`best`]).
+fn best_loop(f: Looped) -> f64 {
+    const N: u64 = 10_000;
+    const RUNS: usize = 40;
+    let f = std::hint::black_box(f);
+    (0..RUNS)
+        .map(|_| {
+            let mut s = Slot::default();
+            let t = Instant::now();
+            // SAFETY: the loops read and write only the fourth word of `s`, which is live and
+            // exclusively borrowed here, plus `fs:[0]` (the thread control block's self
+            // pointer the x86-64 Linux ABI guarantees), use the stack below `rsp` only past
+            // the red zone, and follow the C calling convention (they change only rcx, rdi,
+            // r11, which they restore, and the flags).
+            unsafe { f(N, &mut s) };
+            std::hint::black_box(&s);
+            t.elapsed().as_nanos() as f64 / N as f64
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// The slot the calibration's sequences work on (start, open stack pointer, total, entries).
@@ -242,14 +286,35 @@ std::arch::global_asm!(
     "gsh_consult_calibrate_nothing:",
     "ret",
     ".p2align 4",
-    "gsh_consult_calibrate_count:",
+    // rdi the iterations, rsi the slot: each jumps to the count and back, as a function
+    // entry patched with a jump to its trampoline does.
+    "gsh_consult_calibrate_count_placed:",
+    "mov rcx, rdi",
+    "5:",
+    "jmp 7f",
+    "6:",
+    "dec rcx",
+    "jnz 5b",
+    "ret",
+    ".p2align 6",
+    "7:",
+    "lea rsp, [rsp - 128]",
     "push r11",
     "mov r11, qword ptr fs:[0]",
     "test r11, r11",
     "jz 4f",
-    "inc qword ptr [rdi + 24]",
+    "inc qword ptr [rsi + 24]",
     "4:",
     "pop r11",
+    "lea rsp, [rsp + 128]",
+    "jmp 6b",
+    ".p2align 4",
+    // The same loop without the count.
+    "gsh_consult_calibrate_count_bare:",
+    "mov rcx, rdi",
+    "8:",
+    "dec rcx",
+    "jnz 8b",
     "ret",
     ".popsection",
 );
@@ -309,6 +374,10 @@ struct Turns {
     /// Entries in every thread over the timer's finished turns: paid at its cost per entry
     /// once known.
     timed_all: u64,
+    /// Calls the counters counted over every finished turn, those not counted in the sums
+    /// (a turn another probe went in or out in) too: what they cost, each at
+    /// [`calibrate_count`]'s.
+    counts: u64,
     /// No other probe went in or out since the turn began: a turn that saw one is not
     /// counted (its thread's rate changed by more than this timer).
     quiet: bool,
@@ -868,6 +937,8 @@ impl ProbeLab<'_> {
         let d_all = all.saturating_sub(c.all);
         let d_progress = progress.saturating_sub(c.progress_calls);
         c.done += 1;
+        // The counters were in all the same: they cost.
+        c.counts += d_calls + d_progress;
         if !c.quiet {
             return Some((d_run, d_all));
         }
@@ -974,16 +1045,14 @@ impl ProbeLab<'_> {
 
     /// Counts what timer `key`'s ended turns `c` took: its turns in, at its cost in situ
     /// (the bound where unmeasured), less `going_on` of its thread's CPU nanoseconds (its
-    /// last turn, which goes on as its experiments' reading and is paid there), and the
-    /// counters' calls.
+    /// last turn, which goes on as its experiments' reading and is paid there), and every
+    /// call its counters counted.
     fn pay_turns(&mut self, key: &Key, c: &Turns, going_on: u64) {
         let timed = match self.shares.get(key) {
             Some(s) => s.share * c.timed.1.saturating_sub(going_on) as f64,
             None => c.timed_all as f64 * self.entry_ns(key),
         };
-        self.paid_ns += timed
-            + (c.counted.0 + c.timed.0 + c.progress_counted + c.progress_timed) as f64
-                * self.stats.count_ns;
+        self.paid_ns += timed + c.counts as f64 * self.stats.count_ns;
     }
 
     /// Nanoseconds one entry of timer `key` is counted at: its cost in situ once measured,
@@ -1340,6 +1409,7 @@ impl Lab for ProbeLab<'_> {
                             counted: (0, 0),
                             timed: (0, 0, 0),
                             timed_all: 0,
+                            counts: 0,
                             quiet: true,
                         },
                     );
@@ -2471,6 +2541,68 @@ mod tests {
             panic!("{stats:?}");
         };
         assert!(cost.in_situ && (3.0..5.5).contains(&cost.ns), "{stats:?}");
+    }
+
+    /// The counters a timer's turns keep in cost in every turn, one another probe went in or
+    /// out in too: it is left out of the sums that tell the timer's cost, not out of what the
+    /// counters took. (Only the quiet turns' calls were paid.)
+    #[test]
+    fn the_counters_of_a_timers_turns_cost_in_every_turn() {
+        let (pid, f) = at_f();
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let other = Experiment {
+            focus: f.with(Resource::Loop("loop_2".into())),
+            ..e.clone()
+        };
+        let mut fake = Fake {
+            rates: Some((40.0, 44.0)),
+            ..Fake::default()
+        };
+        let begun = Fake::run();
+        let (stats, run) = {
+            let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+            // The timers cost nothing: what is paid is the counters', 1 ns a call.
+            lab.stats.timer_ns = 0.0;
+            lab.stats.count_ns = 1.0;
+            let free = InSitu {
+                counted: 40.0,
+                timed: 40.0,
+                ns: 0.0,
+            };
+            lab.in_situ
+                .insert(("m".into(), "f".into(), "loop_2".into()), free);
+            let o = lab.start(&other).unwrap();
+            let t = lab.start(&e).unwrap();
+            // loop_2 comes out in loop_1's first turn.
+            compute((TURN_CPU * 500.0) as u64);
+            lab.stop(o);
+            compute((TURN_CPU * 500.0) as u64 + 10);
+            assert!(lab.read(t).is_none(), "counting");
+            for turn in 2..TURNS {
+                compute((TURN_CPU * 1000.0) as u64 + 10);
+                let r = lab.read(t);
+                assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
+            }
+            let run = Fake::run() - begun;
+            (lab.finish(), run)
+        };
+        // A call every 40 to 44 ns of the thread's time, the counters in throughout.
+        let least = run as f64 / 44.0 * 0.95 / 1e9;
+        assert!(
+            stats.spent > least,
+            "{} s paid, {least} s at least",
+            stats.spent
+        );
+    }
+
+    /// The count [`calibrate_count`] times as a trampoline places it counts, once an
+    /// iteration: it runs what is timed.
+    #[test]
+    fn the_placed_count_counts_each_iteration() {
+        assert_eq!(count_placed(1000).0, [0, 0, 0, 1000]);
     }
 
     /// A turn during which another timer comes out (its experiment judged) is not counted:
