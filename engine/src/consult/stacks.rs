@@ -1384,8 +1384,8 @@ pub fn sample_stacks(
             let s = stacks.lock().unwrap_or_else(|e| e.into_inner());
             (s.probes_spent, s.stop_weight(), s.competed)
         };
-        let spent = stops_cost(stopped + last, weight, competed);
-        let due = started + stop_due(spent, probes, cost);
+        let (stops, competing) = stops_cost(stopped + last, weight, competed);
+        let due = started + stop_due(stops, probes + competing, cost);
         let next = due.max(free + MIN_PERIOD);
         let now = Instant::now();
         if now < next {
@@ -1419,20 +1419,23 @@ pub fn sample_stacks(
 }
 
 /// What the stops have cost the program so far, having held it `held` at `weight` each
-/// ([`StopTurns::weight`]), or what they held plus what gsh's own CPU time took from it by
-/// competing for the CPUs (`competed`, [`Competition::took`]), whichever is more: the turns
-/// see gsh's work while it samples, not what it does throughout.
-fn stops_cost(held: Duration, weight: f64, competed: Duration) -> Duration {
-    held.mul_f64(weight).max(held + competed)
+/// ([`StopTurns::weight`]), and what gsh's own CPU time took from it beyond that by competing
+/// for the CPUs: `competed` ([`super::sample::Competition::took`]) with what they held, where
+/// that is more (the turns see gsh's work while it samples, not what it does throughout).
+fn stops_cost(held: Duration, weight: f64, competed: Duration) -> (Duration, Duration) {
+    let stops = held.mul_f64(weight);
+    (stops, (held + competed).saturating_sub(stops))
 }
 
 /// How long after sampling began the next stop may be taken, so that the stops, having cost
-/// `stops` ([`stops_cost`], the next stop's included), and the probes, having taken `probes`,
-/// cost [`AIM`] of `cost` of the time elapsed; the stops keep a tenth of that whatever the
-/// probes take.
-fn stop_due(stops: Duration, probes: Duration, cost: f64) -> Duration {
+/// `stops` (the next stop's included), and the rest, having taken `others` (the probes, and
+/// gsh's competition beyond the stops', [`stops_cost`]), cost [`AIM`] of `cost` of the time
+/// elapsed; the stops keep a tenth of that whatever the rest takes, so that the search still
+/// gets its samples (gsh's competition, which grows with the search's own work, would
+/// otherwise stop them for good).
+fn stop_due(stops: Duration, others: Duration, cost: f64) -> Duration {
     let cost = cost.max(1e-6) * AIM;
-    let shared = (stops + probes).div_f64(cost);
+    let shared = (stops + others).div_f64(cost);
     let own = stops.div_f64(cost / 10.0);
     shared.min(own)
 }

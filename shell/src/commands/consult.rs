@@ -139,7 +139,8 @@ gsh runs comes out of what everything else would have run, and the program's par
 share of the machine's busy time not gsh's (from /proc/stat) times gsh's CPU time, never more \
 than the time its threads waited for a CPU. The stops cost what they held plus that, where it \
 is more than the turns measured (the turns see gsh's work while it samples, not what it does \
-throughout), and the sampler paces its stops by it. The loop \
+throughout); the sampler counts it with the probes when it paces its stops, which keep their \
+tenth of the limit whatever it takes. The loop \
 timers cost \
 their entries times a timed entry's cost. That cost is measured where the timer runs: the \
 first time a timer goes in, it is taken out and put back by turns (6 turns of 40 ms of its \

@@ -678,20 +678,25 @@ fn the_sampler_paces_its_stops_by_what_a_held_second_cost() {
     let want = (0.06 / 0.99) / 0.012;
     assert!((w - want).abs() < 1e-6, "weight {w}, want {want}");
     let none = Duration::ZERO;
-    let by_held = stop_due(stops_cost(ms(10), 1.0, none), none, 0.05);
-    let by_cost = stop_due(stops_cost(ms(10), w, none), none, 0.05);
+    let by_held = stop_due(ms(10), none, 0.05);
+    let (stops, competing) = stops_cost(ms(10), w, none);
+    assert_eq!(competing, none);
+    let by_cost = stop_due(stops, competing, 0.05);
     assert!(
         (by_cost.as_secs_f64() / by_held.as_secs_f64() - w).abs() < 1e-6,
         "{by_held:?} {by_cost:?}"
     );
     // Held 10 ms at 5 a second is 50 ms of running: at an aim of 0.8 of 5%, due after 1.25 s.
-    let due = stop_due(stops_cost(ms(10), 5.0, none), none, 0.05);
-    assert!((due.as_secs_f64() - 1.25).abs() < 1e-9);
-    // gsh's own CPU time took 90 ms of the program's running by competing for the CPUs,
-    // more than the turns' 50: the stops cost 100 ms, due after 2.5 s.
-    assert_eq!(stops_cost(ms(10), 5.0, ms(90)), ms(100));
-    let due = stop_due(stops_cost(ms(10), 5.0, ms(90)), none, 0.05);
-    assert!((due.as_secs_f64() - 2.5).abs() < 1e-9);
+    let (stops, _) = stops_cost(ms(10), 5.0, none);
+    assert!((stop_due(stops, none, 0.05).as_secs_f64() - 1.25).abs() < 1e-9);
+    // gsh's own CPU time took 90 ms of the program's running by competing for the CPUs:
+    // with the 10 ms held, 50 ms more than the turns' 50; the stops and it cost 100 ms, due
+    // after 2.5 s.
+    assert_eq!(stops_cost(ms(10), 5.0, ms(90)), (ms(50), ms(50)));
+    assert!((stop_due(ms(50), ms(50), 0.05).as_secs_f64() - 2.5).abs() < 1e-9);
+    // However much it took, the stops keep a tenth of the limit: 50 ms of stops are due
+    // after 12.5 s.
+    assert!((stop_due(ms(50), ms(5000), 0.05).as_secs_f64() - 12.5).abs() < 1e-9);
     // A program that ran as much while sampled costs its held time.
     let mut s = Stacks::new(1);
     cycles(&mut s, 4, 0.6, 0.6);
