@@ -172,8 +172,10 @@ fn search_started(
     let findings = findings(&r);
     in_time(&r, 20.0);
     // The program is stopped for stack samples about as long as the 20% allows (a stop that
-    // overruns the budget is counted when it ends).
-    assert!(r["overhead"].as_f64().unwrap() <= 0.25, "{r:#}");
+    // overruns the budget is counted when it ends); gsh's own competition for the CPUs counts
+    // beside it, and is not paced below the stops' tenth.
+    let paced = r["overhead"].as_f64().unwrap() - r["competed"].as_f64().unwrap();
+    assert!(paced <= 0.25, "{r:#}");
     assert!(r["stack_samples"].as_u64().unwrap() > 0, "{r:#}");
     (findings, r)
 }
