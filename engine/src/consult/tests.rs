@@ -24,6 +24,8 @@ struct Model {
     /// Foci the lab has no reading of until this many seconds after they start (their
     /// samples come slowly).
     slow: HashMap<String, f64>,
+    /// Whether the samples the slow foci wait for are still coming ([`Lab::gathering`]).
+    gathering: bool,
     /// How long starting an experiment takes (inserting probes into a large program).
     start_delay: std::time::Duration,
     /// What measuring a focus really costs, known once it runs; predicted as `cost` before.
@@ -62,6 +64,7 @@ impl Model {
             refuse: None,
             not_yet: Default::default(),
             slow: HashMap::new(),
+            gathering: false,
             start_delay: std::time::Duration::ZERO,
             hidden_cost: HashMap::new(),
             known_cost: HashMap::new(),
@@ -172,6 +175,11 @@ impl Lab for Model {
             note: None,
             opaque: false,
         })
+    }
+
+    fn gathering(&mut self, probe: ProbeId) -> bool {
+        let focus = self.running[&probe.0].0.focus.to_string();
+        self.gathering && self.slow.contains_key(&focus)
     }
 
     fn stop(&mut self, probe: ProbeId) {
@@ -404,6 +412,23 @@ fn the_bounded_wait_counts_from_the_first_reading() {
         "{n:?}"
     );
     assert!((18.0..19.0).contains(&seconds), "{seconds}");
+}
+
+/// An experiment whose first reading waits for samples still coming in (a loaded machine
+/// gives the stack sampler little time) is waited for past the bounded waits, within the
+/// search's time limit, and judged on that reading: not false for the machine's slowness.
+#[test]
+fn an_experiment_waiting_for_samples_still_coming_is_judged_on_them() {
+    let mut m = Model::new(0.01);
+    m.truth(Hypothesis::IOBlocking, &["app"], 0.9);
+    m.slow.insert(f(&["app"]).to_string(), 25.0);
+    m.gathering = true;
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let n = &search.nodes()[2];
+    assert_eq!(n.experiment.hypothesis, Hypothesis::IOBlocking);
+    assert_eq!(n.state, State::True, "{n:?}");
+    assert!(n.judged.unwrap() >= 25.0, "{n:?}");
 }
 
 #[test]
