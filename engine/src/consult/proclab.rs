@@ -45,8 +45,13 @@ struct Window {
     /// Where the window's `/proc` counts and stack samples start.
     snapshot: Snapshot,
     since: Instant,
-    /// When the experiment started: its reading counts once it has run the settle time.
+    /// When the experiment started.
     started: Instant,
+    /// When the window's `/proc` counts begin (its snapshot's time): its own start, or that
+    /// of the ancestor whose window a refinement reads. A reading covers the time since, and
+    /// counts once that is the settle time: a refinement measured by samples inserts nothing
+    /// to settle, and reads what its ancestor read.
+    from: Instant,
 }
 
 /// Measures a live process `pid` by sampling.
@@ -455,7 +460,7 @@ impl Lab for ProcLab {
             Some(r) => return Err(format!("{r} cannot be measured by sampling")),
             None => return Err("an empty focus".into()),
         }
-        let (snapshot, since) = {
+        let (snapshot, since, from) = {
             let mut sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
             let at = Instant::now();
             sh.sampler
@@ -471,10 +476,10 @@ impl Lab for ProcLab {
             // cost spent, stops came so seldom that lockers refined from a SyncWait true at
             // 1.4 s had their dozen samples of their own only at 16.5 s.
             match self.ancestor(e) {
-                Some(w) => (w.snapshot.clone(), w.since),
+                Some(w) => (w.snapshot.clone(), w.since, w.from),
                 None => {
                     let program = self.program_window(e).map(|w| w.since);
-                    (sh.sampler.snapshot(), program.unwrap_or_else(Instant::now))
+                    (sh.sampler.snapshot(), program.unwrap_or(at), at)
                 }
             }
         };
@@ -486,6 +491,7 @@ impl Lab for ProcLab {
                 snapshot,
                 since,
                 started: Instant::now(),
+                from,
             },
         );
         Ok(ProbeId(self.next))
@@ -533,7 +539,7 @@ impl Lab for ProcLab {
         };
         // Up to the last sample: a process that ended was measured until then, however long
         // ago that is.
-        let seconds = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(w.started));
+        let seconds = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(w.from));
         Some(Reading {
             fraction,
             seconds: seconds.as_secs_f64(),
@@ -807,6 +813,7 @@ mod tests {
             snapshot: Snapshot::default(),
             since: Instant::now(),
             started: Instant::now(),
+            from: Instant::now(),
         };
         let frame = |module: &str, function: &str| FrameName {
             module: module.into(),
@@ -929,6 +936,37 @@ mod tests {
             "{refined:?}"
         );
         assert!(!lab.preparing(Hypothesis::SyncWait, &thread));
+    }
+
+    /// A refinement measured by samples reads its ancestor's window: its reading covers the
+    /// time since that began, and counts once that is the settle time, not a settle time of
+    /// its own (it inserts nothing; under load the chain from a thread to its lock took a
+    /// second a level waiting for settle times).
+    #[test]
+    fn a_refinement_read_from_its_ancestors_window_covers_its_time() {
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid takes no arguments.
+        let tid = unsafe { libc::gettid() };
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks);
+        let thread = Focus(vec![
+            Resource::Program("me".into()),
+            Resource::Thread(tid as u32),
+        ]);
+        lab.start(&Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: thread.clone(),
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let child = lab
+            .start(&Experiment {
+                hypothesis: Hypothesis::RunQueue,
+                focus: thread,
+            })
+            .unwrap();
+        let r = lab.read(child).expect("a reading from /proc");
+        assert!(r.seconds >= 0.3, "{r:?}");
     }
 
     /// A process that is gone ends the search: what could not start because of that did
