@@ -790,7 +790,10 @@ impl Search {
                     self.nodes[i].measured = Some(lab.method(probe));
                     self.nodes[i].probe = Some(probe);
                     self.nodes[i].state = State::Active;
-                    self.nodes[i].started = now;
+                    // Started once its probes are in: a start that took long (a timer
+                    // inserted under load took 26 s) leaves its reading the waits it is due,
+                    // rather than finding them spent ("no reading within 18 s" as it began).
+                    self.nodes[i].started = now + begun.elapsed().as_secs_f64();
                     cost += c;
                     running += 1;
                 }

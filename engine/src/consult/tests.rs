@@ -489,6 +489,29 @@ fn thresholds_can_be_set_and_the_last_setting_wins() {
     assert_eq!(Hypothesis::by_name("cpubound"), Some(Hypothesis::CPUBound));
 }
 
+/// An experiment's waits count from when it is in, not from when its start began: a start
+/// that took longer than the wait for a first reading (a loop timer inserted under a load of
+/// 15 took 26 s) left the experiment judged false as it began, before it could read anything.
+#[test]
+fn the_wait_for_a_first_reading_counts_from_when_the_experiment_is_in() {
+    let mut m = Model::new(0.01);
+    m.truth(Hypothesis::CPUBound, &["app"], 0.8);
+    // No reading until 0.35 s (the model's clock) after it starts; the search gives up on
+    // one with no reading after three waits of 0.1 s, and its start takes 0.4 s.
+    m.slow.insert(f(&["app"]).to_string(), 0.35);
+    m.start_delay = std::time::Duration::from_millis(400);
+    let settings = Settings {
+        settle: 0.05,
+        max_wait: 0.1,
+        ..Settings::default()
+    };
+    let mut search = Search::new(settings, f(&["app"]));
+    m.run(&mut search);
+    let n = &search.nodes()[0];
+    assert_eq!(n.experiment.hypothesis, Hypothesis::CPUBound);
+    assert_eq!(n.state, State::True, "{n:?}");
+}
+
 #[test]
 fn stopping_removes_every_probe() {
     let mut m = cpu_in_an_inner_loop();
