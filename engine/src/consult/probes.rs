@@ -1230,15 +1230,17 @@ impl Lab for ProbeLab<'_> {
     }
 
     /// A CPU-bound function's loops wait for its module's analysis, which runs in the
-    /// background (seconds for python3's interpreter on a loaded machine).
+    /// background (seconds for python3's interpreter on a loaded machine); any focus in a
+    /// thread waits for the stack samples its refinement is read from, while they come.
     fn preparing(&mut self, h: Hypothesis, focus: &Focus) -> bool {
         let (function, _) = split_loops(focus);
-        match (function_of(&function), self.probes.as_deref_mut()) {
+        let analysing = match (function_of(&function), self.probes.as_deref_mut()) {
             (Some((module, name, _)), Some(probes)) if h == Hypothesis::CPUBound => {
                 !probes.ready(&module, &name)
             }
             _ => false,
-        }
+        };
+        analysing || self.inner.preparing(h, focus)
     }
 
     fn ended(&mut self) -> bool {
@@ -1452,6 +1454,12 @@ impl Lab for ProbeLab<'_> {
             },
         );
         Ok(ProbeId(TIMER_BIT | self.next))
+    }
+
+    /// A timer's reading waits for nothing that comes in by itself (one that is never
+    /// entered has none); a sampled experiment's, for the stack samples.
+    fn gathering(&mut self, probe: ProbeId) -> bool {
+        probe.0 & TIMER_BIT == 0 && self.inner.gathering(probe)
     }
 
     fn read(&mut self, probe: ProbeId) -> Option<Reading> {

@@ -45,8 +45,13 @@ struct Window {
     /// Where the window's `/proc` counts and stack samples start.
     snapshot: Snapshot,
     since: Instant,
-    /// When the experiment started: its reading counts once it has run the settle time.
+    /// When the experiment started.
     started: Instant,
+    /// When the window's `/proc` counts begin (its snapshot's time): its own start, or that
+    /// of the ancestor whose window a refinement reads. A reading covers the time since, and
+    /// counts once that is the settle time: a refinement measured by samples inserts nothing
+    /// to settle, and reads what its ancestor read.
+    from: Instant,
 }
 
 /// Measures a live process `pid` by sampling.
@@ -279,8 +284,15 @@ impl ProcLab {
                     Some(whole)
                 }
             }
-            // A parked thread's wait slows nothing (see `ThreadTime::parked`).
-            Hypothesis::SyncWait if t.parked => Some(0.0),
+            // A parked thread's wait slows nothing (see `ThreadTime::parked`), unless it
+            // waits to take a lock: `/proc` cannot tell a pool thread waiting for work from a
+            // waiter that the lock's holders keep from it (under load, for whole windows),
+            // and its stack samples can. Their reading waits for those samples as long as
+            // they come (see `Stacks::lock_fraction`).
+            Hypothesis::SyncWait if t.parked => match &stacks {
+                Some(s) if s.error().is_none() => s.lock_fraction(focus, t.tid, w.since, STACK_MIN),
+                _ => Some(0.0),
+            },
             _ if below => from_stacks(STACK_MIN),
             // Stack samples see time in calls on a CPU too; `/proc` only time off it, and a
             // thread writing a file in small calls is on a CPU throughout (`/proc` read
@@ -381,9 +393,13 @@ impl Lab for ProcLab {
                     } else {
                         self.started
                     };
-                    // No sample of the thread yet (the first stops of a large program are
-                    // slow): ask again later.
-                    if stacks.count(tid, since) == 0 {
+                    // Fewer samples of the thread than a reading needs (the first stops of a
+                    // large program, or of any under load, are slow): ask again later, as
+                    // long as they come (`preparing`). Refined from a handful, a thread
+                    // judged waiting by `/proc` showed no wait below it, and the search
+                    // concluded at the thread, naming no lock (1 search of 10 of `planted
+                    // lock` at a load of 20).
+                    if stacks.count(tid, since) < STACK_MIN {
                         return None;
                     }
                     let refined = stacks.refine(h, focus, tid, since, LEAST);
@@ -422,6 +438,19 @@ impl Lab for ProcLab {
         })
     }
 
+    /// A focus at or below a thread is refined from a dozen stack samples of it: while it
+    /// has fewer, the thread lives and the samples still come, its refinement is waited for.
+    fn preparing(&mut self, _: Hypothesis, focus: &Focus) -> bool {
+        let (Some(tid), Some(stacks)) = (Self::thread_of(focus), &self.stacks) else {
+            return false;
+        };
+        let sampling = {
+            let stacks = stacks.lock().unwrap_or_else(|e| e.into_inner());
+            stacks.error().is_none() && stacks.count(tid, self.started) < STACK_MIN
+        };
+        sampling && super::sample::tids(self.pid).is_ok_and(|t| t.contains(&tid))
+    }
+
     fn predicted_cost(&mut self, _: &Experiment) -> Option<f64> {
         // Every experiment reads the same samples, whose pace the cost limit already sets.
         Some(0.0)
@@ -446,7 +475,7 @@ impl Lab for ProcLab {
             Some(r) => return Err(format!("{r} cannot be measured by sampling")),
             None => return Err("an empty focus".into()),
         }
-        let (snapshot, since) = {
+        let (snapshot, since, from) = {
             let mut sh = self.shared.lock().unwrap_or_else(|e| e.into_inner());
             let at = Instant::now();
             sh.sampler
@@ -462,10 +491,10 @@ impl Lab for ProcLab {
             // cost spent, stops came so seldom that lockers refined from a SyncWait true at
             // 1.4 s had their dozen samples of their own only at 16.5 s.
             match self.ancestor(e) {
-                Some(w) => (w.snapshot.clone(), w.since),
+                Some(w) => (w.snapshot.clone(), w.since, w.from),
                 None => {
                     let program = self.program_window(e).map(|w| w.since);
-                    (sh.sampler.snapshot(), program.unwrap_or_else(Instant::now))
+                    (sh.sampler.snapshot(), program.unwrap_or(at), at)
                 }
             }
         };
@@ -477,6 +506,7 @@ impl Lab for ProcLab {
                 snapshot,
                 since,
                 started: Instant::now(),
+                from,
             },
         );
         Ok(ProbeId(self.next))
@@ -524,13 +554,26 @@ impl Lab for ProcLab {
         };
         // Up to the last sample: a process that ended was measured until then, however long
         // ago that is.
-        let seconds = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(w.started));
+        let seconds = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(w.from));
         Some(Reading {
             fraction,
             seconds: seconds.as_secs_f64(),
             note: None,
             opaque: false,
         })
+    }
+
+    /// A reading that has none yet waits for stack samples (`/proc`'s come every few
+    /// milliseconds): they come as long as the sampler has met no error and the process runs.
+    fn gathering(&mut self, probe: ProbeId) -> bool {
+        let sampling = self.experiments.contains_key(&probe.0)
+            && self.stacks.as_ref().is_some_and(|s| {
+                s.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .error()
+                    .is_none()
+            });
+        sampling && !super::sample::ended(self.pid)
     }
 
     fn stop(&mut self, probe: ProbeId) {
@@ -817,6 +860,189 @@ mod tests {
             .read(probe)
             .expect("a reading from the program's samples");
         assert_eq!(r.fraction, 1.0);
+    }
+
+    /// A thread `/proc` read as parked (no CPU, asleep in one futex wait) that its stack
+    /// samples show waiting to take a lock is waiting for it, not idle: under load a locker
+    /// kept from a lock its holders keep taking runs under 1% of a window. One waiting for a
+    /// condition stays parked (0), and the reading waits for the samples that tell.
+    #[test]
+    fn a_parked_thread_waiting_to_take_a_lock_waits_for_it() {
+        use super::super::stacks::{Batch, FrameName, Syscall, ThreadStack};
+        let pid = std::process::id() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let lab = ProcLab::with_stacks(pid, stacks.clone());
+        let thread = |tid: u32| Focus(vec![Resource::Program("me".into()), Resource::Thread(tid)]);
+        let parked = |tid: i32| ThreadTime {
+            tid,
+            seconds: 1.0,
+            fractions: BTreeMap::from([(Hypothesis::SyncWait, 0.0)]),
+            fds: Vec::new(),
+            parked: true,
+            samples: 200,
+        };
+        let window = Window {
+            experiment: Experiment {
+                hypothesis: Hypothesis::SyncWait,
+                focus: thread(7),
+            },
+            snapshot: Snapshot::default(),
+            since: Instant::now(),
+            started: Instant::now(),
+            from: Instant::now(),
+        };
+        let frame = |module: &str, function: &str| FrameName {
+            module: module.into(),
+            function: function.into(),
+            main: module == "app",
+        };
+        let waiting = |tid: i32, call: &str| ThreadStack {
+            tid,
+            syscall: Some(Syscall {
+                nr: 202,
+                args: [0x4040, 0x80, 2],
+                interrupted: true,
+            }),
+            lock_name: None,
+            frames: vec![
+                frame("libc.so.6", call),
+                frame("app", "locker"),
+                frame("libc.so.6", "start_thread"),
+            ],
+            pcs: Vec::new(),
+            held: Duration::ZERO,
+        };
+        let read = |tid: i32| {
+            lab.thread_fraction(
+                Hypothesis::SyncWait,
+                &thread(tid as u32),
+                &parked(tid),
+                &window,
+            )
+        };
+        // No samples yet: no reading (not a parked 0).
+        assert_eq!(read(7), None);
+        for _ in 0..STACK_MIN {
+            stacks.lock().unwrap().push(
+                Instant::now(),
+                Batch {
+                    stopped: Duration::ZERO,
+                    threads: vec![
+                        waiting(7, "pthread_mutex_lock"),
+                        waiting(8, "pthread_cond_wait"),
+                    ],
+                },
+            );
+        }
+        assert_eq!(read(7), Some(1.0));
+        assert_eq!(read(8), Some(0.0));
+    }
+
+    /// A thread is refined from as many of its stack samples as a reading needs: from fewer,
+    /// the lab cannot tell yet and says it is preparing (the samples still come), so that
+    /// the search neither concludes at the thread for want of them nor stops waiting.
+    #[test]
+    fn a_thread_is_refined_only_once_it_has_the_samples_a_reading_needs() {
+        use super::super::stacks::{Batch, FrameName, Syscall, ThreadStack};
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid takes no arguments.
+        let tid = unsafe { libc::gettid() };
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks.clone());
+        let thread = Focus(vec![
+            Resource::Program("me".into()),
+            Resource::Thread(tid as u32),
+        ]);
+        lab.start(&Experiment {
+            hypothesis: Hypothesis::SyncWait,
+            focus: thread.clone(),
+        })
+        .unwrap();
+        let frame = |module: &str, function: &str| FrameName {
+            module: module.into(),
+            function: function.into(),
+            main: module == "app",
+        };
+        let push = |n: usize, waits: bool| {
+            for _ in 0..n {
+                let (syscall, frames) = if waits {
+                    (
+                        Some(Syscall {
+                            nr: 202,
+                            args: [0x4040, 0x80, 2],
+                            interrupted: true,
+                        }),
+                        vec![
+                            frame("libc.so.6", "pthread_mutex_lock"),
+                            frame("app", "contend"),
+                            frame("libc.so.6", "start_thread"),
+                        ],
+                    )
+                } else {
+                    (
+                        None,
+                        vec![frame("app", "work"), frame("libc.so.6", "start_thread")],
+                    )
+                };
+                stacks.lock().unwrap().push(
+                    Instant::now(),
+                    Batch {
+                        stopped: Duration::ZERO,
+                        threads: vec![ThreadStack {
+                            tid,
+                            syscall,
+                            lock_name: None,
+                            frames,
+                            pcs: Vec::new(),
+                            held: Duration::ZERO,
+                        }],
+                    },
+                );
+            }
+        };
+        // A few samples that happen to show it running: no refinement from them.
+        push(3, false);
+        assert_eq!(lab.refine(Hypothesis::SyncWait, &thread), None);
+        assert!(lab.preparing(Hypothesis::SyncWait, &thread));
+        push(STACK_MIN, true);
+        let refined = lab.refine(Hypothesis::SyncWait, &thread).unwrap();
+        assert_eq!(
+            refined.first().map(|(f, _)| f.last()),
+            Some(Some(&Resource::Function("contend".into()))),
+            "{refined:?}"
+        );
+        assert!(!lab.preparing(Hypothesis::SyncWait, &thread));
+    }
+
+    /// A refinement measured by samples reads its ancestor's window: its reading covers the
+    /// time since that began, and counts once that is the settle time, not a settle time of
+    /// its own (it inserts nothing; under load the chain from a thread to its lock took a
+    /// second a level waiting for settle times).
+    #[test]
+    fn a_refinement_read_from_its_ancestors_window_covers_its_time() {
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid takes no arguments.
+        let tid = unsafe { libc::gettid() };
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks);
+        let thread = Focus(vec![
+            Resource::Program("me".into()),
+            Resource::Thread(tid as u32),
+        ]);
+        lab.start(&Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: thread.clone(),
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let child = lab
+            .start(&Experiment {
+                hypothesis: Hypothesis::RunQueue,
+                focus: thread,
+            })
+            .unwrap();
+        let r = lab.read(child).expect("a reading from /proc");
+        assert!(r.seconds >= 0.3, "{r:?}");
     }
 
     /// A process that is gone ends the search: what could not start because of that did

@@ -40,12 +40,15 @@ futex waits, asleep or woken and not yet back), IOBlocking (0.20: in read/write-
 refined to SmallIO, 0.10: calls of under 4096 bytes) and ExternalWait (0.20: asleep in poll, \
 select, epoll, sleeps, accept, and reads and writes on sockets, pipes and terminals). A thread \
 that used no CPU while parked on one futex throughout (an idle pool thread) slows nothing: its \
-wait is not SyncWait, nor is a join. A wait (SyncWait, IOBlocking, SmallIO, ExternalWait) is a \
+wait is not SyncWait, nor is a join; unless its stack samples show it waiting to take a lock \
+(pthread_mutex_lock, a rwlock), which its holders keep from it. A wait (SyncWait, IOBlocking, SmallIO, ExternalWait) is a \
 fraction of the time the thread was not waiting for a CPU, at most twice its share of the wall \
 time: on a loaded machine the run queue takes its share from a thread's waits as much as from \
 its running. A reading counts after 1 s; within 5% of its threshold it \
 waits, at most 6 s from its first reading, then counts as false; an experiment that gets no \
-reading at all (too few stack samples, on a loaded machine) counts as false after 18 s.
+reading at all counts as false after 18 s, unless it waits for stack samples that still come \
+(a loaded machine takes them slowly): then it waits for them, within --for. A thread is \
+refined below itself from a dozen of its stack samples, waited for likewise.
 
 A true hypothesis is refined along \"where\": the program to its threads, a thread to the call \
 path its time goes to, from the thread's own entry (main, or the function it was started \

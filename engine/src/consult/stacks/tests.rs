@@ -1025,3 +1025,45 @@ fn a_wait_on_many_descriptors_is_one_refinement_naming_them() {
         .unwrap();
     assert!((x - 0.4).abs() < 1e-9, "{x}");
 }
+
+/// Of a thread's waits, those to take a lock (`pthread_mutex_lock`, however many underscores
+/// its name has) count for `lock_fraction`; one for a condition does not, nor a join.
+#[test]
+fn only_waits_to_take_a_lock_count_as_lock_waits() {
+    let mut s = Stacks::new(std::process::id() as i32);
+    let t0 = Instant::now();
+    let futex = Syscall {
+        nr: FUTEX,
+        args: [0x4040, 0x80, 2],
+        interrupted: true,
+    };
+    for call in [
+        "pthread_mutex_lock",
+        "___pthread_mutex_lock",
+        "pthread_cond_wait",
+        "pthread_cond_wait",
+    ] {
+        s.push(
+            t0,
+            Batch {
+                stopped: Duration::ZERO,
+                threads: vec![worker(
+                    &[("app", "contend"), ("libc.so.6", call)],
+                    Some(futex),
+                )],
+            },
+        );
+    }
+    let since = s.samples[0].at;
+    let thread = focus(&[]);
+    assert_eq!(
+        s.fraction(Hypothesis::SyncWait, &thread, 2, since, 4),
+        Some(1.0)
+    );
+    assert_eq!(s.lock_fraction(&thread, 2, since, 4), Some(0.5));
+    assert_eq!(
+        s.lock_fraction(&focus(&[func("worker"), func("contend")]), 2, since, 4),
+        Some(0.5)
+    );
+    assert_eq!(s.lock_fraction(&thread, 2, since, 5), None);
+}
