@@ -1,8 +1,9 @@
 /* forkloop.c: one thread that forks all the time, as a shell running commands does. Each round
  * it calls `tick`, forks a child that allocates, runs a thread, calls `tick` and exits with the
  * round's number (mod 100), and waits for it. It runs until the file named by argv[1] exists,
- * then prints how many rounds ran and whether every child exited as it should. Not in
- * MUTATEES: run alone it never ends. */
+ * then prints how many rounds ran and whether every child exited as it should. With a second
+ * argument, `linger`, each child sleeps a second before it exits. Not in MUTATEES: run alone
+ * it never ends. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,11 @@ static void *in_thread(void *arg) {
     return NULL;
 }
 
+static int linger;
+
 static int child(long round) {
+    if (linger)
+        sleep(1);
     long sum = 0;
     pthread_t t;
     if (pthread_create(&t, NULL, in_thread, &sum) != 0 || pthread_join(t, NULL) != 0)
@@ -41,10 +46,11 @@ static int child(long round) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: forkloop STOP-FILE\n");
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: forkloop STOP-FILE [linger]\n");
         return 2;
     }
+    linger = argc == 3 && strcmp(argv[2], "linger") == 0;
     printf("ready\n");
     fflush(stdout);
     long rounds = 0, bad = 0;

@@ -1494,6 +1494,7 @@ impl Live {
             Ok(())
         })?;
         let left = p.text_changes()?;
+        let pools = p.pool_ranges();
         if !left.iter().any(|c| c.kind.is_gsh()) {
             // No code jumps to gsh's any more: the runtime and the pools go where no thread is
             // in them, the pool holding the injection stub last. A running thread still in a
@@ -1522,6 +1523,18 @@ impl Live {
         }
         // Children held by the pauses above get the files' code before the process is let go.
         p.release_held_children(Some(self))?;
+        let keeping = p.children_keeping_gsh_memory(&pools);
+        if !keeping.is_empty() {
+            let pids: Vec<String> = keeping.iter().map(i32::to_string).collect();
+            self.messages.push(format!(
+                "note: {} process(es) forked from process {} while gsh was attached ({}) still \
+                 map a copy of gsh's runtime or memory pools: their code is the files', so \
+                 nothing runs there, but gsh traces none of them and cannot unmap it",
+                keeping.len(),
+                p.pid(),
+                pids.join(", ")
+            ));
+        }
         p.detach()?;
         Ok(left)
     }
