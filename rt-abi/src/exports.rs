@@ -24,7 +24,7 @@ pub const INIT: &str = "gsh_rt_init";
 pub const THREAD: &str = "gsh_rt_thread";
 /// `i64 gsh_rt_tls_offset(void)`: where the thread's block address lives, `fs`-relative.
 pub const TLS_OFFSET: &str = "gsh_rt_tls_offset";
-/// `u8* gsh_rt_alloc(usize len)`: zeroed memory, never freed.
+/// `u8* gsh_rt_alloc(usize len)`: zeroed memory, freed only when the library is unloaded.
 pub const ALLOC: &str = "gsh_rt_alloc";
 /// `i32 gsh_rt_add_unwind_table(const UnwindEntry*, usize len)`.
 pub const ADD_UNWIND_TABLE: &str = "gsh_rt_add_unwind_table";

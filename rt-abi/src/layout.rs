@@ -9,8 +9,10 @@
 
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
-/// Version of this layout. Bumped whenever a field that generated code or the mutator reads moves.
-pub const ABI_VERSION: u32 = 5;
+/// Version of this layout and of the exports' contract. Bumped whenever a field that generated
+/// code or the mutator reads moves, or an export is added or changes what it does (6: the
+/// library can be unloaded, `gsh_rt_unloading`, and `gsh_rt_alloc`'s memory goes with it).
+pub const ABI_VERSION: u32 = 6;
 /// `b"GSRT"` read as a little-endian u32: lets the mutator check it found the root.
 pub const ROOT_MAGIC: u32 = u32::from_le_bytes(*b"GSRT");
 /// Deepest call path recorded; walks stop here.

@@ -160,7 +160,7 @@ unsafe fn register_unwind(at: *const u8, count: u32, bias: u64) {
             copy.add(i).write(e);
         }
     }
-    // SAFETY: `copy` holds `n` entries and is never unmapped.
+    // SAFETY: `copy` holds `n` entries, unmapped only when the library is unloaded.
     if unsafe { path::gsh_rt_add_unwind_table(copy, n) } != 0 {
         warn(b"the saved file's unwind table was refused; profiles walk by frame pointers\n");
     }

@@ -102,11 +102,13 @@ pub extern "C" fn gsh_rt_tls_offset() -> i64 {
     tls::offset()
 }
 
-/// Maps `len` bytes of zeroed memory that is never freed, for the mutator to fill (e.g. an
-/// unwind table) without calling the mutatee's `malloc`. Null on failure.
+/// Maps `len` bytes of zeroed memory, for the mutator to fill (e.g. an unwind table) without
+/// calling the mutatee's `malloc`; unmapped only when the library is unloaded
+/// (`unload.rs`), which is why each mapping is listed. Null on failure, or when the list of
+/// [`unload::MAX_ALLOCS`] mappings is full.
 #[no_mangle]
 pub extern "C" fn gsh_rt_alloc(len: usize) -> *mut u8 {
-    sys::mmap_anon(len.max(1)).unwrap_or(std::ptr::null_mut())
+    unload::alloc(len.max(1)).unwrap_or(std::ptr::null_mut())
 }
 
 /// Measurement probe (feature `probes`, for `examples/bench.rs` only): `gsh_rt_count` but with

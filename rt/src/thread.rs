@@ -18,7 +18,7 @@
 
 use crate::layout::*;
 use crate::{clock, sys, tls};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 use std::sync::Once;
 
@@ -221,20 +221,41 @@ fn arena_header<'a>() -> Option<&'a ArenaHeader> {
 
 /// Gives back what the threads' blocks hold in the process, for the library's unloading once
 /// no code uses it any more (`unload.rs`): the pthread key (whose destructor is this
-/// library's code), every chunk of the arena and its memfd. The mutator keeps its own
-/// descriptor of the memfd, so the values stay readable there.
+/// library's code), the blocks mapped on their own (when the arena could not grow, or had
+/// none), every chunk of the arena and its memfd. The mutator keeps its own descriptor of the
+/// memfd, so the values stay readable there.
 pub fn give_back() {
     let key = KEY.swap(u32::MAX, Relaxed);
     if key != u32::MAX {
         // SAFETY: `key` came from pthread_key_create; deleting it runs no destructor.
         unsafe { libc::pthread_key_delete(key) };
     }
-    let Some(h) = arena_header() else {
+    let r = &GSH_RT_ROOT;
+    let bs = r.block_size.load(Relaxed);
+    let header = arena_header();
+    let in_arena = |b: u64| {
+        header.is_some_and(|h| {
+            let n = (h.chunk_count.load(Acquire) as usize).min(ARENA_CHUNKS);
+            h.chunks[..n].iter().any(|c| {
+                let (at, count) = (c.addr.load(Relaxed), c.count.load(Relaxed));
+                (at..at + count * bs).contains(&b)
+            })
+        })
+    };
+    // The list is read before anything is unmapped: a block's `next` may be in the arena.
+    let mut cur = r.threads.swap(0, AcqRel);
+    while let Some(b) = Block::from_trusted(cur as *mut u8) {
+        cur = b.header().next.load(Relaxed);
+        if !in_arena(b.as_ptr() as u64) {
+            // SAFETY: a block `claim` mapped on its own (`mmap_anon` of `bs` bytes); the
+            // probes are gone and no thread is in the runtime, so nothing reaches it.
+            unsafe { sys::munmap(b.as_ptr() as u64, bs) };
+        }
+    }
+    let Some(h) = header else {
         return;
     };
-    let r = &GSH_RT_ROOT;
     let fd = r.arena_fd.swap(-1, Relaxed);
-    let bs = h.block_size;
     let n = (h.chunk_count.load(Acquire) as usize).min(ARENA_CHUNKS);
     let head = r.arena.swap(0, Release);
     // The first chunk last: it holds the header this loop reads. It is mapped with the header

@@ -788,3 +788,49 @@ fn a_profile_with_more_paths_than_its_table_reports_the_rest_as_other_paths() {
     let docs = gsh_json_all(&format!("report {}", results.display()), &exe);
     check(docs.last().expect("a report"), "saved");
 }
+
+/// A runtime of another ABI (here the built one with its `GSH_RT_ABI_VERSION` changed to 99,
+/// as an older build beside an updated gsh would be) is refused before it enters the
+/// process, saying both versions and what to do.
+#[test]
+fn a_runtime_of_another_abi_is_refused_with_both_versions() {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let gsh = gsh_tests::Gsh::binary();
+    let built = gsh.parent().expect("gsh's directory").join("libgsh_rt.so");
+    let mut bytes = std::fs::read(&built).expect("the built runtime");
+    let at = {
+        let file = object::File::parse(&*bytes).expect("an ELF file");
+        let sym = file
+            .dynamic_symbols()
+            .find(|s| s.name() == Ok("GSH_RT_ABI_VERSION"))
+            .expect("GSH_RT_ABI_VERSION");
+        let section = file
+            .section_by_index(sym.section_index().expect("a section"))
+            .expect("its section");
+        let (offset, _) = section.file_range().expect("in the file");
+        (offset + sym.address() - section.address()) as usize
+    };
+    bytes[at..at + 4].copy_from_slice(&99u32.to_le_bytes());
+    let dir = gsh_tests::target_dir().join("abi-test");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let other = dir.join("libgsh_rt.so");
+    std::fs::write(&other, &bytes).expect("the changed runtime");
+    let exe = Mutatee::new("basic").path(Variant::O2);
+    let o = std::process::Command::new(gsh)
+        .env("GSH_RT", &other)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .args(["-c", "count main; run"])
+        .arg(&exe)
+        .output()
+        .expect("gsh");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "it is a runtime of ABI 99, and this gsh needs ABI {}",
+            gsh_rt_abi::ABI_VERSION
+        )),
+        "{stderr}"
+    );
+}

@@ -352,6 +352,14 @@ pub struct Live {
     /// (`int3` to trampoline), whose `int3`s stay in the code until their batch is written,
     /// so a thread stopped at one is still served (see [`Live::trap_site`]).
     retiring: BTreeMap<u64, u64>,
+    /// Every run of a module's code this session wrote (start to end and module), kept when
+    /// the change is taken out: a fork child that a halt held ([`Process::held_children`]) is
+    /// a copy of its parent from before the job that released it, so it may have jumps the
+    /// patcher no longer records, and is given the files' bytes over all of them.
+    ever_written: BTreeMap<u64, (u64, ModuleId)>,
+    /// Every `int3` a breakpoint or the one-shot stop put in, with the byte under it, for the
+    /// same children.
+    ever_int3: BTreeMap<u64, u8>,
 }
 
 fn canon(p: &Path) -> PathBuf {
@@ -1382,6 +1390,11 @@ impl Live {
         if let Some((at, byte)) = once {
             p.write(at, &[byte])?;
         }
+        for r in runs {
+            let end = r.at + r.new.len() as u64;
+            let e = self.ever_written.entry(r.at).or_insert((end, m));
+            e.0 = e.0.max(end);
+        }
         for (i, r) in runs.iter().enumerate() {
             if let Err(e) = write_run(p, r) {
                 let module = self.loaded[&m].module.name.clone();
@@ -1481,6 +1494,7 @@ impl Live {
             Ok(())
         })?;
         let left = p.text_changes()?;
+        let pools = p.pool_ranges();
         if !left.iter().any(|c| c.kind.is_gsh()) {
             // No code jumps to gsh's any more: the runtime and the pools go where no thread is
             // in them, the pool holding the injection stub last. A running thread still in a
@@ -1506,6 +1520,20 @@ impl Live {
                 }
             };
             self.messages.extend(notes);
+        }
+        // Children held by the pauses above get the files' code before the process is let go.
+        p.release_held_children(Some(self))?;
+        let keeping = p.children_keeping_gsh_memory(&pools);
+        if !keeping.is_empty() {
+            let pids: Vec<String> = keeping.iter().map(i32::to_string).collect();
+            self.messages.push(format!(
+                "note: {} process(es) forked from process {} while gsh was attached ({}) still \
+                 map a copy of gsh's runtime or memory pools: their code is the files', so \
+                 nothing runs there, but gsh traces none of them and cannot unmap it",
+                keeping.len(),
+                p.pid(),
+                pids.join(", ")
+            ));
         }
         p.detach()?;
         Ok(left)
@@ -1627,6 +1655,7 @@ impl Live {
                 }
             }
             p.write(at, &[0xcc])?;
+            self.ever_int3.entry(at).or_insert(byte);
             self.breakpoints[i].placed = Some((at, byte));
         }
         Ok(())
@@ -1645,6 +1674,7 @@ impl Live {
         }
         let byte = p.read(at, 1)?[0];
         p.write(at, &[0xcc])?;
+        self.ever_int3.entry(at).or_insert(byte);
         self.once = Some((at, byte));
         Ok(())
     }
@@ -2050,7 +2080,22 @@ impl Hooks for Live {
     }
 
     fn forked(&mut self, _p: &mut Process, child: &mut ChildMemory) {
-        // The child runs uninstrumented: every byte we changed goes back to the file's.
+        // The child runs uninstrumented: every byte we changed goes back to the file's. A
+        // held child may predate the changes taken out since: every byte changed this session.
+        for (&at, &byte) in &self.ever_int3 {
+            if child.read(at, 1).is_ok_and(|b| b[0] == 0xcc) {
+                let _ = child.write(at, &[byte]);
+            }
+        }
+        for (&start, &(end, m)) in &self.ever_written {
+            let Some(l) = self.loaded.get(&m) else {
+                continue;
+            };
+            let link = crate::addr::LinkAddr(start.wrapping_sub(l.bias));
+            if let Some(bytes) = l.module.binary.bytes_at(link, end - start) {
+                let _ = child.write(start, bytes);
+            }
+        }
         for l in self.loaded.values() {
             for r in l.patcher.written() {
                 let link = crate::addr::LinkAddr(r.start.wrapping_sub(l.bias));

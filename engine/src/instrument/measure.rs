@@ -1472,6 +1472,17 @@ fn blocks(rt: &Runtime, reader: &MemReader, root: &[u8]) -> Result<Vec<u64>, Mea
     Ok(out)
 }
 
+/// The value of the runtime file's `GSH_RT_ABI_VERSION` object, read from the file.
+fn file_abi(file: &object::File) -> Option<u32> {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let sym = file
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok(exports::ABI_VERSION_OBJECT))?;
+    let section = file.section_by_index(sym.section_index()?).ok()?;
+    let bytes = section.data_range(sym.address(), 4).ok()??;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+}
+
 /// The runtime library as an analysed module (for [`crate::callee::effects`]), once per
 /// file per gsh process: its analysis takes a moment and the file does not change under us.
 fn rt_module(path: &Path) -> Option<std::sync::Arc<crate::Module>> {
@@ -1506,6 +1517,20 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
             .map(|s| s.address())
             .ok_or_else(|| bad(format!("it does not export `{name}`")))
     };
+    // Checked in the file, before anything is loaded: a runtime of another ABI (an older
+    // build beside an updated gsh) is refused without entering the process.
+    match file_abi(&file) {
+        Some(abi) if abi == layout::ABI_VERSION => {}
+        found => {
+            return Err(bad(format!(
+                "it is a runtime of ABI {}, and this gsh needs ABI {}: use the libgsh_rt.so \
+                 built with this gsh (`cargo build -p gsh-rt`), or point $GSH_RT at it",
+                found.map_or("unknown (no readable `GSH_RT_ABI_VERSION`)".into(), |a| a
+                    .to_string()),
+                layout::ABI_VERSION
+            )))
+        }
+    }
     let (init, tls, thread, root) = (
         symbol(exports::INIT)?,
         symbol(exports::TLS_OFFSET)?,

@@ -57,6 +57,10 @@ pub struct Process {
     pub(crate) deferred: VecDeque<(i32, WaitEvent)>,
     /// Fork children whose first stop arrived before their parent's fork event.
     pub(crate) early_children: HashSet<i32>,
+    /// Fork children whose parent a halt caught at its fork event: each is held at its
+    /// first stop, its parent run on out of `fork` and stopped again plainly, until hooks are
+    /// at hand to give it the files' code ([`Process::release_held_children`]).
+    pub(crate) held_children: Vec<i32>,
     /// New threads whose first stop arrived before their creator's clone event: that event
     /// must not list them again (they may have run and exited meanwhile).
     pub(crate) early_threads: HashSet<i32>,
@@ -113,6 +117,19 @@ pub struct HaltTiming {
     pub sleeps: usize,
 }
 
+/// Waits for fork child `child`'s first stop (the kernel queues it right after its parent's
+/// fork event); false when it ended instead, or is no child of ours.
+fn child_stopped(child: i32) -> bool {
+    loop {
+        match ptrace::wait(child, false) {
+            Ok(Some((_, WaitEvent::Exited(_) | WaitEvent::Signaled(_)))) => return false,
+            Ok(Some(_)) => return true,
+            Ok(None) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// Fault signals: they stop the process and are reported before being delivered.
 pub(super) fn is_fault(signal: i32) -> bool {
     matches!(
@@ -159,6 +176,7 @@ impl Process {
                 .collect(),
             deferred: VecDeque::new(),
             early_children: HashSet::new(),
+            held_children: Vec::new(),
             early_threads: HashSet::new(),
             mem: MemFile::open(pid)?,
             events,
@@ -468,6 +486,7 @@ impl Process {
         &mut self,
         hooks: &mut dyn Hooks,
     ) -> Result<(), ProcessError> {
+        self.release_held_children(Some(hooks))?;
         if !self.modules_dirty || !self.state.is_alive() {
             return Ok(());
         }
@@ -578,7 +597,9 @@ impl Process {
                 }
                 !clone
             });
-            if clones.is_empty() {
+            let forks = self.hold_fork_children()?;
+            awaiting.extend(forks.iter().copied());
+            if clones.is_empty() && forks.is_empty() {
                 break;
             }
             for creator in clones {
@@ -857,6 +878,7 @@ impl Process {
 
     /// Handles deferred stops now that hooks are at hand.
     fn drain_deferred(&mut self, hooks: &mut dyn Hooks) -> Result<Option<Stop>, ProcessError> {
+        self.release_held_children(Some(hooks))?;
         while let Some((tid, ev)) = self.deferred.pop_front() {
             if let Some(stop) = self.handle(tid, ev, hooks)? {
                 return Ok(Some(stop));
@@ -1218,16 +1240,8 @@ impl Process {
         copy: bool,
         hooks: Option<&mut dyn Hooks>,
     ) -> Result<(), ProcessError> {
-        if !self.early_children.remove(&child) {
-            // Its first stop is on its way (the kernel queues it right after the fork event).
-            loop {
-                match ptrace::wait(child, false) {
-                    Ok(Some((_, WaitEvent::Exited(_) | WaitEvent::Signaled(_)))) => return Ok(()),
-                    Ok(Some(_)) => break,
-                    Ok(None) => continue,
-                    Err(_) => return Ok(()),
-                }
-            }
+        if !self.early_children.remove(&child) && !child_stopped(child) {
+            return Ok(());
         }
         if copy {
             if let Ok(mem) = MemFile::open(child) {
@@ -1245,6 +1259,51 @@ impl Process {
             parent: self.pid,
             child,
         });
+        Ok(())
+    }
+
+    /// Holds the children of the threads a halt caught at a fork event (a plain `fork`; a
+    /// `vfork` parent waits in the kernel for its child, so it stays at its event): each child
+    /// stays at its first stop, in [`Process::held_children`], and its parent is run on out of
+    /// `fork` and interrupted, to stop again plainly. A thread stopped inside `fork` can run
+    /// no injected code (the kernel writes `fork`'s result over the registers it is given), and
+    /// a single-threaded program that forks all the time was caught there by nearly every
+    /// halt: no `count` went in, and no detach could unload the runtime (#17). Returns the
+    /// parents, for the halt to wait for.
+    fn hold_fork_children(&mut self) -> Result<Vec<i32>, ProcessError> {
+        let mut parents = Vec::new();
+        let mut i = 0;
+        while i < self.deferred.len() {
+            let (tid, ev) = self.deferred[i];
+            if ev != WaitEvent::Event(libc::PTRACE_EVENT_FORK) {
+                i += 1;
+                continue;
+            }
+            self.deferred.remove(i);
+            let child = ptrace::event_msg(tid)? as i32;
+            if self.early_children.remove(&child) || child_stopped(child) {
+                self.early_children.insert(child);
+                self.held_children.push(child);
+            }
+            // From its event stop: the signal argument is ignored, kept signals stay kept.
+            self.thread_entry(tid).state = ThreadState::Running;
+            gone_is_fine(ptrace::cont(tid, 0))?;
+            gone_is_fine(ptrace::interrupt(tid))?;
+            parents.push(tid);
+        }
+        Ok(parents)
+    }
+
+    /// Lets go of the children [`Process::hold_fork_children`] held, each given the files'
+    /// code by `hooks` (without hooks, only gsh's own `int3` at `r_brk` is taken out).
+    pub(crate) fn release_held_children(
+        &mut self,
+        mut hooks: Option<&mut dyn Hooks>,
+    ) -> Result<(), ProcessError> {
+        for child in std::mem::take(&mut self.held_children) {
+            let h = hooks.as_mut().map(|h| &mut **h as &mut dyn Hooks);
+            self.release_child(child, true, h)?;
+        }
         Ok(())
     }
 
@@ -1344,6 +1403,7 @@ impl Process {
         if let Some(rv) = self.rendezvous.take() {
             rv.remove_from(&self.mem)?;
         }
+        self.release_held_children(None)?;
         let deferred: Vec<(i32, WaitEvent)> = self.deferred.drain(..).collect();
         for (tid, ev) in deferred {
             match ev {
@@ -1390,6 +1450,7 @@ impl Process {
     pub fn kill(&mut self) -> Result<(), ProcessError> {
         self.alive("killing")?;
         self.reseize()?;
+        self.release_held_children(None)?;
         // SAFETY: kill takes only integers; `pid` is our tracee, not reused while we trace it.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
         let since = Instant::now();

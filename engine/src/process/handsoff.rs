@@ -174,6 +174,7 @@ impl Process {
             && self.hands_off.is_none()
             && self.deferred.is_empty()
             && self.early_children.is_empty()
+            && self.held_children.is_empty()
             // An `int3` at r_brk would kill the untraced program at its next dlopen.
             && self.rendezvous.as_ref().is_none_or(|rv| rv.is_jump())
             && self
@@ -206,7 +207,11 @@ impl Process {
             plain &= matches!(ev, WaitEvent::Signal(sig)
                 if !is_fault(sig) && !self.is_rendezvous_signal(tid, sig));
         }
-        if !plain || self.threads.values().any(|t| t.job) || !self.early_children.is_empty() {
+        if !plain
+            || self.threads.values().any(|t| t.job)
+            || !self.early_children.is_empty()
+            || !self.held_children.is_empty()
+        {
             self.resume()?;
             return Ok(false);
         }

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use object::{Object, ObjectSymbol};
 
-use super::control::Process;
+use super::control::{is_fault, Process};
 use super::error::ProcessError;
 use super::ptrace::{self, WaitEvent, SI_KERNEL, SYSCALL_STOP};
 use super::{AllocKind, State, ThreadState};
@@ -684,7 +684,9 @@ impl Process {
     }
 
     /// Lets threads whose stop still to handle is a signal sent to them (`kill`, `raise`,
-    /// `sigqueue`) lend themselves to injected code: the signal is kept for its thread
+    /// `sigqueue`) or one that is no fault (a child's SIGCHLD, whose `si_code` is the kernel's
+    /// `CLD_*`: a program that forks all the time had its only thread caught at one by nearly
+    /// every halt) lend themselves to injected code: the signal is kept for its thread
     /// (`signals.rs`) and reaches the program when it runs again, as one that comes during an
     /// injected run. A program that signals itself often had every thread caught at such a
     /// stop by the halt, and no thread could run a call. A fault or a trap stays a stop for
@@ -700,7 +702,8 @@ impl Process {
                 WaitEvent::Signal(sig)
                     if sig != libc::SIGTRAP
                         && sig != SYSCALL_STOP
-                        && ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0) =>
+                        && (!is_fault(sig)
+                            || ptrace::fault(tid).is_ok_and(|(code, _)| code <= 0)) =>
                 {
                     self.keep_signal(tid, sig);
                 }

@@ -240,6 +240,38 @@ impl Process {
         Ok(done)
     }
 
+    /// The process's children (its threads' `/proc` `children` lists; forked while gsh was
+    /// hands-off as well as traced) that still map a copy of gsh's memory: the runtime
+    /// library, or an anonymous mapping where one of `pools` (this process's, as `(start,
+    /// end)`) starts. A child that has exec'd maps none.
+    pub fn children_keeping_gsh_memory(&self, pools: &[(u64, u64)]) -> Vec<i32> {
+        let mut pids: Vec<i32> = Vec::new();
+        for tid in self.threads.keys() {
+            let path = format!("/proc/{}/task/{tid}/children", self.pid);
+            if let Ok(text) = std::fs::read_to_string(path) {
+                pids.extend(
+                    text.split_whitespace()
+                        .filter_map(|w| w.parse::<i32>().ok()),
+                );
+            }
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids.into_iter()
+            .filter(|&pid| {
+                maps::read_maps(pid).is_ok_and(|maps| {
+                    maps.iter().any(|m| {
+                        m.name.contains("libgsh_rt")
+                            || (m.name.is_empty()
+                                && pools.iter().any(|&(start, _)| {
+                                    m.start == start || m.start + GUARD == start
+                                }))
+                    })
+                })
+            })
+            .collect()
+    }
+
     /// Where gsh's pools are, as `(start, end)`.
     pub fn pool_ranges(&self) -> Vec<(u64, u64)> {
         self.pools
