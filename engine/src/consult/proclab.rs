@@ -588,6 +588,15 @@ mod tests {
     use super::*;
     use std::process::{Command, Stdio};
 
+    /// A frame of function `function` in `module`, the program's own when it is `app`.
+    fn frame(module: &str, function: &str) -> super::super::stacks::FrameName {
+        super::super::stacks::FrameName {
+            module: module.into(),
+            function: function.into(),
+            main: module == "app",
+        }
+    }
+
     /// python3 with one thread spinning and the main thread sleeping: the search finds the
     /// spinning thread CPU-bound and the sleeping one waiting outside, and nothing else.
     #[test]
@@ -667,7 +676,7 @@ mod tests {
     /// samples of the thread experiment it refines: into the chain of calls it is.
     #[test]
     fn a_call_path_measured_elsewhere_is_refined_from_its_threads_samples() {
-        use super::super::stacks::{Batch, FrameName, ThreadStack};
+        use super::super::stacks::{Batch, ThreadStack};
         let pid = std::process::id() as i32;
         let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
         let mut lab = ProcLab::with_stacks(pid, stacks.clone());
@@ -677,11 +686,6 @@ mod tests {
             focus: thread.clone(),
         })
         .unwrap();
-        let frame = |module: &str, function: &str| FrameName {
-            module: module.into(),
-            function: function.into(),
-            main: module == "app",
-        };
         for _ in 0..20 {
             let frames = vec![
                 frame("app", "work"),
@@ -738,11 +742,6 @@ mod tests {
             focus: thread.clone(),
         })
         .unwrap();
-        let frame = |module: &str, function: &str| FrameName {
-            module: module.into(),
-            function: function.into(),
-            main: module == "app",
-        };
         let push = |syscall: Option<Syscall>, inner: FrameName| {
             stacks.lock().unwrap().push(
                 Instant::now(),
@@ -808,7 +807,7 @@ mod tests {
     /// seconds apart).
     #[test]
     fn a_thread_reads_the_stack_samples_of_the_program_it_was_refined_from() {
-        use super::super::stacks::{Batch, FrameName, Syscall, ThreadStack};
+        use super::super::stacks::{Batch, Syscall, ThreadStack};
         let pid = std::process::id() as i32;
         // SAFETY: gettid takes no arguments.
         let tid = unsafe { libc::gettid() };
@@ -820,11 +819,6 @@ mod tests {
             focus: program.clone(),
         })
         .unwrap();
-        let frame = |module: &str, function: &str| FrameName {
-            module: module.into(),
-            function: function.into(),
-            main: module == "app",
-        };
         for _ in 0..20 {
             stacks.lock().unwrap().push(
                 Instant::now(),
@@ -868,7 +862,7 @@ mod tests {
     /// condition stays parked (0), and the reading waits for the samples that tell.
     #[test]
     fn a_parked_thread_waiting_to_take_a_lock_waits_for_it() {
-        use super::super::stacks::{Batch, FrameName, Syscall, ThreadStack};
+        use super::super::stacks::{Batch, Syscall, ThreadStack};
         let pid = std::process::id() as i32;
         let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
         let lab = ProcLab::with_stacks(pid, stacks.clone());
@@ -890,11 +884,6 @@ mod tests {
             since: Instant::now(),
             started: Instant::now(),
             from: Instant::now(),
-        };
-        let frame = |module: &str, function: &str| FrameName {
-            module: module.into(),
-            function: function.into(),
-            main: module == "app",
         };
         let waiting = |tid: i32, call: &str| ThreadStack {
             tid,
@@ -943,7 +932,7 @@ mod tests {
     /// the search neither concludes at the thread for want of them nor stops waiting.
     #[test]
     fn a_thread_is_refined_only_once_it_has_the_samples_a_reading_needs() {
-        use super::super::stacks::{Batch, FrameName, Syscall, ThreadStack};
+        use super::super::stacks::{Batch, Syscall, ThreadStack};
         let pid = std::process::id() as i32;
         // SAFETY: gettid takes no arguments.
         let tid = unsafe { libc::gettid() };
@@ -958,11 +947,6 @@ mod tests {
             focus: thread.clone(),
         })
         .unwrap();
-        let frame = |module: &str, function: &str| FrameName {
-            module: module.into(),
-            function: function.into(),
-            main: module == "app",
-        };
         let push = |n: usize, waits: bool| {
             for _ in 0..n {
                 let (syscall, frames) = if waits {
