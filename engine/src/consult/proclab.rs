@@ -395,27 +395,16 @@ impl Lab for ProcLab {
                     };
                     // Fewer samples of the thread than a reading needs (the first stops of a
                     // large program, or of any under load, are slow): ask again later, as
-                    // long as they come (`preparing`). Refined from a handful, a thread
-                    // judged waiting by `/proc` showed no wait below it, and the search
-                    // concluded at the thread, naming no lock (1 search of 10 of `planted
-                    // lock` at a load of 20).
+                    // long as they come (`preparing`). A refinement of nothing is final:
+                    // refined from a handful, a thread judged waiting by `/proc` showed no
+                    // wait below it (its one sample on a CPU), and the search concluded at
+                    // the thread, naming no lock (1 search of 10 of `planted lock` at a load
+                    // of 20), or ExternalWait at redis-server's main thread (3 runs of 5
+                    // under redis-benchmark at a load of 15).
                     if stacks.count(tid, since) < STACK_MIN {
                         return None;
                     }
-                    let refined = stacks.refine(h, focus, tid, since, LEAST);
-                    // Too few samples to show anything below the focus yet (a thread judged
-                    // from `/proc` when its one stack sample showed it on a CPU, not in the
-                    // wait): ask again, as for none. A refinement of nothing is final, and
-                    // redis-server under redis-benchmark at a load of 15, its first stops
-                    // slow, concluded ExternalWait at its main thread in 3 runs of 5.
-                    let leaf = matches!(
-                        focus.last(),
-                        Some(Resource::File { .. } | Resource::Lock { .. } | Resource::Wait(_))
-                    );
-                    if refined.is_empty() && !leaf && stacks.count(tid, since) < STACK_MIN {
-                        return None;
-                    }
-                    refined
+                    stacks.refine(h, focus, tid, since, LEAST)
                 }
                 None if h == Hypothesis::IOBlocking
                     && matches!(focus.last(), Some(Resource::Thread(_))) =>

@@ -147,8 +147,8 @@ pub struct Stacks {
     /// share one budget with them ([`sample_stacks`]).
     probes_spent: Duration,
     /// What gsh's own CPU time has taken from the program by competing for the CPUs
-    /// ([`super::sample::Competition::took`]), as the sampler last measured it: the stops count it
-    /// ([`stops_cost`]).
+    /// ([`super::sample::Competition::took`]), as the sampler last measured it: the stops'
+    /// pacing counts it ([`stops_cost`]).
     competed: Duration,
     /// The program's CPU time per wall second with the sampler quiet and while it samples,
     /// by turns ([`sample_stacks`]): what the stops cost beyond the time they hold.
@@ -1400,7 +1400,9 @@ pub fn sample_stacks(
     let pid = stacks.lock().unwrap_or_else(|e| e.into_inner()).pid;
     // Turns: SAMPLING of stops, then QUIET without any, each ended by the program's CPU time.
     let mut turn = Turn::begin(pid);
-    // What gsh's own CPU time takes from the program, measured at each quiet turn's end.
+    // What gsh's own CPU time takes from the program, measured at each quiet turn's end
+    // from this round's start, as the stops it is paced with are (the report measures it
+    // over the whole search).
     let usage = Usage::now(pid);
     while !stop() {
         let sampling = match stacks

@@ -129,11 +129,7 @@ pub fn resume(p: &mut Process, live: &mut Live) -> Result<(), LiveError> {
 /// released, kept while a killed session's jumps may still lead into them).
 pub fn earlier_session(p: &mut Process) -> Result<Vec<String>, crate::process::ProcessError> {
     let mut notes = Vec::new();
-    let runtime = p.modules()?.into_iter().find(|m| {
-        m.path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("libgsh_rt"))
-    });
+    let runtime = p.modules()?.into_iter().find(super::unload::is_runtime);
     if let Some(rt) = runtime {
         notes.push(format!(
             "note: gsh's runtime ({}) is loaded from an earlier session; it is reused, each \
