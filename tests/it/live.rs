@@ -186,6 +186,15 @@ fn run_reports_the_exit_and_breakpoints_stop_with_arguments() {
     assert_eq!(got, expected(&exe, 1, 200));
 }
 
+/// `wait` on a process that ended meanwhile says how it ended: a batch ending `consult --for
+/// 30; wait` failed ("the process is gone") when the program ended within the 30 s.
+#[test]
+fn wait_after_the_process_ended_says_how_it_ended() {
+    let o = gsh_c("start; continue &; sleep 1; wait", Path::new("/bin/true"));
+    o.assert_code(0);
+    assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+}
+
 /// Attach, insert while it runs, read while it runs, delete while it runs, detach.
 fn attach_cycle(threads: u32) {
     let exe = server(Variant::O2);

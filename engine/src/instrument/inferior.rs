@@ -508,6 +508,16 @@ impl Inferior {
         background: Option<Stop>,
         interrupt: &AtomicBool,
     ) -> Result<Waited> {
+        // `wait` is for the process to stop or end: one that ended already (while a search
+        // ran, or in a `sleep` after `continue &`) has done what it waits for. A batch ending
+        // `consult --for 30; wait` failed when the program ended within the 30 s.
+        if let (false, Some(why)) = (resume, &self.gone) {
+            return Ok(Waited {
+                stop: None,
+                text: why.trim_start_matches('[').trim_end_matches(']').to_owned(),
+                tid: None,
+            });
+        }
         let waited = self.job(|p, live| {
             // A thread stepped over a breakpoint may end the process there: that is the stop.
             let mut ended = None;
