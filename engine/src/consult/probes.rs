@@ -105,6 +105,15 @@ pub trait Probes {
     }
 }
 
+/// Keeps `e` among the probes' errors unless process `pid` has ended: a timer that could not
+/// go into or come out of a program that is gone is no error of the search (sort and python3's
+/// regression tests, ending while searched, listed one for each timer still in).
+fn keep_error(errors: &mut Vec<String>, pid: i32, e: String) {
+    if !super::sample::ended(pid) {
+        errors.push(e);
+    }
+}
+
 /// How often [`ProbeLab::learn`] looks for libraries loaded meanwhile.
 const LEARN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -629,9 +638,8 @@ impl<'p> ProbeLab<'p> {
         match probes.learn() {
             Ok(n) => n,
             // The process ended: it loads nothing more, and that is no probe's error.
-            Err(_) if self.inner.ended() => 0,
             Err(e) => {
-                self.stats.errors.push(e);
+                keep_error(&mut self.stats.errors, self.pid, e);
                 0
             }
         }
@@ -747,7 +755,7 @@ impl ProbeLab<'_> {
         let id = match (inserted, what) {
             (Ok(id), _) => id,
             (Err(why), Timed::Loop(_)) => {
-                self.stats.errors.push(why.clone());
+                keep_error(&mut self.stats.errors, self.pid, why.clone());
                 return Err(why);
             }
             // A path whose function cannot be profiled: its last call is timed instead, if it
@@ -759,7 +767,11 @@ impl ProbeLab<'_> {
                     _ => "its call path is sampled instead",
                 };
                 self.untimable.insert(key.clone());
-                self.stats.errors.push(format!("{why} ({instead})"));
+                keep_error(
+                    &mut self.stats.errors,
+                    self.pid,
+                    format!("{why} ({instead})"),
+                );
                 return Err(why);
             }
         };
@@ -827,7 +839,7 @@ impl ProbeLab<'_> {
                 if let Some(p) = self.probes.as_deref_mut() {
                     match p.remove(id) {
                         Ok(()) => self.stats.removed += 1,
-                        Err(e) => self.stats.errors.push(e),
+                        Err(e) => keep_error(&mut self.stats.errors, self.pid, e),
                     }
                 }
                 self.born.remove(key);
@@ -980,7 +992,7 @@ impl ProbeLab<'_> {
         let probes = self.probes.as_deref_mut()?;
         for counter in std::iter::once(c.counter).chain(c.progress) {
             if let Err(e) = probes.remove(counter) {
-                self.stats.errors.push(e);
+                keep_error(&mut self.stats.errors, self.pid, e);
             }
         }
         let counted = c.counted.1 as f64 / c.counted.0.max(1) as f64;
@@ -1610,7 +1622,7 @@ impl Lab for ProbeLab<'_> {
             if let (Some(id), Some(probes)) = (timer, self.probes.as_deref_mut()) {
                 match probes.remove(id) {
                     Ok(()) => self.stats.removed += 1,
-                    Err(e) => self.stats.errors.push(e),
+                    Err(e) => keep_error(&mut self.stats.errors, self.pid, e),
                 }
             }
             self.born.remove(&t.key);
@@ -1644,7 +1656,7 @@ impl Lab for ProbeLab<'_> {
             };
             match probes.remove(t.id) {
                 Ok(()) => self.stats.removed += 1,
-                Err(e) => self.stats.errors.push(e),
+                Err(e) => keep_error(&mut self.stats.errors, self.pid, e),
             }
         }
         let s = self.in_situ.get(&t.key);
@@ -1705,6 +1717,8 @@ mod tests {
         timed_paths: Vec<Vec<String>>,
         /// Whole call paths can be timed.
         paths: bool,
+        /// The process is gone: nothing comes out.
+        gone: bool,
     }
 
     impl Fake {
@@ -1823,6 +1837,9 @@ mod tests {
             })
         }
         fn remove(&mut self, id: u32) -> Result<(), String> {
+            if self.gone {
+                return Err("not removed: the process is not running".into());
+            }
             self.advance();
             self.born.remove(&id);
             self.counters.remove(&id);
@@ -1897,6 +1914,30 @@ mod tests {
         // Without probes, nothing below a function is a loop.
         let mut bare = ProbeLab::new(pid, ProcLab::new(pid), None);
         assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());
+    }
+
+    /// A timer that cannot come out of a program that ended is no error of the search; one
+    /// that cannot come out of a live one is.
+    #[test]
+    fn a_timer_left_in_a_program_that_ended_is_no_probe_error() {
+        let (_, f) = at_f();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let ended = gone.id() as i32;
+        gone.wait().unwrap();
+        for (pid, errors) in [(ended, 0), (std::process::id() as i32, 1)] {
+            let mut fake = Fake {
+                gone: true,
+                ..Fake::default()
+            };
+            let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+            lab.start(&Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: f.with(Resource::Loop("loop_1".into())),
+            })
+            .unwrap();
+            let stats = lab.finish();
+            assert_eq!(stats.errors.len(), errors, "{pid}: {:?}", stats.errors);
+        }
     }
 
     #[test]
