@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::sample::{classify, Activity, Usage};
+use super::sample::{classify, Activity, Meter};
 use super::{Focus, Hypothesis, Resource, WaitSet, Watched};
 
 /// One frame of a sampled stack.
@@ -1400,11 +1400,12 @@ pub fn sample_stacks(
     let pid = stacks.lock().unwrap_or_else(|e| e.into_inner()).pid;
     // Turns: SAMPLING of stops, then QUIET without any, each ended by the program's CPU time.
     let mut turn = Turn::begin(pid);
-    // What gsh's own CPU time takes from the program, measured at each quiet turn's end
-    // from this round's start, as the stops it is paced with are (the report measures it
-    // over the whole search).
-    let usage = Usage::now(pid);
+    // What gsh's own CPU time has taken from the program since the search began, told at
+    // each quiet turn's end (the report measures it over the whole search too); read
+    // between stops as well, for threads that come and go.
+    let mut usage = Meter::new(pid);
     while !stop() {
+        usage.read();
         let sampling = match stacks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -1421,7 +1422,7 @@ pub fn sample_stacks(
                 std::thread::sleep((quiet_until - Instant::now()).min(Duration::from_millis(20)));
             }
             turn.end(stacks, pid, true);
-            let took = Duration::from_secs_f64(Usage::now(pid).since(&usage).took());
+            let took = Duration::from_secs_f64(usage.read_now().took());
             stacks.lock().unwrap_or_else(|e| e.into_inner()).competed = took;
             continue;
         }

@@ -326,7 +326,7 @@ pub(crate) fn search(
             self.0.store(true, Ordering::SeqCst);
         }
     }
-    let usage = consult::sample::Usage::now(pid);
+    let mut usage = consult::sample::Meter::new(pid);
     let seconds = std::thread::scope(|scope| {
         let _done = Done(&done);
         let sampling = std::thread::Builder::new()
@@ -342,6 +342,8 @@ pub(crate) fn search(
             |search, lab, now| {
                 // Libraries loaded meanwhile, for loop timers in their functions.
                 lab.learn();
+                // The program's threads as they come and go.
+                usage.read();
                 if watching {
                     watch(search, now, &mut told);
                 }
@@ -356,7 +358,7 @@ pub(crate) fn search(
         }
         seconds
     });
-    let competition = consult::sample::Usage::now(pid).since(&usage);
+    let competition = usage.read_now();
     // Every loop timer still in goes out before anything else.
     let probe_stats = lab.finish();
     let why_stopped = lab.inner.error();
