@@ -112,9 +112,22 @@ impl Target {
 
     /// Ends control: an attached process gets its original code back and runs on; one gsh
     /// started is killed.
-    pub fn finish(self) -> Result<()> {
+    pub fn finish(mut self) -> Result<()> {
         let pid = self.pid();
+        // Its end, if it came meanwhile.
+        for e in self.events(false) {
+            eprintln!("{e}");
+        }
+        // Said, since a batch's program stopping halfway is no sign of anything: `gsh -c
+        // 'consult --for 20' xz ...` left a 0-byte xz file and no word why.
+        let killed = self.started() && self.gone().is_none();
         let (left, notes) = self.inferior.finish()?;
+        if killed {
+            eprintln!(
+                "[process {pid} killed, as gsh started it and it was still running; \
+                 `wait` lets it finish first]"
+            );
+        }
         for n in notes {
             eprintln!("{n}");
         }

@@ -193,6 +193,15 @@ fn wait_after_the_process_ended_says_how_it_ended() {
     let o = gsh_c("start; continue &; sleep 1; wait", Path::new("/bin/true"));
     o.assert_code(0);
     assert!(o.stdout.contains("exited with code 0"), "{}", o.stdout);
+    assert!(!o.stderr.contains("killed"), "{}", o.stderr);
+}
+
+/// A batch that ends while the program it started runs kills it, and says so.
+#[test]
+fn a_batch_ending_while_its_program_runs_says_it_killed_it() {
+    let o = gsh_c("start 30; continue &", Path::new("/bin/sleep"));
+    o.assert_code(0);
+    assert!(o.stderr.contains("killed"), "{}", o.stderr);
 }
 
 /// Attach, insert while it runs, read while it runs, delete while it runs, detach.

@@ -134,7 +134,9 @@ pub const WAIT: Spec = Spec {
     usage: "",
     complete: Complete::Nothing,
     summary: "wait until the running process stops or exits",
-    help: "Blocks until the process stops or exits; Ctrl-C halts it instead.",
+    help: "Blocks until the process stops or exits; Ctrl-C halts it instead. Of a process \
+that ended already (during a `consult` or a `sleep`) it says how it ended, so a script ending \
+in `wait` lets the program it started finish, where the end of a script kills it.",
     examples: &[("wait", "after `continue &`")],
     run: wait,
 };
