@@ -728,7 +728,12 @@ impl Search {
             self.nodes[i].probe = None;
             self.nodes[i].state = verdict;
             self.nodes[i].judged = Some(now);
-            if verdict == State::True {
+            // A qualifying refinement (RunQueue) is asked at every focus what it qualifies
+            // reaches, a "why" child of each true CPUBound, and not refined along "where" by
+            // itself: its own chain, from stack samples that skip loops, named the same place
+            // a second way (xz: RunQueue three times over one call chain, with and without
+            // the loops the CPU's refinement went through).
+            if verdict == State::True && self.nodes[i].experiment.hypothesis.replaces_parent() {
                 let Experiment { hypothesis, focus } = self.nodes[i].experiment.clone();
                 let why = hypothesis
                     .children()

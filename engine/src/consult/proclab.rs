@@ -838,10 +838,16 @@ mod tests {
                 focus: program.with(Resource::Thread(tid as u32)),
             })
             .unwrap();
-        std::thread::sleep(Duration::from_millis(30));
-        let r = lab
-            .read(probe)
-            .expect("a reading from the program's samples");
+        // The `/proc` sampler's first samples of the window come when its thread gets a CPU:
+        // 30 ms was not always enough with the other tests running.
+        let since = Instant::now();
+        let r = loop {
+            std::thread::sleep(Duration::from_millis(30));
+            if let Some(r) = lab.read(probe) {
+                break r;
+            }
+            assert!(since.elapsed() < Duration::from_secs(10), "no reading");
+        };
         assert_eq!(r.fraction, 1.0);
     }
 

@@ -32,6 +32,9 @@ struct Model {
     hidden_cost: HashMap<String, f64>,
     /// Costs measured so far, by focus: what the model predicts from then on.
     known_cost: HashMap<String, f64>,
+    /// Refinements of one hypothesis at one focus that differ from the tree's (the stack
+    /// samples' chains skip the loops that the CPU's refinement goes through).
+    tree_for: HashMap<(Hypothesis, String), Vec<(Focus, f64)>>,
     /// The largest cost measured of what ran at once, after each step.
     peak_cost: f64,
     /// The share of the program's time the probes have taken so far.
@@ -68,6 +71,7 @@ impl Model {
             start_delay: std::time::Duration::ZERO,
             hidden_cost: HashMap::new(),
             known_cost: HashMap::new(),
+            tree_for: HashMap::new(),
             peak_cost: 0.0,
             spent: 0.0,
         }
@@ -110,9 +114,12 @@ impl Model {
 }
 
 impl Lab for Model {
-    fn refine(&mut self, _: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
+    fn refine(&mut self, h: Hypothesis, focus: &Focus) -> Option<Vec<(Focus, f64)>> {
         if self.not_yet.remove(&focus.to_string()) {
             return None;
+        }
+        if let Some(v) = self.tree_for.get(&(h, focus.to_string())) {
+            return Some(v.clone());
         }
         Some(
             self.tree
@@ -581,6 +588,53 @@ fn run_queue_qualifies_a_cpu_conclusion_and_small_io_replaces_an_io_one() {
             Hypothesis::SmallIO,
             Hypothesis::RunQueue
         ]
+    );
+}
+
+/// RunQueue is asked at each focus the CPU's refinement reaches, not refined along "where"
+/// by itself: its own chain, from stack samples that skip loops (`sub_15320 > sub_1ee90`
+/// where the CPU's went `sub_15320 > loop_1 > sub_1ee90`), was a second conclusion for the
+/// same place (xz: RunQueue findings three times over one call chain).
+#[test]
+fn run_queue_follows_the_cpus_refinement_and_concludes_once() {
+    let mut m = Model::new(0.01);
+    m.child(&["app"], "main", 1.0)
+        .child(&["app", "main"], "loop_1", 1.0)
+        .child(&["app", "main", "loop_1"], "work", 1.0);
+    m.tree_for.insert(
+        (Hypothesis::RunQueue, f(&["app", "main"]).to_string()),
+        vec![(f(&["app", "main", "work"]), 1.0)],
+    );
+    for at in [
+        &["app"][..],
+        &["app", "main"],
+        &["app", "main", "loop_1"],
+        &["app", "main", "loop_1", "work"],
+        &["app", "main", "work"],
+    ] {
+        m.truth(Hypothesis::CPUBound, at, 0.9)
+            .truth(Hypothesis::RunQueue, at, 0.5);
+    }
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let found: Vec<String> = search
+        .findings()
+        .iter()
+        .map(|x| format!("{} {}", x.hypothesis, x.focus))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "CPUBound app > main > loop_1 > work",
+            "RunQueue app > main > loop_1 > work"
+        ]
+    );
+    assert!(
+        !m.started
+            .iter()
+            .any(|e| e.focus == f(&["app", "main", "work"])),
+        "{:?}",
+        m.started
     );
 }
 
