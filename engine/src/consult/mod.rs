@@ -1373,7 +1373,7 @@ impl Report {
             "\n{} experiments in {:.1} s; the search slowed the program by about {:.1}% (its \
              estimate). The program was stopped {:.1}% of the time for {} stack samples; gsh \
              used {:.1}% of a CPU (sampling /proc {:.1}%), and the program's threads waited \
-             for a CPU {:.1}% of the time. The stops and gsh's competition for the CPUs took \
+             for a CPU {:.1} s in all. The stops and gsh's competition for the CPUs took \
              {:.1}% of the threads' running time ({:.1}% by the competition)\n",
             self.tested,
             self.seconds,
@@ -1382,7 +1382,9 @@ impl Report {
             self.stack_samples,
             self.gsh_cpu * 100.0,
             self.sampler_cpu * 100.0,
-            self.waited * 100.0,
+            // Summed over the threads: as a share of the time, three threads of python3
+            // taking turns at its lock read 131.5%.
+            self.waited * self.seconds,
             self.stop_cost * 100.0,
             self.competed * 100.0
         );

@@ -891,6 +891,12 @@ fn gshs_own_cpu_time_counts_where_the_program_waited_for_a_cpu() {
     assert!((r.gsh_cpu - 0.2).abs() < 1e-12, "{}", r.gsh_cpu);
     assert!((r.waited - 0.14).abs() < 1e-12, "{}", r.waited);
     assert!(r.text().contains("gsh used 20.0% of a CPU"), "{}", r.text());
+    // Summed over the threads, in seconds: a share of the time passes 100% with threads.
+    assert!(
+        r.text().contains("waited for a CPU 4.2 s in all"),
+        "{}",
+        r.text()
+    );
     // The turns measured more than both: they hold gsh's work while it sampled already.
     r.set_cost(Cost { lost: 5.0, ..cost });
     assert!((r.stop_cost - 5.0 / 30.5).abs() < 1e-12, "{}", r.stop_cost);
