@@ -9,7 +9,9 @@ const SYS_OPEN: u64 = 2;
 const SYS_CLOSE: u64 = 3;
 const SYS_MMAP: u64 = 9;
 const SYS_MUNMAP: u64 = 11;
+const SYS_FCNTL: u64 = 72;
 const SYS_FTRUNCATE: u64 = 77;
+const SYS_GETRLIMIT: u64 = 97;
 const SYS_GETTID: u64 = 186;
 const SYS_GETPID: u64 = 39;
 const SYS_MEMFD_CREATE: u64 = 319;
@@ -68,6 +70,49 @@ pub fn memfd(name: &std::ffi::CStr, len: u64) -> Option<i32> {
         return None;
     }
     Some(fd as i32)
+}
+
+/// The lowest descriptor [`move_high`] moves the runtime's to, where the limit allows.
+const HIGH_FD: u64 = 512;
+
+/// Moves descriptor `fd` (the runtime's own) to a number at or above [`HIGH_FD`] (half the
+/// descriptor limit when that is lower, never below 10), closing the original; `fd` where none
+/// is free there. The program keeps the descriptor numbers it has without gsh: `open` returns
+/// the lowest free one (a program opening a file got 4, not 3, beside the arena's memfd), and a
+/// program that `dup2`s onto a low number would close the runtime's under it.
+pub fn move_high(fd: i32) -> i32 {
+    let mut lim = [0u64; 2];
+    // SAFETY: getrlimit writes one rlimit (two u64) into `lim`.
+    let got = unsafe {
+        syscall6(
+            SYS_GETRLIMIT,
+            [
+                libc::RLIMIT_NOFILE as u64,
+                lim.as_mut_ptr() as u64,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    let floor = if got == 0 {
+        HIGH_FD.min(lim[0] / 2).max(10)
+    } else {
+        10
+    };
+    // SAFETY: F_DUPFD_CLOEXEC duplicates the runtime's own descriptor to a free number.
+    let high = unsafe {
+        syscall6(
+            SYS_FCNTL,
+            [fd as u64, libc::F_DUPFD_CLOEXEC as u64, floor, 0, 0, 0],
+        )
+    };
+    if high < 0 {
+        return fd;
+    }
+    close(fd);
+    high as i32
 }
 
 /// Sets the size of the file `fd` (a memfd the runtime made). True when done.

@@ -307,6 +307,7 @@ fn make_arena(block_size: u64) {
     let Some(fd) = sys::memfd(c"gsh-rt-arena", len) else {
         return;
     };
+    let fd = sys::move_high(fd);
     let Some(at) = sys::mmap_shared(fd, len as usize, 0) else {
         sys::close(fd);
         return;

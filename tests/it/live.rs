@@ -204,6 +204,32 @@ fn a_batch_ending_while_its_program_runs_says_it_killed_it() {
     assert!(o.stderr.contains("killed"), "{}", o.stderr);
 }
 
+/// The runtime's own descriptor (its arena's memfd) takes no number the program would get:
+/// python3 opening a file printed `fd 4` under `count`, `fd 3` alone.
+#[test]
+fn the_runtime_takes_no_descriptor_number_the_program_would_get() {
+    let script = scratch("fd.py");
+    std::fs::write(
+        &script,
+        "import os\nprint('fd', os.open('/dev/null', os.O_RDONLY))\n",
+    )
+    .unwrap();
+    let alone = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .output()
+        .expect("python3");
+    let alone = String::from_utf8_lossy(&alone.stdout).trim().to_owned();
+    assert!(alone.starts_with("fd "), "{alone}");
+    let o = Gsh::new()
+        .args(["-c", "count PyObject_Malloc; run"])
+        .arg("/usr/bin/python3")
+        .arg(&script)
+        .run();
+    o.assert_code(0);
+    assert!(o.stderr.contains("point(s) inserted"), "{o}");
+    assert!(o.stdout.lines().any(|l| l == alone), "{alone}: {o}");
+}
+
 /// Attach, insert while it runs, read while it runs, delete while it runs, detach.
 fn attach_cycle(threads: u32) {
     let exe = server(Variant::O2);
