@@ -1267,6 +1267,24 @@ fn holds(h: Hypothesis, s: &Sample) -> bool {
     }
 }
 
+/// The system call `s` of a thread stopped in `frames` (innermost first), with a condition
+/// variable's wait made a wait on the variable: glibc's `pthread_cond_wait` sleeps on one of
+/// two words of it in turn (`__g_signals[0]` and `[1]`, 40 and 44 bytes in, since glibc 2.25;
+/// the layout is the ABI), which read as two locks four bytes apart (python3's lock
+/// `_PyRuntime+432` and `+436`, zstd's likewise). The futex's address becomes the variable's
+/// start.
+pub fn waited_object(mut s: Syscall, frames: &[FrameName]) -> Syscall {
+    const SIGNALS: u64 = 40;
+    let in_cond_wait = frames.iter().take_while(|f| runtime(f)).any(|f| {
+        let name = f.function.trim_start_matches('_');
+        name.starts_with("pthread_cond_") && name.contains("wait")
+    });
+    if s.nr == FUTEX && in_cond_wait && s.args[0] >= SIGNALS {
+        s.args[0] = (s.args[0] & !7) - SIGNALS;
+    }
+    s
+}
+
 /// True when sample `s` is in a call that waits for a thread to end (`pthread_join` and its
 /// kin), the last step of its path.
 fn joins(s: &Sample) -> bool {

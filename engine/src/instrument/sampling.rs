@@ -282,15 +282,19 @@ impl StackSource for TracerStacks<'_, '_> {
         }
         let threads = raw
             .into_iter()
-            .map(|(tid, syscall, pcs, held)| ThreadStack {
-                tid,
-                lock_name: syscall
-                    .filter(|s| s.nr == libc::SYS_futex as u64)
-                    .and_then(|s| self.lock_name(s.args[0])),
-                syscall,
-                frames: pcs.iter().map(|&pc| self.name(pc)).collect(),
-                pcs,
-                held,
+            .map(|(tid, syscall, pcs, held)| {
+                let frames: Vec<FrameName> = pcs.iter().map(|&pc| self.name(pc)).collect();
+                let syscall = syscall.map(|s| stacks::waited_object(s, &frames));
+                ThreadStack {
+                    tid,
+                    lock_name: syscall
+                        .filter(|s| s.nr == libc::SYS_futex as u64)
+                        .and_then(|s| self.lock_name(s.args[0])),
+                    syscall,
+                    frames,
+                    pcs,
+                    held,
+                }
             })
             .collect();
         Ok(Some(Batch { stopped, threads }))

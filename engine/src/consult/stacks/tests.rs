@@ -1067,3 +1067,47 @@ fn only_waits_to_take_a_lock_count_as_lock_waits() {
     );
     assert_eq!(s.lock_fraction(&thread, 2, since, 5), None);
 }
+
+/// A condition variable's two futex words are one wait on the variable; a mutex's futex, and
+/// a function of the program's own that happens to be called so, are left as they are.
+#[test]
+fn a_condition_variables_two_words_are_one_wait() {
+    let futex = |addr: u64| Syscall {
+        nr: FUTEX,
+        args: [addr, 0x189, 0],
+        interrupted: true,
+    };
+    let cond = |wait: &str| {
+        vec![
+            frame("libc.so.6", "__futex_abstimed_wait_common"),
+            frame("libc.so.6", wait),
+            frame("app", "take_turn"),
+        ]
+    };
+    // python3's lock: `_PyRuntime+432` and `+436`, one condition at `+392`.
+    let runtime = 0xa5b7c0;
+    for wait in [
+        "pthread_cond_timedwait",
+        "___pthread_cond_timedwait64",
+        "pthread_cond_wait",
+    ] {
+        for word in [runtime + 432, runtime + 436] {
+            assert_eq!(
+                waited_object(futex(word), &cond(wait)).args[0],
+                runtime + 392,
+                "{wait} {word:#x}"
+            );
+        }
+    }
+    let mutex = vec![
+        frame("libc.so.6", "__lll_lock_wait"),
+        frame("libc.so.6", "pthread_mutex_lock"),
+        frame("app", "take_turn"),
+    ];
+    assert_eq!(waited_object(futex(0x4044), &mutex).args[0], 0x4044);
+    let own = vec![
+        frame("app", "pthread_cond_wait_for_work"),
+        frame("app", "main"),
+    ];
+    assert_eq!(waited_object(futex(0x4044), &own).args[0], 0x4044);
+}
