@@ -17,7 +17,7 @@ use gsh_tests::{json_stream, Gsh, Mutatee, Variant};
 #[test]
 fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes_them() {
     let exe = Mutatee::new("hotloop").path(Variant::O2);
-    let (gsh, r) = search_attached(&exe, "60", "hotloop", "--watch");
+    let (gsh, r) = search_attached(&exe, "60", "hotloop", "--watch", false);
     let findings = super::consult::findings(&r);
     // On a loaded machine the thread waits for a CPU as much as it runs: either names it.
     let busy = |h: &str| h == "CPUBound" || h == "RunQueue";
@@ -114,7 +114,7 @@ fn consult_refines_a_hot_function_into_its_hot_loop_with_live_timers_and_removes
 fn consult_searches_a_library_loaded_after_it_began() {
     let lib = Mutatee::new("libdlhot").path(Variant::O2);
     let exe = Mutatee::new("dlhot").path(Variant::O2);
-    let (_, r) = search_attached(&exe, &lib, "dlhot", "");
+    let (_, r) = search_attached(&exe, &lib, "dlhot", "", true);
     let name = lib.file_name().unwrap().to_str().unwrap();
     let hot = r["findings"]
         .as_array()
@@ -140,7 +140,7 @@ fn consult_searches_a_library_loaded_after_it_began() {
 #[test]
 fn consult_removes_a_timer_that_costs_more_than_the_limit_and_stays_under_it() {
     let exe = Mutatee::new("hotentry").path(Variant::O2);
-    let (_, r) = search_attached(&exe, "120", "hotentry", "--cost 5");
+    let (_, r) = search_attached(&exe, "120", "hotentry", "--cost 5", false);
     let node = |tail: &str| {
         r["graph"]
             .as_array()
@@ -305,16 +305,38 @@ fn spawn_running(
 /// program a fifth of the time: on a loaded machine they wait for its thread to be scheduled,
 /// and the search needs a dozen per experiment. (EXTRA may set `--cost` itself.) Checks what every such search must leave: the
 /// program's code as in its file, no request in the plan, the program running on to print
-/// `NAME done` on SIGUSR1. Returns gsh's run and the search's result.
+/// `NAME done` on SIGUSR1. With `tell`, the program gets SIGUSR2 once gsh has attached (seen
+/// from outside: a hands-off search traces it only while it is stopped, so the program may
+/// never see it traced itself). Returns gsh's run and the search's result.
 fn search_attached(
     exe: &std::path::Path,
     arg: impl AsRef<std::ffi::OsStr>,
     name: &str,
     extra: &str,
+    tell: bool,
 ) -> (gsh_tests::GshOutput, serde_json::Value) {
     let _turn = super::consult::one_at_a_time();
     let (mut child, mut out) = spawn_running(exe, arg, name);
     let pid = child.id();
+    if tell {
+        std::thread::spawn(move || {
+            let since = std::time::Instant::now();
+            while since.elapsed() < std::time::Duration::from_secs(40) {
+                let status =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let traced = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("TracerPid:"))
+                    .is_some_and(|t| t.trim() != "0");
+                if traced {
+                    // SAFETY: kill(2) on the child we spawned and have not waited for.
+                    unsafe { libc::kill(pid as i32, libc::SIGUSR2) };
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+    }
     let gsh = Gsh::new()
         .args([
             "--json",
