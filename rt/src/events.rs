@@ -59,7 +59,7 @@ pub fn slot<'a>(b: Block, slot: u32) -> &'a SlotRecord {
 
 /// Pointer to shadow-stack entry `i` of block `b`.
 #[inline(always)]
-fn shadow(b: Block, i: u32) -> *mut ShadowEntry {
+pub fn shadow(b: Block, i: u32) -> *mut ShadowEntry {
     // SAFETY: callers keep `i < shadow_capacity`; the shadow stack lies inside the block.
     unsafe {
         b.as_ptr()
