@@ -6,6 +6,10 @@
 //! [`Metric::Time`](crate::instrument::Metric), exactly what `time FUNC loop LOOP` inserts),
 //! measures for an interval, and takes the timer out again as soon as the experiment is judged.
 //!
+//! A loop below a chain of calls the search went on along from a call path (its function
+//! reached through several paths) is timed along that path alone ([`Probes::insert_path_loop`]):
+//! the loop's timer from every caller would time the other paths' activations of it too.
+//!
 //! [`ProbeLab`] is the search's [`Lab`]: loop foci are its own; every other focus goes to the
 //! [`ProcLab`] it wraps (samples). [`Probes`] is what inserts, reads and removes the timers;
 //! `instrument::consult_probes::LiveProbes` does it in a live process through its tracer.
@@ -501,7 +505,8 @@ pub struct ProbeStats {
     /// CALLEE`), where its whole path could not be timed; the others time loops and paths.
     pub call_timers: usize,
     /// Of the timers inserted, those of whole call paths ([`Probes::insert_path`]: a profile
-    /// of the path's function, read for that path alone).
+    /// of the path's function, read for that path alone) and of loops along them
+    /// ([`Probes::insert_path_loop`]).
     pub path_timers: usize,
     /// The share of the program's running time its loop timers took ([`super::Cost`]):
     /// [`ProbeStats::spent`] over what the threads would have run without the search; until
