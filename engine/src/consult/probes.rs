@@ -2589,6 +2589,25 @@ mod tests {
         }
     }
 
+    /// A timer's key names what it times, and a loop along a path's is a path timer's for its
+    /// cost (`path ` first: paid per call of its function, whose every call runs the profile).
+    #[test]
+    fn a_loop_along_a_paths_key_names_it_and_is_costed_as_a_paths() {
+        let what = Timed::PathLoop(vec!["main".into(), "crunch".into()], "loop_1.2".into());
+        let key = what.key();
+        assert_eq!(key, "path main > crunch loop loop_1.2");
+        assert!(key.starts_with("path "));
+        let Timed::PathLoop(path, lp) = Timed::of(&key) else {
+            panic!("{key}")
+        };
+        assert_eq!(
+            (path.join(" > "), lp.as_str()),
+            ("main > crunch".into(), "loop_1.2")
+        );
+        assert!(matches!(Timed::of("path main > crunch"), Timed::Path(p) if p.len() == 2));
+        assert!(matches!(Timed::of("loop_1.2"), Timed::Loop(_)));
+    }
+
     /// Samples of `f`'s thread in `f` calling `hot` three times in four and `cold` the rest:
     /// `hot` is `f`'s hottest callee.
     fn hot_in_f(stacks: &std::sync::Mutex<super::super::stacks::Stacks>, tid: i32) {
