@@ -21,7 +21,7 @@
 //! the record without walking, hashing or probing: the common case of a function called in a
 //! loop costs a few loads and compares per frame. The result is exactly the full walk's.
 
-use crate::events::{block_for, bump, exit, pop_gone, push, shadow, Now};
+use crate::events::{block_for, bump, close_gone, exit, pop_gone, push, same_frame, shadow, Now};
 use crate::layout::*;
 use crate::sys;
 use crate::thread::{Block, GSH_RT_ROOT, MEMO_OFF, PATHS_OFF, RA_CACHE_OFF};
@@ -454,8 +454,8 @@ fn path_enter<const TSC: bool>(slot: u32, rsp: u64, rbp: u64, kind: u32) {
 
 /// The path record of the profiled activation of a loop's function that the loop with frame
 /// key `key` runs in: the path frame at exactly `key + LOOP_KEY_BELOW_ENTRY` (the function's
-/// entry `rsp`), which is the innermost frame open at or above that address below `top` (an
-/// enter has popped every frame at or below `key`). [`RECORD_OTHER`] when that activation is
+/// entry `rsp`), the innermost frame open above `key` below `top` (the frames at `key` are the
+/// loops of the same function this one is nested in). [`RECORD_OTHER`] when that activation is
 /// not profiled (it began before its profile went in) or its path found no record.
 #[inline(always)]
 fn enclosing_record(b: Block, top: u32, key: u64) -> u32 {
@@ -465,7 +465,7 @@ fn enclosing_record(b: Block, top: u32, key: u64) -> u32 {
         i -= 1;
         // SAFETY: `i < top <= shadow_capacity`; the entry was written by this thread.
         let e = unsafe { *shadow(b, i) };
-        if e.rsp < at {
+        if e.rsp <= key {
             continue;
         }
         let profiled = e.kind == FRAME_PATH_WALL || e.kind == FRAME_PATH_CPU;
@@ -494,7 +494,17 @@ fn path_loop_enter<const TSC: bool>(slot: u32, key: u64) {
         return;
     }
     let mut now = Now::<TSC>::default();
-    let top = pop_gone(b, h, key, true, &mut now);
+    // Frames below the key are gone, and at the key this loop's own earlier activation that
+    // never saw its exit (with any loop nested in it); the loops of the same function it is
+    // nested in share its key and stay open.
+    let mut top = pop_gone(b, h, key, false, &mut now);
+    if let Some(i) = same_frame(b, h, top, key, slot, &mut now) {
+        // SAFETY: `i < top <= shadow_capacity`; written by this thread.
+        let e = unsafe { *shadow(b, i) };
+        h.shadow_top.store(i, Relaxed);
+        close_gone(b, h, &e, &mut now);
+        top = i;
+    }
     let function = enclosing_record(b, top, key);
     let idx = if function == RECORD_OTHER {
         RECORD_OTHER

@@ -222,3 +222,56 @@ fn the_tsc_variant_counts_the_same_paths() {
     assert_eq!(counts(LOOP), vec![(vec![0x45_1000, 0x45_2000], 3)]);
     assert_eq!(common::header().shadow_top.load(Relaxed), 0);
 }
+
+/// The loops of one function share its key: a loop nested in another, both timed along call
+/// paths, leaves the outer one open (each entry of the inner loop used to close the outer as
+/// gone); an inner loop left without its exit (a `break` out of both) is closed when the outer
+/// one exits; an outer loop entered again closes what its earlier activation left open.
+#[test]
+fn nested_loops_of_one_function_share_its_key_and_each_keeps_its_own_activation() {
+    const FUNC: u32 = 450;
+    const OUTER: u32 = 451;
+    const INNER: u32 = 452;
+    let ras = vec![0x46_1000, 0x46_2000];
+    let mut stack = Stack::new();
+    let (rsp, rbp) = stack.fp_chain(16, &ras);
+    let k = key(rsp);
+    let before = Lost::now();
+    gsh_rt_path_enter(FUNC, rsp, rbp);
+    gsh_rt_path_loop_enter(OUTER, k, 0);
+    for _ in 0..3 {
+        gsh_rt_path_loop_enter(INNER, k, 0);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        gsh_rt_path_exit(INNER, k);
+    }
+    gsh_rt_path_exit(OUTER, k);
+    gsh_rt_path_exit(FUNC, rsp);
+    before.none_since();
+    let (outer, inner) = (records(OUTER), records(INNER));
+    assert_eq!((outer.len(), inner.len()), (1, 1), "{outer:?} {inner:?}");
+    assert_eq!((outer[0].1, inner[0].1), (1, 3));
+    assert_eq!(outer[0].0, ras);
+    // The outer loop's time holds the inner's.
+    assert!(inner[0].2 >= 5_000_000, "{inner:?}");
+    assert!(outer[0].2 >= inner[0].2, "{outer:?} {inner:?}");
+
+    // A break out of both: the outer loop's exit closes the inner as gone.
+    let h = common::header();
+    let abandoned = h.abandoned_frames.load(Relaxed);
+    let unmatched = h.unmatched_exits.load(Relaxed);
+    gsh_rt_path_enter(FUNC, rsp, rbp);
+    gsh_rt_path_loop_enter(OUTER, k, 0);
+    gsh_rt_path_loop_enter(INNER, k, 0);
+    gsh_rt_path_exit(OUTER, k);
+    assert_eq!(h.abandoned_frames.load(Relaxed), abandoned + 1);
+    // Entered again without its exit: the earlier activation is gone.
+    gsh_rt_path_loop_enter(OUTER, k, 0);
+    gsh_rt_path_loop_enter(OUTER, k, 0);
+    assert_eq!(h.abandoned_frames.load(Relaxed), abandoned + 2);
+    gsh_rt_path_exit(OUTER, k);
+    gsh_rt_path_exit(FUNC, rsp);
+    assert_eq!(h.shadow_top.load(Relaxed), 0);
+    assert_eq!(h.unmatched_exits.load(Relaxed), unmatched);
+    assert_eq!(counts(OUTER), vec![(ras.clone(), 4)]);
+    assert_eq!(counts(INNER), vec![(ras, 4)]);
+}
