@@ -783,12 +783,12 @@ fn consult_tells_apart_two_call_paths_ending_in_the_same_call() {
     assert!(r["probes"]["cost"].as_f64().unwrap() <= 0.2, "{r:#}");
 }
 
-/// `work`'s one loop computes, called from `crunch` with three times the work `cold` gives it:
+/// `work`'s one loop computes, called from `crunch` with five times the work `cold` gives it:
 /// the search finds `work` reached by both, goes on along the hot path and into its loop, and
 /// times that loop along `main > crunch > work` alone (a profile of `work` and the loop timed
-/// by its activations' call paths): the path's loop reads the hot path's share, about 0.75,
+/// by its activations' call paths): the path's loop reads the hot path's share, about 0.83,
 /// not the loop's share from every caller, about 1 (which it read with the loop's timer from
-/// every caller, the decoy's quarter in it). The fractions are of the thread's CPU demand, so a
+/// every caller, the decoy's sixth in it). The fractions are of the thread's CPU demand, so a
 /// load does not change them much; the decoy's path is named by no finding.
 #[test]
 fn consult_times_a_loop_along_a_call_path_without_the_decoy_callers_time() {
@@ -808,13 +808,13 @@ fn consult_times_a_loop_along_a_call_path_without_the_decoy_callers_time() {
     assert_eq!(along["measured"], "probe", "{r:#}");
     let fraction = along["fraction"].as_f64().unwrap();
     assert!(
-        (0.45..0.88).contains(&fraction),
+        (0.45..0.93).contains(&fraction),
         "the hot path's share, without the decoy's: {fraction}: {r:#}"
     );
     // Timed from every caller, the same loop reads more.
     if let Some(anywhere) = node(false) {
         let every = anywhere["fraction"].as_f64().unwrap();
-        assert!(every > fraction + 0.08, "{every} vs {fraction}: {r:#}");
+        assert!(every > fraction + 0.05, "{every} vs {fraction}: {r:#}");
     }
     assert!(
         findings
