@@ -37,6 +37,15 @@ pub const WRITE: &str = "gsh_rt_write";
 /// `void gsh_rt_unloading(i32 on)`: [`sig::Unloading`].
 pub const UNLOADING: &str = "gsh_rt_unloading";
 
+/// `void gsh_rt_path_loop_enter(u32 slot, u64 key, u64 rbp)`: [`sig::Path`] (`rbp` unused). A
+/// loop's activation timed along call paths: keyed by the call path of the profiled
+/// activation of its function it runs in (the path frame at `key` +
+/// [`crate::layout::LOOP_KEY_BELOW_ENTRY`]), closed by `gsh_rt_path_exit(slot, key)`. Live
+/// processes only: no descriptor cell names it.
+pub const PATH_LOOP_ENTER: &str = "gsh_rt_path_loop_enter";
+/// As [`PATH_LOOP_ENTER`], bounded as the [`Event::bounded`] variants are.
+pub const PATH_LOOP_ENTER_TSC: &str = "gsh_rt_path_loop_enter_tsc";
+
 /// The event functions generated code calls, in the order of the measuring descriptor's `fns`
 /// cells (`crate::descriptor::Descriptor::fns`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,7 +129,7 @@ pub enum Kind {
 
 /// Every symbol the runtime exports, with its kind: what the engine may look up.
 pub fn all() -> impl Iterator<Item = (&'static str, Kind)> {
-    const PLAIN: [(&str, Kind); 13] = [
+    const PLAIN: [(&str, Kind); 15] = [
         (ROOT, Kind::Object),
         (ABI_VERSION_OBJECT, Kind::Object),
         (ABI_VERSION_FN, Kind::Function),
@@ -134,6 +143,8 @@ pub fn all() -> impl Iterator<Item = (&'static str, Kind)> {
         (SET_OUTPUT, Kind::Function),
         (WRITE, Kind::Function),
         (UNLOADING, Kind::Function),
+        (PATH_LOOP_ENTER, Kind::Function),
+        (PATH_LOOP_ENTER_TSC, Kind::Function),
     ];
     PLAIN.into_iter().chain(
         Event::ALL

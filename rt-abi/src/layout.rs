@@ -11,8 +11,9 @@ use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64};
 
 /// Version of this layout and of the exports' contract. Bumped whenever a field that generated
 /// code or the mutator reads moves, or an export is added or changes what it does (6: the
-/// library can be unloaded, `gsh_rt_unloading`, and `gsh_rt_alloc`'s memory goes with it).
-pub const ABI_VERSION: u32 = 6;
+/// library can be unloaded, `gsh_rt_unloading`, and `gsh_rt_alloc`'s memory goes with it; 7:
+/// `gsh_rt_path_loop_enter`, a loop timed along call paths).
+pub const ABI_VERSION: u32 = 7;
 /// `b"GSRT"` read as a little-endian u32: lets the mutator check it found the root.
 pub const ROOT_MAGIC: u32 = u32::from_le_bytes(*b"GSRT");
 /// Deepest call path recorded; walks stop here.
@@ -313,6 +314,11 @@ pub const FRAME_PATH_CPU: u32 = 4;
 /// A frame whose slot was given to another measure after its own was deleted: gsh marks it
 /// when it hands the slot out again, and closing it credits nothing.
 pub const FRAME_DEAD: u32 = 5;
+/// A loop timer's frame key lies this many bytes below its function's entry `rsp`: the key of
+/// every activation of the loop, at its entries and exits alike, between the function's own key
+/// and any callee's. A loop timed along call paths (`gsh_rt_path_loop_enter`) finds its
+/// function's profiled activation on the shadow stack at exactly its key plus this.
+pub const LOOP_KEY_BELOW_ENTRY: u64 = 8;
 /// `ShadowEntry::record` for path activations whose path found no record: counted in their
 /// slot's own record (or, for a slot out of range, in the header's `other_*`).
 pub const RECORD_OTHER: u32 = u32::MAX;

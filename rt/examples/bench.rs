@@ -71,6 +71,8 @@ fn main() {
         exit_tsc,
         path_enter_tsc,
         path_exit_tsc,
+        path_loop_enter,
+        path_loop_enter_tsc,
     ) = unsafe {
         (
             std::mem::transmute::<*mut c_void, Count>(sym(lib, exports::COUNT)),
@@ -90,6 +92,8 @@ fn main() {
             std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::Exit.bounded())),
             std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, Event::PathEnter.bounded())),
             std::mem::transmute::<*mut c_void, Enter>(sym(lib, Event::PathExit.bounded())),
+            std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, exports::PATH_LOOP_ENTER)),
+            std::mem::transmute::<*mut c_void, PathEnter>(sym(lib, exports::PATH_LOOP_ENTER_TSC)),
         )
     };
     let empty: Count = black_box(empty);
@@ -187,6 +191,63 @@ fn main() {
         path_enter_tsc(5, rsp_tab, 0);
         path_exit_tsc(5, rsp_tab);
     });
+    // A loop timed along call paths, inside an open profiled activation of its function
+    // (fp depth 8): its entry finds the activation's record and its own record of that path.
+    let key = rsp_fp - layout::LOOP_KEY_BELOW_ENTRY;
+    path_enter(4, rsp_fp, rbp_fp);
+    let r_path_loop = measure(N / 4, |_| {
+        path_loop_enter(6, key, 0);
+        path_exit(6, key);
+    });
+    let r_path_loop_tsc = measure(N / 4, |_| {
+        path_loop_enter_tsc(6, key, 0);
+        path_exit_tsc(6, key);
+    });
+    path_exit(4, rsp_fp);
+    // The loop timer `consult` inserts from every caller: the inline sequence `time` generates
+    // (engine `snippet/codegen/rt.rs`, as `consult::probes::calibrate` runs it), on a slot
+    // record of its own: count, no open activation, rdtsc and open; at the exit a check,
+    // rdtsc, add, close.
+    let mut slot = [0u64; 4];
+    let r_inline_timer = measure(N / 4, |_| {
+        // SAFETY: reads and writes only `slot`'s four words and `fs:[0]` (the thread control
+        // block's self pointer the x86-64 Linux ABI guarantees).
+        unsafe {
+            std::arch::asm!(
+                "mov r11, qword ptr fs:[0]",
+                "test r11, r11",
+                "jz 4f",
+                "inc qword ptr [rdi]",
+                "mov rcx, qword ptr [rdi + 16]",
+                "test rcx, rcx",
+                "jz 3f",
+                "cmp rsi, rcx",
+                "jb 4f",
+                "3:",
+                "rdtsc",
+                "shl rdx, 32",
+                "or rax, rdx",
+                "mov qword ptr [rdi + 24], rax",
+                "mov qword ptr [rdi + 16], rsi",
+                "cmp rsi, qword ptr [rdi + 16]",
+                "jb 4f",
+                "rdtsc",
+                "shl rdx, 32",
+                "or rax, rdx",
+                "sub rax, qword ptr [rdi + 24]",
+                "add qword ptr [rdi + 8], rax",
+                "mov qword ptr [rdi + 16], 0",
+                "4:",
+                in("rdi") slot.as_mut_ptr(),
+                in("rsi") key,
+                out("rax") _,
+                out("rcx") _,
+                out("rdx") _,
+                out("r11") _,
+            )
+        }
+    });
+    black_box(&slot);
 
     println!(
         "gsh-rt bench: {} (dlopen'd), ns per iteration, best of 5",
@@ -206,6 +267,9 @@ fn main() {
     row("gsh_rt_path_enter + exit, table depth 8", r_path_tab);
     row("  _tsc variants, fp depth 8", r_path_fp_tsc);
     row("  _tsc variants, table depth 8", r_path_tab_tsc);
+    row("loop timer inline (time FUNC loop)", r_inline_timer);
+    row("gsh_rt_path_loop_enter + exit, depth 8", r_path_loop);
+    row("  _tsc variants", r_path_loop_tsc);
     row("  rdtsc", r_rdtsc);
     row("  clock_gettime(CLOCK_MONOTONIC)", r_mono);
 }

@@ -59,7 +59,7 @@ pub fn slot<'a>(b: Block, slot: u32) -> &'a SlotRecord {
 
 /// Pointer to shadow-stack entry `i` of block `b`.
 #[inline(always)]
-fn shadow(b: Block, i: u32) -> *mut ShadowEntry {
+pub fn shadow(b: Block, i: u32) -> *mut ShadowEntry {
     // SAFETY: callers keep `i < shadow_capacity`; the shadow stack lies inside the block.
     unsafe {
         b.as_ptr()
@@ -138,6 +138,20 @@ fn close<const TSC: bool>(b: Block, h: &ThreadHeader, e: &ShadowEntry, now: &mut
     }
 }
 
+/// Closes activation `e`, just taken off the shadow stack, as gone (its exit never ran).
+#[inline(always)]
+pub fn close_gone<const TSC: bool>(
+    b: Block,
+    h: &ThreadHeader,
+    e: &ShadowEntry,
+    now: &mut Now<TSC>,
+) {
+    close(b, h, e, now);
+    bump(&h.abandoned_frames, 1);
+    // Activations beyond the shadow stack's capacity were deeper than this one.
+    h.shadow_overflow.store(0, Relaxed);
+}
+
 /// Pops every open activation whose frame is gone given stack pointer `sp` (`rsp <= sp` when
 /// `inclusive`, else `rsp < sp`), crediting it up to now. Returns the new top.
 #[inline(always)]
@@ -164,6 +178,43 @@ pub fn pop_gone<const TSC: bool>(
     }
     h.shadow_top.store(top, Relaxed);
     top
+}
+
+/// The open activation of `slot` keyed `rsp` among the frames at `rsp` on top of the shadow
+/// stack (below `top`), if any, every frame above it closed as gone. Frames share a key only
+/// where loops of one function are timed along call paths (all keyed by the function's entry
+/// `rsp` less 8, `gsh_rt_path_loop_enter`): a loop nested in another is above it, and left
+/// without its own exit (a `break` out of both) it is gone when the outer one exits or is
+/// entered again. Otherwise the top frame is the one, or none is.
+#[inline(always)]
+pub fn same_frame<const TSC: bool>(
+    b: Block,
+    h: &ThreadHeader,
+    top: u32,
+    rsp: u64,
+    slot: u32,
+    now: &mut Now<TSC>,
+) -> Option<u32> {
+    let mut i = top;
+    while i > 0 {
+        // SAFETY: `i - 1 < top <= shadow_capacity`; written by this thread.
+        let e = unsafe { *shadow(b, i - 1) };
+        if e.rsp != rsp {
+            return None;
+        }
+        if e.slot == slot {
+            break;
+        }
+        i -= 1;
+    }
+    let found = i.checked_sub(1)?;
+    for k in (i..top).rev() {
+        // SAFETY: as above.
+        let e = unsafe { *shadow(b, k) };
+        h.shadow_top.store(k, Relaxed);
+        close_gone(b, h, &e, now);
+    }
+    Some(found)
 }
 
 /// Pushes an activation; false (and counted as untimed) if the shadow stack is full.
@@ -234,14 +285,12 @@ pub fn exit<const TSC: bool>(slot: u32, rsp: u64) {
     let h = b.header();
     let mut now = Now::<TSC>::default();
     let top = pop_gone(b, h, rsp, false, &mut now);
-    if top > 0 {
-        // SAFETY: `top - 1 < shadow_capacity`; written by this thread.
-        let e = unsafe { *shadow(b, top - 1) };
-        if e.rsp == rsp && e.slot == slot {
-            h.shadow_top.store(top - 1, Relaxed);
-            close(b, h, &e, &mut now);
-            return;
-        }
+    if let Some(i) = same_frame(b, h, top, rsp, slot, &mut now) {
+        // SAFETY: `i < top <= shadow_capacity`; written by this thread.
+        let e = unsafe { *shadow(b, i) };
+        h.shadow_top.store(i, Relaxed);
+        close(b, h, &e, &mut now);
+        return;
     }
     let over = h.shadow_overflow.load(Relaxed);
     if over > 0 {

@@ -50,7 +50,9 @@ const _: () = {
         path::gsh_rt_path_exit,
         path::gsh_rt_path_exit_tsc,
     ];
-    let _: [sig::Path; 6] = [
+    let _: [sig::Path; 8] = [
+        path::gsh_rt_path_loop_enter,
+        path::gsh_rt_path_loop_enter_tsc,
         path::gsh_rt_path_enter,
         path::gsh_rt_path_enter_cpu,
         path::gsh_rt_path_count,

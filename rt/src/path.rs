@@ -21,7 +21,7 @@
 //! the record without walking, hashing or probing: the common case of a function called in a
 //! loop costs a few loads and compares per frame. The result is exactly the full walk's.
 
-use crate::events::{block_for, bump, exit, pop_gone, push, Now};
+use crate::events::{block_for, bump, close_gone, exit, pop_gone, push, same_frame, shadow, Now};
 use crate::layout::*;
 use crate::sys;
 use crate::thread::{Block, GSH_RT_ROOT, MEMO_OFF, PATHS_OFF, RA_CACHE_OFF};
@@ -450,6 +450,112 @@ fn path_enter<const TSC: bool>(slot: u32, rsp: u64, rbp: u64, kind: u32) {
             reserved: 0,
         },
     );
+}
+
+/// The path record of the profiled activation of a loop's function that the loop with frame
+/// key `key` runs in: the path frame at exactly `key + LOOP_KEY_BELOW_ENTRY` (the function's
+/// entry `rsp`), the innermost frame open above `key` below `top` (the frames at `key` are the
+/// loops of the same function this one is nested in). [`RECORD_OTHER`] when that activation is
+/// not profiled (it began before its profile went in) or its path found no record.
+#[inline(always)]
+fn enclosing_record(b: Block, top: u32, key: u64) -> u32 {
+    let at = key.wrapping_add(LOOP_KEY_BELOW_ENTRY);
+    let mut i = top;
+    while i > 0 {
+        i -= 1;
+        // SAFETY: `i < top <= shadow_capacity`; the entry was written by this thread.
+        let e = unsafe { *shadow(b, i) };
+        if e.rsp <= key {
+            continue;
+        }
+        let profiled = e.kind == FRAME_PATH_WALL || e.kind == FRAME_PATH_CPU;
+        return if e.rsp == at && profiled {
+            e.record
+        } else {
+            RECORD_OTHER
+        };
+    }
+    RECORD_OTHER
+}
+
+/// Opens an activation of loop slot `slot`, frame key `key`, in the path record of `slot` whose
+/// return addresses are those of its function's profiled activation ([`enclosing_record`]):
+/// the loop's time and entries along each call path of its function, read as a profile's are,
+/// closed as a path frame by the path exit. An activation in no known path is counted in the
+/// slot's own record and timed there ("other paths"), as a profile's are.
+#[inline(always)]
+fn path_loop_enter<const TSC: bool>(slot: u32, key: u64) {
+    let Some(b) = block_for::<TSC>() else {
+        return;
+    };
+    let h = b.header();
+    if slot >= h.max_slots {
+        bump(&h.bad_slots, 1);
+        return;
+    }
+    let mut now = Now::<TSC>::default();
+    // Frames below the key are gone, and at the key this loop's own earlier activation that
+    // never saw its exit (with any loop nested in it); the loops of the same function it is
+    // nested in share its key and stay open.
+    let mut top = pop_gone(b, h, key, false, &mut now);
+    if let Some(i) = same_frame(b, h, top, key, slot, &mut now) {
+        // SAFETY: `i < top <= shadow_capacity`; written by this thread.
+        let e = unsafe { *shadow(b, i) };
+        h.shadow_top.store(i, Relaxed);
+        close_gone(b, h, &e, &mut now);
+        top = i;
+    }
+    let function = enclosing_record(b, top, key);
+    let idx = if function == RECORD_OTHER {
+        RECORD_OTHER
+    } else {
+        let r = record(b, function);
+        let n = (r.depth as usize).min(MAX_PATH_DEPTH);
+        // Copied word by word: a slice copy compiles to a call of libc's `memcpy`.
+        let mut ras = [0u64; MAX_PATH_DEPTH];
+        for (k, slot) in ras.iter_mut().enumerate().take(n) {
+            // SAFETY: `k < n <= MAX_PATH_DEPTH`; a published record's `ras` no longer change
+            // while its activation is open (only this thread claims records again).
+            *slot = unsafe { (&raw const r.ras[k]).read_volatile() };
+        }
+        find(b, h, slot, &ras[..n])
+    };
+    if idx == RECORD_OTHER {
+        bump(&crate::events::slot(b, slot).count, 1);
+    } else {
+        bump(&record(b, idx).count, 1);
+    }
+    let start = Now::<TSC>::default().wall();
+    push(
+        b,
+        h,
+        top,
+        ShadowEntry {
+            rsp: key,
+            start,
+            slot,
+            kind: FRAME_PATH_WALL,
+            record: idx,
+            reserved: 0,
+        },
+    );
+}
+
+/// Opens an activation of a loop timed along call paths: `slot` is the loop's, `key` its frame
+/// key (its function's entry `rsp` less `LOOP_KEY_BELOW_ENTRY`), `rbp` unused. Its entries
+/// and wall time go to the path record of `slot` with the return addresses of its function's
+/// profiled activation (`gsh_rt_path_enter` at `key + LOOP_KEY_BELOW_ENTRY`), so a reader
+/// tells the loop's time along one call path from its time along another; closed by
+/// `gsh_rt_path_exit(slot, key)`.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_loop_enter(slot: u32, key: u64, _rbp: u64) {
+    path_loop_enter::<false>(slot, key);
+}
+
+/// As `gsh_rt_path_loop_enter`, under the conditions of `gsh_rt_path_enter_tsc`.
+#[no_mangle]
+pub extern "C" fn gsh_rt_path_loop_enter_tsc(slot: u32, key: u64, _rbp: u64) {
+    path_loop_enter::<true>(slot, key);
 }
 
 /// Profiles an activation of `slot` by call path with wall time. `rsp` is the stack pointer at

@@ -8,12 +8,17 @@ use std::path::{Path, PathBuf};
 
 use engine::callee::{self, CalleeEffects, Unknown};
 use engine::Session;
-use gsh_rt_abi::exports::Event;
+use gsh_rt_abi::exports::{self, Event};
 use gsh_tests::{target_dir, Gsh};
 
-/// The runtime's entry points meant to be called with only the registers they write saved.
-fn bounded() -> [&'static str; 8] {
-    Event::ALL.map(Event::bounded)
+/// The runtime's entry points meant to be called with only the registers they write saved:
+/// the events' bounded variants, and the loop along call paths' (`consult`'s).
+fn bounded() -> Vec<&'static str> {
+    Event::ALL
+        .map(Event::bounded)
+        .into_iter()
+        .chain([exports::PATH_LOOP_ENTER_TSC])
+        .collect()
 }
 
 /// Entry points that may read `CLOCK_MONOTONIC` or create the thread's block through libc:

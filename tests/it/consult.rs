@@ -783,6 +783,53 @@ fn consult_tells_apart_two_call_paths_ending_in_the_same_call() {
     assert!(r["probes"]["cost"].as_f64().unwrap() <= 0.2, "{r:#}");
 }
 
+/// `work`'s one loop computes, called from `crunch` with five times the work `cold` gives it:
+/// the search finds `work` reached by both, goes on along the hot path and into its loop, and
+/// times that loop along `main > crunch > work` alone (a profile of `work` and the loop timed
+/// by its activations' call paths): the path's loop reads the hot path's share, about 0.83,
+/// not the loop's share from every caller, about 1 (which it read with the loop's timer from
+/// every caller, the decoy's sixth in it). The fractions are of the thread's CPU demand, so a
+/// load does not change them much; the decoy's path is named by no finding.
+#[test]
+fn consult_times_a_loop_along_a_call_path_without_the_decoy_callers_time() {
+    let (findings, r) = search_started("looppaths", &["60"], "");
+    let graph = r["graph"].as_array().unwrap();
+    let node = |along: bool| {
+        graph.iter().find(|n| {
+            let focus = n["focus"].as_array().unwrap();
+            n["hypothesis"] == "CPUBound"
+                && focus.last() == Some(&serde_json::json!("loop_1"))
+                && focus.contains(&serde_json::json!("crunch")) == along
+                && focus.iter().any(|f| f == "work")
+                && matches!(n["state"].as_str(), Some("true" | "false"))
+        })
+    };
+    let along = node(true).unwrap_or_else(|| panic!("the loop along the path: {r:#}"));
+    assert_eq!(along["measured"], "probe", "{r:#}");
+    let fraction = along["fraction"].as_f64().unwrap();
+    assert!(
+        (0.45..0.93).contains(&fraction),
+        "the hot path's share, without the decoy's: {fraction}: {r:#}"
+    );
+    // Timed from every caller, the same loop reads more.
+    if let Some(anywhere) = node(false) {
+        let every = anywhere["fraction"].as_f64().unwrap();
+        assert!(every > fraction + 0.05, "{every} vs {fraction}: {r:#}");
+    }
+    assert!(
+        findings
+            .iter()
+            .any(|(_, f)| f.contains("main > crunch > work > loop_1")),
+        "{r:#}"
+    );
+    assert!(!findings.iter().any(|(_, f)| f.contains("cold")), "{r:#}");
+    assert!(r["probes"]["path_timers"].as_u64() >= Some(1), "{r:#}");
+    assert!(
+        r["probes"]["errors"].as_array().is_none_or(Vec::is_empty),
+        "{r:#}"
+    );
+}
+
 /// A program started through a symbolic link (as Debian's `redis-server`, a link to
 /// `redis-check-rdb`, which checks a dump file when started by its own name) runs as the link:
 /// started by gsh, its `argv[0]` is the link's path, as from a shell; and a search attached to

@@ -6,6 +6,10 @@
 //! [`Metric::Time`](crate::instrument::Metric), exactly what `time FUNC loop LOOP` inserts),
 //! measures for an interval, and takes the timer out again as soon as the experiment is judged.
 //!
+//! A loop below a chain of calls the search went on along from a call path (its function
+//! reached through several paths) is timed along that path alone ([`Probes::insert_path_loop`]):
+//! the loop's timer from every caller would time the other paths' activations of it too.
+//!
 //! [`ProbeLab`] is the search's [`Lab`]: loop foci are its own; every other focus goes to the
 //! [`ProcLab`] it wraps (samples). [`Probes`] is what inserts, reads and removes the timers;
 //! `instrument::consult_probes::LiveProbes` does it in a live process through its tracer.
@@ -76,6 +80,16 @@ pub trait Probes {
     fn insert_path(&mut self, module: &str, path: &[String]) -> Result<u32, String> {
         let _ = (module, path);
         Err("call paths are timed only in a live process".into())
+    }
+    /// Inserts a timer of loop `lp` of a call path's last function (in `module`) that counts
+    /// only the loop's activations inside that function's activations along the whole `path`
+    /// (as [`Probes::insert_path`]'s): the function's profile and the loop timed along its
+    /// call paths; its id. Read and removed as the other timers are; read over every thread, it
+    /// reads the profile's activations (each call of the function runs the profile and the
+    /// loop's entries in it: what it costs).
+    fn insert_path_loop(&mut self, module: &str, path: &[String], lp: &str) -> Result<u32, String> {
+        let _ = (module, path, lp);
+        Err("loops along call paths are timed only in a live process".into())
     }
     /// The innermost loop of `function` in `module` holding the runtime address `pc`, if any.
     fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {
@@ -500,7 +514,8 @@ pub struct ProbeStats {
     /// CALLEE`), where its whole path could not be timed; the others time loops and paths.
     pub call_timers: usize,
     /// Of the timers inserted, those of whole call paths ([`Probes::insert_path`]: a profile
-    /// of the path's function, read for that path alone).
+    /// of the path's function, read for that path alone) and of loops along them
+    /// ([`Probes::insert_path_loop`]).
     pub path_timers: usize,
     /// The share of the program's running time its loop timers took ([`super::Cost`]):
     /// [`ProbeStats::spent`] over what the threads would have run without the search; until
@@ -560,6 +575,9 @@ pub struct ProbeLab<'p> {
     /// Calls (keys as in [`ProbeLab::shared`]) whose timers could not be inserted: their
     /// paths are sampled without asking again.
     untimable: std::collections::BTreeSet<Key>,
+    /// The chains of calls the search went on along from call paths (`Stacks::along`): the
+    /// loops of their functions, and of what they call, are timed along their paths.
+    along: std::collections::HashSet<Focus>,
 }
 
 /// For a call path focus (a [`Resource::CallPath`] of two functions or more): the module,
@@ -621,6 +639,7 @@ impl<'p> ProbeLab<'p> {
             learned: Instant::now(),
             unseen: Default::default(),
             untimable: Default::default(),
+            along: Default::default(),
             shared: BTreeMap::new(),
         }
     }
@@ -714,6 +733,8 @@ enum Timed {
     /// The function's activations along one call path (from the thread's entry, caller
     /// first, ending in the function).
     Path(Vec<String>),
+    /// A loop, by name, inside the function's activations along one call path only.
+    PathLoop(Vec<String>, String),
 }
 
 impl Timed {
@@ -722,18 +743,24 @@ impl Timed {
         if let Some(callee) = key.strip_prefix("call ") {
             return Timed::Call(callee.to_owned());
         }
+        let steps = |p: &str| p.split(" > ").map(str::to_owned).collect();
         match key.strip_prefix("path ") {
-            Some(path) => Timed::Path(path.split(" > ").map(str::to_owned).collect()),
+            Some(path) => match path.rsplit_once(" loop ") {
+                Some((path, lp)) => Timed::PathLoop(steps(path), lp.to_owned()),
+                None => Timed::Path(steps(path)),
+            },
             None => Timed::Loop(key.to_owned()),
         }
     }
 
-    /// Its part of a timer's key in [`ProbeLab::shared`]: `loop_1.2`, `call hot`.
+    /// Its part of a timer's key in [`ProbeLab::shared`]: `loop_1.2`, `call hot`,
+    /// `path main > hot`, `path main > hot loop loop_1`.
     fn key(&self) -> String {
         match self {
             Timed::Loop(l) => l.clone(),
             Timed::Call(c) => format!("call {c}"),
             Timed::Path(p) => format!("path {}", p.join(" > ")),
+            Timed::PathLoop(p, l) => format!("path {} loop {l}", p.join(" > ")),
         }
     }
 }
@@ -751,11 +778,22 @@ impl ProbeLab<'_> {
             Timed::Loop(lp) => probes.insert(module, function, lp),
             Timed::Call(callee) => probes.insert_call(module, function, callee),
             Timed::Path(path) => probes.insert_path(module, path),
+            Timed::PathLoop(path, lp) => probes.insert_path_loop(module, path, lp),
         };
         let id = match (inserted, what) {
             (Ok(id), _) => id,
             (Err(why), Timed::Loop(_)) => {
                 keep_error(&mut self.stats.errors, self.pid, why.clone());
+                return Err(why);
+            }
+            // Timed from every caller instead, as before it was known to lie on a path.
+            (Err(why), Timed::PathLoop(..)) => {
+                self.untimable.insert(key.clone());
+                keep_error(
+                    &mut self.stats.errors,
+                    self.pid,
+                    format!("{why} (the loop is timed from every caller of its function instead)"),
+                );
                 return Err(why);
             }
             // A path whose function cannot be profiled: its last call is timed instead, if it
@@ -778,7 +816,7 @@ impl ProbeLab<'_> {
         self.stats.inserted += 1;
         match what {
             Timed::Call(_) => self.stats.call_timers += 1,
-            Timed::Path(_) => self.stats.path_timers += 1,
+            Timed::Path(_) | Timed::PathLoop(..) => self.stats.path_timers += 1,
             Timed::Loop(_) => {}
         }
         self.shared.insert(key.clone(), (id, 1));
@@ -1101,6 +1139,34 @@ impl ProbeLab<'_> {
     }
 }
 
+impl ProbeLab<'_> {
+    /// How loop focus `focus` is timed, with its timer's key in [`ProbeLab::shared`] and its
+    /// thread: along its call path where it lies below a call path the search went on along
+    /// (`Stacks::along`: the path's function reached through several paths, so a timer of its
+    /// loop from every caller would time the other paths' too), unless that cannot be
+    /// inserted; else from every caller of its function.
+    fn loop_timer(&self, focus: &Focus) -> Option<(Key, Timed, i32)> {
+        let Some(Resource::Loop(lp)) = focus.last() else {
+            return None;
+        };
+        let (module, function, tid) = function_of(focus)?;
+        let (at, _) = split_loops(focus);
+        let path = at
+            .call_path()
+            .filter(|p| p.len() >= 2)
+            .filter(|_| self.along.iter().any(|chain| at.0.starts_with(&chain.0)));
+        if let Some(path) = path {
+            let what = Timed::PathLoop(path.into_iter().map(str::to_owned).collect(), lp.clone());
+            let key = (module.clone(), function.clone(), what.key());
+            if !self.untimable.contains(&key) {
+                return Some((key, what, tid));
+            }
+        }
+        let what = Timed::Loop(lp.clone());
+        Some(((module, function, what.key()), what, tid))
+    }
+}
+
 /// A timer's name in the report: `MODULE!FUNCTION loop_1.2`.
 fn name(key: &Key) -> String {
     format!("{}!{} {}", key.0, key.1, key.2)
@@ -1204,7 +1270,12 @@ impl Lab for ProbeLab<'_> {
         }
         let mut out = Vec::new();
         if within.is_empty() || timed {
-            for (child, p) in self.inner.refine(h, &function)? {
+            let children = self.inner.refine(h, &function)?;
+            if matches!(focus.last(), Some(Resource::CallPath(_))) {
+                // The chain of calls the path is: what lies below it is timed along it.
+                self.along.extend(children.iter().map(|(c, _)| c.clone()));
+            }
+            for (child, p) in children {
                 // A refinement that does not extend the function (one reached by several
                 // paths, proposed at the thread) belongs to the function alone.
                 if !child.0.starts_with(&function.0) {
@@ -1261,7 +1332,7 @@ impl Lab for ProbeLab<'_> {
 
     fn predicted_cost(&mut self, e: &Experiment) -> Option<f64> {
         let key = match e.focus.last() {
-            Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
+            Some(Resource::Loop(_)) => self.loop_timer(&e.focus).map(|(key, _, _)| key),
             Some(Resource::CallPath(_)) if self.times_calls(e) => match self.path_timer(e) {
                 Some((key, _, _)) => Some(key),
                 // Sampled.
@@ -1343,10 +1414,11 @@ impl Lab for ProbeLab<'_> {
             }
         }
         let (module, function, what, tid) = match e.focus.last() {
-            Some(Resource::Loop(lp)) => {
-                let (module, function, tid) = function_of(&e.focus)
+            Some(Resource::Loop(_)) => {
+                let ((module, function, _), what, tid) = self
+                    .loop_timer(&e.focus)
                     .ok_or("a loop focus names its thread, module and function")?;
-                (module, function, Timed::Loop(lp.clone()), tid)
+                (module, function, what, tid)
             }
             Some(Resource::CallPath(_)) if self.times_calls(e) => {
                 let Some(((module, function, _), what, tid)) = self.path_timer(e) else {
@@ -1390,7 +1462,7 @@ impl Lab for ProbeLab<'_> {
                     // calls of its hottest callee.
                     let hottest = match what {
                         // Each call of a path's function runs its profile: its calls tell.
-                        Timed::Path(_) => None,
+                        Timed::Path(_) | Timed::PathLoop(..) => None,
                         _ => self.hottest_callee(&e.focus),
                     };
                     let progress = match hottest {
@@ -1436,6 +1508,8 @@ impl Lab for ProbeLab<'_> {
                             id
                         }
                         Err(why) if matches!(what, Timed::Loop(_)) => return Err(why),
+                        // Timed from every caller instead (`ProbeLab::loop_timer`).
+                        Err(_) if matches!(what, Timed::PathLoop(..)) => return self.start(e),
                         // Its last call is tried next (`ProbeLab::path_timer`).
                         Err(_) if matches!(what, Timed::Path(_)) => return self.start(e),
                         // Sampled instead.
@@ -1719,6 +1793,8 @@ mod tests {
         paths: bool,
         /// The process is gone: nothing comes out.
         gone: bool,
+        /// Loops timed along call paths (with `paths`, ids from 500): path and loop.
+        path_loops: Vec<(Vec<String>, String)>,
     }
 
     impl Fake {
@@ -1805,6 +1881,13 @@ mod tests {
                 self.born.insert(id, Fake::run());
             }
             Ok(id)
+        }
+        fn insert_path_loop(&mut self, _: &str, path: &[String], lp: &str) -> Result<u32, String> {
+            if !self.paths {
+                return Err("no profiles".into());
+            }
+            self.path_loops.push((path.to_vec(), lp.into()));
+            Ok(500 + self.path_loops.len() as u32)
         }
         fn read(&mut self, id: u32, _: i32) -> Result<TimerValue, String> {
             self.advance();
@@ -2437,6 +2520,135 @@ mod tests {
             stats.spent * 1e3 > 2.0 * TURN_CPU * 1000.0 * 0.1,
             "{stats:?}"
         );
+    }
+
+    /// A loop below a call path the search went on along (`f`, reached from `main` through
+    /// `crunch` and through `cold`) is timed along that path alone: by a timer of `f`'s loop
+    /// counting only `f`'s activations along `main > crunch > f`, not the loop's timer from
+    /// every caller, which the `Code` focus' loop keeps. Where that cannot be inserted, the loop
+    /// is timed from every caller, and the error says so.
+    #[test]
+    fn a_loop_along_a_call_path_is_timed_along_that_path_alone() {
+        use super::super::stacks::{Batch, FrameName, Stacks, ThreadStack};
+        use std::sync::{Arc, Mutex};
+        let (pid, f) = at_f();
+        let Resource::Thread(tid) = f.0[1] else {
+            unreachable!()
+        };
+        let frame = |name: &str| FrameName {
+            module: "m".into(),
+            function: name.into(),
+            main: true,
+        };
+        let sampled = |stacks: &Mutex<Stacks>| {
+            for i in 0..80u64 {
+                let caller = if i % 4 == 0 { "cold" } else { "crunch" };
+                stacks.lock().unwrap().push(
+                    Instant::now(),
+                    Batch {
+                        stopped: std::time::Duration::ZERO,
+                        threads: vec![ThreadStack {
+                            tid: tid as i32,
+                            syscall: None,
+                            lock_name: None,
+                            frames: vec![frame("f"), frame(caller), frame("main")],
+                            pcs: vec![0x300, 0x8000, 0x7000],
+                            held: std::time::Duration::ZERO,
+                        }],
+                    },
+                );
+            }
+        };
+        let mut code = f.clone();
+        code.0[3] = Resource::Code("f".into());
+        let path = code.with(Resource::CallPath(vec![
+            "main".into(),
+            "crunch".into(),
+            "f".into(),
+        ]));
+        for paths in [true, false] {
+            let mut fake = Fake {
+                paths,
+                ..Fake::default()
+            };
+            let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+            let stats = {
+                let inner = ProcLab::with_stacks(pid, stacks.clone());
+                let mut lab = ProbeLab::new(pid, inner, Some(&mut fake));
+                let cpu = |focus: &Focus| Experiment {
+                    hypothesis: Hypothesis::CPUBound,
+                    focus: focus.clone(),
+                };
+                // Sampled: the path is refined from its samples.
+                let anywhere = lab.start(&cpu(&code)).unwrap();
+                assert_eq!(lab.method(anywhere), Method::Samples);
+                sampled(&stacks);
+                let chains = lab.refine(Hypothesis::CPUBound, &path).unwrap();
+                let [(chain, _)] = chains.as_slice() else {
+                    panic!("{chains:?}")
+                };
+                assert_eq!(chain.call_path(), Some(vec!["main", "crunch", "f"]));
+                let loops = lab.refine(Hypothesis::CPUBound, chain).unwrap();
+                let along = loops
+                    .iter()
+                    .find(|(l, _)| l.last() == Some(&Resource::Loop("loop_1".into())))
+                    .unwrap_or_else(|| panic!("{loops:?}"))
+                    .0
+                    .clone();
+                let t = lab.start(&cpu(&along)).unwrap();
+                assert_eq!(lab.method(t), Method::Probe);
+                let every = lab
+                    .start(&cpu(&code.with(Resource::Loop("loop_1".into()))))
+                    .unwrap();
+                lab.stop(t);
+                lab.stop(every);
+                lab.stop(anywhere);
+                lab.finish()
+            };
+            let path_loop = (
+                vec!["main".into(), "crunch".into(), "f".into()],
+                "loop_1".into(),
+            );
+            let m = |l: &str| ("m".to_string(), "f".to_string(), l.to_string());
+            if paths {
+                assert_eq!(fake.path_loops, [path_loop]);
+                assert_eq!(fake.inserted, [m("loop_1")], "the Code focus' loop");
+                assert_eq!(fake.removed, [501, 101]);
+                assert_eq!(stats.path_timers, 1);
+                assert!(stats.errors.is_empty(), "{:?}", stats.errors);
+            } else {
+                assert!(fake.path_loops.is_empty());
+                // Both from every caller: one timer, shared.
+                assert_eq!(fake.inserted, [m("loop_1")]);
+                assert!(
+                    stats
+                        .errors
+                        .iter()
+                        .any(|e| e.contains("timed from every caller")),
+                    "{:?}",
+                    stats.errors
+                );
+            }
+        }
+    }
+
+    /// A timer's key names what it times, and a loop along a path's is a path timer's for its
+    /// cost (`path ` first: paid per call of its function, whose every call runs the profile).
+    #[test]
+    fn a_loop_along_a_paths_key_names_it_and_is_costed_as_a_paths() {
+        let what = Timed::PathLoop(vec!["main".into(), "crunch".into()], "loop_1.2".into());
+        let key = what.key();
+        assert_eq!(key, "path main > crunch loop loop_1.2");
+        assert!(key.starts_with("path "));
+        let Timed::PathLoop(path, lp) = Timed::of(&key) else {
+            panic!("{key}")
+        };
+        assert_eq!(
+            (path.join(" > "), lp.as_str()),
+            ("main > crunch".into(), "loop_1.2")
+        );
+        assert!(matches!(Timed::of("path main > crunch"), Timed::Path(p) if p.len() == 2));
+        assert!(matches!(Timed::of("loop_1.2"), Timed::Loop(_)));
     }
 
     /// Samples of `f`'s thread in `f` calling `hot` three times in four and `cold` the rest:

@@ -65,6 +65,18 @@ impl<'a> LiveProbes<'a> {
         let id = measure::add_of(self.plan, self.session, &glob, metric, of)
             .map_err(|e| format!("{function} {what}: {e}"))?
             .id;
+        self.place(id, metric, function, what)
+    }
+
+    /// Places request `id` (`METRIC FUNCTION WHAT`, just added to the plan) into the running
+    /// process; its id.
+    fn place(
+        &mut self,
+        id: u32,
+        metric: super::Metric,
+        function: &str,
+        what: &str,
+    ) -> Result<u32, String> {
         let session = &*self.session;
         let tracer = self.tracer;
         self.plan
@@ -253,17 +265,20 @@ impl Probes for LiveProbes<'_> {
             .map_err(|e: super::live::LiveError| format!("learning new libraries: {e}"))
     }
 
+    fn insert_path_loop(&mut self, module: &str, path: &[String], lp: &str) -> Result<u32, String> {
+        self.insert_path_loop_timer(module, path, lp)
+    }
+
     fn remove(&mut self, id: u32) -> Result<(), String> {
-        let Some(id) = self.paths.remove(id) else {
-            // A path timer whose profile other paths still read.
-            return Ok(());
-        };
-        // Taken out as if never asked for: its values are the search's, not `report`'s.
-        self.tracer
-            .with(|p, live| live.undo(p, id))
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("consult's timer {id}: not removed: {e}"))?;
-        let _ = self.plan.delete(id);
+        // A path timer's profile stays in while other paths read it.
+        for id in self.paths.remove(id) {
+            // Taken out as if never asked for: its values are the search's, not `report`'s.
+            self.tracer
+                .with(|p, live| live.undo(p, id))
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("consult's timer {id}: not removed: {e}"))?;
+            let _ = self.plan.delete(id);
+        }
         Ok(())
     }
 }

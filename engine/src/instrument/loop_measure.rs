@@ -26,8 +26,8 @@ use crate::symbols::FuncId;
 use super::action::LoopSel;
 
 /// Below the function's entry `rsp`, where a loop's activations are keyed (see the module
-/// doc).
-const LOOP_KEY_BELOW_ENTRY: i64 = 8;
+/// doc): the runtime's, where a loop timed along call paths finds its function's activation.
+const LOOP_KEY_BELOW_ENTRY: i64 = gsh_rt_abi::layout::LOOP_KEY_BELOW_ENTRY as i64;
 
 /// The loops of `func` that `sel` names, in the analysis' order, or why there are none: a
 /// message that names the function's loops (or its irreducible cycles).

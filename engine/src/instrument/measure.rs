@@ -113,7 +113,11 @@ impl Runtime {
     /// writes are saved, instead of all vector state: xsave costs ~180 ns here), else `name`
     /// itself with everything saved. The analysis runs on first use, so counts never pay it.
     fn call_fn(&mut self, event: Event) -> Result<RtFn, MeasureError> {
-        let (key, fast) = (event.name(), event.bounded());
+        self.call_named(event.name(), event.bounded())
+    }
+
+    /// [`Runtime::call_fn`] of the entry point `key`, whose bounded variant is `fast`.
+    fn call_named(&mut self, key: &'static str, fast: &'static str) -> Result<RtFn, MeasureError> {
         if let Some(f) = self.fns.get(key) {
             return Ok(*f);
         }
@@ -438,6 +442,53 @@ pub fn add<'p>(
     add_of(plan, session, glob, metric, Measured::Function)
 }
 
+/// Adds a request timing loop `lp` of the one function `glob` names along its call paths
+/// (`consult`'s, not a command's): each activation of the loop is counted and timed in the
+/// path record of its function's profiled activation (`gsh_rt_path_loop_enter`), read as a
+/// profile's paths are, so the loop's time along one path is told from its time along
+/// another. The function must be profiled (`profile FUNC`) for its activations to have paths;
+/// the loop's activations in an activation that is not are in no path. Refused where a stack
+/// height at the loop's points is not known: its key would not be the function's entry `rsp`
+/// less [`gsh_rt_abi::layout::LOOP_KEY_BELOW_ENTRY`], where the runtime finds the activation.
+pub fn add_path_loop<'p>(
+    plan: &'p mut Plan,
+    session: &mut Session,
+    glob: &str,
+    lp: &str,
+) -> Result<&'p Request, RequestError> {
+    let funcs = session.resolve_functions(glob)?;
+    let [f] = funcs.as_slice() else {
+        return Err(RequestError::NoPoint(format!(
+            "`{glob}` names {} functions",
+            funcs.len()
+        )));
+    };
+    let module = session.module(f.module);
+    let sel = LoopSel::Named(lp.to_owned());
+    let chosen = loop_measure::select(module, f.func, &sel).map_err(RequestError::NoPoint)?;
+    let heights = loop_measure::block_heights(module, f.func);
+    for l in chosen {
+        let points: Vec<Point> = [LoopAt::Entry, LoopAt::Exit]
+            .into_iter()
+            .flat_map(|at| loop_measure::points(module, f.func, l, at))
+            .collect();
+        if loop_measure::frame_offsets(&heights, &points).is_none() {
+            return Err(RequestError::NoPoint(format!(
+                "the stack height at {lp}'s entries or exits is not known: it cannot be timed \
+                 along call paths"
+            )));
+        }
+    }
+    add_measure(
+        plan,
+        session,
+        glob,
+        Metric::Profile,
+        Measured::Loop { loops: sel },
+        true,
+    )
+}
+
 /// Adds a measuring request for the functions `glob` names or, for [`Measured::Loop`], their
 /// loops, as one id. A loop measure checks its loops now: a loop named that a single
 /// function lacks is an error listing its loops, a function without loops is passed over when
@@ -450,9 +501,21 @@ pub fn add_of<'p>(
     metric: Metric,
     of: Measured,
 ) -> Result<&'p Request, RequestError> {
+    add_measure(plan, session, glob, metric, of, false)
+}
+
+/// [`add_of`]; with `along_paths`, a profile of loops ([`add_path_loop`]) is not refused.
+fn add_measure<'p>(
+    plan: &'p mut Plan,
+    session: &mut Session,
+    glob: &str,
+    metric: Metric,
+    of: Measured,
+    along_paths: bool,
+) -> Result<&'p Request, RequestError> {
     let at: &[&str] = match &of {
         Measured::Function => &["entry"],
-        Measured::Loop { .. } if metric.is_profile() => {
+        Measured::Loop { .. } if metric.is_profile() && !along_paths => {
             return Err(RequestError::NoPoint(format!(
                 "`{}` profiles functions; loops are measured by `count` and `time`",
                 metric.command()
@@ -774,6 +837,9 @@ pub fn saved_source(metric: Metric, probe: &Probe, slot: u32, desc: u64, frame: 
         Op::TimeEnter => format!("__gsh_rt_time_enter({access});"),
         Op::TimeExit => format!("__gsh_rt_time_exit({access});"),
         Op::Call(e) => call(e),
+        // Never asked for in a saved file (only `consult` times loops along call paths, in a
+        // live process): counted in no path, as an activation outside a profiled one is.
+        Op::PathLoopEnter => format!("__gsh_rt_count({access});"),
     }
 }
 
@@ -794,6 +860,9 @@ enum Op {
     TimeEnter,
     TimeExit,
     Call(Event),
+    /// A loop's entry timed along its function's call paths (`gsh_rt_path_loop_enter`): a
+    /// profile's loop ([`add_path_loop`]). Its exit is the path exit.
+    PathLoopEnter,
 }
 
 /// The operation measuring `metric` at `probe`'s points. Wall-clock timers are inline when
@@ -810,6 +879,7 @@ fn op(metric: Metric, probe: &Probe, inline_timers: bool) -> Op {
         (Metric::Time, true) => Op::Call(Event::Exit),
         (Metric::TimeCpu, false) => Op::Call(Event::EnterCpu),
         (Metric::TimeCpu, true) => Op::Call(Event::ExitCpu),
+        (Metric::Profile, false) if probe.loop_name.is_some() => Op::PathLoopEnter,
         (Metric::Profile, false) => Op::Call(Event::PathEnter),
         (Metric::ProfileCpu, false) => Op::Call(Event::PathEnterCpu),
         (Metric::Profile | Metric::ProfileCpu, true) => Op::Call(Event::PathExit),
@@ -936,6 +1006,13 @@ impl Measure {
             Op::TimeEnter => Ok(format!("__gsh_rt_time_enter({access});")),
             Op::TimeExit => Ok(format!("__gsh_rt_time_exit({access});")),
             Op::Call(e) => call(e),
+            Op::PathLoopEnter => {
+                let f = rt.call_named(exports::PATH_LOOP_ENTER, exports::PATH_LOOP_ENTER_TSC)?;
+                Ok(format!(
+                    "__gsh_rt_call({:#x}, {:#x}, {access});",
+                    f.addr, f.save
+                ))
+            }
         }
     }
 
@@ -1584,8 +1661,10 @@ fn load_runtime(p: &mut Process, path: &Path) -> Result<Runtime, MeasureError> {
         }
     }
     let mut syms = HashMap::new();
-    for e in Event::ALL {
-        for n in [e.name(), e.bounded()] {
+    let named = Event::ALL.into_iter().map(|e| [e.name(), e.bounded()]);
+    let path_loop = [exports::PATH_LOOP_ENTER, exports::PATH_LOOP_ENTER_TSC];
+    for pair in named.chain([path_loop]) {
+        for n in pair {
             if let Ok(addr) = symbol(n) {
                 syms.insert(n, addr);
             }

@@ -178,3 +178,100 @@ fn deleted_requests_values_stay_bounded_over_many_insert_delete_cycles() {
     assert_eq!(m.kept.len(), KEPT_REQUESTS * 100);
     assert!(m.kept.iter().any(|v| v.id == oldest_kept));
 }
+
+/// A runtime at made-up addresses, with the entry points `syms` names (link addresses; the
+/// load bias 0x7000_0000), its clock not the TSC: calls go to the plain entry points, every
+/// vector register saved.
+fn runtime(syms: &[&'static str]) -> Runtime {
+    Runtime {
+        path: PathBuf::from("/nonexistent/libgsh_rt.so"),
+        root: 0x7000_1000,
+        thread_fn: 0x7000_2000,
+        tls_offset: -64,
+        tsc: false,
+        tsc_mult: 1 << 32,
+        shadow_offset: 0x8000,
+        paths_offset: 0x10000,
+        fns: HashMap::new(),
+        syms: syms
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, 0x100 * (i as u64 + 1)))
+            .collect(),
+        bias: 0x7000_0000,
+        arena: None,
+    }
+}
+
+/// A loop profiled (`consult`'s loop along call paths, `add_path_loop`) enters through
+/// `gsh_rt_path_loop_enter` with its frame key (the point's `rsp` plus its frame offset) and
+/// leaves through the path exit with the same key; the snippets compile to the calls. Without
+/// that entry point in the runtime, the measure fails rather than timing something else.
+#[test]
+fn a_loop_timed_along_call_paths_enters_through_its_own_entry_point_and_leaves_as_a_path() {
+    let mut m = Measure {
+        runtime: Some(runtime(&[exports::PATH_LOOP_ENTER, Event::PathExit.name()])),
+        ..Measure::default()
+    };
+    let probe = |at_exit| Probe {
+        loop_name: Some("loop_1".into()),
+        counted: Counted::Entries,
+        at_exit,
+    };
+    let src = |m: &mut Measure, at_exit| {
+        m.source(
+            || "work".into(),
+            7,
+            ModuleId(0),
+            FuncId(3),
+            Metric::Profile,
+            &probe(at_exit),
+            0x18,
+        )
+    };
+    let enter = src(&mut m, false).expect("entry");
+    let exit = src(&mut m, true).expect("exit");
+    let slot = m.counters[0].slot;
+    assert_eq!(m.counters.len(), 1, "entries and exits share the slot");
+    assert_eq!(
+        enter,
+        format!("__gsh_rt_call(0x70000100, {RT_SAVE_FULL:#x}, {slot}, 0xffffffffffffffc0, 0x70002000, 0, 0x18);")
+    );
+    assert_eq!(
+        exit,
+        format!("__gsh_rt_call(0x70000200, {RT_SAVE_FULL:#x}, {slot}, 0xffffffffffffffc0, 0x70002000, 0, 0x18);")
+    );
+    let env = crate::snippet::MapEnv {
+        point: crate::snippet::PointInfo {
+            internal: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    for s in [&enter, &exit] {
+        let c = crate::snippet::compile(s, &env, 0x7000_0000).expect("compiles");
+        let text = c.code.disassemble();
+        let sp = text
+            .iter()
+            .position(|l| l.ends_with("mov rsi,[rbx+38h]"))
+            .unwrap_or_else(|| panic!("{text:?}"));
+        assert!(text[sp + 1].ends_with("add rsi,18h"), "{text:?}");
+    }
+    // A function's profile still enters as a path.
+    let mut bare = Measure {
+        runtime: Some(runtime(&[Event::PathEnter.name()])),
+        ..Measure::default()
+    };
+    let f = bare.source(
+        || "work".into(),
+        8,
+        ModuleId(0),
+        FuncId(3),
+        Metric::Profile,
+        &function_probe(),
+        0,
+    );
+    assert!(f.expect("profile").starts_with("__gsh_rt_call(0x70000100,"));
+    let e = src(&mut bare, false).expect_err("no path-loop entry point");
+    assert!(e.to_string().contains(exports::PATH_LOOP_ENTER), "{e}");
+}

@@ -60,7 +60,8 @@ than one call path (a helper called from several places) is not followed down an
 the thread is refined to it wherever it is called from (`prog > hot`), and that to each call \
 path reaching it, from the thread's entry (`hot > main > a > hot`, iPath), so a conclusion \
 names the module, the function and the path whose time it is; a true path goes on as the chain \
-of calls it is (`main > a > hot`), into its function's loops. A wait is refined further to the \
+of calls it is (`main > a > hot`), into its function's loops, each timed along that path alone \
+(`main > a > hot > loop_1`: hot's other callers' time in the loop is not its). A wait is refined further to the \
 file descriptor it waits on, named by what it is (`fd 3 (pipe:[123])`), or the lock (the \
 futex's address, named by the variable it lies in). A poll, select or epoll_wait that waits on \
 one descriptor throughout is refined to that descriptor (for epoll, the one its instance \
@@ -100,7 +101,13 @@ experiments timed by probes (`[probe]`, `[probe of the whole path]`; JSON: \"mea
 last call is timed instead (what `time hot_caller call hot` inserts) if it is a direct call in \
 the same module, and the samples measure it otherwise; a last call's timer times every path \
 ending in that call, and the result says so (`[probe of hot_caller > hot only]`; JSON: \
-\"timed_call\": \"hot_caller > hot\"). \
+\"timed_call\": \"hot_caller > hot\"). A loop of a true path's function (or below it) is \
+timed along the path alone in the same way: the function is profiled, and the loop's timer \
+counts each of its activations in the call path of the profiled activation it runs in (no walk \
+of its own), so only the activations along the path count (`[probe]`; a loop that cannot be \
+timed so, its stack height at its entries unknown, is timed from every caller, and the errors \
+say so). The loop of the function wherever it is called from (`hot > loop_1`) is timed from \
+every caller. \
 When the search ends, every probe it inserted is gone: `show \
 instrumentation` lists none, the code is as before, and `report` shows none of their values.
 
@@ -153,7 +160,7 @@ time per call, times the calls per entry, is its cost, capped by the bound the s
 instructions run back to back in gsh, their whole latency; inside a loop bound by its own \
 dependency chain they run beside the loop's work, and cost a fifth of that). A whole path's \
 timer (a profile of its function, run at every call of it) costs what it adds per call, with \
-no cap. Where the function is called too rarely to tell (an interpreter's loop, entered once), \
+no cap, and so does a loop's along a path (the profile and the loop's entries in each call). Where the function is called too rarely to tell (an interpreter's loop, entered once), \
 the turns count the calls of its hottest callee by the stack samples too, and the timer costs \
 the share of its thread's time it adds per such call; so does a timer whose placement slows \
 code it does not time (a loop exit with no room for a jump has the whole function run from a \
