@@ -591,6 +591,15 @@ fn run_queue_qualifies_a_cpu_conclusion_and_small_io_replaces_an_io_one() {
     );
 }
 
+/// The search's conclusions as `HYPOTHESIS FOCUS`.
+fn conclusions(search: &Search) -> Vec<String> {
+    search
+        .findings()
+        .iter()
+        .map(|x| format!("{} {}", x.hypothesis, x.focus))
+        .collect()
+}
+
 /// RunQueue is asked at each focus the CPU's refinement reaches, not refined along "where"
 /// by itself: its own chain, from stack samples that skip loops (`sub_15320 > sub_1ee90`
 /// where the CPU's went `sub_15320 > loop_1 > sub_1ee90`), was a second conclusion for the
@@ -617,11 +626,7 @@ fn run_queue_follows_the_cpus_refinement_and_concludes_once() {
     }
     let mut search = Search::new(Settings::default(), f(&["app"]));
     m.run(&mut search);
-    let found: Vec<String> = search
-        .findings()
-        .iter()
-        .map(|x| format!("{} {}", x.hypothesis, x.focus))
-        .collect();
+    let found = conclusions(&search);
     assert_eq!(
         found,
         [
@@ -651,11 +656,7 @@ fn run_queue_is_no_conclusion_where_the_thread_is_not_cpu_bound() {
         .truth(Hypothesis::RunQueue, &["app", "poller"], 0.3);
     let mut search = Search::new(Settings::default(), f(&["app"]));
     m.run(&mut search);
-    let found: Vec<String> = search
-        .findings()
-        .iter()
-        .map(|x| format!("{} {}", x.hypothesis, x.focus))
-        .collect();
+    let found = conclusions(&search);
     assert_eq!(
         found,
         ["CPUBound app > cruncher", "RunQueue app > cruncher"]
