@@ -46,6 +46,19 @@ pub fn block_for<const TSC: bool>() -> Option<Block> {
     }
 }
 
+/// [`block_for`], when `slot` is one of its slots; a slot out of range is counted
+/// (`bad_slots`) and gets none.
+#[inline(always)]
+pub fn block_with<const TSC: bool>(slot: u32) -> Option<Block> {
+    let b = block_for::<TSC>()?;
+    let h = b.header();
+    if slot >= h.max_slots {
+        bump(&h.bad_slots, 1);
+        return None;
+    }
+    Some(b)
+}
+
 /// The record of `slot` in block `b`.
 #[inline(always)]
 pub fn slot<'a>(b: Block, slot: u32) -> &'a SlotRecord {
@@ -246,14 +259,10 @@ pub extern "C" fn gsh_rt_count(slot: u32) {
 
 #[inline(always)]
 fn enter<const TSC: bool>(slot: u32, rsp: u64, kind: u32) {
-    let Some(b) = block_for::<TSC>() else {
+    let Some(b) = block_with::<TSC>(slot) else {
         return;
     };
     let h = b.header();
-    if slot >= h.max_slots {
-        bump(&h.bad_slots, 1);
-        return;
-    }
     let mut now = Now::<TSC>::default();
     let top = pop_gone(b, h, rsp, true, &mut now);
     let rec = self::slot(b, slot);

@@ -21,7 +21,9 @@
 //! the record without walking, hashing or probing: the common case of a function called in a
 //! loop costs a few loads and compares per frame. The result is exactly the full walk's.
 
-use crate::events::{block_for, bump, close_gone, exit, pop_gone, push, same_frame, shadow, Now};
+use crate::events::{
+    block_for, block_with, bump, close_gone, exit, pop_gone, push, same_frame, shadow, Now,
+};
 use crate::layout::*;
 use crate::sys;
 use crate::thread::{Block, GSH_RT_ROOT, MEMO_OFF, PATHS_OFF, RA_CACHE_OFF};
@@ -485,14 +487,10 @@ fn enclosing_record(b: Block, top: u32, key: u64) -> u32 {
 /// slot's own record and timed there ("other paths"), as a profile's are.
 #[inline(always)]
 fn path_loop_enter<const TSC: bool>(slot: u32, key: u64) {
-    let Some(b) = block_for::<TSC>() else {
+    let Some(b) = block_with::<TSC>(slot) else {
         return;
     };
     let h = b.header();
-    if slot >= h.max_slots {
-        bump(&h.bad_slots, 1);
-        return;
-    }
     let mut now = Now::<TSC>::default();
     // Frames below the key are gone, and at the key this loop's own earlier activation that
     // never saw its exit (with any loop nested in it); the loops of the same function it is
