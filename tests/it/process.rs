@@ -1145,6 +1145,60 @@ fn a_library_loaded_while_hands_off_joins_at_the_reseize() {
     assert!(!traced(pid));
 }
 
+/// Stack samples of a process gsh let go read its mappings only once its dynamic linker has
+/// changed the link map (its hook counts each change, the signal going unseen untraced), and
+/// the sample after a `dlopen` has the library reach the hooks. Each hands-off sample read
+/// /proc/PID/maps and stat'ed every module's file, a quarter of gsh's CPU time during
+/// `consult` on python3: 20 samples made 20 reads before.
+#[test]
+fn hands_off_samples_read_the_maps_only_after_the_link_map_changed() {
+    let (guard, mut out) = spawn_live(2);
+    let pid = guard.0.id() as i32;
+    let hooks = HandsOffRecorder::default();
+    let seen = hooks.0.modules.clone();
+    let t = Tracer::attach(pid, hooks).unwrap();
+    let has_libm = |m: &Vec<PathBuf>| m.iter().any(|p| p.to_string_lossy().contains("libm"));
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    wait_hands_off(&t);
+    let _ = t.take_events();
+    let sample = || {
+        let held = t
+            .with(|p, _| p.hold_each(|_, _, r| r.rip))
+            .unwrap()
+            .unwrap();
+        assert!(held.iter().any(|h| h.tid == pid), "{held:?}");
+    };
+    let reads = || t.with(|p, _| p.maps_reads()).unwrap();
+    let before = reads();
+    for _ in 0..20 {
+        sample();
+    }
+    assert_eq!(reads(), before, "maps read with no library loaded");
+    assert!(t.with(|p, _| p.is_hands_off()).unwrap());
+    // SAFETY: kill takes only integers; `pid` is the mutatee this test started.
+    unsafe { libc::kill(pid, libc::SIGUSR2) };
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "dlopen ok\n");
+    assert!(!has_libm(&seen.lock().unwrap()), "seen while hands-off?");
+    sample();
+    assert!(reads() > before);
+    assert!(
+        has_libm(&seen.lock().unwrap()),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    let events = t.take_events();
+    assert!(
+        events.iter().any(
+            |e| matches!(e, Event::LibraryLoaded { path } if path.to_string_lossy().contains("libm"))
+        ),
+        "{events:?}"
+    );
+    t.with(|p, _| p.detach()).unwrap().unwrap();
+    assert!(!traced(pid));
+}
+
 /// An injected call puts back the stopped thread's vector registers, not only the general
 /// ones: the thread was stopped in the middle of code that keeps values in xmm0..xmm15, and
 /// the called function (as dlopen's string functions do) overwrites them. It failed before:

@@ -14,6 +14,8 @@
 //! started or attached to the process has.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use super::Hypothesis;
@@ -242,6 +244,55 @@ pub struct Sampler {
     threads: BTreeMap<i32, Record>,
     /// Each thread's last system call other than `restart_syscall`, as (activity, call).
     last_call: BTreeMap<i32, (Activity, (u64, u64))>,
+    /// The files read at each sample, kept open (see [`Files`]).
+    files: Option<Files>,
+    /// Files opened so far.
+    opens: u64,
+    /// A thread could not be read at the last sample: list them again.
+    relist: bool,
+}
+
+/// The `/proc` files a sample reads, kept open: read again from offset 0, a `/proc` file is
+/// generated anew. Opening each at every sample (200 a second: the task directory, then two
+/// files per thread) was most of the sampler's CPU time, the kernel's path walks above all.
+#[derive(Debug)]
+struct Files {
+    /// `/proc/PID/stat`, for the number of threads.
+    stat: File,
+    /// The threads listed last, with their `schedstat` and `syscall` files (none past
+    /// [`KEPT_THREADS`]: those are opened at each sample).
+    threads: BTreeMap<i32, Option<(File, File)>>,
+}
+
+/// One thread's sample: its `schedstat` (none when it ended) and its `syscall` file.
+type Reading = (i32, Option<(u64, u64)>, Option<String>);
+
+/// Threads whose files a sampler keeps open, two each: a process of thousands of threads
+/// must not take gsh's descriptors.
+const KEPT_THREADS: usize = 256;
+
+/// All of `f`, read from its start into `buf`.
+fn read_from_start(f: &File, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = f.read_at(&mut chunk, buf.len() as u64)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The number of threads in a `/proc/PID/stat` line (its 20th field; the command name in
+/// parentheses may hold anything, `)` too).
+fn stat_threads(stat: &str) -> Option<usize> {
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(17)?
+        .parse()
+        .ok()
 }
 
 /// Fractions of one thread's wall time over a window.
@@ -274,22 +325,107 @@ impl Sampler {
             pid,
             threads: BTreeMap::new(),
             last_call: BTreeMap::new(),
+            files: None,
+            opens: 0,
+            relist: false,
         }
+    }
+
+    /// How many files the sampler has opened (each sample's are kept open, see [`Files`]).
+    pub fn opens(&self) -> u64 {
+        self.opens
+    }
+
+    /// `/proc/PID/task/TID/NAME`, opened.
+    fn open(&mut self, tid: i32, name: &str) -> std::io::Result<File> {
+        self.opens += 1;
+        File::open(format!("/proc/{}/task/{tid}/{name}", self.pid))
+    }
+
+    /// The threads to sample, each with its files when they are kept open: listed again when
+    /// their number changed or `relist` (one of them could not be read: it ended, and another
+    /// may have started). True with them when they were listed now.
+    fn thread_files(&mut self, relist: bool, buf: &mut Vec<u8>) -> std::io::Result<(Files, bool)> {
+        let mut files = match self.files.take() {
+            Some(f) => f,
+            None => {
+                self.opens += 1;
+                Files {
+                    stat: File::open(format!("/proc/{}/stat", self.pid))?,
+                    threads: BTreeMap::new(),
+                }
+            }
+        };
+        read_from_start(&files.stat, buf)?;
+        let count = stat_threads(&String::from_utf8_lossy(buf));
+        let listed = relist || count != Some(files.threads.len());
+        if listed {
+            self.opens += 1;
+            let now = tids(self.pid)?;
+            let mut threads = BTreeMap::new();
+            for tid in now {
+                let kept = match files.threads.remove(&tid) {
+                    Some(Some(kept)) => Some(kept),
+                    _ if threads.len() < KEPT_THREADS => {
+                        match (self.open(tid, "schedstat"), self.open(tid, "syscall")) {
+                            (Ok(a), Ok(b)) => Some((a, b)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                threads.insert(tid, kept);
+            }
+            files.threads = threads;
+        }
+        Ok((files, listed))
+    }
+
+    /// Each of `files`' threads with its `schedstat` reading (none when it ended) and its
+    /// `syscall` file's text.
+    fn read_threads(&mut self, files: &Files, buf: &mut Vec<u8>) -> Vec<Reading> {
+        let pid = self.pid;
+        let mut out = Vec::with_capacity(files.threads.len());
+        for (&tid, kept) in &files.threads {
+            let mut read = |i: usize, name: &str| -> Option<String> {
+                match kept {
+                    Some(f) => read_from_start(if i == 0 { &f.0 } else { &f.1 }, buf).ok()?,
+                    None => {
+                        self.opens += 1;
+                        *buf = std::fs::read(format!("/proc/{pid}/task/{tid}/{name}")).ok()?;
+                    }
+                }
+                Some(String::from_utf8_lossy(buf).into_owned())
+            };
+            let sched = read(0, "schedstat").and_then(|t| parse_schedstat(&t));
+            let syscall = sched.and_then(|_| read(1, "syscall"));
+            out.push((tid, sched, syscall));
+        }
+        out
     }
 
     /// Takes one sample of every thread. Threads that ended keep what they had; an error means
     /// the process is gone or not readable.
     pub fn sample(&mut self) -> std::io::Result<()> {
         let now = Instant::now();
-        for tid in tids(self.pid)? {
-            let dir = format!("/proc/{}/task/{tid}", self.pid);
-            let Some(sched) = std::fs::read_to_string(format!("{dir}/schedstat"))
-                .ok()
-                .and_then(|t| parse_schedstat(&t))
-            else {
+        let mut buf = Vec::new();
+        let relist = std::mem::take(&mut self.relist);
+        let (mut files, listed) = self.thread_files(relist, &mut buf)?;
+        let mut read = self.read_threads(&files, &mut buf);
+        let ended = |read: &[Reading]| read.iter().any(|r| r.1.is_none());
+        if ended(&read) && !listed {
+            // One ended: another may have started in its place, the number the same.
+            self.files = Some(files);
+            (files, _) = self.thread_files(true, &mut buf)?;
+            read = self.read_threads(&files, &mut buf);
+        }
+        self.relist = ended(&read);
+        self.files = Some(files);
+        for (tid, sched, syscall) in read {
+            let Some(sched) = sched else {
                 continue;
             };
-            let (activity, call) = std::fs::read_to_string(format!("{dir}/syscall"))
+            let (activity, call) = syscall
                 .map(|t| parse_syscall(self.pid, &t))
                 .unwrap_or((Activity::Running, None));
             // A call interrupted by a stop (gsh's stack samples) resumes as
@@ -701,6 +837,60 @@ mod tests {
         assert!(fraction(&samplers[1], Hypothesis::CPUBound) < 0.1);
         assert!(fraction(&samplers[2], Hypothesis::ExternalWait) > 0.9);
         assert!(fraction(&samplers[2], Hypothesis::IOBlocking) < 0.1);
+    }
+
+    /// A sample reads again the files the one before read, without opening them: opening
+    /// the task directory and each thread's two files at every sample (200 a second) was
+    /// most of the sampler's CPU time. Fails so: 3 files opened per sample.
+    #[test]
+    fn samples_read_their_files_again_without_opening_them() {
+        let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+        let mut s = Sampler::new(sleep.id() as i32);
+        s.sample().unwrap();
+        let opened = s.opens();
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(5));
+            s.sample().unwrap();
+        }
+        let threads = s.threads();
+        let _ = sleep.kill();
+        let _ = sleep.wait();
+        assert_eq!(s.opens(), opened);
+        assert_eq!(threads.len(), 1);
+        assert_eq!(threads[0].samples, 50);
+        assert!(threads[0].fractions[&Hypothesis::ExternalWait] > 0.9);
+    }
+
+    /// With its files kept open, a sampler still sees a thread that starts later, and one
+    /// that ended keeps what it had, as when it listed the threads at every sample.
+    #[test]
+    fn a_sampler_with_its_files_open_sees_threads_come_and_go() {
+        let mut s = Sampler::new(std::process::id() as i32);
+        let start = || {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                let _ = rx.recv();
+            });
+            (tid_rx.recv().unwrap(), tx, t)
+        };
+        let sampled = |s: &Sampler, tid: i32| s.threads().iter().any(|t| t.tid == tid);
+        s.sample().unwrap();
+        let (first, stop, t) = start();
+        s.sample().unwrap();
+        s.sample().unwrap();
+        assert!(sampled(&s, first));
+        stop.send(()).unwrap();
+        t.join().unwrap();
+        let (second, stop, t) = start();
+        s.sample().unwrap();
+        s.sample().unwrap();
+        stop.send(()).unwrap();
+        t.join().unwrap();
+        assert!(sampled(&s, second));
+        assert!(sampled(&s, first));
     }
 
     #[test]

@@ -74,6 +74,11 @@ pub struct Process {
     known: Vec<MappedModule>,
     /// The dynamic linker reported a change the hooks have not seen yet.
     pub(crate) modules_dirty: bool,
+    /// The rendezvous hook's count of link-map changes when the mappings were last compared
+    /// (`Process::note_untraced_loads`).
+    pub(crate) loads_seen: Option<u64>,
+    /// How many times the mappings were read for the modules.
+    maps_reads: u64,
     pub(crate) rendezvous: Option<Rendezvous>,
     pub(crate) pools: Pools,
     /// Wakes the tracer thread on SIGCHLD (and on jobs): every wait for a stop blocks on it.
@@ -183,6 +188,8 @@ impl Process {
             cache: ModuleCache::default(),
             known: Vec::new(),
             modules_dirty: false,
+            loads_seen: None,
+            maps_reads: 0,
             rendezvous: None,
             pools: Pools::default(),
             waker,
@@ -467,6 +474,7 @@ impl Process {
     /// The executable and shared libraries mapped now, from /proc/PID/maps.
     pub fn modules(&mut self) -> Result<Vec<MappedModule>, ProcessError> {
         self.alive("listing modules")?;
+        self.maps_reads += 1;
         let maps = maps::read_maps(self.pid)?;
         let exe = std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok();
         let exe = exe.map(|p| {
@@ -474,6 +482,13 @@ impl Process {
             PathBuf::from(s.strip_suffix(" (deleted)").unwrap_or(&s))
         });
         self.cache.modules(&maps, exe.as_deref())
+    }
+
+    /// How many times [`Process::modules`] read the mappings, the tracer's own looks for new
+    /// libraries included: a process the tracer let go is looked at again only when its
+    /// dynamic linker changed the link map, never at each stack sample.
+    pub fn maps_reads(&self) -> u64 {
+        self.maps_reads
     }
 
     /// The process's mappings, from /proc/PID/maps.
@@ -491,6 +506,8 @@ impl Process {
             return Ok(());
         }
         self.modules_dirty = false;
+        // Before the mappings: a library mapped after this read is counted after it too.
+        self.loads_seen = self.link_map_changes();
         let now = self.modules()?;
         let added: Vec<MappedModule> = now
             .iter()
@@ -527,6 +544,7 @@ impl Process {
         self.known.clear();
         self.cache = ModuleCache::default();
         self.modules_dirty = true;
+        self.loads_seen = None;
     }
 
     // ---- halt and resume ----------------------------------------------------------------------

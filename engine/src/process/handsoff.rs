@@ -7,8 +7,9 @@
 //! place, and the process is watched through a pidfd for its end. The next request that needs
 //! ptrace (`halt`, and through it inserting, injecting, `detach`, `kill`, `cont_wait`) seizes
 //! every thread again ([`seize_all`](super::tracer::seize_all), until the thread list is
-//! stable), lists the threads that came and went, and rescans the mappings, so libraries loaded
-//! meanwhile reach the hooks as after a `dlopen`.
+//! stable), lists the threads that came and went, and rescans the mappings when the dynamic
+//! linker's hook counted a change of its link map meanwhile (its trampoline counts each call
+//! before its signal), so libraries loaded meanwhile reach the hooks as after a `dlopen`.
 //!
 //! Not seen while hands-off: forks (children keep the instrumentation's code), execs, each
 //! thread's start and exit, fault signals (the program's own disposition applies: a crash is
@@ -265,8 +266,8 @@ impl Process {
     }
 
     /// Takes hold of a process gsh let go: seizes every thread (running, traced again), says
-    /// which threads came and went meanwhile, and has the mappings rescanned. Fails with
-    /// [`ProcessError::Gone`] when the process ended meanwhile.
+    /// which threads came and went meanwhile, and has the mappings rescanned if the link map
+    /// may have changed. Fails with [`ProcessError::Gone`] when the process ended meanwhile.
     pub(crate) fn reseize(&mut self) -> Result<(), ProcessError> {
         if self.hands_off.is_none() {
             return Ok(());
@@ -308,8 +309,9 @@ impl Process {
             .map(|&t| (t, Thread::new(ThreadState::Running)))
             .collect();
         self.state = State::Running;
-        // Libraries loaded meanwhile: the next flush compares the maps with what the hooks know.
-        self.modules_dirty = true;
+        // Libraries loaded meanwhile: the next flush compares the maps with what the hooks
+        // know, when the dynamic linker's hook counted a change.
+        self.note_untraced_loads();
         Ok(())
     }
 }

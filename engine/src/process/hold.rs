@@ -71,8 +71,9 @@ impl Process {
         if self.hands_off.is_some() {
             // Libraries loaded meanwhile reach the hooks only when the tracer compares the
             // maps (after the job), as a halt's seizing everything had it do: the search
-            // learns them so while gsh is hands-off.
-            self.modules_dirty = true;
+            // learns them so while gsh is hands-off, the maps read only when the dynamic
+            // linker's hook counted a change.
+            self.note_untraced_loads();
             return self.hold_each_untraced(look);
         }
         let mut out = Vec::new();
