@@ -399,6 +399,14 @@ pub trait Lab {
     fn ended(&mut self) -> bool {
         false
     }
+    /// False while `e` cannot start at once, and what it waits for is being prepared in the
+    /// background (what a probe's placement in a large module is planned from): the search
+    /// goes on with the other experiments and asks again at its next step, rather than wait
+    /// inside [`Lab::start`], the whole search and the program's stack samples with it.
+    fn can_start(&mut self, e: &Experiment) -> bool {
+        let _ = e;
+        true
+    }
     /// Starts measuring `e`.
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String>;
     /// What `probe` has measured since it settled; `None` before it has.
@@ -675,6 +683,21 @@ impl Search {
         now: f64,
         deadline: Option<std::time::Instant>,
     ) -> bool {
+        self.step_within(lab, now, deadline, None)
+    }
+
+    /// [`Search::step_until`], starting nothing more once `interrupted` is set (Ctrl-C: an
+    /// insertion going on when it came ends first, then the search). Returns false, the
+    /// search over, once nothing is measuring and nothing more can start before the
+    /// deadline: the experiments left untested would never start, and the search used to
+    /// wait for the deadline all the same.
+    pub fn step_within(
+        &mut self,
+        lab: &mut dyn Lab,
+        now: f64,
+        deadline: Option<std::time::Instant>,
+        interrupted: Option<&std::sync::atomic::AtomicBool>,
+    ) -> bool {
         for i in 0..self.nodes.len() {
             if self.nodes[i].state != State::Active {
                 continue;
@@ -754,8 +777,9 @@ impl Search {
         }
         self.enforce_budget(lab, now);
         self.refine_where(lab, now);
-        self.start_waiting(lab, now, deadline);
-        !self.done() && !self.ended
+        let out_of_time = !self.start_waiting(lab, now, deadline, interrupted);
+        let measuring = self.nodes.iter().any(|n| n.state == State::Active);
+        !self.done() && !self.ended && (!out_of_time || measuring)
     }
 
     /// Asks the lab for the "where" refinements of every true node that has none yet; a node
@@ -817,8 +841,15 @@ impl Search {
     /// Starts untested experiments in priority order while the predicted cost stays under the
     /// limit. One whose predicted cost alone is over the limit is refused without being
     /// started; one whose cost cannot be predicted yet waits for the running experiments to
-    /// tell more, unless nothing runs.
-    fn start_waiting(&mut self, lab: &mut dyn Lab, now: f64, deadline: Option<std::time::Instant>) {
+    /// tell more, unless nothing runs. False when it stopped for the deadline or
+    /// `interrupted`: nothing more will start.
+    fn start_waiting(
+        &mut self,
+        lab: &mut dyn Lab,
+        now: f64,
+        deadline: Option<std::time::Instant>,
+        interrupted: Option<&std::sync::atomic::AtomicBool>,
+    ) -> bool {
         let mut waiting: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].state == State::Untested)
             .collect();
@@ -836,10 +867,19 @@ impl Search {
             .count();
         // What the probes have spent so far, asked once a step.
         let mut spent: Option<f64> = None;
+        let stopped = || interrupted.is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst));
+        if stopped()
+            || deadline.is_some_and(|d| std::time::Instant::now() + self.slowest_start >= d)
+        {
+            return false;
+        }
         for i in waiting {
             let begun = std::time::Instant::now();
-            if deadline.is_some_and(|d| begun + self.slowest_start >= d) {
-                break;
+            if stopped() || deadline.is_some_and(|d| begun + self.slowest_start >= d) {
+                return false;
+            }
+            if !lab.can_start(&self.nodes[i].experiment) {
+                continue;
             }
             let limit = self.settings.cost_limit;
             let predicted = lab.predicted_cost(&self.nodes[i].experiment);
@@ -889,6 +929,7 @@ impl Search {
                 }
             }
         }
+        true
     }
 
     /// The program ended under the search, at `now`: no more readings will come, so each
@@ -1505,7 +1546,7 @@ pub fn run_watched<L: Lab>(
     let deadline = start + limit;
     loop {
         let now = start.elapsed();
-        let more = search.step_until(lab, now.as_secs_f64(), Some(deadline));
+        let more = search.step_within(lab, now.as_secs_f64(), Some(deadline), Some(interrupted));
         watch(search, lab, now.as_secs_f64());
         // After the step: starting experiments (inserting their probes) takes time too.
         if !more

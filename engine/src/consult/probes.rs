@@ -104,6 +104,14 @@ pub trait Probes {
         let _ = (module, function);
         true
     }
+    /// True when a probe can go into `function`'s module at once: what its placement is
+    /// planned from (a pass over every function of the module) is ready. When not, it is
+    /// prepared in the background, after the analysis ([`Probes::ready`]), and this says
+    /// false: done by the first insert, it held the tracer thread 10 to 16 s on python3 under
+    /// load (a debug gsh), the stack samples and the search waiting on it.
+    fn planned(&mut self, module: &str, function: &str) -> bool {
+        self.ready(module, function)
+    }
     /// Learns the libraries the program loaded since the last call (so their functions and
     /// loops can be named and timed); how many there were.
     fn learn(&mut self) -> Result<usize, String> {
@@ -1401,6 +1409,27 @@ impl Lab for ProbeLab<'_> {
         }
     }
 
+    /// A timer waits while what its placement is planned from is prepared in the
+    /// background ([`Probes::planned`]), unless it is in already.
+    fn can_start(&mut self, e: &Experiment) -> bool {
+        let key = match e.focus.last() {
+            Some(Resource::Loop(lp)) => function_of(&e.focus).map(|(m, f, _)| (m, f, lp.clone())),
+            Some(Resource::CallPath(_)) if self.times_calls(e) => {
+                self.path_timer(e).map(|(key, _, _)| key)
+            }
+            _ => None,
+        };
+        let Some(key) = key else {
+            return true;
+        };
+        if self.shared.contains_key(&key) || self.untimable.contains(&key) {
+            return true;
+        }
+        self.probes
+            .as_deref_mut()
+            .is_none_or(|p| p.planned(&key.0, &key.1))
+    }
+
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
         // A function tested for CPU demand may be refined into its loops: its module's
         // analysis starts now, in the background, rather than once it is found true.
@@ -1465,11 +1494,14 @@ impl Lab for ProbeLab<'_> {
                         Timed::Path(_) | Timed::PathLoop(..) => None,
                         _ => self.hottest_callee(&e.focus),
                     };
+                    // Only in a module ready for probes: the first in another (libc) would
+                    // plan over all of it while the process and the search wait.
                     let progress = match hottest {
-                        Some((m, callee)) => self
-                            .probes
-                            .as_deref_mut()
-                            .and_then(|p| p.count_calls(&m, &callee).ok()),
+                        Some((m, callee)) => self.probes.as_deref_mut().and_then(|p| {
+                            p.planned(&m, &callee)
+                                .then(|| p.count_calls(&m, &callee).ok())
+                                .flatten()
+                        }),
                         None => None,
                     };
                     let progress_calls = match (progress, self.probes.as_deref_mut()) {

@@ -555,7 +555,14 @@ impl Lab for ProcLab {
     /// A reading that has none yet waits for stack samples (`/proc`'s come every few
     /// milliseconds): they come as long as the sampler has met no error and the process runs.
     fn gathering(&mut self, probe: ProbeId) -> bool {
-        let sampling = self.experiments.contains_key(&probe.0)
+        // A thread that is gone gets no more samples: its experiments wait for nothing.
+        let gone = self
+            .experiments
+            .get(&probe.0)
+            .and_then(|w| Self::thread_of(&w.experiment.focus))
+            .is_some_and(|tid| super::sample::tids(self.pid).is_ok_and(|t| !t.contains(&tid)));
+        let sampling = !gone
+            && self.experiments.contains_key(&probe.0)
             && self.stacks.as_ref().is_some_and(|s| {
                 s.lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -789,6 +796,44 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             assert_eq!(lab.read(probe), None, "{h}");
         }
+    }
+
+    /// An experiment at a thread that has ended waits for no more samples of it: with too
+    /// few to read, it held the search open until `--for` (the sampler goes on for the
+    /// others, the process lives).
+    #[test]
+    fn an_experiment_at_a_thread_that_ended_gathers_nothing() {
+        let pid = std::process::id() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        let mut lab = ProcLab::with_stacks(pid, stacks);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = tid_tx.send(unsafe { libc::gettid() });
+            let _ = rx.recv();
+        });
+        let tid = tid_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let probe = lab
+            .start(&Experiment {
+                hypothesis: Hypothesis::CPUBound,
+                focus: Focus(vec![
+                    Resource::Program("me".into()),
+                    Resource::Thread(tid as u32),
+                    Resource::Function("f".into()),
+                ]),
+            })
+            .unwrap();
+        assert!(lab.gathering(probe), "its samples still come");
+        drop(tx);
+        t.join().unwrap();
+        // Joined, the thread may linger in /proc a moment longer.
+        let asked = Instant::now();
+        while lab.gathering(probe) && asked.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!lab.gathering(probe), "waits for a thread that is gone");
     }
 
     /// A thread refined from the program reads the stack samples the program's experiment

@@ -39,6 +39,11 @@ struct Model {
     peak_cost: f64,
     /// The share of the program's time the probes have taken so far.
     spent: f64,
+    /// Foci that cannot start before this time ([`Lab::can_start`]: what their probe's
+    /// placement is planned from is being prepared).
+    unprepared: HashMap<String, f64>,
+    /// Set as the first experiment starts (Ctrl-C during an insertion).
+    interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 fn f(path: &[&str]) -> Focus {
@@ -74,6 +79,8 @@ impl Model {
             tree_for: HashMap::new(),
             peak_cost: 0.0,
             spent: 0.0,
+            unprepared: HashMap::new(),
+            interrupt: None,
         }
     }
 
@@ -149,8 +156,18 @@ impl Lab for Model {
         Some(c)
     }
 
+    fn can_start(&mut self, e: &Experiment) -> bool {
+        self.unprepared
+            .get(&e.focus.to_string())
+            .is_none_or(|t| self.now >= *t)
+    }
+
     fn start(&mut self, e: &Experiment) -> Result<ProbeId, String> {
+        assert!(self.can_start(e), "{e:?} started before it could");
         std::thread::sleep(self.start_delay);
+        if let Some(flag) = &self.interrupt {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         if let Some(why) = &self.refuse {
             if e.focus.to_string().contains(why.as_str()) {
                 return Err(format!("cannot instrument {why}"));
@@ -555,6 +572,81 @@ fn slow_probe_insertion_counts_against_the_time_limit() {
         t.elapsed().as_secs_f64() < 1.5 && seconds < 1.5,
         "{seconds}"
     );
+    assert!(m.running.is_empty(), "every probe is out");
+}
+
+/// A probe whose placement is still being planned (python3's first: the planning facts of
+/// the whole interpreter, 10 to 16 s of the tracer thread under load) waits, not started, while
+/// the search judges what it can meanwhile; it starts once its lab can start it, and the
+/// search goes on to the same conclusion. Started at once, its insertion held the whole
+/// search and the program's stack samples for as long.
+#[test]
+fn an_experiment_its_lab_cannot_start_yet_waits_while_the_others_are_judged() {
+    let mut m = cpu_in_an_inner_loop();
+    let lp = f(&["app", "main", "crunch", "loop_1"]);
+    m.unprepared.insert(lp.to_string(), 10.0);
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    m.run(&mut search);
+    let node = |h: Hypothesis, focus: &Focus| {
+        search
+            .nodes()
+            .iter()
+            .find(|n| n.experiment.hypothesis == h && &n.experiment.focus == focus)
+            .unwrap_or_else(|| panic!("no {h} at {focus}"))
+            .clone()
+    };
+    let crunch = f(&["app", "main", "crunch"]);
+    let beside = node(Hypothesis::RunQueue, &crunch);
+    assert_eq!(beside.state, State::False, "{beside:?}");
+    assert!(beside.judged.unwrap() < 10.0, "{beside:?}");
+    let waited = node(Hypothesis::CPUBound, &lp);
+    assert_eq!(waited.state, State::True, "{waited:?}");
+    assert!(waited.judged.unwrap() >= 10.0, "{waited:?}");
+    assert_eq!(
+        search.findings()[0].focus,
+        f(&["app", "main", "crunch", "loop_1", "loop_1.1"])
+    );
+    assert!(m.running.is_empty());
+}
+
+/// Once its deadline leaves no time for another start (as long as the slowest start took)
+/// and nothing is measuring, nothing more can be learnt: the search is over at once. It
+/// used to go on stepping until the deadline, with refinements it would never start.
+#[test]
+fn a_search_that_can_start_nothing_more_ends_before_its_deadline() {
+    let mut m = cpu_in_an_inner_loop();
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    assert!(search.step(&mut m, 0.0));
+    assert_eq!(m.running.len(), 4);
+    let passed = std::time::Instant::now();
+    m.now = 2.0;
+    // The roots are judged, CPUBound true and refined; nothing more starts.
+    assert!(
+        !search.step_until(&mut m, 2.0, Some(passed)),
+        "the search goes on"
+    );
+    assert!(m.running.is_empty());
+    assert_eq!(m.started.len(), 4);
+    assert!(!search.done(), "refinements are left untested");
+}
+
+/// Ctrl-C during an insertion: the insertion going on ends, nothing more starts, and the
+/// search ends with every probe out. The search looked at Ctrl-C after each step only, and
+/// a step started every experiment it could, each an insertion.
+#[test]
+fn ctrl_c_during_a_start_starts_nothing_more() {
+    let mut m = cpu_in_an_inner_loop();
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    m.interrupt = Some(flag.clone());
+    let mut search = Search::new(Settings::default(), f(&["app"]));
+    run(
+        &mut search,
+        &mut m,
+        std::time::Duration::from_secs(60),
+        &flag,
+        || true,
+    );
+    assert_eq!(m.started.len(), 1, "{:?}", m.started);
     assert!(m.running.is_empty(), "every probe is out");
 }
 

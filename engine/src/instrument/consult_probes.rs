@@ -14,8 +14,12 @@ pub struct LiveProbes<'a> {
     plan: &'a mut super::Plan,
     session: &'a mut crate::session::Session,
     tracer: &'a crate::process::Tracer<super::Live>,
-    /// Modules being analysed in the background, for [`Probes::ready`].
-    analysing: std::collections::BTreeSet<crate::ModuleId>,
+    /// Modules being analysed in the background, for [`Probes::ready`], each with what its
+    /// patcher plans from, computed there too (`None`: the module is not loaded).
+    analysing: std::collections::BTreeMap<
+        crate::ModuleId,
+        Option<std::sync::Arc<crate::patch::ModuleFacts>>,
+    >,
     /// The call paths timed, over the profiles of their functions.
     paths: paths::PathTimers,
 }
@@ -127,23 +131,52 @@ impl Probes for LiveProbes<'_> {
             return true;
         };
         let m = self.session.modules()[f.module.0 as usize].clone();
-        if m.analysis_ready() {
-            return true;
+        if self.analysing.contains_key(&f.module) {
+            return m.analysis_ready();
         }
         // Once per module; the analysis is the module's own (a `OnceLock`), so whoever asks
-        // for it meanwhile waits for this one, and later commands find it done.
-        if self.analysing.insert(f.module) {
-            let started = std::thread::Builder::new()
-                .name("gsh-consult-analysis".into())
-                .spawn(move || {
-                    m.analysis();
-                });
-            if started.is_err() {
-                // No thread: analysed here, as before.
-                return true;
-            }
+        // for it meanwhile waits for this one, and later commands find it done. So are the
+        // facts its patcher plans from (every CFG, the gaps between blocks decoded), next:
+        // left to the first insert, they kept the tracer thread 10 to 16 s on python3 under
+        // load (a debug gsh), the stack samples and the search waiting on it.
+        let facts = self
+            .tracer
+            .with(|_, live| live.planning_facts(f.module))
+            .ok()
+            .flatten()
+            .filter(|x| !x.ready());
+        let analysed = m.analysis_ready();
+        if analysed && facts.is_none() {
+            return true;
         }
-        false
+        self.analysing.insert(f.module, facts.clone());
+        let started = std::thread::Builder::new()
+            .name("gsh-consult-analysis".into())
+            .spawn(move || {
+                m.analysis();
+                if let Some(facts) = facts {
+                    facts.compute(&*m);
+                }
+            });
+        if started.is_err() {
+            // No thread: analysed, and planned from, where first needed, as before.
+            self.analysing.insert(f.module, None);
+            return true;
+        }
+        analysed
+    }
+
+    fn planned(&mut self, module: &str, function: &str) -> bool {
+        if !self.ready(module, function) {
+            return false;
+        }
+        let Ok(f) = self.resolve(module, function) else {
+            return true;
+        };
+        self.analysing
+            .get(&f.module)
+            .and_then(Option::as_ref)
+            .is_none_or(|x| x.ready())
     }
 
     fn loop_at(&mut self, module: &str, function: &str, pc: u64) -> Option<String> {

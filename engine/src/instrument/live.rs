@@ -548,6 +548,12 @@ impl Live {
         self.loaded.get(&id).map(|l| l.bias)
     }
 
+    /// What the patcher of loaded module `id` plans from, for computing on another thread
+    /// before the first insert there ([`crate::patch::ModuleFacts::compute`]).
+    pub fn planning_facts(&self, id: ModuleId) -> Option<Arc<crate::patch::ModuleFacts>> {
+        self.loaded.get(&id).map(|l| l.patcher.facts())
+    }
+
     /// Every loaded module and its bias (for unwinding and `where`).
     pub fn loaded(&self) -> impl Iterator<Item = (&Arc<Module>, u64)> + '_ {
         self.loaded.values().map(|l| (&l.module, l.bias))

@@ -201,9 +201,11 @@ pub struct Patcher {
 
 /// Facts about a module's code that planning reads, each computed on first use. They
 /// depend only on the file's code and CFGs, which never change, so they are never
-/// invalidated.
+/// invalidated. Computed on first use they are a pass over the whole module (every CFG, the
+/// gaps between blocks decoded), which a caller may run beforehand on a thread of its own
+/// ([`Patcher::facts`], [`ModuleFacts::compute`]).
 #[derive(Default)]
-struct ModuleFacts {
+pub struct ModuleFacts {
     /// The module's [`plan::foreign_targets`].
     foreign: OnceLock<HashSet<u64>>,
     /// The module's [`plan::prefix_ends`].
@@ -212,6 +214,23 @@ struct ModuleFacts {
     code: OnceLock<Claimed>,
     /// The module's [`plan::ways_in`], computed when a function is first copied whole.
     ways_in: OnceLock<plan::WaysIn>,
+}
+
+impl ModuleFacts {
+    /// Computes the facts every plan reads (not [`plan::ways_in`], which only a function
+    /// copied whole needs): python3's took 10 to 16 s of a debug gsh's tracer thread under
+    /// a load of 20, which its first probe waited for, the whole search with it.
+    pub fn compute(&self, view: &dyn CodeView) {
+        self.code.get_or_init(|| plan::code_bytes(view));
+        self.foreign.get_or_init(|| plan::foreign_targets(view));
+        self.prefix_end
+            .get_or_init(|| plan::prefix_ends(view.functions()));
+    }
+
+    /// True once [`ModuleFacts::compute`] is done (or plans have computed them all).
+    pub fn ready(&self) -> bool {
+        self.code.get().is_some() && self.foreign.get().is_some() && self.prefix_end.get().is_some()
+    }
 }
 
 /// What [`Patcher::plan`] decided.
@@ -289,6 +308,13 @@ impl Patcher {
             retired: Vec::new(),
             memos: HashMap::new(),
         }
+    }
+
+    /// What planning reads of the module as a whole, shared with this patcher: computed
+    /// ([`ModuleFacts::compute`]) on another thread, they are not computed again by the
+    /// first plan, which runs where the process waits on it.
+    pub fn facts(&self) -> Arc<ModuleFacts> {
+        self.facts.clone()
     }
 
     /// Records that the trampoline at `tramp` is no longer entered by any site.

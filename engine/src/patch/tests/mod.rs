@@ -684,6 +684,75 @@ fn the_patcher_plans_from_the_code_view_alone() {
     );
 }
 
+/// A view counting the CFGs asked of it.
+struct Counting<'v> {
+    view: &'v Copied<'v>,
+    cfgs: std::cell::Cell<usize>,
+}
+
+impl crate::code::CodeBytes for Counting<'_> {
+    fn bytes_at(&self, addr: crate::addr::LinkAddr, len: u64) -> Option<&[u8]> {
+        self.view.bytes_at(addr, len)
+    }
+}
+
+impl crate::code::CodeView for Counting<'_> {
+    fn functions(&self) -> &[crate::symbols::Function] {
+        self.view.functions()
+    }
+
+    fn cfg(&self, f: crate::symbols::FuncId) -> &crate::cfg::Cfg {
+        self.cfgs.set(self.cfgs.get() + 1);
+        self.view.cfg(f)
+    }
+}
+
+/// The module-wide facts a plan reads, computed beforehand (on another thread, as `consult`
+/// does beside the module's analysis), leave the first plan nothing to go over but the
+/// function it plans in: computed by that plan, python3's took the tracer thread 10 to 16 s
+/// under load, the program stopped for stack samples and the search waiting meanwhile.
+#[test]
+fn module_facts_computed_beforehand_leave_the_first_plan_its_own_function() {
+    let fx = Fixture::new("facts", "-O2", PatchOptions::default());
+    let m = fx.session.main().expect("module");
+    let copied = Copied {
+        binary: &m.binary,
+        functions: crate::code::CodeView::functions(m).to_vec(),
+        cfgs: (0..m.functions().functions().len())
+            .map(|i| crate::code::CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
+            .collect(),
+    };
+    let functions = copied.functions.len();
+    assert!(functions > 10, "{functions} functions");
+    let points = fx.points("inc", &entry());
+    let planned = |p: &Patcher| {
+        let counting = Counting {
+            view: &copied,
+            cfgs: std::cell::Cell::new(0),
+        };
+        let sites = p.plan(&counting, &points).sites;
+        (sites, counting.cfgs.get())
+    };
+    let (cold, asked) = planned(&Patcher::new(0, PatchOptions::default()));
+    assert!(
+        asked >= functions,
+        "{asked} CFGs asked for {functions} functions"
+    );
+    let p = Patcher::new(0, PatchOptions::default());
+    let facts = p.facts();
+    assert!(!facts.ready());
+    std::thread::scope(|s| {
+        s.spawn(|| facts.compute(&copied));
+    });
+    assert!(p.facts().ready());
+    let (warm, asked) = planned(&p);
+    assert_eq!(warm, cold);
+    assert!(
+        asked < 5,
+        "{asked} CFGs asked with the facts computed beforehand"
+    );
+}
+
 fn loop_at(at: point::LoopAt) -> Vec<Where> {
     vec![Where::Loop {
         name: "loop_1".into(),
