@@ -176,9 +176,11 @@ showing their code (it names their functions and walks through them from then on
 learnt by the search within a second, so their loops are timed like the program's. It ends when every experiment is judged, after --for \
 SECONDS (default 60; probes being inserted count, and no experiment starts that would not be \
 in by then, judging by the slowest start so far; the analysis of a module whose loops are \
-to be timed runs in the background from the moment one of its functions is tested, the search \
-going on meanwhile, and a function found CPU-bound waits for it past the bounded wait), on \
-Ctrl-C (keeping what it found), or when the process ends: then each experiment still \
+to be timed runs in the background from the moment one of its functions is tested, with the \
+patcher's facts about the module, the search going on meanwhile, and a function found \
+CPU-bound waits for it past the bounded wait; once nothing more can start in time and nothing \
+measures, it ends there rather than at --for), on Ctrl-C (keeping what it found; no experiment \
+starts after it, and one being inserted comes out once in), or when the process ends: then each experiment still \
 running is judged on what it read if it started at least the settle time before the end with a \
 reading of at least half of it (true or false as at any time, and not refined further), and \
 otherwise left untested; either way its note says the program ended. A stopped \
