@@ -1107,6 +1107,24 @@ impl Hooks for HandsOffRecorder {
     }
 }
 
+/// Whether modules `m` hold libm.
+fn has_libm(m: &[PathBuf]) -> bool {
+    m.iter().any(|p| p.to_string_lossy().contains("libm"))
+}
+
+/// libm, loaded while gsh was hands-off, is among the modules the hooks saw (`seen`) and
+/// among the tracer's events.
+fn libm_reached_the_hooks(t: &Tracer<HandsOffRecorder>, seen: &[PathBuf]) {
+    assert!(has_libm(seen), "{seen:?}");
+    let events = t.take_events();
+    assert!(
+        events.iter().any(
+            |e| matches!(e, Event::LibraryLoaded { path } if path.to_string_lossy().contains("libm"))
+        ),
+        "{events:?}"
+    );
+}
+
 /// A library the program loads while gsh is hands-off (its dynamic linker hook signals
 /// SIGURG, ignored untraced) reaches the hooks when gsh takes hold again.
 #[test]
@@ -1116,7 +1134,6 @@ fn a_library_loaded_while_hands_off_joins_at_the_reseize() {
     let hooks = HandsOffRecorder::default();
     let seen = hooks.0.modules.clone();
     let t = Tracer::attach(pid, hooks).unwrap();
-    let has_libm = |m: &Vec<PathBuf>| m.iter().any(|p| p.to_string_lossy().contains("libm"));
     assert!(!has_libm(&seen.lock().unwrap()));
     t.with(|p, _| p.resume()).unwrap().unwrap();
     wait_hands_off(&t);
@@ -1129,18 +1146,7 @@ fn a_library_loaded_while_hands_off_joins_at_the_reseize() {
     assert!(!traced(pid));
     assert!(!has_libm(&seen.lock().unwrap()), "seen while hands-off?");
     t.with(|p, _| p.halt()).unwrap().unwrap();
-    assert!(
-        has_libm(&seen.lock().unwrap()),
-        "{:?}",
-        seen.lock().unwrap()
-    );
-    let events = t.take_events();
-    assert!(
-        events.iter().any(
-            |e| matches!(e, Event::LibraryLoaded { path } if path.to_string_lossy().contains("libm"))
-        ),
-        "{events:?}"
-    );
+    libm_reached_the_hooks(&t, &seen.lock().unwrap());
     t.with(|p, _| p.detach()).unwrap().unwrap();
     assert!(!traced(pid));
 }
@@ -1157,7 +1163,6 @@ fn hands_off_samples_read_the_maps_only_after_the_link_map_changed() {
     let hooks = HandsOffRecorder::default();
     let seen = hooks.0.modules.clone();
     let t = Tracer::attach(pid, hooks).unwrap();
-    let has_libm = |m: &Vec<PathBuf>| m.iter().any(|p| p.to_string_lossy().contains("libm"));
     t.with(|p, _| p.resume()).unwrap().unwrap();
     wait_hands_off(&t);
     let _ = t.take_events();
@@ -1183,18 +1188,7 @@ fn hands_off_samples_read_the_maps_only_after_the_link_map_changed() {
     assert!(!has_libm(&seen.lock().unwrap()), "seen while hands-off?");
     sample();
     assert!(reads() > before);
-    assert!(
-        has_libm(&seen.lock().unwrap()),
-        "{:?}",
-        seen.lock().unwrap()
-    );
-    let events = t.take_events();
-    assert!(
-        events.iter().any(
-            |e| matches!(e, Event::LibraryLoaded { path } if path.to_string_lossy().contains("libm"))
-        ),
-        "{events:?}"
-    );
+    libm_reached_the_hooks(&t, &seen.lock().unwrap());
     t.with(|p, _| p.detach()).unwrap().unwrap();
     assert!(!traced(pid));
 }

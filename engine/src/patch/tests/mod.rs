@@ -632,6 +632,19 @@ struct Copied<'b> {
     cfgs: Vec<crate::cfg::Cfg>,
 }
 
+impl Copied<'_> {
+    /// What module `m` promises as a code view, copied out of it.
+    fn of(m: &crate::session::Module) -> Copied<'_> {
+        Copied {
+            binary: &m.binary,
+            functions: crate::code::CodeView::functions(m).to_vec(),
+            cfgs: (0..m.functions().functions().len())
+                .map(|i| crate::code::CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
+                .collect(),
+        }
+    }
+}
+
 impl crate::code::CodeBytes for Copied<'_> {
     fn bytes_at(&self, addr: crate::addr::LinkAddr, len: u64) -> Option<&[u8]> {
         self.binary.bytes_at(addr, len)
@@ -652,13 +665,7 @@ impl crate::code::CodeView for Copied<'_> {
 fn the_patcher_plans_from_the_code_view_alone() {
     let fx = Fixture::new("view", "-O2", PatchOptions::default());
     let m = fx.session.main().expect("module");
-    let copied = Copied {
-        binary: &m.binary,
-        functions: crate::code::CodeView::functions(m).to_vec(),
-        cfgs: (0..m.functions().functions().len())
-            .map(|i| crate::code::CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
-            .collect(),
-    };
+    let copied = Copied::of(m);
     let mut points = Vec::new();
     for f in [
         "inc",
@@ -715,13 +722,7 @@ impl crate::code::CodeView for Counting<'_> {
 fn module_facts_computed_beforehand_leave_the_first_plan_its_own_function() {
     let fx = Fixture::new("facts", "-O2", PatchOptions::default());
     let m = fx.session.main().expect("module");
-    let copied = Copied {
-        binary: &m.binary,
-        functions: crate::code::CodeView::functions(m).to_vec(),
-        cfgs: (0..m.functions().functions().len())
-            .map(|i| crate::code::CodeView::cfg(m, crate::symbols::FuncId(i as u32)).clone())
-            .collect(),
-    };
+    let copied = Copied::of(m);
     let functions = copied.functions.len();
     assert!(functions > 10, "{functions} functions");
     let points = fx.points("inc", &entry());
