@@ -2400,7 +2400,12 @@ mod tests {
     fn take_turns(lab: &mut ProbeLab, t: ProbeId) {
         assert!(lab.read(t).is_none(), "counting");
         assert_eq!(lab.measured_cost(t), None);
-        for turn in 1..TURNS {
+        turns_from(lab, t, 1);
+    }
+
+    /// [`take_turns`] from turn `first` on, the turns before it taken.
+    fn turns_from(lab: &mut ProbeLab, t: ProbeId, first: usize) {
+        for turn in first..TURNS {
             compute((TURN_CPU * 1000.0) as u64 + 10);
             let r = lab.read(t);
             assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
@@ -2874,11 +2879,7 @@ mod tests {
             lab.stop(o);
             compute((TURN_CPU * 500.0) as u64 + 10);
             assert!(lab.read(t).is_none(), "counting");
-            for turn in 2..TURNS {
-                compute((TURN_CPU * 1000.0) as u64 + 10);
-                let r = lab.read(t);
-                assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
-            }
+            turns_from(&mut lab, t, 2);
             let run = Fake::run() - begun;
             (lab.finish(), run)
         };
@@ -2935,11 +2936,7 @@ mod tests {
         lab.stop(o);
         compute((TURN_CPU * 100.0) as u64 + 10);
         assert!(lab.read(t).is_none(), "counting");
-        for turn in 2..TURNS {
-            compute((TURN_CPU * 1000.0) as u64 + 10);
-            let r = lab.read(t);
-            assert_eq!(r.is_some(), turn == TURNS - 1, "turn {turn}");
-        }
+        turns_from(&mut lab, t, 2);
         compute((TURN_CPU * 1000.0) as u64 + 20);
         lab.read(t).unwrap();
         let stats = lab.finish();

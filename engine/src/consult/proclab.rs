@@ -593,6 +593,33 @@ mod tests {
         }
     }
 
+    /// Thread `tid` stopped in `syscall` with `frames` (innermost first).
+    fn stopped(
+        tid: i32,
+        syscall: Option<super::super::stacks::Syscall>,
+        frames: Vec<super::super::stacks::FrameName>,
+    ) -> super::super::stacks::ThreadStack {
+        super::super::stacks::ThreadStack {
+            tid,
+            syscall,
+            lock_name: None,
+            frames,
+            pcs: Vec::new(),
+            held: Duration::ZERO,
+        }
+    }
+
+    /// One stop of `threads`, held no time, into `stacks`.
+    fn push(stacks: &Mutex<Stacks>, threads: Vec<super::super::stacks::ThreadStack>) {
+        stacks.lock().unwrap().push(
+            Instant::now(),
+            super::super::stacks::Batch {
+                stopped: Duration::ZERO,
+                threads,
+            },
+        );
+    }
+
     /// python3 with one thread spinning and the main thread sleeping: the search finds the
     /// spinning thread CPU-bound and the sleeping one waiting outside, and nothing else.
     #[test]
@@ -672,7 +699,6 @@ mod tests {
     /// samples of the thread experiment it refines: into the chain of calls it is.
     #[test]
     fn a_call_path_measured_elsewhere_is_refined_from_its_threads_samples() {
-        use super::super::stacks::{Batch, ThreadStack};
         let pid = std::process::id() as i32;
         let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
         let mut lab = ProcLab::with_stacks(pid, stacks.clone());
@@ -689,20 +715,7 @@ mod tests {
                 frame("app", "worker"),
                 frame("libc.so.6", "start_thread"),
             ];
-            stacks.lock().unwrap().push(
-                Instant::now(),
-                Batch {
-                    stopped: Duration::ZERO,
-                    threads: vec![ThreadStack {
-                        tid: 7,
-                        syscall: None,
-                        lock_name: None,
-                        frames,
-                        pcs: Vec::new(),
-                        held: Duration::ZERO,
-                    }],
-                },
-            );
+            push(&stacks, vec![stopped(7, None, frames)]);
         }
         let app = thread.with(Resource::Module("app".into()));
         let path = app
@@ -728,7 +741,7 @@ mod tests {
     /// concluded at the thread); once its samples show the wait, it is refined below.
     #[test]
     fn a_thread_with_too_few_samples_to_show_its_wait_is_refined_later() {
-        use super::super::stacks::{Batch, FrameName, Syscall, ThreadStack};
+        use super::super::stacks::{FrameName, Syscall};
         let pid = std::process::id() as i32;
         let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
         let mut lab = ProcLab::with_stacks(pid, stacks.clone());
@@ -739,25 +752,13 @@ mod tests {
         })
         .unwrap();
         let push = |syscall: Option<Syscall>, inner: FrameName| {
-            stacks.lock().unwrap().push(
-                Instant::now(),
-                Batch {
-                    stopped: Duration::ZERO,
-                    threads: vec![ThreadStack {
-                        tid: 7,
-                        syscall,
-                        lock_name: None,
-                        frames: vec![
-                            inner,
-                            frame("app", "serve"),
-                            frame("app", "worker"),
-                            frame("libc.so.6", "start_thread"),
-                        ],
-                        pcs: Vec::new(),
-                        held: Duration::ZERO,
-                    }],
-                },
-            )
+            let frames = vec![
+                inner,
+                frame("app", "serve"),
+                frame("app", "worker"),
+                frame("libc.so.6", "start_thread"),
+            ];
+            push(&stacks, vec![stopped(7, syscall, frames)])
         };
         push(None, frame("app", "handle"));
         assert_eq!(lab.refine(Hypothesis::ExternalWait, &thread), None);
@@ -841,7 +842,7 @@ mod tests {
     /// seconds apart).
     #[test]
     fn a_thread_reads_the_stack_samples_of_the_program_it_was_refined_from() {
-        use super::super::stacks::{Batch, Syscall, ThreadStack};
+        use super::super::stacks::LOCK_WAIT;
         let pid = std::process::id() as i32;
         // SAFETY: gettid takes no arguments.
         let tid = unsafe { libc::gettid() };
@@ -854,28 +855,13 @@ mod tests {
         })
         .unwrap();
         for _ in 0..20 {
-            stacks.lock().unwrap().push(
-                Instant::now(),
-                Batch {
-                    stopped: Duration::ZERO,
-                    threads: vec![ThreadStack {
-                        tid,
-                        syscall: Some(Syscall {
-                            nr: 202,
-                            args: [0x4040, 0x80, 2],
-                            interrupted: true,
-                        }),
-                        lock_name: None,
-                        frames: vec![
-                            frame("libc.so.6", "pthread_mutex_lock"),
-                            frame("app", "contend"),
-                            frame("libc.so.6", "start_thread"),
-                        ],
-                        pcs: Vec::new(),
-                        held: Duration::ZERO,
-                    }],
-                },
-            );
+            let futex = LOCK_WAIT;
+            let frames = vec![
+                frame("libc.so.6", "pthread_mutex_lock"),
+                frame("app", "contend"),
+                frame("libc.so.6", "start_thread"),
+            ];
+            push(&stacks, vec![stopped(tid, Some(futex), frames)]);
         }
         let probe = lab
             .start(&Experiment {
@@ -902,7 +888,7 @@ mod tests {
     /// condition stays parked (0), and the reading waits for the samples that tell.
     #[test]
     fn a_parked_thread_waiting_to_take_a_lock_waits_for_it() {
-        use super::super::stacks::{Batch, Syscall, ThreadStack};
+        use super::super::stacks::LOCK_WAIT;
         let pid = std::process::id() as i32;
         let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
         let lab = ProcLab::with_stacks(pid, stacks.clone());
@@ -925,21 +911,14 @@ mod tests {
             started: Instant::now(),
             from: Instant::now(),
         };
-        let waiting = |tid: i32, call: &str| ThreadStack {
-            tid,
-            syscall: Some(Syscall {
-                nr: 202,
-                args: [0x4040, 0x80, 2],
-                interrupted: true,
-            }),
-            lock_name: None,
-            frames: vec![
+        let waiting = |tid: i32, call: &str| {
+            let futex = LOCK_WAIT;
+            let frames = vec![
                 frame("libc.so.6", call),
                 frame("app", "locker"),
                 frame("libc.so.6", "start_thread"),
-            ],
-            pcs: Vec::new(),
-            held: Duration::ZERO,
+            ];
+            stopped(tid, Some(futex), frames)
         };
         let read = |tid: i32| {
             lab.thread_fraction(
@@ -952,15 +931,12 @@ mod tests {
         // No samples yet: no reading (not a parked 0).
         assert_eq!(read(7), None);
         for _ in 0..STACK_MIN {
-            stacks.lock().unwrap().push(
-                Instant::now(),
-                Batch {
-                    stopped: Duration::ZERO,
-                    threads: vec![
-                        waiting(7, "pthread_mutex_lock"),
-                        waiting(8, "pthread_cond_wait"),
-                    ],
-                },
+            push(
+                &stacks,
+                vec![
+                    waiting(7, "pthread_mutex_lock"),
+                    waiting(8, "pthread_cond_wait"),
+                ],
             );
         }
         assert_eq!(read(7), Some(1.0));
@@ -972,7 +948,7 @@ mod tests {
     /// the search neither concludes at the thread for want of them nor stops waiting.
     #[test]
     fn a_thread_is_refined_only_once_it_has_the_samples_a_reading_needs() {
-        use super::super::stacks::{Batch, Syscall, ThreadStack};
+        use super::super::stacks::LOCK_WAIT;
         let pid = std::process::id() as i32;
         // SAFETY: gettid takes no arguments.
         let tid = unsafe { libc::gettid() };
@@ -991,11 +967,7 @@ mod tests {
             for _ in 0..n {
                 let (syscall, frames) = if waits {
                     (
-                        Some(Syscall {
-                            nr: 202,
-                            args: [0x4040, 0x80, 2],
-                            interrupted: true,
-                        }),
+                        Some(LOCK_WAIT),
                         vec![
                             frame("libc.so.6", "pthread_mutex_lock"),
                             frame("app", "contend"),
@@ -1008,20 +980,7 @@ mod tests {
                         vec![frame("app", "work"), frame("libc.so.6", "start_thread")],
                     )
                 };
-                stacks.lock().unwrap().push(
-                    Instant::now(),
-                    Batch {
-                        stopped: Duration::ZERO,
-                        threads: vec![ThreadStack {
-                            tid,
-                            syscall,
-                            lock_name: None,
-                            frames,
-                            pcs: Vec::new(),
-                            held: Duration::ZERO,
-                        }],
-                    },
-                );
+                push(&stacks, vec![stopped(tid, syscall, frames)]);
             }
         };
         // A few samples that happen to show it running: no refinement from them.

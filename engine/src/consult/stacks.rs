@@ -1193,6 +1193,14 @@ const FUTEX: u64 = 202;
 /// `restart_syscall`: an interrupted call resumed by the kernel.
 pub const RESTART_SYSCALL: u64 = 219;
 
+/// A thread asleep waiting to take a lock at 0x4040 (`FUTEX_WAIT_PRIVATE`), for tests.
+#[cfg(test)]
+pub(super) const LOCK_WAIT: Syscall = Syscall {
+    nr: FUTEX,
+    args: [0x4040, 0x80, 2],
+    interrupted: true,
+};
+
 /// The module of the last function of `focus`.
 fn last_module(focus: &Focus) -> Option<String> {
     focus.0.iter().rev().find_map(|r| match r {

@@ -76,11 +76,7 @@ fn a_path_starts_at_the_threads_own_code_and_ends_at_its_first_library_call() {
 fn store() -> Stacks {
     let mut s = Stacks::new(std::process::id() as i32);
     let t0 = Instant::now();
-    let futex = Syscall {
-        nr: FUTEX,
-        args: [0x4040, 0x80, 2],
-        interrupted: true,
-    };
+    let futex = LOCK_WAIT;
     for i in 0..60 {
         let t = if i < 40 {
             worker(&[("app", "crunch")], None)
@@ -848,9 +844,8 @@ fn a_lock_wait_counts_until_its_return_and_a_join_is_none() {
     let mut s = Stacks::new(std::process::id() as i32);
     let t0 = Instant::now();
     let futex = |interrupted| Syscall {
-        nr: FUTEX,
-        args: [0x4040, 0x80, 2],
         interrupted,
+        ..LOCK_WAIT
     };
     let lock = [
         ("app", "contend"),
@@ -1032,11 +1027,7 @@ fn a_wait_on_many_descriptors_is_one_refinement_naming_them() {
 fn only_waits_to_take_a_lock_count_as_lock_waits() {
     let mut s = Stacks::new(std::process::id() as i32);
     let t0 = Instant::now();
-    let futex = Syscall {
-        nr: FUTEX,
-        args: [0x4040, 0x80, 2],
-        interrupted: true,
-    };
+    let futex = LOCK_WAIT;
     for call in [
         "pthread_mutex_lock",
         "___pthread_mutex_lock",
