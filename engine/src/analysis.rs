@@ -125,6 +125,7 @@ impl Analysis {
         let landing_pads = LandingPads::read(binary);
         let table_limits = cfg::TableLimits::read(binary, table);
         let build_one = |i: usize, noret: &HashSet| {
+            progress.pace();
             let is_noreturn = |a: LinkAddr| noret.contains(&a.0);
             let ctx = Context {
                 binary,
@@ -198,6 +199,7 @@ impl Analysis {
             .into_par_iter()
             .zip(funcs.par_iter())
             .map(|(cfg, f)| {
+                progress.pace();
                 let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if d.is_multiple_of(256) || d == total {
                     progress.update(d, total);

@@ -122,6 +122,30 @@ impl Module {
         })
     }
 
+    /// Runs the whole-module analysis, reporting to `progress`, beside the module's own
+    /// ([`Module::analysis`]) rather than inside it, and keeps it unless another caller's
+    /// finished first. `progress` may hold it back for long (`consult`'s pace): whoever asks
+    /// for the analysis meanwhile runs it without waiting for this one, and this one runs on
+    /// threads of its own, holding none of those everyone else's parallel work runs on.
+    /// Held inside, `consult`'s paced analysis held the stack sampler and the tracer thread,
+    /// which the pace needed to see the search's cost fall before it let the analysis go on.
+    pub fn analyse_aside(&self, progress: &dyn Progress) {
+        if self.analysis_ready() {
+            return;
+        }
+        let table = self.functions();
+        let run = || Analysis::run(&self.binary, table, progress);
+        let analysis = match rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("gsh-aside-{i}"))
+            .build()
+        {
+            Ok(pool) => pool.install(run),
+            Err(_) => run(),
+        };
+        // Another caller's, finished first, is kept: the two are the same.
+        let _ = self.analysis.set(analysis);
+    }
+
     /// True when the whole-module analysis has run already.
     pub fn analysis_ready(&self) -> bool {
         self.analysis.get().is_some()

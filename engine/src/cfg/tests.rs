@@ -477,3 +477,60 @@ mod degrees {
         }
     }
 }
+
+/// A search holds the analysis to its cost limit between functions
+/// ([`crate::symbols::Progress::pace`]): each function's graph is built, and its loops found,
+/// only once the progress lets it go on. Before, the progress was told every 256 functions,
+/// and nothing could hold the work in between.
+#[test]
+fn the_analysis_asks_its_progress_before_each_function() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Paces(AtomicUsize);
+    impl crate::symbols::Progress for Paces {
+        fn update(&self, _: u64, _: u64) {}
+        fn pace(&self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let s = analysed(&["-O2"]);
+    let m = s.main().unwrap();
+    let functions = m.functions().functions().len();
+    let paces = Paces(AtomicUsize::new(0));
+    m.analysis_with(&paces);
+    // Its graph built, then its loops and calls found: twice a function at the least.
+    assert!(
+        paces.0.load(Ordering::Relaxed) >= 2 * functions,
+        "{} paces for {functions} functions",
+        paces.0.load(Ordering::Relaxed)
+    );
+}
+
+/// An analysis held back by its progress (`consult`'s pace) holds no one else: whoever needs
+/// the module's analysis meanwhile gets it. Run inside the module's lock, the held analysis
+/// kept the stack sampler and the tracer waiting, and the pace, which needed them to see the
+/// search's cost fall, held it for the rest of the search.
+#[test]
+fn an_analysis_held_back_aside_keeps_no_one_waiting() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct Held(AtomicBool);
+    impl crate::symbols::Progress for Held {
+        fn update(&self, _: u64, _: u64) {}
+        fn pace(&self) {
+            while self.0.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+    }
+    let s = analysed(&["-O1"]);
+    let m = s.main().unwrap();
+    let held = Held(AtomicBool::new(true));
+    std::thread::scope(|scope| {
+        let aside = scope.spawn(|| m.analyse_aside(&held));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let leaf = m.functions().by_name("leaf").next().unwrap().id;
+        assert!(!m.analysis().function(leaf).cfg.blocks.is_empty());
+        assert!(!aside.is_finished(), "the held analysis went on");
+        held.0.store(false, Ordering::Relaxed);
+    });
+    assert!(m.analysis_ready());
+}

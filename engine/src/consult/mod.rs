@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+pub mod pace;
 pub mod probes;
 pub mod proclab;
 pub mod sample;
@@ -1374,6 +1375,14 @@ pub struct Shares {
     pub competed: f64,
 }
 
+impl Shares {
+    /// What the search cost the program in all: the stops (with gsh's competition) and the
+    /// probes.
+    pub fn overhead(&self) -> f64 {
+        self.stops + self.probes
+    }
+}
+
 impl Report {
     /// Sets the report's overhead and its parts from `cost` ([`Report::probes`] first, so
     /// its cost is set too).
@@ -1386,7 +1395,7 @@ impl Report {
         self.competed = shares.competed;
         self.stop_cost = shares.stops;
         self.probes.cost = shares.probes;
-        self.overhead = shares.stops + shares.probes;
+        self.overhead = shares.overhead();
     }
 
     /// The conclusions, then the search history graph as an indented tree.

@@ -27,8 +27,10 @@
 //! not refined further: the outer one has more likely ended than run all along.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
+use super::pace::{Pace, AIM};
 use super::proclab::ProcLab;
 use super::{Experiment, Focus, Hypothesis, Lab, Method, ProbeId, Reading, Resource};
 
@@ -586,6 +588,8 @@ pub struct ProbeLab<'p> {
     /// The chains of calls the search went on along from call paths (`Stacks::along`): the
     /// loops of their functions, and of what they call, are timed along their paths.
     along: std::collections::HashSet<Focus>,
+    /// What the whole search has cost so far, where it is told ([`ProbeLab::pacing`]).
+    pace: Option<Arc<Pace>>,
 }
 
 /// For a call path focus (a [`Resource::CallPath`] of two functions or more): the module,
@@ -649,7 +653,21 @@ impl<'p> ProbeLab<'p> {
             untimable: Default::default(),
             along: Default::default(),
             shared: BTreeMap::new(),
+            pace: None,
         }
+    }
+
+    /// The lab starts no probe while the whole search (its stops and gsh's competition for
+    /// the CPUs, not only the probes) is at its aim of the cost limit, as `pace` tells: a
+    /// probe's start costs gsh's work too (analysis, planning, insertion).
+    pub fn pacing(mut self, pace: Arc<Pace>) -> Self {
+        self.pace = Some(pace);
+        self
+    }
+
+    /// Seconds the probes have taken from the program so far.
+    pub fn probes_spent(&self) -> f64 {
+        self.paid_so_far() / 1e9
     }
 
     /// Looks, at most once a [`LEARN_EVERY`], for libraries the program loaded since the
@@ -1388,7 +1406,10 @@ impl Lab for ProbeLab<'_> {
         };
         // The stops keep a tenth of the budget (`stacks::sample_stacks`): the probes get
         // the rest.
-        paid / base.max(1e-9) / PROBES_SHARE
+        let probes = paid / base.max(1e-9) / PROBES_SHARE;
+        // The whole search, at its aim of the limit, spent it all: no probe starts.
+        let whole = self.pace.as_ref().map_or(0.0, |p| p.spent() / AIM);
+        probes.max(whole)
     }
 
     fn measured_cost(&mut self, probe: ProbeId) -> Option<f64> {
@@ -2029,6 +2050,25 @@ mod tests {
         // Without probes, nothing below a function is a loop.
         let mut bare = ProbeLab::new(pid, ProcLab::new(pid), None);
         assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());
+    }
+
+    /// A probe's start costs gsh's work (analysing, planning, inserting): none starts while
+    /// the whole search, its stops and gsh's competition for the CPUs with the probes, is at
+    /// its aim of the limit. Before, the lab's `spent` counted its probes alone, and the
+    /// search went on starting timers on redis-server with gsh's competition at 7.2% of the
+    /// server's time against a limit of 5%.
+    #[test]
+    fn no_probe_starts_while_the_whole_search_is_at_its_aim() {
+        let (pid, _) = at_f();
+        let limit = 0.05;
+        let pace = Arc::new(Pace::new(limit));
+        let mut fake = Fake::default();
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake)).pacing(pace.clone());
+        assert!(lab.spent() < limit, "{}", lab.spent());
+        pace.tell(limit * AIM);
+        assert!(lab.spent() >= limit, "{}", lab.spent());
+        pace.tell(limit * AIM * 0.5);
+        assert!(lab.spent() < limit, "{}", lab.spent());
     }
 
     /// A timer that cannot come out of a program that ended is no error of the search; one

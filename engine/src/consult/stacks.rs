@@ -32,6 +32,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::pace::AIM;
 use super::sample::{classify, Activity, Meter};
 use super::{Focus, Hypothesis, Resource, WaitSet, Watched};
 
@@ -1520,10 +1521,6 @@ fn stop_due(stops: Duration, others: Duration, cost: f64) -> Duration {
     let own = stops.div_f64(cost / 10.0);
     shared.min(own)
 }
-
-/// The share of `--cost` the sampler aims its stops and the probes at: what the stops cost is
-/// measured by turns a few seconds long, with the noise of a shared machine.
-const AIM: f64 = 0.8;
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,12 @@
 //! `time FUNC call CALLEE` requests of the session's plan, through the process's tracer
 //! while the program runs; call paths by `profile FUNC`, read for one path (`paths.rs`).
 
+use std::sync::Arc;
+
+use crate::consult::pace::Pace;
 use crate::consult::probes::{LoopInfo, Probes, TimerValue};
+use crate::patch::ModuleFacts;
+use crate::session::Module;
 
 mod paths;
 
@@ -16,12 +21,11 @@ pub struct LiveProbes<'a> {
     tracer: &'a crate::process::Tracer<super::Live>,
     /// Modules being analysed in the background, for [`Probes::ready`], each with what its
     /// patcher plans from, computed there too (`None`: the module is not loaded).
-    analysing: std::collections::BTreeMap<
-        crate::ModuleId,
-        Option<std::sync::Arc<crate::patch::ModuleFacts>>,
-    >,
+    analysing: std::collections::BTreeMap<crate::ModuleId, Option<Arc<ModuleFacts>>>,
     /// The call paths timed, over the profiles of their functions.
     paths: paths::PathTimers,
+    /// The search's pace, which the analyses are held to ([`LiveProbes::pacing`]).
+    pace: Option<Arc<Pace>>,
 }
 
 impl<'a> LiveProbes<'a> {
@@ -37,7 +41,16 @@ impl<'a> LiveProbes<'a> {
             tracer: inferior.tracer(),
             analysing: Default::default(),
             paths: Default::default(),
+            pace: None,
         }
+    }
+
+    /// The modules' analyses in the background are held to `pace`, the search's cost limit:
+    /// on a loaded machine, redis-server's took most of the 7.2% of the server's running time
+    /// gsh's competition for the CPUs cost, against a limit of 5%.
+    pub fn pacing(mut self, pace: Arc<Pace>) -> Self {
+        self.pace = Some(pace);
+        self
     }
 
     /// The one function `function` of `module` names.
@@ -150,14 +163,10 @@ impl Probes for LiveProbes<'_> {
             return true;
         }
         self.analysing.insert(f.module, facts.clone());
+        let pace = self.pace.clone();
         let started = std::thread::Builder::new()
             .name("gsh-consult-analysis".into())
-            .spawn(move || {
-                m.analysis();
-                if let Some(facts) = facts {
-                    facts.compute(&*m);
-                }
-            });
+            .spawn(move || analyse(&m, facts, pace.as_deref()));
         if started.is_err() {
             // No thread: analysed, and planned from, where first needed, as before.
             self.analysing.insert(f.module, None);
@@ -313,5 +322,23 @@ impl Probes for LiveProbes<'_> {
             let _ = self.plan.delete(id);
         }
         Ok(())
+    }
+}
+
+/// Analyses module `m` and computes the `facts` its patcher plans from, held to `pace` where
+/// the search has one: then beside the module's own analysis, which whoever needs it
+/// meanwhile runs rather than wait for the held one ([`Module::analyse_aside`]).
+fn analyse(m: &Module, facts: Option<Arc<ModuleFacts>>, pace: Option<&Pace>) {
+    match pace {
+        Some(p) => m.analyse_aside(p),
+        None => {
+            m.analysis();
+        }
+    }
+    if let Some(facts) = facts {
+        if let Some(p) = pace {
+            p.wait();
+        }
+        facts.compute(m);
     }
 }

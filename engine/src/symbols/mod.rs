@@ -214,6 +214,11 @@ pub trait Progress: Sync {
     /// A new step of the work begins (`building control-flow graphs`); the `update`s that
     /// follow count its units, from 0 again. A step with no units still says it is running.
     fn phase(&self, _what: &str) {}
+
+    /// Called between units of the work (each function analysed): a progress that holds the
+    /// work to a budget (`consult`'s, [`crate::consult::pace::Pace`]) waits here while the
+    /// budget is spent.
+    fn pace(&self) {}
 }
 
 /// A [`Progress`] that ignores everything.

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
+use engine::consult::pace::Pace;
 use engine::consult::probes::{ProbeLab, Probes};
 use engine::consult::stacks::Stacks;
 use engine::consult::{self, proclab::ProcLab, Focus, Hypothesis, Resource, Search, Settings};
@@ -317,27 +318,34 @@ pub(crate) fn search(
             .reading_waits(engine::instrument::waited)
             .describing(engine::instrument::described),
     ));
-    let mut probes = LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior);
+    let cost = settings.cost_limit;
+    // gsh's work beside the stops (analysing code for timers, starting them) is held to the
+    // cost limit by what the search has cost so far, told at each step.
+    let pace = Arc::new(Pace::new(cost));
+    let mut probes =
+        LiveProbes::new(&mut ctx.plan, &mut ctx.session, &t.inferior).pacing(pace.clone());
     let mut lab = ProbeLab::new(
         pid,
         ProcLab::with_stacks(pid, store.clone()),
         Some(&mut probes as &mut dyn Probes),
-    );
-    let cost = settings.cost_limit;
+    )
+    .pacing(pace.clone());
     let mut search = Search::new(settings, Focus(vec![Resource::Program(program)]));
     // The sampler picks up libraries the program loads meanwhile by itself.
     let done = AtomicBool::new(false);
-    /// Sets `done` when dropped: the sampler ends however the search does (a panic
-    /// included), or the scope would wait for it forever.
-    struct Done<'d>(&'d AtomicBool);
+    /// Sets `done` and releases the pace when dropped: the sampler ends however the search
+    /// does (a panic included), or the scope would wait for it forever, and the analyses
+    /// left go on unheld.
+    struct Done<'d>(&'d AtomicBool, &'d Pace);
     impl Drop for Done<'_> {
         fn drop(&mut self) {
             self.0.store(true, Ordering::SeqCst);
+            self.1.release();
         }
     }
     let mut usage = consult::sample::Meter::new(pid);
     let seconds = std::thread::scope(|scope| {
-        let _done = Done(&done);
+        let _done = Done(&done, &pace);
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
             .spawn_scoped(scope, || t.inferior.sample_stacks(&store, cost, &done));
@@ -351,8 +359,15 @@ pub(crate) fn search(
             |search, lab, now| {
                 // Libraries loaded meanwhile, for loop timers in their functions.
                 lab.learn();
-                // The program's threads as they come and go.
-                usage.read();
+                // The program's threads as they come and go, and what the search has cost
+                // so far, which gsh's own work is held to.
+                let competition = usage.read();
+                let probes = lab.probes_spent();
+                pace.tell(
+                    cost_of(&store, probes, now, competition)
+                        .shares()
+                        .overhead(),
+                );
                 if watching {
                     watch(search, now, &mut told);
                 }
@@ -372,28 +387,14 @@ pub(crate) fn search(
     let probe_stats = lab.finish();
     let why_stopped = lab.inner.error();
     let sampler_cpu = lab.inner.overhead();
-    let (stopped, (lost, used), imposed, stops, stack_error) = {
+    let (stops, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
-        (
-            s.stopped().as_secs_f64(),
-            s.cost(),
-            s.imposed(),
-            s.batches(),
-            s.error().map(str::to_owned),
-        )
+        (s.batches(), s.error().map(str::to_owned))
     };
     let mut report = search.report(seconds, 0.0);
     let spent = probe_stats.spent;
     report.probes = probe_stats;
-    report.set_cost(consult::Cost {
-        stopped,
-        lost: lost.as_secs_f64(),
-        imposed: imposed.as_secs_f64(),
-        used: used.as_secs_f64(),
-        probes: spent,
-        wall: seconds,
-        competition,
-    });
+    report.set_cost(cost_of(&store, spent, seconds, competition));
     report.sampler_cpu = sampler_cpu;
     report.stack_samples = stops;
     if let Some(path) = dot {
@@ -407,6 +408,27 @@ pub(crate) fn search(
         text.push_str(&format!("(sampling stopped: {e})\n"));
     }
     Ok(Output::Text(text))
+}
+
+/// What the search has cost the program after `wall` seconds, from the stack samples'
+/// `store`, the `probes`' seconds and gsh's `competition` for the CPUs.
+fn cost_of(
+    store: &Mutex<Stacks>,
+    probes: f64,
+    wall: f64,
+    competition: consult::sample::Competition,
+) -> consult::Cost {
+    let s = store.lock().unwrap_or_else(|e| e.into_inner());
+    let (lost, used) = s.cost();
+    consult::Cost {
+        stopped: s.stopped().as_secs_f64(),
+        lost: lost.as_secs_f64(),
+        imposed: s.imposed().as_secs_f64(),
+        used: used.as_secs_f64(),
+        probes,
+        wall,
+        competition,
+    }
 }
 
 /// `--watch`: one line on stderr for each experiment as it starts and as it is judged, with the
