@@ -1,0 +1,713 @@
+//! `bench-consult --redis [--runs N] [--cost PERCENT] [--for SECONDS] [--clients N]`: whether
+//! the overhead `consult` reports on a real server agrees with how much it slowed the server,
+//! by the server's own progress, and whether both stay under `--cost` (#17). Two
+//! redis-servers (Debian's, installed when missing) run side by side, each under the same
+//! closed-loop load of ours: `--clients` connections (20, as `redis-benchmark -c 20`), driven
+//! in lockstep rounds by two threads per server, each connection sending `SET` then `GET` of
+//! the same key and checking every answer (a wrong one is counted, and fails the bench). The
+//! operations each server completes are read every 50 ms, with its threads' CPU time (their
+//! `schedstat`). One server is searched (`gsh --json -p PID -c 'consult --for SECONDS [--cost
+//! PERCENT]'`), the other, its twin, never is: the bench alternates phases of 5 s alone with
+//! searches, ending alone (`runs` searches, `runs + 1` alone phases), and compares each
+//! search's operations per second, over the search's own seconds, with the mean of the alone
+//! phases on both sides of it, in the same run; and the searched server's rate over its
+//! twin's likewise, which cancels the machine's other load (it slows both alike). Beside them,
+//! what consult estimated and its parts (its stops, of which gsh's competition for the CPUs,
+//! and its probes), gsh's CPU, the server's operations per second of its own CPU time (what
+//! the probes cost shows there; the stops and the competition take CPU time from it instead),
+//! and the first finding. After each detach the server must map nothing of gsh's (runtime,
+//! arena, pools) and its text must be its file's. Without `--cost` the search runs at consult's
+//! default. Build it and gsh with `--release`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use gsh_tests::{json_stream, Gsh};
+
+use crate::bench_consult::children_cpu;
+use crate::bench_stall::{start_redis_on, ANSWER_DEADLINE};
+use crate::progress::ratio;
+
+/// The searched server's port, and its twin's: not bench-stall's and soak-redis' port, so
+/// that they may run at the same time.
+const PORTS: [u16; 2] = [16401, 16402];
+
+/// How long each phase without the search lasts.
+const ALONE: Duration = Duration::from_secs(5);
+
+/// How often the servers' progress is read.
+const EVERY: Duration = Duration::from_millis(50);
+
+/// Threads driving each server's connections.
+const LOAD_THREADS: usize = 2;
+
+/// Wrong answers kept to show, per load.
+const SHOWN: usize = 5;
+
+const USAGE: &str = "bench-consult --redis [--runs N] [--cost PERCENT] [--for SECONDS] \
+                     [--clients N] [--no-pin] [--search COMMANDS --window SECONDS]";
+
+pub fn run(args: &[String]) -> Result<()> {
+    let (mut runs, mut cost, mut seconds, mut clients) = (3usize, None, 30.0f64, 20usize);
+    let (mut pinned, mut commands, mut window) = (true, None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--no-pin" => {
+                pinned = false;
+                continue;
+            }
+            "--search" => {
+                commands = Some(it.next().context("--search needs gsh commands")?.clone());
+                continue;
+            }
+            _ => {}
+        }
+        let mut value = |what: &str| -> Result<f64> {
+            let v = it
+                .next()
+                .with_context(|| format!("{what} needs a number"))?;
+            v.parse()
+                .with_context(|| format!("{what}: `{v}` is not a number"))
+        };
+        match a.as_str() {
+            "--runs" => runs = value("--runs")? as usize,
+            "--cost" => cost = Some(value("--cost")?),
+            "--for" => seconds = value("--for")?,
+            "--clients" => clients = value("--clients")? as usize,
+            "--window" => window = Some(value("--window")?),
+            other => bail!("unexpected argument `{other}`; usage: {USAGE}"),
+        }
+    }
+    if runs == 0
+        || clients < LOAD_THREADS
+        || seconds <= 0.0
+        || cost.is_some_and(|c| !(c > 0.0 && c <= 100.0))
+        || commands.is_some() != window.is_some()
+        || window.is_some_and(|w| w <= 0.0)
+    {
+        bail!(
+            "usage: {USAGE} (at least {LOAD_THREADS} clients; --search and --window go \
+             together)"
+        );
+    }
+    let commands = commands.unwrap_or_else(|| match cost {
+        Some(c) => format!("consult --for {seconds} --cost {c}"),
+        None => format!("consult --for {seconds}"),
+    });
+    // consult's default --cost, against which the figures are read without one.
+    let limit = cost.unwrap_or(5.0) / 100.0;
+    println!(
+        "`{commands}` on redis-server under {clients} connections of SET/GET pairs, a twin \
+         server beside it under the same load, never searched: operations per second during \
+         each search over the alone phases before and after it, same run"
+    );
+    if let Some(w) = window {
+        println!("measured over the last {w} s before gsh exits");
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let pinned = pinned && cpus >= 2;
+    if pinned {
+        println!(
+            "each server and its load's threads on a CPU of their own (CPUs 0 and 1; gsh and \
+             the rest anywhere); --no-pin lets the scheduler place them"
+        );
+    }
+    let mut servers = Servers::start(clients, pinned)?;
+    let result = bench(&mut servers, &commands, window, runs);
+    let finished = servers.finish();
+    let runs_out = result?;
+    let (answers, wrong, shown) = finished?;
+    report(&runs_out, limit);
+    println!("answers: {answers} checked, {wrong} wrong (the searched server's and its twin's)");
+    let mut failures = Vec::new();
+    if wrong != 0 {
+        failures.push(format!("{wrong} wrong answers: {}", shown.join("; ")));
+    }
+    for (i, r) in runs_out.iter().enumerate() {
+        if let Err(e) = &r.left {
+            failures.push(format!("run {}: after the detach, {e}", i + 1));
+        }
+    }
+    if !failures.is_empty() {
+        bail!(failures.join("\n"));
+    }
+    Ok(())
+}
+
+/// What one run measured.
+struct Run {
+    /// The searched server's operations per second alone before and after, and during the
+    /// search.
+    before: f64,
+    after: f64,
+    during: f64,
+    /// Its rate over its twin's alone before and after, and during the search.
+    paired: (f64, f64, f64),
+    /// The twin's operations per second alone before and after, and during the search.
+    twin: (f64, f64, f64),
+    /// Its operations per second of its own CPU time: alone (the mean of the phases on both
+    /// sides), during.
+    per_cpu: (f64, f64),
+    /// Its CPU seconds per wall second: alone (the mean), during.
+    share: (f64, f64),
+    /// What consult reported: the estimate and its parts.
+    overhead: f64,
+    stop_cost: f64,
+    competed: f64,
+    probe_cost: f64,
+    stopped: f64,
+    /// The share of one CPU gsh used during the search, by its own count.
+    search_cpu: f64,
+    stack_samples: u64,
+    timers: u64,
+    /// Seconds the search ran.
+    seconds: f64,
+    /// gsh's CPU seconds (every thread, from its start to its exit) and its wall seconds.
+    gsh_cpu: (f64, f64),
+    /// The first finding, as consult's report lists it.
+    finding: String,
+    /// After the detach: nothing of gsh's mapped and the text the file's, or what was left.
+    left: Result<(), String>,
+}
+
+/// The alone phases' mean, and how much they differ over it (the noise).
+fn mean_noise(a: f64, b: f64) -> (f64, f64) {
+    let m = (a + b) / 2.0;
+    (m, (a - b).abs() / m.max(1e-12))
+}
+
+fn report(runs: &[Run], limit: f64) {
+    let under = |x: f64| if x < limit { "under" } else { "OVER" };
+    let mut med: [Vec<f64>; 10] = Default::default();
+    for (i, r) in runs.iter().enumerate() {
+        let run = i + 1;
+        let (alone, noise) = mean_noise(r.before, r.after);
+        let slowdown = 1.0 - r.during / alone;
+        let (twin_alone, twin_noise) = mean_noise(r.twin.0, r.twin.1);
+        let twin_slowdown = 1.0 - r.twin.2 / twin_alone;
+        let (paired_alone, _) = mean_noise(r.paired.0, r.paired.1);
+        let paired_slowdown = 1.0 - r.paired.2 / paired_alone;
+        let cpu_slowdown = 1.0 - r.per_cpu.1 / r.per_cpu.0;
+        println!(
+            "run {run}: {:.0} ops/s alone ({:.0} before, {:.0} after: they differ by {:.1}%), \
+             {:.0} during the search's {:.1} s: a slowdown of {:.2}%; per second of the \
+             server's CPU {:.2}%, its CPU seconds per wall second {:.3} alone, {:.3} during; \
+             the twin slowed {:.2}% (its alone phases differ by {:.1}%; gsh runs on its CPU \
+             too), the server against it {:.2}%",
+            alone,
+            r.before,
+            r.after,
+            noise * 100.0,
+            r.during,
+            r.seconds,
+            slowdown * 100.0,
+            cpu_slowdown * 100.0,
+            r.share.0,
+            r.share.1,
+            twin_slowdown * 100.0,
+            twin_noise * 100.0,
+            paired_slowdown * 100.0
+        );
+        println!(
+            "run {run}: consult's estimate {:.2}% (stops {:.2}%, of which gsh's competition \
+             {:.2}%; probes {:.2}%, {} timers; stopped {:.2}% of the time, {} samples; gsh used \
+             {:.1}% of a CPU by its count); estimate / slowdown {}, / the slowdown against the \
+             twin {}; under --cost {:.0}%: the estimate {}, the slowdown {}",
+            r.overhead * 100.0,
+            r.stop_cost * 100.0,
+            r.competed * 100.0,
+            r.probe_cost * 100.0,
+            r.timers,
+            r.stopped * 100.0,
+            r.stack_samples,
+            r.search_cpu * 100.0,
+            ratio(r.overhead, slowdown),
+            ratio(r.overhead, paired_slowdown),
+            limit * 100.0,
+            under(r.overhead),
+            under(slowdown)
+        );
+        println!(
+            "run {run}: gsh used {:.2} CPU seconds over its {:.1} s ({:.2} CPUs); first \
+             finding: {}; after the detach: {}",
+            r.gsh_cpu.0,
+            r.gsh_cpu.1,
+            r.gsh_cpu.0 / r.gsh_cpu.1.max(1e-9),
+            r.finding,
+            match &r.left {
+                Ok(()) => "nothing of gsh's mapped, the text its file's".to_owned(),
+                Err(e) => format!("NOT CLEAN: {e}"),
+            }
+        );
+        for (v, x) in med.iter_mut().zip([
+            alone,
+            r.during,
+            slowdown,
+            cpu_slowdown,
+            twin_slowdown,
+            paired_slowdown,
+            r.overhead,
+            r.competed,
+            r.probe_cost,
+            r.gsh_cpu.0 / r.gsh_cpu.1.max(1e-9),
+        ]) {
+            v.push(x);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let [alone, during, slow, cpu, twin, paired, est, comp, probes, gsh] = med.each_mut();
+    let (slow, paired, est) = (median(slow), median(paired), median(est));
+    println!(
+        "median of {} runs: {:.0} ops/s alone, {:.0} during; slowdown {:.2}% (per server CPU \
+         second {:.2}%; the twin's {:.2}%, against it {:.2}%); consult's estimate {:.2}% \
+         (competition {:.2}%, probes {:.2}%); estimate / slowdown {}, / against the twin {}; \
+         gsh {:.2} CPUs",
+        runs.len(),
+        median(alone),
+        median(during),
+        slow * 100.0,
+        median(cpu) * 100.0,
+        median(twin) * 100.0,
+        paired * 100.0,
+        est * 100.0,
+        median(comp) * 100.0,
+        median(probes) * 100.0,
+        ratio(est, slow),
+        ratio(est, paired),
+        median(gsh)
+    );
+}
+
+/// The two servers, their loads, and the progress read from them every [`EVERY`].
+struct Servers {
+    /// The searched server, then its twin.
+    children: Vec<Child>,
+    loads: Vec<Load>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+    stop: Arc<AtomicBool>,
+    sampler: Option<JoinHandle<()>>,
+}
+
+/// One reading of both servers: when, their operations completed, their threads' CPU
+/// nanoseconds.
+#[derive(Clone, Copy)]
+struct Sample {
+    t: Instant,
+    ops: [u64; 2],
+    cpu: [u64; 2],
+}
+
+impl Servers {
+    /// With `pinned`, each server and its load's threads run on a CPU of their own.
+    fn start(clients: usize, pinned: bool) -> Result<Servers> {
+        let mut servers = Servers {
+            children: Vec::new(),
+            loads: Vec::new(),
+            samples: Arc::default(),
+            stop: Arc::default(),
+            sampler: None,
+        };
+        // Dropped on an error: the servers started so far are killed.
+        for (i, port) in PORTS.into_iter().enumerate() {
+            servers.children.push(start_redis_on(port)?);
+            let cpu = pinned.then_some(i);
+            if let Some(cpu) = cpu {
+                let pid = servers.children[i].id();
+                // Its threads are all started once it answers (redis starts its background
+                // threads before it listens).
+                for t in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
+                    let tid = t.file_name().to_string_lossy().parse::<i32>()?;
+                    pin(tid, cpu)?;
+                }
+            }
+            servers.loads.push(Load::start(port, clients, cpu)?);
+        }
+        let pids: Vec<u32> = servers.children.iter().map(Child::id).collect();
+        let ops: Vec<Arc<AtomicU64>> = servers.loads.iter().map(|l| l.ops.clone()).collect();
+        let (samples, stop) = (servers.samples.clone(), servers.stop.clone());
+        servers.sampler = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let o = [
+                    ops[0].load(Ordering::Relaxed),
+                    ops[1].load(Ordering::Relaxed),
+                ];
+                if let (Some(a), Some(b)) = (cpu_ns(pids[0]), cpu_ns(pids[1])) {
+                    samples.lock().expect("samples").push(Sample {
+                        t,
+                        ops: o,
+                        cpu: [a, b],
+                    });
+                }
+                std::thread::sleep(EVERY);
+            }
+        }));
+        Ok(servers)
+    }
+
+    fn pid(&self) -> u32 {
+        self.children[0].id()
+    }
+
+    /// Fails when a load's thread ended (a server stopped answering) or a server exited.
+    fn check(&mut self) -> Result<()> {
+        for l in &mut self.loads {
+            l.check()?;
+        }
+        for (c, port) in self.children.iter_mut().zip(PORTS) {
+            if let Ok(Some(status)) = c.try_wait() {
+                bail!("the redis-server on port {port} ended ({status})");
+            }
+        }
+        Ok(())
+    }
+
+    /// Over `from..to`: each server's operations per wall second and per second of its CPU
+    /// time, and its CPU seconds per wall second.
+    fn rates(&self, from: Instant, to: Instant) -> Result<[(f64, f64, f64); 2]> {
+        let s = self.samples.lock().expect("samples");
+        let inside: Vec<&Sample> = s.iter().filter(|x| x.t >= from && x.t <= to).collect();
+        let (Some(a), Some(b)) = (inside.first(), inside.last()) else {
+            bail!("no reading of the servers' progress in the window");
+        };
+        let wall = (b.t - a.t).as_secs_f64();
+        if wall <= 0.0 {
+            bail!("one reading of the servers' progress in the window");
+        }
+        Ok([0, 1].map(|i| {
+            let ops = (b.ops[i] - a.ops[i]) as f64;
+            let cpu = (b.cpu[i] - a.cpu[i]) as f64 / 1e9;
+            (ops / wall, ops / cpu.max(1e-9), cpu / wall)
+        }))
+    }
+
+    /// Stops the loads and the servers: the answers checked, the wrong ones, and the first
+    /// few of those.
+    fn finish(mut self) -> Result<(u64, u64, Vec<String>)> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(s) = self.sampler.take() {
+            let _ = s.join();
+        }
+        let (mut answers, mut wrong, mut shown) = (0, 0, Vec::new());
+        let mut failed = Ok(());
+        for l in std::mem::take(&mut self.loads) {
+            match l.finish() {
+                Ok((n, w, s)) => {
+                    answers += n;
+                    wrong += w;
+                    shown.extend(s);
+                }
+                Err(e) => failed = Err(e),
+            }
+        }
+        failed.map(|()| (answers, wrong, shown))
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Lets thread `tid` (0: the calling thread) run on CPU `cpu` only.
+fn pin(tid: i32, cpu: usize) -> Result<()> {
+    // SAFETY: `set` is a zeroed cpu_set_t on this stack; CPU_SET writes one bit of it, within
+    // it (`cpu` is below the CPUs the machine has, checked when pinning was chosen), and
+    // sched_setaffinity reads it.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        bail!(
+            "pinning thread {tid} to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// The summed nanoseconds on a CPU of process `pid`'s threads (their `schedstat`).
+fn cpu_ns(pid: u32) -> Option<u64> {
+    let mut sum = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        // A thread that ended meanwhile has no schedstat: its time is lost, not an error.
+        if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+            sum += s.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(sum)
+}
+
+/// A closed-loop load on one server: [`LOAD_THREADS`] threads, each driving its share of the
+/// connections in rounds (a request sent on every one, then every answer read and checked):
+/// a connection sends `SET` of its key to a fresh value, then `GET` of it, which must answer
+/// that value.
+struct Load {
+    stop: Arc<AtomicBool>,
+    /// Answers received (right or wrong).
+    ops: Arc<AtomicU64>,
+    wrong: Arc<Mutex<(u64, Vec<String>)>>,
+    threads: Vec<JoinHandle<Result<()>>>,
+    port: u16,
+}
+
+impl Load {
+    fn start(port: u16, clients: usize, cpu: Option<usize>) -> Result<Load> {
+        let mut load = Load {
+            stop: Arc::default(),
+            ops: Arc::default(),
+            wrong: Arc::default(),
+            threads: Vec::new(),
+            port,
+        };
+        for t in 0..LOAD_THREADS {
+            let n = clients / LOAD_THREADS + usize::from(t < clients % LOAD_THREADS);
+            let mut conns = Vec::new();
+            for _ in 0..n {
+                let s = TcpStream::connect(("127.0.0.1", port))
+                    .with_context(|| format!("connecting to redis on port {port}"))?;
+                s.set_nodelay(true)?;
+                // A server that stopped answering is an error, not a hang.
+                s.set_read_timeout(Some(ANSWER_DEADLINE))?;
+                conns.push((s.try_clone()?, BufReader::new(s)));
+            }
+            let (stop, ops, wrong) = (load.stop.clone(), load.ops.clone(), load.wrong.clone());
+            load.threads.push(std::thread::spawn(move || {
+                if let Some(cpu) = cpu {
+                    pin(0, cpu)?;
+                }
+                drive(t, &mut conns, &stop, &ops, &wrong)
+            }));
+        }
+        Ok(load)
+    }
+
+    /// Fails when a thread ended before it was told to.
+    fn check(&mut self) -> Result<()> {
+        if let Some(i) = self.threads.iter().position(JoinHandle::is_finished) {
+            let t = self.threads.remove(i);
+            let port = self.port;
+            t.join()
+                .map_err(|_| anyhow::anyhow!("a load thread of port {port} panicked"))?
+                .with_context(|| format!("the load on port {port}"))?;
+            bail!("a load thread of port {port} ended");
+        }
+        Ok(())
+    }
+
+    /// Stops it: the answers it received, the wrong ones, and the first few of those.
+    fn finish(mut self) -> Result<(u64, u64, Vec<String>)> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in std::mem::take(&mut self.threads) {
+            t.join()
+                .map_err(|_| anyhow::anyhow!("a load thread panicked"))?
+                .with_context(|| format!("the load on port {}", self.port))?;
+        }
+        let (n, shown) = std::mem::take(&mut *self.wrong.lock().expect("wrong"));
+        Ok((self.ops.load(Ordering::Relaxed), n, shown))
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One load thread: rounds over `conns` until `stop`. Round `r` sends, on connection `c`,
+/// `SET` of key `(thread, c, r / 2 mod 1000)` to `v<r>` when `r` is even, and `GET` of the
+/// same key, which must answer `v<r - 1>`, when it is odd.
+fn drive(
+    thread: usize,
+    conns: &mut [(TcpStream, BufReader<TcpStream>)],
+    stop: &AtomicBool,
+    ops: &AtomicU64,
+    wrong: &Mutex<(u64, Vec<String>)>,
+) -> Result<()> {
+    let mut line = Vec::new();
+    let mut round: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let set = round.is_multiple_of(2);
+        let value = format!("v{}", round - u64::from(!set));
+        for (c, (w, _)) in conns.iter_mut().enumerate() {
+            let key = format!("gshbench:{thread}:{c}:{}", round / 2 % 1000);
+            let request = if set {
+                format!("SET {key} {value}\r\n")
+            } else {
+                format!("GET {key}\r\n")
+            };
+            w.write_all(request.as_bytes())?;
+        }
+        for (c, (_, r)) in conns.iter_mut().enumerate() {
+            let answer = read_answer(r, &mut line)?;
+            let want = if set { "+OK" } else { value.as_str() };
+            if answer != want {
+                let mut w = wrong.lock().expect("wrong");
+                w.0 += 1;
+                if w.1.len() < SHOWN {
+                    let what = if set { "SET" } else { "GET" };
+                    w.1.push(format!(
+                        "{what} gshbench:{thread}:{c}:{} answered {answer:?}, not {want:?}",
+                        round / 2 % 1000
+                    ));
+                }
+            }
+        }
+        ops.fetch_add(conns.len() as u64, Ordering::Relaxed);
+        round += 1;
+    }
+    Ok(())
+}
+
+/// One answer: a status or error line as it is (`+OK`, `-ERR ...`), a bulk string's value, or
+/// `(nil)`.
+fn read_answer(r: &mut BufReader<TcpStream>, line: &mut Vec<u8>) -> Result<String> {
+    line.clear();
+    r.read_until(b'\n', line)?;
+    if !line.ends_with(b"\r\n") {
+        bail!("redis closed the connection");
+    }
+    let text = String::from_utf8_lossy(&line[..line.len() - 2]).into_owned();
+    let Some(len) = text.strip_prefix('$') else {
+        return Ok(text);
+    };
+    let Ok(len) = len.parse::<usize>() else {
+        return Ok("(nil)".into());
+    };
+    let mut value = vec![0u8; len + 2];
+    r.read_exact(&mut value)?;
+    value.truncate(len);
+    Ok(String::from_utf8_lossy(&value).into_owned())
+}
+
+/// One server throughout, its twin beside it: alone, then `runs` times a search and alone
+/// again.
+/// `window`: with other commands than consult, the seconds before gsh exits over which they
+/// are measured.
+fn bench(
+    servers: &mut Servers,
+    commands: &str,
+    window: Option<f64>,
+    runs: usize,
+) -> Result<Vec<Run>> {
+    let pid = servers.pid();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    // The loads' connections up and the servers warm before anything is measured.
+    std::thread::sleep(Duration::from_millis(500));
+    let alone = |servers: &mut Servers| -> Result<[(f64, f64, f64); 2]> {
+        let t0 = Instant::now();
+        std::thread::sleep(ALONE);
+        servers.check()?;
+        servers.rates(t0, Instant::now())
+    };
+    let mut before = alone(servers)?;
+    let mut out = Vec::new();
+    for _ in 0..runs {
+        let t1 = Instant::now();
+        let cpu_before = children_cpu();
+        let o = Gsh::new()
+            .args(["--json", "-p", &pid.to_string(), "-c", commands])
+            .timeout(Duration::from_secs(300))
+            .run();
+        let t2 = Instant::now();
+        // gsh was waited for: its CPU time (all its threads') is in its parent's children's.
+        let gsh_cpu = children_cpu() - cpu_before;
+        if !o.success() {
+            bail!("gsh failed:\n{o}");
+        }
+        // Before the alone phase: what is left now is what the detach left.
+        let left = gsh_tests::server::gsh_mappings(pid).and_then(|m| {
+            if m.is_empty() {
+                gsh_tests::server::text_matches_file(pid, &exe)
+            } else {
+                Err(format!("gsh's mappings left: {}", m.join(" | ")))
+            }
+        });
+        servers.check()?;
+        let after = alone(servers)?;
+        let last = json_stream(&o)
+            .pop()
+            .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take));
+        let r = match window {
+            Some(_) => last.unwrap_or_default(),
+            None => last.context("consult printed no result")?,
+        };
+        // gsh's own start (opening the modules, attaching) is inside t1..t2 but before the
+        // search; the search's seconds are the last part of it.
+        let seconds = window.unwrap_or_else(|| r["seconds"].as_f64().unwrap_or(0.0));
+        let from = t2
+            .checked_sub(Duration::from_secs_f64(seconds))
+            .unwrap_or(t1)
+            .max(t1);
+        let during = servers.rates(from, t2)?;
+        let mean = |a: f64, b: f64| (a + b) / 2.0;
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        out.push(Run {
+            before: before[0].0,
+            after: after[0].0,
+            during: during[0].0,
+            twin: (before[1].0, after[1].0, during[1].0),
+            paired: (
+                before[0].0 / before[1].0,
+                after[0].0 / after[1].0,
+                during[0].0 / during[1].0,
+            ),
+            per_cpu: (mean(before[0].1, after[0].1), during[0].1),
+            share: (mean(before[0].2, after[0].2), during[0].2),
+            overhead: f("overhead"),
+            stop_cost: f("stop_cost"),
+            competed: f("competed"),
+            probe_cost: r["probes"]["cost"].as_f64().unwrap_or(f64::NAN),
+            stopped: f("stopped"),
+            search_cpu: f("gsh_cpu"),
+            stack_samples: r["stack_samples"].as_u64().unwrap_or(0),
+            timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
+            seconds,
+            gsh_cpu: (gsh_cpu, (t2 - t1).as_secs_f64()),
+            finding: first_finding(&r),
+            left,
+        });
+        before = after;
+    }
+    Ok(out)
+}
+
+/// The first finding as consult's report lists it: hypothesis, fraction, focus.
+fn first_finding(r: &serde_json::Value) -> String {
+    let Some(f) = r["findings"].as_array().and_then(|v| v.first()) else {
+        return "none".into();
+    };
+    let focus: Vec<&str> = f["focus"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    let thread = f["thread"]
+        .as_u64()
+        .map_or(String::new(), |t| format!(" (thread {t})"));
+    format!(
+        "{} {:.2}  {}{thread}",
+        f["hypothesis"].as_str().unwrap_or("?"),
+        f["fraction"].as_f64().unwrap_or(f64::NAN),
+        focus.join(" > ")
+    )
+}
