@@ -143,20 +143,11 @@ pub fn run(args: &[String]) -> Result<()> {
 
 /// What one run measured.
 struct Run {
-    /// The searched server's operations per second alone before and after, and during the
-    /// search.
-    before: f64,
-    after: f64,
-    during: f64,
-    /// Its rate over its twin's alone before and after, and during the search.
-    paired: (f64, f64, f64),
-    /// The twin's operations per second alone before and after, and during the search.
-    twin: (f64, f64, f64),
-    /// Its operations per second of its own CPU time: alone (the mean of the phases on both
-    /// sides), during.
-    per_cpu: (f64, f64),
-    /// Its CPU seconds per wall second: alone (the mean), during.
-    share: (f64, f64),
+    /// The searched server's progress and its twin's, alone before the search, after it, and
+    /// during it.
+    before: [Rates; 2],
+    after: [Rates; 2],
+    during: [Rates; 2],
     /// What consult reported: the estimate and its parts.
     overhead: f64,
     stop_cost: f64,
@@ -185,61 +176,78 @@ fn mean_noise(a: f64, b: f64) -> (f64, f64) {
 
 fn report(runs: &[Run], limit: f64) {
     let under = |x: f64| if x < limit { "under" } else { "OVER" };
-    let mut med: [Vec<f64>; 10] = Default::default();
+    let mut med: [Vec<f64>; 13] = Default::default();
     for (i, r) in runs.iter().enumerate() {
         let run = i + 1;
-        let (alone, noise) = mean_noise(r.before, r.after);
-        let slowdown = 1.0 - r.during / alone;
-        let (twin_alone, twin_noise) = mean_noise(r.twin.0, r.twin.1);
-        let twin_slowdown = 1.0 - r.twin.2 / twin_alone;
-        let (paired_alone, _) = mean_noise(r.paired.0, r.paired.1);
-        let paired_slowdown = 1.0 - r.paired.2 / paired_alone;
-        let cpu_slowdown = 1.0 - r.per_cpu.1 / r.per_cpu.0;
+        let (b, a, d) = (&r.before, &r.after, &r.during);
+        let (alone, noise) = mean_noise(b[0].ops, a[0].ops);
+        let slowdown = 1.0 - d[0].ops / alone;
+        let (twin_alone, twin_noise) = mean_noise(b[1].ops, a[1].ops);
+        let twin_slowdown = 1.0 - d[1].ops / twin_alone;
+        let paired_alone = mean_noise(b[0].ops / b[1].ops, a[0].ops / a[1].ops).0;
+        let paired_slowdown = 1.0 - (d[0].ops / d[1].ops) / paired_alone;
+        let cpu_slowdown = 1.0 - d[0].per_cpu / mean_noise(b[0].per_cpu, a[0].per_cpu).0;
+        let share = mean_noise(b[0].share, a[0].share).0;
+        // The share of its running time the server lost: what consult's stops (gsh's
+        // competition among them) estimate; the probes show in the work per CPU second.
+        let run_lost = 1.0 - d[0].share / share;
+        // What each server and its load ran less during the search than alone, in CPUs:
+        // where gsh's CPU time (and the stops) came out of.
+        let lost = [0, 1].map(|i| mean_noise(b[i].group, a[i].group).0 - d[i].group);
         println!(
             "run {run}: {:.0} ops/s alone ({:.0} before, {:.0} after: they differ by {:.1}%), \
              {:.0} during the search's {:.1} s: a slowdown of {:.2}%; per second of the \
-             server's CPU {:.2}%, its CPU seconds per wall second {:.3} alone, {:.3} during; \
-             the twin slowed {:.2}% (its alone phases differ by {:.1}%; gsh runs on its CPU \
+             server's CPU {:.2}%; its running time (CPU seconds per wall second) {:.3} alone, \
+             {:.3} during, {:.2}% lost; the twin slowed {:.2}% (its alone phases differ by {:.1}%; gsh runs on its CPU \
              too), the server against it {:.2}%",
             alone,
-            r.before,
-            r.after,
+            b[0].ops,
+            a[0].ops,
             noise * 100.0,
-            r.during,
+            d[0].ops,
             r.seconds,
             slowdown * 100.0,
             cpu_slowdown * 100.0,
-            r.share.0,
-            r.share.1,
+            share,
+            d[0].share,
+            run_lost * 100.0,
             twin_slowdown * 100.0,
             twin_noise * 100.0,
             paired_slowdown * 100.0
         );
-        println!(
-            "run {run}: consult's estimate {:.2}% (stops {:.2}%, of which gsh's competition \
+        // Other commands than consult (--search) estimate nothing.
+        if !r.overhead.is_nan() {
+            println!(
+                "run {run}: consult's estimate {:.2}% (stops {:.2}%, of which gsh's competition \
              {:.2}%; probes {:.2}%, {} timers; stopped {:.2}% of the time, {} samples; gsh used \
              {:.1}% of a CPU by its count); estimate / slowdown {}, / the slowdown against the \
-             twin {}; under --cost {:.0}%: the estimate {}, the slowdown {}",
-            r.overhead * 100.0,
-            r.stop_cost * 100.0,
-            r.competed * 100.0,
-            r.probe_cost * 100.0,
-            r.timers,
-            r.stopped * 100.0,
-            r.stack_samples,
-            r.search_cpu * 100.0,
-            ratio(r.overhead, slowdown),
-            ratio(r.overhead, paired_slowdown),
-            limit * 100.0,
-            under(r.overhead),
-            under(slowdown)
-        );
+             twin {}; its stops' estimate / running time lost {}; under --cost {:.0}%: the \
+             estimate {}, the slowdown {}",
+                r.overhead * 100.0,
+                r.stop_cost * 100.0,
+                r.competed * 100.0,
+                r.probe_cost * 100.0,
+                r.timers,
+                r.stopped * 100.0,
+                r.stack_samples,
+                r.search_cpu * 100.0,
+                ratio(r.overhead, slowdown),
+                ratio(r.overhead, paired_slowdown),
+                ratio(r.stop_cost, run_lost),
+                limit * 100.0,
+                under(r.overhead),
+                under(slowdown)
+            );
+        }
         println!(
-            "run {run}: gsh used {:.2} CPU seconds over its {:.1} s ({:.2} CPUs); first \
-             finding: {}; after the detach: {}",
+            "run {run}: gsh used {:.2} CPU seconds over its {:.1} s ({:.2} CPUs); the server \
+             and its load ran {:.3} CPU seconds per wall second less than alone, the twin and \
+             its load {:.3} less; first finding: {}; after the detach: {}",
             r.gsh_cpu.0,
             r.gsh_cpu.1,
             r.gsh_cpu.0 / r.gsh_cpu.1.max(1e-9),
+            lost[0],
+            lost[1],
             r.finding,
             match &r.left {
                 Ok(()) => "nothing of gsh's mapped, the text its file's".to_owned(),
@@ -248,7 +256,7 @@ fn report(runs: &[Run], limit: f64) {
         );
         for (v, x) in med.iter_mut().zip([
             alone,
-            r.during,
+            d[0].ops,
             slowdown,
             cpu_slowdown,
             twin_slowdown,
@@ -257,6 +265,9 @@ fn report(runs: &[Run], limit: f64) {
             r.competed,
             r.probe_cost,
             r.gsh_cpu.0 / r.gsh_cpu.1.max(1e-9),
+            lost[0],
+            lost[1],
+            run_lost,
         ]) {
             v.push(x);
         }
@@ -265,18 +276,21 @@ fn report(runs: &[Run], limit: f64) {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let [alone, during, slow, cpu, twin, paired, est, comp, probes, gsh] = med.each_mut();
+    let [alone, during, slow, cpu, twin, paired, est, comp, probes, gsh, lost, twin_lost, run_lost] =
+        med.each_mut();
     let (slow, paired, est) = (median(slow), median(paired), median(est));
     println!(
         "median of {} runs: {:.0} ops/s alone, {:.0} during; slowdown {:.2}% (per server CPU \
-         second {:.2}%; the twin's {:.2}%, against it {:.2}%); consult's estimate {:.2}% \
+         second {:.2}%, running time lost {:.2}%; the twin's {:.2}%, against it {:.2}%); consult's estimate {:.2}% \
          (competition {:.2}%, probes {:.2}%); estimate / slowdown {}, / against the twin {}; \
-         gsh {:.2} CPUs",
+         gsh {:.2} CPUs, the server and its load {:.3} CPUs less, the twin and its load \
+         {:.3} less",
         runs.len(),
         median(alone),
         median(during),
         slow * 100.0,
         median(cpu) * 100.0,
+        median(run_lost) * 100.0,
         median(twin) * 100.0,
         paired * 100.0,
         est * 100.0,
@@ -284,7 +298,9 @@ fn report(runs: &[Run], limit: f64) {
         median(probes) * 100.0,
         ratio(est, slow),
         ratio(est, paired),
-        median(gsh)
+        median(gsh),
+        median(lost),
+        median(twin_lost)
     );
 }
 
@@ -305,6 +321,22 @@ struct Sample {
     t: Instant,
     ops: [u64; 2],
     cpu: [u64; 2],
+    /// The CPU nanoseconds of each server's load threads.
+    clients: [u64; 2],
+}
+
+/// One server's progress over an interval.
+#[derive(Clone, Copy)]
+struct Rates {
+    /// Operations per wall second.
+    ops: f64,
+    /// Operations per second of the server's CPU time.
+    per_cpu: f64,
+    /// The server's CPU seconds per wall second.
+    share: f64,
+    /// The server's and its load threads' CPU seconds per wall second: pinned, how much of
+    /// their CPU they had.
+    group: f64,
 }
 
 impl Servers {
@@ -334,6 +366,9 @@ impl Servers {
         }
         let pids: Vec<u32> = servers.children.iter().map(Child::id).collect();
         let ops: Vec<Arc<AtomicU64>> = servers.loads.iter().map(|l| l.ops.clone()).collect();
+        let tids: Vec<Arc<Mutex<Vec<i32>>>> =
+            servers.loads.iter().map(|l| l.tids.clone()).collect();
+        let me = std::process::id();
         let (samples, stop) = (servers.samples.clone(), servers.stop.clone());
         servers.sampler = Some(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
@@ -342,11 +377,18 @@ impl Servers {
                     ops[0].load(Ordering::Relaxed),
                     ops[1].load(Ordering::Relaxed),
                 ];
-                if let (Some(a), Some(b)) = (cpu_ns(pids[0]), cpu_ns(pids[1])) {
+                let clients = |i: usize| -> Option<u64> {
+                    let tids = tids[i].lock().expect("tids");
+                    tids.iter().map(|&t| thread_cpu_ns(me, t)).sum()
+                };
+                if let (Some(a), Some(b), Some(ca), Some(cb)) =
+                    (cpu_ns(pids[0]), cpu_ns(pids[1]), clients(0), clients(1))
+                {
                     samples.lock().expect("samples").push(Sample {
                         t,
                         ops: o,
                         cpu: [a, b],
+                        clients: [ca, cb],
                     });
                 }
                 std::thread::sleep(EVERY);
@@ -372,9 +414,8 @@ impl Servers {
         Ok(())
     }
 
-    /// Over `from..to`: each server's operations per wall second and per second of its CPU
-    /// time, and its CPU seconds per wall second.
-    fn rates(&self, from: Instant, to: Instant) -> Result<[(f64, f64, f64); 2]> {
+    /// Each server's progress over `from..to`.
+    fn rates(&self, from: Instant, to: Instant) -> Result<[Rates; 2]> {
         let s = self.samples.lock().expect("samples");
         let inside: Vec<&Sample> = s.iter().filter(|x| x.t >= from && x.t <= to).collect();
         let (Some(a), Some(b)) = (inside.first(), inside.last()) else {
@@ -387,7 +428,13 @@ impl Servers {
         Ok([0, 1].map(|i| {
             let ops = (b.ops[i] - a.ops[i]) as f64;
             let cpu = (b.cpu[i] - a.cpu[i]) as f64 / 1e9;
-            (ops / wall, ops / cpu.max(1e-9), cpu / wall)
+            let clients = (b.clients[i] - a.clients[i]) as f64 / 1e9;
+            Rates {
+                ops: ops / wall,
+                per_cpu: ops / cpu.max(1e-9),
+                share: cpu / wall,
+                group: (cpu + clients) / wall,
+            }
         }))
     }
 
@@ -443,6 +490,12 @@ fn pin(tid: i32, cpu: usize) -> Result<()> {
     Ok(())
 }
 
+/// The nanoseconds on a CPU of thread `tid` of process `pid` (its `schedstat`).
+fn thread_cpu_ns(pid: u32, tid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
 /// The summed nanoseconds on a CPU of process `pid`'s threads (their `schedstat`).
 fn cpu_ns(pid: u32) -> Option<u64> {
     let mut sum = 0;
@@ -466,6 +519,8 @@ struct Load {
     stop: Arc<AtomicBool>,
     /// Answers received (right or wrong).
     ops: Arc<AtomicU64>,
+    /// Its threads' ids, each added once the thread runs.
+    tids: Arc<Mutex<Vec<i32>>>,
     wrong: Arc<Mutex<(u64, Vec<String>)>>,
     threads: Vec<JoinHandle<Result<()>>>,
     port: u16,
@@ -476,6 +531,7 @@ impl Load {
         let mut load = Load {
             stop: Arc::default(),
             ops: Arc::default(),
+            tids: Arc::default(),
             wrong: Arc::default(),
             threads: Vec::new(),
             port,
@@ -492,7 +548,10 @@ impl Load {
                 conns.push((s.try_clone()?, BufReader::new(s)));
             }
             let (stop, ops, wrong) = (load.stop.clone(), load.ops.clone(), load.wrong.clone());
+            let tids = load.tids.clone();
             load.threads.push(std::thread::spawn(move || {
+                // SAFETY: gettid takes no arguments and cannot fail.
+                tids.lock().expect("tids").push(unsafe { libc::gettid() });
                 if let Some(cpu) = cpu {
                     pin(0, cpu)?;
                 }
@@ -614,7 +673,7 @@ fn bench(
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
     // The loads' connections up and the servers warm before anything is measured.
     std::thread::sleep(Duration::from_millis(500));
-    let alone = |servers: &mut Servers| -> Result<[(f64, f64, f64); 2]> {
+    let alone = |servers: &mut Servers| -> Result<[Rates; 2]> {
         let t0 = Instant::now();
         std::thread::sleep(ALONE);
         servers.check()?;
@@ -660,20 +719,11 @@ fn bench(
             .unwrap_or(t1)
             .max(t1);
         let during = servers.rates(from, t2)?;
-        let mean = |a: f64, b: f64| (a + b) / 2.0;
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         out.push(Run {
-            before: before[0].0,
-            after: after[0].0,
-            during: during[0].0,
-            twin: (before[1].0, after[1].0, during[1].0),
-            paired: (
-                before[0].0 / before[1].0,
-                after[0].0 / after[1].0,
-                during[0].0 / during[1].0,
-            ),
-            per_cpu: (mean(before[0].1, after[0].1), during[0].1),
-            share: (mean(before[0].2, after[0].2), during[0].2),
+            before,
+            after,
+            during,
             overhead: f("overhead"),
             stop_cost: f("stop_cost"),
             competed: f("competed"),
