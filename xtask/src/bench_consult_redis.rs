@@ -17,7 +17,37 @@
 //! the probes cost shows there; the stops and the competition take CPU time from it instead),
 //! and the first finding. After each detach the server must map nothing of gsh's (runtime,
 //! arena, pools) and its text must be its file's. Without `--cost` the search runs at consult's
-//! default. Build it and gsh with `--release`.
+//! default. `--search COMMANDS --window SECONDS` runs other gsh commands in place of each
+//! search, measured over the last SECONDS before gsh exits (an A/A check of the bench). Build
+//! it and gsh with `--release`.
+//!
+//! Each server and its load's threads are pinned to a CPU of their own (`--no-pin` leaves them
+//! to the scheduler; gsh is never pinned). Unpinned, the rates jump between the scheduler's
+//! placements from phase to phase (steady within a phase, to 1%): alone phases on either side
+//! of a search differed by 12% to 70%, and the server's rate over its twin's by 13% to 70%.
+//! Pinned, they differ by 0.0% to 4.8%.
+//!
+//! What it showed (2-core VM, load 5 to 17 with the bench's own threads, redis 7, 20
+//! connections, ~82,000 operations per second alone): the search ends after 5.8 to 6.3 s
+//! (`--for 30`), with 12 loop timers in and out and ~390 stack samples; at the default `--cost
+//! 5` (12 runs in 4 batches) the server's throughput fell 8.1% to 15.6% against the alone
+//! phases while consult estimated 5.0% to 6.2% (over --cost in 11 of 12 runs): estimate /
+//! slowdown 0.35 to 0.67. `--cost 20` (9 runs) ran the same search: 8.8% to 15.9% against 5.6%
+//! to 6.2%, 0.39 to 0.66. The A/A check (`--search 'set attached-mode traced; continue &;
+//! sleep 6' --window 6`) read -0.3% and 1.9%. Where it went: the probes cost nothing
+//! measurable (0.02% by consult's count), and the stops held the server 0.1% of the time. The
+//! server did 1.6% to 5.2% less work per CPU second (its background threads, woken by each
+//! stop, ran 0.003 CPUs: not that) and ran 6.6% to 10.9% less (CPU seconds per wall second),
+//! where consult's stops' estimate, nearly all of it gsh's competition, was 0.51 to 0.89 of
+//! that. gsh used 0.12 to 0.13 CPUs, and 0.07 to 0.12 of them came out of the searched
+//! server's CPU (what it and its load ran less), 0.00 to 0.04 out of the twin's: gsh's threads
+//! run where the server they stop runs, not spread over the machine in proportion to what
+//! runs there, as the competition's estimate assumes (`sample::Competition::took`: the
+//! program's share of the machine's busy time, 0.29 here, where its share of its own CPU was
+//! 0.53); the runs where more of gsh's time fell on the twin's CPU slowed the server least.
+//! Unpinned (`--no-pin`, 3 runs, alone phases 12% to 27% apart), 10.0% to 13.8% against an
+//! estimate of 6.1% to 7.3%. Every answer was right (6.1 million a batch) and every detach left
+//! nothing of gsh's mapped.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -198,7 +228,8 @@ fn report(runs: &[Run], limit: f64) {
             "run {run}: {:.0} ops/s alone ({:.0} before, {:.0} after: they differ by {:.1}%), \
              {:.0} during the search's {:.1} s: a slowdown of {:.2}%; per second of the \
              server's CPU {:.2}%; its running time (CPU seconds per wall second) {:.3} alone, \
-             {:.3} during, {:.2}% lost; the twin slowed {:.2}% (its alone phases differ by {:.1}%; gsh runs on its CPU \
+             {:.3} during, {:.2}% lost (its background threads' {:.4} alone, {:.4} during); \
+             the twin slowed {:.2}% (its alone phases differ by {:.1}%; gsh runs on its CPU \
              too), the server against it {:.2}%",
             alone,
             b[0].ops,
@@ -211,6 +242,8 @@ fn report(runs: &[Run], limit: f64) {
             share,
             d[0].share,
             run_lost * 100.0,
+            mean_noise(b[0].others, a[0].others).0,
+            d[0].others,
             twin_slowdown * 100.0,
             twin_noise * 100.0,
             paired_slowdown * 100.0
@@ -321,6 +354,8 @@ struct Sample {
     t: Instant,
     ops: [u64; 2],
     cpu: [u64; 2],
+    /// Of those, its main thread's (redis' event loop, which does the work).
+    main: [u64; 2],
     /// The CPU nanoseconds of each server's load threads.
     clients: [u64; 2],
 }
@@ -334,6 +369,9 @@ struct Rates {
     per_cpu: f64,
     /// The server's CPU seconds per wall second.
     share: f64,
+    /// Its other threads' (redis' background threads, idle under this load), CPU seconds
+    /// per wall second.
+    others: f64,
     /// The server's and its load threads' CPU seconds per wall second: pinned, how much of
     /// their CPU they had.
     group: f64,
@@ -381,13 +419,20 @@ impl Servers {
                     let tids = tids[i].lock().expect("tids");
                     tids.iter().map(|&t| thread_cpu_ns(me, t)).sum()
                 };
-                if let (Some(a), Some(b), Some(ca), Some(cb)) =
-                    (cpu_ns(pids[0]), cpu_ns(pids[1]), clients(0), clients(1))
-                {
+                let main = |i: usize| thread_cpu_ns(pids[i], pids[i] as i32);
+                if let (Some(a), Some(b), Some(ma), Some(mb), Some(ca), Some(cb)) = (
+                    cpu_ns(pids[0]),
+                    cpu_ns(pids[1]),
+                    main(0),
+                    main(1),
+                    clients(0),
+                    clients(1),
+                ) {
                     samples.lock().expect("samples").push(Sample {
                         t,
                         ops: o,
                         cpu: [a, b],
+                        main: [ma, mb],
                         clients: [ca, cb],
                     });
                 }
@@ -429,10 +474,12 @@ impl Servers {
             let ops = (b.ops[i] - a.ops[i]) as f64;
             let cpu = (b.cpu[i] - a.cpu[i]) as f64 / 1e9;
             let clients = (b.clients[i] - a.clients[i]) as f64 / 1e9;
+            let main = (b.main[i] - a.main[i]) as f64 / 1e9;
             Rates {
                 ops: ops / wall,
                 per_cpu: ops / cpu.max(1e-9),
                 share: cpu / wall,
+                others: (cpu - main) / wall,
                 group: (cpu + clients) / wall,
             }
         }))
