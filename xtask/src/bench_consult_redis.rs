@@ -24,8 +24,9 @@
 //! Each server and its load's threads are pinned to a CPU of their own (`--no-pin` leaves them
 //! to the scheduler; gsh is never pinned). Unpinned, the rates jump between the scheduler's
 //! placements from phase to phase (steady within a phase, to 1%): alone phases on either side
-//! of a search differed by 12% to 70%, and the server's rate over its twin's by 13% to 70%.
-//! Pinned, they differ by 0.0% to 4.8%.
+//! of a search differed by up to 69% (1.3% to 69% over 8 pairs), and the server's rate over
+//! its twin's by up to 70%. Pinned, they differ by 0.0% to 4.8%. Pinned, the server cannot move
+//! away from a CPU gsh runs on: the figures are for that placement.
 //!
 //! What it showed (2-core VM, load 5 to 17 with the bench's own threads, redis 7, 20
 //! connections, ~82,000 operations per second alone): the search ends after 5.8 to 6.3 s
@@ -43,10 +44,11 @@
 //! server's CPU (what it and its load ran less), 0.00 to 0.04 out of the twin's: gsh's threads
 //! run where the server they stop runs, not spread over the machine in proportion to what
 //! runs there, as the competition's estimate assumes (`sample::Competition::took`: the
-//! program's share of the machine's busy time, 0.29 here, where its share of its own CPU was
-//! 0.53); the runs where more of gsh's time fell on the twin's CPU slowed the server least.
-//! Unpinned (`--no-pin`, 3 runs, alone phases 12% to 27% apart), 10.0% to 13.8% against an
-//! estimate of 6.1% to 7.3%. Every answer was right (6.1 million a batch) and every detach left
+//! program's share of the machine's busy time, about 0.28 here, where its share of its own
+//! CPU was 0.53); the runs where more of gsh's time fell on the twin's CPU slowed the server
+//! least. Unpinned (`--no-pin`, 3 runs, alone phases 12% to 27% apart), 10.0% to 13.8% against
+//! an estimate of 6.1% to 7.3%, and of gsh's 0.14 CPUs (median) the server and its load ran
+//! 0.106 less, the twin and its load 0.033. Every answer was right (6.1 million a batch) and every detach left
 //! nothing of gsh's mapped.
 
 use std::io::{BufRead, BufReader, Read, Write};
