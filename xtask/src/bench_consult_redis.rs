@@ -18,8 +18,9 @@
 //! and the first finding. After each detach the server must map nothing of gsh's (runtime,
 //! arena, pools) and its text must be its file's. Without `--cost` the search runs at consult's
 //! default. `--search COMMANDS --window SECONDS` runs other gsh commands in place of each
-//! search, measured over the last SECONDS before gsh exits (an A/A check of the bench). Build
-//! it and gsh with `--release`.
+//! search, measured over the last SECONDS before gsh exits, or over a consult's own seconds
+//! when the last command is one that ran fewer (an A/A check of the bench, or a search of
+//! other arguments). Build it and gsh with `--release`.
 //!
 //! Each server and its load's threads are pinned to a CPU of their own (`--no-pin` leaves them
 //! to the scheduler; gsh is never pinned). Unpinned, the rates jump between the scheduler's
@@ -48,7 +49,19 @@
 //! CPU was 0.53); the runs where more of gsh's time fell on the twin's CPU slowed the server
 //! least. Unpinned (`--no-pin`, 3 runs, alone phases 12% to 27% apart), 10.0% to 13.8% against
 //! an estimate of 6.1% to 7.3%, and of gsh's 0.14 CPUs (median) the server and its load ran
-//! 0.106 less, the twin and its load 0.033. Every answer was right (6.1 million a batch) and every detach left
+//! 0.106 less, the twin and its load 0.033.
+//!
+//! Two checks of that, same machine (load 4 to 11), 3 runs each. gsh pinned to the twin's CPU
+//! (`GSH_BIN` a script running `taskset -c 1 gsh`): the searched server lost 0.85% to 1.29% of
+//! its running time and the twin 15%; the server's throughput fell 4.3% to 5.9%, consult
+//! estimated 6.5% to 6.7% (all of it competition, which fell on the twin). So the 1.6% to 5.2%
+//! less work per CPU second is not gsh's sharing the server's CPU (its caches): it was 3.1% to
+//! 4.7% there. Nor the timers: a search that inserts none (`--search 'consult --for 10
+//! --threshold CPUBound=1' --window 10`, ~410 stack samples in 6.1 s, gsh 0.06 CPUs) cost 2.4%
+//! to 3.4% of the work per CPU second and 2.6% to 4.8% of the running time, throughput 5.9% to
+//! 7.1%, against an estimate of 2.9% to 3.3%. The stops cost the server's main thread that
+//! much of its work per CPU second (~70 a second, ~0.2 ms of its CPU each), and consult's
+//! estimate counts none of it: its stops' share is all competition. Every answer was right (6.1 million a batch) and every detach left
 //! nothing of gsh's mapped.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -762,7 +775,12 @@ fn bench(
         };
         // gsh's own start (opening the modules, attaching) is inside t1..t2 but before the
         // search; the search's seconds are the last part of it.
-        let seconds = window.unwrap_or_else(|| r["seconds"].as_f64().unwrap_or(0.0));
+        let seconds = match (window, r["seconds"].as_f64()) {
+            // A consult among other commands: its seconds, within the window.
+            (Some(w), Some(s)) => s.min(w),
+            (Some(w), None) => w,
+            (None, s) => s.unwrap_or(0.0),
+        };
         let from = t2
             .checked_sub(Duration::from_secs_f64(seconds))
             .unwrap_or(t1)
