@@ -225,7 +225,7 @@ const ALONE: Duration = Duration::from_secs(5);
 fn usage() -> &'static str {
     "bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N] [--python] \
      [--search COMMANDS --window SECONDS] | bench-consult --redis [--runs N] [--cost PERCENT] \
-     [--for SECONDS] [--clients N]"
+     [--for SECONDS] [--clients N] [--no-pin] [--search COMMANDS --window SECONDS]"
 }
 
 /// What runs in place of each search: `consult`, or (`--search`) other gsh commands, whose

@@ -1,5 +1,5 @@
-//! `bench-consult --redis [--runs N] [--cost PERCENT] [--for SECONDS] [--clients N]`: whether
-//! the overhead `consult` reports on a real server agrees with how much it slowed the server,
+//! `bench-consult --redis [--runs N] [--cost PERCENT] [--for SECONDS] [--clients N] [--no-pin]
+//! [--search COMMANDS --window SECONDS]`: whether the overhead `consult` reports on a real server agrees with how much it slowed the server,
 //! by the server's own progress, and whether both stay under `--cost` (#17). Two
 //! redis-servers (Debian's, installed when missing) run side by side, each under the same
 //! closed-loop load of ours: `--clients` connections (20, as `redis-benchmark -c 20`), driven
@@ -11,7 +11,8 @@
 //! searches, ending alone (`runs` searches, `runs + 1` alone phases), and compares each
 //! search's operations per second, over the search's own seconds, with the mean of the alone
 //! phases on both sides of it, in the same run; and the searched server's rate over its
-//! twin's likewise, which cancels the machine's other load (it slows both alike). Beside them,
+//! twin's likewise, which cancels the machine's other load (it slows both alike), though not
+//! gsh's own CPU time where some of it falls on the twin's CPU. Beside them,
 //! what consult estimated and its parts (its stops, of which gsh's competition for the CPUs,
 //! and its probes), gsh's CPU, the server's operations per second of its own CPU time (what
 //! the probes cost shows there; the stops and the competition take CPU time from it instead),
@@ -61,8 +62,10 @@
 //! to 3.4% of the work per CPU second and 2.6% to 4.8% of the running time, throughput 5.9% to
 //! 7.1%, against an estimate of 2.9% to 3.3%. The stops cost the server's main thread that
 //! much of its work per CPU second (~70 a second, ~0.2 ms of its CPU each), and consult's
-//! estimate counts none of it: its stops' share is all competition. Every answer was right (6.1 million a batch) and every detach left
-//! nothing of gsh's mapped.
+//! estimate counts none of it: its stops' share is all competition (the main thread's
+//! voluntary context switches rose from ~200 to 500 to 1,100 a second; its kernel share of
+//! its CPU time stayed ~0.8). Every answer was right (6.1 million a batch) and every detach
+//! left nothing of gsh's mapped.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
