@@ -39,10 +39,11 @@
 //! to 6.2%, 0.39 to 0.66. The A/A check (`--search 'set attached-mode traced; continue &;
 //! sleep 6' --window 6`) read -0.3% and 1.9%. Where it went: the probes cost nothing
 //! measurable (0.02% by consult's count), and the stops held the server 0.1% of the time. The
-//! server did 1.6% to 5.2% less work per CPU second (its background threads, woken by each
-//! stop, ran 0.003 CPUs: not that) and ran 6.6% to 10.9% less (CPU seconds per wall second),
+//! server did -0.1% to 5.2% less work per CPU second (median 3.1% over 21 runs; its
+//! background threads, woken by each stop, ran 0.003 CPUs: not that) and ran 6.6% to 10.9%
+//! less (CPU seconds per wall second, 9 runs),
 //! where consult's stops' estimate, nearly all of it gsh's competition, was 0.51 to 0.89 of
-//! that. gsh used 0.12 to 0.13 CPUs, and 0.07 to 0.12 of them came out of the searched
+//! that. gsh used 0.11 to 0.13 CPUs, and 0.07 to 0.13 of them came out of the searched
 //! server's CPU (what it and its load ran less), 0.00 to 0.04 out of the twin's: gsh's threads
 //! run where the server they stop runs, not spread over the machine in proportion to what
 //! runs there, as the competition's estimate assumes (`sample::Competition::took`: the
@@ -55,9 +56,9 @@
 //! Two checks of that, same machine (load 4 to 11), 3 runs each. gsh pinned to the twin's CPU
 //! (`GSH_BIN` a script running `taskset -c 1 gsh`): the searched server lost 0.85% to 1.29% of
 //! its running time and the twin 15%; the server's throughput fell 4.3% to 5.9%, consult
-//! estimated 6.5% to 6.7% (all of it competition, which fell on the twin). So the 1.6% to 5.2%
-//! less work per CPU second is not gsh's sharing the server's CPU (its caches): it was 3.1% to
-//! 4.7% there. Nor the timers: a search that inserts none (`--search 'consult --for 10
+//! estimated 6.5% to 6.7% (all of it competition, which fell on the twin). So the less work
+//! per CPU second is not gsh's sharing the server's CPU (its caches): it was 3.1% to 4.7%
+//! there. Nor the timers: a search that inserts none (`--search 'consult --for 10
 //! --threshold CPUBound=1' --window 10`, ~410 stack samples in 6.1 s, gsh 0.06 CPUs) cost 2.4%
 //! to 3.4% of the work per CPU second and 2.6% to 4.8% of the running time, throughput 5.9% to
 //! 7.1%, against an estimate of 2.9% to 3.3%. The stops cost the server's main thread that
