@@ -41,9 +41,8 @@
 //! measurable (0.02% by consult's count), and the stops held the server 0.1% of the time. The
 //! server did -0.1% to 5.2% less work per CPU second (median 3.1% over 21 runs; its
 //! background threads, woken by each stop, ran 0.003 CPUs: not that) and ran 6.6% to 10.9%
-//! less (CPU seconds per wall second, 9 runs),
-//! where consult's stops' estimate, nearly all of it gsh's competition, was 0.51 to 0.89 of
-//! that. gsh used 0.11 to 0.13 CPUs, and 0.07 to 0.13 of them came out of the searched
+//! less (CPU seconds per wall second, 9 runs), where consult's stops' estimate, nearly all
+//! of it gsh's competition, was 0.51 to 0.89 of that. gsh used 0.11 to 0.13 CPUs, and 0.07 to 0.13 of them came out of the searched
 //! server's CPU (what it and its load ran less), 0.00 to 0.04 out of the twin's: gsh's threads
 //! run where the server they stop runs, not spread over the machine in proportion to what
 //! runs there, as the competition's estimate assumes (`sample::Competition::took`: the
