@@ -30,24 +30,25 @@
 //! its twin's by up to 70%. Pinned, they differ by 0.0% to 4.8%. Pinned, the server cannot move
 //! away from a CPU gsh runs on: the figures are for that placement.
 //!
-//! What it showed (2-core VM, load 5 to 17 with the bench's own threads, redis 7, 20
-//! connections, ~82,000 operations per second alone): the search ends after 5.8 to 6.3 s
+//! What it showed (2-core VM, load 4 to 17 with the bench's own threads, redis 7, 20
+//! connections, ~82,000 operations per second alone): the search ends after 5.7 to 6.3 s
 //! (`--for 30`), with 12 loop timers in and out and ~390 stack samples; at the default `--cost
-//! 5` (12 runs in 4 batches) the server's throughput fell 8.1% to 15.6% against the alone
-//! phases while consult estimated 5.0% to 6.2% (over --cost in 11 of 12 runs): estimate /
-//! slowdown 0.35 to 0.67. `--cost 20` (9 runs) ran the same search: 8.8% to 15.9% against 5.6%
-//! to 6.2%, 0.39 to 0.66. The A/A check (`--search 'set attached-mode traced; continue &;
-//! sleep 6' --window 6`) read -0.3% and 1.9%. Where it went: the probes cost nothing
-//! measurable (0.02% by consult's count), and the stops held the server 0.1% of the time. The
-//! server did -0.1% to 5.2% less work per CPU second (median 3.1% over 21 runs; its
-//! background threads, woken by each stop, ran 0.003 CPUs: not that) and ran 6.6% to 10.9%
-//! less (CPU seconds per wall second, 9 runs), where consult's stops' estimate, nearly all
-//! of it gsh's competition, was 0.51 to 0.89 of that. gsh used 0.11 to 0.13 CPUs, and 0.07 to 0.13 of them came out of the searched
-//! server's CPU (what it and its load ran less), 0.00 to 0.04 out of the twin's: gsh's threads
-//! run where the server they stop runs, not spread over the machine in proportion to what
-//! runs there, as the competition's estimate assumes (`sample::Competition::took`: the
-//! program's share of the machine's busy time, about 0.28 here, where its share of its own
-//! CPU was 0.53); the runs where more of gsh's time fell on the twin's CPU slowed the server
+//! 5` (15 runs in 5 batches) the server's throughput fell 6.1% to 15.6% (median 11.4%) against
+//! the alone phases while consult estimated 5.0% to 6.2% (over --cost in 14 of 15 runs):
+//! estimate / slowdown 0.35 to 0.95, median 0.49. `--cost 20` (12 runs) ran the same search:
+//! 8.7% to 15.9% (median 12.4%) against 5.1% to 6.2%, 0.39 to 0.66, median 0.44. The A/A check
+//! (`--search 'set attached-mode traced; continue &; sleep 6' --window 6`) read -0.3% and
+//! 1.9%. Where it went: the probes cost nothing measurable (0.02% by consult's count), and the
+//! stops held the server 0.1% of the time. The server did -0.1% to 5.2% less work per CPU
+//! second (median 2.9% over 27 runs; its background threads, woken by each stop, ran 0.003
+//! CPUs: not that) and ran 4.4% to 10.9% less (CPU seconds per wall second, 15 runs), where
+//! consult's stops' estimate, nearly all of it gsh's competition, was 0.51 to 1.30 of that.
+//! gsh used 0.11 to 0.13 CPUs, and 0.05 to 0.13 of them came out of the searched server's CPU
+//! (what it and its load ran less), 0.00 to 0.08 out of the twin's: gsh's threads run mostly
+//! where the server they stop runs, not spread over the machine in proportion to what runs
+//! there, as the competition's estimate assumes (`sample::Competition::took`: the program's
+//! share of the machine's busy time, about 0.28 here, where its share of its own CPU was
+//! 0.53); the runs where more of gsh's time fell on the twin's CPU slowed the server
 //! least. Unpinned (`--no-pin`, 3 runs, alone phases 12% to 27% apart), 10.0% to 13.8% against
 //! an estimate of 6.1% to 7.3%, and of gsh's 0.14 CPUs (median) the server and its load ran
 //! 0.106 less, the twin and its load 0.033.
