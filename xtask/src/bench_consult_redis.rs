@@ -40,7 +40,7 @@
 //! (`--search 'set attached-mode traced; continue &; sleep 6' --window 6`) read -0.3% and
 //! 1.9%. Where it went: the probes cost nothing measurable (0.02% by consult's count), and the
 //! stops held the server 0.1% of the time. The server did -0.1% to 5.2% less work per CPU
-//! second (median 2.9% over 27 runs; its background threads, woken by each stop, ran 0.003
+//! second (median 3.1% over 27 runs; its background threads, woken by each stop, ran 0.003
 //! CPUs: not that) and ran 4.4% to 10.9% less (CPU seconds per wall second, 15 runs), where
 //! consult's stops' estimate, nearly all of it gsh's competition, was 0.51 to 1.30 of that.
 //! gsh used 0.11 to 0.13 CPUs, and 0.05 to 0.13 of them came out of the searched server's CPU
