@@ -832,3 +832,82 @@ fn first_finding(r: &serde_json::Value) -> String {
         focus.join(" > ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A server of one connection answering each request line with what `answer` makes of it.
+    fn fake_server(answer: fn(&str) -> String) -> (u16, JoinHandle<()>) {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let server = std::thread::spawn(move || {
+            let (s, _) = listener.accept().expect("accept");
+            let mut w = s.try_clone().expect("clone");
+            for line in BufReader::new(s).lines() {
+                let Ok(line) = line else { break };
+                if w.write_all(answer(&line).as_bytes()).is_err() {
+                    break;
+                }
+            }
+        });
+        (port, server)
+    }
+
+    fn connect(port: u16) -> (TcpStream, BufReader<TcpStream>) {
+        let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        (s.try_clone().expect("clone"), BufReader::new(s))
+    }
+
+    /// Each kind of answer is read whole, so the next one starts where it should: a status,
+    /// a bulk string (an empty one too), nil, an error.
+    #[test]
+    fn answers_are_read_whole() {
+        let (port, server) = fake_server(|line| match line {
+            "A" => "+OK\r\n".into(),
+            "B" => "$5\r\nv\r\nxy\r\n".into(),
+            "C" => "$-1\r\n".into(),
+            "D" => "$0\r\n\r\n".into(),
+            _ => "-ERR unknown\r\n".into(),
+        });
+        let (mut w, mut r) = connect(port);
+        w.write_all(b"A\r\nB\r\nC\r\nD\r\nE\r\n").expect("write");
+        let mut line = Vec::new();
+        let got: Vec<String> = (0..5)
+            .map(|_| read_answer(&mut r, &mut line).expect("answer"))
+            .collect();
+        assert_eq!(got, ["+OK", "v\r\nxy", "(nil)", "", "-ERR unknown"]);
+        drop((w, r));
+        server.join().expect("server");
+    }
+
+    /// A `GET` answered with another value than the `SET` before it stored is counted wrong,
+    /// and the load goes on.
+    #[test]
+    fn wrong_answers_are_counted() {
+        let (port, server) = fake_server(|line| {
+            if line.starts_with("SET ") {
+                "+OK\r\n".into()
+            } else {
+                "$3\r\nold\r\n".into()
+            }
+        });
+        let mut conns = vec![connect(port)];
+        let (stop, ops, wrong) = (AtomicBool::new(false), AtomicU64::new(0), Mutex::default());
+        std::thread::scope(|s| {
+            let load = s.spawn(|| drive(0, &mut conns, &stop, &ops, &wrong));
+            while ops.load(Ordering::Relaxed) < 10 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::Relaxed);
+            load.join().expect("load").expect("the load ran");
+        });
+        let (n, shown) = &*wrong.lock().expect("wrong");
+        // Every other answer is a GET's.
+        assert_eq!(*n, ops.load(Ordering::Relaxed) / 2);
+        assert_eq!(shown[0], "GET gshbench:0:0:0 answered \"old\", not \"v0\"");
+        drop(conns);
+        server.join().expect("server");
+    }
+}
