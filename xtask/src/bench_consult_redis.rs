@@ -51,7 +51,9 @@
 //! 0.53); the runs where more of gsh's time fell on the twin's CPU slowed the server
 //! least. Unpinned (`--no-pin`, 3 runs, alone phases 12% to 27% apart), 10.0% to 13.8% against
 //! an estimate of 6.1% to 7.3%, and of gsh's 0.14 CPUs (median) the server and its load ran
-//! 0.106 less, the twin and its load 0.033.
+//! 0.106 less, the twin and its load 0.033. A second unpinned batch (6 runs, load 9 to 14) had alone phases
+//! 17% to 44% apart and slowdowns of -23% to 18%: no reading at all, but for the work per CPU
+//! second, which no placement moves: -1.4% to 3.9% less, median 3.2%, as pinned.
 //!
 //! Two checks of that, same machine (load 4 to 11), 3 runs each. gsh pinned to the twin's CPU
 //! (`GSH_BIN` a script running `taskset -c 1 gsh`): the searched server lost 0.85% to 1.29% of
