@@ -1361,38 +1361,9 @@ fn text_is_the_files_after_every_insert_delete_cycle_under_signals() {
     assert_eq!(got, expected(&exe, 8, 100), "the workers' results");
 }
 
-/// What of gsh a process maps: the runtime library, its counter arena's memfd, and memory
-/// pools (anonymous mappings that start with the pools' header, `gsh-pool`, or an anonymous
-/// executable mapping of any kind: the program maps none).
+/// What of gsh a process maps ([`gsh_tests::server::gsh_mappings`]).
 fn gsh_mappings(pid: u32) -> Vec<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem");
-    let mut found = Vec::new();
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let name = f.get(5).copied().unwrap_or("");
-        if name.contains("libgsh_rt") || name.contains("gsh-rt-arena") {
-            found.push(line.to_owned());
-            continue;
-        }
-        if !name.is_empty() || f[4] != "0" || !f[1].starts_with('r') {
-            continue;
-        }
-        if f[1].contains('x') {
-            found.push(line.to_owned());
-            continue;
-        }
-        let start = u64::from_str_radix(f[0].split('-').next().expect("range"), 16).expect("hex");
-        let mut magic = [0u8; 8];
-        let read = mem
-            .seek(SeekFrom::Start(start))
-            .and_then(|_| mem.read_exact(&mut magic));
-        if read.is_ok() && &magic == b"gsh-pool" {
-            found.push(line.to_owned());
-        }
-    }
-    found
+    gsh_tests::server::gsh_mappings(pid).expect("the process's maps")
 }
 
 /// A detach leaves the process as it was where nothing is in use: after probes that load the

@@ -139,3 +139,39 @@ fn differing_runs(now: &[u8], file: &[u8], lo: u64, off: usize) -> String {
     }
     out
 }
+
+/// What of gsh process `pid` maps, a `/proc/PID/maps` line each: the runtime library, its
+/// counter arena's memfd, and memory pools (anonymous mappings that start with the pools'
+/// header, `gsh-pool`, or an anonymous executable mapping of any kind: the programs gsh is
+/// tested on map none). Empty once a detach left the process as it was.
+pub fn gsh_mappings(pid: u32) -> Result<Vec<String>, String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| format!("process {pid} cannot be read ({e}): has it ended?"))?;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| e.to_string())?;
+    let mut found = Vec::new();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let name = f.get(5).copied().unwrap_or("");
+        if name.contains("libgsh_rt") || name.contains("gsh-rt-arena") {
+            found.push(line.to_owned());
+            continue;
+        }
+        if f.len() < 5 || !name.is_empty() || f[4] != "0" || !f[1].starts_with('r') {
+            continue;
+        }
+        if f[1].contains('x') {
+            found.push(line.to_owned());
+            continue;
+        }
+        let start = f[0]
+            .split('-')
+            .next()
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
+            .ok_or_else(|| format!("bad maps line `{line}`"))?;
+        let mut magic = [0u8; 8];
+        if mem.read_exact_at(&mut magic, start).is_ok() && &magic == b"gsh-pool" {
+            found.push(line.to_owned());
+        }
+    }
+    Ok(found)
+}

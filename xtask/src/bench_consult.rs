@@ -55,6 +55,8 @@
 //! in 3.11), so each entry is counted at the bound; what it leaves out is not known yet (a
 //! timer's exit code runs on every exit edge taken, counted nowhere, for one).
 //!
+//! `--redis` measures a server instead: see [`crate::bench_consult_redis`].
+//!
 //! `--search COMMANDS --window SECONDS` runs other gsh commands in place of each search and
 //! measures over the last SECONDS before gsh exits: an A/A check of the bench itself, or one
 //! probe alone. On python3 (`--python --runs 2 --search 'set attached-mode traced; continue &;
@@ -222,7 +224,8 @@ const ALONE: Duration = Duration::from_secs(5);
 
 fn usage() -> &'static str {
     "bench-consult [--runs N] [--cost PERCENT] [--threads N] [--trips N] [--python] \
-     [--search COMMANDS --window SECONDS]"
+     [--search COMMANDS --window SECONDS] | bench-consult --redis [--runs N] [--cost PERCENT] \
+     [--for SECONDS] [--clients N] [--no-pin] [--search COMMANDS --window SECONDS]"
 }
 
 /// What runs in place of each search: `consult`, or (`--search`) other gsh commands, whose
@@ -234,6 +237,10 @@ struct Search {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--redis") {
+        let rest: Vec<String> = args.iter().filter(|a| *a != "--redis").cloned().collect();
+        return crate::bench_consult_redis::run(&rest);
+    }
     let (mut runs, mut cost, mut threads, mut trips) = (3usize, 60.0f64, 1usize, 40u32);
     let mut python = false;
     let (mut commands, mut window) = (None, None);
@@ -732,7 +739,7 @@ fn spawn(
 }
 
 /// The CPU seconds (user and system) of this process' children waited for so far.
-fn children_cpu() -> f64 {
+pub(crate) fn children_cpu() -> f64 {
     // SAFETY: `getrusage` writes only the `rusage` it is given, which lives on this stack.
     let u = unsafe {
         let mut u: libc::rusage = std::mem::zeroed();

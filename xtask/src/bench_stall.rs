@@ -279,11 +279,21 @@ impl Drop for ClientLoad {
 
 /// Starts redis-server on [`PORT`] and waits until it answers.
 pub fn start_redis() -> Result<Child> {
+    start_redis_on(PORT)
+}
+
+/// Starts redis-server on `port` and waits until it answers. A port some other server
+/// answers on already is refused: the new server would fail to bind and exit, and the
+/// other one's answers be taken for its own.
+pub fn start_redis_on(port: u16) -> Result<Child> {
     gsh_tests::ensure_package("redis-server");
-    let child = Command::new("redis-server")
+    if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        bail!("port {port} is in use: another redis-server (another bench?) answers there");
+    }
+    let mut child = Command::new("redis-server")
         .args([
             "--port",
-            &PORT.to_string(),
+            &port.to_string(),
             "--save",
             "",
             "--appendonly",
@@ -294,14 +304,19 @@ pub fn start_redis() -> Result<Child> {
         .context("starting redis-server")?;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", PORT)) {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
             let mut buf = [0u8; 7];
             if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() {
                 return Ok(child);
             }
         }
+        if let Ok(Some(status)) = child.try_wait() {
+            bail!("redis-server on port {port} ended ({status}) before it answered");
+        }
         if Instant::now() > deadline {
-            bail!("redis-server did not answer on port {PORT}");
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("redis-server did not answer on port {port}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }

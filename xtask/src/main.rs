@@ -36,6 +36,13 @@
 //!   `consult` searches it (or other gsh commands run on it), over its rate alone before and
 //!   after (alternated, one program), per wall and per CPU second, beside the overhead
 //!   `consult` reported. Run it with `--release`.
+//! - `bench-consult --redis [--runs N] [--cost PERCENT] [--for SECONDS] [--clients N]
+//!   [--no-pin] [--search COMMANDS --window SECONDS]`: the same on redis-server under a
+//!   closed-loop `SET`/`GET` load of ours (every answer checked): its operations per second
+//!   during each search against alone phases on both sides and against a never-searched twin
+//!   server under the same load (each pinned with its load to a CPU of its own), beside
+//!   consult's estimate and its parts, gsh's CPU and the first finding; after each detach
+//!   the server maps nothing of gsh's. Run it with `--release`.
 //! - `bench-stops [--runs N] [--cost PERCENT] [--threads N] [--for SECONDS]`: the share of
 //!   the time `consult` says its stack samples stopped a CPU-bound program, and what it says
 //!   they cost, against the threads' own `schedstat` and the program's progress beside a
@@ -77,6 +84,7 @@
 mod bench;
 mod bench_attached;
 mod bench_consult;
+mod bench_consult_redis;
 mod bench_coverage;
 mod bench_live;
 mod bench_loop_timer;
@@ -133,6 +141,13 @@ tasks:
                                   progress rate of a CPU-bound program while `consult`
                                   searches it, over its rate alone (alternated), beside
                                   the overhead consult reported (use --release)
+  bench-consult --redis [--runs N] [--cost PERCENT] [--for SECONDS] [--clients N]
+                [--no-pin] [--search COMMANDS --window SECONDS]
+                                  SET/GET operations per second of redis-server while
+                                  `consult` searches it (default 30 s, consult's --cost),
+                                  over alone (alternated) and over a twin server, beside
+                                  the overhead consult reported; every answer checked and
+                                  gsh's mappings gone after each detach (use --release)
   bench-stops [--runs N] [--cost PERCENT] [--threads N] [--for SECONDS]
                                   consult's stopped share and stops' cost (stack samples
                                   only) against the threads' schedstat and the progress
