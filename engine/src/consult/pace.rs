@@ -18,8 +18,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::symbols::Progress;
-
 /// The share of `--cost` the sampler's stops, the probes and gsh's other work aim at: what
 /// they cost is measured by turns a few seconds long and readings a few hundred milliseconds
 /// apart, with the noise of a shared machine, and the aim leaves room for it.
@@ -75,14 +73,6 @@ impl Pace {
     /// The search is over: whatever waits goes on, and nothing waits again.
     pub fn release(&self) {
         self.released.store(true, Ordering::Relaxed);
-    }
-}
-
-impl Progress for Pace {
-    fn update(&self, _: u64, _: u64) {}
-
-    fn pace(&self) {
-        self.wait();
     }
 }
 

@@ -325,6 +325,15 @@ impl Probes for LiveProbes<'_> {
     }
 }
 
+/// The search's pace holds a module's analysis between functions.
+impl crate::symbols::Progress for Pace {
+    fn update(&self, _: u64, _: u64) {}
+
+    fn pace(&self) {
+        self.wait();
+    }
+}
+
 /// Analyses module `m` and computes the `facts` its patcher plans from, held to `pace` where
 /// the search has one: then beside the module's own analysis, which whoever needs it
 /// meanwhile runs rather than wait for the held one ([`Module::analyse_aside`]).

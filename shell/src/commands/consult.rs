@@ -133,7 +133,11 @@ with what it cost); of timers that fit the limit alone but not together, the lat
 out and waits its turn; and a timer measured before is predicted to cost what it cost then, \
 so one over the limit is refused without going in; and while the timers have taken the \
 limit's share of the program's time since the search began (many tried and found too costly), \
-none goes in. The result reports the overhead: the \
+none goes in. gsh's other work is held to the limit too: while what the whole search has cost \
+so far (the overhead below, reckoned at every step) is at four fifths of it, no probe goes in \
+and the analysis of the code a timer would go into waits between functions, so that on a \
+loaded machine gsh's own CPU time does not take the program's over the limit (the search \
+takes longer instead). The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
 threads would have run without it. The stops cost what the program's threads ran less while \
 sampled than without stops: after every 2 s of sampling (0.25 s in its first two seconds) \
