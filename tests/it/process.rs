@@ -157,6 +157,19 @@ fn attach_read_halt_inject_allocate_load_detach() {
     let seen = hooks.modules.clone();
     let t = Tracer::attach(pid, hooks).unwrap();
     let exe = live();
+    // The hooks are told of the libraries it had, and no event says one was loaded: they
+    // were there before gsh came.
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.to_string_lossy().contains("libc")));
+    let loaded: Vec<Event> = t
+        .take_events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::LibraryLoaded { .. }))
+        .collect();
+    assert!(loaded.is_empty(), "{loaded:?}");
 
     // The counter, read while the process runs, without the tracer thread.
     let counter = t.with(|p, _| symbol(p, &exe, "counter")).unwrap();

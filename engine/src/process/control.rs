@@ -519,6 +519,10 @@ impl Process {
             })
             .cloned()
             .collect();
+        // The first report (attached, or at the entry point) tells the modules the process
+        // had before gsh came: none was loaded then, and attached to redis-server gsh said
+        // "[library loaded: …]" of each of its dozen libraries.
+        let first = self.known.is_empty();
         self.known = now;
         if added.is_empty() {
             return Ok(());
@@ -526,7 +530,7 @@ impl Process {
         let was_running = self.state == State::Running;
         self.halt()?;
         for m in &added {
-            if !m.is_main {
+            if !m.is_main && !first {
                 self.push_event(Event::LibraryLoaded {
                     path: m.path.clone(),
                 });
