@@ -254,13 +254,7 @@ pub fn run(args: &[String]) -> Result<()> {
             commands = Some(it.next().context("--search needs gsh commands")?.clone());
             continue;
         }
-        let mut value = |what: &str| -> Result<f64> {
-            let v = it
-                .next()
-                .with_context(|| format!("{what} needs a number"))?;
-            v.parse()
-                .with_context(|| format!("{what}: `{v}` is not a number"))
-        };
+        let mut value = |what: &str| crate::number_arg(&mut it, what);
         match a.as_str() {
             "--runs" => runs = value("--runs")? as usize,
             "--cost" => cost = value("--cost")?,

@@ -120,13 +120,7 @@ pub fn run(args: &[String]) -> Result<()> {
             }
             _ => {}
         }
-        let mut value = |what: &str| -> Result<f64> {
-            let v = it
-                .next()
-                .with_context(|| format!("{what} needs a number"))?;
-            v.parse()
-                .with_context(|| format!("{what}: `{v}` is not a number"))
-        };
+        let mut value = |what: &str| crate::number_arg(&mut it, what);
         match a.as_str() {
             "--runs" => runs = value("--runs")? as usize,
             "--cost" => cost = Some(value("--cost")?),

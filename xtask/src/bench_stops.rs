@@ -158,13 +158,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let (mut runs, mut cost, mut threads, mut seconds) = (3usize, 5.0f64, 1usize, 20.0f64);
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut value = |what: &str| -> Result<f64> {
-            let v = it
-                .next()
-                .with_context(|| format!("{what} needs a number"))?;
-            v.parse()
-                .with_context(|| format!("{what}: `{v}` is not a number"))
-        };
+        let mut value = |what: &str| crate::number_arg(&mut it, what);
         match a.as_str() {
             "--runs" => runs = value("--runs")? as usize,
             "--cost" => cost = value("--cost")?,

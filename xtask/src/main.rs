@@ -215,6 +215,19 @@ pub fn file_and_runs(
     Ok((file, runs))
 }
 
+/// The number an option `what` takes, the next of `args`: the benches' `--runs 3`.
+pub(crate) fn number_arg(
+    args: &mut std::slice::Iter<'_, String>,
+    what: &str,
+) -> anyhow::Result<f64> {
+    use anyhow::Context as _;
+    let v = args
+        .next()
+        .with_context(|| format!("{what} needs a number"))?;
+    v.parse()
+        .with_context(|| format!("{what}: `{v}` is not a number"))
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("xtask: {e:#}");
