@@ -990,10 +990,19 @@ fn gshs_own_cpu_time_counts_where_the_program_waited_for_a_cpu() {
         "{}",
         r.text()
     );
+    // The seconds the overhead is a share of are told beside it.
+    assert!((r.running - base).abs() < 1e-12, "{}", r.running);
+    assert!(
+        r.text()
+            .contains(&format!("of the {base:.2} s its threads would have run")),
+        "{}",
+        r.text()
+    );
     // The turns measured more than both: they hold gsh's work while it sampled already.
     r.set_cost(Cost { lost: 5.0, ..cost });
     assert!((r.stop_cost - 5.0 / 30.5).abs() < 1e-12, "{}", r.stop_cost);
     assert!((r.overhead - 5.0 / 30.5).abs() < 1e-12, "{}", r.overhead);
+    assert!((r.running - 30.5).abs() < 1e-12, "{}", r.running);
 }
 
 /// iPath's test of one activation: its callers (innermost first, as its return addresses

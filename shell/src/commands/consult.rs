@@ -139,7 +139,8 @@ and the analysis of the code a timer would go into waits between functions, so t
 loaded machine gsh's own CPU time does not take the program's over the limit (the search \
 takes longer instead). The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
-threads would have run without it. The stops cost what the program's threads ran less while \
+threads would have run without it (given beside it, `running` in the JSON: of a program that \
+hardly ran, a large share may be of little). The stops cost what the program's threads ran less while \
 sampled than without stops: after every 2 s of sampling (0.25 s in its first two seconds) \
 the sampler stops for none for 0.25 s, and in each such cycle the threads' CPU time per wall \
 second in the quiet turn against the sampled one (from their schedstat) is the share of \
@@ -196,7 +197,7 @@ as an indented tree of every experiment (true, false, untested, failed, refused)
 fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\", \"waits_on\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
-\"gsh_cpu\", \"waited\", \"competed\", \
+\"gsh_cpu\", \"waited\", \"competed\", \"running\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
 \"ns\", \"in_situ\", \"share\"}], \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
