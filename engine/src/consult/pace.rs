@@ -80,7 +80,6 @@ impl Pace {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::time::Instant;
 
     #[test]
     fn work_is_held_while_the_search_is_at_its_aim_and_goes_on_once_it_is_under() {
@@ -92,11 +91,7 @@ mod tests {
         assert!(pace.holding());
         let held = {
             let pace = pace.clone();
-            std::thread::spawn(move || {
-                let at = Instant::now();
-                pace.wait();
-                at.elapsed()
-            })
+            std::thread::spawn(move || pace.wait())
         };
         std::thread::sleep(Duration::from_millis(100));
         assert!(
@@ -104,8 +99,7 @@ mod tests {
             "the work went on while the search was over its aim"
         );
         pace.tell(0.01);
-        let waited = held.join().unwrap();
-        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        held.join().unwrap();
         assert!(!pace.holding());
     }
 
