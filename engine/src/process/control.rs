@@ -701,6 +701,13 @@ impl Process {
 
     /// Records a stop of a listed thread seen while halting.
     fn note_halt_stop_known(&mut self, tid: i32, ev: WaitEvent) {
+        if self
+            .threads
+            .get(&tid)
+            .is_none_or(|t| t.state == ThreadState::Starting)
+        {
+            self.set_thread_options(tid);
+        }
         match ev {
             WaitEvent::EventStop(sig) => {
                 // A job-stopped thread is stopped for us too; it re-listens on resume.
@@ -713,6 +720,22 @@ impl Process {
                 self.deferred.push_back((tid, ev));
             }
         }
+    }
+
+    /// Gives a new thread, at its first stop, the options of every thread but the leader: it
+    /// inherited the leader's, exit stop included. Set only where the tracer's loop met that
+    /// first stop, a thread whose first stop a halt met kept the exit stop, and a step over
+    /// its `exit_group` stopped there, leaving it listed (once in eight runs under load).
+    fn set_thread_options(&self, tid: i32) {
+        if tid == self.pid {
+            return;
+        }
+        let extra = if self.started {
+            libc::PTRACE_O_EXITKILL
+        } else {
+            0
+        };
+        let _ = ptrace::set_options(tid, ptrace::THREAD_OPTIONS | extra);
     }
 
     fn thread_entry(&mut self, tid: i32) -> &mut Thread {
@@ -1176,14 +1199,8 @@ impl Process {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.job = false;
                 }
-                if first_stop && tid != self.pid {
-                    // It inherited the leader's options, exit stop included.
-                    let extra = if self.started {
-                        libc::PTRACE_O_EXITKILL
-                    } else {
-                        0
-                    };
-                    let _ = ptrace::set_options(tid, ptrace::THREAD_OPTIONS | extra);
+                if first_stop {
+                    self.set_thread_options(tid);
                 }
                 self.resume_thread(tid)?
             }
