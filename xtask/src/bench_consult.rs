@@ -354,6 +354,14 @@ pub fn run(args: &[String]) -> Result<()> {
             r.gsh_cpu.1,
             r.gsh_cpu.0 / r.gsh_cpu.1.max(1e-9)
         );
+        println!(
+            "run {run}: {} inserts (timers and counters), median {:.1} ms; {} removals, median \
+             {:.1} ms",
+            r.changes.0,
+            r.changes.1 * 1e3,
+            r.changes.2,
+            r.changes.3 * 1e3
+        );
         for c in &r.timer_costs {
             println!(
                 "run {run}: timer {c}; the bound measured back to back {:.1} ns",
@@ -499,6 +507,9 @@ struct Run {
     answer: Option<(f64, f64)>,
     /// Loop timers inserted (and removed).
     timers: u64,
+    /// The probes' inserts and removals (timers and counters): how many of each, and the
+    /// median seconds each took (`probes.changes`).
+    changes: (usize, f64, usize, f64),
     /// gsh's own CPU seconds (user and system, every thread: the search's, the analysis',
     /// the sampler's) and its wall seconds, from start to exit.
     gsh_cpu: (f64, f64),
@@ -669,6 +680,20 @@ fn bench(program: &[std::ffi::OsString], search: &Search, runs: usize) -> Result
                 seconds,
                 answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
                 timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
+                changes: {
+                    let took = |k: &str| -> Vec<f64> {
+                        r["probes"]["changes"][k]
+                            .as_array()
+                            .map(|v| v.iter().filter_map(serde_json::Value::as_f64).collect())
+                            .unwrap_or_default()
+                    };
+                    let (i, x) = (took("inserts"), took("removes"));
+                    let median = |v: &[f64]| match v {
+                        [] => f64::NAN,
+                        v => crate::bench_static::median(v),
+                    };
+                    (i.len(), median(&i), x.len(), median(&x))
+                },
                 gsh_cpu: (gsh_cpu, t2 - t1),
                 bound_ns: r["probes"]["timer_ns"].as_f64().unwrap_or(f64::NAN),
                 timer_costs,

@@ -127,6 +127,20 @@ pub trait Probes {
         let _ = (module, function);
         Err("calls are counted only in a live process".into())
     }
+    /// How long each insert and each removal (of timers and counters alike) took, for the
+    /// report: while one goes on, the search and the stack sampler wait.
+    fn changes(&self) -> Changes {
+        Changes::default()
+    }
+}
+
+/// How long the probes' inserts and removals took, in seconds each, in the order made.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Changes {
+    /// Each insert (timers, counters, profiles), failed ones included.
+    pub inserts: Vec<f64>,
+    /// Each removal.
+    pub removes: Vec<f64>,
 }
 
 /// Keeps `e` among the probes' errors unless process `pid` has ended: a timer that could not
@@ -544,6 +558,8 @@ pub struct ProbeStats {
     pub timer_costs: Vec<TimerCost>,
     /// Errors from inserting or removing timers, if any.
     pub errors: Vec<String>,
+    /// How long the inserts and removals took.
+    pub changes: Changes,
 }
 
 /// The search's lab: loop foci measured by live loop timers, every other focus by the
@@ -697,6 +713,9 @@ impl<'p> ProbeLab<'p> {
             self.stop(ProbeId(k));
         }
         let mut s = self.stats.clone();
+        if let Some(p) = self.probes.as_deref() {
+            s.changes = p.changes();
+        }
         s.spent = self.paid_ns / 1e9;
         s.cost = s.spent / self.started.elapsed().as_secs_f64().max(1e-9);
         s

@@ -117,15 +117,22 @@ pub fn patch_requests(
     for f in r.funcs.iter().filter(|f| f.module == module.id) {
         let func = module.functions().get(f.func);
         // A measure's code differs from point to point (entries and exits, a loop's headers,
-        // each point's frame); a snippet is the same at every point.
+        // each point's frame); a snippet is the same at every point. Points whose measuring
+        // code is the same text share it (in the order the points came: two at one address
+        // run in that order).
         let sources: Vec<(Arc<str>, Vec<Point>)> = match (metric, r.source()) {
             (Some(metric), _) => {
                 let mut out = Vec::new();
+                let mut same: HashMap<String, Arc<str>> = HashMap::new();
                 for (probe, points) in measure::probes(module, r, f.func) {
                     for (p, frame) in points {
                         let source =
                             place.measure_source(module, r.id, f.func, metric, &probe, frame)?;
-                        out.push((source.into(), vec![p]));
+                        let source = same
+                            .entry(source)
+                            .or_insert_with_key(|s| Arc::from(s.as_str()))
+                            .clone();
+                        out.push((source, vec![p]));
                     }
                 }
                 out
@@ -134,10 +141,27 @@ pub fn patch_requests(
             (None, None) => continue,
         };
         let overlapping = Overlapping::new(module, f.func);
+        // gsh's measuring code names only the runtime's reserved operations, which no point's
+        // facts change: one environment for every point of the same text, so the patcher
+        // checks it and generates its code once, not at each point (a loop timer of python3's
+        // interpreter has 229 exits, and each insert of one checked and generated the code of
+        // each, twice: 12% of gsh's CPU time during `consult`).
+        let mut shared: HashMap<*const u8, Arc<dyn crate::snippet::env::Env + Send + Sync>> =
+            HashMap::new();
         for (source, points) in sources {
             for p in points {
                 if let Some(why) = overlapping.why(&p) {
                     out.skipped.push((p, why));
+                    continue;
+                }
+                let known = shared.get(&(Arc::as_ptr(&source) as *const u8));
+                if let (Some(_), Some(env)) = (metric, known) {
+                    out.requests.push(patch::Request {
+                        tag: r.id,
+                        point: p,
+                        env: env.clone(),
+                        source: source.clone(),
+                    });
                     continue;
                 }
                 let info = {
@@ -148,10 +172,13 @@ pub fn patch_requests(
                     info
                 };
                 let env = place.env(module, func, info);
+                let env: Arc<dyn crate::snippet::env::Env + Send + Sync> =
+                    Arc::new(env.snapshot(&source));
+                shared.insert(Arc::as_ptr(&source) as *const u8, env.clone());
                 out.requests.push(patch::Request {
                     tag: r.id,
                     point: p,
-                    env: Arc::new(env.snapshot(&source)),
+                    env,
                     source: source.clone(),
                 });
             }
@@ -456,5 +483,96 @@ pub fn describe_points(
     match why {
         Some(why) if rows.is_empty() => Err(why),
         _ => Ok(rows),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instrument::action::{LoopSel, Measured};
+    use crate::instrument::Plan;
+
+    /// A placement whose measuring code depends on the point's frame alone, as gsh's does.
+    struct Framed;
+
+    impl Placement for Framed {
+        fn env<'a>(
+            &'a self,
+            module: &'a Module,
+            func: &'a Function,
+            info: PointInfo,
+        ) -> SessionEnv<'a> {
+            SessionEnv::new(module, Some(func), &[], info, 0)
+        }
+
+        fn measure_source(
+            &mut self,
+            _: &Module,
+            _: u32,
+            _: FuncId,
+            _: Metric,
+            probe: &Probe,
+            frame: i32,
+        ) -> Result<String, BuildError> {
+            let op = if probe.at_exit { "exit" } else { "enter" };
+            Ok(format!("__gsh_rt_time_{op}(1, 2, 3, {frame});"))
+        }
+
+        fn coverage_counter(
+            &mut self,
+            _: &Module,
+            id: u32,
+            _: FuncId,
+            block: crate::addr::LinkAddr,
+        ) -> Result<u64, BuildError> {
+            Err(BuildError::NoCounter { id, block })
+        }
+    }
+
+    /// The exits of a loop timer whose measuring code is the same text share one text and one
+    /// environment, so the patcher checks and generates it once: each of python3's loop
+    /// timers checked and generated the same code at each of its 229 exits, twice.
+    #[test]
+    fn points_measured_by_the_same_code_share_it() {
+        let path = crate::testutil::compile(
+            "shared_measure",
+            "int scan(const int *a, int n, int k) {\n\
+                 for (int i = 0; i < n; i++) {\n\
+                     if (a[i] == k) return i;\n\
+                     if (a[i] < 0) return -2;\n\
+                 }\n\
+                 return -1;\n\
+             }\n\
+             int main(void) { int a[3] = {1, 2, 3}; return scan(a, 3, 2); }\n",
+            false,
+            &["-O2"],
+        );
+        let mut session = crate::testutil::open(&path);
+        let mut plan = Plan::default();
+        let of = Measured::Loop {
+            loops: LoopSel::Named("loop_1".into()),
+        };
+        let r = measure::add_of(&mut plan, &mut session, "scan", Metric::Time, of)
+            .expect("a loop timer")
+            .clone();
+        let module = session.main().expect("the program");
+        let built = patch_requests(module, &r, &mut Framed).expect("built");
+        let exits: Vec<&patch::Request> = built
+            .requests
+            .iter()
+            .filter(|q| q.source.contains("exit"))
+            .collect();
+        assert!(exits.len() >= 2, "{} exits", exits.len());
+        let mut shared = 0;
+        for a in &built.requests {
+            for b in &built.requests {
+                if a.source == b.source {
+                    assert!(Arc::ptr_eq(&a.source, &b.source), "{}", a.source);
+                    assert!(Arc::ptr_eq(&a.env, &b.env), "{}", a.source);
+                    shared += usize::from(a.point != b.point);
+                }
+            }
+        }
+        assert!(shared > 0, "no two points share their code");
     }
 }

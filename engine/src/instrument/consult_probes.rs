@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::consult::pace::Pace;
-use crate::consult::probes::{LoopInfo, Probes, TimerValue};
+use crate::consult::probes::{Changes, LoopInfo, Probes, TimerValue};
 use crate::patch::ModuleFacts;
 use crate::session::Module;
 
@@ -26,6 +26,8 @@ pub struct LiveProbes<'a> {
     paths: paths::PathTimers,
     /// The search's pace, which the analyses are held to ([`LiveProbes::pacing`]).
     pace: Option<Arc<Pace>>,
+    /// How long each insert and removal took.
+    changes: Changes,
 }
 
 impl<'a> LiveProbes<'a> {
@@ -42,6 +44,7 @@ impl<'a> LiveProbes<'a> {
             analysing: Default::default(),
             paths: Default::default(),
             pace: None,
+            changes: Changes::default(),
         }
     }
 
@@ -96,25 +99,26 @@ impl<'a> LiveProbes<'a> {
     ) -> Result<u32, String> {
         let session = &*self.session;
         let tracer = self.tracer;
-        self.plan
-            .place(id, |plan| {
-                tracer
-                    .with(|p, live| {
-                        let placed = live.load_runtime(p).and_then(|()| {
-                            live.insert(p, session, plan, id)?;
-                            live.start_measuring(p)
-                        });
-                        if placed.is_err() {
-                            let _ = live.undo(p, id);
-                        }
-                        placed.map(|_| ()).map_err(|e| e.to_string())
-                    })
-                    .map_err(|e| e.to_string())?
-            })
-            .map_err(|e| {
-                let asked = format!("{} {function} {what}", metric.command());
-                format!("{}: not inserted: {e}", asked.trim_end())
-            })?;
+        let began = std::time::Instant::now();
+        let placed = self.plan.place(id, |plan| {
+            tracer
+                .with(|p, live| {
+                    let placed = live.load_runtime(p).and_then(|()| {
+                        live.insert(p, session, plan, id)?;
+                        live.start_measuring(p)
+                    });
+                    if placed.is_err() {
+                        let _ = live.undo(p, id);
+                    }
+                    placed.map(|_| ()).map_err(|e| e.to_string())
+                })
+                .map_err(|e| e.to_string())?
+        });
+        self.changes.inserts.push(began.elapsed().as_secs_f64());
+        placed.map_err(|e| {
+            let asked = format!("{} {function} {what}", metric.command());
+            format!("{}: not inserted: {e}", asked.trim_end())
+        })?;
         Ok(id)
     }
 }
@@ -315,13 +319,19 @@ impl Probes for LiveProbes<'_> {
         // A path timer's profile stays in while other paths read it.
         for id in self.paths.remove(id) {
             // Taken out as if never asked for: its values are the search's, not `report`'s.
-            self.tracer
-                .with(|p, live| live.undo(p, id))
+            let began = std::time::Instant::now();
+            let undone = self.tracer.with(|p, live| live.undo(p, id));
+            self.changes.removes.push(began.elapsed().as_secs_f64());
+            undone
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("consult's timer {id}: not removed: {e}"))?;
             let _ = self.plan.delete(id);
         }
         Ok(())
+    }
+
+    fn changes(&self) -> Changes {
+        self.changes.clone()
     }
 }
 

@@ -186,9 +186,10 @@ pub struct Patcher {
     /// The written sites' snippets, checked once: laying a trampoline out again only
     /// generates their code for its new address.
     checks: CheckCache,
-    /// Each trampoline in use (relocated code, or a site's current one): start to the end of
-    /// its allocation.
-    tramps: HashMap<u64, u64>,
+    /// Each trampoline in use (relocated code, or a site's current one), by its start.
+    tramps: HashMap<u64, Tramp>,
+    /// How many times a trampoline was laid out ([`Patcher::layouts`]).
+    layouts: usize,
     /// Trampolines replaced or taken out since the last [`Patcher::take_retired`]: no site
     /// enters them once the change is written, but a thread may still be inside one.
     retired: Vec<Range<u64>>,
@@ -197,6 +198,15 @@ pub struct Patcher {
     /// identity, holding the program so that its address is not reused while the entry
     /// lives; pruned with [`Patcher::checks`].
     memos: HashMap<usize, (Arc<crate::snippet::ir::Program>, Arc<movable::Memo>)>,
+}
+
+/// A trampoline in use ([`Patcher::tramps`]).
+#[derive(Clone, Copy, Debug)]
+struct Tramp {
+    /// The end of its allocation.
+    end: u64,
+    /// How many bytes its code took.
+    laid: u64,
 }
 
 /// Facts about a module's code that planning reads, each computed on first use. They
@@ -214,6 +224,22 @@ pub struct ModuleFacts {
     code: OnceLock<Claimed>,
     /// The module's [`plan::ways_in`], computed when a function is first copied whole.
     ways_in: OnceLock<plan::WaysIn>,
+    /// Whether the status flags are live at each place a layout asked ([`plan::flags_live`]),
+    /// found the first time: every layout of a site asked again for each of its points, and
+    /// a loop timer in python3's interpreter lays out again the 228 sites it shares with
+    /// another timer (183 points in one), each ask a walk of the function's CFG. Those walks
+    /// were 13 to 15% of gsh's CPU time during `consult` on python3.
+    flags: std::sync::Mutex<HashMap<FlagsAt, bool>>,
+    /// How many of those walks were made (what the tests count).
+    flag_walks: std::sync::atomic::AtomicUsize,
+}
+
+/// Where [`ModuleFacts::flags_live`] was asked: a function's instruction, or the start of one
+/// of its blocks (an edge's target).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum FlagsAt {
+    Insn(FuncId, u64),
+    Block(FuncId, crate::cfg::BlockId),
 }
 
 impl ModuleFacts {
@@ -230,6 +256,33 @@ impl ModuleFacts {
     /// True once [`ModuleFacts::compute`] is done (or plans have computed them all).
     pub fn ready(&self) -> bool {
         self.code.get().is_some() && self.foreign.get().is_some() && self.prefix_end.get().is_some()
+    }
+
+    /// [`plan::flags_live`] at `at` in `func`: the status flags may be read before they are
+    /// written again. Found once per place; the code never changes.
+    fn flags_live(&self, view: &dyn CodeView, func: FuncId, at: FlagsAt) -> bool {
+        let known = |m: &HashMap<FlagsAt, bool>| m.get(&at).copied();
+        if let Some(live) = known(&self.flags.lock().unwrap_or_else(|e| e.into_inner())) {
+            return live;
+        }
+        let cfg = view.cfg(func);
+        let addr = match at {
+            FlagsAt::Insn(_, a) => LinkAddr(a),
+            FlagsAt::Block(_, b) => cfg.block(b).start,
+        };
+        self.flag_walks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let live = plan::flags_live(view, cfg, addr);
+        self.flags
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(at, live);
+        live
+    }
+
+    /// How many times [`ModuleFacts::flags_live`] walked a CFG.
+    pub fn flag_walks(&self) -> usize {
+        self.flag_walks.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -305,6 +358,7 @@ impl Patcher {
             facts: Arc::default(),
             checks: CheckCache::default(),
             tramps: HashMap::new(),
+            layouts: 0,
             retired: Vec::new(),
             memos: HashMap::new(),
         }
@@ -319,7 +373,7 @@ impl Patcher {
 
     /// Records that the trampoline at `tramp` is no longer entered by any site.
     fn retire(&mut self, tramp: RuntimeAddr) {
-        if let Some(end) = self.tramps.remove(&tramp.0) {
+        if let Some(Tramp { end, .. }) = self.tramps.remove(&tramp.0) {
             self.retired.push(tramp.0..end);
         }
     }
@@ -337,6 +391,12 @@ impl Patcher {
         for k in keys {
             self.map.remove(&k);
         }
+    }
+
+    /// How many times a trampoline was laid out (each layout generates the code of its
+    /// snippets and encodes its relocated instructions).
+    pub fn layouts(&self) -> usize {
+        self.layouts
     }
 
     /// How many address-map records the patcher keeps (each trampoline in use or retired
@@ -700,7 +760,7 @@ impl Patcher {
                 Some(r) => r.point.func,
                 None => continue,
             };
-            let (tramp, copies) = self.lay(view, space, &site, &reqs, true)?;
+            let (tramp, copies) = self.lay(view, space, &site, &reqs, None)?;
             let originals = self.enter(space, &site, &copies, true)?;
             // With the sites it absorbed, if any.
             space.end_change();
@@ -736,7 +796,9 @@ impl Patcher {
     ) -> Result<(), PatchError> {
         let site = self.applied[i].site.clone();
         let reqs = self.applied[i].requests.clone();
-        let (tramp, copies) = self.lay(view, space, &site, &reqs, false)?;
+        let old = self.applied[i].tramp.0;
+        let size = self.tramps.get(&old).map_or(0, |t| t.laid);
+        let (tramp, copies) = self.lay(view, space, &site, &reqs, Some(size))?;
         self.enter(space, &site, &copies, false)?;
         space.end_change();
         let a = &mut self.applied.edit()[i];
@@ -899,14 +961,16 @@ impl Patcher {
         self.applied.is_empty()
     }
 
-    /// Lays out, allocates and writes the trampoline of `site` holding `reqs`.
+    /// Lays out, allocates and writes the trampoline of `site` holding `reqs`: a new site's
+    /// (`replaces` is `None`), whose code in the address space is checked against the file
+    /// first, or a site's laid out again, replacing its trampoline of `replaces` bytes.
     fn lay(
         &mut self,
         view: &dyn CodeView,
         space: &mut dyn AddressSpace,
         site: &Site,
         reqs: &[Request],
-        check: bool,
+        replaces: Option<u64>,
     ) -> Result<(RuntimeAddr, Vec<(u64, u64)>), PatchError> {
         // Checked once per snippet, not at every layout (each lays a trampoline out twice,
         // and a relay lays it out again).
@@ -940,9 +1004,10 @@ impl Patcher {
             let a = r.point.addr;
             // At call boundaries the ABI leaves the flags dead, unless the instruction at the
             // point reads them (a conditional tail call).
+            let func = r.point.func;
             let live = self.options.always_save_flags
                 || ((!r.point.kind.at_call_boundary() || plan::reads_flags(view, a))
-                    && plan::flags_live(view, view.cfg(r.point.func), a));
+                    && self.facts.flags_live(view, func, FlagsAt::Insn(func, a.0)));
             let vector = self.options.vector;
             let pc = codes
                 .entry(self.rt(a).0)
@@ -963,8 +1028,8 @@ impl Patcher {
                     Some(crate::point::OnEdge::Edge { to, .. }) => to,
                     _ => return true,
                 };
-                let cfg = view.cfg(r.point.func);
-                self.options.always_save_flags || plan::flags_live(view, cfg, cfg.block(to).start)
+                self.options.always_save_flags
+                    || self.facts.flags_live(view, func, FlagsAt::Block(func, to))
             };
             let list = match edge::way(view, &r.point) {
                 edge::Way::Taken => {
@@ -1015,9 +1080,13 @@ impl Patcher {
         for s in &site.segments {
             let len = (s.end.0 - s.start.0) as usize;
             let at = self.rt(s.start);
-            let live = space.read(at, len)?;
-            if check && view.bytes_at(s.start, len as u64) != Some(&live[..]) {
-                return Err(PatchError::Mismatch(at));
+            // A site laid out again has its jump there: the file's bytes were checked when
+            // it was first written (a read of the process's memory per site, each relay).
+            if replaces.is_none() {
+                let live = space.read(at, len)?;
+                if view.bytes_at(s.start, len as u64) != Some(&live[..]) {
+                    return Err(PatchError::Mismatch(at));
+                }
             }
             let bytes = view
                 .bytes_at(s.start, len as u64)
@@ -1031,7 +1100,8 @@ impl Patcher {
                 ));
             }
         }
-        let (tramp, laid) = self.place(space, &segments, &codes, self.rt(site.patch_at))?;
+        let (tramp, laid) =
+            self.place(space, &segments, &codes, self.rt(site.patch_at), replaces)?;
         for (a, plan) in &laid.saves {
             self.saves.insert(*a, plan.describe());
         }
@@ -1108,17 +1178,30 @@ impl Patcher {
     }
 
     /// Lays out a trampoline for `segments` (with the point code in `codes`), allocates it
-    /// within reach of `near`, writes it and records its address map. Laid out twice: once
-    /// to learn its size, once for the address it got (branch forms may differ).
+    /// within reach of `near`, writes it and records its address map. A new one is laid out
+    /// twice: once to learn its size, once for the address it got (branch forms may differ).
+    /// One replacing a trampoline whose code took `replaces` bytes is laid out once where
+    /// room for that and some more was allocated: a loop timer of python3's interpreter lays
+    /// out again the 228 sites it shares with another timer, at its insert and at its
+    /// removal, and each layout generates every snippet's code and encodes the relocated
+    /// instructions.
     fn place(
         &mut self,
         space: &mut dyn AddressSpace,
         segments: &[Vec<iced_x86::Instruction>],
         codes: &HashMap<u64, PointCode>,
         near: RuntimeAddr,
+        replaces: Option<u64>,
     ) -> Result<(RuntimeAddr, layout::Laid), PatchError> {
-        let guess = layout::lay_out(segments, codes, near.0)?;
-        let mut size = guess.bytes.len() as u64 + 64;
+        // Room for what a relay adds (a timer's exit is about 150 bytes); the rest of the
+        // allocation is freed with the trampoline.
+        let mut size = match replaces {
+            Some(laid) => laid + (laid / 2).clamp(512, 8192),
+            None => {
+                self.layouts += 1;
+                layout::lay_out(segments, codes, near.0)?.bytes.len() as u64 + 64
+            }
+        };
         // Branches back to the original code that were short at the guess may need their long
         // forms where the trampoline lands: a whole function copied with many ways back (a
         // python3 function copied for an edge after a call) grew by more than the margin.
@@ -1126,6 +1209,7 @@ impl Patcher {
         let mut tries = 0;
         let (tramp, laid) = loop {
             let tramp = space.allocate(near, size, AllocKind::Code)?;
+            self.layouts += 1;
             let laid = layout::lay_out(segments, codes, tramp.0)?;
             if laid.bytes.len() as u64 <= size {
                 break (tramp, laid);
@@ -1142,7 +1226,13 @@ impl Patcher {
         for (r, o) in &laid.map {
             self.map.insert(r.start, (r.end, *o));
         }
-        self.tramps.insert(tramp.0, tramp.0 + size);
+        self.tramps.insert(
+            tramp.0,
+            Tramp {
+                end: tramp.0 + size,
+                laid: laid.bytes.len() as u64,
+            },
+        );
         Ok((tramp, laid))
     }
 

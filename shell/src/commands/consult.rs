@@ -200,7 +200,8 @@ With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\
 \"gsh_cpu\", \"waited\", \"competed\", \"running\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
-\"ns\", \"in_situ\", \"share\"}], \"errors\"}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
+\"ns\", \"in_situ\", \"share\"}], \"errors\", \"changes\": {\"inserts\", \"removes\"} (the \
+seconds each insert and removal of a probe took)}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
 process is, by the path it was started through: Debian's redis-server, a link to \
 redis-check-rdb, is redis-server, its module redis-check-rdb), then modules, \
 functions, loops, and a file, lock or wait on several descriptors, outermost first (the wait \
