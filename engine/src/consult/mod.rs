@@ -1247,6 +1247,9 @@ pub struct Report {
     pub stop_cost: f64,
     /// The share of one CPU gsh's `/proc` sampling used meanwhile.
     pub sampler_cpu: f64,
+    /// Seconds gsh's own work (analysis, starting probes) waited for the search's cost to
+    /// fall under its limit ([`pace::Pace`]): what the limit added to the search's time.
+    pub held: f64,
     /// The share of one CPU gsh used meanwhile, all its work together.
     pub gsh_cpu: f64,
     /// The program's threads' time runnable without a CPU, summed, as a share of the wall
@@ -1280,6 +1283,7 @@ impl Search {
             stopped: 0.0,
             stop_cost: 0.0,
             sampler_cpu: 0.0,
+            held: 0.0,
             gsh_cpu: 0.0,
             waited: 0.0,
             competed: 0.0,
@@ -1429,13 +1433,21 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "\n{} experiments in {:.1} s; the search slowed the program by about {:.1}% of the \
-             {:.2} s its threads would have run (its estimate). The program was stopped {:.1}% of the time for {} stack samples; gsh \
+            "\n{} experiments in {:.1} s{}; the search slowed the program by about {:.1}% of \
+             the {:.2} s its threads would have run (its estimate). The program was stopped {:.1}% of the time for {} stack samples; gsh \
              used {:.1}% of a CPU (sampling /proc {:.1}%), and the program's threads waited \
              for a CPU {:.1} s in all. The stops and gsh's competition for the CPUs took \
              {:.1}% of the threads' running time ({:.1}% by the competition)\n",
             self.tested,
             self.seconds,
+            if self.held >= 0.05 {
+                format!(
+                    " ({:.1} s of it holding gsh's own work to the cost limit)",
+                    self.held
+                )
+            } else {
+                String::new()
+            },
             self.overhead * 100.0,
             self.running,
             self.stopped * 100.0,

@@ -16,7 +16,8 @@
 //! takes nothing from the program, the share stays low, and nothing waits.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The share of `--cost` the sampler's stops, the probes and gsh's other work aim at: what
 /// they cost is measured by turns a few seconds long and readings a few hundred milliseconds
@@ -35,6 +36,8 @@ pub struct Pace {
     spent: AtomicU64,
     /// Set once the search is over: nothing is held any more.
     released: AtomicBool,
+    /// How long gsh's work has been held so far, and since when it is held, where it is.
+    held: Mutex<(Duration, Option<Instant>)>,
 }
 
 impl Pace {
@@ -44,12 +47,27 @@ impl Pace {
             limit,
             spent: AtomicU64::new(0f64.to_bits()),
             released: AtomicBool::new(false),
+            held: Mutex::new((Duration::ZERO, None)),
         }
     }
 
     /// Tells what the search has cost so far ([`super::Shares::overhead`]).
     pub fn tell(&self, spent: f64) {
         self.spent.store(spent.to_bits(), Ordering::Relaxed);
+        let holding = self.holding();
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        match (held.1, holding) {
+            (None, true) => held.1 = Some(Instant::now()),
+            (Some(since), false) => *held = (held.0 + since.elapsed(), None),
+            _ => {}
+        }
+    }
+
+    /// How long gsh's work has been held so far, as told: the time its cost limit added to
+    /// the search (the report's `held`).
+    pub fn held(&self) -> Duration {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.0 + held.1.map_or(Duration::ZERO, |since| since.elapsed())
     }
 
     /// What the search has cost so far, as last told.
@@ -73,6 +91,10 @@ impl Pace {
     /// The search is over: whatever waits goes on, and nothing waits again.
     pub fn release(&self) {
         self.released.store(true, Ordering::Relaxed);
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(since) = held.1.take() {
+            held.0 += since.elapsed();
+        }
     }
 }
 
@@ -101,6 +123,11 @@ mod tests {
         pace.tell(0.01);
         held.join().unwrap();
         assert!(!pace.holding());
+        // Held from the tell that held it to the one that let go, and no longer.
+        let was = pace.held();
+        assert!(was >= Duration::from_millis(100), "{was:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(pace.held(), was);
     }
 
     #[test]

@@ -990,6 +990,15 @@ fn gshs_own_cpu_time_counts_where_the_program_waited_for_a_cpu() {
         "{}",
         r.text()
     );
+    // The time the cost limit held gsh's own work is told with the search's.
+    assert!(!r.text().contains("holding gsh's own work"), "{}", r.text());
+    r.held = 12.5;
+    assert!(
+        r.text()
+            .contains("in 30.0 s (12.5 s of it holding gsh's own work to the cost limit)"),
+        "{}",
+        r.text()
+    );
     // The seconds the overhead is a share of are told beside it.
     assert!((r.running - base).abs() < 1e-12, "{}", r.running);
     assert!(

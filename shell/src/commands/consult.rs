@@ -137,7 +137,7 @@ none goes in. gsh's other work is held to the limit too: while what the whole se
 so far (the overhead below, reckoned at every step) is at four fifths of it, no probe goes in \
 and the analysis of the code a timer would go into waits between functions, so that on a \
 loaded machine gsh's own CPU time does not take the program's over the limit (the search \
-takes longer instead). The result reports the overhead: the \
+takes longer instead: the report says how long, `held` in the JSON). The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
 threads would have run without it (given beside it, `running` in the JSON: of a program that \
 hardly ran, a large share may be of little). The stops cost what the program's threads ran less while \
@@ -197,7 +197,7 @@ as an indented tree of every experiment (true, false, untested, failed, refused)
 fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\", \"waits_on\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
-\"gsh_cpu\", \"waited\", \"competed\", \"running\", \
+\"gsh_cpu\", \"waited\", \"competed\", \"running\", \"held\", \
 \"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
 \"ns\", \"in_situ\", \"share\"}], \"errors\", \"changes\": {\"inserts\", \"removes\"} (the \
@@ -402,6 +402,8 @@ pub(crate) fn search(
     report.probes = probe_stats;
     report.set_cost(cost_of(&store, spent, seconds, competition));
     report.sampler_cpu = sampler_cpu;
+    // Released as the search ended (`Done`).
+    report.held = pace.held().as_secs_f64();
     report.stack_samples = stops;
     if let Some(path) = dot {
         std::fs::write(&path, report.dot()).with_context(|| format!("cannot write {path}"))?;
