@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::pace::{Pace, AIM};
+use super::pace::{Pace, HOLD_AT};
 use super::proclab::ProcLab;
 use super::{Experiment, Focus, Hypothesis, Lab, Method, ProbeId, Reading, Resource};
 
@@ -1262,6 +1262,12 @@ impl ProbeLab<'_> {
         let Some(probes) = self.probes.as_deref_mut() else {
             return Vec::new();
         };
+        // Its loops are known once its module's analysis is done, in the background: asked
+        // before, the search's own thread ran the whole analysis itself (a search of
+        // redis-server under load held it so, past its `--for 30` to 57 s).
+        if !probes.ready(&module, &name) {
+            return Vec::new();
+        }
         let Ok(loops) = probes.loops(&module, &name) else {
             return Vec::new();
         };
@@ -1426,8 +1432,9 @@ impl Lab for ProbeLab<'_> {
         // The stops keep a tenth of the budget (`stacks::sample_stacks`): the probes get
         // the rest.
         let probes = paid / base.max(1e-9) / PROBES_SHARE;
-        // The whole search, at its aim of the limit, spent it all: no probe starts.
-        let whole = self.pace.as_ref().map_or(0.0, |p| p.spent() / AIM);
+        // The whole search, at the share of the limit that holds gsh's work, spent it all:
+        // no probe starts.
+        let whole = self.pace.as_ref().map_or(0.0, |p| p.spent() / HOLD_AT);
         probes.max(whole)
     }
 
@@ -1841,6 +1848,8 @@ mod tests {
         always: Option<Instant>,
         /// Analyses not done yet: `ready` says false this many more times.
         analysing: u32,
+        /// How many times `loops` was asked.
+        loops_asked: usize,
         /// Entries as if the loop were entered once per timed entry's cost (the second value,
         /// in ns) of the time since then.
         counting: Option<(Instant, f64)>,
@@ -1910,6 +1919,7 @@ mod tests {
             Ok(id)
         }
         fn loops(&mut self, _: &str, function: &str) -> Result<Vec<LoopInfo>, String> {
+            self.loops_asked += 1;
             if function != "f" {
                 return Err(format!("{function} has no loops"));
             }
@@ -2071,6 +2081,22 @@ mod tests {
         assert!(bare.refine(Hypothesis::CPUBound, &f).unwrap().is_empty());
     }
 
+    /// A callee's loops in its caller are looked for once the caller's module is analysed,
+    /// not before: asked before, the search's own thread ran the module's whole analysis
+    /// itself, and a search of redis-server under load ran to 57 s of its `--for 30`.
+    #[test]
+    fn a_callee_s_loops_are_not_asked_for_while_its_module_is_analysed() {
+        let (pid, f) = at_f();
+        let mut fake = Fake {
+            analysing: 1000,
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake));
+        assert!(lab.home(Hypothesis::SyncWait, &f, "inner").is_empty());
+        drop(lab);
+        assert_eq!(fake.loops_asked, 0);
+    }
+
     /// A probe's start costs gsh's work (analysing, planning, inserting): none starts while
     /// the whole search, its stops and gsh's competition for the CPUs with the probes, is at
     /// its aim of the limit. Before, the lab's `spent` counted its probes alone, and the
@@ -2084,9 +2110,9 @@ mod tests {
         let mut fake = Fake::default();
         let mut lab = ProbeLab::new(pid, ProcLab::new(pid), Some(&mut fake)).pacing(pace.clone());
         assert!(lab.spent() < limit, "{}", lab.spent());
-        pace.tell(limit * AIM);
+        pace.tell(limit * HOLD_AT);
         assert!(lab.spent() >= limit, "{}", lab.spent());
-        pace.tell(limit * AIM * 0.5);
+        pace.tell(limit * HOLD_AT * 0.5);
         assert!(lab.spent() < limit, "{}", lab.spent());
     }
 

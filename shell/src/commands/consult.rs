@@ -134,7 +134,7 @@ out and waits its turn; and a timer measured before is predicted to cost what it
 so one over the limit is refused without going in; and while the timers have taken the \
 limit's share of the program's time since the search began (many tried and found too costly), \
 none goes in. gsh's other work is held to the limit too: while what the whole search has cost \
-so far (the overhead below, reckoned at every step) is at four fifths of it, no probe goes in \
+so far (the overhead below, reckoned at every step) is at nine tenths of it (above the stops' aim), no probe goes in \
 and the analysis of the code a timer would go into waits between functions, so that on a \
 loaded machine gsh's own CPU time does not take the program's over the limit (the search \
 takes longer instead: the report says how long, `held` in the JSON). The result reports the overhead: the \
