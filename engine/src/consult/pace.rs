@@ -34,6 +34,29 @@ pub const HOLD_AT: f64 = 0.9;
 /// How long a held piece of work sleeps before it looks again.
 const LOOK_EVERY: Duration = Duration::from_millis(10);
 
+/// The nice value of the search's own background threads ([`background`]): the lowest
+/// priority, below every thread of the program's at its default.
+const BACKGROUND_NICE: i32 = 19;
+
+/// Puts the calling thread, one of the search's own (the samplers, the analyses behind loop
+/// timers), behind the program's threads for good: where a CPU is free it runs there as
+/// before, and where the program wants every CPU it takes what the program leaves. At the
+/// default priority its CPU time came out of the program's: on redis-server pinned to one
+/// CPU with its load (`xtask bench-consult --redis`), gsh's 0.09 CPUs fell on the server's
+/// CPU and it ran 4.4% less, where consult's count of its competition (the program's share
+/// of the machine's busy time) was half that. The stops stay fast: the tracer raises its
+/// own priority for each (`Process::hurry`), and nothing here lowers the tracer.
+/// Lowering one's own priority needs no privilege; threads the calling thread starts later
+/// (a rayon pool of its own) inherit it.
+pub fn background() {
+    // SAFETY: setpriority on the calling thread's own id (gettid has no preconditions);
+    // a failure leaves the priority as it was, which is only slower to yield.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE);
+    }
+}
+
 /// What a search has cost so far against its limit, shared by the threads whose work it holds.
 #[derive(Debug)]
 pub struct Pace {

@@ -354,7 +354,10 @@ pub(crate) fn search(
         let _done = Done(&done, &pace);
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || t.inferior.sample_stacks(&store, cost, &done));
+            .spawn_scoped(scope, || {
+                consult::pace::background();
+                t.inferior.sample_stacks(&store, cost, &done)
+            });
         let mut told = Vec::new();
         let seconds = consult::run_watched(
             &mut search,
