@@ -171,8 +171,9 @@ impl Probes for LiveProbes<'_> {
         let started = std::thread::Builder::new()
             .name("gsh-consult-analysis".into())
             .spawn(move || {
-                crate::consult::pace::background();
-                analyse(&m, facts, pace.as_deref())
+                crate::consult::pace::in_background("gsh-analysis", || {
+                    analyse(&m, facts, pace.as_deref())
+                })
             });
         if started.is_err() {
             // No thread: analysed, and planned from, where first needed, as before.

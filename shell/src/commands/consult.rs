@@ -358,8 +358,9 @@ pub(crate) fn search(
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
             .spawn_scoped(scope, || {
-                consult::pace::background();
-                t.inferior.sample_stacks(&store, cost, &done)
+                consult::pace::in_background("gsh-stacks", || {
+                    t.inferior.sample_stacks(&store, cost, &done)
+                })
             });
         let mut told = Vec::new();
         let seconds = consult::run_watched(
