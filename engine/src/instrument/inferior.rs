@@ -446,7 +446,11 @@ impl Inferior {
 
     /// Takes for reuse the memory pools a killed gsh session kept; how many.
     pub fn reclaim_kept_pools(&self) -> Result<usize> {
-        self.job(|p, _| Ok(p.reclaim_kept_pools()?))
+        self.job(|p, live| {
+            let runtimes = super::unload::runtime_text(p)?;
+            let mut chains = super::unload::call_chains(live, runtimes);
+            Ok(p.reclaim_kept_pools(&mut chains)?)
+        })
     }
 
     /// What earlier gsh sessions left in the process besides code, one note each.

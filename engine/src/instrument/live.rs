@@ -1515,10 +1515,10 @@ impl Live {
                     // A signal the halt caught (a forking program's SIGCHLD) is kept for the
                     // resume, so its thread can run the injected calls.
                     let _ = p.serve_in_job(&|rip| self.trap_site(rip));
-                    if wait && (!p.can_inject() || super::unload::gsh_code_in_use(p)?) {
+                    if wait && (!p.can_inject() || self.gsh_code_in_use(p)?) {
                         return Ok(None);
                     }
-                    Live::let_go_of_memory(p).map(Some)
+                    self.let_go_of_memory(p).map(Some)
                 })?;
                 match done {
                     Some(notes) => break notes,
@@ -1545,10 +1545,21 @@ impl Live {
         Ok(left)
     }
 
-    /// Unloads the runtime and unmaps the pools where no thread is in them; notes what stays.
-    fn let_go_of_memory(p: &mut Process) -> Result<Vec<String>, LiveError> {
-        let mut notes = super::unload::unload_runtimes(p)?;
-        let pools = p.let_go_of_pools()?;
+    /// Whether a stopped thread is in gsh's code or returns into it
+    /// ([`super::unload::gsh_code_in_use`], by the threads' call chains).
+    fn gsh_code_in_use(&self, p: &mut Process) -> Result<bool, LiveError> {
+        let runtimes = super::unload::runtime_text(p)?;
+        let mut chains = super::unload::call_chains(self, runtimes);
+        Ok(super::unload::gsh_code_in_use(p, &mut chains)?)
+    }
+
+    /// Unloads the runtime and unmaps the pools where no thread is in them, by the threads'
+    /// call chains ([`super::unload::call_chains`]); notes what stays.
+    fn let_go_of_memory(&self, p: &mut Process) -> Result<Vec<String>, LiveError> {
+        let runtimes = super::unload::runtime_text(p)?;
+        let mut chains = super::unload::call_chains(self, runtimes);
+        let mut notes = super::unload::unload_runtimes(p, &mut chains)?;
+        let pools = p.let_go_of_pools(&mut chains)?;
         if pools.released > 0 {
             let (n, it) = match pools.released {
                 1 => ("s", "it"),
