@@ -447,9 +447,8 @@ impl Inferior {
     /// Takes for reuse the memory pools a killed gsh session kept; how many.
     pub fn reclaim_kept_pools(&self) -> Result<usize> {
         self.job(|p, live| {
-            let runtimes = super::unload::runtime_text(p)?;
-            let mut chains = super::unload::call_chains(live, runtimes);
-            Ok(p.reclaim_kept_pools(&mut chains)?)
+            let chains = super::unload::Chains::new(live, p)?;
+            Ok(p.reclaim_kept_pools(&mut |p, r| chains.of(p, r))?)
         })
     }
 

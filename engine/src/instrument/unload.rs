@@ -7,7 +7,7 @@
 //!
 //! The runtime stays, with a note saying why, when a thread is still inside its code (by the
 //! rule for freeing a trampoline: a thread's `rip` or other register is in it, or a frame of the
-//! thread's call chain returns into it; see [`call_chains`]), when it predates unloading (no
+//! thread's call chain returns into it; see [`Chains`]), when it predates unloading (no
 //! `gsh_rt_unloading`), or when the program itself needs it (a file `save`d with measures
 //! loads it as a `DT_NEEDED` library, which `ld.so` keeps).
 //!
@@ -25,7 +25,7 @@ use std::path::Path;
 use gsh_rt_abi::exports;
 
 use crate::process::{CallChains, MappedModule, Process, ProcessError};
-use crate::unwind::{FoundBy, Frame};
+use crate::unwind::{FoundBy, Frame, Unwinder};
 
 use super::Live;
 
@@ -37,7 +37,7 @@ pub fn is_runtime(m: &MappedModule) -> bool {
 }
 
 /// The runtimes' text in the process, as `(start, end)`.
-pub(super) fn runtime_text(p: &mut Process) -> Result<Vec<(u64, u64)>, ProcessError> {
+fn runtime_text(p: &mut Process) -> Result<Vec<(u64, u64)>, ProcessError> {
     let mut ranges = Vec::new();
     for m in p.modules()?.into_iter().filter(is_runtime) {
         ranges.extend(m.text.iter().map(|r| (r.start, r.end)));
@@ -45,28 +45,43 @@ pub(super) fn runtime_text(p: &mut Process) -> Result<Vec<(u64, u64)>, ProcessEr
     Ok(ranges)
 }
 
-/// The deepest call chain [`call_chains`] walks; a deeper one is searched conservatively.
+/// The deepest call chain [`Chains`] walks; a deeper one is searched conservatively.
 const MAX_CHAIN: usize = 1024;
 
 /// The threads' call chains for the test of whether a thread is in gsh's memory
-/// ([`CallChains`]): each stopped thread walked by gsh's unwinder over the modules `live`
-/// knows, from its own registers. A chain is given only when the walk reached the thread's
-/// outermost frame with every step by CFI (a signal frame's included, whose interrupted `rip`
-/// is then a pc of the chain) and no pc in `runtimes` (a runtime's text): a frame pointer, a
-/// stack scan, a pc in no module (a trampoline), the depth limit or unreadable memory leave
-/// the thread to the conservative search, and so does a thread in the runtime's code, where
-/// nothing is assumed about what it holds.
-pub(super) fn call_chains<'a>(
-    live: &'a Live,
+/// ([`CallChains`], through [`Chains::of`]): each stopped thread walked by gsh's unwinder over
+/// the modules `live` knows, from its own registers. A chain is given only when the walk
+/// reached the thread's outermost frame with every step by CFI (a signal frame's included,
+/// whose interrupted `rip` is then a pc of the chain) and no pc in a runtime's text: a frame
+/// pointer, a stack scan, a pc in no module (a trampoline), the depth limit or unreadable
+/// memory leave the thread to the conservative search, and so does a thread in the runtime's
+/// code, where nothing is assumed about what it holds.
+pub(super) struct Chains<'a> {
+    unwinder: Unwinder<'a>,
+    /// The runtimes' text, as `(start, end)`.
     runtimes: Vec<(u64, u64)>,
-) -> impl FnMut(&Process, &libc::user_regs_struct) -> Option<Vec<u64>> + 'a {
-    let unwinder = super::frames::unwinder(live);
-    move |p, r| {
+}
+
+impl<'a> Chains<'a> {
+    /// The chains over the modules `live` knows, their CFI indexed now: made while the
+    /// process runs, the pauses that test it do not wait for a large library's index.
+    pub(super) fn new(live: &'a Live, p: &mut Process) -> Result<Chains<'a>, ProcessError> {
+        let unwinder = super::frames::unwinder(live);
+        unwinder.index_all();
+        Ok(Chains {
+            unwinder,
+            runtimes: runtime_text(p)?,
+        })
+    }
+
+    /// The call chain of the stopped thread of `p` with registers `r`, when whole.
+    pub(super) fn of(&self, p: &Process, r: &libc::user_regs_struct) -> Option<Vec<u64>> {
         let top = super::frames::thread_regs(r);
         let (frames, outermost) =
-            unwinder.walk_to_outermost(&super::frames::proc_memory(p), top, MAX_CHAIN);
-        let pcs: Vec<u64> = frames.iter().map(|f| f.pc).collect();
-        whole_chain(&frames, outermost, &runtimes).then_some(pcs)
+            self.unwinder
+                .walk_to_outermost(&super::frames::proc_memory(p), top, MAX_CHAIN);
+        whole_chain(&frames, outermost, &self.runtimes)
+            .then(|| frames.iter().map(|f| f.pc).collect())
     }
 }
 
@@ -84,7 +99,7 @@ fn whole_chain(frames: &[Frame], outermost: bool, runtimes: &[(u64, u64)]) -> bo
 
 /// Whether a stopped thread is in gsh's code, or returns into it: a pool (a trampoline, the
 /// injection stub) or a runtime's text, the threads' call chains found by `chains`
-/// ([`call_chains`]). Trampolines use the runtime (its calls, its thread blocks in the arena),
+/// ([`Chains`]). Trampolines use the runtime (its calls, its thread blocks in the arena),
 /// so the runtime goes only when no thread is in either.
 pub fn gsh_code_in_use(p: &mut Process, chains: &mut CallChains<'_>) -> Result<bool, ProcessError> {
     let mut ranges = p.pool_ranges();

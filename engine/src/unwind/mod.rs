@@ -447,6 +447,14 @@ impl<'a> Unwinder<'a> {
         }
     }
 
+    /// Indexes every module's CFI now rather than at the first pc unwound in it: before a
+    /// stop, so the stop does not wait for a large library's index.
+    pub fn index_all(&self) {
+        for m in &self.modules {
+            m.index();
+        }
+    }
+
     /// The module whose executable segments hold runtime address `addr`.
     pub fn module_at(&self, addr: u64) -> Option<usize> {
         let after = self.code.partition_point(|c| c.0 <= addr);
