@@ -1433,6 +1433,39 @@ fn detach_keeps_the_memory_a_thread_is_still_in_and_says_so() {
     assert_eq!(got, expected(&exe, threads, rounds));
 }
 
+/// A thread that only waits keeps nothing of gsh's: `stalewait`'s main thread calls the
+/// counted `work`, which returns, then waits in `read` in a function whose uninitialised 32 KiB
+/// buffer covers the stack the counted calls used, where old return addresses into a
+/// trampoline and the runtime stay (the runtime made the thread's block on its first event).
+/// Its call chain, walked by CFI to `_start`, holds none of them: the detach unloads the
+/// runtime and unmaps every pool, and the program runs on, every sum right. It failed before:
+/// any word of the top of a stack counted as a return address, so the runtime and the pool
+/// stayed ("a thread is still inside its code"), as they did in an interactive bash after
+/// `count execute_command`.
+#[test]
+fn detach_frees_the_memory_a_waiting_thread_only_has_stale_words_of() {
+    let exe = Mutatee::new("stalewait").path(Variant::O2);
+    let out = scratch("stalewait");
+    let (child, pid) = spawn_ready(&exe, &out, &[]);
+    let o = gsh_c(
+        &format!("attach {pid}; count work; continue &; sleep 0.3; report; detach"),
+        &exe,
+    );
+    o.assert_code(0);
+    assert!(o.stdout.contains("work"), "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("detached"), "{}", o.stdout);
+    assert!(!o.stderr.contains("stays"), "{}", o.stderr);
+    assert_eq!(gsh_mappings(pid), Vec::<String>::new(), "after detaching");
+    assert_text_is_files(pid, &exe);
+    // Rounds after the detach, with nothing of gsh's left.
+    std::thread::sleep(Duration::from_millis(100));
+    let got = finish(child, &out);
+    assert_eq!(
+        got,
+        "ready\nevery sum was right after more than ten rounds\n"
+    );
+}
+
 /// A program that forks all the time (one thread in a loop of `fork` and `waitpid`, as a
 /// shell running commands) is counted and let go like any other, and its children, forked
 /// before, during and after the session, run as they would untraced: their exit statuses are
@@ -1444,7 +1477,7 @@ fn detach_keeps_the_memory_a_thread_is_still_in_and_says_so() {
 fn a_program_that_forks_all_the_time_is_counted_and_let_go_clean() {
     let exe = Mutatee::new("forkloop").path(Variant::O2);
     let out = scratch("forkloop");
-    let (child, pid) = spawn_forkloop(&exe, &out, &[]);
+    let (child, pid) = spawn_ready(&exe, &out, &[]);
     let o = gsh_c(
         &format!("attach {pid}; count tick; continue &; sleep 0.3; report; detach"),
         &exe,
@@ -1464,8 +1497,9 @@ fn a_program_that_forks_all_the_time_is_counted_and_let_go_clean() {
     );
 }
 
-/// Starts `forkloop STOP ARGS` writing to `out`; returns once it said "ready".
-fn spawn_forkloop(exe: &Path, out: &Path, args: &[&str]) -> (Child, u32) {
+/// Starts `EXE STOP ARGS` (`forkloop`, `stalewait`) writing to `out`; returns once it said
+/// "ready".
+fn spawn_ready(exe: &Path, out: &Path, args: &[&str]) -> (Child, u32) {
     let _ = std::fs::remove_file(stop_file(out));
     let file = std::fs::File::create(out).expect("stdout file");
     let child = Command::new(exe)
@@ -1473,11 +1507,11 @@ fn spawn_forkloop(exe: &Path, out: &Path, args: &[&str]) -> (Child, u32) {
         .args(args)
         .stdout(file)
         .spawn()
-        .expect("forkloop");
+        .expect("the mutatee");
     let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(out).is_ok_and(|s| s.starts_with("ready")) {
-        assert!(Instant::now() < deadline, "forkloop did not start");
+        assert!(Instant::now() < deadline, "the mutatee did not start");
         std::thread::sleep(Duration::from_millis(5));
     }
     (child, pid)
@@ -1491,7 +1525,7 @@ fn spawn_forkloop(exe: &Path, out: &Path, args: &[&str]) -> (Child, u32) {
 fn detach_names_the_forked_children_that_keep_a_copy_of_gsh_memory() {
     let exe = Mutatee::new("forkloop").path(Variant::O2);
     let out = scratch("forkloop-linger");
-    let (child, pid) = spawn_forkloop(&exe, &out, &["linger"]);
+    let (child, pid) = spawn_ready(&exe, &out, &["linger"]);
     // Longer than a child lives: the child alive at the detach was forked after `count`.
     let o = gsh_c(
         &format!("attach {pid}; count tick; continue &; sleep 1.5; detach"),

@@ -20,7 +20,7 @@ pub(super) fn proc_memory(p: &Process) -> Pages<impl Fn(u64) -> Option<Vec<u8>> 
     Pages::new(move |page| p.read(page, PAGE as usize).ok())
 }
 
-fn unwinder(live: &Live) -> Unwinder<'_> {
+pub(super) fn unwinder(live: &Live) -> Unwinder<'_> {
     let modules: Vec<UnwindModule<'_>> = live
         .loaded()
         .map(|(m, bias)| UnwindModule {
@@ -37,6 +37,14 @@ pub fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
     let rip = live.origin(r.rip).map_or(r.rip, |(_, a)| a);
     Regs {
         rip,
+        ..thread_regs(r)
+    }
+}
+
+/// A stopped thread's registers as the unwinder takes them, `rip` where the thread is.
+pub(super) fn thread_regs(r: &libc::user_regs_struct) -> Regs {
+    Regs {
+        rip: r.rip,
         rsp: r.rsp,
         rbp: r.rbp,
         rbx: r.rbx,

@@ -446,7 +446,10 @@ impl Inferior {
 
     /// Takes for reuse the memory pools a killed gsh session kept; how many.
     pub fn reclaim_kept_pools(&self) -> Result<usize> {
-        self.job(|p, _| Ok(p.reclaim_kept_pools()?))
+        self.job(|p, live| {
+            let chains = super::unload::Chains::new(live, p)?;
+            Ok(p.reclaim_kept_pools(&mut |p, r| chains.of(p, r))?)
+        })
     }
 
     /// What earlier gsh sessions left in the process besides code, one note each.

@@ -1507,6 +1507,7 @@ impl Live {
             // trampoline leaves it within microseconds, so a running process is let run a
             // moment, a few times, until none is.
             let running = p.state() == crate::process::State::Running;
+            let chains = super::unload::Chains::new(self, p)?;
             let mut tries = 0;
             let notes = loop {
                 tries += 1;
@@ -1515,10 +1516,13 @@ impl Live {
                     // A signal the halt caught (a forking program's SIGCHLD) is kept for the
                     // resume, so its thread can run the injected calls.
                     let _ = p.serve_in_job(&|rip| self.trap_site(rip));
-                    if wait && (!p.can_inject() || super::unload::gsh_code_in_use(p)?) {
+                    if wait
+                        && (!p.can_inject()
+                            || super::unload::gsh_code_in_use(p, &mut |p, r| chains.of(p, r))?)
+                    {
                         return Ok(None);
                     }
-                    Live::let_go_of_memory(p).map(Some)
+                    Live::let_go_of_memory(p, &chains).map(Some)
                 })?;
                 match done {
                     Some(notes) => break notes,
@@ -1545,10 +1549,14 @@ impl Live {
         Ok(left)
     }
 
-    /// Unloads the runtime and unmaps the pools where no thread is in them; notes what stays.
-    fn let_go_of_memory(p: &mut Process) -> Result<Vec<String>, LiveError> {
-        let mut notes = super::unload::unload_runtimes(p)?;
-        let pools = p.let_go_of_pools()?;
+    /// Unloads the runtime and unmaps the pools where no thread is in them, by the threads'
+    /// call chains ([`super::unload::Chains`]); notes what stays.
+    fn let_go_of_memory(
+        p: &mut Process,
+        chains: &super::unload::Chains<'_>,
+    ) -> Result<Vec<String>, LiveError> {
+        let mut notes = super::unload::unload_runtimes(p, &mut |p, r| chains.of(p, r))?;
+        let pools = p.let_go_of_pools(&mut |p, r| chains.of(p, r))?;
         if pools.released > 0 {
             let (n, it) = match pools.released {
                 1 => ("s", "it"),

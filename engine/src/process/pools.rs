@@ -4,13 +4,18 @@
 //! keeps the process's own memory from joining the pool's mapping in front of it.
 //!
 //! A session that detaches with the files' code back ([`Process::let_go_of_pools`]) unmaps
-//! every pool, guard page included, that no thread is in: no thread's `rip` or other register
-//! is in it and no word on a thread's stack points into it (a signal frame or a return address
-//! into a trampoline). The rest, which nothing jumps to any more, it marks *released*.
+//! every pool, guard page included, that no thread is in (see [`CallChains`]): no thread's
+//! `rip` or other register is in it and no frame of a thread's call chain returns into it (a
+//! trampoline that called out, a signal frame whose interrupted `rip` is in one). The chain is
+//! the caller's unwinder's, over call-frame information; where it cannot be walked to the
+//! thread's outermost frame, any word of the top of the thread's stack that points into a pool
+//! keeps it, as a return address might. The rest, which nothing jumps to any more, it marks
+//! *released*.
 //!
 //! Each pool begins with a header (magic, version, kind, size, state), so a later session
 //! recognises gsh's memory in the process. The next session reuses a released pool from its
-//! start, by the same rule. A pool whose session ended otherwise (gsh was killed) may still be
+//! start, by the same rule with every stack searched (it finds the pools at its first
+//! allocation, with no unwinder at hand). A pool whose session ended otherwise (gsh was killed) may still be
 //! jumped to, so it is kept as it is until the code is put back (`attach --clean`, then
 //! [`Process::reclaim_kept_pools`]). So sessions one after another map no more memory than one
 //! did.
@@ -34,9 +39,26 @@ const VERSION: u32 = 1;
 const IN_USE: u32 = 1;
 /// The session that used the pool detached with nothing pointing into it.
 const RELEASED: u32 = 2;
-/// How much of each thread's stack, from `rsp` up, is searched for words pointing into a pool
-/// before it is reused.
+/// How much of a thread's stack, from `rsp` up, is searched for words pointing into a pool
+/// when its call chain is not known (see [`CallChains`]).
 const STACK_SCAN: u64 = 256 << 10;
+
+/// How the caller finds a stopped thread's call chain, for the test of whether a thread is in
+/// gsh's memory (the process layer does not unwind): given the process and the thread's
+/// registers, the pcs of the thread's frames, innermost first (its `rip`, then each return
+/// address, a signal frame's interrupted `rip`), when the walk reached the thread's outermost
+/// frame through call-frame information alone; `None` when it could not (code without CFI, a
+/// frame it could not step, a depth limit, unreadable memory). A thread whose chain is known
+/// is in a range only when a register or a frame is: the stale words its frames keep (old
+/// return addresses into trampolines, in buffers and padding never written since) do not
+/// count. A thread whose chain is not known is searched as before, every word of the top of
+/// its stack. [`no_call_chains`] knows none.
+pub type CallChains<'a> = dyn FnMut(&Process, &libc::user_regs_struct) -> Option<Vec<u64>> + 'a;
+
+/// A [`CallChains`] that knows no thread's chain: every stack is searched.
+pub fn no_call_chains(_: &Process, _: &libc::user_regs_struct) -> Option<Vec<u64>> {
+    None
+}
 
 fn kind_code(kind: AllocKind) -> u32 {
     match kind {
@@ -178,16 +200,19 @@ impl Process {
     /// Gives back every pool of this session (and every one it found): call it once no code
     /// jumps into any of them (the files' code is back, the `r_brk` hook removed, the runtime
     /// unloaded or not), with every thread stopped, just before detaching. A pool no thread is
-    /// in (the rule for reusing one) is unmapped with its guard page; the rest are marked
-    /// released, for a later session to reuse.
-    pub fn let_go_of_pools(&mut self) -> Result<PoolsLetGo, ProcessError> {
+    /// in (the rule for reusing one, the threads' call chains found by `chains`) is unmapped
+    /// with its guard page; the rest are marked released, for a later session to reuse.
+    pub fn let_go_of_pools(
+        &mut self,
+        chains: &mut CallChains<'_>,
+    ) -> Result<PoolsLetGo, ProcessError> {
         self.alive("unmapping gsh's memory")?;
         let mut done = PoolsLetGo::default();
         if self.pools.pools.is_empty() {
             return Ok(done);
         }
         let ranges = self.pool_ranges();
-        let busy = self.in_use(&ranges)?;
+        let busy = self.in_use(&ranges, chains)?;
         let maps = maps::read_maps(self.pid)?;
         let stub = self.pools.stub.map(|s| s.inside());
         let mut unmapped = vec![false; ranges.len()];
@@ -282,16 +307,24 @@ impl Process {
     }
 
     /// [`Process::ranges_in_use`] with every thread stopped, for code gsh may free besides its
-    /// pools (the runtime library's).
-    pub fn in_use(&mut self, ranges: &[(u64, u64)]) -> Result<Vec<bool>, ProcessError> {
+    /// pools (the runtime library's), the threads' call chains found by `chains`.
+    pub fn in_use(
+        &mut self,
+        ranges: &[(u64, u64)],
+        chains: &mut CallChains<'_>,
+    ) -> Result<Vec<bool>, ProcessError> {
         self.alive("looking for threads in gsh's code")?;
-        self.stopped(|p| p.ranges_in_use(ranges))
+        self.stopped(|p| p.ranges_in_use(ranges, chains))
     }
 
     /// Makes the pools an earlier, killed session left usable again, once the code is as the
-    /// files have it (after `attach --clean` put its jumps back): those no thread is in and no
-    /// stack points into. Returns how many.
-    pub fn reclaim_kept_pools(&mut self) -> Result<usize, ProcessError> {
+    /// files have it (after `attach --clean` put its jumps back): those no thread is in (the
+    /// threads' call chains found by `chains`, as for [`Process::let_go_of_pools`]). Returns
+    /// how many.
+    pub fn reclaim_kept_pools(
+        &mut self,
+        chains: &mut CallChains<'_>,
+    ) -> Result<usize, ProcessError> {
         self.alive("reclaiming gsh's memory")?;
         self.adopt_pools()?;
         let kept: Vec<usize> = (0..self.pools.pools.len())
@@ -307,7 +340,7 @@ impl Process {
                 (p.start, p.start + p.size)
             })
             .collect();
-        let busy = self.stopped(|p| p.ranges_in_use(&ranges))?;
+        let busy = self.stopped(|p| p.ranges_in_use(&ranges, chains))?;
         let mut n = 0;
         for (&i, busy) in kept.iter().zip(busy) {
             if !busy {
@@ -364,8 +397,10 @@ impl Process {
         if found.is_empty() {
             return Ok(());
         }
+        // Found at the first allocation, where no caller's unwinder is at hand: every stack is
+        // searched. A pool a stale word keeps is only kept, not reused.
         let ranges: Vec<(u64, u64)> = found.iter().map(|f| (f.0, f.0 + f.1)).collect();
-        let busy = self.stopped(|p| p.ranges_in_use(&ranges))?;
+        let busy = self.stopped(|p| p.ranges_in_use(&ranges, &mut no_call_chains))?;
         for ((start, size, kind, released), busy) in found.into_iter().zip(busy) {
             self.pools.pools.push(Pool {
                 start,
@@ -387,44 +422,37 @@ impl Process {
         Ok(())
     }
 
-    /// For each range, whether a stopped thread's `rip` or another of its general registers
-    /// is in it, or a word of the top of a thread's stack points into it: memory gsh may free
+    /// For each range, whether a stopped thread is in it ([`thread_in`]): memory gsh may free
     /// (a pool, the runtime's code) only when no thread may run or return into it. A thread
     /// whose registers cannot be read makes every range busy.
-    fn ranges_in_use(&mut self, ranges: &[(u64, u64)]) -> Result<Vec<bool>, ProcessError> {
+    fn ranges_in_use(
+        &mut self,
+        ranges: &[(u64, u64)],
+        chains: &mut CallChains<'_>,
+    ) -> Result<Vec<bool>, ProcessError> {
         let mut busy = vec![false; ranges.len()];
-        let mark = |v: u64, busy: &mut Vec<bool>| {
-            for (b, (lo, hi)) in busy.iter_mut().zip(ranges) {
-                if (*lo..*hi).contains(&v) {
-                    *b = true;
-                }
-            }
-        };
         let maps = maps::read_maps(self.pid)?;
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
             let Ok(r) = ptrace::regs(tid) else {
                 return Ok(vec![true; ranges.len()]);
             };
-            for v in [
+            let registers = [
                 r.rip, r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.r8, r.r9, r.r10, r.r11,
                 r.r12, r.r13, r.r14, r.r15,
-            ] {
-                mark(v, &mut busy);
-            }
-            let Some(stack) = maps.iter().find(|m| (m.start..m.end).contains(&r.rsp)) else {
-                continue;
+            ];
+            let chain = chains(self, &r);
+            let stack = || {
+                let Some(stack) = maps.iter().find(|m| (m.start..m.end).contains(&r.rsp)) else {
+                    return Some(Vec::new());
+                };
+                let from = r.rsp & !7;
+                let len = (stack.end - from).min(STACK_SCAN) as usize;
+                self.mem.read(from, len).ok()
             };
-            let from = r.rsp & !7;
-            let len = (stack.end - from).min(STACK_SCAN) as usize;
-            let Ok(words) = self.mem.read(from, len) else {
-                return Ok(vec![true; ranges.len()]);
-            };
-            for w in words.chunks_exact(8) {
-                mark(
-                    u64::from_le_bytes(w.try_into().unwrap_or_default()),
-                    &mut busy,
-                );
+            let thread = thread_in(ranges, &registers, chain.as_deref(), stack);
+            for (b, t) in busy.iter_mut().zip(thread) {
+                *b |= t;
             }
         }
         Ok(busy)
@@ -482,9 +510,125 @@ impl Process {
     }
 }
 
+/// For each range, whether one stopped thread is in it: one of its `registers` (`rip` and
+/// the other general registers) or a pc of its call `chain` (see [`CallChains`]) is in it, or,
+/// when the chain is not known or reaches into a range (a thread in gsh's code, about which
+/// nothing is assumed), a word of `stack` (the top of its stack, read only then; `None` when it
+/// cannot be read, which makes every range busy) points into it.
+fn thread_in(
+    ranges: &[(u64, u64)],
+    registers: &[u64],
+    chain: Option<&[u64]>,
+    stack: impl FnOnce() -> Option<Vec<u8>>,
+) -> Vec<bool> {
+    let mut busy = vec![false; ranges.len()];
+    let mut mark = |v: u64| {
+        let mut hit = false;
+        for (b, (lo, hi)) in busy.iter_mut().zip(ranges) {
+            if (*lo..*hi).contains(&v) {
+                *b = true;
+                hit = true;
+            }
+        }
+        hit
+    };
+    for &v in registers {
+        mark(v);
+    }
+    if let Some(pcs) = chain {
+        let mut in_gsh = false;
+        for &pc in pcs {
+            in_gsh |= mark(pc);
+        }
+        if !in_gsh {
+            return busy;
+        }
+    }
+    let Some(words) = stack() else {
+        return vec![true; ranges.len()];
+    };
+    for w in words.chunks_exact(8) {
+        mark(u64::from_le_bytes(w.try_into().unwrap_or_default()));
+    }
+    busy
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stack of a thread that waits, its frames keeping an old return address into a pool
+    /// (0x1000..0x2000) and another into the runtime's text (0x8000..0x9000).
+    fn stale_stack() -> Option<Vec<u8>> {
+        let words = [
+            0x7ffd_0000_u64,
+            0x1234,
+            0x8040,
+            0x5555_0000,
+            0x1a40,
+            0x7ffd_0100,
+        ];
+        Some(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+    }
+
+    const RANGES: [(u64, u64); 2] = [(0x1000, 0x2000), (0x8000, 0x9000)];
+    /// Registers in the program's code and stack.
+    const REGISTERS: [u64; 3] = [0x5555_1000, 0x7ffd_0000, 3];
+
+    #[test]
+    fn a_whole_call_chain_outside_gsh_frees_what_stale_stack_words_point_into() {
+        let chain = [0x7f00_1000, 0x5555_2000, 0x7f00_0100];
+        let searched = std::cell::Cell::new(false);
+        let busy = thread_in(&RANGES, &REGISTERS, Some(&chain), || {
+            searched.set(true);
+            stale_stack()
+        });
+        assert_eq!(busy, vec![false, false]);
+        assert!(
+            !searched.get(),
+            "a whole chain needs no search of the stack"
+        );
+    }
+
+    #[test]
+    fn an_unknown_call_chain_keeps_what_any_stack_word_points_into() {
+        assert_eq!(
+            thread_in(&RANGES, &REGISTERS, None, stale_stack),
+            vec![true, true]
+        );
+        assert_eq!(
+            thread_in(&RANGES, &REGISTERS, None, || None),
+            vec![true, true],
+            "a stack that cannot be read keeps everything"
+        );
+        assert_eq!(
+            thread_in(&RANGES, &REGISTERS, None, || Some(Vec::new())),
+            vec![false, false]
+        );
+    }
+
+    #[test]
+    fn a_thread_in_gsh_code_keeps_it_and_is_searched_for_the_rest() {
+        // A return into a trampoline of the first range: that range, and by the stack search
+        // the runtime's text its stale word points into.
+        let chain = [0x7f00_1000, 0x1a40, 0x5555_2000];
+        assert_eq!(
+            thread_in(&RANGES, &REGISTERS, Some(&chain), stale_stack),
+            vec![true, true]
+        );
+        // Stopped in a trampoline: its rip.
+        let registers = [0x1010, 0x7ffd_0000];
+        assert_eq!(
+            thread_in(&RANGES, &registers, Some(&[0x1010]), || Some(Vec::new())),
+            vec![true, false]
+        );
+        // Another register pointing into the runtime's text keeps it, chain or not.
+        let registers = [0x5555_1000, 0x8100];
+        assert_eq!(
+            thread_in(&RANGES, &registers, Some(&[0x5555_1000]), stale_stack),
+            vec![false, true]
+        );
+    }
 
     #[test]
     fn a_header_reads_back_and_nothing_else_is_one() {

@@ -447,6 +447,14 @@ impl<'a> Unwinder<'a> {
         }
     }
 
+    /// Indexes every module's CFI now rather than at the first pc unwound in it: before a
+    /// stop, so the stop does not wait for a large library's index.
+    pub fn index_all(&self) {
+        for m in &self.modules {
+            m.index();
+        }
+    }
+
     /// The module whose executable segments hold runtime address `addr`.
     pub fn module_at(&self, addr: u64) -> Option<usize> {
         let after = self.code.partition_point(|c| c.0 <= addr);
@@ -460,9 +468,17 @@ impl<'a> Unwinder<'a> {
     /// pointer that does not grow (except through a signal frame, which may switch stacks), or
     /// when no method can unwind a frame. It never panics and never loops: `max` bounds it.
     pub fn walk(&self, mem: &dyn Memory, top: Regs, max: usize) -> Vec<Frame> {
+        self.walk_to_outermost(mem, top, max).0
+    }
+
+    /// [`Unwinder::walk`], and whether the walk reached the thread's outermost frame: the last
+    /// frame's CFI marks its return address undefined (glibc's `_start`, a thread's first frame
+    /// in `clone`), so the frames are the whole chain. False when it stopped for any other
+    /// reason (`max`, a pc of 0 or in no module, a frame no method could step).
+    pub fn walk_to_outermost(&self, mem: &dyn Memory, top: Regs, max: usize) -> (Vec<Frame>, bool) {
         let mut frames: Vec<Frame> = Vec::new();
         if max == 0 {
-            return frames;
+            return (frames, false);
         }
         frames.push(Frame {
             pc: top.rip,
@@ -486,7 +502,7 @@ impl<'a> Unwinder<'a> {
                 Some(Step::Caller { regs, cfa, how }) => (regs, cfa, how),
                 Some(Step::End { cfa }) => {
                     cur.cfa = cfa;
-                    break;
+                    return (frames, true);
                 }
                 None => break,
             };
@@ -505,7 +521,7 @@ impl<'a> Unwinder<'a> {
                 how,
             });
         }
-        frames
+        (frames, false)
     }
 
     /// One step from `frame` to its caller.

@@ -312,6 +312,22 @@ fn max_bounds_the_walk_and_zero_pc_stops_it() {
     assert_eq!(unwinder.walk(&mem, zero, 10).len(), 1);
 }
 
+#[test]
+fn a_walk_says_whether_it_reached_the_outermost_frame() {
+    let unwinder = own_unwinder();
+    let mem = OwnStack::current();
+    let mut frames = Vec::new();
+    black_box(leaf(&unwinder, &mem, &mut frames));
+    let regs = frames[0].regs;
+    let (whole, outermost) = unwinder.walk_to_outermost(&mem, regs, 1024);
+    assert!(outermost, "{}", describe(&whole));
+    let (cut, outermost) = unwinder.walk_to_outermost(&mem, regs, 3);
+    assert_eq!(cut.len(), 3);
+    assert!(!outermost, "a walk cut short by its limit");
+    let (_, outermost) = unwinder.walk_to_outermost(&mem, Regs::default(), 10);
+    assert!(!outermost, "a pc of 0");
+}
+
 /// What the signal handler saw: the unwinder and stack it walks with, and its walk.
 struct SignalTest {
     unwinder: Unwinder<'static>,
