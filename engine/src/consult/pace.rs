@@ -34,20 +34,23 @@ pub const HOLD_AT: f64 = 0.9;
 /// How long a held piece of work sleeps before it looks again.
 const LOOK_EVERY: Duration = Duration::from_millis(10);
 
-/// The nice value of the search's own background threads ([`background`]): the lowest
-/// priority, below every thread of the program's at its default.
+/// The nice value of the search's bulk work ([`background`]): the lowest priority, below
+/// every thread of the program's at its default.
 const BACKGROUND_NICE: i32 = 19;
 
-/// Puts the calling thread, one of the search's own (the samplers, the analyses behind loop
+/// Puts the calling thread, one doing the search's bulk work (the analyses behind loop
 /// timers), behind the program's threads for good: where a CPU is free it runs there as
 /// before, and where the program wants every CPU it takes what the program leaves. At the
 /// default priority its CPU time came out of the program's: on redis-server pinned to one
 /// CPU with its load (`xtask bench-consult --redis`), gsh's 0.09 CPUs fell on the server's
-/// CPU and it ran 7.5% less (0.65% with these threads behind it, same run). The stops stay
-/// fast: the tracer raises its
-/// own priority for each (`Process::hurry`), and nothing here lowers the tracer.
-/// Lowering one's own priority needs no privilege; threads the calling thread starts later
-/// (a rayon pool of its own) inherit it.
+/// CPU, which ran 7.5% less. The samplers are not put there: they are light, paced by the
+/// cost limit already, and must keep their timing: at nice 19 behind `runq`'s six spinning
+/// threads and two other CPU hogs, searches took too few samples to refine below the threads
+/// (`tests/it/consult.rs`: two tests failed that pass with the samplers at the default
+/// priority). Nor is the
+/// tracer, which raises its own priority for each stop (`Process::hurry`). Lowering one's
+/// own priority needs no privilege; threads the calling thread starts later (a rayon pool of
+/// its own) inherit it.
 pub fn background() {
     // SAFETY: setpriority on the calling thread's own id (gettid has no preconditions);
     // a failure leaves the priority as it was, which is only slower to yield.
@@ -58,9 +61,8 @@ pub fn background() {
 }
 
 /// Runs `work` on the calling thread put [`background`], with a rayon pool of its own behind
-/// the program's too: parallel work `work` starts (a module's function table, built where a
-/// stack sample first meets the module, scans its code on every CPU) runs there rather than
-/// on the global pool at the default priority.
+/// the program's too: parallel work `work` starts (a module's function table, scanning its
+/// code on every CPU) runs there rather than on the global pool at the default priority.
 pub fn in_background<R: Send>(name: &str, work: impl FnOnce() -> R + Send) -> R {
     background();
     match rayon::ThreadPoolBuilder::new()

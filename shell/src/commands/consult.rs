@@ -357,11 +357,7 @@ pub(crate) fn search(
         let _done = Done(&done, &pace);
         let sampling = std::thread::Builder::new()
             .name("gsh-consult-stacks".into())
-            .spawn_scoped(scope, || {
-                consult::pace::in_background("gsh-stacks", || {
-                    t.inferior.sample_stacks(&store, cost, &done)
-                })
-            });
+            .spawn_scoped(scope, || t.inferior.sample_stacks(&store, cost, &done));
         let mut told = Vec::new();
         let seconds = consult::run_watched(
             &mut search,
