@@ -355,12 +355,8 @@ pub fn run(args: &[String]) -> Result<()> {
             r.gsh_cpu.0 / r.gsh_cpu.1.max(1e-9)
         );
         println!(
-            "run {run}: {} inserts (timers and counters), median {:.1} ms; {} removals, median \
-             {:.1} ms",
-            r.changes.0,
-            r.changes.1 * 1e3,
-            r.changes.2,
-            r.changes.3 * 1e3
+            "run {run}: {} inserts (timers and counters), {}; {} removals, {}",
+            r.inserts.count, r.inserts, r.removes.count, r.removes
         );
         for c in &r.timer_costs {
             println!(
@@ -507,9 +503,10 @@ struct Run {
     answer: Option<(f64, f64)>,
     /// Loop timers inserted (and removed).
     timers: u64,
-    /// The probes' inserts and removals (timers and counters): how many of each, and the
-    /// median seconds each took (`probes.changes`).
-    changes: (usize, f64, usize, f64),
+    /// The probes' inserts (timers and counters) and how long they took (`probes.changes`).
+    inserts: Took,
+    /// Their removals, likewise.
+    removes: Took,
     /// gsh's own CPU seconds (user and system, every thread: the search's, the analysis',
     /// the sampler's) and its wall seconds, from start to exit.
     gsh_cpu: (f64, f64),
@@ -529,6 +526,63 @@ struct Run {
     /// During the search: the share of the wall time the computing threads were stopped, and
     /// their CPU seconds per wall second (from their `schedstat`).
     threads_held: Option<(f64, f64)>,
+}
+
+/// How long a kind of probe change took over one search (`probes.changes`): the median, the
+/// mean and the sum. The median alone misled: the changes are of kinds far apart (a counter's
+/// removal restores one site, about 1 ms; a loop timer's lays out again the sites it shares
+/// with timers still in, 10 to 30 ms, or where none is in restores its own, about 1 ms), and
+/// which side of that gap the median fell on moved with the search's mix, not with any kind's
+/// cost. On python3 (`--python --runs 2 --cost 20`, load 3 to 5, alternated, each removal
+/// timed inside the tracer's job too) the median removal went from 1.9-2.2 ms to 4.1-5.1 ms
+/// with the patcher's relay made cheaper (921bed9, 07e4278), while no kind got slower: a timer
+/// removal that relays took 29-30 ms and then 10.2-10.5 ms (mean), a counter's 0.8-0.9 ms and
+/// 0.6-0.9 ms (median). The search, inserting faster, more often took a timer out while
+/// another was in: 8-9% of its timer removals relayed nothing, against 18-26%, so fewer fell
+/// on the cheap side. The removals' sum per search fell from 1.67-1.81 s to 0.96-1.12 s, for
+/// 176-192 removals against 137-141. As printed now (main's head against 780f554, same
+/// period, load 5 to 8): medians 4.8 and 4.0 ms against 1.3 and 1.7, means 6.4 and 6.3 ms
+/// against 13.6 and 17.0, 1.09 and 1.12 s in all for 171 and 176 removals against 1.50 and
+/// 2.25 s for 110 and 132.
+#[derive(Clone, Copy, Debug)]
+struct Took {
+    count: usize,
+    /// Seconds.
+    median: f64,
+    mean: f64,
+    total: f64,
+}
+
+impl Took {
+    /// The durations listed in `v` (a JSON array of seconds).
+    fn of(v: &serde_json::Value) -> Took {
+        let v: Vec<f64> = v
+            .as_array()
+            .map(|v| v.iter().filter_map(serde_json::Value::as_f64).collect())
+            .unwrap_or_default();
+        let total: f64 = v.iter().sum();
+        Took {
+            count: v.len(),
+            median: match &v[..] {
+                [] => f64::NAN,
+                v => crate::bench_static::median(v),
+            },
+            mean: total / v.len() as f64,
+            total,
+        }
+    }
+}
+
+impl std::fmt::Display for Took {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "median {:.1} ms, mean {:.1} ms, {:.2} s in all",
+            self.median * 1e3,
+            self.mean * 1e3,
+            self.total
+        )
+    }
 }
 
 /// One program throughout: alone, then `runs` times a search and alone again.
@@ -680,20 +734,8 @@ fn bench(program: &[std::ffi::OsString], search: &Search, runs: usize) -> Result
                 seconds,
                 answer: judged(&r, "unit").zip(judged(&r, "unit > loop_1")),
                 timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
-                changes: {
-                    let took = |k: &str| -> Vec<f64> {
-                        r["probes"]["changes"][k]
-                            .as_array()
-                            .map(|v| v.iter().filter_map(serde_json::Value::as_f64).collect())
-                            .unwrap_or_default()
-                    };
-                    let (i, x) = (took("inserts"), took("removes"));
-                    let median = |v: &[f64]| match v {
-                        [] => f64::NAN,
-                        v => crate::bench_static::median(v),
-                    };
-                    (i.len(), median(&i), x.len(), median(&x))
-                },
+                inserts: Took::of(&r["probes"]["changes"]["inserts"]),
+                removes: Took::of(&r["probes"]["changes"]["removes"]),
                 gsh_cpu: (gsh_cpu, t2 - t1),
                 bound_ns: r["probes"]["timer_ns"].as_f64().unwrap_or(f64::NAN),
                 timer_costs,
@@ -808,4 +850,27 @@ fn judged(r: &serde_json::Value, tail: &str) -> Option<f64> {
             .then(|| n["judged"].as_f64())
             .flatten()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Took;
+
+    /// A search's removals, a few slow relays among many fast ones: the median says the fast
+    /// ones, the mean and the sum count the slow ones too.
+    #[test]
+    fn changes_are_told_by_their_median_mean_and_sum() {
+        let took = Took::of(&serde_json::json!([0.001, 0.001, 0.001, 0.030, 0.030]));
+        assert_eq!(took.count, 5);
+        assert_eq!(took.median, 0.001);
+        assert!((took.total - 0.063).abs() < 1e-12);
+        assert!((took.mean - 0.0126).abs() < 1e-12);
+        assert_eq!(
+            took.to_string(),
+            "median 1.0 ms, mean 12.6 ms, 0.06 s in all"
+        );
+        let none = Took::of(&serde_json::json!([]));
+        assert_eq!(none.count, 0);
+        assert!(none.median.is_nan() && none.total == 0.0);
+    }
 }
