@@ -40,18 +40,16 @@ const BACKGROUND_NICE: i32 = 19;
 
 /// Puts the calling thread, one doing the search's bulk work (the analyses behind loop
 /// timers), behind the program's threads for good: where a CPU is free it runs there as
-/// before, and where the program wants every CPU it takes what the program leaves. At the
-/// default priority its CPU time came out of the program's: on redis-server pinned to one
-/// CPU with its load (`xtask bench-consult --redis`), gsh's 0.09 CPUs fell on the server's
-/// CPU, which ran 7.5% less. The samplers are not put there: they are light, paced by the
-/// cost limit already, and must keep their timing: at nice 19 behind `runq`'s six spinning
-/// threads and two other CPU hogs, searches took too few samples to refine below the threads
-/// (`tests/it/consult.rs`: two tests failed that pass with the samplers at the default
-/// priority). Nor is the
-/// tracer, which raises its own priority for each stop (`Process::hurry`). Lowering one's
-/// own priority needs no privilege; threads the calling thread starts later (a rayon pool of
-/// its own) inherit it.
-pub fn background() {
+/// before, and where the program wants every CPU it takes what the program leaves. Lowering
+/// one's own priority needs no privilege; threads the calling thread starts later (a rayon
+/// pool of its own) inherit it. The samplers are not put there: they are light, paced by the
+/// cost limit already, and must keep their timing (at nice 19 behind `runq`'s six spinning
+/// threads and two other CPU hogs, searches took too few samples to refine below the
+/// threads, and two tests in `tests/it/consult.rs` failed). Nor is the tracer, which raises
+/// its own priority for each stop (`Process::hurry`). On redis-server pinned with its load
+/// (`xtask bench-consult --redis`) this alone moved the slowdown by nothing the bench could
+/// tell from its noise: there gsh's CPU time is mostly the sampling's.
+fn background() {
     // SAFETY: setpriority on the calling thread's own id (gettid has no preconditions);
     // a failure leaves the priority as it was, which is only slower to yield.
     unsafe {
@@ -60,9 +58,10 @@ pub fn background() {
     }
 }
 
-/// Runs `work` on the calling thread put [`background`], with a rayon pool of its own behind
-/// the program's too: parallel work `work` starts (a module's function table, scanning its
-/// code on every CPU) runs there rather than on the global pool at the default priority.
+/// Runs `work` on the calling thread put behind the program's threads ([`background`]), with
+/// a rayon pool of its own behind them too: parallel work `work` starts (a module's function
+/// table, scanning its code on every CPU) runs there rather than on the global pool at the
+/// default priority.
 pub fn in_background<R: Send>(name: &str, work: impl FnOnce() -> R + Send) -> R {
     background();
     match rayon::ThreadPoolBuilder::new()
@@ -165,8 +164,8 @@ mod tests {
         }
     }
 
-    /// Parallel work started in the background (a function table built as a stack sample
-    /// meets a module) runs behind the program's threads too, not on the global pool.
+    /// Parallel work started in the background (an analysis scanning a module's code for its
+    /// function table) runs behind the program's threads too, not on the global pool.
     #[test]
     fn parallel_work_started_in_the_background_runs_behind_the_program() {
         let base = nice();

@@ -57,12 +57,12 @@ impl<'a> StackSampler<'a> {
                 })
                 .collect(),
         );
+        unwinder.index_all();
         let mut text = Vec::new();
         for (m, bias) in modules {
             for seg in m.binary.segments() {
                 if seg.flags & PF_X != 0 && seg.memsz > 0 {
                     let start = seg.vaddr.0.wrapping_add(*bias);
-                    let _ = unwinder.call_site(start.wrapping_add(1));
                     text.push(start..start.wrapping_add(seg.memsz));
                 }
             }

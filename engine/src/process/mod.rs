@@ -66,7 +66,7 @@ pub use hold::Held;
 pub use leftovers::{ChangeKind, TextChange};
 pub use maps::{MappedModule, Mapping, UnreadableModule};
 pub use memory::{ChildMemory, Kept, KeptSource, MemReader};
-pub use pools::{no_call_chains, CallChains, EarlierPools, PoolsLetGo};
+pub use pools::{CallChains, EarlierPools, PoolsLetGo};
 pub use ptrace::signal_name;
 pub use tracer::Tracer;
 

@@ -56,7 +56,7 @@ const STACK_SCAN: u64 = 256 << 10;
 pub type CallChains<'a> = dyn FnMut(&Process, &libc::user_regs_struct) -> Option<Vec<u64>> + 'a;
 
 /// A [`CallChains`] that knows no thread's chain: every stack is searched.
-pub fn no_call_chains(_: &Process, _: &libc::user_regs_struct) -> Option<Vec<u64>> {
+fn no_call_chains(_: &Process, _: &libc::user_regs_struct) -> Option<Vec<u64>> {
     None
 }
 
