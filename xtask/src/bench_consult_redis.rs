@@ -76,11 +76,12 @@
 //! against 5.8% and 7.5%; gsh used 0.03 CPUs against 0.08 to 0.09, its samplers getting few
 //! turns (13 stack samples a second against 60 to 80), and each search ran its whole `--for
 //! 30` with 1 to 10 timers against 12, naming the same path. A saturated machine starved such
-//! samplers (two consult tests failed under two extra CPU hogs), so only the analyses stay at
-//! nice 19: 9.12% and 9.76% against 7.43% to 8.90% (a third run read 24.7% beside a twin that
-//! slowed 25.2%). Samplers at nice 10: 6.80% against 7.23%. The server's work per CPU second
-//! fell 2% to 5.6% in every arrangement (the twin's slowdown, -1% to 7% in the same runs, is
-//! the noise). Sampling it with `perf record -F 70 --call-graph dwarf -p PID` in place of gsh
+//! samplers (two consult tests failed under two extra CPU hogs). The analyses alone at nice
+//! 19: 9.12% and 9.76% against 7.43% to 8.90% (a third run read 24.7% beside a twin that
+//! slowed 25.2%), and the suite's `planted smallio` search then waited 28 s for libc's
+//! analysis. Samplers at nice 10: 6.80% against 7.23%. None of these priorities was kept.
+//! The server's work per CPU second fell 2% to 5.6% in every arrangement (the twin's
+//! slowdown, -1% to 7% in the same runs, is the noise). Sampling it with `perf record -F 70 --call-graph dwarf -p PID` in place of gsh
 //! (a script as `GSH_BIN`), no stop at all, cost 2.3% to 3.6% of the work per CPU second, and
 //! at `-F 5` still 2.0% to 2.5%: a per-task perf event costs at every context switch, not per
 //! sample. Attached with nothing inserted (`--search 'set attached-mode traced; continue &;

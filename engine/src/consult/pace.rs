@@ -34,49 +34,6 @@ pub const HOLD_AT: f64 = 0.9;
 /// How long a held piece of work sleeps before it looks again.
 const LOOK_EVERY: Duration = Duration::from_millis(10);
 
-/// The nice value of the search's bulk work ([`background`]): the lowest priority, below
-/// every thread of the program's at its default.
-const BACKGROUND_NICE: i32 = 19;
-
-/// Puts the calling thread, one doing the search's bulk work (the analyses behind loop
-/// timers), behind the program's threads for good: where a CPU is free it runs there as
-/// before, and where the program wants every CPU it takes what the program leaves. Lowering
-/// one's own priority needs no privilege; threads the calling thread starts later (a rayon
-/// pool of its own) inherit it. The samplers are not put there: they are light, paced by the
-/// cost limit already, and must keep their timing (at nice 19 behind `runq`'s six spinning
-/// threads and two other CPU hogs, searches took too few samples to refine below the
-/// threads, and two tests in `tests/it/consult.rs` failed). Nor is the tracer, which raises
-/// its own priority for each stop (`Process::hurry`). On redis-server pinned with its load
-/// (`xtask bench-consult --redis`) this alone moved the slowdown by nothing the bench could
-/// tell from its noise: there gsh's CPU time is mostly the sampling's.
-fn background() {
-    // SAFETY: setpriority on the calling thread's own id (gettid has no preconditions);
-    // a failure leaves the priority as it was, which is only slower to yield.
-    unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE);
-    }
-}
-
-/// Runs `work` on the calling thread put behind the program's threads ([`background`]), with
-/// a rayon pool of its own behind them too: parallel work `work` starts (a module's function
-/// table, scanning its code on every CPU) runs there rather than on the global pool at the
-/// default priority.
-pub fn in_background<R: Send>(name: &str, work: impl FnOnce() -> R + Send) -> R {
-    background();
-    match rayon::ThreadPoolBuilder::new()
-        .thread_name({
-            let name = name.to_owned();
-            move |i| format!("{name}-{i}")
-        })
-        .build()
-    {
-        // Its threads are started by this one, and take its priority.
-        Ok(pool) => pool.install(work),
-        Err(_) => work(),
-    }
-}
-
 /// What a search has cost so far against its limit, shared by the threads whose work it holds.
 #[derive(Debug)]
 pub struct Pace {
@@ -151,43 +108,7 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rayon::prelude::*;
     use std::sync::Arc;
-
-    /// The calling thread's nice value.
-    fn nice() -> i32 {
-        // SAFETY: getpriority on the calling thread's own id; -1 with errno set is an error,
-        // which a test of a value in 0..=19 tells apart.
-        unsafe {
-            *libc::__errno_location() = 0;
-            libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
-        }
-    }
-
-    /// Parallel work started in the background (an analysis scanning a module's code for its
-    /// function table) runs behind the program's threads too, not on the global pool.
-    #[test]
-    fn parallel_work_started_in_the_background_runs_behind_the_program() {
-        let base = nice();
-        let nices = std::thread::spawn(|| {
-            in_background("gsh-test", || {
-                (0..64)
-                    .into_par_iter()
-                    .map(|_| {
-                        std::thread::sleep(Duration::from_millis(1));
-                        nice()
-                    })
-                    .collect::<Vec<i32>>()
-            })
-        })
-        .join()
-        .unwrap();
-        assert!(nices.iter().all(|&n| n == BACKGROUND_NICE), "{nices:?}");
-        // Nothing else was lowered: this thread, nor the global pool's.
-        assert_eq!(nice(), base);
-        let global: Vec<i32> = (0..64).into_par_iter().map(|_| nice()).collect();
-        assert!(global.iter().all(|&n| n == base), "{global:?}");
-    }
 
     #[test]
     fn work_is_held_while_the_search_is_at_its_aim_and_goes_on_once_it_is_under() {

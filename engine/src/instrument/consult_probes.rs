@@ -170,11 +170,7 @@ impl Probes for LiveProbes<'_> {
         let pace = self.pace.clone();
         let started = std::thread::Builder::new()
             .name("gsh-consult-analysis".into())
-            .spawn(move || {
-                crate::consult::pace::in_background("gsh-analysis", || {
-                    analyse(&m, facts, pace.as_deref())
-                })
-            });
+            .spawn(move || analyse(&m, facts, pace.as_deref()));
         if started.is_err() {
             // No thread: analysed, and planned from, where first needed, as before.
             self.analysing.insert(f.module, None);

@@ -137,9 +137,7 @@ none goes in. gsh's other work is held to the limit too: while what the whole se
 so far (the overhead below, reckoned at every step) is at nine tenths of it (above the stops' aim), no probe goes in \
 and the analysis of the code a timer would go into waits between functions, so that on a \
 loaded machine gsh's own CPU time does not take the program's over the limit (the search \
-takes longer instead: the report says how long, `held` in the JSON). Those analyses run at the \
-lowest priority (nice 19): where the program wants every CPU they take what it leaves, and the \
-search takes longer. The result reports the overhead: the \
+takes longer instead: the report says how long, `held` in the JSON). The result reports the overhead: the \
 search's estimate of how much it slowed the program, as a share of the time the program's \
 threads would have run without it (given beside it, `running` in the JSON: of a program that \
 hardly ran, a large share may be of little). The stops cost what the program's threads ran less while \
