@@ -78,8 +78,8 @@
 //! 30` with 1 to 10 timers against 12, naming the same path. A saturated machine starved such
 //! samplers (two consult tests failed under two extra CPU hogs). The analyses alone at nice
 //! 19: 9.12% and 9.76% against 7.43% to 8.90% (a third run read 24.7% beside a twin that
-//! slowed 25.2%), and the suite's `planted smallio` search then waited 28 s for libc's
-//! analysis. Samplers at nice 10: 6.80% against 7.23%. None of these priorities was kept.
+//! slowed 25.2%), and the suite's `planted smallio` search, every experiment judged by 5.6
+//! s, ended only at 28 s (most likely waiting for libc's analysis). Samplers at nice 10: 6.80% against 7.23%. None of these priorities was kept.
 //! The server's work per CPU second fell 2% to 5.6% in every arrangement (the twin's
 //! slowdown, -1% to 7% in the same runs, is the noise). Sampling it with `perf record -F 70 --call-graph dwarf -p PID` in place of gsh
 //! (a script as `GSH_BIN`), no stop at all, cost 2.3% to 3.6% of the work per CPU second, and
