@@ -1050,3 +1050,117 @@ fn consult_attached_names_the_contended_lock_and_leaves_the_program_as_it_was() 
     }
     in_time(&r, 20.0);
 }
+
+/// `planted cpu` pinned to CPU 0 (`taskset -c 0`), searched attached: while the search runs,
+/// every thread of gsh's runs on the other CPUs alone, where it takes nothing from the program
+/// (left to the scheduler it ran mostly beside the thread it stopped: a pinned redis-server
+/// lost 6% to 16% of its throughput); the report says so; and after the search, still
+/// attached, gsh's threads may run anywhere again. The program prints what it prints alone.
+#[test]
+fn consult_keeps_gsh_off_the_cpus_of_a_pinned_program_while_it_searches() {
+    if std::thread::available_parallelism().map_or(1, std::num::NonZero::get) < 2 {
+        eprintln!("skipped: one CPU, nowhere else for gsh to run");
+        return;
+    }
+    let _turn = one_at_a_time();
+    let exe = Mutatee::new("planted").path(Variant::O2);
+    let mut child = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(&exe)
+        .args(["cpu", "14"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("taskset starts planted");
+    let pid = child.id();
+    let done = AtomicBool::new(false);
+    // What gsh's threads may run on, read every 20 ms through the program's tracer: for
+    // each reading, whether every thread of gsh's (its `Cpus_allowed_list`s) keeps off CPU
+    // 0, and whether every one may run there.
+    let readings = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut readings: Vec<(bool, bool)> = Vec::new();
+            // Found through the program's tracer, then kept: gsh may let go of the threads
+            // when the search ends (hands-off), and the program then has no tracer.
+            let mut gsh = None;
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+                gsh = gsh.or_else(|| tracer_of(pid));
+                let Some(lists) = gsh.and_then(cpu_lists) else {
+                    continue;
+                };
+                let zero = |l: &String| {
+                    l.split(',')
+                        .any(|r| r.split('-').next().and_then(|a| a.parse::<u32>().ok()) == Some(0))
+                };
+                readings.push((lists.iter().all(|l| !zero(l)), lists.iter().all(zero)));
+            }
+            readings
+        });
+        let out = Gsh::new()
+            .args([
+                "--json",
+                "-p",
+                &pid.to_string(),
+                "-c",
+                "consult --for 6; sleep 2",
+            ])
+            .run();
+        done.store(true, Ordering::SeqCst);
+        (out, watcher.join().expect("the watcher"))
+    });
+    let (out, readings) = readings;
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut rest)
+        .expect("planted's output");
+    let status = child.wait().expect("planted ends");
+    out.assert_success();
+    assert!(status.success(), "{status}");
+    assert_eq!(rest, "planted cpu done\n");
+    let r = json_stream(&out)
+        .into_iter()
+        .filter_map(|mut l| l.get_mut("result").map(serde_json::Value::take))
+        .find(|r| r.get("findings").is_some())
+        .unwrap_or_else(|| panic!("no search result:\n{out}"));
+    assert_eq!(r["kept_off"]["program"], "0", "{r:#}");
+    let gsh = r["kept_off"]["gsh"].as_str().expect("gsh's CPUs");
+    assert!(!gsh.is_empty() && !gsh.starts_with('0'), "{r:#}");
+    // The search still finds the program computing (how deep it gets in 6 s at the default
+    // cost is for the tests above).
+    assert!(
+        found(&findings(&r), &["CPUBound", "RunQueue"], &[]),
+        "{r:#}"
+    );
+    // Kept off while it searched, then free again while still attached (the `sleep`).
+    let off = readings.iter().position(|&(off, _)| off);
+    let off = off.unwrap_or_else(|| panic!("gsh never kept off CPU 0: {readings:?}"));
+    assert!(
+        readings[off..].iter().any(|&(_, free)| free),
+        "gsh's threads stayed off CPU 0 after the search: {readings:?}"
+    );
+}
+
+/// The process tracing `pid` (its tracer thread's process), if it is traced.
+fn tracer_of(pid: u32) -> Option<u32> {
+    let tracer = status_field(&format!("/proc/{pid}/status"), "TracerPid:")?;
+    let tgid = status_field(&format!("/proc/{tracer}/status"), "Tgid:")?;
+    tgid.parse().ok().filter(|&t| t != 0)
+}
+
+/// The `Cpus_allowed_list` of every thread of process `pid`, while it lives.
+fn cpu_lists(pid: u32) -> Option<Vec<String>> {
+    let lists: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .filter_map(|t| {
+            let t = t.ok()?.path();
+            status_field(&format!("{}/status", t.display()), "Cpus_allowed_list:")
+        })
+        .collect();
+    (!lists.is_empty()).then_some(lists)
+}
+
+/// A field of a `/proc` status file.
+fn status_field(path: &str, name: &str) -> Option<String> {
+    let status = std::fs::read_to_string(path).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(name))?;
+    Some(line.trim().to_owned())
+}

@@ -86,6 +86,16 @@
 //! at `-F 5` still 2.0% to 2.5%: a per-task perf event costs at every context switch, not per
 //! sample. Attached with nothing inserted (`--search 'set attached-mode traced; continue &;
 //! sleep 10' --window 10`): -0.02%, 0.31%, 1.85%.
+//!
+//! gsh kept off the server's CPU (consult's own doing since, for a program pinned to some
+//! CPUs: `consult::cpus::keep_off`), alternated with the build before (3 runs a batch, load 2
+//! to 13, a helper's builds in two of them): throughput fell 2.92%, 3.44% and 5.53% (medians of
+//! three batches; a fourth, beside a build of ours, 22.8% with alone phases 30% to 62% apart)
+//! against 9.52%, 8.03%, 10.87% and 11.81%; the server's running time lost 0.30% to 2.30%
+//! against 5.53% to 6.73%; its work per CPU second 2.01% to 3.32% against 1.08% to 7.68%. Each
+//! search took 5.8 s against 10 to 13, its 0.13 CPUs on the twin's CPU (the twin slowed 11% to
+//! 13%). consult's estimate read 0.02% (its probes'): the competition it counted is gone, and
+//! what is left, the server's work per CPU second, `/proc` does not show.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+pub mod cpus;
 pub mod pace;
 pub mod probes;
 pub mod proclab;
@@ -1222,6 +1223,15 @@ pub struct NodeOut {
     pub timed_call: Option<String>,
 }
 
+/// The CPUs gsh kept its threads on during a search, off the program's ([`cpus::keep_off`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KeptOffOut {
+    /// gsh's, as `taskset -c` lists them.
+    pub gsh: String,
+    /// The program's.
+    pub program: String,
+}
+
 /// What a finished (or interrupted) search reports.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Report {
@@ -1265,6 +1275,9 @@ pub struct Report {
     pub running: f64,
     /// How many times the process was stopped for stack samples.
     pub stack_samples: u64,
+    /// Where gsh kept its threads off the program's CPUs during the search
+    /// ([`cpus::keep_off`]): the CPUs it ran on and the program's (`taskset`'s lists).
+    pub kept_off: Option<KeptOffOut>,
     /// The loop timers the search inserted and removed, and what they cost.
     pub probes: probes::ProbeStats,
     /// Wall seconds the search ran.
@@ -1289,6 +1302,7 @@ impl Search {
             competed: 0.0,
             running: 0.0,
             stack_samples: 0,
+            kept_off: None,
             probes: probes::ProbeStats::default(),
             seconds,
             graph: self
@@ -1460,6 +1474,21 @@ impl Report {
             self.stop_cost * 100.0,
             self.competed * 100.0
         );
+        if let Some(k) = &self.kept_off {
+            let cpu = |list: &str| {
+                if list.contains([',', '-']) {
+                    format!("CPUs {list}")
+                } else {
+                    format!("CPU {list}")
+                }
+            };
+            let _ = writeln!(
+                out,
+                "gsh kept its threads on {}, off the program's {}\n",
+                cpu(&k.gsh),
+                cpu(&k.program)
+            );
+        }
         if self.probes.inserted > 0 {
             let _ = writeln!(
                 out,

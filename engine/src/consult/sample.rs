@@ -18,6 +18,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
+use super::cpus::Placement;
 use super::Hypothesis;
 
 /// The kernel's limit on a task's name (`TASK_COMM_LEN` less its NUL): a longer one is cut.
@@ -574,14 +575,16 @@ pub struct Usage {
     gsh: Duration,
     /// Each of the program's threads' nanoseconds on a CPU and runnable waiting for one.
     program: BTreeMap<i32, (u64, u64)>,
-    /// The machine's CPUs' busy time, from `/proc/stat`, in clock ticks.
+    /// The busy time of the CPUs the program may run on, from `/proc/stat`, in clock ticks.
     busy: u64,
+    /// False when gsh's threads run on none of the program's CPUs.
+    shared: bool,
     at: Instant,
 }
 
 impl Usage {
-    /// What gsh, program `pid` and the machine have used so far.
-    pub fn now(pid: i32) -> Usage {
+    /// What gsh, program `pid` and the CPUs it may run on (`placement`) have used so far.
+    pub fn now(pid: i32, placement: &Placement) -> Usage {
         let program = tids(pid)
             .unwrap_or_default()
             .into_iter()
@@ -592,8 +595,9 @@ impl Usage {
             program,
             busy: std::fs::read_to_string("/proc/stat")
                 .ok()
-                .and_then(|t| machine_busy(&t))
+                .and_then(|t| placement.busy(&t))
                 .unwrap_or(0),
+            shared: placement.shared,
             at: Instant::now(),
         }
     }
@@ -616,9 +620,11 @@ impl Usage {
         }
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let gsh = self.gsh.saturating_sub(before.gsh).as_secs_f64();
         Competition {
             wall: self.at.saturating_duration_since(before.at).as_secs_f64(),
-            gsh: self.gsh.saturating_sub(before.gsh).as_secs_f64(),
+            gsh,
+            gsh_there: if self.shared { gsh } else { 0.0 },
             program: run as f64 / 1e9,
             waited: waited as f64 / 1e9,
             busy: self.busy.saturating_sub(before.busy) as f64 / hz,
@@ -633,6 +639,7 @@ impl Usage {
 /// time, beside RunQueue findings of 0.4 to 0.6 for them.
 pub struct Meter {
     pid: i32,
+    placement: Placement,
     last: Usage,
     total: Competition,
 }
@@ -641,11 +648,14 @@ impl Meter {
     /// How often [`Meter::read`] reads `/proc` again.
     const EVERY: Duration = Duration::from_millis(250);
 
-    /// A meter of process `pid` from now.
+    /// A meter of process `pid` from now, over the CPUs it may run on, gsh's counted there
+    /// where the calling thread may run there too ([`Placement::of`]).
     pub fn new(pid: i32) -> Meter {
+        let placement = Placement::of(pid);
         Meter {
             pid,
-            last: Usage::now(pid),
+            last: Usage::now(pid, &placement),
+            placement,
             total: Competition::default(),
         }
     }
@@ -661,7 +671,7 @@ impl Meter {
 
     /// What was used since the meter began, read now.
     pub fn read_now(&mut self) -> Competition {
-        let now = Usage::now(self.pid);
+        let now = Usage::now(self.pid, &self.placement);
         self.total.add(&now.since(&self.last));
         // A failed read (the process ended) keeps the threads last seen to measure from.
         if !now.program.is_empty() {
@@ -687,20 +697,6 @@ fn own_cpu() -> Duration {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
-/// The busy time of all CPUs together, in clock ticks, from `/proc/stat`'s `cpu` line: all
-/// but idle, I/O wait and the time stolen by the hypervisor (which ran no task here).
-fn machine_busy(stat: &str) -> Option<u64> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let t: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    // user nice system idle iowait irq softirq steal (guest time is within user)
-    let at = |i: usize| t.get(i).copied().unwrap_or(0);
-    Some(at(0) + at(1) + at(2) + at(5) + at(6))
-}
-
 /// The CPU time gsh, the program and the machine used over an interval, in seconds: how
 /// much of the program's running gsh's own work took by competing with it for the CPUs
 /// ([`Competition::took`]).
@@ -710,37 +706,44 @@ pub struct Competition {
     pub wall: f64,
     /// gsh's CPU seconds.
     pub gsh: f64,
+    /// gsh's CPU seconds where its threads could run on the program's CPUs: all of them, or
+    /// none where gsh kept off them ([`super::cpus`]).
+    pub gsh_there: f64,
     /// The program's threads' CPU seconds.
     pub program: f64,
     /// Seconds the program's threads were runnable without a CPU, summed.
     pub waited: f64,
-    /// The machine's busy CPU seconds, all CPUs together.
+    /// The busy CPU seconds of the CPUs the program may run on, together.
     pub busy: f64,
 }
 
 impl Competition {
-    /// The program's running time gsh's CPU time took from it. Where the CPUs were all
-    /// busy, the time gsh ran came out of what everything else would have run, each in
-    /// proportion to what it did run: the program's share of the busy time not gsh's. Never
-    /// more than the time the program's threads waited for a CPU (with a CPU free whenever
-    /// they wanted one, gsh took nothing from them), nor than gsh's own time.
+    /// The program's running time gsh's CPU time took from it. Where the program's CPUs
+    /// were all busy, the time gsh ran there came out of what everything else would have run
+    /// there, each in proportion to what it did run: the program's share of those CPUs' busy
+    /// time not gsh's. Never more than the time the program's threads waited for a CPU (with
+    /// a CPU free whenever they wanted one, gsh took nothing from them), nor than gsh's own
+    /// time there (none, where gsh kept off the program's CPUs, [`super::cpus`]). gsh's time
+    /// is counted as all on the program's CPUs where it may run there: left to the scheduler,
+    /// it runs mostly where the threads it stops run.
     ///
     /// On python3 computing beside a busy twin on 2 CPUs (`xtask bench-consult --python`),
     /// gsh used 0.2 of a CPU during a search while its stops held the program 1% of the
     /// time; the program lost 13% to 15% of its running against its twin, waiting for a CPU,
     /// which no other part of the estimate counted.
     pub fn took(&self) -> f64 {
-        let others = self.busy - self.gsh;
-        if self.gsh <= 0.0 || others <= 0.0 {
+        let others = self.busy - self.gsh_there;
+        if self.gsh_there <= 0.0 || others <= 0.0 {
             return 0.0;
         }
-        (self.gsh * (self.program / others).min(1.0)).min(self.waited.max(0.0))
+        (self.gsh_there * (self.program / others).min(1.0)).min(self.waited.max(0.0))
     }
 
     /// Adds what was used over the interval that follows this one's.
     pub fn add(&mut self, next: &Competition) {
         self.wall += next.wall;
         self.gsh += next.gsh;
+        self.gsh_there += next.gsh_there;
         self.program += next.program;
         self.waited += next.waited;
         self.busy += next.busy;
@@ -907,30 +910,33 @@ mod usage_tests {
     use super::*;
 
     #[test]
-    fn the_machines_busy_time_leaves_out_idle_io_wait_and_stolen_time() {
-        let stat = "cpu  100 2 30 5000 40 5 6 700 0 0\ncpu0 50 1 15 2500 20 2 3 350 0 0\n";
-        assert_eq!(machine_busy(stat), Some(100 + 2 + 30 + 5 + 6));
-        assert_eq!(machine_busy("cpu0 1 2 3\n"), None);
-        assert_eq!(machine_busy("cpu  1 x 3\n"), None);
-    }
-
-    #[test]
     fn usage_since_an_earlier_moment_counts_the_threads_seen_at_both_and_those_started_since() {
         let now = Instant::now();
         let before = Usage {
             gsh: Duration::from_millis(100),
             program: [(1, (1_000_000_000, 0)), (2, (0, 0))].into(),
             busy: 100,
+            shared: true,
             at: now,
         };
         let after = Usage {
             gsh: Duration::from_millis(600),
             program: [(1, (3_000_000_000, 500_000_000)), (3, (9_000_000_000, 0))].into(),
             busy: 700,
+            shared: true,
             at: now + Duration::from_secs(3),
         };
         let c = after.since(&before);
         assert!((c.gsh - 0.5).abs() < 1e-9);
+        assert_eq!(c.gsh_there, c.gsh);
+        // Kept off the program's CPUs, gsh ran none of its time there.
+        let apart = Usage {
+            shared: false,
+            ..after.clone()
+        }
+        .since(&before);
+        assert_eq!((apart.gsh, apart.gsh_there), (c.gsh, 0.0));
+        assert_eq!(apart.took(), 0.0);
         // Thread 2 ended meanwhile; thread 3 started: all of its time is the interval's.
         assert!((c.program - 11.0).abs() < 1e-9);
         assert!((c.waited - 0.5).abs() < 1e-9);
@@ -948,6 +954,7 @@ mod usage_tests {
             gsh: Duration::ZERO,
             program: BTreeMap::new(),
             busy: 0,
+            shared: true,
             at: now,
         };
         let after = Usage {

@@ -933,6 +933,7 @@ fn gshs_own_cpu_time_counts_where_the_program_waited_for_a_cpu() {
     let busy = sample::Competition {
         wall: 30.0,
         gsh: 6.0,
+        gsh_there: 6.0,
         program: 25.5,
         waited: 4.2,
         busy: 60.0,
@@ -953,6 +954,7 @@ fn gshs_own_cpu_time_counts_where_the_program_waited_for_a_cpu() {
     let idle = sample::Competition {
         wall: 30.0,
         gsh: 3.0,
+        gsh_there: 3.0,
         program: 29.9,
         waited: 0.0,
         busy: 33.0,

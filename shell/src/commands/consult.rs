@@ -152,8 +152,12 @@ rate between stops: nothing for a thread asleep, and for one that waits for a CP
 the time it waited), which counts alone until then and where the cycles disagree. gsh's own CPU time (its \
 search, analysis, sampling and tracing together) counts too: where the CPUs are all busy, what \
 gsh runs comes out of what everything else would have run, and the program's part is its \
-share of the machine's busy time not gsh's (from /proc/stat) times gsh's CPU time, never more \
-than the time its threads waited for a CPU. The stops cost what they held plus that, where it \
+share of the busy time not gsh's of the CPUs it may run on (from /proc/stat) times gsh's CPU \
+time, never more than the time its threads waited for a CPU. A program pinned to some of the \
+CPUs (taskset, a cpuset) would lose what gsh runs there, and gsh's threads run mostly where the \
+threads they stop run: while the search runs, gsh keeps all its threads on the CPUs the \
+program may not use, where there are any (the report says which; JSON: \"kept_off\"), and \
+its CPU time then takes none of the program's. The stops cost what they held plus that, where it \
 is more than the turns measured (the turns see gsh's work while it samples, not what it does \
 throughout); the sampler counts it with the probes when it paces its stops, which keep their \
 tenth of the limit whatever it takes. The loop \
@@ -318,6 +322,11 @@ pub(crate) fn search(
     t.frame = 0;
     let flag = ctx.interrupt.clone();
     let _ctrl_c = target::CtrlC::catch(&flag);
+    // A program pinned to some CPUs loses what gsh runs there: gsh's threads keep to the
+    // others until the search's report is made (its timers out first), and the competition
+    // is measured so.
+    let program_cpus = consult::cpus::Cpus::of_program(pid);
+    let kept_off = program_cpus.as_ref().and_then(consult::cpus::keep_off);
     let t = ctx.target.present()?;
     let store = Arc::new(Mutex::new(
         Stacks::new(pid)
@@ -405,6 +414,12 @@ pub(crate) fn search(
     // Released as the search ended (`Done`).
     report.held = pace.held().as_secs_f64();
     report.stack_samples = stops;
+    if let (Some(k), Some(p)) = (&kept_off, &program_cpus) {
+        report.kept_off = Some(consult::KeptOffOut {
+            gsh: k.on.to_string(),
+            program: p.to_string(),
+        });
+    }
     if let Some(path) = dot {
         std::fs::write(&path, report.dot()).with_context(|| format!("cannot write {path}"))?;
     }
