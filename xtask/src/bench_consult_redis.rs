@@ -95,7 +95,15 @@
 //! against 5.53% to 6.73%; its work per CPU second 2.01% to 3.32% against 1.08% to 7.68%. Each
 //! search took 5.8 s against 10 to 13, its 0.13 CPUs on the twin's CPU (the twin slowed 11% to
 //! 13%). consult's estimate read 0.02% (its probes'): the competition it counted is gone, and
-//! what is left, the server's work per CPU second, `/proc` does not show.
+//! what is left, the server's work per CPU second, `/proc` does not show. What is left is the
+//! stops': a search of stops alone (`--search 'consult --for 10 --threshold CPUBound=1'
+//! --window 10`, ~66 a second, each holding the server ~25 us) slowed it 3.26% to 5.13%
+//! (median 3.59%; work per CPU second 2.2% to 5.3%, running time 0.4%), about 0.5 ms of its
+//! throughput a stop; a burner of 0.11 to 0.13 CPUs on the twin's CPU in gsh's place (a
+//! `GSH_BIN` script, `--window 6`) slowed it -2.1% to 2.2% (the twin 11% to 14%), so it is not
+//! gsh's CPU time wherever it runs; and a `SCHED_IDLE` spinner on each CPU throughout (no vCPU
+//! halts while a thread is held) left the whole search's 5.35% to 5.81%, so it is not the VM's
+//! idle wake-ups either.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
