@@ -1241,8 +1241,9 @@ pub struct Report {
     pub tested: usize,
     /// The search's estimate of how much it slowed the program: the running time its stops
     /// took from the program's threads ([`Report::stop_cost`]) plus the time its probes ran
-    /// ([`probes::ProbeStats::cost`]), as a share of the time the threads would have run
-    /// without the search (see [`Cost`]).
+    /// ([`probes::ProbeStats::cost`]) and the time their inserts and removals held it
+    /// ([`probes::ProbeStats::change_cost`]), as a share of the time the threads would have
+    /// run without the search (see [`Cost`]).
     pub overhead: f64,
     /// The fraction of the wall time the program was stopped for stack samples: at each
     /// stop, the mean over its threads of the time each was held, from when the tracer saw
@@ -1348,6 +1349,9 @@ pub struct Cost {
     pub used: f64,
     /// Seconds its probes ran: their hits times the measured cost of one.
     pub probes: f64,
+    /// Seconds the probes' inserts and removals held the whole program
+    /// ([`probes::Changes::held`]).
+    pub changes: f64,
     /// Wall seconds the search ran.
     pub wall: f64,
     /// What gsh, the program and the machine used over the search: what gsh's own CPU time
@@ -1379,9 +1383,18 @@ impl Cost {
         if base <= 0.0 {
             return Shares::default();
         }
+        // A hold of the whole program takes from each thread what it would have run
+        // meanwhile: at their mean rate over the search (one thread's worth when none was
+        // measured).
+        let rate = if self.used > 0.0 && self.wall > 0.0 {
+            self.used / self.wall
+        } else {
+            1.0
+        };
         Shares {
             stops: stops / base,
             probes: self.probes / base,
+            changes: self.changes * rate / base,
             competed: self.competition.took().min(stops) / base,
             running: base,
         }
@@ -1395,6 +1408,8 @@ pub struct Shares {
     pub stops: f64,
     /// The probes.
     pub probes: f64,
+    /// The probes' inserts and removals, holding the whole program.
+    pub changes: f64,
     /// gsh's competition for the CPUs, within `stops`.
     pub competed: f64,
     /// The seconds the shares are of: what the threads would have run without the search.
@@ -1402,10 +1417,10 @@ pub struct Shares {
 }
 
 impl Shares {
-    /// What the search cost the program in all: the stops (with gsh's competition) and the
-    /// probes.
+    /// What the search cost the program in all: the stops (with gsh's competition), the
+    /// probes and their changes.
     pub fn overhead(&self) -> f64 {
-        self.stops + self.probes
+        self.stops + self.probes + self.changes
     }
 }
 
@@ -1421,6 +1436,7 @@ impl Report {
         self.competed = shares.competed;
         self.stop_cost = shares.stops;
         self.probes.cost = shares.probes;
+        self.probes.change_cost = shares.changes;
         self.overhead = shares.overhead();
         self.running = shares.running;
     }
@@ -1496,8 +1512,9 @@ impl Report {
                  last calls), {} removed; they ran {:.2}% of the program's running time (each \
                  timed entry at what its timer added in situ, by turns in and out, where that \
                  could be told, else at {:.0} ns, its cost measured back to back as the search \
-                 began). Experiments marked [probe] were measured by them, the others by \
-                 samples{}\n",
+                 began); inserting and removing them held the whole program {:.0} ms in all, \
+                 {:.2}% of its running time. Experiments marked [probe] were measured by them, \
+                 the others by samples{}\n",
                 self.probes.inserted,
                 self.probes
                     .inserted
@@ -1507,6 +1524,8 @@ impl Report {
                 self.probes.removed,
                 self.probes.cost * 100.0,
                 self.probes.timer_ns,
+                self.probes.changes.held * 1e3,
+                self.probes.change_cost * 100.0,
                 if self.probes.call_timers > 0 {
                     ". A call path's timer times its last call alone (`[probe of CALLER > \
                      CALLEE only]`): the path's earlier steps are not checked, so it times \

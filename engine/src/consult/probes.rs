@@ -141,6 +141,10 @@ pub struct Changes {
     pub inserts: Vec<f64>,
     /// Each removal.
     pub removes: Vec<f64>,
+    /// Seconds they held the whole program, every thread stopped (loading the runtime,
+    /// writing the jumps into trampolines and taking them out), summed: part of each
+    /// change's time, the rest gsh's work while the program ran.
+    pub held: f64,
 }
 
 /// Keeps `e` among the probes' errors unless process `pid` has ended: a timer that could not
@@ -545,6 +549,9 @@ pub struct ProbeStats {
     /// [`ProbeStats::spent`] over what the threads would have run without the search; until
     /// the report sets it, over the search's wall time.
     pub cost: f64,
+    /// The share of the program's running time their inserts and removals took by holding
+    /// the whole program ([`Changes::held`], [`super::Cost`]).
+    pub change_cost: f64,
     /// Seconds the timers ran: the entries they counted times the measured cost of one
     /// ([`ProbeStats::timer_ns`]).
     pub spent: f64,
@@ -684,6 +691,12 @@ impl<'p> ProbeLab<'p> {
     /// Seconds the probes have taken from the program so far.
     pub fn probes_spent(&self) -> f64 {
         self.paid_so_far() / 1e9
+    }
+
+    /// Seconds the probes' inserts and removals have held the whole program so far
+    /// ([`Changes::held`]).
+    pub fn changes_held(&self) -> f64 {
+        self.probes.as_deref().map_or(0.0, |p| p.changes().held)
     }
 
     /// Looks, at most once a [`LEARN_EVERY`], for libraries the program loaded since the
@@ -1703,9 +1716,12 @@ impl Lab for ProbeLab<'_> {
         // Only a loop has parts to time in its stead: a call path ends at its call.
         let is_loop = matches!(focus.last(), Some(Resource::Loop(_)));
         let opaque = is_loop && unseen && !self.unseen.contains(&outer.to_string());
-        let paid = self.paid_so_far();
+        // What the probes have cost: the time their timers ran, and the time their inserts
+        // and removals held the program (at one thread's worth: the shell's pace counts it
+        // at all of them).
+        let paid = self.paid_so_far() / 1e9 + self.changes_held();
         self.inner
-            .set_probes_spent(std::time::Duration::from_secs_f64(paid / 1e9));
+            .set_probes_spent(std::time::Duration::from_secs_f64(paid));
         if unseen {
             self.unseen.insert(focus.to_string());
         }

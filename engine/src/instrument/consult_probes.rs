@@ -100,9 +100,11 @@ impl<'a> LiveProbes<'a> {
         let session = &*self.session;
         let tracer = self.tracer;
         let began = std::time::Instant::now();
+        let mut held = std::time::Duration::ZERO;
         let placed = self.plan.place(id, |plan| {
             tracer
                 .with(|p, live| {
+                    let before = p.held_whole();
                     let placed = live.load_runtime(p).and_then(|()| {
                         live.insert(p, session, plan, id)?;
                         live.start_measuring(p)
@@ -110,11 +112,13 @@ impl<'a> LiveProbes<'a> {
                     if placed.is_err() {
                         let _ = live.undo(p, id);
                     }
+                    held = p.held_whole().saturating_sub(before);
                     placed.map(|_| ()).map_err(|e| e.to_string())
                 })
                 .map_err(|e| e.to_string())?
         });
         self.changes.inserts.push(began.elapsed().as_secs_f64());
+        self.changes.held += held.as_secs_f64();
         placed.map_err(|e| {
             let asked = format!("{} {function} {what}", metric.command());
             format!("{}: not inserted: {e}", asked.trim_end())
@@ -320,8 +324,16 @@ impl Probes for LiveProbes<'_> {
         for id in self.paths.remove(id) {
             // Taken out as if never asked for: its values are the search's, not `report`'s.
             let began = std::time::Instant::now();
-            let undone = self.tracer.with(|p, live| live.undo(p, id));
+            let undone = self.tracer.with(|p, live| {
+                let before = p.held_whole();
+                let undone = live.undo(p, id);
+                (undone, p.held_whole().saturating_sub(before))
+            });
             self.changes.removes.push(began.elapsed().as_secs_f64());
+            let undone = undone.map(|(undone, held)| {
+                self.changes.held += held.as_secs_f64();
+                undone
+            });
             undone
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("consult's timer {id}: not removed: {e}"))?;

@@ -92,6 +92,10 @@ pub struct Process {
     holding: bool,
     /// How the last [`Process::halt`] went (benchmarks read it).
     pub last_halt: HaltTiming,
+    /// When the running process was last halted whole, until it runs again.
+    halted_at: Option<Instant>,
+    /// How long gsh has held the whole process, summed ([`Process::held_whole`]).
+    held_whole: Duration,
     /// The tracer thread's nice value before [`Process::hurry`] raised its priority.
     hurried: Option<i32>,
     /// The tracer thread's nice value before [`Process::polite`] lowered its priority.
@@ -197,6 +201,8 @@ impl Process {
             hands_off: None,
             holding: false,
             last_halt: HaltTiming::default(),
+            halted_at: None,
+            held_whole: Duration::ZERO,
             hurried: None,
             polite_from: None,
             leader_exiting: false,
@@ -558,6 +564,9 @@ impl Process {
         self.alive("halting")?;
         self.reseize()?;
         let asked = Instant::now();
+        if self.state == State::Running {
+            self.halted_at = Some(asked);
+        }
         let mut awaiting: HashSet<i32> = HashSet::new();
         let mut vanished = Vec::new();
         for (&tid, t) in &mut self.threads {
@@ -831,8 +840,26 @@ impl Process {
             }
             self.resume_thread(tid)?;
         }
-        self.state = State::Running;
+        self.runs_again();
         Ok(())
+    }
+
+    /// Marks the process running again, ending the hold a halt began.
+    pub(crate) fn runs_again(&mut self) {
+        self.state = State::Running;
+        if let Some(at) = self.halted_at.take() {
+            self.held_whole += at.elapsed();
+        }
+    }
+
+    /// How long gsh has held the whole process, from each halt of it running to its
+    /// resume (or its letting go), summed; a hold still going on counts to now. Stops of one
+    /// thread at a time ([`Process::hold_each`]) are not in it.
+    pub fn held_whole(&self) -> Duration {
+        match self.halted_at {
+            Some(at) if self.state == State::Stopped => self.held_whole + at.elapsed(),
+            _ => self.held_whole,
+        }
     }
 
     /// Resumes one stopped thread with its kept signals: the one whose delivery-stop it is

@@ -226,7 +226,7 @@ impl Process {
         self.detach_threads();
         self.early_threads.clear();
         self.hands_off = Some(HandsOff { pidfd, threads });
-        self.state = State::Running;
+        self.runs_again();
         Ok(true)
     }
 

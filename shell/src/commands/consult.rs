@@ -176,7 +176,11 @@ the share of its thread's time it adds per such call; so does a timer whose plac
 code it does not time (a loop exit with no room for a jump has the whole function run from a \
 copy, where each call returns through the original: the copy goes with the timer). The bound \
 counts during the turns and where the rates are too noisy to tell; turns cut short (the \
-search ends) count at what they measured. The time the \
+search ends) count at what they measured. Inserting and removing a timer holds the whole \
+program while the jumps into its trampolines are written or taken out (and the first loads \
+gsh's runtime): each such hold costs every thread what it would have run meanwhile, at their \
+mean rate over the search, and counts with the probes (the report gives the hold's \
+milliseconds; JSON: \"changes\": {\"held\"} and \"change_cost\" in \"probes\"). The time the \
 program's threads were held stopped (\"stopped\", a share of the wall time: at each sample the \
 mean over its threads of the time each was held), the samples taken and the CPU the /proc sampling used are reported beside \
 it. Not counted: the delay a stop adds to a thread woken during it (a reply that arrives \
@@ -378,8 +382,9 @@ pub(crate) fn search(
                 // so far, which gsh's own work is held to.
                 let competition = usage.read();
                 let probes = lab.probes_spent();
+                let changes = lab.changes_held();
                 pace.tell(
-                    cost_of(&store, probes, now, competition)
+                    cost_of(&store, probes, changes, now, competition)
                         .shares()
                         .overhead(),
                 );
@@ -409,7 +414,13 @@ pub(crate) fn search(
     let mut report = search.report(seconds, 0.0);
     let spent = probe_stats.spent;
     report.probes = probe_stats;
-    report.set_cost(cost_of(&store, spent, seconds, competition));
+    report.set_cost(cost_of(
+        &store,
+        spent,
+        report.probes.changes.held,
+        seconds,
+        competition,
+    ));
     report.sampler_cpu = sampler_cpu;
     // Released as the search ended (`Done`).
     report.held = pace.held().as_secs_f64();
@@ -434,10 +445,12 @@ pub(crate) fn search(
 }
 
 /// What the search has cost the program after `wall` seconds, from the stack samples'
-/// `store`, the `probes`' seconds and gsh's `competition` for the CPUs.
+/// `store`, the `probes`' seconds, the seconds their `changes` held the whole program and
+/// gsh's `competition` for the CPUs.
 fn cost_of(
     store: &Mutex<Stacks>,
     probes: f64,
+    changes: f64,
     wall: f64,
     competition: consult::sample::Competition,
 ) -> consult::Cost {
@@ -449,6 +462,7 @@ fn cost_of(
         imposed: s.imposed().as_secs_f64(),
         used: used.as_secs_f64(),
         probes,
+        changes,
         wall,
         competition,
     }
