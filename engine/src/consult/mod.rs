@@ -1265,6 +1265,9 @@ pub struct Report {
     pub running: f64,
     /// How many times the process was stopped for stack samples.
     pub stack_samples: u64,
+    /// How many of the threads' samples in them were given again without stopping the
+    /// thread: it had not run since its last stop ([`stacks::ThreadStack::reused`]).
+    pub reused: u64,
     /// The loop timers the search inserted and removed, and what they cost.
     pub probes: probes::ProbeStats,
     /// Wall seconds the search ran.
@@ -1289,6 +1292,7 @@ impl Search {
             competed: 0.0,
             running: 0.0,
             stack_samples: 0,
+            reused: 0,
             probes: probes::ProbeStats::default(),
             seconds,
             graph: self

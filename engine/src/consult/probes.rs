@@ -2222,6 +2222,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, site],
                         held: std::time::Duration::ZERO,
+                        reused: false,
                     }],
                 },
             );
@@ -2241,6 +2242,7 @@ mod tests {
                             frames: vec![frame("x"), frame(callee), frame("f")],
                             pcs: vec![0x9100, 0x9000, 0x200],
                             held: std::time::Duration::ZERO,
+                            reused: false,
                         }],
                     },
                 );
@@ -2676,6 +2678,7 @@ mod tests {
                             frames: vec![frame("f"), frame(caller), frame("main")],
                             pcs: vec![0x300, 0x8000, 0x7000],
                             held: std::time::Duration::ZERO,
+                            reused: false,
                         }],
                     },
                 );
@@ -2795,6 +2798,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, 0x200],
                         held: std::time::Duration::ZERO,
+                        reused: false,
                     }],
                 },
             );

@@ -76,8 +76,12 @@ pub struct ThreadStack {
     /// How long the thread was held in its stop: from when the source saw it stopped (the
     /// tracer's `waitpid` reported it) to its resume. Not from asking for the stop: a thread
     /// not on a CPU then waits for one to stop, and after the resume to run again, which its
-    /// `schedstat` counts as waiting, not as stopped.
+    /// `schedstat` counts as waiting, not as stopped. Zero for a sample given again
+    /// ([`ThreadStack::reused`]).
     pub held: Duration,
+    /// Not stopped: the thread had not run since its last stop (asleep since in the system
+    /// call that stop interrupted), and this is that stop's sample given again.
+    pub reused: bool,
 }
 
 /// Every thread's stack at one stop, and how long the process was stopped for it.
@@ -130,6 +134,8 @@ pub struct Stacks {
     /// Each thread's time held in stops so far ([`ThreadStack::held`]).
     held: BTreeMap<i32, Duration>,
     batches: u64,
+    /// Thread samples given again without stopping their thread ([`ThreadStack::reused`]).
+    reused: u64,
     error: Option<String>,
     /// Interned frames: a path shares them.
     names: BTreeMap<(String, String), Arc<FrameName>>,
@@ -467,6 +473,7 @@ impl Stacks {
             stopped: Duration::ZERO,
             held: BTreeMap::new(),
             batches: 0,
+            reused: 0,
             error: None,
             names: BTreeMap::new(),
             last_call: BTreeMap::new(),
@@ -584,6 +591,7 @@ impl Stacks {
             n => batch.threads.iter().map(|t| t.held).sum::<Duration>() / n as u32,
         };
         self.batches += 1;
+        self.reused += batch.threads.iter().filter(|t| t.reused).count() as u64;
         for t in &batch.threads {
             *self.held.entry(t.tid).or_default() += t.held;
         }
@@ -701,6 +709,12 @@ impl Stacks {
     /// Stops taken so far.
     pub fn batches(&self) -> u64 {
         self.batches
+    }
+
+    /// Thread samples so far given again without stopping their thread, asleep since its
+    /// last stop ([`ThreadStack::reused`]).
+    pub fn reused(&self) -> u64 {
+        self.reused
     }
 
     /// The time the process spent stopped for samples: at each stop, the mean over its
