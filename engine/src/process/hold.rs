@@ -105,7 +105,7 @@ impl Process {
         for tid in tids {
             let state = self.threads.get(&tid).map(|t| t.state);
             if state == Some(ThreadState::Running) {
-                if let Some(seen) = looked.still(self.pid, tid) {
+                if let Some(seen) = looked.still(tid) {
                     out.push(Held {
                         tid,
                         seen,
@@ -241,7 +241,7 @@ impl Process {
             })
             .unwrap_or_default();
         for tid in tids {
-            if let Some(seen) = looked.still(self.pid, tid) {
+            if let Some(seen) = looked.still(tid) {
                 out.push(Held {
                     tid,
                     seen,

@@ -25,7 +25,7 @@
 //! the resume gave it, returned to the program and slept again in a call identical in all of
 //! the above; the stop after at most [`RESAMPLE`] shows it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -156,35 +156,41 @@ impl<T> Default for Looked<T> {
     }
 }
 
-/// A thread's `schedstat`, `syscall` and `stat` files, each opened when first read. A file
-/// of a thread that has ended reads nothing, even once its id is another thread's.
-#[derive(Debug, Default)]
+/// A thread's `schedstat`, `syscall` and `stat` files, opened while it is held. A file of a
+/// thread that has ended reads nothing, even once its id is another thread's: opened while
+/// the thread was stopped, all three are that thread's.
+#[derive(Debug)]
 struct TaskFiles {
-    open: [Option<File>; 3],
+    open: [File; 3],
     buf: Vec<u8>,
 }
 
+/// The files of [`TaskFiles`], in its order.
+const FILES: [&str; 3] = ["schedstat", "syscall", "stat"];
+
 impl TaskFiles {
-    /// The text of file `name` (`schedstat`, `syscall` or `stat`) of thread `tid` of process
-    /// `pid` now; `None` when it cannot be read (the thread ended).
-    fn read(&mut self, pid: i32, tid: i32, name: &str) -> Option<&str> {
-        let i = ["schedstat", "syscall", "stat"]
-            .iter()
-            .position(|n| *n == name)?;
-        if self.open[i].is_none() {
-            self.open[i] = File::open(format!("/proc/{pid}/task/{tid}/{name}")).ok();
-        }
-        let f = self.open[i].as_ref()?;
-        self.buf.resize(1024, 0);
-        let n = f.read_at(&mut self.buf, 0).ok()?;
+    /// The files of thread `tid` of process `pid`.
+    fn open(pid: i32, tid: i32) -> Option<TaskFiles> {
+        let open = |name: &str| File::open(format!("/proc/{pid}/task/{tid}/{name}")).ok();
+        Some(TaskFiles {
+            open: [open(FILES[0])?, open(FILES[1])?, open(FILES[2])?],
+            buf: vec![0; 1024],
+        })
+    }
+
+    /// The text of file `name` (one of [`FILES`]) now; `None` when it cannot be read (the
+    /// thread ended).
+    fn read(&mut self, name: &str) -> Option<&str> {
+        let i = FILES.iter().position(|n| *n == name)?;
+        let n = self.open[i].read_at(&mut self.buf, 0).ok()?;
         std::str::from_utf8(&self.buf[..n]).ok()
     }
 }
 
 impl<T: Clone> Looked<T> {
-    /// What the last stop of thread `tid` of process `pid` saw, if the thread has not run
-    /// since (see the module's doc), reading `/proc` to tell.
-    pub(super) fn still(&mut self, pid: i32, tid: i32) -> Option<T> {
+    /// What the last stop of thread `tid` saw, if the thread has not run since (see the
+    /// module's doc), reading its `/proc` files to tell.
+    pub(super) fn still(&mut self, tid: i32) -> Option<T> {
         let last = self.last.get_mut(&tid)?;
         if last.stopped.elapsed() >= RESAMPLE {
             return None;
@@ -193,16 +199,16 @@ impl<T: Clone> Looked<T> {
         let asleep = match last.asleep {
             Some(a) => a,
             None => {
-                let then = Runs::parse(files.read(pid, tid, "schedstat")?)?;
-                let line = files.read(pid, tid, "syscall")?;
+                let then = Runs::parse(files.read("schedstat")?)?;
+                let line = files.read("syscall")?;
                 if !back_asleep(&last.site, last.at_stop, then, line) {
                     return None;
                 }
                 *last.asleep.insert(then)
             }
         };
-        let state = parse_state(files.read(pid, tid, "stat")?)?;
-        let now = Runs::parse(files.read(pid, tid, "schedstat")?)?;
+        let state = parse_state(files.read("stat")?)?;
+        let now = Runs::parse(files.read("schedstat")?)?;
         unmoved(asleep, state, now).then(|| last.seen.clone())
     }
 
@@ -219,8 +225,15 @@ impl<T: Clone> Looked<T> {
     ) {
         let site = CallSite::interrupted(r).filter(|_| ours);
         let at_stop = site.and_then(|_| {
-            let files = self.files.entry(tid).or_default();
-            Runs::parse(files.read(pid, tid, "schedstat")?)
+            let kept = self.files.get_mut(&tid);
+            if let Some(runs) = kept.and_then(|f| f.read("schedstat").and_then(Runs::parse)) {
+                return Some(runs);
+            }
+            // First held, or the files kept are those of an earlier thread of this id, ended.
+            let mut files = TaskFiles::open(pid, tid)?;
+            let runs = files.read("schedstat").and_then(Runs::parse);
+            self.files.insert(tid, files);
+            runs
         });
         match (site, at_stop) {
             (Some(site), Some(at_stop)) => {
@@ -243,6 +256,7 @@ impl<T: Clone> Looked<T> {
 
     /// Forgets every thread but `tids` (those of the batch just taken).
     pub(super) fn keep_only(&mut self, tids: &[i32]) {
+        let tids: HashSet<i32> = tids.iter().copied().collect();
         self.last.retain(|tid, _| tids.contains(tid));
         self.files.retain(|tid, _| tids.contains(tid));
     }
@@ -347,7 +361,7 @@ mod tests {
     fn only_our_stops_in_a_sleeping_call_are_remembered() {
         let mut looked: Looked<u32> = Looked::default();
         let me = std::process::id() as i32;
-        assert_eq!(looked.still(me, me), None);
+        assert_eq!(looked.still(me), None);
         looked.stopped(me, me, &regs(202, -512), false, &7);
         assert!(looked.last.is_empty());
         looked.stopped(me, me, &regs(u64::MAX, 0), true, &7);
@@ -355,7 +369,7 @@ mod tests {
         looked.stopped(me, me, &regs(202, -512), true, &7);
         assert_eq!(looked.last.len(), 1);
         // This thread is running (reading its own files), not asleep in that call.
-        assert_eq!(looked.still(me, me), None);
+        assert_eq!(looked.still(me), None);
         looked.keep_only(&[]);
         assert!(looked.last.is_empty());
     }
