@@ -3,7 +3,9 @@
 //!
 //! A [`StackSource`] (the shell's, over the process tracer and the engine's unwinder) stops
 //! each thread in turn, reads its registers, walks its stack and lets it run again before the
-//! next; it reports each thread's frames by name and the system call it was in, if any.
+//! next; it reports each thread's frames by name and the system call it was in, if any. A
+//! thread asleep since its last stop is not stopped: that stop's sample comes again, held for
+//! no time ([`ThreadStack::reused`]), and counts as any sample does.
 //! [`sample_stacks`] calls it at the pace the cost limit allows: what the stops cost the
 //! program, measured by turns with and without them ([`StopTurns`]), and what the probes took,
 //! within that share of its running. [`Stacks`] keeps the samples, each reduced to its *path* — the frames from
