@@ -1164,3 +1164,138 @@ fn status_field(path: &str, name: &str) -> Option<String> {
     let line = status.lines().find_map(|l| l.strip_prefix(name))?;
     Some(line.trim().to_owned())
 }
+
+/// The threads of process `pid` named `names` (by `pthread_setname_np`), with how many times
+/// each was scheduled in so far (its `schedstat`'s third count), once every one of them is
+/// asleep; in the order of their ids.
+fn asleep_threads(pid: u32, names: &[&str]) -> Vec<(u32, String, u64)> {
+    let read = |tid: &str, file: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/{file}")).unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut out = Vec::new();
+        let mut all_asleep = true;
+        for e in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the program's threads") {
+            let tid = e.unwrap().file_name().into_string().unwrap();
+            let name = read(&tid, "comm").trim().to_owned();
+            if !names.contains(&name.as_str()) {
+                continue;
+            }
+            let state = read(&tid, "stat");
+            all_asleep &= state
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('S'));
+            let pcount = read(&tid, "schedstat")
+                .split_whitespace()
+                .nth(2)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            out.push((tid.parse().unwrap(), name, pcount));
+        }
+        if all_asleep && out.len() == names.len() {
+            out.sort();
+            return out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the threads never slept: {out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `planted idle` (one thread computing, five asleep throughout: two waiting to take a lock
+/// held till the end, one reading a pipe, two parked on a condition), searched attached, traced
+/// and hands-off: a sleeping thread is stopped for a stack sample only when it may have run
+/// since its last one (and once a second whatever it did), not in every batch. Before, each
+/// batch stopped every thread, and each stop scheduled each sleeper in at least once (its
+/// `schedstat` count rose by more than the batches). The samples given again say what fresh
+/// ones would: the search names the lock wait and the pipe read with their functions, lock and
+/// pipe, and the parked threads slow nothing.
+#[test]
+fn consult_leaves_sleeping_threads_alone_and_still_names_their_waits() {
+    // Built before the program starts, which runs for its 60 s only.
+    Gsh::binary();
+    for mode in ["traced", "hands-off"] {
+        let _turn = one_at_a_time();
+        let exe = Mutatee::new("planted").path(Variant::O2);
+        let child = Command::new(&exe)
+            .args(["idle", "60"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("planted starts");
+        struct Kill(Child);
+        impl Drop for Kill {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let child = Kill(child);
+        let pid = child.0.id();
+        let names = ["waiter", "waiter", "listener", "parked", "parked"];
+        let before = asleep_threads(pid, &names);
+        let out = Gsh::new()
+            .args([
+                "--json",
+                "-p",
+                &pid.to_string(),
+                "-c",
+                &format!("set attached-mode {mode}; consult --for 12 --cost 20"),
+            ])
+            .run();
+        let after = asleep_threads(pid, &names);
+        drop(child);
+        out.assert_success();
+        let r = json_stream(&out)
+            .pop()
+            .and_then(|mut l| l.get_mut("result").map(serde_json::Value::take))
+            .unwrap_or_else(|| panic!("no result:\n{out}"));
+        let batches = r["stack_samples"].as_u64().unwrap();
+        let runs: Vec<(String, u64)> = before
+            .iter()
+            .zip(&after)
+            .map(|(b, a)| (a.1.clone(), a.2 - b.2))
+            .collect();
+        // Given again, not stopped: most of the five sleepers' samples. (Each halt of the
+        // whole process that puts a probe in or takes one out wakes them too: they are stopped
+        // at the next batch.)
+        let reused = r["reused"].as_u64().unwrap_or(0);
+        eprintln!("{mode}: {batches} batches, {reused} given again, sleepers ran {runs:?}");
+        assert!(batches >= 20, "{mode}: {batches} batches: {r:#}");
+        assert!(
+            2 * reused > 5 * batches,
+            "{mode}: {reused} samples given again in {batches} batches"
+        );
+        // Each stop of a sleeping thread schedules it in twice (the interrupt wakes it, the
+        // resume again): before, they ran at least twice a batch.
+        for (name, n) in &runs {
+            assert!(
+                *n < 2 * batches,
+                "{mode}: {name} was scheduled in {n} times in {batches} batches: {runs:?}"
+            );
+        }
+        let findings = findings(&r);
+        assert!(
+            found(
+                &findings,
+                &["SyncWait"],
+                &["wait_lock", "lock held_lock (0x"]
+            ),
+            "{mode}: {r:#}"
+        );
+        assert!(
+            found(
+                &findings,
+                &["ExternalWait"],
+                &["listen_pipe", "read", " (pipe:["]
+            ),
+            "{mode}: {r:#}"
+        );
+        assert!(
+            !findings.iter().any(|(_, f)| f.contains("park")),
+            "{mode}: {r:#}"
+        );
+    }
+}

@@ -10,7 +10,12 @@
  *   epoll  main waits in epoll_wait() in `await_events` on an instance watching a listening
  *          TCP socket on 127.0.0.1 and three pipes, fed a byte every 50 ms by `feed_events`
  *          (on each pipe in turn);
- *   runq   three threads per CPU spin in `spin`: each waits for a CPU most of the time.
+ *   runq   three threads per CPU spin in `spin`: each waits for a CPU most of the time;
+ *   idle   main computes in `crunch` while five threads sleep throughout: two wait
+ *          in `wait_lock` to take `held_lock`, which main holds until the end ("waiter"), one
+ *          reads in `listen_pipe` a pipe written only at the end ("listener"), two wait in
+ *          `park` for a condition signalled at the end ("parked"); each names itself (the
+ *          quoted names) so that tests can find it in /proc.
  * Not in MUTATEES: it runs for seconds. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -235,9 +240,77 @@ static void run_runq(void) {
         pthread_join(t[i], NULL);
 }
 
+pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cond = PTHREAD_COND_INITIALIZER;
+static int park_over;
+static int idle_pipe[2];
+
+NOINLINE void wait_lock(void) {
+    pthread_mutex_lock(&held_lock);
+    pthread_mutex_unlock(&held_lock);
+}
+
+NOINLINE void *lock_waiter(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "waiter");
+    wait_lock();
+    return NULL;
+}
+
+NOINLINE void listen_pipe(void) {
+    char c;
+    if (read(idle_pipe[0], &c, 1) != 1)
+        exit(1);
+}
+
+NOINLINE void *listener(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "listener");
+    listen_pipe();
+    return NULL;
+}
+
+NOINLINE void park(void) {
+    pthread_mutex_lock(&park_lock);
+    while (!park_over)
+        pthread_cond_wait(&park_cond, &park_lock);
+    pthread_mutex_unlock(&park_lock);
+}
+
+NOINLINE void *parker(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "parked");
+    park();
+    return NULL;
+}
+
+static void run_idle(void) {
+    void *(*starts[5])(void *) = {lock_waiter, lock_waiter, listener, parker, parker};
+    pthread_t t[5];
+    pthread_mutex_lock(&held_lock);
+    if (pipe(idle_pipe) != 0)
+        exit(1);
+    for (int i = 0; i < 5; i++)
+        pthread_create(&t[i], NULL, starts[i], NULL);
+    /* Not run_cpu(): called from two places it is no longer inlined into main, and the `cpu`
+     * searches name `main > crunch`. */
+    while (now() < end)
+        crunch();
+    pthread_mutex_unlock(&held_lock);
+    if (write(idle_pipe[1], "q", 1) != 1)
+        exit(1);
+    pthread_mutex_lock(&park_lock);
+    park_over = 1;
+    pthread_cond_broadcast(&park_cond);
+    pthread_mutex_unlock(&park_lock);
+    for (int i = 0; i < 5; i++)
+        pthread_join(t[i], NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: planted cpu|lock|smallio|pipe|poll|epoll|runq [SECONDS]\n");
+        fprintf(stderr, "usage: planted cpu|lock|smallio|pipe|poll|epoll|runq|idle [SECONDS]\n");
         return 2;
     }
     if (argc > 2)
@@ -258,6 +331,8 @@ int main(int argc, char **argv) {
         run_epoll();
     else if (!strcmp(m, "runq"))
         run_runq();
+    else if (!strcmp(m, "idle"))
+        run_idle();
     else
         return 2;
     printf("planted %s done\n", m);

@@ -1279,6 +1279,9 @@ pub struct Report {
     /// Where gsh kept its threads off the program's CPUs during the search
     /// ([`cpus::keep_off`]): the CPUs it ran on and the program's (`taskset`'s lists).
     pub kept_off: Option<KeptOffOut>,
+    /// How many of the threads' samples in them were given again without stopping the
+    /// thread: it had not run since its last stop ([`stacks::ThreadStack::reused`]).
+    pub reused: u64,
     /// The loop timers the search inserted and removed, and what they cost.
     pub probes: probes::ProbeStats,
     /// Wall seconds the search ran.
@@ -1304,6 +1307,7 @@ impl Search {
             running: 0.0,
             stack_samples: 0,
             kept_off: None,
+            reused: 0,
             probes: probes::ProbeStats::default(),
             seconds,
             graph: self

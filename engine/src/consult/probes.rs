@@ -2238,6 +2238,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, site],
                         held: std::time::Duration::ZERO,
+                        reused: false,
                     }],
                 },
             );
@@ -2257,6 +2258,7 @@ mod tests {
                             frames: vec![frame("x"), frame(callee), frame("f")],
                             pcs: vec![0x9100, 0x9000, 0x200],
                             held: std::time::Duration::ZERO,
+                            reused: false,
                         }],
                     },
                 );
@@ -2692,6 +2694,7 @@ mod tests {
                             frames: vec![frame("f"), frame(caller), frame("main")],
                             pcs: vec![0x300, 0x8000, 0x7000],
                             held: std::time::Duration::ZERO,
+                            reused: false,
                         }],
                     },
                 );
@@ -2811,6 +2814,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, 0x200],
                         held: std::time::Duration::ZERO,
+                        reused: false,
                     }],
                 },
             );

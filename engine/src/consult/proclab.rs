@@ -606,6 +606,7 @@ mod tests {
             frames,
             pcs: Vec::new(),
             held: Duration::ZERO,
+            reused: false,
         }
     }
 

@@ -3,7 +3,9 @@
 //!
 //! A [`StackSource`] (the shell's, over the process tracer and the engine's unwinder) stops
 //! each thread in turn, reads its registers, walks its stack and lets it run again before the
-//! next; it reports each thread's frames by name and the system call it was in, if any.
+//! next; it reports each thread's frames by name and the system call it was in, if any. A
+//! thread asleep since its last stop is not stopped: that stop's sample comes again, held for
+//! no time ([`ThreadStack::reused`]), and counts as any sample does.
 //! [`sample_stacks`] calls it at the pace the cost limit allows: what the stops cost the
 //! program, measured by turns with and without them ([`StopTurns`]), and what the probes took,
 //! within that share of its running. [`Stacks`] keeps the samples, each reduced to its *path* — the frames from
@@ -76,8 +78,12 @@ pub struct ThreadStack {
     /// How long the thread was held in its stop: from when the source saw it stopped (the
     /// tracer's `waitpid` reported it) to its resume. Not from asking for the stop: a thread
     /// not on a CPU then waits for one to stop, and after the resume to run again, which its
-    /// `schedstat` counts as waiting, not as stopped.
+    /// `schedstat` counts as waiting, not as stopped. Zero for a sample given again
+    /// ([`ThreadStack::reused`]).
     pub held: Duration,
+    /// Not stopped: the thread had not run since its last stop (asleep since in the system
+    /// call that stop interrupted), and this is that stop's sample given again.
+    pub reused: bool,
 }
 
 /// Every thread's stack at one stop, and how long the process was stopped for it.
@@ -130,6 +136,8 @@ pub struct Stacks {
     /// Each thread's time held in stops so far ([`ThreadStack::held`]).
     held: BTreeMap<i32, Duration>,
     batches: u64,
+    /// Thread samples given again without stopping their thread ([`ThreadStack::reused`]).
+    reused: u64,
     error: Option<String>,
     /// Interned frames: a path shares them.
     names: BTreeMap<(String, String), Arc<FrameName>>,
@@ -467,6 +475,7 @@ impl Stacks {
             stopped: Duration::ZERO,
             held: BTreeMap::new(),
             batches: 0,
+            reused: 0,
             error: None,
             names: BTreeMap::new(),
             last_call: BTreeMap::new(),
@@ -584,6 +593,7 @@ impl Stacks {
             n => batch.threads.iter().map(|t| t.held).sum::<Duration>() / n as u32,
         };
         self.batches += 1;
+        self.reused += batch.threads.iter().filter(|t| t.reused).count() as u64;
         for t in &batch.threads {
             *self.held.entry(t.tid).or_default() += t.held;
         }
@@ -701,6 +711,12 @@ impl Stacks {
     /// Stops taken so far.
     pub fn batches(&self) -> u64 {
         self.batches
+    }
+
+    /// Thread samples so far given again without stopping their thread, asleep since its
+    /// last stop ([`ThreadStack::reused`]).
+    pub fn reused(&self) -> u64 {
+        self.reused
     }
 
     /// The time the process spent stopped for samples: at each stop, the mean over its

@@ -6,6 +6,10 @@
 //! named after every thread runs again, from the modules' symbols. The search itself knows
 //! nothing of processes; this is where the two meet.
 //!
+//! A thread that has not run since its last stop (asleep since in the call that stop
+//! interrupted, as `/proc` tells) is not stopped again: its last sample is still exactly
+//! right, and the batch gives it again, held for no time ([`Process::hold_each_since`]).
+//!
 //! A sampler covers the modules it was made with. When a stop shows code in a file the
 //! process has mapped since (a library loaded while the search runs), the sampler opens that
 //! library, drops the batch (its walks went through code without unwind tables, its frames
@@ -20,7 +24,7 @@ use std::time::Duration;
 
 use crate::addr::LinkAddr;
 use crate::consult::stacks::{self, Batch, FrameName, StackSource, Stacks, Syscall, ThreadStack};
-use crate::process::{Process, State, Tracer};
+use crate::process::{Looked, Process, State, Tracer};
 use crate::session::{Module, ModuleId};
 use crate::unwind::{UnwindModule, Unwinder};
 
@@ -92,6 +96,7 @@ impl<'a> StackSampler<'a> {
             locks: HashMap::new(),
             outside: HashSet::new(),
             found: Vec::new(),
+            looked: Looked::default(),
         };
         let found = AtomicBool::new(false);
         let mut source = Round {
@@ -136,11 +141,13 @@ struct TracerStacks<'s, 'a> {
     outside: HashSet<u64>,
     /// Files mapped since the sampler was made, opened, that samples showed code in.
     found: Vec<(Arc<Module>, u64)>,
+    /// Each thread's last stop: a thread that has not run since is given it again.
+    looked: Looked<(Option<Syscall>, Vec<u64>)>,
 }
 
-/// One thread as a stop left it: its system call, its frames' lookup addresses and how long
-/// it was held.
-type Raw = (i32, Option<Syscall>, Vec<u64>, Duration);
+/// One thread as a stop left it: its system call, its frames' lookup addresses, how long it
+/// was held and whether this is its last stop's sample given again.
+type Raw = (i32, Option<Syscall>, Vec<u64>, Duration, bool);
 
 impl TracerStacks<'_, '_> {
     /// Looks for the files holding `pcs` that lie in no module the sampler knows; opens each
@@ -236,6 +243,7 @@ fn in_syscall(p: &Process, r: &libc::user_regs_struct) -> Option<Syscall> {
 impl StackSource for TracerStacks<'_, '_> {
     fn sample(&mut self) -> Result<Option<Batch>, String> {
         let unwinder = &self.sampler.unwinder;
+        let looked = &mut self.looked;
         let taken = self
             .tracer
             .with(|p, live| -> Result<Option<Vec<Raw>>, String> {
@@ -246,8 +254,8 @@ impl StackSource for TracerStacks<'_, '_> {
                 // preempted in the middle of a stop held the program tens of ms.
                 p.hurry(true);
                 // One thread at a time, the others running: a thread's registers and stack
-                // are its own.
-                let held = p.hold_each(|p, _, r| {
+                // are its own. One that has not run since its last stop keeps that sample.
+                let held = p.hold_each_since(looked, |p, _, r| {
                     let frames = unwinder.walk(&proc_memory(p), top_regs(live, r), MAX_FRAMES);
                     let pcs: Vec<u64> = frames.iter().map(|f| f.lookup_pc()).collect();
                     (in_syscall(p, r), pcs)
@@ -256,7 +264,7 @@ impl StackSource for TracerStacks<'_, '_> {
                 let held = held.map_err(|e| e.to_string())?;
                 Ok(Some(
                     held.into_iter()
-                        .map(|h| (h.tid, h.seen.0, h.seen.1, h.held))
+                        .map(|h| (h.tid, h.seen.0, h.seen.1, h.held, h.reused))
                         .collect(),
                 ))
             })
@@ -269,7 +277,7 @@ impl StackSource for TracerStacks<'_, '_> {
         let stopped = raw.iter().map(|r| r.3).max().unwrap_or_default();
         let pcs: Vec<u64> = raw
             .iter()
-            .flat_map(|(_, _, pcs, _)| pcs.iter().copied())
+            .flat_map(|(_, _, pcs, _, _)| pcs.iter().copied())
             .collect();
         self.learn(&pcs)?;
         if !self.found.is_empty() {
@@ -282,7 +290,7 @@ impl StackSource for TracerStacks<'_, '_> {
         }
         let threads = raw
             .into_iter()
-            .map(|(tid, syscall, pcs, held)| {
+            .map(|(tid, syscall, pcs, held, reused)| {
                 let frames: Vec<FrameName> = pcs.iter().map(|&pc| self.name(pc)).collect();
                 let syscall = syscall.map(|s| stacks::waited_object(s, &frames));
                 ThreadStack {
@@ -294,6 +302,7 @@ impl StackSource for TracerStacks<'_, '_> {
                     frames,
                     pcs,
                     held,
+                    reused,
                 }
             })
             .collect();

@@ -15,6 +15,10 @@
 //! is seized alone, interrupted, looked at and detached, the others never traced: seizing
 //! them all for a sample brought the process back under the tracer, and the tracer let it go
 //! again after the job by halting every thread.
+//!
+//! [`Process::hold_each_since`] stops only the threads that may have run since the caller's
+//! last batch: one provably asleep since in the call its last stop interrupted is given that
+//! stop's look again, held for no time (`idle.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +26,7 @@ use nix::errno::Errno;
 
 use super::control::{is_zombie, Process};
 use super::error::ProcessError;
+use super::idle::Looked;
 use super::ptrace::{self, WaitEvent};
 use super::{State, ThreadState};
 
@@ -35,8 +40,11 @@ pub struct Held<T> {
     /// How long it was held: from when the tracer saw it stop (`waitpid` reported it) to its
     /// resume. A thread stopped for something else, whose stop the tracer serves after the
     /// job, is held until the last thread's look ends; one already stopped when the call
-    /// began, from then.
+    /// began, from then. Zero for a thread given its last look again ([`Held::reused`]).
     pub held: Duration,
+    /// Not stopped: the thread has not run since its last stop, and `seen` is what that
+    /// stop's look returned ([`Process::hold_each_since`]).
+    pub reused: bool,
 }
 
 /// How long a thread may take to stop after its interrupt (as a halt waits).
@@ -58,8 +66,20 @@ impl Process {
     /// lets it run again before stopping the next. Returns what `look` returned for each
     /// thread looked at, with how long it was held ([`Held::held`]). Threads that end or
     /// start meanwhile are passed over. The process must be running.
-    pub fn hold_each<T>(
+    pub fn hold_each<T: Clone>(
         &mut self,
+        look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
+    ) -> Result<Vec<Held<T>>, ProcessError> {
+        self.hold_each_since(&mut Looked::default(), look)
+    }
+
+    /// [`Process::hold_each`], leaving alone each thread that has not run since `looked`'s
+    /// stop of it: asleep since in the system call that stop interrupted, as `/proc` tells
+    /// (`idle.rs`). Such a thread is given that stop's look again ([`Held::reused`], held for
+    /// no time). `looked` keeps this call's stops for the next.
+    pub fn hold_each_since<T: Clone>(
+        &mut self,
+        looked: &mut Looked<T>,
         mut look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
     ) -> Result<Vec<Held<T>>, ProcessError> {
         const DURING: &str = "taking a stack sample";
@@ -74,14 +94,28 @@ impl Process {
             // learns them so while gsh is hands-off, the maps read only when the dynamic
             // linker's hook counted a change.
             self.note_untraced_loads();
-            return self.hold_each_untraced(look);
+            let out = self.hold_each_untraced(looked, look)?;
+            looked.keep_only(&out.iter().map(|h| h.tid).collect::<Vec<_>>());
+            return Ok(out);
         }
         let mut out = Vec::new();
         // Held until the end: those whose stops the tracer serves after the job.
         let mut kept = Vec::new();
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
-            let caught = match self.threads.get(&tid).map(|t| t.state) {
+            let state = self.threads.get(&tid).map(|t| t.state);
+            if state == Some(ThreadState::Running) {
+                if let Some(seen) = looked.still(tid) {
+                    out.push(Held {
+                        tid,
+                        seen,
+                        held: Duration::ZERO,
+                        reused: true,
+                    });
+                    continue;
+                }
+            }
+            let caught = match state {
                 None | Some(ThreadState::Starting) => continue,
                 Some(ThreadState::Stopped) => Caught::Kept(began),
                 Some(ThreadState::Running | ThreadState::JobStopped) => self.catch(tid, DURING)?,
@@ -95,6 +129,8 @@ impl Process {
                 continue;
             };
             let seen = look(self, tid, &r);
+            let ours = matches!(caught, Caught::Ours(_));
+            looked.stopped(self.pid, tid, &r, ours, &seen);
             if let Caught::Kept(_) = caught {
                 kept.push((out.len(), at));
             } else {
@@ -104,12 +140,14 @@ impl Process {
                 tid,
                 seen,
                 held: at.elapsed(),
+                reused: false,
             });
         }
         let end = Instant::now();
         for (i, at) in kept {
             out[i].held = end.saturating_duration_since(at);
         }
+        looked.keep_only(&out.iter().map(|h| h.tid).collect::<Vec<_>>());
         Ok(out)
     }
 
@@ -190,8 +228,9 @@ impl Process {
 
     /// [`Process::hold_each`] while gsh is hands-off: each thread seized alone, interrupted,
     /// looked at and let go again, with the signal it stopped for, if any.
-    fn hold_each_untraced<T>(
+    fn hold_each_untraced<T: Clone>(
         &mut self,
+        looked: &mut Looked<T>,
         mut look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
     ) -> Result<Vec<Held<T>>, ProcessError> {
         let mut out = Vec::new();
@@ -202,6 +241,15 @@ impl Process {
             })
             .unwrap_or_default();
         for tid in tids {
+            if let Some(seen) = looked.still(tid) {
+                out.push(Held {
+                    tid,
+                    seen,
+                    held: Duration::ZERO,
+                    reused: true,
+                });
+                continue;
+            }
             // Exited but not collected, or gone: never runs again.
             if ptrace::seize(tid, 0).is_err() {
                 continue;
@@ -224,7 +272,11 @@ impl Process {
                 WaitEvent::Signal(sig) => sig,
                 _ => 0,
             };
-            let seen = ptrace::regs(tid).ok().map(|r| look(self, tid, &r));
+            let seen = ptrace::regs(tid).ok().map(|r| {
+                let seen = look(self, tid, &r);
+                looked.stopped(self.pid, tid, &r, signal == 0, &seen);
+                seen
+            });
             // From a signal-delivery-stop the signal rides the detach; from an interrupt
             // or a job-control stop nothing does (the thread stays in a group stop).
             let _ = ptrace::detach(tid, signal);
@@ -233,6 +285,7 @@ impl Process {
                     tid,
                     seen,
                     held: at.elapsed(),
+                    reused: false,
                 });
             }
         }

@@ -116,7 +116,11 @@ The search measures from outside the process: the scheduler's counts and each th
 call from /proc every 5 ms, and stack samples: one thread at a time is stopped, its registers \
 read and its stack walked, and it runs again before the next is stopped, so a thread is held \
 only for its own walk while the others run (an attached process gsh has let go, hands-off, \
-stays so: each thread is taken hold of alone for its walk). Stops are paced so that what they \
+stays so: each thread is taken hold of alone for its walk). A thread that has not run since \
+its last stop is left alone and that stop's sample counts again, held for no time: /proc says \
+it is asleep in the system call that stop interrupted, back in it after the one run the resume \
+gave it, and neither scheduled in nor on a CPU since (`reused` in the JSON counts these \
+samples). Each thread is still stopped at least once a second. Stops are paced so that what they \
 cost and what the probes have taken stay within four fifths of --cost PERCENT (default 5) of \
 the program's running (the stops keep a tenth of it whatever the probes take): the two share \
 the limit, and the fifth left is room for the noise of measuring the stops' cost. A sample \
@@ -206,7 +210,7 @@ fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\", \"waits_on\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"gsh_cpu\", \"waited\", \"competed\", \"running\", \"held\", \
-\"stack_samples\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
+\"stack_samples\", \"reused\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
 \"ns\", \"in_situ\", \"share\"}], \"errors\", \"changes\": {\"inserts\", \"removes\"} (the \
 seconds each insert and removal of a probe took)}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
@@ -407,9 +411,9 @@ pub(crate) fn search(
     let probe_stats = lab.finish();
     let why_stopped = lab.inner.error();
     let sampler_cpu = lab.inner.overhead();
-    let (stops, stack_error) = {
+    let (stops, reused, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
-        (s.batches(), s.error().map(str::to_owned))
+        (s.batches(), s.reused(), s.error().map(str::to_owned))
     };
     let mut report = search.report(seconds, 0.0);
     let spent = probe_stats.spent;
@@ -431,6 +435,7 @@ pub(crate) fn search(
             program: p.to_string(),
         });
     }
+    report.reused = reused;
     if let Some(path) = dot {
         std::fs::write(&path, report.dot()).with_context(|| format!("cannot write {path}"))?;
     }

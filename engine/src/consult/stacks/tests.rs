@@ -20,6 +20,7 @@ fn stack(tid: i32, outer_first: &[(&str, &str)], syscall: Option<Syscall>) -> Th
         frames: outer_first.iter().rev().map(|(m, f)| frame(m, f)).collect(),
         pcs: Vec::new(),
         held: Duration::ZERO,
+        reused: false,
     }
 }
 
@@ -217,6 +218,7 @@ impl StackSource for Slow {
             stopped: Duration::from_millis(2),
             threads: vec![ThreadStack {
                 held: Duration::from_millis(2),
+                reused: false,
                 ..worker(&[("app", "crunch")], None)
             }],
         }))
@@ -434,6 +436,7 @@ fn the_store_counts_what_stops_took_from_each_thread_from_its_schedstat() {
         stopped,
         threads: vec![ThreadStack {
             held: stopped,
+            reused: false,
             ..stack(tid, &[("app", "main")], None)
         }],
     };
@@ -582,6 +585,7 @@ fn a_stop_counts_the_mean_of_its_threads_held_time() {
     let mut stacks = Stacks::new(std::process::id() as i32);
     let held = |tid, ms| ThreadStack {
         held: Duration::from_millis(ms),
+        reused: false,
         ..stack(tid, &[("app", "main")], None)
     };
     stacks.push(
@@ -708,6 +712,7 @@ impl StackSource for Long {
             stopped: Duration::from_millis(300),
             threads: vec![ThreadStack {
                 held: Duration::from_millis(300),
+                reused: false,
                 ..worker(&[("app", "crunch")], None)
             }],
         }))
