@@ -47,6 +47,18 @@ pub struct Held<T> {
     pub reused: bool,
 }
 
+impl<T> Held<T> {
+    /// Thread `tid` not stopped, given what its last stop saw ([`Held::reused`]).
+    fn again(tid: i32, seen: T) -> Held<T> {
+        Held {
+            tid,
+            seen,
+            held: Duration::ZERO,
+            reused: true,
+        }
+    }
+}
+
 /// How long a thread may take to stop after its interrupt (as a halt waits).
 const STOP_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -106,12 +118,7 @@ impl Process {
             let state = self.threads.get(&tid).map(|t| t.state);
             if state == Some(ThreadState::Running) {
                 if let Some(seen) = looked.still(tid) {
-                    out.push(Held {
-                        tid,
-                        seen,
-                        held: Duration::ZERO,
-                        reused: true,
-                    });
+                    out.push(Held::again(tid, seen));
                     continue;
                 }
             }
@@ -242,12 +249,7 @@ impl Process {
             .unwrap_or_default();
         for tid in tids {
             if let Some(seen) = looked.still(tid) {
-                out.push(Held {
-                    tid,
-                    seen,
-                    held: Duration::ZERO,
-                    reused: true,
-                });
+                out.push(Held::again(tid, seen));
                 continue;
             }
             // Exited but not collected, or gone: never runs again.
