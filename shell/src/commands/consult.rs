@@ -210,10 +210,11 @@ fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\", \"waits_on\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"gsh_cpu\", \"waited\", \"competed\", \"running\", \"held\", \
-\"stack_samples\", \"reused\", \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
-\"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
-\"ns\", \"in_situ\", \"share\"}], \"errors\", \"changes\": {\"inserts\", \"removes\"} (the \
-seconds each insert and removal of a probe took)}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
+\"stack_samples\", \"reused\", \"kept_off\": {\"gsh\", \"program\"} (CPU lists; null where gsh \
+kept to no CPUs of its own), \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
+\"change_cost\", \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
+\"ns\", \"in_situ\", \"share\"}], \"errors\", \"changes\": {\"inserts\", \"removes\", \"held\"} (the \
+seconds each insert and removal of a probe took, and those they held the whole program)}, \"seconds\", \"graph\"}; a focus lists the program (named as its \
 process is, by the path it was started through: Debian's redis-server, a link to \
 redis-check-rdb, is redis-server, its module redis-check-rdb), then modules, \
 functions, loops, and a file, lock or wait on several descriptors, outermost first (the wait \
