@@ -1552,12 +1552,7 @@ impl Process {
 /// True when thread `tid` has exited and waits to be collected (`Z` in its `stat`).
 pub(super) fn is_zombie(tid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{tid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+        .is_ok_and(|s| super::idle::parse_state(&s) == Some('Z'))
 }
 
 /// `r`, where a thread that died while stopped (SIGKILL from outside) is no error: its exit

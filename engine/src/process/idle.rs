@@ -107,7 +107,7 @@ impl Runs {
 
 /// The state letter of a `/proc/PID/task/TID/stat` line (after the command name, which is in
 /// parentheses and may hold anything, `)` too).
-fn parse_state(stat: &str) -> Option<char> {
+pub(super) fn parse_state(stat: &str) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
