@@ -323,6 +323,63 @@ fn consult_names_a_poll_wait_with_its_function_and_descriptor() {
 /// the function and call it waits in, with the epoll descriptor and what it watches, not once
 /// per watched descriptor (redis-server under redis-benchmark had a finding per client); the
 /// JSON lists each watched descriptor with what it is.
+/// A thread asleep in a system call is walked from the stack pointer and pc /proc shows it
+/// with, not stopped: a stop made the event loop's `epoll_wait` return EINTR to the program,
+/// one more turn of its loop per sample (126 times in a search of 126 samples, before). Both
+/// threads of `planted epoll` sleep nearly always (main in `epoll_wait`, the feeder in
+/// `usleep`), so nearly every sample of them is taken without a stop, fresh or given again.
+#[test]
+fn consult_walks_threads_asleep_in_a_call_without_stopping_them() {
+    let _turn = one_at_a_time();
+    let exe = Mutatee::new("planted").path(Variant::O2);
+    let out = Gsh::new()
+        .current_dir(exe.parent().unwrap())
+        .args(["--json", "-c", "consult --for 8 --cost 5; wait"])
+        .arg(exe.file_name().unwrap())
+        .args(["epoll", "6"])
+        .run();
+    out.assert_success();
+    let r = json_stream(&out)
+        .into_iter()
+        .find_map(|mut l| {
+            l.get_mut("result")
+                .filter(|r| r.get("stack_samples").is_some())
+                .map(serde_json::Value::take)
+        })
+        .unwrap_or_else(|| panic!("no result:\n{out}"));
+    let eintr: u64 = out
+        .stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("epoll_wait returned EINTR ")?
+                .strip_suffix(" times")
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the program did not say:\n{out}"));
+    let batches = r["stack_samples"].as_u64().unwrap();
+    let unstopped = r["asleep"].as_u64().unwrap() + r["reused"].as_u64().unwrap();
+    eprintln!("{batches} batches, {unstopped} samples not stopped, {eintr} EINTRs");
+    assert!(batches >= 20, "{r:#}");
+    assert!(r["asleep"].as_u64().unwrap() > 0, "{r:#}");
+    assert!(
+        4 * unstopped >= 3 * 2 * batches,
+        "{unstopped} of {batches} batches: {r:#}"
+    );
+    assert!(
+        4 * eintr <= batches,
+        "{eintr} EINTRs in {batches} batches: {r:#}"
+    );
+    let findings = findings(&r);
+    assert!(
+        found(
+            &findings,
+            &["ExternalWait"],
+            &["main > await_events", "epoll_wait"]
+        ),
+        "{r:#}"
+    );
+}
+
 #[test]
 fn consult_names_an_epoll_wait_once_with_what_it_watches() {
     let (findings, r) = planted("epoll", "");

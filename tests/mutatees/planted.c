@@ -9,7 +9,7 @@
  *          (a thread that sleeps between bytes);
  *   epoll  main waits in epoll_wait() in `await_events` on an instance watching a listening
  *          TCP socket on 127.0.0.1 and three pipes, fed a byte every 50 ms by `feed_events`
- *          (on each pipe in turn);
+ *          (on each pipe in turn); on stderr at the end, how many of its waits returned EINTR;
  *   runq   three threads per CPU spin in `spin`: each waits for a CPU most of the time;
  *   idle   main computes in `crunch` while five threads sleep throughout: two wait
  *          in `wait_lock` to take `held_lock`, which main holds until the end ("waiter"), one
@@ -188,15 +188,18 @@ NOINLINE void *feed_events(void *arg) {
 NOINLINE void await_events(int ep) {
     struct epoll_event ev[4];
     char c = 0;
+    long interrupted = 0;
     while (c != 'q') {
         /* A stop (gsh's stack samples) ends an epoll_wait with EINTR, as servers expect. */
         int n = epoll_wait(ep, ev, 4, 1000);
         if (n < 0 && errno != EINTR)
             exit(1);
+        interrupted += n < 0;
         for (int i = 0; i < n; i++)
             if (read(ev[i].data.fd, &c, 1) != 1)
                 exit(1);
     }
+    fprintf(stderr, "epoll_wait returned EINTR %ld times\n", interrupted);
 }
 
 static void run_epoll(void) {

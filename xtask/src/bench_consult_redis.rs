@@ -243,6 +243,8 @@ struct Run {
     /// The share of one CPU gsh used during the search, by its own count.
     search_cpu: f64,
     stack_samples: u64,
+    /// Thread samples taken without a stop: walked asleep in a call, and given again.
+    unstopped: (u64, u64),
     timers: u64,
     /// Seconds the search ran.
     seconds: f64,
@@ -308,7 +310,8 @@ fn report(runs: &[Run], limit: f64) {
         if !r.overhead.is_nan() {
             println!(
                 "run {run}: consult's estimate {:.2}% (stops {:.2}%, of which gsh's competition \
-             {:.2}%; probes {:.2}%, {} timers; stopped {:.2}% of the time, {} samples; gsh used \
+             {:.2}%; probes {:.2}%, {} timers; stopped {:.2}% of the time, {} samples, of the \
+             threads' {} walked asleep and {} given again without a stop; gsh used \
              {:.1}% of a CPU by its count); estimate / slowdown {}, / the slowdown against the \
              twin {}; its stops' estimate / running time lost {}; under --cost {:.0}%: the \
              estimate {}, the slowdown {}",
@@ -319,6 +322,8 @@ fn report(runs: &[Run], limit: f64) {
                 r.timers,
                 r.stopped * 100.0,
                 r.stack_samples,
+                r.unstopped.0,
+                r.unstopped.1,
                 r.search_cpu * 100.0,
                 ratio(r.overhead, slowdown),
                 ratio(r.overhead, paired_slowdown),
@@ -839,6 +844,10 @@ fn bench(
             stopped: f("stopped"),
             search_cpu: f("gsh_cpu"),
             stack_samples: r["stack_samples"].as_u64().unwrap_or(0),
+            unstopped: (
+                r["asleep"].as_u64().unwrap_or(0),
+                r["reused"].as_u64().unwrap_or(0),
+            ),
             timers: r["probes"]["inserted"].as_u64().unwrap_or(0),
             seconds,
             gsh_cpu: (gsh_cpu, (t2 - t1).as_secs_f64()),

@@ -1280,8 +1280,11 @@ pub struct Report {
     /// ([`cpus::keep_off`]): the CPUs it ran on and the program's (`taskset`'s lists).
     pub kept_off: Option<KeptOffOut>,
     /// How many of the threads' samples in them were given again without stopping the
-    /// thread: it had not run since its last stop ([`stacks::ThreadStack::reused`]).
+    /// thread: it had not run since its last sample ([`stacks::Taken::Again`]).
     pub reused: u64,
+    /// How many were walked without stopping the thread, asleep in a system call
+    /// ([`stacks::Taken::Asleep`]).
+    pub asleep: u64,
     /// The loop timers the search inserted and removed, and what they cost.
     pub probes: probes::ProbeStats,
     /// Wall seconds the search ran.
@@ -1308,6 +1311,7 @@ impl Search {
             stack_samples: 0,
             kept_off: None,
             reused: 0,
+            asleep: 0,
             probes: probes::ProbeStats::default(),
             seconds,
             graph: self

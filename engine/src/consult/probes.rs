@@ -2238,7 +2238,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, site],
                         held: std::time::Duration::ZERO,
-                        reused: false,
+                        taken: crate::process::Taken::Stopped,
                     }],
                 },
             );
@@ -2258,7 +2258,7 @@ mod tests {
                             frames: vec![frame("x"), frame(callee), frame("f")],
                             pcs: vec![0x9100, 0x9000, 0x200],
                             held: std::time::Duration::ZERO,
-                            reused: false,
+                            taken: crate::process::Taken::Stopped,
                         }],
                     },
                 );
@@ -2694,7 +2694,7 @@ mod tests {
                             frames: vec![frame("f"), frame(caller), frame("main")],
                             pcs: vec![0x300, 0x8000, 0x7000],
                             held: std::time::Duration::ZERO,
-                            reused: false,
+                            taken: crate::process::Taken::Stopped,
                         }],
                     },
                 );
@@ -2814,7 +2814,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, 0x200],
                         held: std::time::Duration::ZERO,
-                        reused: false,
+                        taken: crate::process::Taken::Stopped,
                     }],
                 },
             );

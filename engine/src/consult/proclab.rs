@@ -606,7 +606,7 @@ mod tests {
             frames,
             pcs: Vec::new(),
             held: Duration::ZERO,
-            reused: false,
+            taken: crate::process::Taken::Stopped,
         }
     }
 
@@ -766,7 +766,7 @@ mod tests {
         let epoll_wait = Syscall {
             nr: 232,
             args: [5, 0, 0],
-            interrupted: true,
+            asleep: true,
         };
         for _ in 0..20 {
             push(Some(epoll_wait), frame("libc.so.6", "epoll_wait"));

@@ -4,8 +4,9 @@
 //! A [`StackSource`] (the shell's, over the process tracer and the engine's unwinder) stops
 //! each thread in turn, reads its registers, walks its stack and lets it run again before the
 //! next; it reports each thread's frames by name and the system call it was in, if any. A
-//! thread asleep since its last stop is not stopped: that stop's sample comes again, held for
-//! no time ([`ThreadStack::reused`]), and counts as any sample does.
+//! thread asleep in a system call is not stopped when the source can walk it from what `/proc`
+//! shows, or when it has not run since its last sample, which then comes again; either is
+//! held for no time ([`ThreadStack::taken`]) and counts as any sample does.
 //! [`sample_stacks`] calls it at the pace the cost limit allows: what the stops cost the
 //! program, measured by turns with and without them ([`StopTurns`]), and what the probes took,
 //! within that share of its running. [`Stacks`] keeps the samples, each reduced to its *path* — the frames from
@@ -34,6 +35,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::process::Taken;
+
 use super::pace::AIM;
 use super::sample::{classify, Activity, Meter};
 use super::{Focus, Hypothesis, Resource, WaitSet, Watched};
@@ -56,9 +59,10 @@ pub struct Syscall {
     pub nr: u64,
     /// The first three arguments (a descriptor or a futex's address; a byte count third).
     pub args: [u64; 3],
-    /// The stop interrupted the call while it slept (it returned a restart code or `EINTR`);
-    /// otherwise the stop came as the call returned, after running in the kernel.
-    pub interrupted: bool,
+    /// The thread was asleep in the call: the stop interrupted it there (it returned a
+    /// restart code or `EINTR`), or the thread was seen asleep in it without a stop.
+    /// Otherwise the stop came as the call returned, after running in the kernel.
+    pub asleep: bool,
 }
 
 /// One thread's stack at one stop.
@@ -78,12 +82,12 @@ pub struct ThreadStack {
     /// How long the thread was held in its stop: from when the source saw it stopped (the
     /// tracer's `waitpid` reported it) to its resume. Not from asking for the stop: a thread
     /// not on a CPU then waits for one to stop, and after the resume to run again, which its
-    /// `schedstat` counts as waiting, not as stopped. Zero for a sample given again
-    /// ([`ThreadStack::reused`]).
+    /// `schedstat` counts as waiting, not as stopped. Zero for a thread not stopped
+    /// ([`ThreadStack::taken`]).
     pub held: Duration,
-    /// Not stopped: the thread had not run since its last stop (asleep since in the system
-    /// call that stop interrupted), and this is that stop's sample given again.
-    pub reused: bool,
+    /// How the sample was taken: in a stop, from `/proc` while the thread slept in a call, or
+    /// given again (the thread had not run since its last sample).
+    pub taken: Taken,
 }
 
 /// Every thread's stack at one stop, and how long the process was stopped for it.
@@ -136,8 +140,11 @@ pub struct Stacks {
     /// Each thread's time held in stops so far ([`ThreadStack::held`]).
     held: BTreeMap<i32, Duration>,
     batches: u64,
-    /// Thread samples given again without stopping their thread ([`ThreadStack::reused`]).
+    /// Thread samples given again without stopping their thread ([`Taken::Again`]).
     reused: u64,
+    /// Thread samples walked without stopping their thread, asleep in a call
+    /// ([`Taken::Asleep`]).
+    asleep: u64,
     error: Option<String>,
     /// Interned frames: a path shares them.
     names: BTreeMap<(String, String), Arc<FrameName>>,
@@ -476,6 +483,7 @@ impl Stacks {
             held: BTreeMap::new(),
             batches: 0,
             reused: 0,
+            asleep: 0,
             error: None,
             names: BTreeMap::new(),
             last_call: BTreeMap::new(),
@@ -593,7 +601,9 @@ impl Stacks {
             n => batch.threads.iter().map(|t| t.held).sum::<Duration>() / n as u32,
         };
         self.batches += 1;
-        self.reused += batch.threads.iter().filter(|t| t.reused).count() as u64;
+        let taken = |how| batch.threads.iter().filter(|t| t.taken == how).count() as u64;
+        self.reused += taken(Taken::Again);
+        self.asleep += taken(Taken::Asleep);
         for t in &batch.threads {
             *self.held.entry(t.tid).or_default() += t.held;
         }
@@ -612,7 +622,7 @@ impl Stacks {
                 }
                 None => {}
             }
-            let on_cpu = t.syscall.is_none_or(|s| !s.interrupted);
+            let on_cpu = t.syscall.is_none_or(|s| !s.asleep);
             let activity = match t.syscall {
                 Some(s) => classify(self.pid, s.nr, [s.args[0], s.args[1]]),
                 None => Activity::Running,
@@ -713,10 +723,16 @@ impl Stacks {
         self.batches
     }
 
-    /// Thread samples so far given again without stopping their thread, asleep since its
-    /// last stop ([`ThreadStack::reused`]).
+    /// Thread samples so far given again without stopping their thread, which had not run
+    /// since its last sample ([`Taken::Again`]).
     pub fn reused(&self) -> u64 {
         self.reused
+    }
+
+    /// Thread samples so far walked without stopping their thread, asleep in a system call
+    /// ([`Taken::Asleep`]).
+    pub fn asleep(&self) -> u64 {
+        self.asleep
     }
 
     /// The time the process spent stopped for samples: at each stop, the mean over its
@@ -1215,7 +1231,7 @@ pub const RESTART_SYSCALL: u64 = 219;
 pub(super) const LOCK_WAIT: Syscall = Syscall {
     nr: FUTEX,
     args: [0x4040, 0x80, 2],
-    interrupted: true,
+    asleep: true,
 };
 
 /// The module of the last function of `focus`.

@@ -6,9 +6,12 @@
 //! named after every thread runs again, from the modules' symbols. The search itself knows
 //! nothing of processes; this is where the two meet.
 //!
-//! A thread that has not run since its last stop (asleep since in the call that stop
-//! interrupted, as `/proc` tells) is not stopped again: its last sample is still exactly
-//! right, and the batch gives it again, held for no time ([`Process::hold_each_since`]).
+//! A thread asleep in a system call is walked without a stop when it can be: from the stack
+//! pointer and pc `/proc` shows it asleep with, when every step of the walk is the call
+//! frame information's (none needs a register the stop would have read: `rbp` for a frame
+//! kept by frame pointer) and it reaches the thread's first frame or the walk's depth; the
+//! frames are exactly those a stop would have found. One that has not run since its last
+//! sample is given it again. Both are held for no time ([`Process::hold_each_since`]).
 //!
 //! A sampler covers the modules it was made with. When a stop shows code in a file the
 //! process has mapped since (a library loaded while the search runs), the sampler opens that
@@ -24,7 +27,7 @@ use std::time::Duration;
 
 use crate::addr::LinkAddr;
 use crate::consult::stacks::{self, Batch, FrameName, StackSource, Stacks, Syscall, ThreadStack};
-use crate::process::{Looked, Process, State, Tracer};
+use crate::process::{CallSite, Looked, Process, State, Taken, Tracer};
 use crate::session::{Module, ModuleId};
 use crate::unwind::{UnwindModule, Unwinder};
 
@@ -145,9 +148,9 @@ struct TracerStacks<'s, 'a> {
     looked: Looked<(Option<Syscall>, Vec<u64>)>,
 }
 
-/// One thread as a stop left it: its system call, its frames' lookup addresses, how long it
-/// was held and whether this is its last stop's sample given again.
-type Raw = (i32, Option<Syscall>, Vec<u64>, Duration, bool);
+/// One thread as its look left it: its system call, its frames' lookup addresses, how long it
+/// was held and how it was looked at.
+type Raw = (i32, Option<Syscall>, Vec<u64>, Duration, Taken);
 
 impl TracerStacks<'_, '_> {
     /// Looks for the files holding `pcs` that lie in no module the sampler knows; opens each
@@ -236,8 +239,22 @@ fn in_syscall(p: &Process, r: &libc::user_regs_struct) -> Option<Syscall> {
     (before == [0x0f, 0x05]).then_some(Syscall {
         nr: r.orig_rax,
         args: [r.rdi, r.rsi, r.rdx],
-        interrupted: ret == -(libc::EINTR as i64) || (-516..=-512).contains(&ret),
+        asleep: ret == -(libc::EINTR as i64) || (-516..=-512).contains(&ret),
     })
+}
+
+/// The lookup addresses of the frames of a thread asleep in system call `call`, walked from
+/// its stack pointer and pc alone; `None` unless they are exactly a stop's
+/// ([`Unwinder::walk_exact`]).
+fn walk_asleep(
+    unwinder: &Unwinder<'_>,
+    p: &Process,
+    live: &Live,
+    call: &CallSite,
+) -> Option<Vec<u64>> {
+    let pc = live.origin(call.pc).map_or(call.pc, |(_, a)| a);
+    let frames = unwinder.walk_exact(&proc_memory(p), pc, call.sp, MAX_FRAMES)?;
+    Some(frames.iter().map(|f| f.lookup_pc()).collect())
 }
 
 impl StackSource for TracerStacks<'_, '_> {
@@ -255,16 +272,29 @@ impl StackSource for TracerStacks<'_, '_> {
                 p.hurry(true);
                 // One thread at a time, the others running: a thread's registers and stack
                 // are its own. One that has not run since its last stop keeps that sample.
-                let held = p.hold_each_since(looked, |p, _, r| {
-                    let frames = unwinder.walk(&proc_memory(p), top_regs(live, r), MAX_FRAMES);
-                    let pcs: Vec<u64> = frames.iter().map(|f| f.lookup_pc()).collect();
-                    (in_syscall(p, r), pcs)
-                });
+                let held = p.hold_each_since(
+                    looked,
+                    |p, _, r| {
+                        let top = top_regs(live, r);
+                        let frames = unwinder.walk(&proc_memory(p), top, MAX_FRAMES);
+                        let pcs: Vec<u64> = frames.iter().map(|f| f.lookup_pc()).collect();
+                        (in_syscall(p, r), pcs)
+                    },
+                    |p, _, call| {
+                        let pcs = walk_asleep(unwinder, p, live, call)?;
+                        let syscall = Syscall {
+                            nr: call.nr,
+                            args: [call.args[0], call.args[1], call.args[2]],
+                            asleep: true,
+                        };
+                        Some((Some(syscall), pcs))
+                    },
+                );
                 p.hurry(false);
                 let held = held.map_err(|e| e.to_string())?;
                 Ok(Some(
                     held.into_iter()
-                        .map(|h| (h.tid, h.seen.0, h.seen.1, h.held, h.reused))
+                        .map(|h| (h.tid, h.seen.0, h.seen.1, h.held, h.taken))
                         .collect(),
                 ))
             })
@@ -290,7 +320,7 @@ impl StackSource for TracerStacks<'_, '_> {
         }
         let threads = raw
             .into_iter()
-            .map(|(tid, syscall, pcs, held, reused)| {
+            .map(|(tid, syscall, pcs, held, taken)| {
                 let frames: Vec<FrameName> = pcs.iter().map(|&pc| self.name(pc)).collect();
                 let syscall = syscall.map(|s| stacks::waited_object(s, &frames));
                 ThreadStack {
@@ -302,7 +332,7 @@ impl StackSource for TracerStacks<'_, '_> {
                     frames,
                     pcs,
                     held,
-                    reused,
+                    taken,
                 }
             })
             .collect();

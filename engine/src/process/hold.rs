@@ -16,9 +16,16 @@
 //! them all for a sample brought the process back under the tracer, and the tracer let it go
 //! again after the job by halting every thread.
 //!
-//! [`Process::hold_each_since`] stops only the threads that may have run since the caller's
-//! last batch: one provably asleep since in the call its last stop interrupted is given that
-//! stop's look again, held for no time (`idle.rs`).
+//! [`Process::hold_each_since`] stops only the threads it must:
+//!
+//! - one provably asleep since in the call its last look saw it in is given that look again,
+//!   held for no time (`idle.rs`);
+//! - one asleep in a system call is looked at from what `/proc` shows of it there (the call,
+//!   its stack pointer and pc), without a stop, when that is enough for the caller's look
+//!   (a stack walk that needs no other register) and the thread provably did not run
+//!   meanwhile. A stop wakes a sleeping thread, and some calls then return to the program
+//!   rather than restart (`epoll_wait` returns `EINTR`): an event loop took one more turn per
+//!   sample.
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +33,7 @@ use nix::errno::Errno;
 
 use super::control::{is_zombie, Process};
 use super::error::ProcessError;
-use super::idle::Looked;
+use super::idle::{CallSite, Looked};
 use super::ptrace::{self, WaitEvent};
 use super::{State, ThreadState};
 
@@ -40,21 +47,31 @@ pub struct Held<T> {
     /// How long it was held: from when the tracer saw it stop (`waitpid` reported it) to its
     /// resume. A thread stopped for something else, whose stop the tracer serves after the
     /// job, is held until the last thread's look ends; one already stopped when the call
-    /// began, from then. Zero for a thread given its last look again ([`Held::reused`]).
+    /// began, from then. Zero for a thread not stopped ([`Held::taken`]).
     pub held: Duration,
-    /// Not stopped: the thread has not run since its last stop, and `seen` is what that
-    /// stop's look returned ([`Process::hold_each_since`]).
-    pub reused: bool,
+    /// How `seen` was taken.
+    pub taken: Taken,
+}
+
+/// How a thread was looked at ([`Process::hold_each_since`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// Stopped, its registers read.
+    Stopped,
+    /// Not stopped: asleep in a system call, looked at from what `/proc` shows of it there.
+    Asleep,
+    /// Not stopped: it has not run since its last look, given again.
+    Again,
 }
 
 impl<T> Held<T> {
-    /// Thread `tid` not stopped, given what its last stop saw ([`Held::reused`]).
-    fn again(tid: i32, seen: T) -> Held<T> {
+    /// Thread `tid` not stopped, seen as `taken` says.
+    fn unstopped(tid: i32, seen: T, taken: Taken) -> Held<T> {
         Held {
             tid,
             seen,
             held: Duration::ZERO,
-            reused: true,
+            taken,
         }
     }
 }
@@ -82,17 +99,19 @@ impl Process {
         &mut self,
         look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
     ) -> Result<Vec<Held<T>>, ProcessError> {
-        self.hold_each_since(&mut Looked::default(), look)
+        self.hold_each_since(&mut Looked::default(), look, |_, _, _| None)
     }
 
-    /// [`Process::hold_each`], leaving alone each thread that has not run since `looked`'s
-    /// stop of it: asleep since in the system call that stop interrupted, as `/proc` tells
-    /// (`idle.rs`). Such a thread is given that stop's look again ([`Held::reused`], held for
-    /// no time). `looked` keeps this call's stops for the next.
+    /// [`Process::hold_each`], stopping only the threads it must (see the module's doc):
+    /// each that has not run since `looked`'s look at it is given that look again
+    /// ([`Taken::Again`]); each asleep in a system call is given to `peek` with the call as
+    /// `/proc` shows it, and is stopped only when `peek` returns `None` or the thread ran
+    /// meanwhile ([`Taken::Asleep`]). `looked` keeps this call's looks for the next.
     pub fn hold_each_since<T: Clone>(
         &mut self,
         looked: &mut Looked<T>,
         mut look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
+        mut peek: impl FnMut(&Process, i32, &CallSite) -> Option<T>,
     ) -> Result<Vec<Held<T>>, ProcessError> {
         const DURING: &str = "taking a stack sample";
         self.alive(DURING)?;
@@ -106,7 +125,7 @@ impl Process {
             // learns them so while gsh is hands-off, the maps read only when the dynamic
             // linker's hook counted a change.
             self.note_untraced_loads();
-            let out = self.hold_each_untraced(looked, look)?;
+            let out = self.hold_each_untraced(looked, look, peek)?;
             looked.keep_only(&out.iter().map(|h| h.tid).collect::<Vec<_>>());
             return Ok(out);
         }
@@ -118,7 +137,11 @@ impl Process {
             let state = self.threads.get(&tid).map(|t| t.state);
             if state == Some(ThreadState::Running) {
                 if let Some(seen) = looked.still(tid) {
-                    out.push(Held::again(tid, seen));
+                    out.push(Held::unstopped(tid, seen, Taken::Again));
+                    continue;
+                }
+                if let Some(seen) = looked.peek(self.pid, tid, |call| peek(self, tid, call)) {
+                    out.push(Held::unstopped(tid, seen, Taken::Asleep));
                     continue;
                 }
             }
@@ -147,7 +170,7 @@ impl Process {
                 tid,
                 seen,
                 held: at.elapsed(),
-                reused: false,
+                taken: Taken::Stopped,
             });
         }
         let end = Instant::now();
@@ -239,6 +262,7 @@ impl Process {
         &mut self,
         looked: &mut Looked<T>,
         mut look: impl FnMut(&Process, i32, &libc::user_regs_struct) -> T,
+        mut peek: impl FnMut(&Process, i32, &CallSite) -> Option<T>,
     ) -> Result<Vec<Held<T>>, ProcessError> {
         let mut out = Vec::new();
         let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{}/task", self.pid))
@@ -249,7 +273,11 @@ impl Process {
             .unwrap_or_default();
         for tid in tids {
             if let Some(seen) = looked.still(tid) {
-                out.push(Held::again(tid, seen));
+                out.push(Held::unstopped(tid, seen, Taken::Again));
+                continue;
+            }
+            if let Some(seen) = looked.peek(self.pid, tid, |call| peek(self, tid, call)) {
+                out.push(Held::unstopped(tid, seen, Taken::Asleep));
                 continue;
             }
             // Exited but not collected, or gone: never runs again.
@@ -287,7 +315,7 @@ impl Process {
                     tid,
                     seen,
                     held: at.elapsed(),
-                    reused: false,
+                    taken: Taken::Stopped,
                 });
             }
         }

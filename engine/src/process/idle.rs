@@ -1,30 +1,33 @@
-//! Threads that have not run since their last stack sample ([`Looked`]): their registers and
-//! stack are what that sample read, so [`Process::hold_each_since`](super::Process::hold_each_since) gives it again without
-//! stopping them. Most threads of a real program sleep most of the time (redis-server's
-//! background threads in their futex waits, a pool's idle workers); each stop woke one to
-//! take it, walked it and let it go back to sleep.
+//! Threads asleep in a system call, looked at without a stop ([`Looked`]). Most threads of a
+//! real program sleep most of the time (redis-server's background threads in their futex
+//! waits, its event loop in `epoll_wait` between requests, a pool's idle workers); a stop woke
+//! one to take it, walked it and let it go back to sleep, and an `epoll_wait` it woke returned
+//! `EINTR` to the program, one more turn of its loop.
 //!
-//! A thread is taken as unchanged only when the kernel says so, from `/proc`:
+//! Two ways spare the stop, both from what the kernel tells in `/proc`:
 //!
-//! - its last stop interrupted a system call it slept in (the call returned one of the
-//!   kernel's restart codes, so resuming it restarts the call without running the program's
-//!   code): a thread caught running, or in a call that ended at the stop, is stopped again;
-//! - after the resume it was scheduled in exactly once (its `schedstat` count of times on a
-//!   CPU, read while it was held, went up by one), and `/proc/PID/task/TID/syscall` then shows
-//!   it asleep in the same call (number, six arguments, stack pointer, pc, as its registers
-//!   were at the stop): the one run the resume gave it restarted the call and slept in it;
-//! - since then its `schedstat` has not changed (not scheduled in, no time on a CPU), and its
-//!   state is asleep (`S` or `D`), not woken and waiting for a CPU;
-//! - its last stop is less than [`RESAMPLE`] old: a thread is stopped again now and then
-//!   whatever `/proc` says.
+//! - [`Looked::peek`]: `/proc/PID/task/TID/syscall` shows a thread asleep in a call with its
+//!   number, six arguments, stack pointer and pc (the kernel reads them only while the thread
+//!   is off every CPU). A look that needs no more (a stack walk whose every step is the call
+//!   frame information's, from the stack pointer alone) is taken from that, and kept only
+//!   when the thread's `schedstat` (nanoseconds on a CPU, times scheduled in) is the same
+//!   before the reading and after the look, and its state still asleep (`S` or `D`): the
+//!   stack it read did not change under it.
+//! - [`Looked::still`]: a thread that has not run since its last look is given that look
+//!   again. A look without a stop left it asleep with its counts then; a stop that interrupted
+//!   a call it slept in (the call returned one of the kernel's restart codes, so resuming it
+//!   restarts the call without running the program's code) had the thread run once to restart
+//!   it, so the counts are those read once it is back asleep: scheduled in exactly once more
+//!   than while held, and `/proc`'s syscall line the same call (number, arguments, stack
+//!   pointer, pc, as its registers were at the stop). Since then its counts must not have
+//!   changed and its state must be asleep, and the look must be less than [`RESAMPLE`] old:
+//!   a thread is looked at again now and then whatever `/proc` says.
 //!
-//! Our own stop and resume make a sleeping thread run (it restarts its call), so the counts
-//! read at the stop never match a reading after it: the reading the later ones are compared
-//! with is the first one taken once the thread is asleep again, at the next batch. What the
-//! counts cannot tell is a thread whose wait ended while it was held and that, in the one run
-//! the resume gave it, returned to the program and slept again in a call identical in all of
-//! the above; the stop after at most [`RESAMPLE`] shows it.
+//! What the counts cannot tell is a thread whose wait ended while it was held and that, in the
+//! one run the resume gave it, returned to the program and slept again in a call identical in
+//! all of the above; the look after at most [`RESAMPLE`] shows it.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -41,11 +44,15 @@ const RESTARTS: [i64; 4] = [512, 513, 514, 516];
 /// A system call as its thread's registers show it, and as `/proc/PID/task/TID/syscall` does
 /// for a thread asleep in it: its number, its six arguments, the stack pointer and the pc.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct CallSite {
-    nr: u64,
-    args: [u64; 6],
-    sp: u64,
-    pc: u64,
+pub struct CallSite {
+    /// The call's number.
+    pub nr: u64,
+    /// Its arguments, in the order the ABI passes them (`rdi rsi rdx r10 r8 r9`).
+    pub args: [u64; 6],
+    /// The thread's stack pointer in the call.
+    pub sp: u64,
+    /// Its pc: the instruction after the `syscall`.
+    pub pc: u64,
 }
 
 impl CallSite {
@@ -124,16 +131,17 @@ pub(super) fn unmoved(asleep: Runs, state: char, now: Runs) -> bool {
     matches!(state, 'S' | 'D') && now == asleep
 }
 
-/// What a thread's last stop saw, and what tells whether it still holds.
+/// What a thread's last look saw, and what tells whether it still holds.
 #[derive(Clone, Debug)]
 struct Last<T> {
     seen: T,
-    /// When it was stopped.
-    stopped: Instant,
-    /// The call the stop interrupted, and the thread's counts then.
+    /// When it was looked at.
+    taken: Instant,
+    /// The call it was asleep in (the call a stop interrupted), and the thread's counts then.
     site: CallSite,
     at_stop: Runs,
-    /// Its counts once seen back asleep in that call after the resume.
+    /// Its counts once seen asleep in that call (after the resume, for a stop; at the look,
+    /// for one without a stop).
     asleep: Option<Runs>,
 }
 
@@ -192,7 +200,7 @@ impl<T: Clone> Looked<T> {
     /// module's doc), reading its `/proc` files to tell.
     pub(super) fn still(&mut self, tid: i32) -> Option<T> {
         let last = self.last.get_mut(&tid)?;
-        if last.stopped.elapsed() >= RESAMPLE {
+        if last.taken.elapsed() >= RESAMPLE {
             return None;
         }
         let files = self.files.get_mut(&tid)?;
@@ -210,6 +218,48 @@ impl<T: Clone> Looked<T> {
         let state = parse_state(files.read("stat")?)?;
         let now = Runs::parse(files.read("schedstat")?)?;
         unmoved(asleep, state, now).then(|| last.seen.clone())
+    }
+
+    /// Looks at thread `tid` of process `pid` without stopping it, if `/proc` shows it asleep
+    /// in a system call: `look` is given the call as `/proc` shows it (its stack pointer and
+    /// pc are all of the thread's registers there is) and returns `None` when that is not
+    /// enough. What it saw is given, and kept as a stop's look is, only when the thread
+    /// provably did not run from before the `/proc` reading until after `look`: its counts
+    /// unchanged across both (not scheduled in, no time on a CPU), its state still asleep.
+    /// The kernel reads a thread's call only while it is off every CPU.
+    pub(super) fn peek(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        look: impl FnOnce(&CallSite) -> Option<T>,
+    ) -> Option<T> {
+        let files = match self.files.entry(tid) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(TaskFiles::open(pid, tid)?),
+        };
+        let before = Runs::parse(files.read("schedstat")?)?;
+        // Counts of 0: a kernel that keeps none, which could not tell a run.
+        if before.pcount == 0 {
+            return None;
+        }
+        let site = CallSite::parse(files.read("syscall")?)?;
+        let seen = look(&site)?;
+        let state = parse_state(files.read("stat")?)?;
+        let now = Runs::parse(files.read("schedstat")?)?;
+        if !unmoved(before, state, now) {
+            return None;
+        }
+        self.last.insert(
+            tid,
+            Last {
+                seen: seen.clone(),
+                taken: Instant::now(),
+                site,
+                at_stop: before,
+                asleep: Some(before),
+            },
+        );
+        Some(seen)
     }
 
     /// Notes what a stop of thread `tid` of process `pid` with registers `r` saw, while the
@@ -241,7 +291,7 @@ impl<T: Clone> Looked<T> {
                     tid,
                     Last {
                         seen: seen.clone(),
-                        stopped: Instant::now(),
+                        taken: Instant::now(),
                         site,
                         at_stop,
                         asleep: None,
@@ -372,5 +422,55 @@ mod tests {
         assert_eq!(looked.still(me), None);
         looked.keep_only(&[]);
         assert!(looked.last.is_empty());
+    }
+
+    /// A thread asleep in a call is looked at from `/proc` (its call and arguments as they
+    /// are), kept, and given again while it sleeps on; a running thread (this one, reading
+    /// its own files) is not, nor is a look that says the call is not enough.
+    #[test]
+    fn a_thread_asleep_in_a_call_is_looked_at_without_a_stop() {
+        let me = std::process::id() as i32;
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe() writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            // SAFETY: gettid takes nothing and returns this thread's id.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            let mut b = 0u8;
+            // SAFETY: reads one byte into `b`, from the pipe this test owns.
+            unsafe { libc::read(fds[0], (&raw mut b).cast(), 1) }
+        });
+        let tid = rx.recv().unwrap();
+        let mut looked: Looked<CallSite> = Looked::default();
+        // Until it is asleep in its read.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let site = loop {
+            if let Some(site) = looked.peek(me, tid, |c| Some(*c)) {
+                break site;
+            }
+            assert!(Instant::now() < deadline, "never seen asleep");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(site.nr, libc::SYS_read as u64);
+        assert_eq!(site.args[..3], [fds[0] as u64, site.args[1], 1]);
+        assert_ne!((site.sp, site.pc), (0, 0));
+        assert_eq!(looked.still(tid), Some(site));
+        // Not enough for the look: not kept.
+        let mut other: Looked<CallSite> = Looked::default();
+        assert_eq!(other.peek(me, tid, |_| None), None);
+        assert!(other.last.is_empty());
+        // Running: this thread.
+        // SAFETY: gettid takes nothing and returns this thread's id.
+        let this = unsafe { libc::gettid() };
+        assert_eq!(looked.peek(me, this, |c| Some(*c)), None);
+        // SAFETY: writes one byte from a live buffer to the pipe this test owns.
+        assert_eq!(unsafe { libc::write(fds[1], b"x".as_ptr().cast(), 1) }, 1);
+        assert_eq!(reader.join().unwrap(), 1);
+        // SAFETY: closes the two descriptors this test opened, used by nothing else now.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
     }
 }

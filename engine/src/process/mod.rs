@@ -18,7 +18,8 @@
 //! - `tracer.rs`: the tracer thread, launching and attaching.
 //! - `control.rs`: [`Process`]: threads, halt/resume, the wait loop, forks, execs.
 //! - `hold.rs`: holding one thread at a time while the others run (stack samples).
-//! - `idle.rs`: telling a thread that has not run since its last stack sample, left alone.
+//! - `idle.rs`: looking without a stop at a thread asleep in a system call, or unmoved since
+//!   its last look.
 //! - `inject.rs`: injected syscalls and calls, `dlopen`.
 //! - `pools.rs`: gsh's memory in the process, recognised and reused by later sessions.
 //! - `leftovers.rs`: the module text compared with the files, and what an earlier gsh left.
@@ -64,8 +65,8 @@ pub use crate::space::AllocKind;
 pub use control::{HaltTiming, Process};
 pub use error::ProcessError;
 pub use exe::{executable_path, is_executable_of};
-pub use hold::Held;
-pub use idle::{Looked, RESAMPLE};
+pub use hold::{Held, Taken};
+pub use idle::{CallSite, Looked, RESAMPLE};
 pub use leftovers::{ChangeKind, TextChange};
 pub use maps::{MappedModule, Mapping, UnreadableModule};
 pub use memory::{ChildMemory, Kept, KeptSource, MemReader};

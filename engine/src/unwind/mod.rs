@@ -177,6 +177,18 @@ pub struct Regs {
 }
 
 impl Regs {
+    /// A thread's registers where only its pc and stack pointer are known (a thread asleep
+    /// in a system call, as `/proc/PID/task/TID/syscall` shows it): a walk from them steps
+    /// only where a frame needs no other register.
+    pub fn pc_and_sp(rip: u64, rsp: u64) -> Regs {
+        Regs {
+            rip,
+            rsp,
+            unknown: reg::ALL_UNKNOWN & !((1 << reg::RSP) | (1 << reg::RA)),
+            ..Regs::default()
+        }
+    }
+
     /// DWARF register `n`, or `None` when it was not recovered (or `n` is not a general
     /// register or rip).
     pub fn get(&self, n: u16) -> Option<u64> {
@@ -522,6 +534,22 @@ impl<'a> Unwinder<'a> {
             });
         }
         (frames, false)
+    }
+
+    /// The frames of a thread of which only the pc and stack pointer are known (asleep in a
+    /// system call, as `/proc/PID/task/TID/syscall` shows it), when they are exactly the
+    /// frames a walk from all its registers finds: every step by the call frame information
+    /// (a signal frame's saved context included), which needed no register but those it
+    /// recovered, and the walk ending at the thread's first frame or at `max`. `None` where a
+    /// step needed another register (a frame-pointer function's CFA is `rbp`'s) and fell
+    /// back to the frame-pointer chain or a scan, which guess.
+    pub fn walk_exact(&self, mem: &dyn Memory, pc: u64, sp: u64, max: usize) -> Option<Vec<Frame>> {
+        let (frames, whole) = self.walk_to_outermost(mem, Regs::pc_and_sp(pc, sp), max);
+        let by_cfi = frames
+            .iter()
+            .skip(1)
+            .all(|f| matches!(f.how, FoundBy::Cfi | FoundBy::SignalFrame));
+        (by_cfi && (whole || frames.len() == max)).then_some(frames)
     }
 
     /// One step from `frame` to its caller.

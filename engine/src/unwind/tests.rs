@@ -328,6 +328,38 @@ fn a_walk_says_whether_it_reached_the_outermost_frame() {
     assert!(!outermost, "a pc of 0");
 }
 
+/// Walks from `leaf`'s registers, all of them and its pc and stack pointer alone, while its
+/// frames are live: the full walk, the exact one, and the exact one cut at 4 frames.
+#[inline(never)]
+fn leaf_exact(unwinder: &Unwinder<'_>, mem: &OwnStack) -> [Option<Vec<Frame>>; 3] {
+    let regs = capture_regs!();
+    black_box([
+        Some(unwinder.walk(mem, regs, 128)),
+        unwinder.walk_exact(mem, regs.rip, regs.rsp, 128),
+        unwinder.walk_exact(mem, regs.rip, regs.rsp, 4),
+    ])
+}
+
+/// A walk from the pc and stack pointer alone (a thread asleep in a system call, as /proc
+/// shows it) finds exactly the frames a walk from every register does where each step is the
+/// CFI's and needs no other register, and is no walk where one needs `rbp` (Rust's standard
+/// library keeps frame pointers: the test harness's frames' CFA is `rbp`'s).
+#[test]
+fn a_walk_from_pc_and_sp_alone_is_exactly_the_full_walk_or_none() {
+    let unwinder = own_unwinder();
+    let mem = OwnStack::current();
+    let [full, exact, cut] = black_box(leaf_exact(&unwinder, &mem));
+    let full = full.unwrap();
+    let pcs = |frames: &[Frame]| frames.iter().map(|f| f.pc).collect::<Vec<_>>();
+    let cut = cut.unwrap_or_else(|| panic!("no exact walk of 4 frames:\n{}", describe(&full)));
+    assert_eq!(pcs(&cut), pcs(&full[..4]), "{}", describe(&cut));
+    if let Some(exact) = exact {
+        assert_eq!(pcs(&exact), pcs(&full), "{}", describe(&exact));
+    }
+    // A pc in no module: nothing to step by.
+    assert!(unwinder.walk_exact(&mem, 8, full[0].regs.rsp, 16).is_none());
+}
+
 /// What the signal handler saw: the unwinder and stack it walks with, and its walk.
 struct SignalTest {
     unwinder: Unwinder<'static>,
@@ -479,6 +511,9 @@ fn falls_back_to_frame_pointers_without_cfi() {
     let frames = unwinder.walk(&mem, top, 16);
     let pcs: Vec<u64> = frames.iter().map(|f| f.pc).collect();
     assert_eq!(pcs, [leaf_fn, ret_in_middle, ret_in_main], "{frames:#?}");
+    // From the pc and stack pointer alone (a thread asleep, as /proc shows it) no frame
+    // pointer is known, and a walk by the chain is not exact.
+    assert!(unwinder.walk_exact(&mem, leaf_fn, BASE, 16).is_none());
     assert_eq!(frames[1].how, FoundBy::FramePointer);
     assert_eq!(frames[2].how, FoundBy::FramePointer);
     assert_eq!(frames[2].regs.rsp, BASE + 0x50);

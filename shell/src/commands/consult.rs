@@ -116,11 +116,16 @@ The search measures from outside the process: the scheduler's counts and each th
 call from /proc every 5 ms, and stack samples: one thread at a time is stopped, its registers \
 read and its stack walked, and it runs again before the next is stopped, so a thread is held \
 only for its own walk while the others run (an attached process gsh has let go, hands-off, \
-stays so: each thread is taken hold of alone for its walk). A thread that has not run since \
-its last stop is left alone and that stop's sample counts again, held for no time: /proc says \
-it is asleep in the system call that stop interrupted, back in it after the one run the resume \
-gave it, and neither scheduled in nor on a CPU since (`reused` in the JSON counts these \
-samples). Each thread is still stopped at least once a second. Stops are paced so that what they \
+stays so: each thread is taken hold of alone for its walk). A thread asleep in a system call \
+is not stopped when its stack can be walked from the stack pointer and pc /proc shows it with \
+there, every step by the call frame information (a frame kept by frame pointer needs `rbp`, \
+which only a stop reads), and it was neither scheduled in nor on a CPU from before that \
+reading to after the walk (`asleep` in the JSON counts these samples): a stop wakes a \
+sleeping thread, and an `epoll_wait` it wakes returns EINTR to the program. A thread that has \
+not run since its last sample is left alone and that sample counts again, held for no time: \
+/proc says it is still asleep in the system call it was in then (after a stop, back in it after \
+the one run the resume gave it), and neither scheduled in nor on a CPU since (`reused` in the \
+JSON counts these samples). Each thread is looked at afresh at least once a second. Stops are paced so that what they \
 cost and what the probes have taken stay within four fifths of --cost PERCENT (default 5) of \
 the program's running (the stops keep a tenth of it whatever the probes take): the two share \
 the limit, and the fifth left is room for the noise of measuring the stops' cost. A sample \
@@ -210,7 +215,7 @@ fraction. \
 With --json: {\"findings\": [{\"hypothesis\", \"focus\", \"fraction\", \"thread\", \
 \"measured\", \"timed_call\", \"waits_on\"}], \"tested\", \"overhead\", \"stopped\", \"stop_cost\", \"sampler_cpu\", \
 \"gsh_cpu\", \"waited\", \"competed\", \"running\", \"held\", \
-\"stack_samples\", \"reused\", \"kept_off\": {\"gsh\", \"program\"} (CPU lists; null where gsh \
+\"stack_samples\", \"reused\", \"asleep\", \"kept_off\": {\"gsh\", \"program\"} (CPU lists; null where gsh \
 kept to no CPUs of its own), \"probes\": {\"inserted\", \"removed\", \"call_timers\", \"path_timers\", \"cost\", \
 \"change_cost\", \"spent\", \"timer_ns\", \"count_ns\", \"timer_costs\": [{\"timer\", \"counted_ns\", \"timed_ns\", \
 \"ns\", \"in_situ\", \"share\"}], \"errors\", \"changes\": {\"inserts\", \"removes\", \"held\"} (the \
@@ -412,9 +417,14 @@ pub(crate) fn search(
     let probe_stats = lab.finish();
     let why_stopped = lab.inner.error();
     let sampler_cpu = lab.inner.overhead();
-    let (stops, reused, stack_error) = {
+    let (stops, reused, asleep, stack_error) = {
         let s = store.lock().unwrap_or_else(|e| e.into_inner());
-        (s.batches(), s.reused(), s.error().map(str::to_owned))
+        (
+            s.batches(),
+            s.reused(),
+            s.asleep(),
+            s.error().map(str::to_owned),
+        )
     };
     let mut report = search.report(seconds, 0.0);
     let spent = probe_stats.spent;
@@ -437,6 +447,7 @@ pub(crate) fn search(
         });
     }
     report.reused = reused;
+    report.asleep = asleep;
     if let Some(path) = dot {
         std::fs::write(&path, report.dot()).with_context(|| format!("cannot write {path}"))?;
     }

@@ -20,7 +20,7 @@ fn stack(tid: i32, outer_first: &[(&str, &str)], syscall: Option<Syscall>) -> Th
         frames: outer_first.iter().rev().map(|(m, f)| frame(m, f)).collect(),
         pcs: Vec::new(),
         held: Duration::ZERO,
-        reused: false,
+        taken: Taken::Stopped,
     }
 }
 
@@ -218,7 +218,7 @@ impl StackSource for Slow {
             stopped: Duration::from_millis(2),
             threads: vec![ThreadStack {
                 held: Duration::from_millis(2),
-                reused: false,
+                taken: Taken::Stopped,
                 ..worker(&[("app", "crunch")], None)
             }],
         }))
@@ -436,7 +436,7 @@ fn the_store_counts_what_stops_took_from_each_thread_from_its_schedstat() {
         stopped,
         threads: vec![ThreadStack {
             held: stopped,
-            reused: false,
+            taken: Taken::Stopped,
             ..stack(tid, &[("app", "main")], None)
         }],
     };
@@ -585,7 +585,7 @@ fn a_stop_counts_the_mean_of_its_threads_held_time() {
     let mut stacks = Stacks::new(std::process::id() as i32);
     let held = |tid, ms| ThreadStack {
         held: Duration::from_millis(ms),
-        reused: false,
+        taken: Taken::Stopped,
         ..stack(tid, &[("app", "main")], None)
     };
     stacks.push(
@@ -712,7 +712,7 @@ impl StackSource for Long {
             stopped: Duration::from_millis(300),
             threads: vec![ThreadStack {
                 held: Duration::from_millis(300),
-                reused: false,
+                taken: Taken::Stopped,
                 ..worker(&[("app", "crunch")], None)
             }],
         }))
@@ -785,12 +785,12 @@ fn a_wait_in_poll_or_epoll_is_refined_to_the_descriptors_it_waits_on() {
     let poll = Syscall {
         nr: 7,
         args: [polled.as_ptr() as u64, 1, 1000],
-        interrupted: true,
+        asleep: true,
     };
     let epoll = Syscall {
         nr: 232,
         args: [ep as u64, 0x7000, 16],
-        interrupted: true,
+        asleep: true,
     };
     for i in 0..40 {
         let (f, call, syscall) = if i < 30 {
@@ -848,8 +848,8 @@ fn a_wait_in_poll_or_epoll_is_refined_to_the_descriptors_it_waits_on() {
 fn a_lock_wait_counts_until_its_return_and_a_join_is_none() {
     let mut s = Stacks::new(std::process::id() as i32);
     let t0 = Instant::now();
-    let futex = |interrupted| Syscall {
-        interrupted,
+    let futex = |asleep| Syscall {
+        asleep,
         ..LOCK_WAIT
     };
     let lock = [
@@ -957,7 +957,7 @@ fn a_wait_on_many_descriptors_is_one_refinement_naming_them() {
     let call = |nr: u64, arg0: u64| Syscall {
         nr,
         args: [arg0, 0x7000, 16],
-        interrupted: true,
+        asleep: true,
     };
     for i in 0..60 {
         let (f, name, syscall) = match i {
@@ -1071,7 +1071,7 @@ fn a_condition_variables_two_words_are_one_wait() {
     let futex = |addr: u64| Syscall {
         nr: FUTEX,
         args: [addr, 0x189, 0],
-        interrupted: true,
+        asleep: true,
     };
     let cond = |wait: &str| {
         vec![
