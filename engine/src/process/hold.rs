@@ -33,7 +33,7 @@ use nix::errno::Errno;
 
 use super::control::{is_zombie, Process};
 use super::error::ProcessError;
-use super::idle::{CallSite, Looked};
+use super::idle::{stop_began, CallSite, Looked};
 use super::ptrace::{self, WaitEvent};
 use super::{State, ThreadState};
 
@@ -44,10 +44,12 @@ pub struct Held<T> {
     pub tid: i32,
     /// What the caller's look at it returned.
     pub seen: T,
-    /// How long it was held: from when the tracer saw it stop (`waitpid` reported it) to its
-    /// resume. A thread stopped for something else, whose stop the tracer serves after the
-    /// job, is held until the last thread's look ends; one already stopped when the call
-    /// began, from then. Zero for a thread not stopped ([`Held::taken`]).
+    /// How long it was held: from when it stopped (the interrupt, later by what the thread
+    /// then waited for a CPU before it could stop, by its `schedstat`; when the tracer saw it
+    /// stopped where that is not known) to its resume. A thread stopped for something else,
+    /// whose stop the tracer serves after the job, is held from when the tracer saw it until
+    /// the last thread's look ends; one already stopped when the call began, from then. Zero
+    /// for a thread not stopped ([`Held::taken`]).
     pub held: Duration,
     /// How `seen` was taken.
     pub taken: Taken,
@@ -145,6 +147,8 @@ impl Process {
                     continue;
                 }
             }
+            let before = looked.runs(self.pid, tid);
+            let asked = Instant::now();
             let caught = match state {
                 None | Some(ThreadState::Starting) => continue,
                 Some(ThreadState::Stopped) => Caught::Kept(began),
@@ -160,7 +164,12 @@ impl Process {
             };
             let seen = look(self, tid, &r);
             let ours = matches!(caught, Caught::Ours(_));
-            looked.stopped(self.pid, tid, &r, ours, &seen);
+            let at_stop = looked.stopped(self.pid, tid, &r, ours, &seen);
+            let at = if ours {
+                stop_began(asked, at, before, at_stop)
+            } else {
+                at
+            };
             if let Caught::Kept(_) = caught {
                 kept.push((out.len(), at));
             } else {
@@ -280,10 +289,12 @@ impl Process {
                 out.push(Held::unstopped(tid, seen, Taken::Asleep));
                 continue;
             }
+            let before = looked.runs(self.pid, tid);
             // Exited but not collected, or gone: never runs again.
             if ptrace::seize(tid, 0).is_err() {
                 continue;
             }
+            let asked = Instant::now();
             if ptrace::interrupt(tid).is_err() {
                 let _ = ptrace::detach(tid, 0);
                 continue;
@@ -302,9 +313,14 @@ impl Process {
                 WaitEvent::Signal(sig) => sig,
                 _ => 0,
             };
+            let mut at = at;
             let seen = ptrace::regs(tid).ok().map(|r| {
                 let seen = look(self, tid, &r);
-                looked.stopped(self.pid, tid, &r, signal == 0, &seen);
+                let ours = signal == 0;
+                let at_stop = looked.stopped(self.pid, tid, &r, ours, &seen);
+                if ours {
+                    at = stop_began(asked, at, before, at_stop);
+                }
                 seen
             });
             // From a signal-delivery-stop the signal rides the detach; from an interrupt

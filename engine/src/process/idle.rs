@@ -93,11 +93,12 @@ impl CallSite {
     }
 }
 
-/// A thread's scheduler counts (`/proc/PID/task/TID/schedstat`): nanoseconds on a CPU, and
-/// how many times it was scheduled in.
+/// A thread's scheduler counts (`/proc/PID/task/TID/schedstat`): nanoseconds on a CPU,
+/// nanoseconds waiting for one, and how many times it was scheduled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Runs {
     run_ns: u64,
+    wait_ns: u64,
     pcount: u64,
 }
 
@@ -106,9 +107,18 @@ impl Runs {
     fn parse(text: &str) -> Option<Runs> {
         let mut words = text.split_whitespace();
         let run_ns = words.next()?.parse().ok()?;
-        let _wait_ns: u64 = words.next()?.parse().ok()?;
+        let wait_ns = words.next()?.parse().ok()?;
         let pcount = words.next()?.parse().ok()?;
-        Some(Runs { run_ns, pcount })
+        Some(Runs {
+            run_ns,
+            wait_ns,
+            pcount,
+        })
+    }
+
+    /// The time the thread waited for a CPU from `self` to `later`.
+    pub(super) fn waited_until(&self, later: &Runs) -> Duration {
+        Duration::from_nanos(later.wait_ns.saturating_sub(self.wait_ns))
     }
 }
 
@@ -129,6 +139,24 @@ pub(super) fn back_asleep(site: &CallSite, at_stop: Runs, then: Runs, line: &str
 /// its counts `now` (read after its state) are the same and its state `state` is asleep.
 pub(super) fn unmoved(asleep: Runs, state: char, now: Runs) -> bool {
     matches!(state, 'S' | 'D') && now == asleep
+}
+
+/// When a thread's stop began: when it was asked for, `asked`, later by the time the thread
+/// then waited for a CPU before it could stop (its counts `before` the ask and `at_stop`), and
+/// never after the tracer saw it stopped, `seen`; `seen` where the counts are not known. A
+/// thread on a CPU stops at the ask, and is held from then, not only once the tracer, woken
+/// by its stop, gets to it (about 25 us a stop on an idle machine, up to a few hundred under
+/// load).
+pub(super) fn stop_began(
+    asked: Instant,
+    seen: Instant,
+    before: Option<Runs>,
+    at_stop: Option<Runs>,
+) -> Instant {
+    match (before, at_stop) {
+        (Some(b), Some(s)) => (asked + b.waited_until(&s)).min(seen),
+        _ => seen,
+    }
 }
 
 /// What a thread's last look saw, and what tells whether it still holds.
@@ -262,9 +290,22 @@ impl<T: Clone> Looked<T> {
         Some(seen)
     }
 
+    /// Thread `tid`'s counts now, from the files kept for it (opened on the first call, and
+    /// again when those are of an earlier thread of this id, ended).
+    pub(super) fn runs(&mut self, pid: i32, tid: i32) -> Option<Runs> {
+        let kept = self.files.get_mut(&tid);
+        if let Some(runs) = kept.and_then(|f| f.read("schedstat").and_then(Runs::parse)) {
+            return Some(runs);
+        }
+        let mut files = TaskFiles::open(pid, tid)?;
+        let runs = files.read("schedstat").and_then(Runs::parse);
+        self.files.insert(tid, files);
+        runs
+    }
+
     /// Notes what a stop of thread `tid` of process `pid` with registers `r` saw, while the
     /// thread is still held; `ours` false for a stop that came for another reason (a signal,
-    /// a breakpoint), never given again.
+    /// a breakpoint), never given again. Returns the thread's counts at our stop.
     pub(super) fn stopped(
         &mut self,
         pid: i32,
@@ -272,19 +313,9 @@ impl<T: Clone> Looked<T> {
         r: &libc::user_regs_struct,
         ours: bool,
         seen: &T,
-    ) {
+    ) -> Option<Runs> {
         let site = CallSite::interrupted(r).filter(|_| ours);
-        let at_stop = site.and_then(|_| {
-            let kept = self.files.get_mut(&tid);
-            if let Some(runs) = kept.and_then(|f| f.read("schedstat").and_then(Runs::parse)) {
-                return Some(runs);
-            }
-            // First held, or the files kept are those of an earlier thread of this id, ended.
-            let mut files = TaskFiles::open(pid, tid)?;
-            let runs = files.read("schedstat").and_then(Runs::parse);
-            self.files.insert(tid, files);
-            runs
-        });
+        let at_stop = if ours { self.runs(pid, tid) } else { None };
         match (site, at_stop) {
             (Some(site), Some(at_stop)) => {
                 self.last.insert(
@@ -302,6 +333,7 @@ impl<T: Clone> Looked<T> {
                 self.last.remove(&tid);
             }
         }
+        at_stop
     }
 
     /// Forgets every thread but `tids` (those of the batch just taken).
@@ -332,7 +364,11 @@ mod tests {
     const LINE: &str = "202 0x555500001040 0x80 0x2 0x0 0x0 0x0 0x7ffd12345670 0x7f3a00091e2d\n";
 
     fn runs(run_ns: u64, pcount: u64) -> Runs {
-        Runs { run_ns, pcount }
+        Runs {
+            run_ns,
+            wait_ns: 0,
+            pcount,
+        }
     }
 
     /// Only a call the stop interrupted while it slept (a restart code in rax) is one the
@@ -391,10 +427,30 @@ mod tests {
         assert!(!unmoved(then, 'S', runs(9_100, 41)));
     }
 
+    /// A stop begins at the ask for a thread on a CPU, later by what it waited for one
+    /// before it could stop, and never after the tracer saw it; where the counts are not
+    /// known, when the tracer saw it.
+    #[test]
+    fn a_stop_begins_at_the_ask_less_the_wait_for_a_cpu() {
+        let asked = Instant::now();
+        let seen = asked + Duration::from_micros(300);
+        let at = |wait_ns| Runs {
+            run_ns: 5,
+            wait_ns,
+            pcount: 3,
+        };
+        assert_eq!(stop_began(asked, seen, Some(at(1_000)), Some(at(1_000))), asked);
+        let waited = stop_began(asked, seen, Some(at(1_000)), Some(at(201_000)));
+        assert_eq!(waited, asked + Duration::from_micros(200));
+        assert_eq!(stop_began(asked, seen, Some(at(0)), Some(at(900_000))), seen);
+        assert_eq!(stop_began(asked, seen, None, Some(at(0))), seen);
+    }
+
     /// The readings' formats, as the kernel prints them.
     #[test]
     fn proc_lines_parse() {
-        assert_eq!(Runs::parse("123456 789 42\n"), Some(runs(123_456, 42)));
+        let read = Runs::parse("123456 789 42\n").unwrap();
+        assert_eq!((read.run_ns, read.wait_ns, read.pcount), (123_456, 789, 42));
         assert_eq!(Runs::parse("garbage"), None);
         assert_eq!(parse_state("1234 (a) b) S 1 2"), Some('S'));
         assert_eq!(

@@ -129,8 +129,9 @@ JSON counts these samples). Each thread is looked at afresh at least once a seco
 cost and what the probes have taken stay within four fifths of --cost PERCENT (default 5) of \
 the program's running (the stops keep a tenth of it whatever the probes take): the two share \
 the limit, and the fifth left is room for the noise of measuring the stops' cost. A sample \
-holds the program for as long as its longest-held thread was held, from when gsh saw that \
-thread stopped to its resume, and costs that times what a held second cost the program in the \
+holds the program for as long as its longest-held thread was held, from when that thread \
+stopped (when gsh asked it to, later by the time it then waited for a CPU, by its schedstat) \
+to its resume, and costs that times what a held second cost the program in the \
 sampler's turns so far (below; five times the held time until the turns can tell). A thread \
 not on a CPU when the stop is asked for first waits for one to take it, and after the resume \
 waits to run, which its schedstat counts as waiting for a CPU, not as stopped. The probes are kept \
@@ -154,7 +155,10 @@ sampled than without stops: after every 2 s of sampling (0.25 s in its first two
 the sampler stops for none for 0.25 s, and in each such cycle the threads' CPU time per wall \
 second in the quiet turn against the sampled one (from their schedstat) is the share of \
 their running the stops took (a stopped thread gives its CPU to whatever else runs, and \
-waits for one again after). The first cycle (the search's start) is left out, and the share \
+waits for one again after); or, where the program makes at least 400 read and write calls a \
+second (/proc/PID/io's syscr and syscw), the calls per wall second it made fewer while sampled, \
+where that share is more: a server not busy all the time loses more of its work than of its \
+CPU time to a stop (its clients wait for what the stop delays). The first cycle (the search's start) is left out, and the share \
 counted is what the cycles agree on: their mean less twice its standard error, from the \
 third cycle on. It is never less than what the threads would have run while held (at their \
 rate between stops: nothing for a thread asleep, and for one that waits for a CPU, that less \
