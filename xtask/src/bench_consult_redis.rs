@@ -110,6 +110,17 @@
 //! every 50 ms: 1.14% and 0.90%, alternated with them (load 7 to 15). Leaving alone the
 //! threads that have not run since their last stop changed nothing here (the full search:
 //! 4.00% and 3.04% against 4.11% and 3.47%; the server's main thread always runs).
+//!
+//! Walking threads asleep in a call without a stop (the main thread in `epoll_wait`, whose
+//! stop returned `EINTR` to the server): ~120 of each search's thread samples (25 in a search
+//! of stops alone, whose main thread is seldom asleep when sampled) beside ~1,450 given
+//! again; alternated with the build before, throughput fell 2.86%, 3.10% and 2.39% against
+//! 3.68%, 3.24% and 3.10% (medians of 3 runs, load 1 to 8), stops alone 1.16% and 1.71%
+//! against 1.12% and 2.49%: within the noise. A script reading the server's `/proc` files as
+//! the search does, every 5 ms, in gsh's place: -0.01% and -0.27% (one that only sleeps:
+//! 0.28%, -0.12%). With the turns counting the server's read and write calls and the stops
+//! held from the ask: 3.55%, 2.98%, 3.81%, 4.21% against estimates of 0.58% to 0.92% (0.15 to
+//! 0.26 of the slowdown; 0.46 and 0.50 in single runs where the turns agreed on a loss).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1232,6 +1232,18 @@ pub struct KeptOffOut {
     pub program: String,
 }
 
+/// `seconds` of running time in the unit that reads best: of a program that hardly ran, a
+/// large share of its running may be a fraction of a millisecond.
+fn lost_time(seconds: f64) -> String {
+    if seconds >= 0.1 {
+        format!("{seconds:.2} s")
+    } else if seconds >= 1e-4 {
+        format!("{:.1} ms", seconds * 1e3)
+    } else {
+        format!("{:.0} us", seconds * 1e6)
+    }
+}
+
 /// What a finished (or interrupted) search reports.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Report {
@@ -1472,7 +1484,7 @@ impl Report {
         let _ = writeln!(
             out,
             "\n{} experiments in {:.1} s{}; the search slowed the program by about {:.1}% of \
-             the {:.2} s its threads would have run (its estimate). The program was stopped {:.1}% of the time for {} stack samples; gsh \
+             the {:.2} s its threads would have run ({}, its estimate). The program was stopped {:.1}% of the time for {} stack samples; gsh \
              used {:.1}% of a CPU (sampling /proc {:.1}%), and the program's threads waited \
              for a CPU {:.1} s in all. The stops and gsh's competition for the CPUs took \
              {:.1}% of the threads' running time ({:.1}% by the competition)\n",
@@ -1488,6 +1500,7 @@ impl Report {
             },
             self.overhead * 100.0,
             self.running,
+            lost_time(self.overhead * self.running),
             self.stopped * 100.0,
             self.stack_samples,
             self.gsh_cpu * 100.0,

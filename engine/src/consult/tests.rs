@@ -1463,3 +1463,12 @@ fn changes_cost_what_holding_the_whole_program_took_from_its_threads() {
     assert!((r.probes.change_cost - 0.05).abs() < 1e-12);
     assert!((r.overhead - 0.05).abs() < 1e-12, "{}", r.overhead);
 }
+
+/// The running time a search took reads in the unit that suits it: of a program that hardly
+/// ran (an event loop waiting on a timer), 55% may be a fraction of a millisecond.
+#[test]
+fn the_running_time_lost_reads_in_its_unit() {
+    assert_eq!(lost_time(0.156), "0.16 s");
+    assert_eq!(lost_time(0.00154), "1.5 ms");
+    assert_eq!(lost_time(0.000_042), "42 us");
+}

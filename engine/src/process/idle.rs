@@ -439,10 +439,16 @@ mod tests {
             wait_ns,
             pcount: 3,
         };
-        assert_eq!(stop_began(asked, seen, Some(at(1_000)), Some(at(1_000))), asked);
+        assert_eq!(
+            stop_began(asked, seen, Some(at(1_000)), Some(at(1_000))),
+            asked
+        );
         let waited = stop_began(asked, seen, Some(at(1_000)), Some(at(201_000)));
         assert_eq!(waited, asked + Duration::from_micros(200));
-        assert_eq!(stop_began(asked, seen, Some(at(0)), Some(at(900_000))), seen);
+        assert_eq!(
+            stop_began(asked, seen, Some(at(0)), Some(at(900_000))),
+            seen
+        );
         assert_eq!(stop_began(asked, seen, None, Some(at(0))), seen);
     }
 
