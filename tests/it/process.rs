@@ -544,6 +544,86 @@ fn hold_each_on_computing_threads_holds_one_at_a_time() {
     let _ = std::fs::remove_file(out);
 }
 
+/// A thread asleep in a system call, walked without a stop from the stack pointer and pc
+/// `/proc` shows it with (`Process::hold_each_since`'s peek, `Unwinder::walk_exact`), has
+/// exactly the frames a stop's walk from all its registers finds: `planted idle`'s five
+/// sleepers (in `pthread_mutex_lock`, `read` and `pthread_cond_wait`) are looked at without a
+/// stop, then stopped and walked again, and every frame is the same.
+#[test]
+fn a_thread_asleep_walked_without_a_stop_has_the_frames_a_stop_finds() {
+    let launch = Launch {
+        program: Mutatee::new("planted").path(Variant::O2),
+        args: vec!["idle".into(), "30".into()],
+        stdout: Some(out_file("asleep-walk")),
+        ..Launch::default()
+    };
+    let t = Tracer::start(&launch, NoHooks).unwrap();
+    t.with(|p, _| p.resume()).unwrap().unwrap();
+    assert_eq!(settled_threads(&t), 6);
+    // Give the sleepers time to reach their waits.
+    std::thread::sleep(Duration::from_millis(300));
+    let modules = t.with(|p, _| p.modules()).unwrap().unwrap();
+    let binaries: Vec<(engine::elf::Binary, u64)> = modules
+        .iter()
+        .filter_map(|m| Some((engine::elf::Binary::open(&m.path).ok()?, m.bias)))
+        .collect();
+    let unwinder = engine::unwind::Unwinder::new(
+        binaries
+            .iter()
+            .map(|(binary, bias)| engine::unwind::UnwindModule {
+                binary,
+                bias: *bias,
+            })
+            .collect(),
+    );
+    fn memory(p: &Process) -> engine::unwind::Pages<impl Fn(u64) -> Option<Vec<u8>> + '_> {
+        engine::unwind::Pages::new(move |page| p.read(page, engine::unwind::PAGE as usize).ok())
+    }
+    let full = |p: &Process, r: &libc::user_regs_struct| -> Vec<u64> {
+        let top = engine::unwind::Regs {
+            rip: r.rip,
+            rsp: r.rsp,
+            rbp: r.rbp,
+            rbx: r.rbx,
+            r12: r.r12,
+            r13: r.r13,
+            r14: r.r14,
+            r15: r.r15,
+            ..engine::unwind::Regs::default()
+        };
+        let frames = unwinder.walk(&memory(p), top, 64);
+        frames.iter().map(|f| f.pc).collect()
+    };
+    let (peeked, stopped) = t
+        .with(|p, _| {
+            let mut looked = engine::process::Looked::default();
+            let peeked = p
+                .hold_each_since(
+                    &mut looked,
+                    |p, _, r| full(p, r),
+                    |p, _, call| {
+                        let frames = unwinder.walk_exact(&memory(p), call.pc, call.sp, 64)?;
+                        Some(frames.iter().map(|f| f.pc).collect())
+                    },
+                )
+                .unwrap();
+            (peeked, p.hold_each(|p, _, r| full(p, r)).unwrap())
+        })
+        .unwrap();
+    let asleep: Vec<_> = peeked
+        .iter()
+        .filter(|h| h.taken == engine::process::Taken::Asleep)
+        .collect();
+    assert_eq!(asleep.len(), 5, "{peeked:#?}");
+    for h in asleep {
+        let stop = stopped.iter().find(|s| s.tid == h.tid).unwrap();
+        assert_eq!(stop.taken, engine::process::Taken::Stopped);
+        assert!(h.seen.len() >= 4, "{h:#x?}");
+        assert_eq!(h.seen, stop.seen, "thread {}", h.tid);
+    }
+    t.with(|p, _| p.kill()).unwrap().unwrap();
+}
+
 /// Hands-off (attached, nothing needing the tracer), each thread is seized alone for its
 /// look and let go: the process stays hands-off, and a pool creating and joining threads
 /// meanwhile never fails a round.
