@@ -77,6 +77,11 @@ impl Pace {
         held.0 + held.1.map_or(Duration::ZERO, |since| since.elapsed())
     }
 
+    /// The search's cost limit, a share of the program's running time.
+    pub fn limit(&self) -> f64 {
+        self.limit
+    }
+
     /// What the search has cost so far, as last told.
     pub fn spent(&self) -> f64 {
         f64::from_bits(self.spent.load(Ordering::Relaxed))

@@ -391,6 +391,32 @@ const TURN_WALL: f64 = 0.4;
 /// The fewest entries a rate in situ (the counter's or the timer's) is taken from.
 const MIN_ENTRIES: u64 = 1000;
 
+/// How far over the cost limit a timer's turns so far must show it to end them early: twice
+/// the limit, beyond what one turn's noise makes of a timer within it.
+const OVER: f64 = 2.0;
+
+/// The share of its thread's time timer turns `c` so far show the timer adding, where its
+/// cost will be such a share ([`ProbeLab::end_turns`]: too few entries for a cost per entry,
+/// which the bound caps and counts during the turns): its thread's CPU time per call of the
+/// function (or, where it is called too rarely, of its hottest callee) with the timer, less
+/// without, over with. `None` before a turn of each counted enough calls.
+fn share_so_far(c: &Turns) -> Option<f64> {
+    let enough = |without: u64, with: u64| without >= MIN_ENTRIES && with >= MIN_ENTRIES;
+    if enough(c.counted.0, c.timed.0) && c.timed.2 >= MIN_ENTRIES {
+        return None;
+    }
+    let (without, with) = if enough(c.counted.0, c.timed.0) {
+        (c.counted.0, c.timed.0)
+    } else if enough(c.progress_counted, c.progress_timed) {
+        (c.progress_counted, c.progress_timed)
+    } else {
+        return None;
+    };
+    let counted = c.counted.1 as f64 / without as f64;
+    let timed = c.timed.1 as f64 / with as f64;
+    (timed > 0.0).then(|| ((timed - counted) / timed).clamp(0.0, 1.0))
+}
+
 /// The key of a timer in [`ProbeLab::shared`]: module, function, what it times.
 type Key = (String, String, String);
 
@@ -902,6 +928,26 @@ impl ProbeLab<'_> {
         let Some((d_run, d_all)) = self.account(key, s) else {
             return true;
         };
+        // A timer its first turns in show far over the cost limit ends its turns there: what
+        // they measured is its cost, over the limit, and it comes out at once. Each turn in
+        // cost it: python3's loop_2 of `_PyEval_EvalFrameDefault` doubled its thread's time
+        // per call, and its three turns in took 4% of a 4 s search's running.
+        let over = self.pace.as_ref().is_some_and(|p| {
+            self.turns.get(key).is_some_and(|c| {
+                c.timer.is_some() && share_so_far(c).is_some_and(|x| x > OVER * p.limit())
+            })
+        });
+        if over && !last {
+            let id = self.turns.get(key).and_then(|c| c.timer);
+            let Some(c) = self.end_turns(key) else {
+                return true;
+            };
+            self.pay_turns(key, &c, d_run);
+            if let Some(id) = id {
+                self.read_from_now(key, id);
+            }
+            return true;
+        }
         if last {
             // The timer stays in for its experiments, the counters come out; what the turns
             // measured is the timer's cost. Its last turn goes on as its experiments' reading,
@@ -995,29 +1041,33 @@ impl ProbeLab<'_> {
             c.all = all;
         }
         if let (true, Some(id)) = (final_turn, timer) {
-            // Its experiments measure from now.
-            let now = Instant::now();
-            let ks: Vec<u64> = self
-                .timers
-                .iter()
-                .filter(|(_, t)| &t.key == key)
-                .map(|(k, _)| *k)
-                .collect();
-            for k in ks {
-                let tid = self.timers[&k].tid;
-                let value = self.timer_value(id, tid).unwrap_or_default();
-                let all = self.timer_all(id, tid).unwrap_or_default();
-                let sched = sched(self.pid, tid).unwrap_or_default();
-                if let Some(t) = self.timers.get_mut(&k) {
-                    t.id = id;
-                    t.started = now;
-                    t.value = value;
-                    t.all = all;
-                    t.sched = sched;
-                }
-            }
+            self.read_from_now(key, id);
         }
         final_turn
+    }
+
+    /// The experiments of timer `key` (probe `id`) read it from now.
+    fn read_from_now(&mut self, key: &Key, id: u32) {
+        let now = Instant::now();
+        let ks: Vec<u64> = self
+            .timers
+            .iter()
+            .filter(|(_, t)| &t.key == key)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in ks {
+            let tid = self.timers[&k].tid;
+            let value = self.timer_value(id, tid).unwrap_or_default();
+            let all = self.timer_all(id, tid).unwrap_or_default();
+            let sched = sched(self.pid, tid).unwrap_or_default();
+            if let Some(t) = self.timers.get_mut(&k) {
+                t.id = id;
+                t.started = now;
+                t.value = value;
+                t.all = all;
+                t.sched = sched;
+            }
+        }
     }
 
     /// Adds the turn of timer `key` now ending to its turns' sums (its thread's calls of the
@@ -2660,6 +2710,58 @@ mod tests {
             stats.spent * 1e3 > 2.0 * TURN_CPU * 1000.0 * 0.1,
             "{stats:?}"
         );
+    }
+
+    /// A timer whose first turn in shows it far over the cost limit ends its turns there: its
+    /// experiment reads it at once, at that cost, and the search takes it out. python3's
+    /// loop_2 of `_PyEval_EvalFrameDefault` doubled its thread's time per call; its three turns
+    /// in took 4% of a 4 s search's running, over `--cost 5` with the rest.
+    #[test]
+    fn a_timer_far_over_the_limit_in_its_first_turn_in_ends_its_turns() {
+        use super::super::stacks::Stacks;
+        use std::sync::{Arc, Mutex};
+        let (pid, f) = at_f();
+        let tid = f.thread().unwrap() as i32;
+        let stacks = Arc::new(Mutex::new(Stacks::new(pid)));
+        // 40 ns of the thread's time per call of `hot` without the timer, 80 with it: half.
+        let mut fake = Fake {
+            rates: Some((40.0, 80.0)),
+            rare: true,
+            ..Fake::default()
+        };
+        let mut lab = ProbeLab::new(
+            pid,
+            ProcLab::with_stacks(pid, stacks.clone()),
+            Some(&mut fake),
+        )
+        .pacing(Arc::new(Pace::new(0.05)));
+        lab.stats.timer_ns = 20.0;
+        let function = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.clone(),
+        };
+        lab.start(&function).unwrap();
+        hot_in_f(&stacks, tid);
+        let e = Experiment {
+            hypothesis: Hypothesis::CPUBound,
+            focus: f.with(Resource::Loop("loop_1".into())),
+        };
+        let t = lab.start(&e).unwrap();
+        assert!(lab.read(t).is_none(), "counting");
+        // Its first turn, out.
+        compute((TURN_CPU * 1000.0) as u64 + 10);
+        assert!(lab.read(t).is_none(), "its first turn in begins");
+        // Its first turn in: half its thread's time, ten times the limit.
+        compute((TURN_CPU * 1000.0) as u64 + 10);
+        assert!(lab.read(t).is_some(), "its turns ended");
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        lab.read(t);
+        let c = lab.measured_cost(t).unwrap();
+        assert!(
+            (0.35..0.65).contains(&c),
+            "{c}: 40 ns of 80 per call of `hot`"
+        );
+        lab.finish();
     }
 
     /// A loop below a call path the search went on along (`f`, reached from `main` through

@@ -189,7 +189,9 @@ the share of its thread's time it adds per such call; so does a timer whose plac
 code it does not time (a loop exit with no room for a jump has the whole function run from a \
 copy, where each call returns through the original: the copy goes with the timer). The bound \
 counts during the turns and where the rates are too noisy to tell; turns cut short (the \
-search ends) count at what they measured. Inserting and removing a timer holds the whole \
+search ends) count at what they measured. A timer costed so whose turns so far (one in, one \
+out at least) show it over twice the limit ends its turns there, and comes out at once: \
+each turn in cost as much (python3's interpreter loop whose timer doubled its time per call). Inserting and removing a timer holds the whole \
 program while the jumps into its trampolines are written or taken out (and the first loads \
 gsh's runtime): each such hold costs every thread what it would have run meanwhile, at their \
 mean rate over the search, and counts with the probes (the report gives the hold's \
