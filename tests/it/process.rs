@@ -580,17 +580,7 @@ fn a_thread_asleep_walked_without_a_stop_has_the_frames_a_stop_finds() {
         engine::unwind::Pages::new(move |page| p.read(page, engine::unwind::PAGE as usize).ok())
     }
     let full = |p: &Process, r: &libc::user_regs_struct| -> Vec<u64> {
-        let top = engine::unwind::Regs {
-            rip: r.rip,
-            rsp: r.rsp,
-            rbp: r.rbp,
-            rbx: r.rbx,
-            r12: r.r12,
-            r13: r.r13,
-            r14: r.r14,
-            r15: r.r15,
-            ..engine::unwind::Regs::default()
-        };
+        let top = engine::instrument::frames::thread_regs(r);
         let frames = unwinder.walk(&memory(p), top, 64);
         frames.iter().map(|f| f.pc).collect()
     };

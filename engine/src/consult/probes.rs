@@ -2288,7 +2288,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, site],
                         held: std::time::Duration::ZERO,
-                        taken: crate::process::Taken::Stopped,
+                        taken: super::super::stacks::Taken::Stopped,
                     }],
                 },
             );
@@ -2308,7 +2308,7 @@ mod tests {
                             frames: vec![frame("x"), frame(callee), frame("f")],
                             pcs: vec![0x9100, 0x9000, 0x200],
                             held: std::time::Duration::ZERO,
-                            taken: crate::process::Taken::Stopped,
+                            taken: super::super::stacks::Taken::Stopped,
                         }],
                     },
                 );
@@ -2796,7 +2796,7 @@ mod tests {
                             frames: vec![frame("f"), frame(caller), frame("main")],
                             pcs: vec![0x300, 0x8000, 0x7000],
                             held: std::time::Duration::ZERO,
-                            taken: crate::process::Taken::Stopped,
+                            taken: super::super::stacks::Taken::Stopped,
                         }],
                     },
                 );
@@ -2916,7 +2916,7 @@ mod tests {
                         frames: vec![frame(callee), frame("f")],
                         pcs: vec![0x9000, 0x200],
                         held: std::time::Duration::ZERO,
-                        taken: crate::process::Taken::Stopped,
+                        taken: super::super::stacks::Taken::Stopped,
                     }],
                 },
             );

@@ -606,7 +606,7 @@ mod tests {
             frames,
             pcs: Vec::new(),
             held: Duration::ZERO,
-            taken: crate::process::Taken::Stopped,
+            taken: super::super::stacks::Taken::Stopped,
         }
     }
 

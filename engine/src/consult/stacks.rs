@@ -35,8 +35,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::process::Taken;
-
 use super::pace::AIM;
 use super::sample::{classify, Activity, Meter};
 use super::{Focus, Hypothesis, Resource, WaitSet, Watched};
@@ -88,6 +86,17 @@ pub struct ThreadStack {
     /// How the sample was taken: in a stop, from `/proc` while the thread slept in a call, or
     /// given again (the thread had not run since its last sample).
     pub taken: Taken,
+}
+
+/// How a thread's sample was taken ([`ThreadStack::taken`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// The thread was stopped, its registers read.
+    Stopped,
+    /// Not stopped: asleep in a system call, walked from what `/proc` shows of it there.
+    Asleep,
+    /// Not stopped: it had not run since its last sample, given again.
+    Again,
 }
 
 /// Every thread's stack at one stop, and how long the process was stopped for it.

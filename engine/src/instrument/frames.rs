@@ -42,7 +42,7 @@ pub fn top_regs(live: &Live, r: &libc::user_regs_struct) -> Regs {
 }
 
 /// A stopped thread's registers as the unwinder takes them, `rip` where the thread is.
-pub(super) fn thread_regs(r: &libc::user_regs_struct) -> Regs {
+pub fn thread_regs(r: &libc::user_regs_struct) -> Regs {
     Regs {
         rip: r.rip,
         rsp: r.rsp,

@@ -26,8 +26,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::addr::LinkAddr;
-use crate::consult::stacks::{self, Batch, FrameName, StackSource, Stacks, Syscall, ThreadStack};
-use crate::process::{CallSite, Looked, Process, State, Taken, Tracer};
+use crate::consult::stacks::{
+    self, Batch, FrameName, StackSource, Stacks, Syscall, Taken, ThreadStack,
+};
+use crate::process::{self, CallSite, Looked, Process, State, Tracer};
 use crate::session::{Module, ModuleId};
 use crate::unwind::{UnwindModule, Unwinder};
 
@@ -294,7 +296,14 @@ impl StackSource for TracerStacks<'_, '_> {
                 let held = held.map_err(|e| e.to_string())?;
                 Ok(Some(
                     held.into_iter()
-                        .map(|h| (h.tid, h.seen.0, h.seen.1, h.held, h.taken))
+                        .map(|h| {
+                            let taken = match h.taken {
+                                process::Taken::Stopped => Taken::Stopped,
+                                process::Taken::Asleep => Taken::Asleep,
+                                process::Taken::Again => Taken::Again,
+                            };
+                            (h.tid, h.seen.0, h.seen.1, h.held, taken)
+                        })
                         .collect(),
                 ))
             })

@@ -277,17 +277,28 @@ impl<T: Clone> Looked<T> {
         if !unmoved(before, state, now) {
             return None;
         }
-        self.last.insert(
-            tid,
-            Last {
-                seen: seen.clone(),
-                taken: Instant::now(),
-                site,
-                at_stop: before,
-                asleep: Some(before),
-            },
-        );
+        self.remember(tid, &seen, site, before, Some(before));
         Some(seen)
+    }
+
+    /// Keeps what a look at thread `tid` saw, asleep in `site` (its counts `at_stop` when
+    /// looked at, and `asleep` once seen asleep in it).
+    fn remember(
+        &mut self,
+        tid: i32,
+        seen: &T,
+        site: CallSite,
+        at_stop: Runs,
+        asleep: Option<Runs>,
+    ) {
+        let last = Last {
+            seen: seen.clone(),
+            taken: Instant::now(),
+            site,
+            at_stop,
+            asleep,
+        };
+        self.last.insert(tid, last);
     }
 
     /// Thread `tid`'s counts now, from the files kept for it (opened on the first call, and
@@ -317,18 +328,7 @@ impl<T: Clone> Looked<T> {
         let site = CallSite::interrupted(r).filter(|_| ours);
         let at_stop = if ours { self.runs(pid, tid) } else { None };
         match (site, at_stop) {
-            (Some(site), Some(at_stop)) => {
-                self.last.insert(
-                    tid,
-                    Last {
-                        seen: seen.clone(),
-                        taken: Instant::now(),
-                        site,
-                        at_stop,
-                        asleep: None,
-                    },
-                );
-            }
+            (Some(site), Some(at_stop)) => self.remember(tid, seen, site, at_stop, None),
             _ => {
                 self.last.remove(&tid);
             }
