@@ -488,7 +488,8 @@ mod tests {
 
     /// A thread asleep in a call is looked at from `/proc` (its call and arguments as they
     /// are), kept, and given again while it sleeps on; a running thread (this one, reading
-    /// its own files) is not, nor is a look that says the call is not enough.
+    /// its own files) is not, nor one woken during the look, nor a look that says the call
+    /// is not enough.
     #[test]
     fn a_thread_asleep_in_a_call_is_looked_at_without_a_stop() {
         let me = std::process::id() as i32;
@@ -526,8 +527,16 @@ mod tests {
         // SAFETY: gettid takes nothing and returns this thread's id.
         let this = unsafe { libc::gettid() };
         assert_eq!(looked.peek(me, this, |c| Some(*c)), None);
-        // SAFETY: writes one byte from a live buffer to the pipe this test owns.
-        assert_eq!(unsafe { libc::write(fds[1], b"x".as_ptr().cast(), 1) }, 1);
+        // Woken while it was looked at (the byte arrives during the look): its stack may have
+        // changed under the look, which is not kept.
+        let mut woken: Looked<CallSite> = Looked::default();
+        let seen = woken.peek(me, tid, |c| {
+            // SAFETY: writes one byte from a live buffer to the pipe this test owns.
+            assert_eq!(unsafe { libc::write(fds[1], b"x".as_ptr().cast(), 1) }, 1);
+            Some(*c)
+        });
+        assert_eq!(seen, None);
+        assert!(woken.last.is_empty());
         assert_eq!(reader.join().unwrap(), 1);
         // SAFETY: closes the two descriptors this test opened, used by nothing else now.
         unsafe {
