@@ -318,11 +318,6 @@ fn consult_names_a_poll_wait_with_its_function_and_descriptor() {
     );
 }
 
-/// `main` waits in epoll_wait() in `await_events` on an instance watching a listening socket
-/// and three pipes (fed a byte every 50 ms, each in turn): the search names the wait once, at
-/// the function and call it waits in, with the epoll descriptor and what it watches, not once
-/// per watched descriptor (redis-server under redis-benchmark had a finding per client); the
-/// JSON lists each watched descriptor with what it is.
 /// A thread asleep in a system call is walked from the stack pointer and pc /proc shows it
 /// with, not stopped: a stop made the event loop's `epoll_wait` return EINTR to the program,
 /// one more turn of its loop per sample (126 times in a search of 126 samples, before). Both
@@ -380,6 +375,11 @@ fn consult_walks_threads_asleep_in_a_call_without_stopping_them() {
     );
 }
 
+/// `main` waits in epoll_wait() in `await_events` on an instance watching a listening socket
+/// and three pipes (fed a byte every 50 ms, each in turn): the search names the wait once, at
+/// the function and call it waits in, with the epoll descriptor and what it watches, not once
+/// per watched descriptor (redis-server under redis-benchmark had a finding per client); the
+/// JSON lists each watched descriptor with what it is.
 #[test]
 fn consult_names_an_epoll_wait_once_with_what_it_watches() {
     let (findings, r) = planted("epoll", "");

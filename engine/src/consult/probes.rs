@@ -395,25 +395,34 @@ const MIN_ENTRIES: u64 = 1000;
 /// the limit, beyond what one turn's noise makes of a timer within it.
 const OVER: f64 = 2.0;
 
-/// The share of its thread's time timer turns `c` so far show the timer adding, where its
-/// cost will be such a share ([`ProbeLab::end_turns`]: too few entries for a cost per entry,
-/// which the bound caps and counts during the turns): its thread's CPU time per call of the
-/// function (or, where it is called too rarely, of its hottest callee) with the timer, less
-/// without, over with. `None` before a turn of each counted enough calls.
-fn share_so_far(c: &Turns) -> Option<f64> {
+/// The thread's CPU nanoseconds per unit without timer turns `c`'s timer and with it, where
+/// its cost is a share of its thread's time rather than a cost per entry (too few entries or
+/// calls for that: [`ProbeLab::end_turns`]). The unit is a call of the function where it is
+/// called often enough, else a call of its hottest callee (its progress). `None` before a
+/// turn of each counted enough of them.
+fn share_rates(c: &Turns) -> Option<(f64, f64)> {
     let enough = |without: u64, with: u64| without >= MIN_ENTRIES && with >= MIN_ENTRIES;
-    if enough(c.counted.0, c.timed.0) && c.timed.2 >= MIN_ENTRIES {
+    let calls_enough = enough(c.counted.0, c.timed.0);
+    if calls_enough && c.timed.2 >= MIN_ENTRIES {
         return None;
     }
-    let (without, with) = if enough(c.counted.0, c.timed.0) {
+    let (without, with) = if calls_enough {
         (c.counted.0, c.timed.0)
     } else if enough(c.progress_counted, c.progress_timed) {
         (c.progress_counted, c.progress_timed)
     } else {
         return None;
     };
-    let counted = c.counted.1 as f64 / without as f64;
-    let timed = c.timed.1 as f64 / with as f64;
+    Some((
+        c.counted.1 as f64 / without as f64,
+        c.timed.1 as f64 / with as f64,
+    ))
+}
+
+/// The share of its thread's time timer turns `c` so far show the timer adding, where its
+/// cost is such a share ([`share_rates`]).
+fn share_so_far(c: &Turns) -> Option<f64> {
+    let (counted, timed) = share_rates(c)?;
     (timed > 0.0).then(|| ((timed - counted) / timed).clamp(0.0, 1.0))
 }
 
@@ -1170,18 +1179,8 @@ impl ProbeLab<'_> {
             );
         }
         // Too few entries or calls for a cost per entry: the share of the thread's time the
-        // timer took, per call of the function where it is called often enough, else per
-        // call of its hottest callee (its progress).
-        let calls_enough = c.counted.0 >= MIN_ENTRIES && c.timed.0 >= MIN_ENTRIES;
-        let units = if calls_enough {
-            Some((c.counted.0, c.timed.0))
-        } else {
-            (c.progress_counted >= MIN_ENTRIES && c.progress_timed >= MIN_ENTRIES)
-                .then_some((c.progress_counted, c.progress_timed))
-        };
-        if let (false, Some((without, with))) = (enough, units) {
-            let counted = c.counted.1 as f64 / without as f64;
-            let timed = c.timed.1 as f64 / with as f64;
+        // timer took (`share_rates`).
+        if let Some((counted, timed)) = share_rates(&c) {
             if counted > timed {
                 self.baseless.insert(key.clone(), (counted, timed));
             } else {

@@ -315,9 +315,9 @@ const MIN_CYCLES: usize = 3;
 /// second, a tenth of a turn's count then more than Poisson noise.
 const MIN_CALLS: u64 = 100;
 
-/// What cycles of sampling turns `wall` long (each weighing as long as its turn lasted) with
-/// shares `shares` agree on: their mean less twice its standard error, at least 0; `None`
-/// for fewer than [`MIN_CYCLES`].
+/// What `cycles`, each its sampling turn's seconds and its share, agree on: their mean (each
+/// weighing as long as its sampling turn lasted) less twice its standard error, at least 0;
+/// `None` for fewer than [`MIN_CYCLES`].
 fn agreed(cycles: &[(f64, f64)]) -> Option<f64> {
     let n = cycles.len();
     if n < MIN_CYCLES {

@@ -146,7 +146,7 @@ struct TracerStacks<'s, 'a> {
     outside: HashSet<u64>,
     /// Files mapped since the sampler was made, opened, that samples showed code in.
     found: Vec<(Arc<Module>, u64)>,
-    /// Each thread's last stop: a thread that has not run since is given it again.
+    /// Each thread's last look: a thread that has not run since is given it again.
     looked: Looked<(Option<Syscall>, Vec<u64>)>,
 }
 
@@ -273,7 +273,8 @@ impl StackSource for TracerStacks<'_, '_> {
                 // preempted in the middle of a stop held the program tens of ms.
                 p.hurry(true);
                 // One thread at a time, the others running: a thread's registers and stack
-                // are its own. One that has not run since its last stop keeps that sample.
+                // are its own. One asleep in a call is walked without a stop where it can be,
+                // and one that has not run since its last look keeps that sample.
                 let held = p.hold_each_since(
                     looked,
                     |p, _, r| {

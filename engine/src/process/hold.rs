@@ -138,12 +138,8 @@ impl Process {
         for tid in tids {
             let state = self.threads.get(&tid).map(|t| t.state);
             if state == Some(ThreadState::Running) {
-                if let Some(seen) = looked.still(tid) {
-                    out.push(Held::unstopped(tid, seen, Taken::Again));
-                    continue;
-                }
-                if let Some(seen) = looked.peek(self.pid, tid, |call| peek(self, tid, call)) {
-                    out.push(Held::unstopped(tid, seen, Taken::Asleep));
+                if let Some(held) = self.unstopped(looked, tid, &mut peek) {
+                    out.push(held);
                     continue;
                 }
             }
@@ -188,6 +184,22 @@ impl Process {
         }
         looked.keep_only(&out.iter().map(|h| h.tid).collect::<Vec<_>>());
         Ok(out)
+    }
+
+    /// Running thread `tid` looked at without a stop, where it can be (the module's doc): its
+    /// last look given again if it has not run since, else `peek` at the call `/proc` shows
+    /// it asleep in.
+    fn unstopped<T: Clone>(
+        &self,
+        looked: &mut Looked<T>,
+        tid: i32,
+        peek: &mut impl FnMut(&Process, i32, &CallSite) -> Option<T>,
+    ) -> Option<Held<T>> {
+        if let Some(seen) = looked.still(tid) {
+            return Some(Held::unstopped(tid, seen, Taken::Again));
+        }
+        let seen = looked.peek(self.pid, tid, |call| peek(self, tid, call))?;
+        Some(Held::unstopped(tid, seen, Taken::Asleep))
     }
 
     /// Interrupts running thread `tid` and waits for its stop, by its id alone.
@@ -281,12 +293,8 @@ impl Process {
             })
             .unwrap_or_default();
         for tid in tids {
-            if let Some(seen) = looked.still(tid) {
-                out.push(Held::unstopped(tid, seen, Taken::Again));
-                continue;
-            }
-            if let Some(seen) = looked.peek(self.pid, tid, |call| peek(self, tid, call)) {
-                out.push(Held::unstopped(tid, seen, Taken::Asleep));
+            if let Some(held) = self.unstopped(looked, tid, &mut peek) {
+                out.push(held);
                 continue;
             }
             let before = looked.runs(self.pid, tid);

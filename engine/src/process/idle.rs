@@ -145,8 +145,8 @@ pub(super) fn unmoved(asleep: Runs, state: char, now: Runs) -> bool {
 /// then waited for a CPU before it could stop (its counts `before` the ask and `at_stop`), and
 /// never after the tracer saw it stopped, `seen`; `seen` where the counts are not known. A
 /// thread on a CPU stops at the ask, and is held from then, not only once the tracer, woken
-/// by its stop, gets to it (about 25 us a stop on an idle machine, up to a few hundred under
-/// load).
+/// by its stop, gets to it (on redis-server under load: 28 us median, 79 us mean, 132 us at
+/// the 90th percentile).
 pub(super) fn stop_began(
     asked: Instant,
     seen: Instant,
@@ -192,9 +192,9 @@ impl<T> Default for Looked<T> {
     }
 }
 
-/// A thread's `schedstat`, `syscall` and `stat` files, opened while it is held. A file of a
-/// thread that has ended reads nothing, even once its id is another thread's: opened while
-/// the thread was stopped, all three are that thread's.
+/// A thread's `schedstat`, `syscall` and `stat` files, kept open. A file of a thread that has
+/// ended reads nothing, even once its id is another thread's: all three are the files of the
+/// thread that had the id when they were opened (reopened when they read nothing).
 #[derive(Debug)]
 struct TaskFiles {
     open: [File; 3],
@@ -224,7 +224,7 @@ impl TaskFiles {
 }
 
 impl<T: Clone> Looked<T> {
-    /// What the last stop of thread `tid` saw, if the thread has not run since (see the
+    /// What the last look at thread `tid` saw, if the thread has not run since (see the
     /// module's doc), reading its `/proc` files to tell.
     pub(super) fn still(&mut self, tid: i32) -> Option<T> {
         let last = self.last.get_mut(&tid)?;
